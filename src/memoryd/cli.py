@@ -1,0 +1,237 @@
+"""The `memoryd` command: one argparse tree, lazy imports per command so each starts fast."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+
+def _client_call(op: str, args: dict[str, Any] | None = None, timeout_s: float = 3.0) -> Any:
+    from memoryd.client.connection import Connection
+
+    conn = Connection({"client": "memoryd-cli"}, autospawn=False)
+    conn.open_socket()
+    try:
+        req_id = conn.new_id()
+        conn._wait_for_peer(timeout_s)
+        if not conn.send(req_id, op, args or {}):
+            return None
+        reply = conn.wait_reply(req_id, timeout_s)
+        return None if reply is None else reply.get("result")
+    finally:
+        conn.close_socket()
+
+
+def cmd_serve(ns: argparse.Namespace) -> int:
+    import logging
+    import os
+
+    from memoryd.daemon import lifecycle
+
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if ns.detach and os.getsid(0) != os.getpid():
+        return _detach_and_wait()
+    return lifecycle.run()
+
+
+def _detach_and_wait() -> int:
+    """Started from a terminal: spawn the daemon in a new session and return once it answers."""
+    from memoryd import paths
+    from memoryd.client import spawn
+
+    ok = spawn.ensure_daemon(paths.endpoint())
+    status = spawn.read_status() or {}
+    print(f"memoryd: {'running' if ok else 'failed to start'} (pid {status.get('pid')}); log: "
+          f"{paths.daemon_log_file()}", file=sys.stderr)
+    return 0 if ok else 1
+
+
+def cmd_mcp(ns: argparse.Namespace) -> int:
+    from memoryd.mcp_bridge.bridge import main
+
+    return main()
+
+
+def cmd_status(ns: argparse.Namespace) -> int:
+    from memoryd.client import spawn
+
+    status = spawn.read_status()
+    live = _client_call("status") if status else None
+    if live is None:
+        print(json.dumps({"running": False}) if ns.json else "memoryd: not running")
+        return 1
+    live["running"] = True
+    if ns.json:
+        print(json.dumps(live, indent=2))
+    else:
+        for key, value in live.items():
+            print(f"{key:16} {value}")
+    return 0
+
+
+def cmd_stop(ns: argparse.Namespace) -> int:
+    """The ladder: ask (stop op), wait, SIGTERM, wait, SIGKILL."""
+    import os
+    import signal
+    import time
+
+    from memoryd.client import spawn
+
+    status = spawn.read_status()
+    pid = status.get("pid") if status else None
+    if not spawn.pid_alive(pid):
+        print("memoryd: not running", file=sys.stderr)
+        return 0
+    _client_call("stop", timeout_s=2.0)
+    for sig in (None, signal.SIGTERM, signal.SIGKILL):
+        if sig is not None:
+            os.kill(pid, sig)  # type: ignore[arg-type]
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and spawn.pid_alive(pid):
+            time.sleep(0.02)
+        if not spawn.pid_alive(pid):
+            print(f"memoryd: stopped (pid {pid})", file=sys.stderr)
+            return 0
+    return 1
+
+
+def cmd_restart(ns: argparse.Namespace) -> int:
+    cmd_stop(ns)
+    ns.detach = True
+    return _detach_and_wait()
+
+
+def cmd_log(ns: argparse.Namespace) -> int:
+    from memoryd import paths
+    from memoryd.daemon import eventlog
+
+    events = paths.store_root() / "events"
+    if ns.action == "verify":
+        report = eventlog.verify(events)
+        print(json.dumps(report) if ns.json else
+              (f"log ok: {report['events']} events, chain intact" if report["ok"] else
+               f"log BROKEN at seq {report['broken_seq']} ({report['segment']}:{report['line']}): {report['reason']}"))
+        return 0 if report["ok"] else 1
+    return _tail(eventlog.segments(events), ns.follow)
+
+
+def _tail(segments: list[Any], follow: bool) -> int:
+    import time
+
+    if not segments:
+        print("memoryd: the event log is empty", file=sys.stderr)
+        return 0
+    with open(segments[-1], encoding="utf-8") as handle:
+        lines = handle.readlines()[-20:]
+        sys.stdout.writelines(lines)
+        while follow:
+            line = handle.readline()
+            if line:
+                sys.stdout.write(line)
+                sys.stdout.flush()
+            else:
+                time.sleep(0.2)
+    return 0
+
+
+def cmd_install_service(ns: argparse.Namespace) -> int:
+    from memoryd import services
+
+    return services.install_service(print_only=ns.print, enable=ns.enable)
+
+
+def cmd_init(ns: argparse.Namespace) -> int:
+    from memoryd import clients
+
+    return clients.register_client(ns.client, print_only=ns.print)
+
+
+def cmd_doctor(ns: argparse.Namespace) -> int:
+    from memoryd import doctor
+
+    return doctor.run_doctor(as_json=ns.json)
+
+
+def cmd_bench(ns: argparse.Namespace) -> int:
+    from memoryd import bench
+
+    return bench.main(ns)
+
+
+def cmd_demo(ns: argparse.Namespace) -> int:
+    from memoryd import demo
+
+    return demo.main()
+
+
+def cmd_export(ns: argparse.Namespace) -> int:
+    from memoryd import export
+
+    return export.main(ns.path)
+
+
+def cmd_episodes(ns: argparse.Namespace) -> int:
+    from memoryd import episodes_cli
+
+    return episodes_cli.main(ns)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="memoryd", description="persistent memory for AI coding agents")
+    sub = parser.add_subparsers(dest="command")
+    serve = sub.add_parser("serve", help="run the daemon (foreground unless --detach)")
+    serve.add_argument("--detach", action="store_true", help="run in the background, logging to the daemon log")
+    serve.set_defaults(func=cmd_serve)
+    sub.add_parser("mcp", help="run the stdio MCP bridge").set_defaults(func=cmd_mcp)
+    for name, func in (("status", cmd_status), ("stop", cmd_stop), ("restart", cmd_restart)):
+        cmd = sub.add_parser(name, help=f"daemon {name}")
+        cmd.add_argument("--json", action="store_true")
+        cmd.set_defaults(func=func)
+    doctor = sub.add_parser("doctor", help="check the install and say how to fix each problem")
+    doctor.add_argument("--json", action="store_true")
+    doctor.set_defaults(func=cmd_doctor)
+    init = sub.add_parser("init", help="register the bridge in an MCP client's config")
+    init.add_argument("--client", required=True)
+    init.add_argument("--print", action="store_true", help="only show what would be written")
+    init.set_defaults(func=cmd_init)
+    service = sub.add_parser("install-service", help="write the systemd user unit / launchd agent")
+    service.add_argument("--print", action="store_true")
+    service.add_argument("--enable", action="store_true")
+    service.set_defaults(func=cmd_install_service)
+    episodes = sub.add_parser("episodes", help="inspect or prune the journal tier")
+    episodes.add_argument("action", choices=["list", "prune"])
+    episodes.add_argument("session", nargs="?")
+    episodes.add_argument("--dry-run", action="store_true")
+    episodes.add_argument("--json", action="store_true")
+    episodes.set_defaults(func=cmd_episodes)
+    logcmd = sub.add_parser("log", help="follow or verify the event log")
+    logcmd.add_argument("action", choices=["tail", "verify"])
+    logcmd.add_argument("-f", "--follow", action="store_true")
+    logcmd.add_argument("--json", action="store_true")
+    logcmd.set_defaults(func=cmd_log)
+    export = sub.add_parser("export", help="write a portable archive of the store")
+    export.add_argument("path", nargs="?")
+    export.set_defaults(func=cmd_export)
+    sub.add_parser("demo", help="two scripted agents through real bridges, in a throwaway store").set_defaults(func=cmd_demo)
+    bench = sub.add_parser("bench", help="the benchmark of quality.md")
+    bench.add_argument("--json", action="store_true")
+    bench.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
+    bench.set_defaults(func=cmd_bench)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from memoryd import paths
+
+    paths.quiet_platformdirs()
+    ns = build_parser().parse_args(argv)
+    if not hasattr(ns, "func"):
+        ns = build_parser().parse_args(["serve"])  # bare `memoryd` runs the daemon on the default store
+    try:
+        return int(ns.func(ns) or 0)
+    except paths.PathError as exc:
+        print(f"memoryd: {exc}", file=sys.stderr)
+        return 2

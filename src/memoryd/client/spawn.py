@@ -1,0 +1,105 @@
+"""Finding a live daemon, and starting one when none answers (wire.md §3).
+
+Import contract: stdlib + paths + protocol; zmq only inside `ping`.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+from memoryd import PROTOCOL, paths
+from memoryd.protocol import decode, encode, request
+
+SPAWN_WAIT_S = 5.0
+PING_TIMEOUT_S = 0.5
+
+
+def read_status() -> dict[str, Any] | None:
+    try:
+        data = json.loads(paths.status_path().read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def pid_alive(pid: Any) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def ping(endpoint: str, timeout_s: float = PING_TIMEOUT_S) -> dict[str, Any] | None:
+    """The daemon's `status` reply, or None when nothing answers within `timeout_s`."""
+    import zmq
+
+    ctx = zmq.Context.instance()
+    sock = ctx.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    try:
+        sock.connect(endpoint)
+        sock.send(encode(request(1, "status", {}, "ping-" + os.urandom(6).hex())))
+        if not sock.poll(int(timeout_s * 1000)):
+            return None
+        reply = decode(sock.recv())
+        return reply.get("result") if isinstance(reply, dict) and reply.get("ok") else None
+    except zmq.ZMQError:
+        return None
+    finally:
+        sock.close(linger=0)
+
+
+def daemon_running(endpoint: str) -> bool:
+    """Known from the status file (written only after bind) and confirmed by a short ping."""
+    status = read_status()
+    if status is None or not pid_alive(status.get("pid")):
+        return False
+    return ping(endpoint) is not None
+
+
+def spawn_daemon() -> None:
+    """Start `memoryd serve --detach` in a new session: an MCP host kills the bridge's whole
+    process group on exit, and the daemon must outlive it."""
+    log_file = paths.daemon_log_file()
+    paths.ensure_private_dir(log_file.parent)
+    fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        subprocess.Popen(
+            [sys.executable, "-m", "memoryd", "serve", "--detach"],
+            stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, start_new_session=True, close_fds=True,
+        )
+    finally:
+        os.close(fd)
+
+
+def ensure_daemon(endpoint: str, wait_s: float = SPAWN_WAIT_S) -> bool:
+    """True once a daemon answers; spawns one under a spawn lock so racing bridges start one."""
+    if daemon_running(endpoint):
+        return True
+    paths.ensure_private_dir(paths.runtime_dir())
+    with open(paths.spawn_lock_path(), "a+") as lock:
+        os.chmod(paths.spawn_lock_path(), 0o600)
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the winner spawns; the others wait here, then see it running
+        if daemon_running(endpoint):
+            return True
+        spawn_daemon()
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            if daemon_running(endpoint):
+                return True
+            time.sleep(0.02)
+    return False
+
+
+__all__ = ["PROTOCOL", "daemon_running", "ensure_daemon", "ping", "read_status", "spawn_daemon"]

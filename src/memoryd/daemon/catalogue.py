@@ -1,0 +1,35 @@
+"""The one tool catalogue: every tier's `TOOLS`, joined. The bridge, the docs and the tests read it
+through the daemon's `tools` op, so nothing is listed twice."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from memoryd.daemon import episode_tools
+from memoryd.daemon.tool import Tool
+from memoryd.instructions import INSTRUCTIONS
+
+
+def _collect() -> dict[str, Tool]:
+    tiers = [episode_tools.TOOLS]
+    for module_name in ("memory_tools", "session_tools"):
+        try:
+            module = __import__(f"memoryd.daemon.{module_name}", fromlist=["TOOLS"])
+        except ModuleNotFoundError as exc:
+            if exc.name != f"memoryd.daemon.{module_name}":
+                raise
+            continue
+        tiers.append(module.TOOLS)
+    return {tool.name: tool for tier in tiers for tool in tier}
+
+
+TOOLS: dict[str, Tool] = _collect()
+
+
+def payload() -> dict[str, Any]:
+    return {"tools": [tool.wire() for tool in TOOLS.values()], "instructions": INSTRUCTIONS}
+
+
+ETAG = hashlib.sha256(json.dumps(payload(), sort_keys=True).encode()).hexdigest()[:16]

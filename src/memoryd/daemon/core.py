@@ -1,0 +1,225 @@
+"""The daemon's domain state: store, event log, sessions, journal — and the one way to change it.
+
+Import contract: no zmq, no msgpack. Every change is an event appended through `record`, which
+also applies it to the in-memory indexes, so replay at start and live operation share one code
+path (`apply`). Time comes from an injected clock so TTLs and the reaper test without sleeping.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from memoryd.config import Config
+from memoryd.daemon import store
+from memoryd.daemon.eventlog import EventLog
+from memoryd.daemon.journal import Journal
+from memoryd.daemon.sessions import Conn, Session, SessionTable
+
+Clock = Callable[[], float]
+# Events that are not a caller's tool call, so they do not count as session activity.
+NON_CALL_KINDS = frozenset({
+    "daemon_start", "daemon_stop", "recovery", "session_start", "session_end", "session_attach",
+    "pending_expired", "episode_prune", "reaper_run",
+})
+MAX_APPLIED_REQS = 50_000
+
+
+def iso(t: float) -> str:
+    """ISO-8601 UTC with milliseconds and `Z`."""
+    whole = int(t)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + f".{int((t - whole) * 1000):03d}Z"
+
+
+def parse_iso(ts: str) -> float:
+    import calendar
+
+    base, _, frac = ts.rstrip("Z").partition(".")
+    return calendar.timegm(time.strptime(base, "%Y-%m-%dT%H:%M:%S")) + (float("0." + frac) if frac else 0.0)
+
+
+@dataclass
+class Call:
+    """What a tool handler knows about its caller."""
+
+    core: Core
+    conn: Conn
+    session: Session
+    req: str  # "<conn>:<request id>": lets a retried write be recognised after a restart
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return self.conn.identity
+
+
+class Core:
+    def __init__(self, root: Path, config: Config, clock: Clock = time.time) -> None:
+        self.root = root
+        self.config = config
+        self.clock = clock
+        self.files = store.FileStore(root)
+        self.log = EventLog(root / "events")
+        self.sessions = SessionTable()
+        self.journal = Journal(root)
+        self.logged_episodes: set[str] = set()      # ids an episode_write event names
+        self.removed_episodes: set[str] = set()     # ids deleted by promote or prune
+        self.applied_reqs: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self.suspended: dict[str, float] = {}  # session id -> reattach deadline after a restart
+        self.started = clock()
+        self.stats = {"dropped_frames": 0, "bad_requests": 0}
+        self.extensions: list[Any] = []  # tiers that add appliers and recovery (memories, reaper)
+
+    def now(self) -> str:
+        return iso(self.clock())
+
+    # -- the one write path -------------------------------------------------------------------
+
+    def record(self, kind: str, actor: Session | None = None, **fields: Any) -> dict[str, Any]:
+        """Append one event (ids, counts, hashes only — never content) and apply it."""
+        event: dict[str, Any] = {"ts": self.now(), "kind": kind}
+        if actor is not None:
+            event["session"] = actor.id
+        event.update({k: v for k, v in fields.items() if v is not None})
+        self.log.append(event)
+        self.apply(event)
+        return event
+
+    def sync(self) -> None:
+        """Make every file and event of this pass durable (one round of fsyncs: group commit)."""
+        self.files.sync()
+        self.log.sync()
+
+    def apply(self, event: dict[str, Any]) -> None:
+        handler = _APPLIERS.get(event["kind"])
+        if handler is not None:
+            handler(self, event)
+        for extension in self.extensions:
+            extension.apply(event)
+        session = self.sessions.get(event.get("session", ""))
+        if session is not None and event["kind"] not in NON_CALL_KINDS:
+            self.sessions.touch(session, event["ts"])
+        if "req" in event:
+            self.applied_reqs[event["req"]] = event
+            if len(self.applied_reqs) > MAX_APPLIED_REQS:
+                self.applied_reqs.popitem(last=False)
+
+    def handoff_text(self, memory_id: str) -> str | None:
+        """The text of a session's finish handoff, once the memory tier is loaded."""
+        memories = getattr(self, "memories", None)
+        return memories.text_of(memory_id) if memories is not None else None
+
+    # -- provenance (storage.md §4) -----------------------------------------------------------
+
+    def provenance(self, episode_id: str, created: str) -> str:
+        if episode_id in self.logged_episodes:
+            return "local"
+        if self.log.first_ts is None or created < self.log.first_ts:
+            return "untracked"
+        return "unaccounted"
+
+    # -- start-up ------------------------------------------------------------------------------
+
+    def open(self) -> dict[str, Any]:
+        """Recovery at start: temp files, torn log tail, replay, reconcile files (storage.md §4)."""
+        for sub in ("memories", "tombstones", "episodes", "events", "state"):
+            (self.root / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
+        temp_removed = self.files.remove_temp_files()
+        torn = self.log.replay(self.apply)
+        self.journal.load()
+        for extension in self.extensions:
+            extension.load()
+        report = {"temp_files_removed": temp_removed, "torn_bytes_truncated": torn,
+                  **self._reconcile_episodes()}
+        for extension in self.extensions:
+            report.update(extension.reconcile())
+        suspended = self._suspend_open_sessions()
+        self.record("daemon_start", pid=_pid(), suspended_sessions=suspended)
+        self.record("recovery", **report)
+        self.sync()
+        return report
+
+    def _reconcile_episodes(self) -> dict[str, Any]:
+        counts = {"local": 0, "untracked": 0, "unaccounted": 0}
+        for episode in self.journal.all():
+            counts[self.provenance(episode.id, episode.created)] += 1
+        missing = self.logged_episodes - self.removed_episodes - self.journal.by_id.keys()
+        self.missing_episodes = sorted(missing)
+        return {"episodes_untracked": counts["untracked"], "episodes_unaccounted": counts["unaccounted"],
+                "episodes_missing": len(missing), "bad_files": len(self.journal.bad_files)}
+
+    def _suspend_open_sessions(self) -> int:
+        grace_until = self.clock() + 3 * self.config.heartbeat_seconds
+        for session in self.sessions.open_sessions():
+            self.suspended[session.id] = grace_until
+        return len(self.suspended)
+
+    # -- session lifecycle ---------------------------------------------------------------------
+
+    def start_session(self, identity: dict[str, Any], conn_id: str) -> Session:
+        fields = {k: identity.get(k) for k in ("worktree", "repo", "project", "client")}
+        event = self.record("session_start", None, session=self.sessions.next_id(), conn=conn_id, **fields)
+        session = self.sessions.sessions[event["session"]]
+        session.conn = conn_id
+        return session
+
+    def end_session(self, session: Session, reason: str, **fields: Any) -> None:
+        if session.is_open:
+            self.record("session_end", session, reason=reason, **fields)
+            session.conn = None
+
+
+def _pid() -> int:
+    import os
+
+    return os.getpid()
+
+
+def _on_session_start(core: Core, event: dict[str, Any]) -> None:
+    core.sessions.add(event)
+
+
+def _on_session_end(core: Core, event: dict[str, Any]) -> None:
+    session = core.sessions.get(event["session"])
+    if session is not None:
+        core.sessions.end(session, event["reason"], event["ts"])
+        session.summary = event.get("summary", session.summary)
+        session.handoff_id = event.get("handoff_id", session.handoff_id)
+
+
+def _on_episode_write(core: Core, event: dict[str, Any]) -> None:
+    core.logged_episodes.add(event["episode_id"])
+    session = core.sessions.get(event["session"])
+    if session is not None:
+        session.episodes_written.add(event["episode_id"])
+
+
+def _on_episode_handoff(core: Core, event: dict[str, Any]) -> None:
+    session = core.sessions.get(event["session"])
+    if session is not None:
+        session.handoff_calls += 1
+
+
+def _on_episode_gone(core: Core, event: dict[str, Any]) -> None:
+    """A promote that committed, a confirm of a promote, or a prune deleted episodes."""
+    ids = event.get("episode_ids") or ([event["episode_id"]] if event.get("episode_id") else [])
+    if event["kind"] in ("episode_promote", "write_confirm") and event.get("deleted") is not True:
+        return
+    core.removed_episodes.update(ids)
+    owner = core.sessions.get(event.get("owner", ""))
+    if owner is not None and event["kind"] != "episode_prune":
+        owner.episodes_promoted.update(ids)
+
+
+_APPLIERS: dict[str, Callable[[Core, dict[str, Any]], None]] = {
+    "session_start": _on_session_start,
+    "session_end": _on_session_end,
+    "episode_write": _on_episode_write,
+    "episode_handoff": _on_episode_handoff,
+    "episode_promote": _on_episode_gone,
+    "write_confirm": _on_episode_gone,
+    "episode_prune": _on_episode_gone,
+}

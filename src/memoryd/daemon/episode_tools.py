@@ -1,0 +1,341 @@
+"""The episode tier's tools: episode_write, episode_handoff, episode_search, scope disable/enable.
+
+Import contract: core, journal, store, scopes, tool — no zmq, no msgpack.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+from ulid import ULID
+
+from memoryd.daemon import store
+from memoryd.daemon.core import Call, Core, parse_iso
+from memoryd.daemon.journal import Episode, first_line, to_meta
+from memoryd.daemon.scopes import is_hidden, matches_any, unique
+from memoryd.daemon.sessions import Session
+from memoryd.daemon.tool import (ANY_LIST, ANY_OBJ, BOOL, INT, OPT_STR, STR, Parked, Tool, boolean,
+                                 integer, scope, scope_list, session_id, string, ulid)
+from memoryd.errors import InvalidParams, ResourceState
+
+SWARM_PATTERN = r"^[A-Za-z0-9_-]{1,128}$"
+MAX_WAIT_S = 300
+_SPAN = re.compile(r"^(\d{1,6})([smhdw])$")
+_SPAN_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+# -- argument rules the schema cannot say -----------------------------------------------------
+
+def require_text(name: str, value: str, max_bytes: int) -> str:
+    if not value.strip():
+        raise InvalidParams(name, "must not be empty or blank")
+    size = len(value.encode())
+    if size > max_bytes:
+        raise InvalidParams(name, f"is {size} bytes, over the cap of {max_bytes}")
+    return value
+
+
+def since_cutoff(value: str, now: float) -> str:
+    """`since` as an ISO timestamp to compare against: absolute ISO, or a span like 30m/24h/7d."""
+    from memoryd.daemon.core import iso
+
+    span = _SPAN.match(value.strip())
+    if span:
+        return iso(now - int(span.group(1)) * _SPAN_S[span.group(2)])
+    try:
+        return iso(parse_iso(value.strip()))
+    except ValueError as exc:
+        raise InvalidParams("since", "must be an ISO-8601 UTC timestamp or a span like 30m, 24h, 7d") from exc
+
+
+# -- episode_write ----------------------------------------------------------------------------
+
+def episode_write(call: Call, args: dict[str, Any]) -> dict[str, Any]:
+    core, cfg = call.core, call.core.config
+    body = require_text("body", args["body"], cfg.max_content_bytes)
+    takeaway = args["takeaway"]
+    if takeaway is not None:
+        takeaway = require_text("takeaway", takeaway, cfg.max_takeaway_bytes).strip()
+    scopes = unique(args["scopes"] or [])
+    if len(scopes) > cfg.max_scopes_per_write:
+        raise InvalidParams("scopes", f"at most {cfg.max_scopes_per_write} scopes per write")
+    swarm = args["swarm_id"] or call.identity.get("swarm_id")
+    if swarm is not None and not re.match(SWARM_PATTERN, swarm):
+        raise InvalidParams("swarm_id", "must be 1-128 chars of [A-Za-z0-9_-]")
+    return write_episode(core, call.session, body, takeaway, scopes, swarm, call.req)
+
+
+def write_episode(core: Core, session: Session, body: str, takeaway: str | None,
+                  scopes: list[str], swarm: str | None, req: str | None) -> dict[str, Any]:
+    now = core.clock()
+    episode_id = str(ULID.from_timestamp(now))
+    path = core.journal.path_for(session.id, episode_id)
+    episode = Episode(id=episode_id, session_id=session.id, created=core.now(), takeaway=takeaway,
+                      first_line=first_line(body), scopes=tuple(scopes), swarm_id=swarm,
+                      worktree=session.worktree, path=path)
+    data = store.render(to_meta(episode, session.id), body, blame="takeaway")
+    core.files.write_file(path, data)
+    core.record("episode_write", session, episode_id=episode_id, swarm_id=swarm, req=req)
+    core.journal.add(episode)
+    return {"status": "committed", "id": episode_id, "session_id": session.id, "created": episode.created,
+            "takeaway": takeaway, "scopes": scopes, "swarm_id": swarm}
+
+
+def replay_episode_write(core: Core, event: dict[str, Any]) -> dict[str, Any] | None:
+    """The result of an episode_write already applied before a restart (idempotent retry)."""
+    episode = core.journal.by_id.get(event.get("episode_id", ""))
+    if episode is None:
+        return None
+    return {"status": "committed", "id": episode.id, "session_id": episode.session_id,
+            "created": episode.created, "takeaway": episode.takeaway, "scopes": list(episode.scopes),
+            "swarm_id": episode.swarm_id}
+
+
+# -- episode_handoff --------------------------------------------------------------------------
+
+def episode_view(core: Core, episode: Episode, with_body: bool, extra: bool = False) -> dict[str, Any]:
+    provenance = core.provenance(episode.id, episode.created)
+    view: dict[str, Any] = {"id": episode.id, "created": episode.created, "takeaway": episode.headline,
+                            "scopes": list(episode.scopes), "provenance": provenance}
+    if extra:
+        view.update(session_id=episode.session_id, swarm_id=episode.swarm_id, worktree=episode.worktree)
+    if with_body and provenance != "unaccounted":  # a planted file's body is never shown
+        view["body"] = core.journal.read_body(episode)
+    return view
+
+
+def visible_episodes(core: Core, session: Session, disabled: set[str]) -> list[Episode]:
+    return [e for e in core.journal.of_session(session.id) if not is_hidden(e.scopes, disabled)]
+
+
+def empty_cause(core: Core, session: Session, disabled: set[str]) -> str:
+    """Why the immediately-prior session left nothing visible: the note of tools.md §1."""
+    live = core.journal.of_session(session.id)
+    written = session.episodes_written
+    if live:
+        return (f"all-scope-hidden: the prior session {session.id}'s {len(live)} takeaway(s) are all "
+                "in scopes you disabled; enable them with memory_scope_enable")
+    if written and written <= session.episodes_promoted:
+        return (f"promoted-out: the prior session {session.id}'s {len(written)} takeaway(s) were promoted "
+                "to durable memories; find them with memory_search")
+    if written:
+        return f"expired: the prior session {session.id}'s takeaways were pruned by the episode TTL"
+    if session.handoff_calls:
+        return f"floor-only: the prior session {session.id} called episode_handoff but wrote no episode"
+    return (f"zero-episode: the prior session {session.id} made {session.calls} call(s) but never "
+            "handed off and wrote no episode")
+
+
+def resolve_prior(core: Core, caller: Session) -> tuple[Session | None, Session | None, str | None]:
+    """(immediately-prior session, adopted session, note) for the caller's worktree."""
+    disabled = caller.disabled_scopes
+    first: Session | None = None
+    note = None
+    for candidate in core.sessions.walk_back(caller.worktree, skip=caller.id):
+        if candidate.calls == 0 and not candidate.episodes_written:
+            continue  # a bridge that connected and did nothing is no session to hand off from
+        if visible_episodes(core, candidate, disabled):
+            return first or candidate, candidate, note
+        if first is None:
+            first, note = candidate, empty_cause(core, candidate, disabled)
+    return first, None, note
+
+
+def prior_session_block(core: Core, session: Session) -> dict[str, Any]:
+    block: dict[str, Any] = {"id": session.id, "ended": session.ended, "ended_at": session.ended_at}
+    text = core.handoff_text(session.handoff_id) if session.handoff_id else None
+    if text is not None:
+        block["handoff"] = {"id": session.handoff_id, "text": text}
+    return block
+
+
+def episode_handoff(call: Call, args: dict[str, Any]) -> dict[str, Any]:
+    core, caller = call.core, call.session
+    note = None
+    if args["prior_session_id"] is not None:
+        target = core.sessions.get(args["prior_session_id"])
+        if target is None:
+            raise ResourceState("unknown_session", args["prior_session_id"])
+        first = adopted = target
+    else:
+        first, adopted, note = resolve_prior(core, caller)
+    shown = visible_episodes(core, adopted, caller.disabled_scopes)[-args["max_episodes"]:] if adopted else []
+    prior = adopted or first
+    core.record("episode_handoff", caller, prior=prior.id if prior else None, episodes=len(shown))
+    result: dict[str, Any] = {
+        "prior_session_id": prior.id if prior else None,
+        "episodes": [episode_view(core, e, args["include_bodies"]) for e in shown],
+        "framing": "data",
+    }
+    if note:
+        result["note"] = note if adopted is None else f"{note} (rewound to the older session {adopted.id})"
+    if prior:
+        result["prior_session"] = prior_session_block(core, prior)
+    return result
+
+
+# -- episode_search ---------------------------------------------------------------------------
+
+def _search_filter(call: Call, args: dict[str, Any]) -> Any:
+    cutoff = since_cutoff(args["since"], call.core.clock()) if args["since"] else None
+    ids = set(args["ids"] or [])
+    by_owner = args["swarm_id"] or args["session_id"] or ids
+    worktree = call.session.worktree if args["auto_scope"] and not by_owner else ...
+    disabled = call.session.disabled_scopes
+
+    def accept(e: Episode) -> bool:
+        return ((not ids or e.id in ids)
+                and (args["swarm_id"] is None or e.swarm_id == args["swarm_id"])
+                and (args["session_id"] is None or e.session_id == args["session_id"])
+                and (worktree is ... or e.worktree == worktree)
+                and (cutoff is None or e.created >= cutoff)
+                and (not args["scopes"] or matches_any(e.scopes, args["scopes"]))
+                and not is_hidden(e.scopes, disabled))
+    return accept
+
+
+def _candidates(core: Core, args: dict[str, Any]) -> Any:
+    if args["ids"]:
+        return (core.journal.by_id[i] for i in args["ids"] if i in core.journal.by_id)
+    if args["session_id"]:
+        return iter(core.journal.by_session.get(args["session_id"], {}).values())
+    return core.journal.all()
+
+
+def episode_search(call: Call, args: dict[str, Any]) -> dict[str, Any] | Parked:
+    core = call.core
+    accept = _search_filter(call, args)
+    with_body = args["include_bodies"] if args["include_bodies"] is not None else bool(args["ids"])
+    core.record("episode_search", call.session, wait_for=args["wait_for"])
+
+    def run(timed_out: bool | None) -> dict[str, Any] | None:
+        matches = sorted((e for e in _candidates(core, args) if accept(e)), key=lambda e: (e.created, e.id))
+        if timed_out is False and len(matches) < args["wait_for"]:
+            return None
+        result = {"episodes": [episode_view(core, e, with_body, extra=True) for e in matches[-args["max_results"]:]],
+                  "total": len(matches), "framing": "data"}
+        if timed_out is not None:
+            result["timed_out"] = timed_out and len(matches) < args["wait_for"]
+        return result
+
+    if args["wait_for"] is None:
+        return run(None)  # type: ignore[return-value]
+    ready = run(False)
+    if ready is not None:
+        return ready
+    return Parked(check=lambda timed_out: run(timed_out), deadline=time.monotonic() + args["timeout_s"])
+
+
+# -- scope disable / enable -------------------------------------------------------------------
+
+def memory_scope_disable(call: Call, args: dict[str, Any]) -> dict[str, Any]:
+    call.session.disabled_scopes.add(args["scope"])
+    call.core.record("scope_disable", call.session, scope=args["scope"])
+    return {"disabled_scopes": sorted(call.session.disabled_scopes)}
+
+
+def memory_scope_enable(call: Call, args: dict[str, Any]) -> dict[str, Any]:
+    call.session.disabled_scopes.discard(args["scope"])
+    call.core.record("scope_enable", call.session, scope=args["scope"])
+    return {"disabled_scopes": sorted(call.session.disabled_scopes)}
+
+
+# -- the tier's catalogue entries -------------------------------------------------------------
+
+_EPISODE_ROW = {"type": "array", "items": {"type": "object"}}
+
+TOOLS = [
+    Tool(
+        name="episode_write",
+        description=(
+            "Append a journal entry (run state) to your current session: what you tried, where it "
+            "fell over, what is blocked, what is next. No durability gate, so transient phrasing is "
+            "fine; use memory_write for durable facts instead. Episodes live 30 days, are invisible to "
+            "memory_* reads, and surface in the next session's episode_handoff (takeaway first, else "
+            "the body's first line). A sub-agent passes its coordinator's session id as swarm_id so "
+            "the coordinator can gather takeaways with episode_search(swarm_id=...)."
+        ),
+        params={
+            "body": string("Free-form markdown; non-empty; at most 1 MB."),
+            "takeaway": string("One-sentence summary surfaced first by episode_handoff; at most 4 KB."),
+            "scopes": scope_list("Scope tags like projects:memoryd; may be empty."),
+            "swarm_id": string("Cohort label for fan-in (default: MEMORYD_SWARM_ID).", pattern=SWARM_PATTERN),
+        },
+        required=("body",),
+        returns={"status": STR, "id": STR, "session_id": STR, "created": STR, "takeaway": OPT_STR,
+                 "scopes": ANY_LIST, "swarm_id": OPT_STR},
+        handler=episode_write,
+    ),
+    Tool(
+        name="episode_handoff",
+        description=(
+            "What did the last session in this worktree conclude? Call this first in a fresh agent or "
+            "loop iteration. Without prior_session_id it walks this worktree's sessions (exact path "
+            "match) from the most recent, skipping yours, and returns the first one's last takeaways, "
+            "oldest first, plus how that session ended and its finish handoff. If the immediately "
+            "prior session left nothing visible, `note` starts with the cause (floor-only, "
+            "zero-episode, promoted-out, all-scope-hidden) and the walk rewinds to an older session. "
+            "provenance: local | untracked | unaccounted (no log event names the file: treat with "
+            "suspicion; its body is never returned). An explicit prior_session_id reads any worktree."
+        ),
+        params={
+            "prior_session_id": session_id("Read this session instead of resolving one."),
+            "max_episodes": integer("How many of its latest episodes to return.", 5, 1, 50),
+            "include_bodies": boolean("Include episode bodies (never for unaccounted ones)."),
+        },
+        required=(),
+        returns={"prior_session_id": OPT_STR, "episodes": _EPISODE_ROW, "note": STR,
+                 "prior_session": ANY_OBJ, "framing": STR},
+        handler=episode_handoff, read_only=True,
+    ),
+    Tool(
+        name="episode_search",
+        description=(
+            "Find episodes across sessions (the journal tier, never memories). Filters are ANDed; "
+            "results are the most recent matches, oldest first, with `total`. auto_scope keeps your "
+            "worktree unless swarm_id, session_id or ids is given. `since`: ISO time or 30m/24h/7d. "
+            "`ids` is the explicit read of bodies (included unless include_bodies=false). Fan-in: "
+            "wait_for=N parks the call until N episodes match or timeout_s passes (timed_out says "
+            "which), without blocking other calls."
+        ),
+        params={
+            "swarm_id": string("Only episodes written with this cohort label.", pattern=SWARM_PATTERN),
+            "session_id": session_id("Only this session's episodes."),
+            "scopes": scope_list("Only episodes with one of these scopes (or nested below)."),
+            "since": string("ISO-8601 UTC time, or a span: 30m, 24h, 7d."),
+            "ids": {"type": "array", "maxItems": 200, "items": ulid("An episode id."),
+                    "description": "Explicit episode ids (at most 200)."},
+            "max_results": integer("At most this many episodes.", 20, 1, 200),
+            "auto_scope": boolean("Restrict to your worktree unless swarm_id/session_id/ids is given.", True),
+            "include_bodies": {"type": "boolean", "description": "Include bodies (default: only with ids)."},
+            "wait_for": {"type": "integer", "minimum": 1, "maximum": 200,
+                         "description": "Park until this many episodes match (fan-in)."},
+            "timeout_s": {"type": "number", "minimum": 0, "maximum": MAX_WAIT_S, "default": 30,
+                          "description": "How long wait_for may park, at most 300 s."},
+        },
+        required=(),
+        returns={"episodes": _EPISODE_ROW, "total": INT, "timed_out": BOOL, "framing": STR},
+        handler=episode_search, read_only=True,
+    ),
+    Tool(
+        name="memory_scope_disable",
+        description=(
+            "Hide a scope, and every scope nested below it, from this session's searches, lists, "
+            "digests and handoffs. Session-local: not persisted; a new session starts with none hidden."
+        ),
+        params={"scope": scope("The scope to hide, e.g. projects:old-app.")},
+        required=("scope",),
+        returns={"disabled_scopes": ANY_LIST},
+        handler=memory_scope_disable, idempotent=True,
+    ),
+    Tool(
+        name="memory_scope_enable",
+        description="Show a scope again that memory_scope_disable hid in this session.",
+        params={"scope": scope("The scope to show again.")},
+        required=("scope",),
+        returns={"disabled_scopes": ANY_LIST},
+        handler=memory_scope_enable, idempotent=True,
+    ),
+]

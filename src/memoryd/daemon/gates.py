@@ -1,0 +1,457 @@
+"""Pure detectors behind memory_write's gate chain and the taint scan (spec: tools.md §2).
+
+Import contract: stdlib only, no I/O, no state; every function takes text and returns plain data,
+so the gate order and the override flags live in the caller.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+__all__ = [
+    "STOPWORDS",
+    "cited_paths",
+    "find_credentials",
+    "find_scope_mismatches",
+    "find_transient_markers",
+    "find_ungrounded_claims",
+    "scan_taint",
+    "similarity",
+    "token_set",
+    "word_tokens",
+]
+
+STOPWORDS = frozenset(
+    """a about above after again against all also am an and any are as at be because been before
+    being below between both but by can could did do does doing down during each few for from
+    further had has have having he her here hers him his how if in into is it its itself just me
+    more most my no nor not of off on once only or other our ours out over own same she should so
+    some such than that the their theirs them then there these they this those through to too
+    under until up very was we were what when where which while who whom why will with would you
+    your yours""".split()
+)
+
+REDACTED = "[REDACTED]"
+MIN_GROUNDED_OVERLAP = 0.30
+MIN_CLAIM_CONTENT_WORDS = 3
+MIN_PROJECT_NAME_CHARS = 3
+CREDENTIAL_CONTEXT_CHARS = 20
+MARKER_SNIPPET_CHARS = 60
+
+_WORD_RE = re.compile(r"[^\W_]+")
+
+
+# ---------------------------------------------------------------------------------------------
+# Tokens and similarity (shared with search.py, whose postings must hold every token_set token)
+
+
+def word_tokens(text: str) -> list[str]:
+    """Lowercase alphanumeric runs of length >= 2, in order, duplicates kept."""
+    return [w for w in _WORD_RE.findall(text.lower()) if len(w) >= 2]
+
+
+def token_set(text: str) -> frozenset[str]:
+    """The distinct word_tokens of `text` minus STOPWORDS: the unit of dedup similarity."""
+    return frozenset(word_tokens(text)).difference(STOPWORDS)
+
+
+def similarity(a: frozenset[str], b: frozenset[str]) -> float:
+    """Jaccard index of two token sets; 0.0 when both are empty."""
+    union = len(a | b)
+    return len(a & b) / union if union else 0.0
+
+
+# ---------------------------------------------------------------------------------------------
+# Snippets
+
+
+def _window(text: str, start: int, end: int, radius: int) -> str:
+    """`text[start:end]` with up to `radius` chars either side, whitespace collapsed, cuts marked."""
+    lo, hi = max(0, start - radius), min(len(text), end + radius)
+    body = " ".join(text[lo:hi].split())
+    return ("…" if lo > 0 else "") + body + ("…" if hi < len(text) else "")
+
+
+# ---------------------------------------------------------------------------------------------
+# Gate 1: credentials
+
+# (kind, pattern, visible prefix length). Only the fixed provider prefix is ever shown.
+_PROVIDER_KEYS: list[tuple[str, re.Pattern[str], int]] = [
+    ("anthropic_key", re.compile(r"(?<![\w-])sk-ant-[A-Za-z0-9_-]{20,}"), 7),
+    ("openai_key", re.compile(r"(?<![\w-])sk-(?!ant-)(?:proj-)?[A-Za-z0-9_-]{20,}"), 3),
+    ("github_token", re.compile(r"(?<!\w)gh[pousr]_[A-Za-z0-9]{30,}"), 4),
+    ("github_token", re.compile(r"(?<!\w)github_pat_[A-Za-z0-9_]{30,}"), 11),
+    ("aws_access_key", re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Za-z0-9])"), 4),
+    ("slack_token", re.compile(r"(?<![\w-])xox[abposr]-[A-Za-z0-9-]{10,}"), 5),
+    ("gitlab_token", re.compile(r"(?<![\w-])glpat-[A-Za-z0-9_-]{20,}"), 6),
+    ("google_api_key", re.compile(r"(?<![\w-])AIza[0-9A-Za-z_-]{35}"), 4),
+    ("jwt", re.compile(r"(?<![\w-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"), 3),
+    ("bearer_token", re.compile(r"(?<!\w)Bearer\s+[A-Za-z0-9._~+/-]{20,}=*"), 7),
+]
+_PEM_RE = re.compile(
+    r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
+    r"(?:.*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|.{0,8192})",
+    re.DOTALL,
+)
+_URL_PASSWORD_RE = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s/:@]+:([^\s/@]+)@", re.IGNORECASE)
+_ASSIGNMENT_RE = re.compile(
+    r"""(?<![A-Za-z0-9_])
+    (?P<key>(?:[A-Za-z0-9]+[_.-])*
+        (?:password|passwd|passphrase|secret|token|api[_-]?key|apikey|access[_-]?key
+          |secret[_-]?key|private[_-]?key|client[_-]?secret))
+    ["']?[ \t]*(?P<sep>:=|=>|=|:)(?![=>])[ \t]*
+    (?:(?P<q>["'])(?P<qv>[^"'\n]{0,300})(?P=q)|(?P<uv>[^\s"'`,;)}\]]{1,300}))""",
+    re.IGNORECASE | re.VERBOSE,
+)
+# Values that say "a secret goes here" rather than being one.
+_PLACEHOLDER_RE = re.compile(
+    r"""^(?:none|null|nil|undefined|true|false|empty|n/?a|tbd|todo|hidden|secret|password|token
+    |[x*._•…-]+|<[^>]*>|\[[^\]]*\]|\{\{.*\}\}|\$\{?[a-z_][a-z0-9_]*\}?|%\(?[a-z_]+\)?s?|%[a-z_]+%
+    |(?:your|my|the|some|an?)[_-].*|.*(?:placeholder|example|redacted|changeme|change_me|dummy
+    |sample|xxxx).*|[a-z_][a-z0-9_.]*[(\[].*|(?:os\.environ|process\.env|env\.).*)$""",
+    re.IGNORECASE | re.VERBOSE,
+)
+
+_Hit = tuple[int, int, str, str]  # start, end, kind, replacement text
+
+
+def _provider_hits(text: str) -> list[_Hit]:
+    hits: list[_Hit] = []
+    for kind, pattern, visible in _PROVIDER_KEYS:
+        for m in pattern.finditer(text):
+            hits.append((m.start(), m.end(), kind, m.group()[:visible] + "…" + REDACTED))
+    for m in _PEM_RE.finditer(text):
+        header_end = text.index("-----", m.start() + 5) + 5
+        hits.append((m.start(), m.end(), "private_key", text[m.start():header_end] + "…" + REDACTED))
+    for m in _URL_PASSWORD_RE.finditer(text):
+        if not _PLACEHOLDER_RE.match(m.group(1)):
+            hits.append((m.start(1), m.end(1), "url_password", REDACTED))
+    return hits
+
+
+def _looks_secret(value: str, sep: str, quoted: bool) -> bool:
+    """Whether an assigned value is a real secret rather than a placeholder or prose.
+
+    After a bare `:` the value must look machine-made (a digit, a symbol, mixed case or 16+ chars),
+    because "token: rotate it monthly" is prose while "token: a8Fq…" is not.
+    """
+    if len(value) < 3 or _PLACEHOLDER_RE.match(value):
+        return False
+    if quoted or sep != ":":
+        return True
+    return (
+        len(value) >= 16
+        or any(c.isdigit() or not c.isalnum() for c in value)
+        or (value != value.lower() and value[1:] != value[1:].lower())
+    )
+
+
+def _assignment_hits(text: str, taken: list[_Hit]) -> list[_Hit]:
+    hits: list[_Hit] = []
+    for m in _ASSIGNMENT_RE.finditer(text):
+        group = "qv" if m.group("q") else "uv"
+        start, end = m.span(group)
+        if not _looks_secret(m.group(group), m.group("sep"), group == "qv"):
+            continue
+        if any(s < end and start < e for s, e, _, _ in taken):
+            continue  # the value is already reported under its provider's kind
+        hits.append((start, end, "secret_assignment", REDACTED))
+    return hits
+
+
+def _non_overlapping(hits: list[_Hit]) -> list[_Hit]:
+    """Hits sorted by position; a hit overlapping an earlier (or longer, same-start) one is dropped."""
+    kept: list[_Hit] = []
+    for hit in sorted(hits, key=lambda h: (h[0], -h[1])):
+        if not kept or hit[0] >= kept[-1][1]:
+            kept.append(hit)
+    return kept
+
+
+def find_credentials(text: str) -> list[dict[str, str]]:
+    """Secrets in `text` as `[{kind, snippet}]`, in text order.
+
+    Every detected secret is redacted from the whole text before any snippet is cut, so a snippet
+    never holds a secret it found, even one sitting next to another.
+    """
+    provider = _non_overlapping(_provider_hits(text))
+    hits = _non_overlapping(provider + _assignment_hits(text, provider))
+    parts: list[str] = []
+    spans: list[tuple[int, int, str]] = []
+    cursor = length = 0
+    for start, end, kind, replacement in hits:
+        parts.append(text[cursor:start])
+        length += start - cursor
+        spans.append((length, length + len(replacement), kind))
+        parts.append(replacement)
+        length += len(replacement)
+        cursor = end
+    parts.append(text[cursor:])
+    redacted = "".join(parts)
+    return [
+        {"kind": kind, "snippet": _window(redacted, *_snap(spans, s, e), 0)} for s, e, kind in spans
+    ]
+
+
+def _snap(spans: list[tuple[int, int, str]], start: int, end: int) -> tuple[int, int]:
+    """Widen `[start, end)` by the context radius without cutting another redaction in half."""
+    lo, hi = start - CREDENTIAL_CONTEXT_CHARS, end + CREDENTIAL_CONTEXT_CHARS
+    for s, e, _ in spans:
+        lo = e if s < lo < e else lo
+        hi = s if s < hi < e else hi
+    return max(0, lo), hi
+
+
+# ---------------------------------------------------------------------------------------------
+# Gate 2: durability
+
+_TRANSIENT_PHRASES = """currently|right now|for now|at the moment|at present|today|today's|tonight
+|tomorrow|yesterday|this morning|this afternoon|this evening|this week|this month|this sprint
+|last night|last week|next week|we just|i just|just now|the latest|in progress|in the middle of
+|work in progress|wip|unpushed|uncommitted changes|commits ahead|commits behind|now uses|the new
+|so far|for the time being|as things stand|recently"""
+_PHRASES_RE = re.compile(
+    r"(?<![\w'’])(?:"
+    + "|".join(
+        re.escape(p).replace(r"\ ", r"\s+").replace("'", "['’]")
+        for p in sorted((p.strip() for p in _TRANSIENT_PHRASES.split("|")), key=len, reverse=True)
+    )
+    + r")(?!\w)",
+    re.IGNORECASE,
+)
+_MONTH = (
+    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
+    r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
+)
+_WEEKDAY = r"(?:mon|tues|wednes|thurs|fri|satur|sun)day"
+# "as of" fires only for dates and relative days; "as of 2.7.0" is a version pin and stays silent.
+_AS_OF_RE = re.compile(
+    r"(?<!\w)as\s+of\s+(?:"
+    r"\d{4}-\d{1,2}(?:-\d{1,2})?(?:[T ][\d:.]+Z?)?"
+    r"|\d{1,2}/\d{1,2}/\d{2,4}"
+    rf"|{_MONTH}(?:\s+\d{{1,2}}(?:st|nd|rd|th)?)?(?:,?\s+\d{{4}})?"
+    rf"|\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH}(?:,?\s+\d{{4}})?"
+    r"|(?:19|20)\d{2}(?!\.?\d)"
+    rf"|now|today|tonight|yesterday|tomorrow|(?:last|this|next)\s+(?:\w+)|{_WEEKDAY}"
+    r"|(?:the\s+)?(?:time\s+of\s+)?writing"
+    r")(?![\w.]\d|\w)",
+    re.IGNORECASE,
+)
+_SHA_RE = re.compile(
+    r"(?<![\w./#@-])(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}(?![\w/-]|\.\w)"
+)
+_SENTENCE_OPENERS = " \t\"'([{*_>#•`“‘-"
+
+
+def _is_sentence_initial(text: str, start: int) -> bool:
+    """True when only list markers, quotes or spaces sit between `start` and a sentence break."""
+    i = start - 1
+    while i >= 0 and text[i] in _SENTENCE_OPENERS:
+        i -= 1
+    return i < 0 or text[i] in ".!?:;\n\r"
+
+
+def _is_proper_noun(text: str, start: int, phrase: str) -> bool:
+    """A Title Case phrase names something ("This Week in Rust") rather than a time.
+
+    Sentence-initial capitals prove nothing about a one-word phrase, but a capitalised second word
+    ("This Week …" opening a sentence) still marks a name.
+    """
+    words = phrase.split()
+    titled = all(w[:1].isupper() and w[1:] == w[1:].lower() for w in words)
+    return titled and (len(words) > 1 or not _is_sentence_initial(text, start))
+
+
+def _marker_spans(text: str) -> Iterator[tuple[int, int]]:
+    for m in _PHRASES_RE.finditer(text):
+        if not _is_proper_noun(text, m.start(), m.group()):
+            yield m.span()
+    for pattern in (_AS_OF_RE, _SHA_RE):
+        for m in pattern.finditer(text):
+            yield m.span()
+
+
+def find_transient_markers(text: str) -> list[dict[str, str]]:
+    """Transient phrasing as `[{marker, snippet}]` in text order; `marker` is the lowercased match."""
+    spans = _non_overlapping([(s, e, "", "") for s, e in _marker_spans(text)])
+    results = []
+    for start, end, _, _ in spans:
+        radius = max(10, (MARKER_SNIPPET_CHARS - (end - start)) // 2)
+        results.append({
+            "marker": " ".join(text[start:end].lower().split()),
+            "snippet": _window(text, start, end, radius),
+        })
+    return results
+
+
+# ---------------------------------------------------------------------------------------------
+# Gate 3: scope mismatch
+
+
+def _scope_covers(scopes: list[str], scope: str) -> bool:
+    return any(s == scope or s.startswith(scope + ":") for s in scopes)
+
+
+def _owning_project(path: str, projects: dict[str, str | None]) -> str | None:
+    """The project whose worktree holds `path`; the deepest worktree wins when they nest."""
+    best, best_len = None, -1
+    for name, worktree in projects.items():
+        root = (worktree or "").rstrip("/")
+        if root and (path == root or path.startswith(root + "/")) and len(root) > best_len:
+            best, best_len = name, len(root)
+    return best
+
+
+def find_scope_mismatches(
+    text: str, scopes: list[str], projects: dict[str, str | None]
+) -> list[dict[str, str]]:
+    """Evidence that `text` belongs to a known project its `scopes` do not cover.
+
+    `projects` maps a known project name to its worktree path (or None). One entry per project and
+    kind (`project_name` or `worktree_path`), in text order: `{kind, evidence, suggested_scope}`.
+    A name inside a cited path already reported for that project is not reported twice.
+    """
+    uncovered = {n for n in projects if not _scope_covers(scopes, f"projects:{n}")}
+    if not uncovered:
+        return []
+    found: dict[tuple[str, str], tuple[int, str]] = {}
+    path_spans: list[tuple[int, int, str]] = []
+    for path, start, end in _path_tokens(text):
+        owner = _owning_project(path, projects) if path.startswith("/") else None
+        if owner in uncovered:
+            found.setdefault((owner, "worktree_path"), (start, path))
+            path_spans.append((start, end, owner))
+    names = sorted((n for n in uncovered if len(n) >= MIN_PROJECT_NAME_CHARS), key=len, reverse=True)
+    if names:
+        # Hyphens join words here, so project "api" is not named by "api-gateway".
+        pattern = re.compile(
+            r"(?<![\w-])(?:" + "|".join(map(re.escape, names)) + r")(?![\w]|-\w)", re.IGNORECASE
+        )
+        for m in pattern.finditer(text):
+            name = m.group().lower()
+            if not any(s <= m.start() < e and o == name for s, e, o in path_spans):
+                found.setdefault((name, "project_name"), (m.start(), m.group()))
+    ordered = sorted(found.items(), key=lambda item: item[1][0])
+    return [
+        {"kind": kind, "evidence": evidence, "suggested_scope": f"projects:{name}"}
+        for (name, kind), (_, evidence) in ordered
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Gate 4: groundedness
+
+_SENTENCE_SPLIT_RE = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def _fold(word: str) -> str:
+    """Crude plural folding so "tests" in a claim matches "test" in the transcript."""
+    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+        return word[:-1]
+    return word
+
+
+def _content_words(text: str) -> set[str]:
+    return {_fold(w) for w in word_tokens(text) if w not in STOPWORDS}
+
+
+def find_ungrounded_claims(text: str, transcript: str) -> list[dict[str, object]]:
+    """Sentences of `text` the transcript does not support: `[{sentence, overlap}]`.
+
+    A sentence is checked only with >= 3 distinct content words; it is ungrounded when fewer than
+    30 % of them occur anywhere in `transcript`. `overlap` is that share rounded to 2 places.
+    """
+    known = _content_words(transcript)
+    claims: list[dict[str, object]] = []
+    for sentence in _SENTENCE_SPLIT_RE.split(text):
+        words = _content_words(sentence)
+        if len(words) < MIN_CLAIM_CONTENT_WORDS:
+            continue
+        overlap = len(words & known) / len(words)
+        if overlap < MIN_GROUNDED_OVERLAP:
+            claims.append({"sentence": " ".join(sentence.split()), "overlap": round(overlap, 2)})
+    return claims
+
+
+# ---------------------------------------------------------------------------------------------
+# Taint scan (flags, never blocks)
+
+_TAINT_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
+    ("ignore-instructions", re.compile(
+        r"\b(?:ignore|disregard|forget|override)\s+(?:(?:all|any|the|your|of|my)\s+)*"
+        r"(?:previous|prior|above|earlier|preceding|former|original|system)\s+"
+        r"(?:instructions?|prompts?|directions?|rules|guidelines|context|messages?)", re.I)),
+    ("role-prefix", re.compile(
+        r"^[ \t]*(?:system|assistant|user|developer|human)[ \t]*:"
+        r"|<\|[a-z_]+\|>|\[/?INST\]|<</?SYS>>|</?system>", re.I | re.M)),
+    ("tool-call-json", re.compile(
+        r"\{\s*\"(?:tool|tool_name|function)\"\s*:|\"(?:function_call|tool_calls|tool_use)\"\s*:"
+        r"|\{\s*\"name\"\s*:\s*\"[^\"]*\"\s*,\s*\"(?:arguments|parameters|input)\"\s*:"
+        r"|<(?:tool_call|function_calls?|invoke)\b", re.I)),
+    ("you-must-now", re.compile(
+        r"\byou\s+(?:must|should|will|are\s+to)\s+now\b"
+        r"|\bfrom\s+now\s+on,?\s+you\s+(?:must|will|should|are)\b", re.I)),
+    ("new-instructions", re.compile(
+        r"\byour\s+new\s+(?:instructions|task|role|goal)\s+(?:is|are)\b|\bnew\s+instructions\s*:",
+        re.I)),
+    ("self-certified-trust", re.compile(
+        r"\bthis\s+(?:memory|message|content|note|instruction|text|record)\s+(?:is|has\s+been)\s+"
+        r"(?:trusted|verified|safe|authori[sz]ed|approved)\b|\btrusted\s+source\b"
+        r"|\bauthori[sz]ed\s+by\s+(?:the\s+)?(?:user|admin|administrator|developer|owner|operator)\b",
+        re.I)),
+    # Zero-width and bidi controls hide text from the human reviewing a memory.
+    ("hidden-unicode", re.compile("[\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")),
+]
+
+
+def scan_taint(text: str) -> list[str]:
+    """Prompt-injection reasons found in `text`, each once, in a fixed order; [] when clean."""
+    return [reason for reason, pattern in _TAINT_PATTERNS if pattern.search(text)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Cited paths (for path drift)
+
+_TOKEN_SPLIT_RE = re.compile(r"[^\s()\[\]<>\"'`,;=|{}]+")
+_SEGMENT_RE = re.compile(r"^[\w.+@~-]+$")
+_DOMAIN_RE = re.compile(r"^[a-z0-9-]+(?:\.[a-z0-9-]+)*\.[a-z]{2,}$", re.IGNORECASE)
+_EXTENSION_RE = re.compile(r".\.[A-Za-z0-9]{1,8}$")
+_LINE_SUFFIX_RE = re.compile(r"(?::\d+)+$|#L\d+(?:-L?\d+)?$")
+
+
+def _as_path(token: str) -> str | None:
+    """`token` cleaned up if it reads as a file path, else None (URLs, "and/or", dates…)."""
+    token = _LINE_SUFFIX_RE.sub("", token.rstrip(".:!?"))
+    if "://" in token or token.lower().startswith("www.") or "//" in token:
+        return None
+    if not any(c.isalpha() for c in token):
+        return None
+    if token.startswith(("./", "../")):
+        return token if len(token.rstrip("/")) > token.index("/") else None
+    segments = token.strip("/").split("/")
+    if not all(_SEGMENT_RE.match(s) for s in segments):
+        return None
+    has_ext = bool(_EXTENSION_RE.search(segments[-1]))
+    if token.startswith("/"):
+        return token if len(segments) >= 2 or has_ext else None
+    if len(segments) < 2 or _DOMAIN_RE.match(segments[0]):
+        return None
+    return token if has_ext or len(segments) >= 3 or token.endswith("/") else None
+
+
+def _path_tokens(text: str) -> Iterator[tuple[str, int, int]]:
+    for m in _TOKEN_SPLIT_RE.finditer(text):
+        if "/" in m.group():
+            path = _as_path(m.group())
+            if path is not None:
+                yield path, m.start(), m.start() + len(path)
+
+
+def cited_paths(text: str) -> list[str]:
+    """File paths cited in `text` (`src/a/b.py`, `./x`, `/abs/y.z`), deduplicated, in order.
+
+    URLs and slash-words ("and/or", "I/O", dates) are skipped; `:12` / `#L12` suffixes dropped.
+    """
+    return list(dict.fromkeys(path for path, _, _ in _path_tokens(text)))
+

@@ -1,0 +1,148 @@
+"""Daemon start and stop (wire.md §5): flock → open store → bind → status file → notify → serve.
+
+The lock is taken before binding because a second `bind` on an ipc path silently steals the
+socket from a live daemon: the flock is the only single-instance guard.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+from pathlib import Path
+from typing import IO, Any
+
+from memoryd import PROTOCOL, __version__, config, paths
+from memoryd.daemon.core import Core, iso
+
+log = logging.getLogger("memoryd.daemon")
+
+
+class AlreadyRunning(Exception):
+    def __init__(self, pid: int | None) -> None:
+        super().__init__(f"already running (pid {pid})" if pid else "already running")
+        self.pid = pid
+
+
+def take_lock(path: Path) -> IO[str]:
+    handle = open(path, "a+")
+    os.chmod(path, 0o600)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        raise AlreadyRunning(read_status().get("pid")) from None
+    return handle
+
+
+def read_status() -> dict[str, Any]:
+    try:
+        data = json.loads(paths.status_path().read_text())
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def write_status(endpoint: str, store: Path, started: float) -> None:
+    path = paths.status_path()
+    tmp = path.with_name(path.name + ".tmp")
+    body = {"pid": os.getpid(), "version": __version__, "protocol": PROTOCOL, "endpoint": endpoint,
+            "store": str(store), "started_at": iso(started)}
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        json.dump(body, handle)
+    os.replace(tmp, path)
+
+
+def remove_status() -> None:
+    paths.status_path().unlink(missing_ok=True)
+
+
+def sd_notify(message: str) -> None:
+    """Tell systemd we are ready (Type=notify) when it asked; a few lines instead of a dependency."""
+    address = os.environ.get("NOTIFY_SOCKET")
+    if not address:
+        return
+    if address.startswith("@"):
+        address = "\0" + address[1:]
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        try:
+            sock.sendto(message.encode(), address)
+        except OSError as exc:
+            log.warning("sd_notify failed: %s", exc)
+
+
+def _install_signal_wakeup() -> int:
+    """SIGTERM/SIGINT clear the loop's flag; the wakeup pipe makes the poller return at once."""
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    signal.set_wakeup_fd(write_fd)
+    return read_fd
+
+
+def run(foreground: bool = True) -> int:
+    """Run the daemon until stopped; returns the process exit code."""
+    from memoryd.daemon.server import Server  # zmq is imported only once we know we will serve
+
+    runtime = paths.ensure_private_dir(paths.runtime_dir())
+    endpoint = paths.endpoint()
+    try:
+        lock = take_lock(paths.lock_path())
+    except AlreadyRunning as exc:
+        print(f"memoryd: {exc}", file=sys.stderr)
+        return 0
+    try:
+        settings = config.load(paths.config_file())
+    except config.ConfigError as exc:
+        print(f"memoryd: {exc}", file=sys.stderr)
+        return 2
+    root = paths.ensure_private_dir(paths.store_root())
+    core = Core(root, settings)
+    _attach_tiers(core)
+    report = core.open()
+    log.info("store %s opened: %s", root, report)
+    server = Server(core, endpoint, on_stop=remove_status)
+    (runtime / "memoryd.sock").unlink(missing_ok=True)  # a stale socket of a dead daemon; we hold the lock
+    server.bind()
+    write_status(endpoint, root, core.started)
+    sd_notify("READY=1")
+    server.wakeup_fd = _install_signal_wakeup()
+
+    def stop(signum: int, frame: Any) -> None:
+        server.running = False
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    log.info("memoryd %s serving on %s (pid %d)", __version__, endpoint, os.getpid())
+    try:
+        server.serve_forever()
+    finally:
+        _shutdown(core, server, lock)
+    return 0
+
+
+def _attach_tiers(core: Core) -> None:
+    """Let the tiers that keep their own indexes (memories, …) join replay and recovery."""
+    try:
+        from memoryd.daemon.memories import attach
+    except ModuleNotFoundError as exc:
+        if exc.name != "memoryd.daemon.memories":
+            raise
+        return
+    attach(core)
+
+
+def _shutdown(core: Core, server: Any, lock: IO[str]) -> None:
+    remove_status()
+    sd_notify("STOPPING=1")
+    core.record("daemon_stop", pid=os.getpid())
+    core.sync()
+    core.log.close()
+    server.close()
+    fcntl.flock(lock, fcntl.LOCK_UN)
+    lock.close()
+    log.info("memoryd stopped")

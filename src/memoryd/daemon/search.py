@@ -1,0 +1,276 @@
+"""Incremental BM25 index over memories, kept in the daemon and updated on every write.
+
+Import contract: stdlib plus `gates` (for the shared tokenizer); no I/O. The index holds terms and
+counts only, never the text, and knows nothing of scopes' meaning: scope, category and auto-scope
+filtering is the caller's `accept` predicate.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from operator import itemgetter
+
+from memoryd.daemon.gates import STOPWORDS, word_tokens
+
+__all__ = ["SearchIndex", "content_terms", "query_tokens", "scope_tokens"]
+
+BM25_K1 = 1.2
+BM25_B = 0.75
+SCORE_DIGITS = 4
+SIMILARITY_DIGITS = 4
+# A filtered search first ranks this many candidates beyond `limit`, then widens 4x at a time.
+RANK_SLACK = 16
+
+_SCOPE_RE = re.compile(r"[a-z0-9]+(?:[-:][a-z0-9]+)*")
+
+
+def scope_tokens(scope: str) -> list[str]:
+    """Index terms for one scope: each `:`-prefix whole ("projects", "projects:memoryd", …) plus
+    its words split on `:` and `-` (len >= 2), so both `projects:memoryd` and `memoryd` find it."""
+    levels = scope.lower().split(":")
+    tokens = [":".join(levels[: i + 1]) for i in range(1, len(levels))]
+    tokens += [w for w in re.split(r"[:-]", scope.lower()) if len(w) >= 2]
+    return list(dict.fromkeys(tokens))
+
+
+def content_terms(text: str) -> list[str]:
+    """Indexed words of `text`, in order: `gates.word_tokens` minus `gates.STOPWORDS`.
+
+    Stopwords are neither indexed nor queried (as a stop filter would do): their postings cover
+    nearly every document, so scoring them cost most of a query's time for almost no rank signal.
+    """
+    return [w for w in word_tokens(text) if w not in STOPWORDS]
+
+
+def query_tokens(query: str) -> list[str]:
+    """Distinct query terms: the content terms of `query` plus any scope written whole."""
+    scoped = [m for m in _SCOPE_RE.findall(query.lower()) if ":" in m]
+    return list(dict.fromkeys(content_terms(query) + scoped))
+
+
+class _Doc:
+    """What removal and similarity need to know about one indexed document."""
+
+    __slots__ = ("content_terms", "scope_terms", "set_size")
+
+    def __init__(self, content_terms: tuple[str, ...], scope_terms: tuple[str, ...], set_size: int):
+        self.content_terms = content_terms
+        self.scope_terms = scope_terms
+        self.set_size = set_size  # == len(gates.token_set(content))
+
+
+class SearchIndex:
+    """BM25 (k1=1.2, b=0.75) over content plus scopes, with Jaccard near-duplicate lookup.
+
+    Content and scope terms keep separate postings (`term -> {doc_id: tf}`) so `similar` can count
+    content-only overlaps, while BM25 scores their summed tf against the document length (its
+    indexed content terms plus its scope terms).
+    Every operation touches only the postings of the terms involved; nothing scans all documents.
+    """
+
+    def __init__(self) -> None:
+        self._content: dict[str, dict[str, int]] = {}
+        self._scope: dict[str, dict[str, int]] = {}
+        self._df: dict[str, int] = {}
+        self._docs: dict[str, _Doc] = {}
+        self._length: dict[str, int] = {}
+        self._recency: dict[str, str] = {}
+        self._total_length = 0
+
+    def __len__(self) -> int:
+        return len(self._docs)
+
+    def __contains__(self, doc_id: object) -> bool:
+        return doc_id in self._docs
+
+    # -- maintenance ---------------------------------------------------------------------------
+
+    def add(self, doc_id: str, content: str, scopes: Iterable[str] = (), recency_ts: str = "") -> None:
+        """Index `content` and `scopes` under `doc_id`, replacing any earlier version of it.
+
+        `recency_ts` (ISO-8601, compared as a string) breaks score ties, newer first.
+        """
+        self.remove(doc_id)
+        words = content_terms(content)
+        content_tf = Counter(words)
+        scope_tf = Counter(t for scope in scopes for t in scope_tokens(scope))
+        self._post(self._content, doc_id, content_tf)
+        self._post(self._scope, doc_id, scope_tf)
+        for term in content_tf.keys() | scope_tf.keys():
+            self._df[term] = self._df.get(term, 0) + 1
+        length = len(words) + sum(scope_tf.values())
+        self._docs[doc_id] = _Doc(tuple(content_tf), tuple(scope_tf), len(content_tf))
+        self._length[doc_id] = length
+        self._total_length += length
+        self._recency[doc_id] = recency_ts
+
+    def remove(self, doc_id: str) -> None:
+        """Drop `doc_id` from the index; unknown ids are ignored."""
+        doc = self._docs.pop(doc_id, None)
+        if doc is None:
+            return
+        self._unpost(self._content, doc_id, doc.content_terms)
+        self._unpost(self._scope, doc_id, doc.scope_terms)
+        for term in set(doc.content_terms).union(doc.scope_terms):
+            left = self._df[term] - 1
+            if left:
+                self._df[term] = left
+            else:
+                del self._df[term]
+        self._total_length -= self._length.pop(doc_id)
+        del self._recency[doc_id]
+
+    def set_recency(self, doc_id: str, ts: str) -> None:
+        """Update the tie-break timestamp of an indexed document (e.g. after an update)."""
+        if doc_id in self._docs:
+            self._recency[doc_id] = ts
+
+    @staticmethod
+    def _post(postings: dict[str, dict[str, int]], doc_id: str, tf: Counter[str]) -> None:
+        for term, count in tf.items():
+            postings.setdefault(term, {})[doc_id] = count
+
+    @staticmethod
+    def _unpost(postings: dict[str, dict[str, int]], doc_id: str, terms: tuple[str, ...]) -> None:
+        for term in terms:
+            docs = postings[term]
+            del docs[doc_id]
+            if not docs:
+                del postings[term]
+
+    # -- BM25 search ---------------------------------------------------------------------------
+
+    def search(
+        self, query: str, limit: int, accept: Callable[[str], bool] | None = None
+    ) -> list[tuple[str, float]]:
+        """Up to `limit` `(doc_id, score)` pairs, best first, among docs `accept` lets through.
+
+        Scores are BM25 rounded to 4 decimals; equal rounded scores put the newer recency first,
+        then the larger doc_id. `accept` is called lazily in rank order, so a permissive filter
+        costs about `limit` calls rather than one per matching document.
+        """
+        if limit <= 0 or not self._docs:
+            return []
+        scores = self._score(query_tokens(query))
+        hits: list[tuple[str, float]] = []
+        for doc_id, score in self._ranked(scores, limit + RANK_SLACK):
+            if accept is None or accept(doc_id):
+                hits.append((doc_id, score))
+                if len(hits) >= limit:
+                    break
+        return hits
+
+    def _score(self, terms: list[str]) -> dict[str, float]:
+        """Raw BM25 score of every document holding at least one of `terms`."""
+        n_docs = len(self._docs)
+        avg_length = self._total_length / n_docs or 1.0
+        # tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl)), with the constants hoisted.
+        c_fixed = BM25_K1 * (1 - BM25_B)
+        c_length = BM25_K1 * BM25_B / avg_length
+        length = self._length
+        postings = [(t, self._term_tf(t)) for t in terms if t in self._df]
+        # The biggest posting list seeds the dict in one comprehension; the rest add into it.
+        postings.sort(key=lambda p: len(p[1]), reverse=True)
+        scores: dict[str, float] = {}
+        for i, (term, tf_by_doc) in enumerate(postings):
+            df = self._df[term]
+            weight = math.log(1 + (n_docs - df + 0.5) / (df + 0.5)) * (BM25_K1 + 1)
+            if i == 0:
+                scores = {
+                    d: weight * tf / (tf + c_fixed + c_length * length[d])
+                    for d, tf in tf_by_doc.items()
+                }
+                continue
+            get = scores.get
+            for d, tf in tf_by_doc.items():
+                scores[d] = get(d, 0.0) + weight * tf / (tf + c_fixed + c_length * length[d])
+        return scores
+
+    def _term_tf(self, term: str) -> dict[str, int]:
+        """`{doc_id: tf}` for `term` counting content and scopes together."""
+        content = self._content.get(term)
+        scope = self._scope.get(term)
+        if scope is None:
+            return content or {}
+        if content is None:
+            return scope
+        merged = dict(content)
+        for d, tf in scope.items():
+            merged[d] = merged.get(d, 0) + tf
+        return merged
+
+    def _ranked(self, scores: dict[str, float], first: int) -> Iterator[tuple[str, float]]:
+        """Yield `(doc_id, rounded score)` in final order, ranking only as deep as consumed.
+
+        Each round takes the `fetch` best raw scores; only those whose rounded score beats the
+        last one taken are certainly complete (a tie could hide outside the batch), so those form
+        an exact prefix of the full order. The batch widens 4x until the consumer stops.
+        """
+        recency = self._recency
+        fetch, emitted = first, 0
+        while True:
+            if fetch >= len(scores):
+                batch, boundary = list(scores.items()), None
+            else:
+                batch = heapq.nlargest(fetch, scores.items(), key=itemgetter(1))
+                boundary = round(batch[-1][1], SCORE_DIGITS)
+            rows = [(round(s, SCORE_DIGITS), recency[d], d) for d, s in batch]
+            if boundary is not None:
+                rows = [row for row in rows if row[0] > boundary]
+            rows.sort(reverse=True)
+            for score, _, doc_id in rows[emitted:]:
+                yield doc_id, score
+            if boundary is None:
+                return
+            emitted, fetch = len(rows), fetch * 4
+
+    # -- near duplicates -----------------------------------------------------------------------
+
+    def similar(self, tokens: frozenset[str], threshold: float) -> list[tuple[str, float]]:
+        """Docs whose content token set has Jaccard >= `threshold` with `tokens`, best first.
+
+        `tokens` must come from `gates.token_set` (no stopwords). Only docs sharing a token are
+        considered, and of those only the ones holding one of the rarest tokens (prefix
+        filtering: a doc reaching the threshold must share at least ceil(threshold * |tokens|)
+        tokens, so it cannot miss all of the `|tokens| - that + 1` rarest). Similarities are
+        rounded to 4 decimals; ties put newer recency first.
+        """
+        size = len(tokens)
+        if size == 0:
+            return []
+        need = max(1, math.ceil(threshold * size - 1e-9))
+        present = sorted((t for t in tokens if t in self._content), key=lambda t: len(self._content[t]))
+        prefix = size - need + 1 - (size - len(present))  # absent tokens are the rarest of all
+        if prefix <= 0:
+            return []
+        overlap = self._count_overlaps(present, prefix)
+        found = []
+        for doc_id, shared in overlap.items():
+            jaccard = shared / (size + self._docs[doc_id].set_size - shared)
+            if jaccard >= threshold - 1e-12:
+                found.append((round(jaccard, SIMILARITY_DIGITS), self._recency[doc_id], doc_id))
+        found.sort(reverse=True)
+        return [(doc_id, sim) for sim, _, doc_id in found]
+
+    def _count_overlaps(self, present: list[str], prefix: int) -> dict[str, int]:
+        """Shared-token counts for every doc holding one of the first `prefix` terms of `present`."""
+        overlap: dict[str, int] = {}
+        for term in present[:prefix]:
+            for d in self._content[term]:
+                overlap[d] = overlap.get(d, 0) + 1
+        for term in present[prefix:]:
+            docs = self._content[term]
+            # Walk whichever side is smaller: a common term's postings can dwarf the candidates.
+            if len(docs) < len(overlap):
+                for d in docs:
+                    if d in overlap:
+                        overlap[d] += 1
+            else:
+                for d in overlap:
+                    if d in docs:
+                        overlap[d] += 1
+        return overlap

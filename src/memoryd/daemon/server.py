@@ -1,0 +1,301 @@
+"""The daemon's request loop: one ROUTER socket, one poller, one dispatch table. The only
+daemon-side module that touches zmq.
+
+Each pass drains every waiting frame, handles them in order, makes their writes durable with one
+round of fsyncs (group commit), then sends the replies — so "committed" is never said before the
+bytes are on disk. The poll timeout is the earliest deadline (a parked call, a heartbeat, a reaper
+job), so nothing needs a thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import zmq
+
+from memoryd import PROTOCOL, __version__
+from memoryd.daemon import catalogue, reaper
+from memoryd.daemon.core import Call, Core
+from memoryd.daemon.episode_tools import replay_episode_write
+from memoryd.daemon.sessions import Conn, Session
+from memoryd.daemon.tool import Parked
+from memoryd.daemon.validate import check_args
+from memoryd.errors import BadRequest, InternalError, MemorydError, ProtocolMismatch
+from memoryd.protocol import MAX_FRAME_BYTES, decode, encode, error_reply, ok_reply, recover_id, validate_request
+
+log = logging.getLogger("memoryd.daemon")
+MAX_BATCH = 512
+REPLY_CACHE_SIZE = 256
+# Results a retried request gets when its first attempt was applied before a daemon restart.
+REPLAYERS: dict[str, Callable[[Core, dict[str, Any]], dict[str, Any] | None]] = {
+    "episode_write": replay_episode_write,
+}
+
+
+@dataclass
+class ParkedCall:
+    conn_id: str
+    req_id: int
+    parked: Parked
+
+
+class Server:
+    def __init__(self, core: Core, endpoint: str, on_stop: Callable[[], None] = lambda: None) -> None:
+        self.core = core
+        self.endpoint = endpoint
+        self.on_stop = on_stop
+        self.conns: dict[str, Conn] = {}
+        self.parked: list[ParkedCall] = []
+        self.running = True
+        self.ctx = zmq.Context()
+        self.router = self.ctx.socket(zmq.ROUTER)
+        self.router.setsockopt(zmq.LINGER, 1000)
+        self.router.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES + 1024)
+        self.ops: dict[str, Callable[[str, bytes, dict[str, Any]], Any]] = {
+            "hello": self.op_hello, "tools": self.op_tools, "call": self.op_call,
+            "heartbeat": self.op_heartbeat, "bye": self.op_bye, "status": self.op_status,
+            "stop": self.op_stop,
+        }
+        self.wakeup_fd: int | None = None
+
+    def bind(self) -> None:
+        self.router.bind(self.endpoint)
+        if self.endpoint.startswith("ipc://"):
+            os.chmod(self.endpoint[len("ipc://"):], 0o600)
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def serve_forever(self) -> None:
+        poller = zmq.Poller()
+        poller.register(self.router, zmq.POLLIN)
+        if self.wakeup_fd is not None:
+            poller.register(self.wakeup_fd, zmq.POLLIN)
+        while self.running:
+            ready = dict(poller.poll(self._timeout_ms()))
+            if self.wakeup_fd is not None and self.wakeup_fd in ready:
+                os.read(self.wakeup_fd, 512)  # a signal arrived; its handler cleared `running`
+            if self.router in ready:
+                self.run_pass()
+            self.run_timers()
+
+    def run_pass(self) -> None:
+        outgoing: list[list[bytes]] = []
+        seq_before = self.core.log.seq
+        for _ in range(MAX_BATCH):
+            try:
+                frames = self.router.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                break
+            reply = self.handle_frames(frames)
+            if reply is not None:
+                outgoing.append(reply)
+            if not self.running:
+                break
+        self.core.sync()
+        if self.parked and self.core.log.seq != seq_before:
+            outgoing.extend(self.wake_parked(timed_out=False))
+        self.send_all(outgoing)
+
+    def send_all(self, outgoing: list[list[bytes]]) -> None:
+        for frames in outgoing:
+            try:
+                self.router.send_multipart(frames, zmq.NOBLOCK)
+            except zmq.ZMQError:  # the peer is gone or its queue is full: it will retry
+                pass
+
+    def run_timers(self) -> None:
+        now = self.core.clock()
+        lost = reaper.liveness_pass(self.core, self.conns, now)
+        for conn_id in lost:
+            self.parked = [p for p in self.parked if p.conn_id != conn_id]
+        reaper.run_due(self.core, now)
+        outgoing = self.wake_parked(timed_out=True) if self.parked else []
+        self.core.sync()
+        self.send_all(outgoing)
+
+    def _timeout_ms(self) -> int:
+        deadlines = [p.parked.deadline - time.monotonic() for p in self.parked]
+        deadlines.append(reaper.next_due_in(self.core, self.core.clock()))
+        deadlines.append(self.core.config.heartbeat_seconds)
+        return max(1, int(min(deadlines) * 1000))
+
+    # -- one frame ------------------------------------------------------------------------------
+
+    def handle_frames(self, frames: list[bytes]) -> list[bytes] | None:
+        if len(frames) != 2:
+            self.core.stats["dropped_frames"] += 1
+            return None
+        routing_id, payload = frames
+        message: Any = None
+        try:
+            message = decode(payload)
+            req_id, op, args, conn_id = validate_request(message)
+        except BadRequest as exc:
+            self.core.stats["bad_requests"] += 1
+            rid = recover_id(message)
+            if rid is None:
+                self.core.stats["dropped_frames"] += 1
+                return None
+            return [routing_id, encode(error_reply(rid, exc.to_wire()))]
+        return self.handle_request(routing_id, req_id, op, args, conn_id)
+
+    def handle_request(self, routing_id: bytes, req_id: int, op: str, args: dict[str, Any],
+                       conn_id: str) -> list[bytes] | None:
+        conn = self.conns.get(conn_id)
+        if conn is not None:
+            conn.routing_id, conn.last_seen = routing_id, self.core.clock()
+            cached = conn.replies.get(req_id)
+            if cached is not None:
+                return [routing_id, cached]
+            if req_id in conn.in_flight:
+                return None  # a resend of a parked call: its answer will go to the new routing id
+        try:
+            result = self.ops[op](conn_id, routing_id, {**args, "_req_id": req_id})
+        except MemorydError as exc:
+            reply = encode(error_reply(req_id, exc.to_wire()))
+        except Exception as exc:  # a bug must not take the daemon down; log it, answer, go on
+            log.exception("internal error in %s", op)
+            reply = encode(error_reply(req_id, InternalError(f"internal error: {type(exc).__name__}").to_wire()))
+        else:
+            if isinstance(result, Parked):
+                return None
+            reply = encode(ok_reply(req_id, result))
+        self._remember(conn_id, req_id, reply)
+        return [routing_id, reply]
+
+    def _remember(self, conn_id: str, req_id: int, reply: bytes) -> None:
+        conn = self.conns.get(conn_id)
+        if conn is None:
+            return
+        conn.replies[req_id] = reply
+        conn.in_flight.discard(req_id)
+        if len(conn.replies) > REPLY_CACHE_SIZE:
+            conn.replies.popitem(last=False)
+
+    # -- ops -------------------------------------------------------------------------------------
+
+    def op_hello(self, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
+        if args.get("protocol") != PROTOCOL:
+            raise ProtocolMismatch(
+                f"bridge speaks protocol {args.get('protocol')!r}, daemon {__version__} speaks {PROTOCOL}; "
+                "run `memoryd restart` so both are the same version")
+        identity = _clean_identity(args.get("identity"))
+        session = self._attach_or_start(conn_id, identity, args.get("session_id"))
+        old = self.conns.get(conn_id)
+        conn = Conn(id=conn_id, routing_id=routing_id, identity=identity, session_id=session.id,
+                    last_seen=self.core.clock())
+        if old is not None:
+            conn.replies = old.replies
+        self.conns[conn_id] = conn
+        return {"session_id": session.id, "daemon_version": __version__, "protocol": PROTOCOL,
+                "tools_etag": catalogue.ETAG, "heartbeat_s": self.core.config.heartbeat_seconds}
+
+    def _attach_or_start(self, conn_id: str, identity: dict[str, Any], wanted: Any) -> Session:
+        session = self.core.sessions.get(wanted) if isinstance(wanted, str) else None
+        owner_gone = session is not None and (session.conn in (None, conn_id) or session.conn not in self.conns)
+        if session is not None and session.is_open and owner_gone:
+            session.conn = conn_id
+            self.core.suspended.pop(session.id, None)
+            self.core.record("session_attach", session, conn=conn_id)
+            return session
+        return self.core.start_session(identity, conn_id)
+
+    def op_tools(self, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
+        return catalogue.payload()
+
+    def op_call(self, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> Any:
+        conn = self.conns.get(conn_id)
+        if conn is None:
+            raise BadRequest("say hello before calling tools")
+        tool = catalogue.TOOLS.get(args.get("tool"))  # type: ignore[arg-type]
+        if tool is None:
+            raise BadRequest(f"unknown tool {args.get('tool')!r}", {"param": "name"}, kind="unknown_tool")
+        req = f"{conn_id}:{args['_req_id']}"
+        applied = self.core.applied_reqs.get(req)
+        if applied is not None and tool.name in REPLAYERS:
+            replayed = REPLAYERS[tool.name](self.core, applied)
+            if replayed is not None:
+                return replayed
+        arguments = check_args(tool.input_schema, args.get("arguments") or {})
+        result = tool.handler(Call(self.core, conn, self._current_session(conn), req), arguments)
+        if isinstance(result, Parked):
+            conn.in_flight.add(args["_req_id"])
+            self.parked.append(ParkedCall(conn_id, args["_req_id"], result))
+        return result
+
+    def _current_session(self, conn: Conn) -> Session:
+        """The connection's session; a finished one is replaced by a fresh session (tools.md §3)."""
+        session = self.core.sessions.get(conn.session_id)
+        if session is None or not session.is_open:
+            session = self.core.start_session(conn.identity, conn.id)
+            conn.session_id = session.id
+        return session
+
+    def op_heartbeat(self, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
+        if conn_id not in self.conns:
+            raise BadRequest("unknown connection: say hello again", kind="unknown_connection")
+        return {}
+
+    def op_bye(self, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
+        conn = self.conns.pop(conn_id, None)
+        if conn is not None:
+            session = self.core.sessions.get(conn.session_id)
+            if session is not None and session.conn == conn_id:
+                self.core.end_session(session, "closed")
+            self.parked = [p for p in self.parked if p.conn_id != conn_id]
+        return {}
+
+    def op_status(self, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
+        core = self.core
+        counts = {"episodes": len(core.journal.by_id), "sessions": len(core.sessions.sessions),
+                  "events": core.log.seq}
+        memories = getattr(core, "memories", None)
+        if memories is not None:
+            counts.update(memories.counts())
+        return {"pid": os.getpid(), "version": __version__, "protocol": PROTOCOL,
+                "uptime_s": round(core.clock() - core.started, 1), "connections": len(self.conns),
+                "open_sessions": len(core.sessions.open_sessions()), "store": str(core.root),
+                "counts": counts, **core.stats}
+
+    def op_stop(self, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
+        self.running = False
+        self.on_stop()  # removes the status file *before* the reply: a dying daemon must not look alive
+        return {}
+
+    # -- parked calls ----------------------------------------------------------------------------
+
+    def wake_parked(self, timed_out: bool) -> list[list[bytes]]:
+        outgoing, still = [], []
+        now = time.monotonic()
+        for entry in self.parked:
+            expired = timed_out and now >= entry.parked.deadline
+            result = entry.parked.check(expired)
+            conn = self.conns.get(entry.conn_id)
+            if result is None:
+                still.append(entry)
+            elif conn is not None:
+                reply = encode(ok_reply(entry.req_id, result))
+                self._remember(entry.conn_id, entry.req_id, reply)
+                outgoing.append([conn.routing_id, reply])
+        self.parked = still
+        return outgoing
+
+    def close(self) -> None:
+        self.router.close(linger=1000)
+        self.ctx.term()
+
+
+def _clean_identity(raw: Any) -> dict[str, Any]:
+    """Keep the known identity fields, as strings (or None); anything else is ignored."""
+    raw = raw if isinstance(raw, dict) else {}
+    out: dict[str, Any] = {}
+    for key in ("worktree", "repo", "project", "client", "swarm_id"):
+        value = raw.get(key)
+        out[key] = value[:4096] if isinstance(value, str) and value else None
+    out["pid"] = raw.get("pid") if isinstance(raw.get("pid"), int) else None
+    return out

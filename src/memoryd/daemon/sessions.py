@@ -1,0 +1,94 @@
+"""The session table and connection registry, kept from the event log as it is appended.
+
+Sessions are persistent facts (rebuilt by replaying `session_*` events); connections are runtime
+only. Each worktree keeps its sessions ordered by last activity, so `episode_handoff` walks back
+from the most recently active without scanning the log.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+OPEN = "open"
+
+
+@dataclass
+class Session:
+    id: str
+    worktree: str | None
+    repo: str | None
+    project: str | None
+    client: str | None
+    started_at: str
+    last_active: str
+    calls: int = 0
+    handoff_calls: int = 0
+    episodes_written: set[str] = field(default_factory=set)
+    episodes_promoted: set[str] = field(default_factory=set)
+    ended: str = OPEN
+    ended_at: str | None = None
+    summary: str | None = None
+    handoff_id: str | None = None
+    conn: str | None = None           # runtime: the connection it belongs to now
+    disabled_scopes: set[str] = field(default_factory=set)  # runtime, session-local by contract
+
+    @property
+    def is_open(self) -> bool:
+        return self.ended == OPEN
+
+
+@dataclass
+class Conn:
+    id: str
+    routing_id: bytes
+    identity: dict[str, Any]
+    session_id: str
+    last_seen: float
+    replies: OrderedDict[int, bytes] = field(default_factory=OrderedDict)
+    in_flight: set[int] = field(default_factory=set)
+
+
+class SessionTable:
+    """Sessions by id, per-worktree activity order, and the counter behind `sess-<n>`."""
+
+    def __init__(self) -> None:
+        self.sessions: dict[str, Session] = {}
+        self.by_worktree: dict[str | None, OrderedDict[str, None]] = {}
+        self.last_n = 0
+
+    def get(self, session_id: str) -> Session | None:
+        return self.sessions.get(session_id)
+
+    def next_id(self) -> str:
+        return f"sess-{self.last_n + 1}"
+
+    def open_sessions(self) -> list[Session]:
+        return [s for s in self.sessions.values() if s.is_open]
+
+    def add(self, event: dict[str, Any]) -> Session:
+        session = Session(
+            id=event["session"], worktree=event.get("worktree"), repo=event.get("repo"),
+            project=event.get("project"), client=event.get("client"),
+            started_at=event["ts"], last_active=event["ts"],
+        )
+        self.sessions[session.id] = session
+        self.last_n = max(self.last_n, int(session.id.split("-", 1)[1]))
+        self.by_worktree.setdefault(session.worktree, OrderedDict())[session.id] = None
+        return session
+
+    def touch(self, session: Session, ts: str) -> None:
+        session.last_active = ts
+        session.calls += 1
+        self.by_worktree[session.worktree].move_to_end(session.id)
+
+    def end(self, session: Session, reason: str, ts: str) -> None:
+        session.ended, session.ended_at = reason, ts
+
+    def walk_back(self, worktree: str | None, skip: str) -> Iterator[Session]:
+        """This worktree's sessions, most recently active first, without `skip` (lazy)."""
+        for sid in reversed(self.by_worktree.get(worktree, OrderedDict())):
+            if sid != skip:
+                yield self.sessions[sid]

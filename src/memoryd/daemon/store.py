@@ -1,0 +1,154 @@
+"""Record files: markdown with YAML frontmatter, written atomically and durably.
+
+Import contract: stdlib + yaml; knows nothing of sessions, tools or the wire.
+Durability is two-phase so writes can share fsyncs (group commit): `write_file` fsyncs the data
+and renames, and marks the directory dirty; `sync` fsyncs every dirty directory. A reply that
+says "committed" is sent only after `sync` (and the log's sync) returned.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from memoryd.errors import InvalidParams
+
+try:  # libyaml is ~7x faster; fall back to pure Python when it is absent
+    from yaml import CSafeDumper as _Dumper
+    from yaml import CSafeLoader as _Loader
+except ImportError:  # pragma: no cover
+    from yaml import SafeDumper as _Dumper  # type: ignore[assignment]
+    from yaml import SafeLoader as _Loader  # type: ignore[assignment]
+
+MAX_FRONTMATTER_BYTES = 64 * 1024
+TMP_PREFIX = ".tmp-"
+ULID_RE = re.compile(r"^[0-9A-HJKMNP-TV-Z]{26}$")
+SESSION_RE = re.compile(r"^sess-[1-9][0-9]{0,17}$")
+_ALIAS_HINT = re.compile(r"[&*!]")
+
+
+class BadRecord(ValueError):
+    """A record file that cannot be trusted (unparseable, aliased, oversized); it is skipped."""
+
+
+def is_ulid(value: Any) -> bool:
+    return isinstance(value, str) and bool(ULID_RE.match(value))
+
+
+def is_session_id(value: Any) -> bool:
+    return isinstance(value, str) and bool(SESSION_RE.match(value))
+
+
+def render(meta: dict[str, Any], body: str, blame: str) -> bytes:
+    """Serialize a record; refuse (naming `blame`) a frontmatter over 64 KiB or one that
+    does not parse back to what was written."""
+    front = yaml.dump(meta, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=1_000_000)
+    raw = front.encode()
+    if len(raw) > MAX_FRONTMATTER_BYTES:
+        raise InvalidParams(blame, f"the record's frontmatter would be {len(raw)} bytes, over the 64 KiB limit")
+    if yaml.load(front, Loader=_Loader) != meta:
+        raise InvalidParams(blame, "the value does not survive a YAML round trip")
+    return b"---\n" + raw + b"---\n" + body.encode()
+
+
+def parse(data: bytes) -> tuple[dict[str, Any], str]:
+    """The (frontmatter, body) of a record file; raises `BadRecord` for anything untrustworthy."""
+    if not data.startswith(b"---\n"):
+        raise BadRecord("no frontmatter")
+    end = data.find(b"\n---\n", 3)
+    if end < 0:
+        raise BadRecord("unterminated frontmatter")
+    front = data[4 : end + 1]
+    if len(front) > MAX_FRONTMATTER_BYTES:
+        raise BadRecord("frontmatter over 64 KiB")
+    text = front.decode("utf-8", errors="strict")
+    if _ALIAS_HINT.search(text) and _has_anchor_or_tag(text):
+        raise BadRecord("frontmatter uses YAML anchors, aliases or tags")
+    try:
+        meta = yaml.load(text, Loader=_Loader)
+    except (yaml.YAMLError, RecursionError, ValueError) as exc:
+        raise BadRecord(f"frontmatter does not parse: {type(exc).__name__}") from exc
+    if not isinstance(meta, dict):
+        raise BadRecord("frontmatter is not a mapping")
+    return meta, data[end + 5 :].decode("utf-8", errors="replace")
+
+
+def _has_anchor_or_tag(text: str) -> bool:
+    # Only reached when the text holds '&', '*' or '!': walk the parser's events, which name anchors.
+    try:
+        for event in yaml.parse(text, Loader=_Loader):
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+                return True
+            if getattr(event, "tag", None) and not getattr(event, "implicit", (True,))[0]:
+                return True
+    except (yaml.YAMLError, RecursionError) as exc:
+        raise BadRecord(f"frontmatter does not parse: {type(exc).__name__}") from exc
+    return False
+
+
+class FileStore:
+    """Atomic, durable file operations under one root, with deferred directory fsyncs."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._dirty_dirs: set[Path] = set()
+
+    def ensure_dir(self, path: Path) -> None:
+        if not path.is_dir():
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+            self._dirty_dirs.add(path.parent)
+
+    def write_file(self, path: Path, data: bytes) -> None:
+        """tmp in the same dir → write → fsync → rename; the dir's fsync comes with `sync`."""
+        self.ensure_dir(path.parent)
+        tmp = path.parent / f"{TMP_PREFIX}{path.name}.{secrets.token_hex(4)}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        self._dirty_dirs.add(path.parent)
+
+    def delete_file(self, path: Path) -> None:
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            return
+        self._dirty_dirs.add(path.parent)
+
+    def delete_dir_if_empty(self, path: Path) -> None:
+        try:
+            path.rmdir()
+        except OSError:
+            return
+        self._dirty_dirs.add(path.parent)
+
+    def sync(self) -> None:
+        for directory in self._dirty_dirs:
+            try:
+                fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+            except FileNotFoundError:
+                continue
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        self._dirty_dirs.clear()
+
+    def remove_temp_files(self) -> int:
+        """Recovery step 1: temp files left by a crash mid-write are never visible records."""
+        removed = 0
+        for tmp in self.root.rglob(f"{TMP_PREFIX}*"):
+            tmp.unlink(missing_ok=True)
+            self._dirty_dirs.add(tmp.parent)
+            removed += 1
+        return removed

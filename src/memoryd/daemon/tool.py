@@ -1,0 +1,100 @@
+"""What a tool is (name, description, schemas, annotations, handler) and schema shorthands.
+
+Import contract: nothing above `core`. Each tier module lists its `TOOLS`; `catalogue` joins them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from memoryd.daemon.core import Call
+
+SCOPE_PATTERN = r"^[a-z0-9]+(?:[-:][a-z0-9]+)*$"
+ULID_PATTERN = r"^[0-9A-HJKMNP-TV-Z]{26}$"
+SESSION_PATTERN = r"^sess-[1-9][0-9]{0,17}$"
+
+
+@dataclass
+class Parked:
+    """A handler's answer "not yet": the server re-runs `check` after writes until `deadline`."""
+
+    check: Callable[[bool], dict[str, Any] | None]  # check(timed_out) -> result, or None to keep waiting
+    deadline: float
+
+
+Result = dict[str, Any] | Parked
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    params: dict[str, Any]
+    required: tuple[str, ...]
+    returns: dict[str, Any]
+    handler: Callable[[Call, dict[str, Any]], Result]
+    read_only: bool = False
+    destructive: bool = False
+    idempotent: bool = False
+
+    @property
+    def input_schema(self) -> dict[str, Any]:
+        return {"type": "object", "properties": self.params, "required": list(self.required),
+                "additionalProperties": False}
+
+    def wire(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "inputSchema": self.input_schema,
+            "outputSchema": {"type": "object", "properties": self.returns},
+            "annotations": {"readOnlyHint": self.read_only, "destructiveHint": self.destructive,
+                            "idempotentHint": self.idempotent, "openWorldHint": False},
+        }
+
+
+def string(desc: str = "", **rules: Any) -> dict[str, Any]:
+    return {"type": "string", **({"description": desc} if desc else {}), **rules}
+
+
+def integer(desc: str, default: int, lo: int, hi: int) -> dict[str, Any]:
+    return {"type": "integer", "description": desc, "default": default, "minimum": lo, "maximum": hi}
+
+
+def boolean(desc: str, default: bool = False) -> dict[str, Any]:
+    return {"type": "boolean", "description": desc, "default": default}
+
+
+def enum(desc: str, values: list[str], default: str | None = None) -> dict[str, Any]:
+    rule: dict[str, Any] = {"type": "string", "description": desc, "enum": values}
+    if default is not None:
+        rule["default"] = default
+    return rule
+
+
+def scope_list(desc: str, max_items: int = 64, min_items: int = 0) -> dict[str, Any]:
+    return {"type": "array", "description": desc, "minItems": min_items, "maxItems": max_items,
+            "items": string(pattern=SCOPE_PATTERN, maxLength=128)}
+
+
+def scope(desc: str) -> dict[str, Any]:
+    return string(desc, pattern=SCOPE_PATTERN, maxLength=128)
+
+
+def ulid(desc: str) -> dict[str, Any]:
+    return string(desc, pattern=ULID_PATTERN)
+
+
+def session_id(desc: str) -> dict[str, Any]:
+    return string(desc, pattern=SESSION_PATTERN)
+
+
+# Output-schema shorthands: loose on purpose (clients validate structuredContent against them).
+ANY_LIST: dict[str, Any] = {"type": "array"}
+ANY_OBJ: dict[str, Any] = {"type": "object"}
+STR: dict[str, Any] = {"type": "string"}
+OPT_STR: dict[str, Any] = {"type": ["string", "null"]}
+INT: dict[str, Any] = {"type": "integer"}
+BOOL: dict[str, Any] = {"type": "boolean"}

@@ -1,0 +1,106 @@
+"""Check tool arguments against the tool's own `inputSchema` (the one source of the rules).
+
+Supports the JSON-Schema subset the catalogue uses: type, enum, minimum/maximum, minLength/
+maxLength, pattern, items, minItems/maxItems, required, properties, additionalProperties=false,
+default. Every failure is an `InvalidParams` naming the parameter and the rule.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Any
+
+from memoryd.errors import InvalidParams
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,),
+    "array": (list,), "object": (dict,), "null": (type(None),),
+}
+
+
+@lru_cache(maxsize=256)
+def _pattern(regex: str) -> re.Pattern[str]:
+    return re.compile(regex)
+
+
+def check_args(schema: dict[str, Any], args: Any) -> dict[str, Any]:
+    """The arguments with defaults filled in, or `InvalidParams` for the first broken rule."""
+    if not isinstance(args, dict):
+        raise InvalidParams("arguments", "must be an object")
+    props: dict[str, Any] = schema.get("properties", {})
+    for name in args:
+        if name not in props:
+            raise InvalidParams(str(name), f"unknown parameter (known: {', '.join(props) or 'none'})")
+    for name in schema.get("required", []):
+        if args.get(name) is None:
+            raise InvalidParams(name, "is required")
+    checked = {}
+    for name, rule in props.items():
+        if name in args and args[name] is not None:
+            checked[name] = check_value(name, rule, args[name])
+        else:
+            checked[name] = rule.get("default")
+    return checked
+
+
+def _type_ok(value: Any, types: str | list[str]) -> bool:
+    for name in [types] if isinstance(types, str) else types:
+        allowed = _TYPES[name]
+        if isinstance(value, bool) and bool not in allowed:
+            continue  # bool is an int in Python, never in JSON
+        if isinstance(value, allowed):
+            return True
+    return False
+
+
+def check_value(name: str, rule: dict[str, Any], value: Any) -> Any:
+    if "type" in rule and not _type_ok(value, rule["type"]):
+        raise InvalidParams(name, f"must be of type {rule['type']}, got {type(value).__name__}")
+    if "enum" in rule and value not in rule["enum"]:
+        raise InvalidParams(name, f"must be one of {', '.join(map(str, rule['enum']))}")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        _check_range(name, rule, value)
+    if isinstance(value, str):
+        _check_string(name, rule, value)
+    if isinstance(value, list):
+        return _check_array(name, rule, value)
+    if isinstance(value, dict) and "properties" in rule:
+        return _check_object(name, rule, value)
+    return value
+
+
+def _check_range(name: str, rule: dict[str, Any], value: float) -> None:
+    if "minimum" in rule and value < rule["minimum"]:
+        raise InvalidParams(name, f"must be at least {rule['minimum']}, got {value}")
+    if "maximum" in rule and value > rule["maximum"]:
+        raise InvalidParams(name, f"must be at most {rule['maximum']}, got {value}")
+
+
+def _check_string(name: str, rule: dict[str, Any], value: str) -> None:
+    if len(value) < rule.get("minLength", 0):
+        raise InvalidParams(name, f"must be at least {rule['minLength']} characters")
+    if "maxLength" in rule and len(value) > rule["maxLength"]:
+        raise InvalidParams(name, f"must be at most {rule['maxLength']} characters")
+    if "pattern" in rule and not _pattern(rule["pattern"]).search(value):
+        raise InvalidParams(name, f"{_preview(value)} does not match {rule['pattern']}")
+
+
+def _check_array(name: str, rule: dict[str, Any], value: list[Any]) -> list[Any]:
+    if len(value) < rule.get("minItems", 0):
+        raise InvalidParams(name, f"must have at least {rule['minItems']} item(s)")
+    if "maxItems" in rule and len(value) > rule["maxItems"]:
+        raise InvalidParams(name, f"must have at most {rule['maxItems']} items, got {len(value)}")
+    items = rule.get("items")
+    return [check_value(f"{name}[{i}]", items, v) for i, v in enumerate(value)] if items else value
+
+
+def _check_object(name: str, rule: dict[str, Any], value: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return {k: v for k, v in check_args(rule, value).items() if v is not None}
+    except InvalidParams as exc:
+        raise InvalidParams(f"{name}.{exc.data['param']}", exc.data["reason"]) from exc
+
+
+def _preview(value: str) -> str:
+    return repr(value if len(value) <= 40 else value[:40] + "…")

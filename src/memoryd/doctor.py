@@ -1,0 +1,288 @@
+"""`memoryd doctor`: check the install, paths, permissions, daemon and client configs, with a fix for each.
+
+Import contract: stdlib, `memoryd.paths` and `memoryd.clients`; the runtime packages are imported
+only to prove they load, and the daemon is judged from its status file, never over ZeroMQ, so
+doctor still answers when the transport or the daemon is what is broken.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import json
+import os
+import stat
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal, TextIO
+
+import memoryd
+from memoryd import clients, paths
+
+Status = Literal["ok", "warn", "fail"]
+MIN_PYTHON = (3, 11)
+# (import name, distribution name) of every package the daemon or the bridge imports at run time.
+RUNTIME_PACKAGES = (
+    ("zmq", "pyzmq"),
+    ("msgpack", "msgpack"),
+    ("ulid", "python-ulid"),
+    ("platformdirs", "platformdirs"),
+    ("yaml", "PyYAML"),
+)
+REINSTALL_FIX = "reinstall memoryd's dependencies: pip install -e ."
+
+
+@dataclass(frozen=True)
+class Check:
+    """One finding: `fix` is a one-line instruction, empty when there is nothing to do."""
+
+    name: str
+    status: Status
+    detail: str
+    fix: str = ""
+
+
+def check_python() -> list[Check]:
+    version = ".".join(map(str, sys.version_info[:3]))
+    if sys.version_info[:2] >= MIN_PYTHON:
+        return [Check("python", "ok", f"{version} at {sys.executable}")]
+    wanted = ".".join(map(str, MIN_PYTHON))
+    return [Check("python", "fail", f"{version} at {sys.executable}", f"install Python {wanted} or newer")]
+
+
+def _check_package(module: str, dist: str) -> Check:
+    name = f"package {module}"
+    try:
+        imported = importlib.import_module(module)
+    except Exception as exc:  # a broken binary wheel raises more than ImportError
+        return Check(name, "fail", f"cannot import {module}: {exc}", REINSTALL_FIX)
+    try:
+        version = importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        version = str(getattr(imported, "__version__", "unknown version"))
+    return Check(name, "ok", f"{dist} {version}")
+
+
+def check_packages() -> list[Check]:
+    return [_check_package(module, dist) for module, dist in RUNTIME_PACKAGES]
+
+
+def _runtime_dir_source(runtime: Path) -> tuple[Status, str, str]:
+    """Which rule chose `runtime`, as (status, note, fix); the cache-dir fallback is a warning."""
+    if os.environ.get("MEMORYD_RUNTIME_DIR"):
+        return "ok", "from MEMORYD_RUNTIME_DIR", ""
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    if xdg and runtime == Path(xdg) / paths.APP:
+        return "ok", "under XDG_RUNTIME_DIR", ""
+    if runtime != paths._fallback_runtime_dir():
+        return "ok", "platform default", ""
+    why = "XDG_RUNTIME_DIR is unset" if not xdg else f"XDG_RUNTIME_DIR ({xdg}) is unusable"
+    fix = "log in through a session that provides XDG_RUNTIME_DIR, or set MEMORYD_RUNTIME_DIR to a private dir"
+    return "warn", f"{why}: using the cache-dir fallback", fix
+
+
+def _private_dir_problem(path: Path) -> tuple[Status, str, str] | None:
+    """None when `path` is ours and closed to others; else (status, detail, fix)."""
+    st = path.stat()
+    mode = stat.S_IMODE(st.st_mode)
+    if st.st_uid != os.getuid():
+        return "fail", f"owned by uid {st.st_uid}, not you (uid {os.getuid()})", f"remove {path} or chown it to yourself"
+    if mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return "fail", f"group- or world-writable (mode {mode:o})", f"chmod 700 {path}"
+    if mode & 0o077:
+        return "warn", f"readable by others (mode {mode:o})", f"chmod 700 {path}"
+    return None
+
+
+def check_runtime_dir() -> list[Check]:
+    runtime = paths.runtime_dir()
+    status, note, fix = _runtime_dir_source(runtime)
+    if not runtime.exists():
+        return [Check("runtime dir", status, f"{runtime} ({note}; created 0700 on first start)", fix)]
+    problem = _private_dir_problem(runtime)
+    if problem is not None:
+        return [Check("runtime dir", problem[0], f"{runtime}: {problem[1]}", problem[2])]
+    return [Check("runtime dir", status, f"{runtime} ({note}; mode 700, yours)", fix)]
+
+
+def check_socket() -> list[Check]:
+    try:
+        endpoint = paths.endpoint()
+    except paths.PathError as exc:
+        return [Check("socket path", "fail", str(exc), "export MEMORYD_RUNTIME_DIR=/tmp/memoryd-$(id -u)")]
+    used = len(endpoint.removeprefix("ipc://").encode())
+    return [Check("socket path", "ok", f"{endpoint} ({used} of {paths.MAX_IPC_PATH_BYTES} bytes)")]
+
+
+def _nearest_existing(path: Path) -> Path:
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def check_store() -> list[Check]:
+    store = paths.store_root()
+    if not store.exists():
+        ancestor = _nearest_existing(store)
+        if os.access(ancestor, os.W_OK | os.X_OK):
+            return [Check("store", "ok", f"{store} (created on first start)")]
+        return [Check("store", "fail", f"{store} cannot be created: {ancestor} is not writable",
+                      "set MEMORYD_HOME to a directory you can write")]
+    if not store.is_dir():
+        return [Check("store", "fail", f"{store} is not a directory", "move it away or set MEMORYD_HOME")]
+    if not os.access(store, os.W_OK | os.X_OK):
+        return [Check("store", "fail", f"{store} is not writable", f"chmod u+rwx {store}")]
+    problem = _private_dir_problem(store)
+    if problem is not None:
+        return [Check("store", problem[0], f"{store}: {problem[1]}", problem[2])]
+    return [Check("store", "ok", f"{store} (writable, mode 700)")]
+
+
+def check_config() -> list[Check]:
+    from memoryd import config  # lazy: pulls in yaml, which the package check reports on first
+
+    path = paths.config_file()
+    if not path.exists():
+        return [Check("config", "ok", f"{path} absent; defaults apply")]
+    try:
+        config.load(path)
+    except config.ConfigError as exc:
+        return [Check("config", "fail", str(exc), f"fix the named key in {path}, or move the file away")]
+    return [Check("config", "ok", f"{path} parses")]
+
+
+def check_daemon() -> list[Check]:
+    status_file = paths.status_path()
+    try:
+        status = json.loads(status_file.read_text(encoding="utf-8"))
+        pid = int(status["pid"])
+    except FileNotFoundError:
+        return [Check("daemon", "ok", "not running (a bridge starts it on first use, or run `memoryd serve`)")]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return [Check("daemon", "warn", f"unreadable status file {status_file}: {exc}",
+                      f"if no memoryd runs, delete {status_file}")]
+    alive = _pid_alive(pid)
+    if alive is not True:
+        return [Check("daemon", "warn", f"stale status file: pid {pid} {alive}",
+                      f"delete {status_file} (a daemon that died without cleaning up left it)")]
+    return [_daemon_running(pid, status), *_daemon_skew(status)]
+
+
+def _pid_alive(pid: int) -> Literal[True] | str:
+    """True if `pid` is a live process of ours, else why not (a recycled pid of another user counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return "is not running"
+    except PermissionError:
+        return "now belongs to another user"
+    return True
+
+
+def _daemon_running(pid: int, status: dict[str, Any]) -> Check:
+    since = f", started {status['started_at']}" if status.get("started_at") else ""
+    return Check("daemon", "ok", f"running: pid {pid}, version {status.get('version')}{since}")
+
+
+def _daemon_skew(status: dict[str, Any]) -> list[Check]:
+    """Differences between the running daemon and this install that a restart would resolve."""
+    found = []
+    if status.get("protocol") != memoryd.PROTOCOL:
+        found.append(Check("daemon protocol", "fail",
+                           f"daemon speaks protocol {status.get('protocol')}, this install {memoryd.PROTOCOL}",
+                           "memoryd restart"))
+    if status.get("version") != memoryd.__version__:
+        found.append(Check("daemon version", "warn",
+                           f"daemon runs {status.get('version')}, this install is {memoryd.__version__}",
+                           "memoryd restart"))
+    store = str(paths.store_root())
+    if status.get("store") not in (None, store):
+        found.append(Check("daemon store", "warn", f"daemon serves {status['store']}, this shell's store is {store}",
+                           "check MEMORYD_HOME in this shell and in your clients' configs"))
+    return found
+
+
+def _client_check(row: dict[str, Any]) -> Check:
+    name, path = f"client {row['client']}", row["path"]
+    init = f"memoryd init --client {row['client']}"
+    if row["error"]:
+        return Check(name, "warn", row["error"], f"fix {path}, then {init}")
+    if row["registered"] and row["current"]:
+        return Check(name, "ok", f"registered in {path}")
+    if row["registered"]:
+        return Check(name, "warn", f"registered in {path} with another interpreter or arguments", init)
+    if row["exists"]:
+        return Check(name, "ok", f"not registered in {path} ({init} to add)")
+    return Check(name, "ok", f"no config at {path}")
+
+
+def check_clients() -> list[Check]:
+    rows = clients.client_config_status()
+    found = [_client_check(row) for row in rows]
+    if not any(row["registered"] for row in rows):
+        found.append(Check("clients", "warn", "memoryd is registered in no MCP client",
+                           f"memoryd init --client NAME  (NAME: {', '.join(clients.CLIENTS)})"))
+    return found
+
+
+CHECKS: tuple[Callable[[], list[Check]], ...] = (
+    check_python,
+    check_packages,
+    check_runtime_dir,
+    check_socket,
+    check_store,
+    check_config,
+    check_daemon,
+    check_clients,
+)
+
+
+def collect_checks() -> list[Check]:
+    """Every check's findings; a check that crashes becomes a failure instead of ending doctor."""
+    found: list[Check] = []
+    for check in CHECKS:
+        try:
+            found.extend(check())
+        except Exception as exc:
+            label = check.__name__.removeprefix("check_")
+            found.append(Check(label, "fail", f"the check itself failed: {exc!r}", "report this as a memoryd bug"))
+    return found
+
+
+def _counts(checks: list[Check]) -> dict[str, int]:
+    return {status: sum(c.status == status for c in checks) for status in ("ok", "warn", "fail")}
+
+
+def _write_text(checks: list[Check], out: TextIO) -> None:
+    width = max(len(c.name) for c in checks)
+    print(f"memoryd {memoryd.__version__} doctor", file=out)
+    for c in checks:
+        print(f"  {c.status:<4}  {c.name:<{width}}  {c.detail}", file=out)
+        if c.fix and c.status != "ok":
+            print(f"  {'':<4}  {'':<{width}}  fix: {c.fix}", file=out)
+    counts = _counts(checks)
+    print(f"{counts['ok']} ok, {counts['warn']} warn, {counts['fail']} fail", file=out)
+
+
+def _write_json(checks: list[Check], out: TextIO) -> None:
+    report = {
+        "version": memoryd.__version__,
+        "ok": not any(c.status == "fail" for c in checks),
+        "counts": _counts(checks),
+        "checks": [asdict(c) for c in checks],
+    }
+    json.dump(report, out, indent=2)
+    out.write("\n")
+
+
+def run_doctor(out: TextIO | None = None, as_json: bool = False) -> int:
+    """Run every check and report to `out`; exit code 0 unless some check failed (warnings pass).
+
+    `as_json` gives {version, ok, counts, checks: [{name, status, detail, fix}]}, a stable shape.
+    """
+    out = out or sys.stdout
+    checks = collect_checks()
+    (_write_json if as_json else _write_text)(checks, out)
+    return 1 if any(c.status == "fail" for c in checks) else 0

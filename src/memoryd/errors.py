@@ -1,0 +1,92 @@
+"""The one exception tree of memoryd, with JSON-RPC codes and the wire form.
+
+    MemorydError                     code, kind, message, data
+    ├── InvalidParams      -32602    a tool argument broke a rule (data: param, reason)
+    ├── ResourceState      -32002    unknown/finished session, unknown memory, ... (data: kind, id)
+    ├── DaemonUnavailable  -32001    the bridge could not reach or start the daemon
+    ├── BadRequest         -32600    a malformed wire request
+    ├── ProtocolMismatch   -32003    bridge and daemon speak different protocol versions
+    └── InternalError      -32603    a bug; the daemon logs it and keeps serving
+
+Handlers raise these; the daemon turns them into error replies in one place (`to_wire`), and the
+client turns error replies back into exceptions in one place (`from_wire`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+INVALID_PARAMS = -32602
+RESOURCE_STATE = -32002
+DAEMON_UNAVAILABLE = -32001
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+PARSE_ERROR = -32700
+PROTOCOL_MISMATCH = -32003
+INTERNAL_ERROR = -32603
+
+
+class MemorydError(Exception):
+    code = INTERNAL_ERROR
+    kind = "internal_error"
+
+    def __init__(self, message: str, data: dict[str, Any] | None = None, kind: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.data = dict(data or {})
+        if kind is not None:
+            self.kind = kind
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"code": self.code, "kind": self.kind, "message": self.message, "data": self.data}
+
+
+class InvalidParams(MemorydError):
+    code = INVALID_PARAMS
+    kind = "invalid_params"
+
+    def __init__(self, param: str, reason: str) -> None:
+        super().__init__(f"invalid parameter '{param}': {reason}", {"param": param, "reason": reason})
+
+
+class ResourceState(MemorydError):
+    code = RESOURCE_STATE
+
+    def __init__(self, kind: str, ident: str, message: str | None = None) -> None:
+        super().__init__(message or f"{kind.replace('_', ' ')}: {ident}", {"kind": kind, "id": ident}, kind)
+
+
+class DaemonUnavailable(MemorydError):
+    code = DAEMON_UNAVAILABLE
+    kind = "daemon_unavailable"
+
+    def __init__(self, endpoint: str, reason: str) -> None:
+        super().__init__(f"memoryd daemon unavailable at {endpoint}: {reason}",
+                         {"kind": "daemon_unavailable", "endpoint": endpoint})
+
+
+class BadRequest(MemorydError):
+    code = INVALID_REQUEST
+    kind = "bad_request"
+
+
+class ProtocolMismatch(MemorydError):
+    code = PROTOCOL_MISMATCH
+    kind = "protocol_mismatch"
+
+
+class InternalError(MemorydError):
+    pass
+
+
+_BY_CODE: dict[int, type[MemorydError]] = {
+    cls.code: cls for cls in (DaemonUnavailable, BadRequest, ProtocolMismatch, InternalError)
+}
+
+
+def from_wire(error: dict[str, Any]) -> MemorydError:
+    """Rebuild the exception a daemon error reply describes (the inverse of `to_wire`)."""
+    code = int(error.get("code", INTERNAL_ERROR))
+    exc = MemorydError(str(error.get("message", "")), error.get("data") or {}, str(error.get("kind", "")))
+    exc.code = code
+    return exc

@@ -1,0 +1,118 @@
+"""Where memoryd keeps things: runtime dir, socket, lock, status, store, config, logs.
+
+Import contract: stdlib + platformdirs only (the bridge imports this on its fast path).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import warnings
+from pathlib import Path
+
+APP = "memoryd"
+# ZeroMQ refuses ipc paths longer than sun_path (108 bytes on Linux, 104 on macOS) minus the NUL.
+MAX_IPC_PATH_BYTES = 103 if os.uname().sysname == "Darwin" else 107
+
+
+class PathError(RuntimeError):
+    """A runtime path that cannot be used (too long, wrong owner, loose permissions)."""
+
+
+def _platformdirs():  # type: ignore[no-untyped-def]
+    import platformdirs
+
+    return platformdirs
+
+
+def store_root() -> Path:
+    env = os.environ.get("MEMORYD_HOME")
+    if env:
+        return Path(env).expanduser().absolute()
+    return Path(_platformdirs().user_data_dir(APP))
+
+
+def config_file() -> Path:
+    env = os.environ.get("MEMORYD_CONFIG")
+    if env:
+        return Path(env).expanduser().absolute()
+    return Path(_platformdirs().user_config_dir(APP)) / "config.yaml"
+
+
+def log_dir() -> Path:
+    env = os.environ.get("MEMORYD_LOG_DIR")
+    if env:
+        return Path(env).expanduser().absolute()
+    if os.environ.get("MEMORYD_HOME"):
+        # Tests and throwaway stores keep their daemon log beside the store, not in the user's.
+        return store_root() / "log"
+    return Path(_platformdirs().user_log_dir(APP))
+
+
+def daemon_log_file() -> Path:
+    return log_dir() / "memoryd.log"
+
+
+def _fallback_runtime_dir() -> Path:
+    return Path(_platformdirs().user_cache_dir(APP)) / "run"
+
+
+def runtime_dir() -> Path:
+    """The 0700 directory of socket, lock and status; `$MEMORYD_RUNTIME_DIR` wins.
+
+    XDG_RUNTIME_DIR can vanish at logout; when it is unusable we fall back to a dir under the
+    user cache dir (doctor reports which one is in use).
+    """
+    env = os.environ.get("MEMORYD_RUNTIME_DIR")
+    if env:
+        return Path(env).expanduser().absolute()
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    if xdg and os.path.isdir(xdg) and os.access(xdg, os.W_OK):
+        return Path(xdg) / APP
+    if os.uname().sysname == "Darwin":
+        return Path(_platformdirs().user_runtime_dir(APP))
+    return _fallback_runtime_dir()
+
+
+def socket_path() -> Path:
+    return runtime_dir() / "memoryd.sock"
+
+
+def lock_path() -> Path:
+    return runtime_dir() / "memoryd.lock"
+
+
+def spawn_lock_path() -> Path:
+    return runtime_dir() / "memoryd.spawn.lock"
+
+
+def status_path() -> Path:
+    return runtime_dir() / "memoryd.status"
+
+
+def endpoint() -> str:
+    """The daemon's ipc endpoint, refusing paths ZeroMQ would silently mangle."""
+    path = str(socket_path())
+    if len(path.encode()) > MAX_IPC_PATH_BYTES:
+        raise PathError(
+            f"socket path is {len(path.encode())} bytes, over the ipc limit of {MAX_IPC_PATH_BYTES}: "
+            f"{path} (set MEMORYD_RUNTIME_DIR to a shorter directory)"
+        )
+    return "ipc://" + path
+
+
+def ensure_private_dir(path: Path) -> Path:
+    """Create `path` 0700 if needed and refuse one owned by another user or open to others."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = path.stat()
+    if st.st_uid != os.getuid():
+        raise PathError(f"{path} is owned by uid {st.st_uid}, not by you (uid {os.getuid()})")
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise PathError(f"{path} is group- or world-writable (mode {oct(st.st_mode & 0o777)}); chmod 700 it")
+    if st.st_mode & 0o077:
+        os.chmod(path, 0o700)
+    return path
+
+
+def quiet_platformdirs() -> None:
+    warnings.filterwarnings("ignore", module="platformdirs")

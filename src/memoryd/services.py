@@ -1,0 +1,213 @@
+"""Render and install memoryd's service definitions: a systemd user unit or a launchd agent.
+
+Import contract: stdlib and `memoryd.paths` only. The templates live in the repository's top-level
+`systemd/` directory and are found relative to this file, which an editable install
+(`pip install -e .`, what the README uses) leaves in place; anything else gets a `ServiceError`
+naming where the templates were expected.
+
+Entry point: `install_service` (behind `memoryd install-service`); the two `render_*` functions
+are pure and are what the tests and `--print` look at.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+from xml.sax.saxutils import escape as xml_escape
+
+from memoryd import paths
+
+TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "systemd"
+UNIT_NAME = "memoryd.service"
+PLIST_NAME = "com.memoryd.daemon.plist"
+LAUNCHD_LABEL = "com.memoryd.daemon"
+SERVICE_FILE_MODE = 0o644
+
+# systemd refuses executables whose path holds quotes or backslashes, and a control character
+# would end the line; refusing them here gives the user a message instead of a dead unit.
+_UNIT_FORBIDDEN_CHARS = frozenset('"\\\'') | {chr(c) for c in range(32)} | {"\x7f"}
+
+
+class ServiceError(RuntimeError):
+    """A service definition that cannot be rendered or installed here (message says why)."""
+
+
+def load_template(name: str) -> str:
+    """The text of template `name` from the repository's `systemd/` dir; ServiceError if absent."""
+    path = TEMPLATE_DIR / name
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ServiceError(
+            f"service template not found: {path} (install-service needs the source checkout; "
+            "install memoryd with `pip install -e .`)"
+        ) from None
+
+
+def _unit_quote(value: str, *, in_exec: bool = False) -> str:
+    """`value` as one double-quoted systemd word, with specifier (and, in Exec lines, $) escaped."""
+    bad = sorted(set(value) & _UNIT_FORBIDDEN_CHARS)
+    if bad:
+        raise ServiceError(f"a systemd unit cannot carry the path {value!r} (it contains {bad!r})")
+    quoted = value.replace("%", "%%")
+    if in_exec:
+        quoted = quoted.replace("$", "$$")
+    return f'"{quoted}"'
+
+
+def render_systemd_unit(python: str, store: str | os.PathLike[str] | None = None) -> str:
+    """The user unit running `python -m memoryd serve` for `store` (default: the current store root).
+
+    The store is pinned in the unit (MEMORYD_HOME) because ProtectSystem=strict leaves only it
+    writable: a daemon that picked another store from its environment could not write there.
+    """
+    store_dir = os.fspath(store) if store is not None else str(paths.store_root())
+    return load_template(UNIT_NAME).format(
+        python=_unit_quote(python, in_exec=True),
+        store=_unit_quote(store_dir),
+        store_env=_unit_quote(f"MEMORYD_HOME={store_dir}"),
+    )
+
+
+def render_launchd_plist(python: str, log_path: str) -> str:
+    """The launchd agent plist running `python -m memoryd serve`, stdout and stderr to `log_path`."""
+    return load_template(PLIST_NAME).format(python=xml_escape(python), log_path=xml_escape(log_path))
+
+
+def systemd_unit_path() -> Path:
+    """Where systemd looks for this user's units: $XDG_CONFIG_HOME/systemd/user/memoryd.service."""
+    config_home = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(config_home) / "systemd" / "user" / UNIT_NAME
+
+
+def launchd_plist_path() -> Path:
+    """Where launchd looks for this user's agents."""
+    return Path.home() / "Library" / "LaunchAgents" / PLIST_NAME
+
+
+@dataclass(frozen=True)
+class ServicePlan:
+    """What installing the service means on this OS: one file, the dirs it needs, how to enable it.
+
+    `prepare` commands run before `enable` and may fail (e.g. unloading an agent not loaded yet).
+    """
+
+    target: Path
+    text: str
+    needed_dirs: tuple[Path, ...]
+    enable: tuple[tuple[str, ...], ...]
+    prepare: tuple[tuple[str, ...], ...] = ()
+
+    def enable_command(self) -> str:
+        return " && ".join(shlex.join(cmd) for cmd in self.enable)
+
+
+def plan_service(platform: str | None = None, python: str | None = None) -> ServicePlan:
+    """The ServicePlan for `platform` (default: this one); ServiceError where there is none."""
+    platform = platform or sys.platform
+    python = python or sys.executable
+    if not python:
+        raise ServiceError("cannot tell which Python interpreter runs memoryd (sys.executable is empty)")
+    if platform.startswith("linux"):
+        return _systemd_plan(python)
+    if platform == "darwin":
+        return _launchd_plan(python)
+    raise ServiceError(f"no service manager support for platform {platform!r} (Linux and macOS only)")
+
+
+def _systemd_plan(python: str) -> ServicePlan:
+    store = paths.store_root()
+    return ServicePlan(
+        target=systemd_unit_path(),
+        text=render_systemd_unit(python, store),
+        # The unit grants write access to the store only if it exists when the unit starts.
+        needed_dirs=(store,),
+        enable=(
+            ("systemctl", "--user", "daemon-reload"),
+            ("systemctl", "--user", "enable", "--now", UNIT_NAME),
+        ),
+    )
+
+
+def _launchd_plan(python: str) -> ServicePlan:
+    log_file = paths.daemon_log_file()
+    target = launchd_plist_path()
+    return ServicePlan(
+        target=target,
+        text=render_launchd_plist(python, str(log_file)),
+        # launchd opens the log file but does not create its directory.
+        needed_dirs=(log_file.parent,),
+        enable=(("launchctl", "load", "-w", str(target)),),
+        # `load` refuses an agent that is already loaded, so a reinstall unloads the old one first.
+        prepare=(("launchctl", "unload", str(target)),),
+    )
+
+
+def write_if_changed(path: Path, text: str, mode: int = SERVICE_FILE_MODE) -> bool:
+    """Atomically make `path` hold `text`; False (and no write) when it already does."""
+    try:
+        if path.read_text(encoding="utf-8") == text:
+            return False
+    except (FileNotFoundError, UnicodeDecodeError):
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return True
+
+
+def _run_commands(plan: ServicePlan, out: TextIO) -> int:
+    """Run the plan's prepare (failures ignored) and enable commands; the first failing exit code."""
+    try:
+        for cmd in plan.prepare:
+            subprocess.run(cmd, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for cmd in plan.enable:
+            print(f"$ {shlex.join(cmd)}", file=out)
+            code = subprocess.run(cmd, check=False).returncode
+            if code != 0:
+                print(f"memoryd: `{shlex.join(cmd)}` exited with {code}", file=sys.stderr)
+                return code
+    except FileNotFoundError as exc:
+        print(f"memoryd: cannot run {exc.filename!r}: not installed or not on PATH", file=sys.stderr)
+        return 1
+    return 0
+
+
+def install_service(print_only: bool, enable: bool, out: TextIO | None = None) -> int:
+    """Write this OS's service file (or only print it) and print, or with `enable` run, its enable command.
+
+    Returns the exit code: 0 on success, 1 when nothing could be installed here, else the
+    failing enable command's code. `print_only` writes nothing at all.
+    """
+    out = out or sys.stdout
+    try:
+        plan = plan_service()
+    except ServiceError as exc:
+        print(f"memoryd: {exc}", file=sys.stderr)
+        return 1
+    if print_only:
+        out.write(plan.text)
+        return 0
+    for directory in plan.needed_dirs:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    changed = write_if_changed(plan.target, plan.text)
+    print(f"{'wrote' if changed else 'unchanged:'} {plan.target}", file=out)
+    if enable:
+        return _run_commands(plan, out)
+    print(f"enable it with:\n  {plan.enable_command()}", file=out)
+    return 0
