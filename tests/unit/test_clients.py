@@ -176,18 +176,20 @@ def test_codex_init_appends_the_table_and_leaves_the_rest_untouched(home: Path) 
 def test_codex_init_replaces_an_existing_table_instead_of_duplicating_it(home: Path) -> None:
     path = home / ".codex" / "config.toml"
     path.parent.mkdir()
+    after = '\n[profiles.fast]\nmodel = "o4-mini"\n'
     path.write_text(
-        '[mcp_servers.memoryd]\ncommand = "/old/python"\nargs = ["-m", "memoryd", "mcp"]\n'
-        "startup_timeout_sec = 20\n\n" + CODEX_CONFIG
+        CODEX_CONFIG + '\n[mcp_servers.memoryd]\ncommand = "/old/python"\nargs = ["-m", "memoryd", "mcp"]\n'
+        "startup_timeout_sec = 20\n" + after
     )
 
     assert init("codex")[0] == 0
 
     text = path.read_text()
     assert text.count("[mcp_servers.memoryd]") == 1
+    assert text.startswith(CODEX_CONFIG) and text.endswith(after)
     parsed = tomllib.loads(text)
     assert parsed["mcp_servers"]["memoryd"] == {**BRIDGE, "startup_timeout_sec": 20}
-    assert parsed["model"] == "o4" and "# keep this comment" in text
+    assert parsed["profiles"] == {"fast": {"model": "o4-mini"}}
     assert path.with_name("config.toml.bak").exists()
 
 
