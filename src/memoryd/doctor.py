@@ -79,7 +79,7 @@ def _runtime_dir_source(runtime: Path) -> tuple[Status, str, str]:
     if runtime != paths._fallback_runtime_dir():
         return "ok", "platform default", ""
     why = "XDG_RUNTIME_DIR is unset" if not xdg else f"XDG_RUNTIME_DIR ({xdg}) is unusable"
-    fix = "log in through a session that provides XDG_RUNTIME_DIR, or set MEMORYD_RUNTIME_DIR to a private dir"
+    fix = "log in through a session that sets XDG_RUNTIME_DIR, or set MEMORYD_RUNTIME_DIR to a private dir"
     return "warn", f"{why}: using the cache-dir fallback", fix
 
 
@@ -88,7 +88,8 @@ def _private_dir_problem(path: Path) -> tuple[Status, str, str] | None:
     st = path.stat()
     mode = stat.S_IMODE(st.st_mode)
     if st.st_uid != os.getuid():
-        return "fail", f"owned by uid {st.st_uid}, not you (uid {os.getuid()})", f"remove {path} or chown it to yourself"
+        owner = f"owned by uid {st.st_uid}, not you (uid {os.getuid()})"
+        return "fail", owner, f"remove {path} or chown it to yourself"
     if mode & (stat.S_IWGRP | stat.S_IWOTH):
         return "fail", f"group- or world-writable (mode {mode:o})", f"chmod 700 {path}"
     if mode & 0o077:
@@ -126,9 +127,10 @@ def check_store() -> list[Check]:
     store = paths.store_root()
     if not store.exists():
         ancestor = _nearest_existing(store)
-        if os.access(ancestor, os.W_OK | os.X_OK):
+        if ancestor.is_dir() and os.access(ancestor, os.W_OK | os.X_OK):
             return [Check("store", "ok", f"{store} (created on first start)")]
-        return [Check("store", "fail", f"{store} cannot be created: {ancestor} is not writable",
+        why = "is not writable" if ancestor.is_dir() else "is not a directory"
+        return [Check("store", "fail", f"{store} cannot be created: {ancestor} {why}",
                       "set MEMORYD_HOME to a directory you can write")]
     if not store.is_dir():
         return [Check("store", "fail", f"{store} is not a directory", "move it away or set MEMORYD_HOME")]

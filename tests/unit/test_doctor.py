@@ -131,13 +131,18 @@ def test_doctor_notes_the_cache_dir_fallback_when_xdg_runtime_dir_is_unset(
 
 
 def test_doctor_fails_when_the_store_cannot_be_created(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    if os.geteuid() == 0:
-        pytest.skip("root can write anywhere")
-    locked = env / "locked"
-    locked.mkdir(mode=0o500)
-    monkeypatch.setenv("MEMORYD_HOME", str(locked / "store"))
+    (env / "a-file").write_text("")
+    monkeypatch.setenv("MEMORYD_HOME", str(env / "a-file" / "store"))
 
-    assert findings()["store"].status == "fail"
+    check = findings()["store"]
+
+    assert check.status == "fail" and "is not a directory" in check.detail
+
+
+def test_doctor_reports_a_missing_store_as_created_on_first_start(env: Path) -> None:
+    check = findings()["store"]
+
+    assert check.status == "ok" and "created on first start" in check.detail
 
 
 def test_doctor_reports_a_running_daemon_from_its_status_file(env: Path) -> None:
