@@ -161,7 +161,7 @@ def check_daemon() -> list[Check]:
         status = json.loads(status_file.read_text(encoding="utf-8"))
         pid = int(status["pid"])
     except FileNotFoundError:
-        return [Check("daemon", "ok", "not running (a bridge starts it on first use, or run `memoryd serve`)")]
+        return [Check("daemon", "ok", "not running (the first bridge starts it, or run `memoryd serve`)")]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         return [Check("daemon", "warn", f"unreadable status file {status_file}: {exc}",
                       f"if no memoryd runs, delete {status_file}")]
@@ -173,7 +173,10 @@ def check_daemon() -> list[Check]:
 
 
 def _pid_alive(pid: int) -> Literal[True] | str:
-    """True if `pid` is a live process of ours, else why not (a recycled pid of another user counts as gone)."""
+    """True if `pid` is a live process of ours, else why not.
+
+    A pid owned by another user counts as gone: our daemon's pid was recycled after it died.
+    """
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -191,18 +194,17 @@ def _daemon_running(pid: int, status: dict[str, Any]) -> Check:
 def _daemon_skew(status: dict[str, Any]) -> list[Check]:
     """Differences between the running daemon and this install that a restart would resolve."""
     found = []
-    if status.get("protocol") != memoryd.PROTOCOL:
-        found.append(Check("daemon protocol", "fail",
-                           f"daemon speaks protocol {status.get('protocol')}, this install {memoryd.PROTOCOL}",
-                           "memoryd restart"))
-    if status.get("version") != memoryd.__version__:
-        found.append(Check("daemon version", "warn",
-                           f"daemon runs {status.get('version')}, this install is {memoryd.__version__}",
-                           "memoryd restart"))
-    store = str(paths.store_root())
+    protocol, version, store = status.get("protocol"), status.get("version"), str(paths.store_root())
+    if protocol != memoryd.PROTOCOL:
+        detail = f"daemon speaks protocol {protocol}, this install {memoryd.PROTOCOL}; bridges cannot use it"
+        found.append(Check("daemon protocol", "fail", detail, "memoryd restart"))
+    if version != memoryd.__version__:
+        detail = f"daemon runs {version}, this install is {memoryd.__version__}"
+        found.append(Check("daemon version", "warn", detail, "memoryd restart"))
     if status.get("store") not in (None, store):
-        found.append(Check("daemon store", "warn", f"daemon serves {status['store']}, this shell's store is {store}",
-                           "check MEMORYD_HOME in this shell and in your clients' configs"))
+        detail = f"daemon serves {status['store']}, this shell's store is {store}"
+        fix = "check MEMORYD_HOME here and in your clients' configs"
+        found.append(Check("daemon store", "warn", detail, fix))
     return found
 
 
@@ -249,7 +251,8 @@ def collect_checks() -> list[Check]:
             found.extend(check())
         except Exception as exc:
             label = check.__name__.removeprefix("check_")
-            found.append(Check(label, "fail", f"the check itself failed: {exc!r}", "report this as a memoryd bug"))
+            detail = f"the check itself failed: {exc!r}"
+            found.append(Check(label, "fail", detail, "report this as a memoryd bug"))
     return found
 
 

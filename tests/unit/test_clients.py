@@ -73,8 +73,9 @@ def test_init_keeps_unrelated_keys_and_other_servers(home: Path) -> None:
 
 def test_updating_a_stale_entry_keeps_a_backup_the_file_mode_and_the_users_env(home: Path) -> None:
     path = home / ".claude.json"
-    stale = {"mcpServers": {"memoryd": {"type": "stdio", "command": "/old/python", "args": ["-m", "memoryd", "mcp"],
-                                        "env": {"MEMORYD_HOME": "/data"}}}}
+    old_entry = {"type": "stdio", "command": "/old/python", "args": ["-m", "memoryd", "mcp"],
+                 "env": {"MEMORYD_HOME": "/data"}}
+    stale = {"mcpServers": {"memoryd": old_entry}}
     path.write_text(json.dumps(stale))
     os.chmod(path, 0o640)
     before = path.read_bytes()
@@ -103,7 +104,9 @@ def test_init_refuses_a_config_that_is_not_json_and_writes_nothing(
     assert sorted(p.name for p in path.parent.iterdir()) == ["mcp.json"]
 
 
-def test_unknown_client_exits_2_and_lists_the_known_ones(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_unknown_client_exits_2_and_lists_the_known_ones(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, _ = init("emacs")
 
     assert code == 2

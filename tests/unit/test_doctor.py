@@ -45,7 +45,8 @@ def findings() -> dict[str, doctor.Check]:
 
 def write_status(**overrides: Any) -> None:
     status = {"pid": os.getpid(), "version": memoryd.__version__, "protocol": memoryd.PROTOCOL,
-              "endpoint": paths.endpoint(), "store": str(paths.store_root()), "started_at": "2025-01-01T00:00:00Z"}
+              "endpoint": paths.endpoint(), "store": str(paths.store_root()),
+              "started_at": "2025-01-01T00:00:00Z"}
     paths.status_path().write_text(json.dumps(status | overrides))
 
 
@@ -215,7 +216,7 @@ def test_importing_doctor_loads_neither_zmq_nor_the_client_or_daemon(env: Path) 
     probe = ("import sys, memoryd.doctor; "
              "print(sorted(m for m in sys.modules if m.split('.')[0] == 'zmq' "
              "or m.startswith(('memoryd.client.', 'memoryd.daemon')) or m == 'memoryd.client'))")
-    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=False,
                             env=os.environ | {"PYTHONPATH": str(Path(memoryd.__file__).parents[1])})
 
     assert result.stdout.strip() == "[]", result.stderr

@@ -10,15 +10,8 @@ import re
 from collections.abc import Iterator
 
 __all__ = [
-    "STOPWORDS",
-    "cited_paths",
-    "find_credentials",
-    "find_scope_mismatches",
-    "find_transient_markers",
-    "find_ungrounded_claims",
-    "scan_taint",
-    "similarity",
-    "token_set",
+    "STOPWORDS", "cited_paths", "find_credentials", "find_scope_mismatches",
+    "find_transient_markers", "find_ungrounded_claims", "scan_taint", "similarity", "token_set",
     "word_tokens",
 ]
 
@@ -67,7 +60,7 @@ def similarity(a: frozenset[str], b: frozenset[str]) -> float:
 
 
 def _window(text: str, start: int, end: int, radius: int) -> str:
-    """`text[start:end]` with up to `radius` chars either side, whitespace collapsed, cuts marked."""
+    """`text[start:end]` plus up to `radius` chars each side, whitespace collapsed, cuts marked."""
     lo, hi = max(0, start - radius), min(len(text), end + radius)
     body = " ".join(text[lo:hi].split())
     return ("…" if lo > 0 else "") + body + ("…" if hi < len(text) else "")
@@ -107,7 +100,8 @@ _ASSIGNMENT_RE = re.compile(
 # Values that say "a secret goes here" rather than being one.
 _PLACEHOLDER_RE = re.compile(
     r"""^(?:none|null|nil|undefined|true|false|empty|n/?a|tbd|todo|hidden|secret|password|token
-    |[x*._•…-]+|<[^>]*>|\[[^\]]*\]|\{\{.*\}\}|\$\{?[a-z_][a-z0-9_]*\}?|%\(?[a-z_]+\)?s?|%[a-z_]+%
+    |[x*._•…-]+|<[^>]*>|\[[^\]]*\]|\{\{.*\}\}|\$\{?[a-z_][a-z0-9_]*\}?
+    |%\(?[a-z_]+\)?s?|%[a-z_]+%
     |(?:your|my|the|some|an?)[_-].*|.*(?:placeholder|example|redacted|changeme|change_me|dummy
     |sample|xxxx).*|[a-z_][a-z0-9_.]*[(\[].*|(?:os\.environ|process\.env|env\.).*)$""",
     re.IGNORECASE | re.VERBOSE,
@@ -122,8 +116,8 @@ def _provider_hits(text: str) -> list[_Hit]:
         for m in pattern.finditer(text):
             hits.append((m.start(), m.end(), kind, m.group()[:visible] + "…" + REDACTED))
     for m in _PEM_RE.finditer(text):
-        header_end = text.index("-----", m.start() + 5) + 5
-        hits.append((m.start(), m.end(), "private_key", text[m.start():header_end] + "…" + REDACTED))
+        header = text[m.start() : text.index("-----", m.start() + 5) + 5]
+        hits.append((m.start(), m.end(), "private_key", header + "…" + REDACTED))
     for m in _URL_PASSWORD_RE.finditer(text):
         if not _PLACEHOLDER_RE.match(m.group(1)):
             hits.append((m.start(1), m.end(1), "url_password", REDACTED))
@@ -161,7 +155,7 @@ def _assignment_hits(text: str, taken: list[_Hit]) -> list[_Hit]:
 
 
 def _non_overlapping(hits: list[_Hit]) -> list[_Hit]:
-    """Hits sorted by position; a hit overlapping an earlier (or longer, same-start) one is dropped."""
+    """Hits by position; one overlapping an earlier (or longer, same-start) hit is dropped."""
     kept: list[_Hit] = []
     for hit in sorted(hits, key=lambda h: (h[0], -h[1])):
         if not kept or hit[0] >= kept[-1][1]:
@@ -273,7 +267,7 @@ def _marker_spans(text: str) -> Iterator[tuple[int, int]]:
 
 
 def find_transient_markers(text: str) -> list[dict[str, str]]:
-    """Transient phrasing as `[{marker, snippet}]` in text order; `marker` is the lowercased match."""
+    """Transient phrasing as `[{marker, snippet}]` in text order; `marker` is the match, lowered."""
     spans = _non_overlapping([(s, e, "", "") for s, e in _marker_spans(text)])
     results = []
     for start, end, _, _ in spans:
@@ -322,7 +316,7 @@ def find_scope_mismatches(
         if owner in uncovered:
             found.setdefault((owner, "worktree_path"), (start, path))
             path_spans.append((start, end, owner))
-    names = sorted((n for n in uncovered if len(n) >= MIN_PROJECT_NAME_CHARS), key=len, reverse=True)
+    names = sorted((n for n in uncovered if len(n) >= MIN_PROJECT_NAME_CHARS), key=len)[::-1]
     if names:
         # Hyphens join words here, so project "api" is not named by "api-gateway".
         pattern = re.compile(
@@ -398,7 +392,8 @@ _TAINT_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("self-certified-trust", re.compile(
         r"\bthis\s+(?:memory|message|content|note|instruction|text|record)\s+(?:is|has\s+been)\s+"
         r"(?:trusted|verified|safe|authori[sz]ed|approved)\b|\btrusted\s+source\b"
-        r"|\bauthori[sz]ed\s+by\s+(?:the\s+)?(?:user|admin|administrator|developer|owner|operator)\b",
+        r"|\bauthori[sz]ed\s+by\s+(?:the\s+)?"
+        r"(?:user|admin|administrator|developer|owner|operator)\b",
         re.I)),
     # Zero-width and bidi controls hide text from the human reviewing a memory.
     ("hidden-unicode", re.compile("[\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")),

@@ -89,7 +89,9 @@ class SearchIndex:
 
     # -- maintenance ---------------------------------------------------------------------------
 
-    def add(self, doc_id: str, content: str, scopes: Iterable[str] = (), recency_ts: str = "") -> None:
+    def add(
+        self, doc_id: str, content: str, scopes: Iterable[str] = (), recency_ts: str = ""
+    ) -> None:
         """Index `content` and `scopes` under `doc_id`, replacing any earlier version of it.
 
         `recency_ts` (ISO-8601, compared as a string) breaks score ties, newer first.
@@ -153,42 +155,121 @@ class SearchIndex:
         then the larger doc_id. `accept` is called lazily in rank order, so a permissive filter
         costs about `limit` calls rather than one per matching document.
         """
-        if limit <= 0 or not self._docs:
+        terms = [t for t in query_tokens(query) if t in self._df]
+        if limit <= 0 or not terms:
             return []
-        scores = self._score(query_tokens(query))
         hits: list[tuple[str, float]] = []
-        for doc_id, score in self._ranked(scores, limit + RANK_SLACK):
+        for doc_id, score in self._ranked(terms, limit + RANK_SLACK):
             if accept is None or accept(doc_id):
                 hits.append((doc_id, score))
                 if len(hits) >= limit:
                     break
         return hits
 
-    def _score(self, terms: list[str]) -> dict[str, float]:
-        """Raw BM25 score of every document holding at least one of `terms`."""
+    def _ranked(self, terms: list[str], depth: int) -> Iterator[tuple[str, float]]:
+        """Yield `(doc_id, rounded score)` in final order, computing only as much as is consumed.
+
+        Scoring is pruned for the best `depth` documents; each round emits the part of the order
+        that is already certain, then ranks deeper (more candidates, then a less pruned scoring).
+        """
+        fetch, emitted = depth, 0
+        while True:
+            scores, bound = self._score(terms, depth)
+            floor = round(bound, SCORE_DIGITS) if bound else None
+            while True:
+                rows, covered = self._certain_prefix(scores, fetch, floor)
+                for score, _, doc_id in rows[emitted:]:
+                    yield doc_id, score
+                emitted = max(emitted, len(rows))
+                if covered:
+                    break
+                fetch *= 4
+            if floor is None:
+                return
+            depth *= 8
+            fetch = max(fetch, depth)
+
+    def _certain_prefix(
+        self, scores: dict[str, float], fetch: int, floor: float | None
+    ) -> tuple[list[tuple[float, str, str]], bool]:
+        """The start of the final order that `scores` already fixes, and whether it is all of it.
+
+        Rows are `(rounded score, recency, doc_id)`. Of the `fetch` best raw scores, a row is
+        certain only if its rounded score beats the last one fetched (a tie might hide outside the
+        batch) and beats `floor`, the rounded bound on every unscored document. `covered` says
+        that fetching more from `scores` cannot extend the prefix.
+        """
+        if fetch >= len(scores):
+            batch, cut = list(scores.items()), None
+        else:
+            batch = heapq.nlargest(fetch, scores.items(), key=itemgetter(1))
+            cut = round(batch[-1][1], SCORE_DIGITS)
+        edges = [e for e in (cut, floor) if e is not None]
+        rows = [(round(s, SCORE_DIGITS), self._recency[d], d) for d, s in batch]
+        if edges:
+            edge = max(edges)
+            rows = [row for row in rows if row[0] > edge]
+        rows.sort(reverse=True)
+        return rows, cut is None or (floor is not None and cut <= floor)
+
+    def _score(self, terms: list[str], depth: int) -> tuple[dict[str, float], float]:
+        """Exact BM25 scores of every document that could rank in the best `depth`.
+
+        Returns `(scores, bound)`: documents absent from `scores` score below `bound` (0.0 when
+        none is absent). Terms go rarest first; once the `depth`-th best partial score beats what
+        all remaining terms could add (each adds less than its idf * (k1 + 1)), no unseen document
+        can catch up, so the remaining — common, long — posting lists only update known
+        candidates instead of being walked (MaxScore pruning).
+        """
         n_docs = len(self._docs)
         avg_length = self._total_length / n_docs or 1.0
         # tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl)), with the constants hoisted.
         c_fixed = BM25_K1 * (1 - BM25_B)
         c_length = BM25_K1 * BM25_B / avg_length
         length = self._length
-        postings = [(t, self._term_tf(t)) for t in terms if t in self._df]
-        # The biggest posting list seeds the dict in one comprehension; the rest add into it.
-        postings.sort(key=lambda p: len(p[1]), reverse=True)
+        weighted = sorted(
+            ((self._idf(t, n_docs) * (BM25_K1 + 1), self._term_tf(t)) for t in terms),
+            key=itemgetter(0),
+            reverse=True,
+        )
         scores: dict[str, float] = {}
-        for i, (term, tf_by_doc) in enumerate(postings):
-            df = self._df[term]
-            weight = math.log(1 + (n_docs - df + 0.5) / (df + 0.5)) * (BM25_K1 + 1)
-            if i == 0:
-                scores = {
-                    d: weight * tf / (tf + c_fixed + c_length * length[d])
-                    for d, tf in tf_by_doc.items()
-                }
-                continue
+        for i, (weight, tf_by_doc) in enumerate(weighted):
+            rest = sum(w for w, _ in weighted[i:]) * (1 + 1e-9)
+            if i and len(scores) >= depth and self._beats(scores, depth, rest, weighted[:i]):
+                for later_weight, later_tf in weighted[i:]:
+                    self._update_known(scores, later_weight, later_tf, c_fixed, c_length)
+                return scores, rest
             get = scores.get
             for d, tf in tf_by_doc.items():
                 scores[d] = get(d, 0.0) + weight * tf / (tf + c_fixed + c_length * length[d])
-        return scores
+        return scores, 0.0
+
+    @staticmethod
+    def _beats(
+        scores: dict[str, float], depth: int, rest: float, done: list[tuple[float, dict[str, int]]]
+    ) -> bool:
+        """Whether the `depth`-th best score so far beats `rest`, the most an unseen doc can get."""
+        if sum(w for w, _ in done) <= rest:
+            return False  # no partial score can exceed the weights already spent; skip the heap
+        return heapq.nlargest(depth, scores.values())[-1] > rest
+
+    def _update_known(
+        self, scores: dict[str, float], weight: float, tf_by_doc: dict[str, int],
+        c_fixed: float, c_length: float,
+    ) -> None:
+        """Add one term's BM25 contribution to the documents already in `scores` only."""
+        length = self._length
+        if len(tf_by_doc) < len(scores):
+            pairs = [(d, tf) for d, tf in tf_by_doc.items() if d in scores]
+        else:
+            pairs = [(d, tf_by_doc[d]) for d in scores if d in tf_by_doc]
+        for d, tf in pairs:
+            scores[d] += weight * tf / (tf + c_fixed + c_length * length[d])
+
+    def _idf(self, term: str, n_docs: int) -> float:
+        """BM25 idf in its non-negative form: ln(1 + (N - df + 0.5) / (df + 0.5))."""
+        df = self._df[term]
+        return math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
 
     def _term_tf(self, term: str) -> dict[str, int]:
         """`{doc_id: tf}` for `term` counting content and scopes together."""
@@ -202,31 +283,6 @@ class SearchIndex:
         for d, tf in scope.items():
             merged[d] = merged.get(d, 0) + tf
         return merged
-
-    def _ranked(self, scores: dict[str, float], first: int) -> Iterator[tuple[str, float]]:
-        """Yield `(doc_id, rounded score)` in final order, ranking only as deep as consumed.
-
-        Each round takes the `fetch` best raw scores; only those whose rounded score beats the
-        last one taken are certainly complete (a tie could hide outside the batch), so those form
-        an exact prefix of the full order. The batch widens 4x until the consumer stops.
-        """
-        recency = self._recency
-        fetch, emitted = first, 0
-        while True:
-            if fetch >= len(scores):
-                batch, boundary = list(scores.items()), None
-            else:
-                batch = heapq.nlargest(fetch, scores.items(), key=itemgetter(1))
-                boundary = round(batch[-1][1], SCORE_DIGITS)
-            rows = [(round(s, SCORE_DIGITS), recency[d], d) for d, s in batch]
-            if boundary is not None:
-                rows = [row for row in rows if row[0] > boundary]
-            rows.sort(reverse=True)
-            for score, _, doc_id in rows[emitted:]:
-                yield doc_id, score
-            if boundary is None:
-                return
-            emitted, fetch = len(rows), fetch * 4
 
     # -- near duplicates -----------------------------------------------------------------------
 
@@ -243,7 +299,8 @@ class SearchIndex:
         if size == 0:
             return []
         need = max(1, math.ceil(threshold * size - 1e-9))
-        present = sorted((t for t in tokens if t in self._content), key=lambda t: len(self._content[t]))
+        postings = self._content
+        present = sorted((t for t in tokens if t in postings), key=lambda t: len(postings[t]))
         prefix = size - need + 1 - (size - len(present))  # absent tokens are the rarest of all
         if prefix <= 0:
             return []
@@ -257,7 +314,7 @@ class SearchIndex:
         return [(doc_id, sim) for sim, _, doc_id in found]
 
     def _count_overlaps(self, present: list[str], prefix: int) -> dict[str, int]:
-        """Shared-token counts for every doc holding one of the first `prefix` terms of `present`."""
+        """Shared-token counts of every doc holding one of the first `prefix` terms of `present`."""
         overlap: dict[str, int] = {}
         for term in present[:prefix]:
             for d in self._content[term]:

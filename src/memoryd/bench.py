@@ -1,0 +1,155 @@
+"""`memoryd bench`: the benchmark of quality.md, through real bridges over stdio MCP.
+
+Prints one table (or `--json`): each row a metric, the store size it was measured at, p50/p99
+or a rate, the target, and whether it was met. Progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from memoryd.benchkit import Bridge, Throwaway, WireLoader, pcts
+
+Row = dict[str, Any]
+
+
+def progress(message: str) -> None:
+    print(f"bench: {message}", file=sys.stderr, flush=True)
+
+
+def row(metric: str, size: str, stats: dict[str, float], target: str, met: bool) -> Row:
+    return {"metric": metric, "size": size, **stats, "target": target, "met": met}
+
+
+def bench_cold_start(box: Throwaway, runs: int) -> list[Row]:
+    samples, rss = [], 0.0
+    for _ in range(runs):
+        bridge = Bridge(box.env)
+        samples.append(bridge.initialize())
+        bridge.request("tools/list", {})
+        rss = max(rss, bridge.rss_mb())
+        bridge.close()
+    stats = pcts(samples)
+    return [row("bridge spawn -> initialize", "-", stats, "<= 100 ms", stats["p50_ms"] <= 100),
+            row("bridge RSS", "-", {"value": round(rss, 1), "unit": "MB"}, "<= 30 MB", rss <= 30)]
+
+
+def bench_episode_write(box: Throwaway, n: int) -> list[Row]:
+    bridge = Bridge(box.env, worktree="/bench/w0")
+    bridge.initialize()
+    samples = [bridge.timed("episode_write", body=f"iteration {i}: tried a thing", takeaway=f"step {i}")
+               for i in range(n)]
+    bridge.close()
+    stats = pcts(samples)
+    return [row("episode_write (durable)", f"{n} writes", stats, "<= 1.5 ms", stats["p50_ms"] <= 1.5)]
+
+
+def load_sessions(box: Throwaway, sessions: int, episodes_each: int) -> None:
+    """`sessions` sessions over 100 worktrees, each writing `episodes_each` episodes, then bye."""
+    loader = WireLoader(box.endpoint())
+    for s in range(sessions):
+        conn = f"load-{s}"
+        loader.session(conn, f"/bench/w{s % 100}")
+        for e in range(episodes_each):
+            loader.call(conn, "episode_write", body=f"session {s} step {e}", takeaway=f"s{s} e{e}")
+        loader.send(conn, "bye", {})
+    loader.drain()
+
+
+def bench_handoff(box: Throwaway, sessions: int, runs: int) -> list[Row]:
+    load_sessions(box, sessions, episodes_each=8)
+    bridge = Bridge(box.env, worktree="/bench/w7")
+    bridge.initialize()
+    samples = [bridge.timed("episode_handoff") for _ in range(runs)]
+    status = bridge.call("episode_search", session_id="sess-1", max_results=1)
+    bridge.close()
+    stats = pcts(samples)
+    assert status["total"] >= 0
+    return [row("episode_handoff", f"{sessions} sessions", stats, "<= 2 ms", stats["p50_ms"] <= 2)]
+
+
+def bench_concurrent_writes(box: Throwaway, agents: int, per_agent: int) -> list[Row]:
+    bridges = [Bridge(box.env, worktree=f"/bench/agent{i}") for i in range(agents)]
+    for bridge in bridges:
+        bridge.initialize()
+        bridge.call("episode_write", body="warm-up")
+    acked: list[list[str]] = [[] for _ in bridges]
+    samples: list[float] = []
+
+    def agent(i: int) -> None:
+        for k in range(per_agent):
+            began = time.perf_counter()
+            acked[i].append(bridges[i].call("episode_write", body=f"agent {i} write {k}")["id"])
+            samples.append(time.perf_counter() - began)
+
+    threads = [threading.Thread(target=agent, args=(i,)) for i in range(agents)]
+    began = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - began
+    ids = [i for ack in acked for i in ack]
+    found = bridges[0].call("episode_search", ids=ids[:200], include_bodies=False)["total"]
+    for bridge in bridges:
+        bridge.close()
+    lost = len(ids) - len(set(ids)) + (min(200, len(ids)) - found)
+    lost += sum(1 for i in ids if not list((box.base / "h" / "episodes").glob(f"*/{i}.md")))
+    rate = len(ids) / elapsed
+    return [row(f"{agents} agents, durable writes", f"{len(ids)} writes",
+                {"value": round(rate), "unit": "writes/s", **pcts(samples), "lost": lost},
+                ">= 1,000/s, 0 lost" if agents <= 8 else "0 lost, p99 <= 50 ms",
+                (rate >= 1000 if agents <= 8 else pcts(samples)["p99_ms"] <= 50) and lost == 0)]
+
+
+def extra_benches() -> list[Callable[[Throwaway, bool], list[Row]]]:
+    """Rows contributed by the memory and session tiers, when present."""
+    try:
+        from memoryd import bench_memory  # type: ignore[attr-defined]
+    except ImportError:
+        return []
+    return list(bench_memory.BENCHES)
+
+
+def run(quick: bool) -> list[Row]:
+    rows: list[Row] = []
+    box = Throwaway()
+    try:
+        box.start()
+        progress("bridge cold start")
+        rows += bench_cold_start(box, 5 if quick else 20)
+        progress("episode_write")
+        rows += bench_episode_write(box, 200 if quick else 2000)
+        progress("concurrent agents")
+        rows += bench_concurrent_writes(box, 8, 50 if quick else 250)
+        rows += bench_concurrent_writes(box, 32, 10 if quick else 50)
+        for sessions in ([1000] if quick else [1000, 10_000]):
+            progress(f"episode_handoff with {sessions} sessions")
+            rows += bench_handoff(box, sessions, 200)
+        for bench in extra_benches():
+            rows += bench(box, quick)
+    finally:
+        box.close()
+    return rows
+
+
+def render(rows: list[Row]) -> str:
+    lines = [f"{'metric':38} {'size':18} {'p50/value':>12} {'p99':>10}  {'target':22} met"]
+    for r in rows:
+        value = f"{r['p50_ms']} ms" if "p50_ms" in r and "value" not in r else f"{r.get('value')} {r.get('unit', '')}"
+        p99 = f"{r['p99_ms']} ms" if "p99_ms" in r else ""
+        lines.append(f"{r['metric']:38} {r['size']:18} {value:>12} {p99:>10}  {r['target']:22} "
+                     f"{'yes' if r['met'] else 'NO'}")
+    return "\n".join(lines)
+
+
+def main(ns: argparse.Namespace) -> int:
+    rows = run(ns.quick)
+    print(json.dumps({"rows": rows}, indent=2) if ns.json else render(rows))
+    return 0

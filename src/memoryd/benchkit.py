@@ -1,0 +1,160 @@
+"""Bench plumbing: a throwaway daemon, raw stdio MCP bridges, and a pipelined wire loader.
+
+Bridges are driven over stdio JSON-RPC exactly as an agent drives them; bulk data for the
+"at 10k / 100k" rows is loaded over the daemon's own wire, pipelined, so loading is fast but
+every record still goes through the daemon's write path and lands on disk.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+
+class Throwaway:
+    """A temp store + runtime dir with a daemon running on it; `close` kills everything."""
+
+    def __init__(self) -> None:
+        self.base = Path(tempfile.mkdtemp(prefix="mdb", dir="/tmp"))
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
+        self.env.update(MEMORYD_HOME=str(self.base / "h"), MEMORYD_RUNTIME_DIR=str(self.base / "r"),
+                        MEMORYD_CONFIG=str(self.base / "config.yaml"))
+        self.daemon: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        log = open(self.base / "daemon.log", "ab")
+        self.daemon = subprocess.Popen([sys.executable, "-m", "memoryd", "serve"], env=self.env,
+                                       stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+        status = self.base / "r" / "memoryd.status"
+        deadline = time.monotonic() + 60
+        while not status.exists():
+            if time.monotonic() > deadline or self.daemon.poll() is not None:
+                raise RuntimeError("bench daemon did not start: " + (self.base / "daemon.log").read_text()[-2000:])
+            time.sleep(0.01)
+
+    def endpoint(self) -> str:
+        return json.loads((self.base / "r" / "memoryd.status").read_text())["endpoint"]
+
+    def restart(self) -> float:
+        """Stop and start the daemon; returns seconds until it serves again."""
+        self.stop()
+        began = time.perf_counter()
+        self.start()
+        return time.perf_counter() - began
+
+    def stop(self) -> None:
+        if self.daemon is not None and self.daemon.poll() is None:
+            self.daemon.send_signal(signal.SIGTERM)
+            self.daemon.wait(timeout=30)
+
+    def close(self) -> None:
+        if self.daemon is not None and self.daemon.poll() is None:
+            os.killpg(self.daemon.pid, signal.SIGKILL)
+            self.daemon.wait()
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+class Bridge:
+    """One `memoryd mcp` process driven by raw newline-delimited JSON-RPC."""
+
+    def __init__(self, env: dict[str, str], worktree: str | None = None) -> None:
+        extra = {"MEMORYD_WORKTREE": worktree} if worktree else {}
+        self.started = time.perf_counter()
+        self.proc = subprocess.Popen([sys.executable, "-m", "memoryd", "mcp"], env={**env, **extra},
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.next_id = 0
+
+    def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        self.next_id += 1
+        line = json.dumps({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(line.encode() + b"\n")
+        self.proc.stdin.flush()
+        reply = json.loads(self.proc.stdout.readline())
+        if "error" in reply:
+            raise RuntimeError(f"{method} failed: {reply['error']}")
+        return reply["result"]  # type: ignore[no-any-return]
+
+    def initialize(self) -> float:
+        """Seconds from spawn to the `initialize` answer."""
+        self.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                    "clientInfo": {"name": "memoryd-bench", "version": "1"}})
+        return time.perf_counter() - self.started
+
+    def call(self, tool: str, **arguments: Any) -> dict[str, Any]:
+        return self.request("tools/call", {"name": tool, "arguments": arguments})["structuredContent"]  # type: ignore[no-any-return]
+
+    def timed(self, tool: str, **arguments: Any) -> float:
+        began = time.perf_counter()
+        self.call(tool, **arguments)
+        return time.perf_counter() - began
+
+    def rss_mb(self) -> float:
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def close(self) -> None:
+        if self.proc.stdin:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+class WireLoader:
+    """Pipelined raw-protocol client: many logical connections over one DEALER, for bulk loads."""
+
+    def __init__(self, endpoint: str) -> None:
+        import zmq
+
+        from memoryd import protocol
+
+        self.zmq, self.protocol = zmq, protocol
+        self.sock = zmq.Context.instance().socket(zmq.DEALER)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.connect(endpoint)
+        self.sent = 0
+        self.next_id = 0
+
+    def send(self, conn: str, op: str, args: dict[str, Any]) -> None:
+        self.next_id += 1
+        self.sock.send(self.protocol.encode(self.protocol.request(self.next_id, op, args, conn)))
+        self.sent += 1
+        if self.sent >= 2000:
+            self.drain()
+
+    def drain(self) -> list[dict[str, Any]]:
+        replies = []
+        while self.sent:
+            reply = self.protocol.decode(self.sock.recv())
+            if not reply.get("ok"):
+                raise RuntimeError(f"bulk load failed: {reply.get('error')}")
+            replies.append(reply)
+            self.sent -= 1
+        return replies
+
+    def session(self, conn: str, worktree: str | None) -> None:
+        self.send(conn, "hello", {"protocol": self.protocol.PROTOCOL, "identity": {"worktree": worktree,
+                                                                                  "project": "bench"}})
+
+    def call(self, conn: str, tool: str, **arguments: Any) -> None:
+        self.send(conn, "call", {"tool": tool, "arguments": arguments})
+
+
+def pcts(samples_s: list[float]) -> dict[str, float]:
+    """p50 / p99 in milliseconds."""
+    ordered = sorted(samples_s)
+    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+    return {"p50_ms": round(statistics.median(ordered) * 1000, 3), "p99_ms": round(p99 * 1000, 3)}
