@@ -1,3 +1,9 @@
-from memoryd.cli import main
+import sys
+
+if sys.argv[1:] == ["mcp"]:
+    # The bridge's start budget is 100 ms: skip argparse and the CLI tree on this path.
+    from memoryd.mcp_bridge.startup import main
+else:
+    from memoryd.cli import main
 
 raise SystemExit(main())

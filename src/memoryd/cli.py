@@ -50,7 +50,7 @@ def _detach_and_wait() -> int:
 
 
 def cmd_mcp(ns: argparse.Namespace) -> int:
-    from memoryd.mcp_bridge.bridge import main
+    from memoryd.mcp_bridge.startup import main
 
     return main()
 

@@ -14,11 +14,10 @@ from typing import Any
 
 import zmq
 
-from memoryd import __version__, identity
+from memoryd import identity
 from memoryd.client.connection import CALL_TIMEOUT_S, Connection
 from memoryd.errors import (DAEMON_UNAVAILABLE, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND,
                             MemorydError)
-from memoryd.instructions import INSTRUCTIONS
 from memoryd.mcp_bridge import jsonrpc
 
 READ_CHUNK = 1 << 16
@@ -55,7 +54,10 @@ class Bridge:
         self.out.flush()
 
     def read_stdin(self) -> list[bytes]:
-        chunk = os.read(0, READ_CHUNK)
+        try:
+            chunk = os.read(0, READ_CHUNK)
+        except BlockingIOError:
+            return []
         if not chunk:
             self.eof = True
             return [self.buffer] if self.buffer.strip() else []
@@ -166,14 +168,12 @@ class Bridge:
                     self.pending.pop(req_id)  # best effort: the daemon may still finish it
 
     def initialize(self, msg_id: Any, params: dict[str, Any]) -> None:
+        self.write(jsonrpc.response(msg_id, jsonrpc.initialize_result(params)))
+        self.after_initialize(params)
+
+    def after_initialize(self, params: dict[str, Any]) -> None:
         info = params.get("clientInfo")
         self.client_info = info if isinstance(info, dict) else {}
-        self.write(jsonrpc.response(msg_id, {
-            "protocolVersion": jsonrpc.negotiate(params.get("protocolVersion")),
-            "capabilities": {"tools": {"listChanged": False}},
-            "serverInfo": {"name": "memoryd", "version": __version__},
-            "instructions": INSTRUCTIONS,
-        }))
         try:  # connect now, while the agent reads the answer, so tools/list is quick
             self.ensure_connected()
         except MemorydError as exc:
@@ -203,6 +203,8 @@ class Bridge:
     def run(self) -> int:
         os.set_blocking(0, False)
         drain_until = None
+        if self.buffer:  # lines that arrived together with the first one
+            self.on_lines(self.read_buffered())
         while not self.eof or (self.pending and time.monotonic() < drain_until):  # type: ignore[operator]
             poller = zmq.Poller()
             poller.register(0, zmq.POLLIN)
@@ -222,8 +224,15 @@ class Bridge:
             self.check_deadlines()
         return self.shutdown()
 
+    def read_buffered(self) -> list[bytes]:
+        *lines, self.buffer = self.buffer.split(b"\n")
+        return [line for line in lines if line.strip()]
+
     def on_stdin(self) -> None:
-        for line in self.read_stdin():
+        self.on_lines(self.read_stdin())
+
+    def on_lines(self, lines: list[bytes]) -> None:
+        for line in lines:
             message, err = jsonrpc.parse(line)
             if err is not None:
                 self.write(err)
@@ -237,8 +246,3 @@ class Bridge:
         return 0
 
 
-def main() -> int:
-    try:
-        return Bridge().run()
-    except KeyboardInterrupt:
-        return 0

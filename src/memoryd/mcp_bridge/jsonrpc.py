@@ -53,6 +53,18 @@ def negotiate(requested: Any) -> str:
     return requested if requested in SUPPORTED_VERSIONS else SUPPORTED_VERSIONS[0]
 
 
+def initialize_result(params: dict[str, Any]) -> dict[str, Any]:
+    from memoryd import __version__
+    from memoryd.instructions import INSTRUCTIONS
+
+    return {
+        "protocolVersion": negotiate(params.get("protocolVersion")),
+        "capabilities": {"tools": {"listChanged": False}},
+        "serverInfo": {"name": "memoryd", "version": __version__},
+        "instructions": INSTRUCTIONS,
+    }
+
+
 def tool_result(result: dict[str, Any]) -> dict[str, Any]:
     """A tool's result object as MCP wants it: structured, and the same JSON as one text block."""
     text = json.dumps(result, ensure_ascii=False)
