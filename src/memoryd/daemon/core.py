@@ -69,6 +69,8 @@ class Core:
         self.removed_episodes: set[str] = set()     # ids deleted by promote or prune
         self.applied_reqs: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self.suspended: dict[str, float] = {}  # session id -> reattach deadline after a restart
+        self.next_ttl_check = 0.0             # the reaper's next episode-TTL pass (epoch s)
+        self.reaper_stats: dict[str, Any] = {"last_run": None, "episodes_pruned": 0}
         self.started = clock()
         self.stats = {"dropped_frames": 0, "bad_requests": 0}
         self.extensions: list[Any] = []  # tiers that add appliers and recovery (memories, reaper)

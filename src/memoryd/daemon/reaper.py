@@ -1,14 +1,17 @@
 """The reaper: pure passes over the daemon's state with an injected `now`, each action logged.
 
-Driven by the server loop: `next_due_in` becomes the poll timeout, `run_due` runs what is due.
+Driven by the server loop: `next_due_in` becomes the poll timeout and `run_due` runs what is due,
+so no thread and no sleeping; tests call the passes directly with a fake clock.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from memoryd.daemon.core import Core
+from memoryd.daemon.core import Core, iso
 from memoryd.daemon.sessions import Conn
+
+TTL_RECHECK_S = 60.0
 
 
 def liveness_pass(core: Core, conns: dict[str, Conn], now: float) -> list[str]:
@@ -34,14 +37,72 @@ def grace_pass(core: Core, now: float) -> list[str]:
     return ended
 
 
-JOBS = [grace_pass]
+def expired_episode_sessions(core: Core, now: float) -> list[dict[str, Any]]:
+    """Sessions whose newest episode is older than the TTL; open sessions are exempt."""
+    cutoff = iso(now - core.config.episode_ttl_days * 86400)
+    due = []
+    for session_id, episodes in core.journal.by_session.items():
+        if not episodes:
+            continue
+        session = core.sessions.get(session_id)
+        if session is not None and session.is_open:
+            continue
+        newest = max(e.created for e in episodes.values())
+        if newest < cutoff:
+            due.append({"session": session_id, "episodes": len(episodes), "newest": newest})
+    return due
+
+
+def prune_session_episodes(core: Core, session_id: str) -> list[str]:
+    episodes = core.journal.by_session.get(session_id, {})
+    ids = sorted(episodes)
+    folder = None
+    for episode_id in ids:
+        episode = core.journal.remove(episode_id)
+        if episode is not None:
+            core.files.delete_file(episode.path)
+            folder = episode.path.parent
+    if folder is not None:
+        core.files.delete_dir_if_empty(folder)
+    core.journal.by_session.pop(session_id, None)
+    core.record("episode_prune", None, owner=session_id, episode_ids=ids)
+    return ids
+
+
+def episode_ttl_pass(core: Core, now: float, dry_run: bool = False) -> list[dict[str, Any]]:
+    """Delete each expired session's episode folder (or, with `dry_run`, only say which)."""
+    due = expired_episode_sessions(core, now)
+    if not dry_run:
+        for entry in due:
+            prune_session_episodes(core, entry["session"])
+            core.reaper_stats["episodes_pruned"] += entry["episodes"]
+    core.next_ttl_check = now + TTL_RECHECK_S
+    return due
+
+
+def pending_pass(core: Core, now: float) -> list[str]:
+    memories = getattr(core, "memories", None)
+    return memories.pending_pass(now) if memories is not None else []
 
 
 def run_due(core: Core, now: float) -> dict[str, Any]:
-    return {job.__name__: job(core, now) for job in JOBS}
+    """Run every job that is due; log one `reaper_run` when any of them acted."""
+    done: dict[str, Any] = {"daemon_restart": grace_pass(core, now), "pending_expired": pending_pass(core, now)}
+    if now >= core.next_ttl_check:
+        done["episodes_pruned"] = [e["session"] for e in episode_ttl_pass(core, now)]
+    acted = {k: len(v) for k, v in done.items() if v}
+    if acted:
+        core.reaper_stats["last_run"] = iso(now)
+        core.record("reaper_run", None, **acted)
+    return done
 
 
 def next_due_in(core: Core, now: float) -> float:
     """Seconds until the earliest job could have work (the loop's poll timeout)."""
     waits = [deadline - now for deadline in core.suspended.values()]
-    return max(0.01, min(waits, default=60.0))
+    waits.append(core.next_ttl_check - now)
+    memories = getattr(core, "memories", None)
+    expiry = memories.next_pending_expiry() if memories is not None else None
+    if expiry is not None:
+        waits.append(expiry - now)
+    return max(0.01, min(waits))

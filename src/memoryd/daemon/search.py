@@ -29,8 +29,9 @@ _SCOPE_RE = re.compile(r"[a-z0-9]+(?:[-:][a-z0-9]+)*")
 
 
 def scope_tokens(scope: str) -> list[str]:
-    """Index terms for one scope: each `:`-prefix whole ("projects", "projects:memoryd", …) plus
-    its words split on `:` and `-` (len >= 2), so both `projects:memoryd` and `memoryd` find it."""
+    """Index terms for one scope: every `:`-prefix of two or more levels, whole
+    ("projects:memoryd", "projects:memoryd:core"), then its words split on `:` and `-`
+    (len >= 2), so a query for `projects:memoryd` or for `memoryd` finds it."""
     levels = scope.lower().split(":")
     tokens = [":".join(levels[: i + 1]) for i in range(1, len(levels))]
     tokens += [w for w in re.split(r"[:-]", scope.lower()) if len(w) >= 2]

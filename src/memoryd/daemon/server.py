@@ -21,7 +21,7 @@ import zmq
 from memoryd import PROTOCOL, __version__
 from memoryd.daemon import catalogue, reaper
 from memoryd.daemon.core import Call, Core
-from memoryd.daemon.episode_tools import replay_episode_write
+from memoryd.daemon.episode_tools import episode_view, replay_episode_write
 from memoryd.daemon.sessions import Conn, Session
 from memoryd.daemon.tool import Parked
 from memoryd.daemon.validate import check_args
@@ -59,7 +59,7 @@ class Server:
         self.ops: dict[str, Callable[[str, bytes, dict[str, Any]], Any]] = {
             "hello": self.op_hello, "tools": self.op_tools, "call": self.op_call,
             "heartbeat": self.op_heartbeat, "bye": self.op_bye, "status": self.op_status,
-            "stop": self.op_stop,
+            "stop": self.op_stop, "episodes": self.op_episodes,
         }
         self.wakeup_fd: int | None = None
 
@@ -266,6 +266,22 @@ class Server:
         self.running = False
         self.on_stop()  # removes the status file *before* the reply: a dying daemon must not look alive
         return {}
+
+    def op_episodes(self, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
+        """Operator view of the journal tier (`memoryd episodes list|prune`)."""
+        if args.get("action") == "prune":
+            due = reaper.episode_ttl_pass(self.core, self.core.clock(), dry_run=bool(args.get("dry_run")))
+            return {"dry_run": bool(args.get("dry_run")), "sessions": due,
+                    "episodes": sum(entry["episodes"] for entry in due)}
+        session = args.get("session")
+        if isinstance(session, str):
+            return {"session": session, "episodes": [
+                {**episode_view(self.core, e, with_body=False), "swarm_id": e.swarm_id}
+                for e in self.core.journal.of_session(session)]}
+        rows = [{"session": sid, "episodes": len(eps), "newest": max(e.created for e in eps.values()),
+                 "ended": getattr(self.core.sessions.get(sid), "ended", "unknown")}
+                for sid, eps in self.core.journal.by_session.items() if eps]
+        return {"sessions": sorted(rows, key=lambda r: r["newest"], reverse=True)}
 
     # -- parked calls ----------------------------------------------------------------------------
 

@@ -1,0 +1,202 @@
+"""The session tier's tools: memory_session_start, memory_session_finish, memory_digest.
+
+Import contract: core, episode_tools, scopes, tool. The handoff is written through the memory
+tier's own write path (`core.memories.capture_handoff`), so its gates and audit are the same.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from memoryd.daemon.core import Call, Core, iso
+from memoryd.daemon.episode_tools import require_text
+from memoryd.daemon.scopes import is_hidden
+from memoryd.daemon.sessions import Session
+from memoryd.daemon.tool import ANY_LIST, ANY_OBJ, BOOL, OPT_STR, STR, Tool, integer, session_id, string
+from memoryd.errors import InvalidParams, ResourceState
+
+MAX_HANDOFF_BYTES = 65_536
+MAX_SUMMARY_BYTES = 65_536
+
+
+# -- memory_session_start ----------------------------------------------------------------------
+
+def memory_session_start(call: Call, args: dict[str, Any]) -> dict[str, Any]:
+    core, previous = call.core, call.session
+    core.end_session(previous, "superseded")
+    session = core.start_session(call.identity, call.conn.id)
+    call.conn.session_id = session.id
+    result = {"session_id": session.id, "started_at": session.started_at}
+    result["previous_session_id"] = previous.id
+    return result
+
+
+# -- memory_session_finish ---------------------------------------------------------------------
+
+def _target_session(core: Core, session_id: str) -> Session:
+    target = core.sessions.get(session_id)
+    if target is None:
+        raise ResourceState("unknown_session", session_id)
+    if not target.is_open:
+        raise ResourceState("finished_session", session_id,
+                            f"session {session_id} already ended ({target.ended}); it accepts nothing more")
+    return target
+
+
+def _check_summary(summary: str | None) -> str | None:
+    if summary is None:
+        return None
+    from memoryd.daemon import gates
+
+    require_text("summary", summary, MAX_SUMMARY_BYTES)
+    if gates.find_credentials(summary):
+        raise InvalidParams("summary", "holds a secret (credential); remove it before finishing")
+    return summary.strip()
+
+
+def memory_session_finish(call: Call, args: dict[str, Any]) -> dict[str, Any]:
+    """Validate everything first (fail closed), then capture the handoff and close together."""
+    core = call.core
+    target = _target_session(core, args["session_id"])
+    summary = _check_summary(args["summary"])
+    handoff = args["handoff"]
+    if handoff is not None:
+        handoff = require_text("handoff", handoff, MAX_HANDOFF_BYTES).strip()
+    result: dict[str, Any] = {"session_id": target.id}
+    handoff_id = None
+    if handoff is not None:
+        project = target.project or call.identity.get("project")
+        scopes = [f"projects:{project}"] if project else []
+        handoff_id, deduped = core.memories.capture_handoff(target, call.identity, handoff, scopes)
+        result.update(handoff_capsule=handoff_id, handoff_deduped=deduped)
+    core.end_session(target, "finished", summary=summary, handoff_id=handoff_id)
+    result["finished_at"] = target.ended_at
+    if summary is not None:
+        result["summary"] = summary
+    return result
+
+
+# -- memory_digest -------------------------------------------------------------------------------
+
+def _capped(name: str, items: list[Any], cap: int) -> dict[str, Any]:
+    return {name: items[:cap], f"{name}_total": len(items)}
+
+
+def _visible_memories(core: Core, call: Call, project: str | None) -> list[Any]:
+    disabled = call.session.disabled_scopes
+    tier = core.memories
+    return [m for m in tier.live.values()
+            if not is_hidden(m.scopes, disabled) and (project is None or tier.project_of(m) == project)]
+
+
+def _handoffs(core: Core, memories: list[Any], caller_project: str | None) -> list[dict[str, Any]]:
+    """The newest handoff per project, newest project first, the caller's project first."""
+    newest: dict[str | None, Any] = {}
+    for memory in memories:
+        if memory.category != "handoff":
+            continue
+        project = core.memories.project_of(memory)
+        if project not in newest or memory.created > newest[project].created:
+            newest[project] = memory
+    ordered = sorted(newest.items(), key=lambda kv: kv[1].created, reverse=True)
+    ordered.sort(key=lambda kv: kv[0] is None or kv[0] != caller_project)  # stable: caller's first
+    return [{"project": p, "session_id": m.session_id, "id": m.id, "text": m.content, "created": m.created}
+            for p, m in ordered]
+
+
+def _counts(core: Core, memories: list[Any]) -> dict[str, Any]:
+    by_project = Counter(core.memories.project_of(m) or "(none)" for m in memories)
+    return {"memories": len(memories), "by_category": dict(Counter(m.category for m in memories)),
+            "by_project": dict(by_project), "episodes": len(core.journal.by_id),
+            "tombstones": len(core.memories.tombstones)}
+
+
+def _open_sessions(core: Core) -> list[dict[str, Any]]:
+    rows = [{"id": s.id, "worktree": s.worktree, "client": s.client, "started_at": s.started_at,
+             "last_seen": s.last_active} for s in core.sessions.open_sessions()]
+    return sorted(rows, key=lambda r: r["last_seen"], reverse=True)
+
+
+def _recent_takeaways(core: Core, session: Session) -> list[dict[str, Any]]:
+    rows = [e for e in core.journal.all()
+            if e.worktree == session.worktree and not is_hidden(e.scopes, session.disabled_scopes)]
+    rows.sort(key=lambda e: (e.created, e.id), reverse=True)
+    return [{"id": e.id, "session_id": e.session_id, "created": e.created, "takeaway": e.headline,
+             "provenance": core.provenance(e.id, e.created)} for e in rows]
+
+
+def memory_digest(call: Call, args: dict[str, Any]) -> dict[str, Any]:
+    core, cap, session = call.core, args["headlines"], call.session
+    memories = _visible_memories(core, call, args["project"])
+    caller_project = args["project"] or call.identity.get("project")
+    newest = sorted((m for m in memories if m.category != "handoff"), key=lambda m: m.updated, reverse=True)
+    pending = [{"pending_id": p.id, "preview": p.preview, "expires_at": iso(p.expires_at)}
+               for p in core.memories.pending.values() if p.session_id == session.id]
+    core.record("digest", session, headlines=cap, project=args["project"])
+    return {
+        "current_session": {"id": session.id, "started_at": session.started_at},
+        **_capped("handoffs", _handoffs(core, memories, caller_project), cap),
+        "counts": _counts(core, memories),
+        **_capped("newest", [{"id": m.id, "first_line": m.first_line, "scopes": list(m.scopes),
+                              "category": m.category, "updated": m.updated} for m in newest], cap),
+        **_capped("open_sessions", _open_sessions(core), cap),
+        **_capped("pending_writes", pending, cap),
+        **_capped("recent_takeaways", _recent_takeaways(core, session), cap),
+        "framing": "data",
+    }
+
+
+TOOLS = [
+    Tool(
+        name="memory_session_start",
+        description=(
+            "Open a new session bracket for this connection and make it current, e.g. at the start of "
+            "a loop iteration inside one long-lived agent. The previous open bracket ends as "
+            "`superseded`. Not needed at agent start: every bridge opens a session implicitly."
+        ),
+        params={}, required=(),
+        returns={"session_id": STR, "started_at": STR, "previous_session_id": OPT_STR},
+        handler=memory_session_start,
+    ),
+    Tool(
+        name="memory_session_finish",
+        description=(
+            "Close an open session exactly once, with an optional summary and an optional handoff: the "
+            "distilled close (what became true, what is open, the next physical action). The handoff "
+            "is stored as a durable memory (category handoff, scope projects:<project>) before the "
+            "close, so the next session's episode_handoff and memory_digest lead with it; identical "
+            "text collapses onto the existing one (handoff_deduped). A blank, over-cap or "
+            "secret-holding handoff fails the whole call (-32602) and the session stays open. Ended "
+            "sessions -> -32002 finished_session. Your next call opens a new session."
+        ),
+        params={
+            "session_id": session_id("The open session to close (sess-<n>)."),
+            "summary": string("Close-time summary kept on the session; at most 64 KB."),
+            "handoff": string("What became true / what is open / the next action; at most 64 KB."),
+        },
+        required=("session_id",),
+        returns={"session_id": STR, "finished_at": STR, "summary": STR, "handoff_capsule": STR,
+                 "handoff_deduped": BOOL},
+        handler=memory_session_finish, destructive=False,
+    ),
+    Tool(
+        name="memory_digest",
+        description=(
+            "The session-start overview, led by handoffs: your current session; the newest handoff per "
+            "project (yours first); counts; the newest memories' first lines; open sessions; your "
+            "pending writes; recent takeaways in this worktree. `headlines` caps every list and each "
+            "list reports `<name>_total`. `project` restricts the memory sections to one project. "
+            "Use episode_handoff for the last session's journal, memory_search for a topic."
+        ),
+        params={
+            "headlines": integer("Cap for every list.", 10, 1, 50),
+            "project": string("Only this project's memories.", maxLength=128),
+        },
+        required=(),
+        returns={"current_session": ANY_OBJ, "handoffs": ANY_LIST, "counts": ANY_OBJ, "newest": ANY_LIST,
+                 "open_sessions": ANY_LIST, "pending_writes": ANY_LIST, "recent_takeaways": ANY_LIST,
+                 "framing": STR},
+        handler=memory_digest, read_only=True,
+    ),
+]

@@ -1,0 +1,191 @@
+"""Unit tests for the incremental BM25 index: ranking, maintenance, filters, near duplicates."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from memoryd.daemon.gates import similarity, token_set
+from memoryd.daemon.search import SearchIndex, content_terms, query_tokens, scope_tokens
+
+# A labelled fixture: each query below has exactly one memory that must rank first.
+MEMORIES: dict[str, tuple[str, list[str]]] = {
+    "m01": ("The daemon listens on an ipc socket inside a 0700 runtime directory.",
+            ["projects:memoryd", "topic:security"]),
+    "m02": ("Episodes older than the TTL are pruned by the reaper every ten minutes.",
+            ["projects:memoryd"]),
+    "m03": ("Use pytest with -x and --tb=short when running the unit tests locally.",
+            ["user:preferences"]),
+    "m04": ("The checkout page of the webshop retries card payments twice before failing.",
+            ["projects:webshop"]),
+    "m05": ("Frontmatter is parsed with libyaml when available, falling back to pure Python.",
+            ["projects:memoryd", "topic:storage"]),
+    "m06": ("The user prefers tabs over spaces in Makefiles and Go code.", ["user:preferences"]),
+    "m07": ("Postgres connection pooling goes through pgbouncer in transaction mode.",
+            ["projects:webshop", "topic:database"]),
+    "m08": ("Search ranks memories with BM25 and breaks ties by recency.", ["projects:memoryd"]),
+    "m09": ("Release builds are signed with the team's GPG key in CI before upload.",
+            ["topic:release"]),
+    "m10": ("The bridge speaks stdio JSON-RPC and never imports daemon code.", ["projects:memoryd"]),
+    "m11": ("Durable writes fsync the file and its directory before acknowledging.",
+            ["projects:memoryd", "topic:storage"]),
+    "m12": ("Kubernetes liveness probes hit /healthz every five seconds.",
+            ["projects:webshop", "topic:ops"]),
+}
+
+QUERIES = [
+    ("ipc socket runtime directory permissions", "m01"),
+    ("when does the reaper prune old episodes", "m02"),
+    ("how should I run pytest", "m03"),
+    ("card payment retries on checkout", "m04"),
+    ("yaml frontmatter parser", "m05"),
+    ("tabs or spaces", "m06"),
+    ("pgbouncer pooling mode", "m07"),
+    ("fsync durability of writes", "m11"),
+    ("bm25 tie recency ranking", "m08"),
+    ("healthz probe interval", "m12"),
+]
+
+
+@pytest.fixture()
+def index() -> SearchIndex:
+    idx = SearchIndex()
+    for n, (doc_id, (content, scopes)) in enumerate(MEMORIES.items()):
+        idx.add(doc_id, content, scopes, f"2026-01-{n + 1:02d}T00:00:00Z")
+    return idx
+
+
+@pytest.mark.parametrize(("query", "expected"), QUERIES)
+def test_the_labelled_memory_ranks_first(index: SearchIndex, query: str, expected: str) -> None:
+    assert index.search(query, 3)[0][0] == expected
+
+
+def test_results_are_best_first_with_scores_rounded_to_four_places(index: SearchIndex) -> None:
+    hits = index.search("daemon socket storage memoryd", 10)
+    scores = [score for _, score in hits]
+    assert scores == sorted(scores, reverse=True)
+    assert all(score == round(score, 4) and score > 0 for score in scores)
+
+
+def test_scopes_are_searchable_by_word_and_whole(index: SearchIndex) -> None:
+    by_word = {doc for doc, _ in index.search("webshop", 10)}
+    whole = {doc for doc, _ in index.search("projects:webshop", 3)}
+    assert by_word == whole == {"m04", "m07", "m12"}
+
+
+def test_limit_caps_results_and_unknown_or_empty_queries_find_nothing(index: SearchIndex) -> None:
+    assert len(index.search("memoryd", 2)) == 2
+    assert index.search("zzzunknownzzz", 5) == []
+    assert index.search("the of and", 5) == []
+    assert index.search("daemon", 0) == []
+    assert SearchIndex().search("daemon", 5) == []
+
+
+def test_remove_drops_a_document_from_results_and_count(index: SearchIndex) -> None:
+    index.remove("m07")
+    assert len(index) == 11
+    assert all(doc != "m07" for doc, _ in index.search("pgbouncer pooling", 5))
+    index.remove("m07")  # unknown ids are ignored
+    assert len(index) == 11
+
+
+def test_re_adding_an_id_replaces_its_old_text(index: SearchIndex) -> None:
+    index.add("m06", "Indent with four spaces everywhere.", ["user:preferences"], "2026-02-01")
+    assert len(index) == 12
+    assert all(doc != "m06" for doc, _ in index.search("makefiles tabs", 5))
+    assert index.search("indent four spaces", 1)[0][0] == "m06"
+
+
+def test_equal_scores_put_the_newer_memory_first() -> None:
+    idx = SearchIndex()
+    idx.add("old", "cache invalidation rules", [], "2026-01-01T00:00:00Z")
+    idx.add("new", "cache invalidation rules", [], "2026-03-01T00:00:00Z")
+    assert [doc for doc, _ in idx.search("cache", 2)] == ["new", "old"]
+    idx.set_recency("old", "2026-04-01T00:00:00Z")
+    assert [doc for doc, _ in idx.search("cache", 2)] == ["old", "new"]
+
+
+def test_accept_filters_candidates_and_is_called_lazily(index: SearchIndex) -> None:
+    calls: list[str] = []
+
+    def only_memoryd(doc_id: str) -> bool:
+        calls.append(doc_id)
+        return "projects:memoryd" in MEMORIES[doc_id][1]
+
+    hits = index.search("memoryd daemon webshop storage", 2, only_memoryd)
+    assert len(hits) == 2
+    assert all("projects:memoryd" in MEMORIES[doc][1] for doc, _ in hits)
+    assert len(calls) < len(index.search("memoryd daemon webshop storage", 12))
+
+
+def test_accept_rejecting_everything_returns_nothing(index: SearchIndex) -> None:
+    assert index.search("memoryd", 5, lambda _doc: False) == []
+
+
+def test_similar_finds_a_near_duplicate_and_not_unrelated_docs(index: SearchIndex) -> None:
+    draft = token_set("The daemon listens on an ipc socket inside the 0700 runtime dir.")
+    found = dict(index.similar(draft, 0.5))
+    assert list(found) == ["m01"]
+    assert found["m01"] == round(similarity(draft, token_set(MEMORIES["m01"][0])), 4)
+    assert index.similar(token_set("completely different words about gardening"), 0.4) == []
+    assert index.similar(frozenset(), 0.4) == []
+
+
+def test_similar_ignores_scopes_and_ranks_best_first() -> None:
+    idx = SearchIndex()
+    idx.add("a", "alpha beta gamma delta", ["projects:alpha"], "1")
+    idx.add("b", "alpha beta gamma epsilon", [], "2")
+    idx.add("c", "alpha zeta eta theta", [], "3")
+    assert idx.similar(token_set("alpha beta gamma delta"), 0.3) == [("a", 1.0), ("b", 0.6)]
+    assert idx.similar(frozenset({"projects"}), 0.1) == []
+
+
+def test_tokenizers_split_scopes_and_keep_whole_scopes() -> None:
+    assert scope_tokens("projects:memoryd:core-io") == [
+        "projects:memoryd", "projects:memoryd:core-io", "projects", "memoryd", "core", "io"
+    ]
+    assert query_tokens("The projects:memoryd DAEMON") == ["projects", "memoryd", "daemon",
+                                                          "projects:memoryd"]
+    assert content_terms("A daemon, the socket_path x") == ["daemon", "socket", "path"]
+
+
+def _naive_ranking(
+    docs: dict[str, tuple[str, list[str], str]], query: str, limit: int
+) -> list[tuple[str, float]]:
+    """BM25 written the obvious way, as the reference the pruned index must agree with."""
+    terms = {d: content_terms(c) + [t for s in sc for t in scope_tokens(s)]
+             for d, (c, sc, _) in docs.items()}
+    avg = sum(map(len, terms.values())) / len(docs) or 1.0
+    rows = []
+    for d, toks in terms.items():
+        score, hit = 0.0, False
+        for q in query_tokens(query):
+            df = sum(q in t for t in terms.values())
+            if q in toks:
+                tf, hit = toks.count(q), True
+                idf = math.log(1 + (len(docs) - df + 0.5) / (df + 0.5))
+                score += idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * len(toks) / avg))
+        if hit:
+            rows.append((round(score, 4), docs[d][2], d))
+    rows.sort(reverse=True)
+    return [(d, s) for s, _, d in rows[:limit]]
+
+
+def test_pruned_search_agrees_with_a_naive_bm25_on_random_corpora() -> None:
+    rng = random.Random(5)
+    vocab = [f"w{i}" for i in range(40)]
+    weights = [1 / (r + 1) for r in range(40)]  # skewed, so long posting lists get pruned
+    for _ in range(40):
+        idx, docs = SearchIndex(), {}
+        for i in range(rng.randint(1, 150)):
+            content = " ".join(rng.choices(vocab, weights, k=rng.randint(1, 12)))
+            scopes = rng.choice([[], ["projects:w1"], ["topic:w3-w4"]])
+            ts = f"2026-01-0{rng.randint(1, 3)}"
+            docs[f"d{i}"] = (content, scopes, ts)
+            idx.add(f"d{i}", content, scopes, ts)
+        for _ in range(10):
+            query = " ".join(rng.choices(vocab, weights, k=rng.randint(1, 5)))
+            limit = rng.randint(1, 8)
+            assert idx.search(query, limit) == _naive_ranking(docs, query, limit)
