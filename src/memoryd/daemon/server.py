@@ -30,6 +30,7 @@ from memoryd.protocol import MAX_FRAME_BYTES, decode, encode, error_reply, ok_re
 
 log = logging.getLogger("memoryd.daemon")
 MAX_BATCH = 512
+ZAP_ENDPOINT = "inproc://zeromq.zap.01"
 REPLY_CACHE_SIZE = 256
 # Results a retried request gets when its first attempt was applied before a daemon restart.
 REPLAYERS: dict[str, Callable[[Core, dict[str, Any]], dict[str, Any] | None]] = {
@@ -62,6 +63,12 @@ class Server:
             "stop": self.op_stop, "episodes": self.op_episodes,
         }
         self.wakeup_fd: int | None = None
+        # Second gate after the 0700 runtime dir: the kernel's peer credentials, seen through ZAP.
+        self.zap = self.ctx.socket(zmq.REP)
+        self.zap.setsockopt(zmq.LINGER, 0)
+        self.zap.bind(ZAP_ENDPOINT)
+        self.router.setsockopt(zmq.ZAP_DOMAIN, b"memoryd")
+        self.refused_peers = 0
 
     def bind(self) -> None:
         self.router.bind(self.endpoint)
@@ -73,12 +80,15 @@ class Server:
     def serve_forever(self) -> None:
         poller = zmq.Poller()
         poller.register(self.router, zmq.POLLIN)
+        poller.register(self.zap, zmq.POLLIN)
         if self.wakeup_fd is not None:
             poller.register(self.wakeup_fd, zmq.POLLIN)
         while self.running:
             ready = dict(poller.poll(self._timeout_ms()))
             if self.wakeup_fd is not None and self.wakeup_fd in ready:
                 os.read(self.wakeup_fd, 512)  # a signal arrived; its handler cleared `running`
+            if self.zap in ready:
+                self.answer_zap()
             if self.router in ready:
                 self.run_pass()
             self.run_timers()
@@ -123,6 +133,19 @@ class Server:
         deadlines.append(reaper.next_due_in(self.core, self.core.clock()))
         deadlines.append(self.core.config.heartbeat_seconds)
         return max(1, int(min(deadlines) * 1000))
+
+    def answer_zap(self) -> None:
+        """Admit only peers running as our own uid (libzmq puts `…:uid:gid:pid` in the address)."""
+        frames = self.zap.recv_multipart()
+        request_id = frames[1] if len(frames) > 1 else b""
+        address = frames[3].decode(errors="replace") if len(frames) > 3 else ""
+        parts = address.rsplit(":", 3)
+        same_user = len(parts) == 4 and parts[1] == str(os.getuid())
+        if not same_user:
+            self.refused_peers += 1
+            log.warning("refused a connection from another user (peer %s)", address)
+        status, text = (b"200", b"OK") if same_user else (b"400", b"peer uid is not the daemon's")
+        self.zap.send_multipart([b"1.0", request_id, status, text, b"", b""])
 
     # -- one frame ------------------------------------------------------------------------------
 
@@ -260,7 +283,7 @@ class Server:
         return {"pid": os.getpid(), "version": __version__, "protocol": PROTOCOL,
                 "uptime_s": round(core.clock() - core.started, 1), "connections": len(self.conns),
                 "open_sessions": len(core.sessions.open_sessions()), "store": str(core.root),
-                "counts": counts, **core.stats}
+                "counts": counts, "refused_peers": self.refused_peers, **core.stats}
 
     def op_stop(self, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
         self.running = False
@@ -303,6 +326,7 @@ class Server:
 
     def close(self) -> None:
         self.router.close(linger=1000)
+        self.zap.close(linger=0)
         self.ctx.term()
 
 

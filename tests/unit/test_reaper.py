@@ -1,0 +1,127 @@
+"""Reaper passes with an injected clock: no sleeping, no processes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from memoryd.config import Config
+from memoryd.daemon import reaper
+from memoryd.daemon.core import Core
+from memoryd.daemon.episode_tools import write_episode
+from memoryd.daemon.sessions import Conn
+
+DAY = 86400.0
+T0 = 1_800_000_000.0
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def core(tmp_path: Path, clock: Clock) -> Core:
+    c = Core(tmp_path / "store", Config(heartbeat_seconds=5), clock=clock)
+    c.open()
+    return c
+
+
+def closed_session_with_episode(core: Core, worktree: str = "/w") -> tuple[str, str]:
+    session = core.start_session({"worktree": worktree}, "c-" + worktree)
+    written = write_episode(core, session, "body", "takeaway", [], None, None)
+    core.end_session(session, "closed")
+    core.sync()
+    return session.id, written["id"]
+
+
+def test_episode_ttl_keeps_a_session_one_second_before_30_days(core: Core, clock: Clock) -> None:
+    sid, eid = closed_session_with_episode(core)
+    clock.now = T0 + 30 * DAY - 1
+    assert reaper.episode_ttl_pass(core, clock.now) == []
+    assert eid in core.journal.by_id
+
+
+def test_episode_ttl_deletes_the_folder_one_second_after_30_days(core: Core, clock: Clock) -> None:
+    sid, eid = closed_session_with_episode(core)
+    folder = core.root / "episodes" / sid
+    assert folder.is_dir()
+    clock.now = T0 + 30 * DAY + 1
+    pruned = reaper.episode_ttl_pass(core, clock.now)
+    assert [p["session"] for p in pruned] == [sid]
+    assert eid not in core.journal.by_id and not folder.exists()
+    assert core.reaper_stats["episodes_pruned"] == 1
+
+
+def test_episode_ttl_is_judged_by_the_newest_episode(core: Core, clock: Clock) -> None:
+    session = core.start_session({"worktree": "/w"}, "c1")
+    write_episode(core, session, "old", None, [], None, None)
+    clock.now = T0 + 20 * DAY
+    write_episode(core, session, "newer", None, [], None, None)
+    core.end_session(session, "closed")
+    clock.now = T0 + 31 * DAY
+    assert reaper.episode_ttl_pass(core, clock.now) == []
+    clock.now = T0 + 51 * DAY
+    assert len(reaper.episode_ttl_pass(core, clock.now)) == 1
+
+
+def test_open_sessions_are_exempt_from_the_episode_ttl(core: Core, clock: Clock) -> None:
+    session = core.start_session({"worktree": "/w"}, "c1")
+    write_episode(core, session, "still running", None, [], None, None)
+    clock.now = T0 + 90 * DAY
+    assert reaper.episode_ttl_pass(core, clock.now) == []
+
+
+def test_dry_run_reports_without_deleting(core: Core, clock: Clock) -> None:
+    sid, eid = closed_session_with_episode(core)
+    clock.now = T0 + 31 * DAY
+    assert len(reaper.episode_ttl_pass(core, clock.now, dry_run=True)) == 1
+    assert eid in core.journal.by_id
+
+
+def test_pruning_is_logged_and_survives_a_restart(tmp_path: Path, core: Core, clock: Clock) -> None:
+    sid, eid = closed_session_with_episode(core)
+    clock.now = T0 + 31 * DAY
+    reaper.run_due(core, clock.now)
+    core.sync()
+    log_text = "".join(p.read_text() for p in (core.root / "events").glob("*.jsonl"))
+    assert '"kind":"episode_prune"' in log_text and '"kind":"reaper_run"' in log_text
+    reopened = Core(core.root, core.config, clock=clock)
+    reopened.open()
+    assert eid in reopened.removed_episodes and eid not in reopened.journal.by_id
+
+
+def test_silent_connection_ends_its_session_as_lost_after_three_heartbeats(core: Core, clock: Clock) -> None:
+    session = core.start_session({"worktree": "/w"}, "c1")
+    conns = {"c1": Conn("c1", b"r", {}, session.id, last_seen=clock.now)}
+    assert reaper.liveness_pass(core, conns, clock.now + 14.9) == []
+    assert reaper.liveness_pass(core, conns, clock.now + 15.1) == ["c1"]
+    assert session.ended == "lost" and conns == {}
+
+
+def test_sessions_open_at_restart_end_as_daemon_restart_after_the_grace_window(
+        tmp_path: Path, core: Core, clock: Clock) -> None:
+    session = core.start_session({"worktree": "/w"}, "c1")
+    core.sync()
+    core.log.close()
+    restarted = Core(core.root, core.config, clock=clock)
+    restarted.open()
+    assert restarted.sessions.get(session.id).is_open
+    assert reaper.grace_pass(restarted, clock.now + 14) == []
+    assert reaper.grace_pass(restarted, clock.now + 15) == [session.id]
+    assert restarted.sessions.get(session.id).ended == "daemon_restart"
+
+
+def test_next_due_is_the_earliest_deadline(core: Core, clock: Clock) -> None:
+    core.next_ttl_check = clock.now + 60
+    core.suspended["sess-9"] = clock.now + 7
+    assert reaper.next_due_in(core, clock.now) == pytest.approx(7)
