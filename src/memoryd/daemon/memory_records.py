@@ -1,0 +1,197 @@
+"""What a durable memory and a pending write are, and how they map to files.
+
+Import contract: store only (stdlib + yaml below it). A memory file is `memories/<ulid>.md` or
+`tombstones/<ulid>.md`: YAML frontmatter (storage.md §2) then the content as the body. Pending
+writes are runtime state persisted as one JSON snapshot under `state/`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from memoryd.daemon import store
+
+SCHEMA_VERSION = 1
+CATEGORIES = ("fact", "user-inference", "ambient")
+HANDOFF = "handoff"
+CONFIDENCES = ("high", "medium", "low")
+SOURCES = ("explicit-statement", "inferred", "user-correction")
+HANDOFF_SOURCE = "memory_session_finish"
+LINK_TYPES = ("supersedes", "contradicts", "extends", "depends_on")
+ORIGIN_KEYS = ("worktree", "repo", "project", "branch", "commit", "client")
+FIRST_LINE_CHARS = 200
+PREVIEW_CHARS = 200
+
+
+def first_line_of(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()[:FIRST_LINE_CHARS]
+    return ""
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass
+class Memory:
+    """One durable record, live or tombstoned; `content` is kept in memory (reads need it)."""
+
+    id: str
+    content: str
+    scopes: tuple[str, ...]
+    category: str
+    confidence: str
+    source: str
+    created: str
+    updated: str
+    session_id: str | None
+    origin: dict[str, Any]
+    last_verified_at: str | None = None
+    verified_paths: list[str] = field(default_factory=list)
+    verified_commits: list[str] = field(default_factory=list)
+    verification_note: str | None = None
+    links: list[dict[str, str]] = field(default_factory=list)
+    tainted: bool = False
+    taint: list[str] = field(default_factory=list)
+    anchor_session_id: str | None = None  # handoffs: the session they close
+    removed_at: str | None = None
+    removed_reason: str | None = None
+
+    @property
+    def first_line(self) -> str:
+        return first_line_of(self.content)
+
+    @property
+    def repo(self) -> str | None:
+        repo = self.origin.get("repo")
+        return repo if isinstance(repo, str) else None
+
+    @property
+    def verified_or_updated(self) -> str:
+        """When the memory was last known to hold: its verification, else its last change."""
+        return max(self.last_verified_at or "", self.updated)
+
+
+@dataclass
+class PendingWrite:
+    """A staged write awaiting the user's yes; holds what confirm needs to re-run gates 1–6."""
+
+    id: str
+    session_id: str
+    preview: str
+    created: str
+    expires_at: float
+    source_episode_id: str | None
+    reason: str
+    draft: dict[str, Any]   # content, scopes, category, confidence, source, links, flags, transcript
+    origin: dict[str, Any]
+
+
+# -- frontmatter -----------------------------------------------------------------------------
+
+def to_meta(memory: Memory) -> dict[str, Any]:
+    """The frontmatter mapping, in the documented key order; tombstone keys only when removed."""
+    meta: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION, "id": memory.id, "created": memory.created,
+        "updated": memory.updated, "session_id": memory.session_id, "scopes": list(memory.scopes),
+        "category": memory.category, "confidence": memory.confidence, "source": memory.source,
+        "origin": {k: memory.origin.get(k) for k in ORIGIN_KEYS},
+        "last_verified_at": memory.last_verified_at, "verified_paths": list(memory.verified_paths),
+        "verified_commits": list(memory.verified_commits), "links": [dict(x) for x in memory.links],
+        "tainted": memory.tainted, "taint": list(memory.taint),
+    }
+    if memory.verification_note is not None:
+        meta["verification_note"] = memory.verification_note
+    if memory.anchor_session_id is not None:
+        meta["anchor_session_id"] = memory.anchor_session_id
+    if memory.removed_at is not None:
+        meta["removed_at"] = memory.removed_at
+        meta["removed_reason"] = memory.removed_reason
+    return meta
+
+
+def render_memory(memory: Memory) -> bytes:
+    """File bytes for `memory`; raises InvalidParams (naming content) if the frontmatter is too big."""
+    return store.render(to_meta(memory), memory.content, blame="content")
+
+
+def _str_list(value: Any, name: str) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"{name} is not a list of strings")
+    return list(value)
+
+
+def _links(value: Any) -> list[dict[str, str]]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValueError("links is not a list")
+    links = []
+    for item in value:
+        if not (isinstance(item, dict) and isinstance(item.get("type"), str) and store.is_ulid(item.get("target_id"))):
+            raise ValueError("a link is not {type, target_id}")
+        links.append({"type": item["type"], "target_id": item["target_id"]})
+    return links
+
+
+def _opt_str(meta: dict[str, Any], key: str) -> str | None:
+    value = meta.get(key)
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"{key} is not a string")
+    return value
+
+
+def from_meta(meta: dict[str, Any], body: str, file_id: str) -> Memory:
+    """Rebuild a memory from its file; ValueError/KeyError for anything that does not fit."""
+    if meta.get("id") != file_id or not store.is_ulid(file_id):
+        raise ValueError("id does not match the file name")
+    for key in ("created", "updated", "category", "confidence", "source"):
+        if not isinstance(meta.get(key), str):
+            raise ValueError(f"{key} is missing or not a string")
+    origin = meta.get("origin") or {}
+    if not isinstance(origin, dict):
+        raise ValueError("origin is not a mapping")
+    taint = _str_list(meta.get("taint"), "taint")
+    return Memory(
+        id=file_id, content=body, scopes=tuple(_str_list(meta.get("scopes"), "scopes")),
+        category=meta["category"], confidence=meta["confidence"], source=meta["source"],
+        created=meta["created"], updated=meta["updated"], session_id=_opt_str(meta, "session_id"),
+        origin={k: origin.get(k) if isinstance(origin.get(k), str) else None for k in ORIGIN_KEYS},
+        last_verified_at=_opt_str(meta, "last_verified_at"),
+        verified_paths=_str_list(meta.get("verified_paths"), "verified_paths"),
+        verified_commits=_str_list(meta.get("verified_commits"), "verified_commits"),
+        verification_note=_opt_str(meta, "verification_note"), links=_links(meta.get("links")),
+        tainted=bool(meta.get("tainted")) or bool(taint), taint=taint,
+        anchor_session_id=_opt_str(meta, "anchor_session_id"),
+        removed_at=_opt_str(meta, "removed_at"), removed_reason=_opt_str(meta, "removed_reason"),
+    )
+
+
+# -- the pending snapshot ----------------------------------------------------------------------
+
+def encode_pending(pending: list[PendingWrite]) -> bytes:
+    return json.dumps({"schema_version": SCHEMA_VERSION, "pending": [asdict(p) for p in pending]},
+                      ensure_ascii=False).encode()
+
+
+def decode_pending(data: bytes) -> list[PendingWrite]:
+    """The snapshot's entries; a damaged snapshot yields what can be read (it is only a cache)."""
+    try:
+        raw = json.loads(data)
+        rows = raw["pending"] if isinstance(raw, dict) else []
+    except (ValueError, KeyError, TypeError):
+        return []
+    found = []
+    for row in rows if isinstance(rows, list) else []:
+        try:
+            found.append(PendingWrite(**row))
+        except TypeError:
+            continue
+    return found

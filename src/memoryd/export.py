@@ -1,0 +1,34 @@
+"""`memoryd export [PATH]`: a portable tar.gz of the store (memories, tombstones, episodes, log).
+
+Records are replaced atomically, so every file in the archive is a whole record even while the
+daemon runs; `state/` is left out because it is derived.
+"""
+
+from __future__ import annotations
+
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+PARTS = ("memories", "tombstones", "episodes", "events")
+
+
+def main(path: str | None) -> int:
+    from memoryd import paths
+
+    root = paths.store_root()
+    if not root.is_dir():
+        print(f"memoryd: no store at {root}", file=sys.stderr)
+        return 1
+    target = Path(path or f"memoryd-export-{time.strftime('%Y%m%d-%H%M%S')}.tar.gz").absolute()
+    count = 0
+    with tarfile.open(target, "w:gz") as archive:
+        for part in PARTS:
+            for file in sorted((root / part).rglob("*")):
+                if file.is_file() and not file.name.startswith(".tmp-"):
+                    archive.add(file, arcname=str(file.relative_to(root)))
+                    count += 1
+    target.chmod(0o600)
+    print(f"memoryd: exported {count} files from {root} to {target}", file=sys.stderr)
+    return 0
