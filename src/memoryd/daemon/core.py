@@ -64,7 +64,7 @@ class Core:
         self.files = store.FileStore(root)
         self.log = EventLog(root / "events")
         self.sessions = SessionTable()
-        self.journal = Journal(root)
+        self.journal = Journal(root, self.files)
         self.logged_episodes: set[str] = set()      # ids an episode_write event names
         self.removed_episodes: set[str] = set()     # ids deleted by promote or prune
         self.applied_reqs: OrderedDict[str, dict[str, Any]] = OrderedDict()

@@ -40,8 +40,9 @@ def first_line(body: str) -> str:
 
 
 class Journal:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, files: store.FileStore) -> None:
         self.dir = root / "episodes"
+        self.files = files
         self.by_id: dict[str, Episode] = {}
         self.by_session: dict[str, dict[str, Episode]] = {}
         self.bad_files: list[dict[str, str]] = []
@@ -65,7 +66,7 @@ class Journal:
 
     def read_body(self, episode: Episode) -> str:
         try:
-            return store.parse(episode.path.read_bytes())[1]
+            return store.parse(self.files.read_bytes(episode.path))[1]
         except (OSError, store.BadRecord):
             return ""
 

@@ -233,8 +233,8 @@ class Server:
 
     def op_call(self, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> Any:
         conn = self.conns.get(conn_id)
-        if conn is None:
-            raise BadRequest("say hello before calling tools")
+        if conn is None:  # e.g. the daemon restarted under the bridge: it must say hello again
+            raise BadRequest("unknown connection: say hello before calling tools", kind="unknown_connection")
         tool = catalogue.TOOLS.get(args.get("tool"))  # type: ignore[arg-type]
         if tool is None:
             raise BadRequest(f"unknown tool {args.get('tool')!r}", {"param": "name"}, kind="unknown_tool")

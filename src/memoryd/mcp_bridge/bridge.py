@@ -118,14 +118,23 @@ class Bridge:
             self.write(jsonrpc.error(pending.msg_id, exc.code, exc.message, exc.data))
         self.pending.clear()
 
+    def on_daemon_replies(self, replies: list[dict[str, Any]]) -> None:
+        for reply in replies:
+            if (reply.get("error") or {}).get("kind") == "unknown_connection":
+                # The daemon does not know us (it restarted): hello again, reattach, resend once.
+                # The rest of this batch came from the old socket and is moot.
+                self.recover()
+                return
+            self.on_daemon_reply(reply)
+
     def on_daemon_reply(self, reply: dict[str, Any]) -> None:
+        error = reply.get("error") or {}
         pending = self.pending.pop(reply["id"], None)
         if pending is None:
             return  # a heartbeat, or an answer we already gave up on
         if reply.get("ok"):
             self.write(jsonrpc.response(pending.msg_id, jsonrpc.tool_result(reply.get("result") or {})))
             return
-        error = reply.get("error") or {}
         code = int(error.get("code", INTERNAL_ERROR))
         if error.get("kind") == "unknown_tool":
             code = INVALID_PARAMS
@@ -215,8 +224,7 @@ class Bridge:
             if self.conn is not None and self.conn.monitor in ready and self.conn.daemon_went_away():
                 self.recover()
             if self.conn is not None and self.conn.sock in ready:
-                for reply in self.conn.recv_ready():
-                    self.on_daemon_reply(reply)
+                self.on_daemon_replies(self.conn.recv_ready())
             if 0 in ready and not self.eof:
                 self.on_stdin()
                 if self.eof:  # answer what is already in flight (briefly), then say goodbye

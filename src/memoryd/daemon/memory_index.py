@@ -1,0 +1,100 @@
+"""In-memory indexes over the live memories and the tombstones, kept incrementally on every change.
+
+Import contract: search, memory_records, stdlib. Nothing here scans all memories per call: the
+BM25/near-duplicate index answers text questions, the other maps answer the gates' and reads'
+structural ones (which repo, which projects exist, who links here, paging order).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterator
+
+from memoryd.daemon.memory_records import HANDOFF, Memory, sha256_hex
+from memoryd.daemon.search import SearchIndex
+
+PROJECT_PREFIX = "projects:"
+
+
+def project_scope_name(scope: str) -> str | None:
+    """`projects:memoryd:core` → `memoryd`; None for scopes outside `projects:`."""
+    if not scope.startswith(PROJECT_PREFIX):
+        return None
+    name = scope[len(PROJECT_PREFIX):].split(":", 1)[0]
+    return name or None
+
+
+class LiveIndex:
+    """Live memories: text index, by-repo sets, id order, backlinks, known projects, handoffs."""
+
+    def __init__(self) -> None:
+        self.text = SearchIndex()
+        self.by_repo: dict[str | None, set[str]] = {}
+        self.order: list[str] = []                            # ids ascending (ULID = creation order)
+        self.backlinks: dict[str, dict[str, str]] = {}        # target -> {source: link type}
+        self.projects: dict[str, str | None] = {}             # known project -> a worktree of it
+        self.handoffs: dict[str, str] = {}                    # sha256(content) -> handoff id
+
+    def add(self, memory: Memory) -> None:
+        self.text.add(memory.id, memory.content, memory.scopes, memory.updated)
+        self.by_repo.setdefault(memory.repo, set()).add(memory.id)
+        index = bisect.bisect_left(self.order, memory.id)
+        if index == len(self.order) or self.order[index] != memory.id:
+            self.order.insert(index, memory.id)
+        for link in memory.links:
+            self.backlinks.setdefault(link["target_id"], {})[memory.id] = link["type"]
+        self._learn_projects(memory)
+        if memory.category == HANDOFF:
+            self.handoffs[sha256_hex(memory.content.encode())] = memory.id
+
+    def remove(self, memory: Memory) -> None:
+        self.text.remove(memory.id)
+        self.by_repo.get(memory.repo, set()).discard(memory.id)
+        index = bisect.bisect_left(self.order, memory.id)
+        if index < len(self.order) and self.order[index] == memory.id:
+            del self.order[index]
+        for link in memory.links:
+            self.backlinks.get(link["target_id"], {}).pop(memory.id, None)
+        if memory.category == HANDOFF:
+            self.handoffs.pop(sha256_hex(memory.content.encode()), None)
+
+    def _learn_projects(self, memory: Memory) -> None:
+        # Projects are only ever learned, never forgotten: a removed memory's project stays known.
+        for scope in memory.scopes:
+            name = project_scope_name(scope)
+            if name is None:
+                continue
+            if memory.origin.get("project") == name and memory.origin.get("worktree"):
+                self.projects[name] = memory.origin["worktree"]
+            else:
+                self.projects.setdefault(name, None)
+
+    def ids_descending(self, before: str | None = None) -> Iterator[str]:
+        """Live ids newest first, starting strictly below `before` when given (a list cursor)."""
+        end = bisect.bisect_left(self.order, before) if before is not None else len(self.order)
+        for i in range(end - 1, -1, -1):
+            yield self.order[i]
+
+
+class TombIndex:
+    """Tombstones: near-duplicate index (the previously-removed gate) and removal order."""
+
+    def __init__(self) -> None:
+        self.text = SearchIndex()
+        self.order: list[tuple[str, str]] = []  # (removed_at, id) ascending
+
+    def add(self, memory: Memory) -> None:
+        self.text.add(memory.id, memory.content, memory.scopes, memory.removed_at or "")
+        bisect.insort(self.order, (memory.removed_at or "", memory.id))
+
+    def remove(self, memory: Memory) -> None:
+        self.text.remove(memory.id)
+        key = (memory.removed_at or "", memory.id)
+        index = bisect.bisect_left(self.order, key)
+        if index < len(self.order) and self.order[index] == key:
+            del self.order[index]
+
+    def keys_descending(self, before: tuple[str, str] | None = None) -> Iterator[tuple[str, str]]:
+        end = bisect.bisect_left(self.order, before) if before is not None else len(self.order)
+        for i in range(end - 1, -1, -1):
+            yield self.order[i]
