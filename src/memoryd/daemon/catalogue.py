@@ -7,14 +7,14 @@ import hashlib
 import json
 from typing import Any
 
-from memoryd.daemon import episode_tools
+from memoryd.daemon import episode_tools, memory_tools
 from memoryd.daemon.tool import Tool
 from memoryd.instructions import INSTRUCTIONS
 
 
 def _collect() -> dict[str, Tool]:
-    tiers = [episode_tools.TOOLS]
-    for module_name in ("memory_tools", "session_tools"):
+    tiers = [episode_tools.TOOLS, memory_tools.TOOLS]
+    for module_name in ("session_tools",):
         try:
             module = __import__(f"memoryd.daemon.{module_name}", fromlist=["TOOLS"])
         except ModuleNotFoundError as exc:

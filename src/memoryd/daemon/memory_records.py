@@ -7,6 +7,7 @@ writes are runtime state persisted as one JSON snapshot under `state/`.
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
@@ -62,14 +63,14 @@ class Memory:
     removed_at: str | None = None
     removed_reason: str | None = None
 
+    def __post_init__(self) -> None:
+        # Read on every search candidate, so computed once rather than per access.
+        repo = self.origin.get("repo")
+        self.repo: str | None = repo if isinstance(repo, str) else None
+
     @property
     def first_line(self) -> str:
         return first_line_of(self.content)
-
-    @property
-    def repo(self) -> str | None:
-        repo = self.origin.get("repo")
-        return repo if isinstance(repo, str) else None
 
     @property
     def verified_or_updated(self) -> str:
@@ -132,17 +133,25 @@ def _links(value: Any) -> list[dict[str, str]]:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise ValueError("links is not a list")
+        raise TypeError("links is not a list")
     links = []
     for item in value:
         if not (isinstance(item, dict) and isinstance(item.get("type"), str) and store.is_ulid(item.get("target_id"))):
-            raise ValueError("a link is not {type, target_id}")
+            raise TypeError("a link is not {type, target_id}")
         links.append({"type": item["type"], "target_id": item["target_id"]})
     return links
 
 
+def _timestamp(value: Any) -> Any:
+    """A bare YAML timestamp (a hand edit, or storage.md's own example) as the ISO string we write."""
+    if isinstance(value, datetime.datetime):
+        moment = value.astimezone(datetime.UTC) if value.tzinfo else value
+        return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    return value
+
+
 def _opt_str(meta: dict[str, Any], key: str) -> str | None:
-    value = meta.get(key)
+    value = _timestamp(meta.get(key))
     if value is not None and not isinstance(value, str):
         raise ValueError(f"{key} is not a string")
     return value
@@ -152,12 +161,13 @@ def from_meta(meta: dict[str, Any], body: str, file_id: str) -> Memory:
     """Rebuild a memory from its file; ValueError/KeyError for anything that does not fit."""
     if meta.get("id") != file_id or not store.is_ulid(file_id):
         raise ValueError("id does not match the file name")
+    meta = {**meta, "created": _timestamp(meta.get("created")), "updated": _timestamp(meta.get("updated"))}
     for key in ("created", "updated", "category", "confidence", "source"):
         if not isinstance(meta.get(key), str):
-            raise ValueError(f"{key} is missing or not a string")
+            raise TypeError(f"{key} is missing or not a string")
     origin = meta.get("origin") or {}
     if not isinstance(origin, dict):
-        raise ValueError("origin is not a mapping")
+        raise TypeError("origin is not a mapping")
     taint = _str_list(meta.get("taint"), "taint")
     return Memory(
         id=file_id, content=body, scopes=tuple(_str_list(meta.get("scopes"), "scopes")),

@@ -51,9 +51,9 @@ def resolve_cited(path: str, worktree: str) -> str | None:
     root = worktree.rstrip("/")
     if path.startswith("/"):
         return path if path == root or path.startswith(root + "/") else None
-    if path.startswith("~") or path.startswith("../") or "/../" in path:
+    if path.startswith(("~", "../")) or "/../" in path:
         return None
-    return os.path.join(root, path[2:] if path.startswith("./") else path)
+    return os.path.join(root, path.removeprefix("./"))
 
 
 class GitProbe:
@@ -92,7 +92,7 @@ class GitProbe:
 
 def _git(worktree: str, *args: str) -> str | None:
     try:
-        out = subprocess.run(["git", "-C", worktree, *args], capture_output=True, text=True,
+        out = subprocess.run(["git", "-C", worktree, *args], capture_output=True, text=True, check=False,
                              timeout=GIT_TIMEOUT_S, env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})
     except (OSError, subprocess.TimeoutExpired):
         return None
@@ -100,9 +100,9 @@ def _git(worktree: str, *args: str) -> str | None:
 
 
 def _git_head(worktree: str) -> tuple[str | None, str | None]:
-    out = _git(worktree, "rev-parse", "--abbrev-ref", "HEAD", "HEAD")
+    out = _git(worktree, "rev-parse", "HEAD", "--abbrev-ref", "HEAD")  # sha, then the branch name
     lines = out.split() if out else []
-    return (lines[0], lines[1]) if len(lines) == 2 else (None, None)
+    return (lines[1], lines[0]) if len(lines) == 2 else (None, None)
 
 
 def _git_commit_times(worktree: str) -> list[int]:
@@ -127,7 +127,8 @@ def assess(memory: Memory, now: float, probe: GitProbe, stale_days: float, parse
     drift = None
     commits = 0
     if probe.exists(worktree):
-        drift = _path_drift(memory.content, worktree)  # type: ignore[arg-type]
+        if "/" in memory.content:  # every cited path holds a slash: skip the regex walk cheaply
+            drift = _path_drift(memory.content, worktree)  # type: ignore[arg-type]
         commits = probe.commits_since(worktree, since)
     missing = len(drift["missing"]) if drift else 0
     return Staleness(verdict(days, missing, commits, stale_days), round(days, 1), drift, commits)

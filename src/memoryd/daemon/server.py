@@ -22,6 +22,7 @@ from memoryd import PROTOCOL, __version__
 from memoryd.daemon import catalogue, reaper
 from memoryd.daemon.core import Call, Core
 from memoryd.daemon.episode_tools import episode_view, replay_episode_write
+from memoryd.daemon.memory_writes import replay_episode_promote, replay_memory_write, replay_write_confirm
 from memoryd.daemon.sessions import Conn, Session
 from memoryd.daemon.tool import Parked
 from memoryd.daemon.validate import check_args
@@ -35,6 +36,9 @@ REPLY_CACHE_SIZE = 256
 # Results a retried request gets when its first attempt was applied before a daemon restart.
 REPLAYERS: dict[str, Callable[[Core, dict[str, Any]], dict[str, Any] | None]] = {
     "episode_write": replay_episode_write,
+    "memory_write": replay_memory_write,
+    "memory_write_confirm": replay_write_confirm,
+    "episode_promote": replay_episode_promote,
 }
 
 

@@ -1,0 +1,126 @@
+"""Benchmark rows of the durable tier: memory_write (all gates, committed) and memory_search, at
+1k / 10k / 100k memories in the store. Bulk data goes in through the daemon's own wire, pipelined
+(every record still takes the daemon's write path and lands on disk); the timed calls go through a
+real stdio bridge, as an agent's would.
+
+Synthetic text: words from a seeded 20k-word vocabulary drawn with Zipf weights, so some terms
+are common (long posting lists, as real text has) and most are rare; every memory is distinct.
+The ranks start at ZIPF_OFFSET because the head of a real word distribution is stopwords, which
+the index drops; without the offset one synthetic "word" would sit in three documents of four.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import time
+from collections.abc import Callable
+
+from memoryd.bench import Row, progress, row
+from memoryd.benchkit import Bridge, Throwaway, WireLoader, pcts
+
+VOCABULARY = 20_000
+ZIPF_OFFSET = 100
+SAMPLES = 300
+WRITE_TARGET_MS = 3.0
+SEARCH_TARGETS_MS = {1_000: 3.0, 10_000: 3.0, 100_000: 25.0}
+_SYLLABLES = ["ka", "lo", "mi", "ru", "te", "zo", "pa", "ne", "shi", "vo", "gu", "ra", "fe", "di", "mo", "xu"]
+
+
+class Corpus:
+    """Deterministic synthetic memories and queries."""
+
+    def __init__(self, seed: int = 7) -> None:
+        self.rng = random.Random(seed)
+        words: set[str] = set()
+        while len(words) < VOCABULARY:
+            words.add("".join(self.rng.choice(_SYLLABLES) for _ in range(self.rng.randint(2, 4))))
+        self.words = sorted(words)
+        self.rng.shuffle(self.words)
+        self.weights = list(itertools.accumulate(1.0 / (rank + ZIPF_OFFSET) for rank in range(VOCABULARY)))
+        self.serial = itertools.count()
+
+    def sample(self, k: int) -> list[str]:
+        return self.rng.choices(self.words, cum_weights=self.weights, k=k)
+
+    def memory(self) -> str:
+        n = next(self.serial)
+        return f"Record n{n} notes that " + " ".join(self.sample(self.rng.randint(10, 18))) + "."
+
+    def query(self) -> str:
+        return " ".join(self.sample(self.rng.randint(2, 3)))
+
+
+def load_memories(box: Throwaway, corpus: Corpus, count: int) -> float:
+    """Write `count` memories through the wire, pipelined; returns seconds taken."""
+    loader = WireLoader(box.endpoint())
+    conn = f"mem-load-{time.monotonic_ns()}"
+    loader.session(conn, "/bench/memories")
+    began = time.perf_counter()
+    for _ in range(count):
+        loader.call(conn, "memory_write", content=corpus.memory(), scopes=["projects:bench", "bench:load"],
+                    force=True, acknowledge_transient=True, acknowledge_scope_mismatch=True,
+                    acknowledge_credential=True)
+    loader.send(conn, "bye", {})
+    loader.drain()
+    return time.perf_counter() - began
+
+
+def time_writes(box: Throwaway, corpus: Corpus, samples: int) -> tuple[list[float], int]:
+    """memory_write with every gate on; returns (latencies, how many did not commit)."""
+    bridge = Bridge(box.env, worktree="/bench/w-mem")
+    bridge.initialize()
+    latencies, refused = [], 0
+    for _ in range(samples):
+        content = corpus.memory()
+        began = time.perf_counter()
+        result = bridge.call("memory_write", content=content, scopes=["projects:bench"])
+        latencies.append(time.perf_counter() - began)
+        refused += result.get("status") != "committed"
+    bridge.close()
+    return latencies, refused
+
+
+def time_searches(box: Throwaway, corpus: Corpus, samples: int) -> tuple[list[float], float]:
+    """memory_search latencies and the mean hit count (a sanity check that queries match)."""
+    bridge = Bridge(box.env, worktree="/bench/w-mem")
+    bridge.initialize()
+    latencies, hits = [], 0
+    for _ in range(samples):
+        query = corpus.query()
+        began = time.perf_counter()
+        result = bridge.call("memory_search", query=query, max_results=5)
+        latencies.append(time.perf_counter() - began)
+        hits += len(result["results"])
+    bridge.close()
+    return latencies, hits / max(1, samples)
+
+
+def _size_label(n: int) -> str:
+    return f"{n // 1000}k memories"
+
+
+def bench_memory_tier(box: Throwaway, quick: bool) -> list[Row]:
+    corpus = Corpus()
+    rows: list[Row] = []
+    stored = 0
+    for size in ([1_000, 10_000] if quick else [1_000, 10_000, 100_000]):
+        progress(f"loading memories up to {size}")
+        took = load_memories(box, corpus, size - stored)
+        progress(f"loaded {size - stored} memories in {took:.1f} s ({(size - stored) / took:.0f}/s)")
+        stored = size
+        writes, refused = time_writes(box, corpus, SAMPLES)
+        stored += SAMPLES - refused
+        stats = pcts(writes)
+        rows.append(row("memory_write (all gates, committed)", _size_label(size), {**stats, "refused": refused},
+                        f"<= {WRITE_TARGET_MS:g} ms" if size == 10_000 else "-",
+                        refused == 0 and (size != 10_000 or stats["p50_ms"] <= WRITE_TARGET_MS)))
+        searches, mean_hits = time_searches(box, corpus, SAMPLES)
+        stats = pcts(searches)
+        target = SEARCH_TARGETS_MS[size]
+        rows.append(row("memory_search", _size_label(size), {**stats, "mean_hits": round(mean_hits, 2)},
+                        f"<= {target:g} ms", stats["p50_ms"] <= target))
+    return rows
+
+
+BENCHES: list[Callable[[Throwaway, bool], list[Row]]] = [bench_memory_tier]

@@ -1,0 +1,354 @@
+"""The durable memory tier's state: live memories, tombstones, pending writes — an extension of Core.
+
+Import contract: core, store, gates, memory_records/index/staleness; no zmq, no msgpack.
+Files are canonical (`memories/`, `tombstones/`); the event log names every committed file by id
+and sha256 (never content), which is how hand-edited, unaccounted and missing files are found at
+start. Pending writes are persisted as a snapshot under `state/` and reloaded at start.
+The tier changes state only through the methods below; the tool handlers record the events.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ulid import ULID
+
+from memoryd.daemon import memory_recovery, store
+from memoryd.daemon.core import Core
+from memoryd.daemon.gates import find_credentials, scan_taint
+from memoryd.daemon.memory_index import LiveIndex, TombIndex, project_scope_name
+from memoryd.daemon.memory_records import (
+    HANDOFF,
+    HANDOFF_SOURCE,
+    Memory,
+    PendingWrite,
+    encode_pending,
+    render_memory,
+    sha256_hex,
+)
+from memoryd.daemon.memory_staleness import GitProbe
+from memoryd.daemon.scopes import unique
+from memoryd.daemon.sessions import Session
+from memoryd.errors import InvalidParams, ResourceState
+
+PENDING_SNAPSHOT = "pending.json"
+
+
+def attach(core: Core) -> MemoryTier:
+    """Join the memory tier to `core`: replay, recovery and every recorded event reach it."""
+    tier = MemoryTier(core)
+    core.memories = tier  # type: ignore[attr-defined]
+    core.extensions.append(tier)
+    return tier
+
+
+class MemoryTier:
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        self.live_dir = core.root / "memories"
+        self.tomb_dir = core.root / "tombstones"
+        self.snapshot_path = core.root / "state" / PENDING_SNAPSHOT
+        self.live: dict[str, Memory] = {}
+        self.tombstones: dict[str, Memory] = {}
+        self.index = LiveIndex()
+        self.tomb_index = TombIndex()
+        self.pending: dict[str, PendingWrite] = {}
+        self.expired: dict[str, str] = {}          # expired pending id -> owner session
+        self.probe = GitProbe()
+        self._moves: list[tuple[Path, Path]] = []  # (replacement, old file to delete once it is on disk)
+        # Derived from the event log as it is appended (and replayed at start):
+        self.logged_sha: dict[str, str] = {}       # memory id -> sha256 of the last file logged
+        self.logged_state: dict[str, str] = {}     # memory id -> "live" | "tomb"
+        self.retrievals: Counter[str] = Counter()
+        self.pending_seq = 0
+        self.pending_logged: set[str] = set()
+        self.pending_resolved: set[str] = set()
+        self.pending_expired_total = 0
+        self.reaper_last_run: str | None = None
+        self.episodes_pruned = 0
+        # Found at start (memory_health reports them):
+        self.bad_files: list[dict[str, str]] = []
+        self.hand_edited: list[str] = []
+        self.unaccounted: list[str] = []
+        self.missing: list[str] = []
+
+    # -- small reads the other tiers use ---------------------------------------------------------
+
+    def text_of(self, memory_id: str) -> str | None:
+        memory = self.live.get(memory_id) or self.tombstones.get(memory_id)
+        return memory.content if memory is not None else None
+
+    def counts(self) -> dict[str, int]:
+        return {"memories": len(self.live), "tombstones": len(self.tombstones), "pending": len(self.pending)}
+
+    def project_of(self, memory: Memory) -> str | None:
+        """The memory's project: its origin's, else its first `projects:<x>` scope's."""
+        project = memory.origin.get("project")
+        if isinstance(project, str) and project:
+            return project
+        for scope in memory.scopes:
+            name = project_scope_name(scope)
+            if name:
+                return name
+        return None
+
+    # -- what the gate chain asks (memory_gates_chain.TierView) ----------------------------------
+
+    def known_projects(self) -> dict[str, str | None]:
+        return self.index.projects
+
+    def similar_live(self, tokens: frozenset[str], threshold: float) -> list[tuple[str, float]]:
+        return self.index.text.similar(tokens, threshold)
+
+    def similar_removed(self, tokens: frozenset[str], threshold: float) -> list[tuple[str, float]]:
+        return self.tomb_index.text.similar(tokens, threshold)
+
+    def new_id(self) -> str:
+        return str(ULID.from_timestamp(self.core.clock()))
+
+    def origin_of(self, identity: dict[str, Any], session: Session | None) -> dict[str, Any]:
+        """Where a record comes from: the session's identity plus the worktree's HEAD (cached)."""
+        def pick(key: str) -> Any:
+            value = getattr(session, key, None) if session is not None else None
+            return value if value is not None else identity.get(key)
+        worktree = pick("worktree")
+        branch, commit = self.probe.head(worktree)
+        return {"worktree": worktree, "repo": pick("repo"), "project": pick("project"),
+                "branch": branch, "commit": commit, "client": pick("client")}
+
+    # -- file-backed changes (the caller records the event that names the returned sha) ----------
+
+    def live_path(self, memory_id: str) -> Path:
+        assert store.is_ulid(memory_id)  # ids reach paths only after validation or minting
+        return self.live_dir / f"{memory_id}.md"
+
+    def tomb_path(self, memory_id: str) -> Path:
+        assert store.is_ulid(memory_id)
+        return self.tomb_dir / f"{memory_id}.md"
+
+    def _write(self, path: Path, data: bytes) -> str:
+        """Stage `data` for `path` (durable at the pass's group commit); returns its sha256."""
+        self._moves = [(new, old) for new, old in self._moves if old != path]  # `path` is current again
+        self.core.files.write_file(path, data)
+        return sha256_hex(data)
+
+    def delete_when_durable(self, old: Path, replacement: Path) -> None:
+        """Delete `old` once `replacement` is on disk. Writes are staged until the pass's sync but
+        unlinks are immediate, so deleting first could lose both to a crash (SIGKILL) in between."""
+        self._moves.append((replacement, old))
+
+    def settle_moves(self) -> None:
+        """Carry out the deletions whose replacement reached disk (run after each pass's sync)."""
+        waiting = []
+        for replacement, old in self._moves:
+            if replacement.exists():
+                self.core.files.delete_file(old)
+                if old.parent.parent == self.core.journal.dir:
+                    self.core.files.delete_dir_if_empty(old.parent)
+            else:
+                waiting.append((replacement, old))
+        self._moves = waiting
+
+    def commit(self, memory: Memory) -> str:
+        """Write a new live memory's file and index it; returns the file's sha256."""
+        sha = self._write(self.live_path(memory.id), render_memory(memory))
+        self.live[memory.id] = memory
+        self.index.add(memory)
+        return sha
+
+    def rewrite(self, old: Memory, new: Memory) -> str:
+        """Replace a live memory (update, verify); rendered first so a refusal changes nothing."""
+        sha = self._write(self.live_path(new.id), render_memory(new))
+        self.index.remove(old)
+        self.live[new.id] = new
+        self.index.add(new)
+        return sha
+
+    def bury(self, memory: Memory, reason: str) -> str:
+        """Move a live memory to a tombstone; the live file goes once the tombstone is on disk."""
+        tomb = replace(memory, removed_at=self.core.now(), removed_reason=reason)
+        sha = self._write(self.tomb_path(memory.id), render_memory(tomb))
+        self.delete_when_durable(self.live_path(memory.id), self.tomb_path(memory.id))
+        self.index.remove(memory)
+        del self.live[memory.id]
+        self.tombstones[memory.id] = tomb
+        self.tomb_index.add(tomb)
+        return sha
+
+    def unbury(self, tomb: Memory) -> tuple[Memory, str]:
+        """Bring a tombstone back to life; the tombstone goes once the live file is on disk."""
+        memory = replace(tomb, removed_at=None, removed_reason=None, updated=self.next_updated(tomb.updated))
+        sha = self._write(self.live_path(memory.id), render_memory(memory))
+        self.delete_when_durable(self.tomb_path(memory.id), self.live_path(memory.id))
+        self.tomb_index.remove(tomb)
+        del self.tombstones[memory.id]
+        self.live[memory.id] = memory
+        self.index.add(memory)
+        return memory, sha
+
+    def next_updated(self, previous: str) -> str:
+        """Now, but strictly after `previous`, so compare-and-set on `updated` is never ambiguous."""
+        from memoryd.daemon.core import iso, parse_iso
+
+        now = self.core.clock()
+        if self.core.now() <= previous:
+            now = parse_iso(previous) + 0.001
+        return iso(now)
+
+    # -- the session-finish handoff (tools.md §3) ------------------------------------------------
+
+    def capture_handoff(self, session: Session, identity: dict[str, Any], text: str,
+                        scopes: list[str]) -> tuple[str, bool]:
+        """Store `text` as the session's handoff memory; (id, deduped). Secrets → InvalidParams.
+
+        The credential gate and the taint scan apply; the durability gate does not (a handoff is
+        state by nature); identical content collapses onto the existing live handoff.
+        """
+        markers = find_credentials(text)
+        if markers:
+            kinds = ", ".join(sorted({m["kind"] for m in markers}))
+            raise InvalidParams("handoff", f"holds a secret ({kinds}); remove it before finishing")
+        existing = self.index.handoffs.get(sha256_hex(text.encode()))
+        if existing is not None:
+            self.core.record("write", session, status="deduped", gate="handoff", memory_id=existing)
+            return existing, True
+        now = self.core.now()
+        taint = scan_taint(text)
+        memory = Memory(id=self.new_id(), content=text, scopes=tuple(unique(scopes)), category=HANDOFF,
+                        confidence="high", source=HANDOFF_SOURCE, created=now, updated=now,
+                        session_id=session.id, origin=self.origin_of(identity, session),
+                        tainted=bool(taint), taint=taint, anchor_session_id=session.id)
+        sha = self.commit(memory)
+        self.core.record("write", session, status="committed", gate="handoff", memory_id=memory.id, sha=sha)
+        return memory.id, False
+
+    # -- pending writes --------------------------------------------------------------------------
+
+    def next_pending_id(self) -> str:
+        return f"pending-{self.pending_seq + 1}"
+
+    def stage(self, pending: PendingWrite) -> None:
+        self.pending[pending.id] = pending
+        self.save_pending()
+
+    def drop_pending(self, pending_id: str) -> None:
+        self.pending.pop(pending_id, None)
+        self.save_pending()
+
+    def save_pending(self) -> None:
+        """Persist the snapshot atomically (durable with the pass's group commit)."""
+        self._write(self.snapshot_path, encode_pending(list(self.pending.values())))
+
+    def owned_pending(self, pending_id: str, session: Session) -> PendingWrite:
+        """The caller's live pending write, or the typed state error that says why not."""
+        pending = self.pending.get(pending_id)
+        owner = pending.session_id if pending is not None else self.expired.get(pending_id)
+        if owner is None:
+            raise ResourceState("unknown_pending", pending_id)
+        if owner != session.id:
+            raise ResourceState("foreign_pending", pending_id,
+                                f"pending write {pending_id} belongs to session {owner}, not {session.id}")
+        if pending is None or pending.expires_at <= self.core.clock():
+            raise ResourceState("expired_pending", pending_id)
+        return pending
+
+    def pending_pass(self, now: float) -> list[str]:
+        """Expire pending writes past their TTL, logging each; a promote's source episode is kept.
+
+        The reaper runs this after every pass's sync, so it also settles the deferred deletions.
+        """
+        self.settle_moves()
+        due = [p for p in self.pending.values() if p.expires_at <= now]
+        for pending in due:
+            del self.pending[pending.id]
+            self.core.record("pending_expired", None, session=pending.session_id, pending_id=pending.id,
+                             episode_id=pending.source_episode_id)
+        if due:
+            self.save_pending()
+        return [p.id for p in due]
+
+    def next_pending_expiry(self) -> float | None:
+        return min((p.expires_at for p in self.pending.values()), default=None)
+
+    # -- the event log's view (live operation and replay share it) --------------------------------
+
+    def apply(self, event: dict[str, Any]) -> None:
+        handler = _APPLIERS.get(event["kind"])
+        if handler is not None:
+            handler(self, event)
+
+    def _named(self, event: dict[str, Any], state: str) -> None:
+        if event.get("memory_id") and event.get("sha"):
+            self.logged_sha[event["memory_id"]] = event["sha"]
+            self.logged_state[event["memory_id"]] = state
+
+    def _on_write(self, event: dict[str, Any]) -> None:
+        if event.get("status") == "committed":
+            self._named(event, "live")
+        elif event.get("status") == "pending" and event.get("pending_id"):
+            self.pending_logged.add(event["pending_id"])
+            self.pending_seq = max(self.pending_seq, _pending_n(event["pending_id"]))
+
+    def _on_confirm(self, event: dict[str, Any]) -> None:
+        if event.get("status") == "committed":
+            self._named(event, "live")
+            self.pending_resolved.add(event.get("pending_id", ""))
+
+    def _on_cancel(self, event: dict[str, Any]) -> None:
+        self.pending_resolved.add(event.get("pending_id", ""))
+
+    def _on_pending_expired(self, event: dict[str, Any]) -> None:
+        self.expired[event.get("pending_id", "")] = event.get("session", "")
+        self.pending_expired_total += 1
+
+    def _on_change(self, event: dict[str, Any]) -> None:
+        if event.get("status") in ("updated", "verified", "restored"):
+            self._named(event, "live")
+
+    def _on_remove(self, event: dict[str, Any]) -> None:
+        self._named(event, "tomb")
+
+    def _on_retrieval(self, event: dict[str, Any]) -> None:
+        ids = event.get("ids") or ([event["memory_id"]] if event.get("memory_id") else [])
+        self.retrievals.update(ids)
+
+    def _on_reaper(self, event: dict[str, Any]) -> None:
+        if event["kind"] == "reaper_run":
+            self.reaper_last_run = event["ts"]
+        else:
+            self.episodes_pruned += len(event.get("episode_ids") or ())
+
+    # -- start-up (memory_recovery): load files, then reconcile them with the log -----------------
+
+    def load(self) -> None:
+        """Read every memory and tombstone file and the pending snapshot (after log replay)."""
+        memory_recovery.load(self)
+
+    def reconcile(self) -> dict[str, Any]:
+        return memory_recovery.reconcile(self)
+
+
+def _pending_n(pending_id: str) -> int:
+    try:
+        return int(pending_id.rsplit("-", 1)[1])
+    except (IndexError, ValueError):
+        return 0
+
+
+_APPLIERS = {
+    "write": MemoryTier._on_write,
+    "write_confirm": MemoryTier._on_confirm,
+    "write_cancel": MemoryTier._on_cancel,
+    "pending_expired": MemoryTier._on_pending_expired,
+    "update": MemoryTier._on_change,
+    "verify": MemoryTier._on_change,
+    "restore": MemoryTier._on_change,
+    "remove": MemoryTier._on_remove,
+    "search": MemoryTier._on_retrieval,
+    "show": MemoryTier._on_retrieval,
+    "reaper_run": MemoryTier._on_reaper,
+    "episode_prune": MemoryTier._on_reaper,
+}

@@ -1,0 +1,149 @@
+"""Handlers that edit existing memories: update, remove, restore, verify.
+
+Import contract: as memory_writes. Each validates fully first (fail closed), changes one record
+through the tier and records one event with the new file's sha256 (never content).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from memoryd.daemon.core import Call, parse_iso
+from memoryd.daemon.episode_tools import require_text
+from memoryd.daemon.gates import find_credentials, scan_taint
+from memoryd.daemon.memories import MemoryTier
+from memoryd.daemon.memory_args import check_id, check_links, check_verified, check_write_scopes
+from memoryd.daemon.memory_gates_chain import GATES, Draft, Gate, check_duplicate, run_gates
+from memoryd.daemon.memory_records import HANDOFF, Memory
+from memoryd.daemon.memory_staleness import assess
+from memoryd.daemon.memory_writes import USER_INFERENCE, tier_of
+from memoryd.errors import InvalidParams, ResourceState
+
+MAX_NOTE_BYTES = 4096
+MAX_REASON_BYTES = 4096
+EDITABLE = ("content", "scopes", "confidence", "category", "links")
+RESTORE_DUPLICATE_HINT = ("A live memory now says nearly the same; memory_update that one instead, or "
+                          "leave this one removed.")
+
+
+def live_memory(tier: MemoryTier, memory_id: str) -> Memory:
+    memory = tier.live.get(check_id("id", memory_id))
+    if memory is not None:
+        return memory
+    if memory_id in tier.tombstones:
+        raise ResourceState("unknown_memory", memory_id,
+                            f"memory {memory_id} is removed; memory_restore it first")
+    raise ResourceState("unknown_memory", memory_id)
+
+
+# -- memory_update ------------------------------------------------------------------------------
+
+def _field_changes(call: Call, memory: Memory, args: dict[str, Any]) -> dict[str, Any]:
+    """The non-content changes, each validated (scopes and links replace)."""
+    changes: dict[str, Any] = {}
+    if args["scopes"] is not None:
+        changes["scopes"] = tuple(check_write_scopes(args["scopes"], call.core.config.max_scopes_per_write))
+    if args["links"] is not None:
+        changes["links"] = check_links(tier_of(call.core).live, args["links"], self_id=memory.id)
+    if args["confidence"] is not None:
+        changes["confidence"] = args["confidence"]
+    if args["category"] is not None:
+        if args["category"] == USER_INFERENCE and memory.category != USER_INFERENCE:
+            raise InvalidParams("category", "user-inference needs the user's yes: write it with memory_write")
+        changes["category"] = args["category"]
+    return changes
+
+
+def _content_gates(call: Call, memory: Memory, content: str, args: dict[str, Any]
+                   ) -> tuple[Gate, dict[str, Any]] | None:
+    """Gates 1–2 on new content (a handoff skips durability: it is state by nature)."""
+    flags = {"acknowledge_credential": args["acknowledge_credential"],
+             "acknowledge_transient": args["acknowledge_transient"] or memory.category == HANDOFF}
+    return run_gates(tier_of(call.core), Draft(content=content, scopes=list(memory.scopes), flags=flags), GATES[:2])
+
+
+def memory_update(call: Call, args: dict[str, Any]) -> dict[str, Any]:
+    core, tier = call.core, tier_of(call.core)
+    memory = live_memory(tier, args["id"])
+    if all(args[name] is None for name in EDITABLE):
+        raise InvalidParams("content", f"give at least one of {', '.join(EDITABLE)}")
+    changes = _field_changes(call, memory, args)
+    content = args["content"]
+    if content is not None:
+        content = require_text("content", content, core.config.max_content_bytes).strip()
+    if args["expected_updated"] is not None and args["expected_updated"] != memory.updated:
+        core.record("update", call.session, memory_id=memory.id, status="stale")
+        return {"status": "stale", "id": memory.id, "current_updated": memory.updated}
+    if content is not None:
+        fired = _content_gates(call, memory, content, args)
+        if fired is not None:
+            gate, refused = fired
+            core.record("update", call.session, memory_id=memory.id, status=gate.status, gate=gate.kind)
+            return {**refused, "id": memory.id}
+        taint = scan_taint(content)
+        changes.update(content=content, tainted=bool(taint), taint=taint, last_verified_at=None,
+                       verified_paths=[], verified_commits=[], verification_note=None)
+    new = replace(memory, **changes, updated=tier.next_updated(memory.updated))
+    sha = tier.rewrite(memory, new)
+    core.record("update", call.session, memory_id=memory.id, status="updated", sha=sha,
+                fields=sorted(changes.keys() & set(EDITABLE)), req=call.req)
+    result: dict[str, Any] = {"status": "updated", "id": memory.id, "updated": new.updated}
+    if new.tainted:
+        result.update(tainted=True, taint=list(new.taint))
+    return result
+
+
+# -- memory_remove / memory_restore ------------------------------------------------------------
+
+def memory_remove(call: Call, args: dict[str, Any]) -> dict[str, Any]:
+    """Move to a tombstone with the reason. Removing a tombstoned id again is a no-op (retries)."""
+    tier = tier_of(call.core)
+    reason = require_text("reason", args["reason"], MAX_REASON_BYTES).strip()
+    if check_id("id", args["id"]) in tier.tombstones:
+        return {"status": "removed", "id": args["id"]}
+    memory = live_memory(tier, args["id"])
+    sha = tier.bury(memory, reason)
+    call.core.record("remove", call.session, memory_id=memory.id, status="removed", sha=sha, req=call.req)
+    return {"status": "removed", "id": memory.id}
+
+
+def memory_restore(call: Call, args: dict[str, Any]) -> dict[str, Any]:
+    core, tier = call.core, tier_of(call.core)
+    memory_id = check_id("id", args["id"])
+    if memory_id in tier.live:
+        raise ResourceState("not_removed", memory_id, f"memory {memory_id} is live, not removed")
+    tomb = tier.tombstones.get(memory_id)
+    if tomb is None:
+        raise ResourceState("unknown_memory", memory_id)
+    draft = Draft(content=tomb.content, scopes=list(tomb.scopes), duplicate_at=core.config.dedup_duplicate,
+                  related_at=core.config.dedup_duplicate)
+    duplicate = check_duplicate(tier, draft)
+    if duplicate is not None:
+        core.record("restore", call.session, memory_id=memory_id, status="duplicate", gate="duplicate")
+        return {"status": "duplicate", "id": memory_id, **duplicate, "hint": RESTORE_DUPLICATE_HINT}
+    memory, sha = tier.unbury(tomb)
+    core.record("restore", call.session, memory_id=memory_id, status="restored", sha=sha, req=call.req)
+    return {"status": "restored", "id": memory.id}
+
+
+# -- memory_verify ---------------------------------------------------------------------------------
+
+def memory_verify(call: Call, args: dict[str, Any]) -> dict[str, Any]:
+    """Record that the memory still holds: the staleness clock restarts from now."""
+    core, tier = call.core, tier_of(call.core)
+    memory = live_memory(tier, args["id"])
+    paths, commits = check_verified(args["verified_paths"], args["verified_commits"])
+    note = args["note"]
+    if note is not None:
+        note = require_text("note", note, MAX_NOTE_BYTES).strip()
+        if find_credentials(note):
+            raise InvalidParams("note", "holds a secret; leave it out of the note")
+    now = core.now()
+    new = replace(memory, last_verified_at=now, verified_paths=paths, verified_commits=commits,
+                  verification_note=note)
+    sha = tier.rewrite(memory, new)
+    core.record("verify", call.session, memory_id=memory.id, status="verified", sha=sha, req=call.req)
+    staleness = assess(new, core.clock(), tier.probe, core.config.verification_stale_days, parse_iso)
+    return {"status": "verified", "id": memory.id, "last_verified_at": now,
+            "staleness_verdict": staleness.verdict}

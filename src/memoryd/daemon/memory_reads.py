@@ -1,0 +1,280 @@
+"""Handlers that read durable memories: search, show, list, list_tombstones.
+
+Import contract: core, episode_tools (prior-session resolution), memories, memory_staleness,
+search. Every result that returns stored text says `framing: "data"` and flags tainted records.
+Reads that retrieve a memory (search, show) record an event naming ids only — the query is
+logged as a hash and a length, never verbatim.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from memoryd.daemon.core import Call, Core, parse_iso
+from memoryd.daemon.episode_tools import require_text, resolve_prior
+from memoryd.daemon.memories import MemoryTier
+from memoryd.daemon.memory_args import check_id, check_scope_list
+from memoryd.daemon.memory_records import Memory
+from memoryd.daemon.memory_staleness import assess
+from memoryd.daemon.memory_writes import tier_of
+from memoryd.daemon.scopes import is_hidden, matches_any
+from memoryd.daemon.search import SearchIndex, query_tokens
+from memoryd.errors import InvalidParams, ResourceState
+
+MAX_QUERY_BYTES = 4096
+MAX_CURSOR_CHARS = 512
+HIT_CONTENT_CHARS = 1000
+SNIPPET_LEAD_CHARS = 200
+MAX_PAGE_BODY_BYTES = 2_000_000  # keeps a with_bodies page well inside the 4 MiB frame
+
+
+# -- shared views ----------------------------------------------------------------------------------
+
+def taint_fields(memory: Memory) -> dict[str, Any]:
+    return {"tainted": True, "taint": list(memory.taint)} if memory.tainted else {}
+
+
+def staleness_fields(core: Core, memory: Memory) -> dict[str, Any]:
+    tier = tier_of(core)
+    found = assess(memory, core.clock(), tier.probe, core.config.verification_stale_days, parse_iso)
+    fields: dict[str, Any] = {"staleness_verdict": found.verdict, "age_days": found.age_days}
+    if found.path_drift is not None:
+        fields["path_drift"] = found.path_drift
+    if found.commits_since:
+        fields["commits_since_verified"] = found.commits_since
+    return fields
+
+
+def memory_filter(call: Call, scopes: list[str] | None, category: str | None,
+                  repos: tuple[str | None, ...] | None = None, since: str | None = None) -> Callable[[Memory], bool]:
+    """The reads' common predicate; disabled scopes are always hidden."""
+    disabled = call.session.disabled_scopes
+
+    def accept(m: Memory) -> bool:
+        return ((repos is None or m.repo in repos)
+                and (category is None or m.category == category)
+                and (since is None or m.updated >= since)
+                and (not scopes or matches_any(m.scopes, scopes))
+                and not is_hidden(m.scopes, disabled))
+    return accept
+
+
+def caller_repos(call: Call, auto_scope: bool) -> tuple[str | None, ...] | None:
+    """auto_scope: the caller's repo (any worktree of it) plus memories that have no repo."""
+    if not auto_scope:
+        return None
+    repo = call.session.repo or call.identity.get("repo")
+    return (repo, None) if repo else (None,)
+
+
+# -- memory_search --------------------------------------------------------------------------------
+
+def hit_content(content: str, terms: list[str]) -> tuple[str, bool]:
+    """The content, or a ~1000-char window starting a little before the first query term."""
+    if len(content) <= HIT_CONTENT_CHARS:
+        return content, False
+    lower = content.lower()
+    places = [p for p in (lower.find(t) for t in terms) if p >= 0]
+    start = max(0, min(places, default=0) - SNIPPET_LEAD_CHARS)
+    end = start + HIT_CONTENT_CHARS
+    return ("…" if start else "") + content[start:end] + ("…" if end < len(content) else ""), True
+
+
+def matching_ids(index: SearchIndex, query: str) -> set[str]:
+    """Every document holding a query term (for the pre-cap `total`).
+
+    SearchIndex has no public call for this; its postings are read here, in this one place.
+    """
+    found: set[str] = set()
+    for term in query_tokens(query):
+        for postings in (index._content, index._scope):
+            docs = postings.get(term)
+            if docs:
+                found.update(docs)
+    return found
+
+
+def count_matches(tier: MemoryTier, query: str, accept: Callable[[str], bool],
+                  repos: tuple[str | None, ...] | None, filtered: bool) -> int:
+    """How many memories the query matches under the filters (the pre-cap `total`).
+
+    Set operations run at C speed: the repo restriction is an intersection, and the per-memory
+    predicate runs only when another filter (scopes, category, since, disabled scopes) is on.
+    """
+    ids = matching_ids(tier.index.text, query)
+    if repos is not None:
+        by_repo = tier.index.by_repo
+        ids = set().union(*(ids & by_repo[r] for r in repos if r in by_repo))
+    return sum(1 for d in ids if accept(d)) if filtered else len(ids)
+
+
+def since_prior_cutoff(call: Call) -> str | None:
+    """When the prior session in this worktree began; None when there is none."""
+    prior, _, _ = resolve_prior(call.core, call.session)
+    return prior.started_at if prior is not None else None
+
+
+def hit_view(core: Core, memory: Memory, score: float, terms: list[str]) -> dict[str, Any]:
+    content, cut = hit_content(memory.content, terms)
+    view: dict[str, Any] = {"id": memory.id, "content": content, "scopes": list(memory.scopes),
+                            "category": memory.category, "confidence": memory.confidence,
+                            "created": memory.created, "updated": memory.updated, "score": score}
+    if cut:
+        view["truncated"] = True
+    view.update(staleness_fields(core, memory))
+    view.update(taint_fields(memory))
+    return view
+
+
+def memory_search(call: Call, args: dict[str, Any]) -> dict[str, Any]:
+    core, tier = call.core, tier_of(call.core)
+    query = require_text("query", args["query"], MAX_QUERY_BYTES)
+    scopes = check_scope_list("scopes", args["scopes"])
+    repos = caller_repos(call, args["auto_scope"])
+    since = since_prior_cutoff(call) if args["since_prior_session"] else None
+    keep = memory_filter(call, scopes, args["category"], repos, since)
+    live = tier.live
+
+    def accept(doc_id: str) -> bool:
+        return keep(live[doc_id])
+
+    hits = tier.index.text.search(query, args["max_results"], accept)
+    filtered = bool(scopes or args["category"] or since or call.session.disabled_scopes)
+    capped = len(hits) >= args["max_results"]
+    total = count_matches(tier, query, accept, repos, filtered) if capped else len(hits)
+    terms = query_tokens(query)
+    results = [hit_view(core, live[doc_id], score, terms) for doc_id, score in hits]
+    core.record("search", call.session, query_hash=hashlib.sha256(query.encode()).hexdigest()[:16],
+                query_len=len(query), hits=len(results), total=total, ids=[r["id"] for r in results])
+    return {"results": results, "total": total, "framing": "data"}
+
+
+# -- memory_show ------------------------------------------------------------------------------------
+
+def record_view(memory: Memory) -> dict[str, Any]:
+    """Every field of the record (the file's frontmatter and its content)."""
+    view = {"id": memory.id, "content": memory.content, "scopes": list(memory.scopes),
+            "category": memory.category, "confidence": memory.confidence, "source": memory.source,
+            "created": memory.created, "updated": memory.updated, "session_id": memory.session_id,
+            "origin": dict(memory.origin), "last_verified_at": memory.last_verified_at,
+            "verified_paths": list(memory.verified_paths), "verified_commits": list(memory.verified_commits),
+            "verification_note": memory.verification_note, "tainted": memory.tainted,
+            "taint": list(memory.taint)}
+    if memory.anchor_session_id:
+        view["anchor_session_id"] = memory.anchor_session_id
+    return view
+
+
+def links_view(tier: MemoryTier, memory: Memory) -> dict[str, list[dict[str, str]]]:
+    def state(target: str) -> str:
+        return "live" if target in tier.live else "removed" if target in tier.tombstones else "missing"
+    outgoing = [{**link, "target_state": state(link["target_id"])} for link in memory.links]
+    incoming = [{"type": kind, "source_id": source}
+                for source, kind in sorted(tier.index.backlinks.get(memory.id, {}).items())]
+    return {"outgoing": outgoing, "incoming": incoming}
+
+
+def memory_show(call: Call, args: dict[str, Any]) -> dict[str, Any]:
+    core, tier = call.core, tier_of(call.core)
+    memory_id = check_id("id", args["id"])
+    memory = tier.live.get(memory_id) or tier.tombstones.get(memory_id)
+    if memory is None:
+        raise ResourceState("unknown_memory", args["id"])
+    view = {"status": "live" if memory.id in tier.live else "removed", **record_view(memory)}
+    if memory.removed_at is not None:
+        view.update(removed_at=memory.removed_at, removed_reason=memory.removed_reason)
+    else:
+        view.update(staleness_fields(core, memory))
+    view["links"] = links_view(tier, memory)
+    core.record("show", call.session, memory_id=memory.id)
+    return {**view, "framing": "data"}
+
+
+# -- paging -------------------------------------------------------------------------------------------
+
+def encode_cursor(kind: str, key: list[str]) -> str:
+    raw = json.dumps([kind, *key], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(kind: str, cursor: str | None) -> list[str] | None:
+    """The key a cursor resumes after; -32602 for a cursor this list did not hand out."""
+    if cursor is None:
+        return None
+    if len(cursor) > MAX_CURSOR_CHARS:
+        raise InvalidParams("cursor", "is not a cursor this list returned")
+    try:
+        raw = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    except (ValueError, binascii.Error) as exc:
+        raise InvalidParams("cursor", "is not a cursor this list returned") from exc
+    if not (isinstance(raw, list) and raw and raw[0] == kind and all(isinstance(x, str) for x in raw[1:])):
+        raise InvalidParams("cursor", "is not a cursor this list returned")
+    return raw[1:]
+
+
+def take_page(keys: Iterator[Any], limit: int, row: Callable[[Any], dict[str, Any] | None]
+              ) -> tuple[list[dict[str, Any]], Any]:
+    """Up to `limit` rows from `keys` (None rows are filtered out); the last key when more remain.
+
+    A page also ends early once its rows hold MAX_PAGE_BODY_BYTES of text, so it fits one frame.
+    """
+    rows: list[dict[str, Any]] = []
+    size, last = 0, None
+    for key in keys:
+        if len(rows) >= limit or size > MAX_PAGE_BODY_BYTES:
+            return rows, last
+        made = row(key)
+        if made is not None:
+            rows.append(made)
+            size += len(made.get("content", ""))
+            last = key
+    return rows, None
+
+
+def memory_list(call: Call, args: dict[str, Any]) -> dict[str, Any]:
+    tier = tier_of(call.core)
+    after = decode_cursor("m", args["cursor"])
+    scopes = check_scope_list("scopes", args["scopes"])
+    keep = memory_filter(call, scopes, args["category"])
+
+    def row(memory_id: str) -> dict[str, Any] | None:
+        m = tier.live[memory_id]
+        if not keep(m):
+            return None
+        view = {"id": m.id, "first_line": m.first_line, "scopes": list(m.scopes), "category": m.category,
+                "updated": m.updated, **taint_fields(m)}
+        if args["with_bodies"]:
+            view["content"] = m.content
+        return view
+
+    rows, last = take_page(tier.index.ids_descending(after[0] if after else None), args["limit"], row)
+    filtered = scopes or args["category"] or call.session.disabled_scopes
+    total = sum(1 for m in tier.live.values() if keep(m)) if filtered else len(tier.live)
+    result: dict[str, Any] = {"memories": rows, "total": total, "framing": "data"}
+    if last is not None:
+        result["next_cursor"] = encode_cursor("m", [last])
+    return result
+
+
+def memory_list_tombstones(call: Call, args: dict[str, Any]) -> dict[str, Any]:
+    tier = tier_of(call.core)
+    after = decode_cursor("t", args["cursor"])
+    if after is not None and len(after) != 2:
+        raise InvalidParams("cursor", "is not a cursor this list returned")
+
+    def row(key: tuple[str, str]) -> dict[str, Any]:
+        t = tier.tombstones[key[1]]
+        return {"id": t.id, "removed_at": t.removed_at, "reason": t.removed_reason, "first_line": t.first_line,
+                **taint_fields(t)}
+
+    keys = tier.tomb_index.keys_descending((after[0], after[1]) if after else None)
+    rows, last = take_page(keys, args["limit"], row)
+    result: dict[str, Any] = {"tombstones": rows, "total": len(tier.tombstones), "framing": "data"}
+    if last is not None:
+        result["next_cursor"] = encode_cursor("t", list(last))
+    return result

@@ -1,0 +1,104 @@
+"""Rollups over the whole tier: memory_scope_overview (what is stored for me) and memory_health
+(what needs curation). Both walk every live memory once; neither is on an agent's hot path.
+
+Import contract: core, eventlog (chain check), memories, memory_reads, memory_staleness.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from typing import Any
+
+from memoryd.daemon import eventlog
+from memoryd.daemon.core import Call, Core, parse_iso
+from memoryd.daemon.memory_reads import caller_repos, memory_filter
+from memoryd.daemon.memory_records import Memory
+from memoryd.daemon.memory_staleness import DAY_S, REQUIRED, assess
+from memoryd.daemon.memory_writes import tier_of
+
+HEALTH_ITEMS = 20
+NEVER_RETRIEVED_DAYS = 30
+CHAIN_TAIL_BYTES = 64 * 1024
+
+
+def memory_scope_overview(call: Call, args: dict[str, Any]) -> dict[str, Any]:
+    core, tier, session = call.core, tier_of(call.core), call.session
+    keep = memory_filter(call, None, None, caller_repos(call, args["auto_scope"]))
+    visible = [m for m in tier.live.values() if keep(m)]
+    by_scope = Counter(s for m in visible for s in m.scopes)
+    return {
+        "total": len(visible),
+        "by_scope": dict(by_scope.most_common()),
+        "by_category": dict(Counter(m.category for m in visible).most_common()),
+        "tombstones": sum(1 for t in tier.tombstones.values() if keep(t)),
+        "pending_writes": sum(1 for p in tier.pending.values() if p.session_id == session.id),
+        "disabled_scopes": sorted(session.disabled_scopes),
+        "episodes_in_worktree": sum(1 for e in core.journal.all() if e.worktree == session.worktree),
+    }
+
+
+def _capped(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"items": rows[:HEALTH_ITEMS], "total": len(rows)}
+
+
+def _brief(memory: Memory, **extra: Any) -> dict[str, Any]:
+    return {"id": memory.id, "first_line": memory.first_line, **extra}
+
+
+def chain_tail_ok(core: Core) -> bool:
+    """Verify the last ~64 KiB of the log against the running chain (cheap; `log verify` is full)."""
+    core.sync()  # appends are buffered: flush so the file's tail is what the chain says
+    files = eventlog.segments(core.log.dir)
+    if not files:
+        return core.log.seq == 0
+    with open(files[-1], "rb") as handle:
+        size = handle.seek(0, os.SEEK_END)
+        handle.seek(max(0, size - CHAIN_TAIL_BYTES))
+        lines = handle.read().split(b"\n")
+    if size > CHAIN_TAIL_BYTES:
+        lines = lines[1:]  # the first line was cut by the seek
+    prev = None
+    try:
+        for line in filter(None, lines):
+            event = json.loads(line)
+            if (prev is not None and event["prev"] != prev) or event["hash"] != eventlog.chain_hash(event["prev"], event):
+                return False
+            prev = event["hash"]
+    except (ValueError, KeyError, TypeError):
+        return False
+    return prev == core.log.last_hash
+
+
+def _curation(core: Core) -> dict[str, Any]:
+    tier, now = tier_of(core), core.clock()
+    stale, tainted, unread = [], [], []
+    for memory in tier.live.values():
+        found = assess(memory, now, tier.probe, core.config.verification_stale_days, parse_iso)
+        if found.verdict == REQUIRED:
+            stale.append(_brief(memory, age_days=found.age_days))
+        if memory.tainted:
+            tainted.append(_brief(memory, taint=list(memory.taint)))
+        old = now - parse_iso(memory.created) > NEVER_RETRIEVED_DAYS * DAY_S
+        if old and not tier.retrievals.get(memory.id):
+            unread.append(_brief(memory, created=memory.created))
+    return {"stale": _capped(stale), "tainted": _capped(tainted), "never_retrieved": _capped(unread)}
+
+
+def memory_health(call: Call, args: dict[str, Any]) -> dict[str, Any]:
+    core, tier = call.core, tier_of(call.core)
+    missing = sorted(set(tier.missing) | set(getattr(core, "missing_episodes", [])))
+    return {
+        "memories": len(tier.live),
+        **_curation(core),
+        "pending_expired": tier.pending_expired_total,
+        "episode_sessions": sum(1 for eps in core.journal.by_session.values() if eps),
+        "log": {"events": core.log.seq, "chain_ok": chain_tail_ok(core)},
+        "reaper": {"last_run": tier.reaper_last_run, "episodes_pruned": tier.episodes_pruned},
+        "bad_files": _capped(tier.bad_files + core.journal.bad_files),
+        "hand_edited": _capped([{"id": i} for i in tier.hand_edited]),
+        "unaccounted": _capped([{"id": i} for i in tier.unaccounted]),
+        "missing": _capped([{"id": i} for i in missing]),
+        "framing": "data",
+    }

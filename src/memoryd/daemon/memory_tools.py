@@ -1,0 +1,184 @@
+"""The durable tier's catalogue entries: 13 memory_* tools and episode_promote.
+
+Import contract: tool plus the tier's handler modules. Descriptions and schemas are paid for in
+every agent's context on every session, so they are terse: purpose first, then when to use it
+(and which sibling instead), then only what the schema cannot say. Rules the schema cannot
+express are enforced in the handlers with the same -32602 errors.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memoryd.daemon.memory_edits import memory_remove, memory_restore, memory_update, memory_verify
+from memoryd.daemon.memory_reads import memory_list, memory_list_tombstones, memory_search, memory_show
+from memoryd.daemon.memory_records import CATEGORIES, CONFIDENCES, SOURCES
+from memoryd.daemon.memory_rollups import memory_health, memory_scope_overview
+from memoryd.daemon.memory_writes import episode_promote, memory_write, memory_write_cancel, memory_write_confirm
+from memoryd.daemon.tool import ANY_LIST, INT, STR, Tool
+
+
+def _flag(default: bool | None = None) -> dict[str, Any]:
+    # A false default goes unsaid: it is what an absent boolean means, and every char costs context.
+    return {"type": "boolean", "default": True} if default else {"type": "boolean"}
+
+
+def _choice(values: tuple[str, ...], default: str | None = None) -> dict[str, Any]:
+    rule: dict[str, Any] = {"type": "string", "enum": list(values)}
+    if default is not None:
+        rule["default"] = default
+    return rule
+
+
+def _int(default: int, lo: int, hi: int) -> dict[str, Any]:
+    return {"type": "integer", "default": default, "minimum": lo, "maximum": hi}
+
+
+# Id and scope patterns are checked in the handlers (memory_writes.check_*), not spelled out here.
+_STR: dict[str, Any] = {"type": "string"}
+_SCOPES: dict[str, Any] = {"type": "array", "items": _STR}
+_LINKS: dict[str, Any] = {"type": "array", "items": {"type": "object"},
+                          "description": "[{type: supersedes|contradicts|extends|depends_on, target_id}]"}
+_LIMIT = _int(50, 1, 500)
+_ID_ONLY: dict[str, Any] = {"id": _STR}
+_STATUS = {"status": STR}
+
+_WRITE_PARAMS: dict[str, Any] = {
+    "content": _STR,
+    "scopes": _SCOPES,
+    "category": _choice(CATEGORIES, "fact"),
+    "confidence": _choice(CONFIDENCES, "medium"),
+    "source": _choice(SOURCES, "explicit-statement"),
+    "force": _flag(),
+    "acknowledge_credential": _flag(),
+    "acknowledge_transient": _flag(),
+    "acknowledge_scope_mismatch": _flag(),
+    "acknowledge_ungrounded": _flag(),
+    "groundedness_check": _flag(),
+    "source_transcript": _STR,
+    "links": _LINKS,
+}
+
+TOOLS = [
+    Tool(
+        name="memory_write",
+        description=(
+            "Store a durable fact, preference or decision (run state goes to episode_write). Gates may "
+            "answer instead of committing, with evidence and a hint naming the override: "
+            "credential_warning, transient_warning, scope_mismatch, ungrounded (only with "
+            "groundedness_check and source_transcript), duplicate, previously_removed. user-inference "
+            "goes pending until the user says yes (memory_write_confirm). Injection-like text is "
+            "stored but flagged tainted."
+        ),
+        params=_WRITE_PARAMS, required=("content", "scopes"),
+        returns=_STATUS, handler=memory_write,
+    ),
+    Tool(
+        name="memory_write_confirm",
+        description=(
+            "Commit your pending write once the user said yes. Gates re-run on the store as it is "
+            "now; if one fires, its status returns and the write stays pending. A promoted episode "
+            "is deleted on commit."
+        ),
+        params={"pending_id": _STR}, required=("pending_id",), returns=_STATUS, handler=memory_write_confirm,
+    ),
+    Tool(
+        name="memory_write_cancel",
+        description="Drop your pending write (the user said no); a promoted episode is kept.",
+        params={"pending_id": _STR}, required=("pending_id",), returns=_STATUS,
+        handler=memory_write_cancel, destructive=True,
+    ),
+    Tool(
+        name="memory_search",
+        description=(
+            "Ranked search of durable memories (BM25, newer first on ties), for tasks that refer to "
+            "shared or past context. auto_scope: your repo plus repo-less memories. "
+            "since_prior_session: only what changed since the prior session here began. A hit's "
+            "staleness_verdict (fresh|spot_check_recommended|spot_check_required) weighs age_days "
+            "since verified, path_drift and new commits: check before relying, then memory_verify."
+        ),
+        params={"query": _STR, "scopes": _SCOPES, "category": _choice((*CATEGORIES, "handoff")),
+                "max_results": _int(5, 1, 50), "auto_scope": _flag(True), "since_prior_session": _flag()},
+        required=("query",), returns={"results": ANY_LIST, "total": INT},
+        handler=memory_search, read_only=True,
+    ),
+    Tool(
+        name="memory_show",
+        description="One memory by id, live or removed: every field, links both ways, staleness.",
+        params=_ID_ONLY, required=("id",), returns={"id": STR},
+        handler=memory_show, read_only=True,
+    ),
+    Tool(
+        name="memory_list",
+        description=(
+            "Browse memories, newest first, as compact rows; pass next_cursor back as cursor. "
+            "To find by topic use memory_search."
+        ),
+        params={"scopes": _SCOPES, "category": _choice((*CATEGORIES, "handoff")), "limit": _LIMIT,
+                "cursor": _STR, "with_bodies": _flag()},
+        required=(), returns={"memories": ANY_LIST, "total": INT},
+        handler=memory_list, read_only=True,
+    ),
+    Tool(
+        name="memory_update",
+        description=(
+            "Edit a memory in place (rather than writing a near-duplicate); scopes and links replace. "
+            "New content re-runs the credential and transient gates and resets verification. "
+            "expected_updated makes it compare-and-set: status stale on mismatch, nothing changed."
+        ),
+        params={"id": _STR, "content": _STR, "scopes": _SCOPES, "confidence": _choice(CONFIDENCES),
+                "category": _choice(CATEGORIES), "links": _LINKS, "expected_updated": _STR,
+                "acknowledge_transient": _flag(), "acknowledge_credential": _flag()},
+        required=("id",), returns=_STATUS, handler=memory_update,
+    ),
+    Tool(
+        name="memory_remove",
+        description="Move a wrong or obsolete memory to a tombstone with a reason (memory_restore undoes).",
+        params={"id": _STR, "reason": _STR}, required=("id", "reason"), returns=_STATUS,
+        handler=memory_remove, destructive=True, idempotent=True,
+    ),
+    Tool(
+        name="memory_restore",
+        description="Bring a removed memory back, unless a live one now says the same (status duplicate).",
+        params=_ID_ONLY, required=("id",), returns=_STATUS, handler=memory_restore,
+    ),
+    Tool(
+        name="memory_list_tombstones",
+        description="Removed memories with reasons, latest first; paged by cursor.",
+        params={"limit": _LIMIT, "cursor": _STR}, required=(),
+        returns={"tombstones": ANY_LIST, "total": INT}, handler=memory_list_tombstones, read_only=True,
+    ),
+    Tool(
+        name="memory_verify",
+        description="Record that a memory still holds (optionally the paths or commits checked); "
+                    "its staleness clock restarts.",
+        params={"id": _STR, "note": _STR, "verified_paths": _SCOPES, "verified_commits": _SCOPES},
+        required=("id",), returns=_STATUS, handler=memory_verify,
+    ),
+    Tool(
+        name="memory_scope_overview",
+        description="Counts of what is stored for you: by scope, by category, tombstones, pending "
+                    "writes, episodes here.",
+        params={"auto_scope": _flag(True)}, required=(), returns={"total": INT},
+        handler=memory_scope_overview, read_only=True,
+    ),
+    Tool(
+        name="memory_health",
+        description="Curation rollup: stale, tainted, never-retrieved memories; log chain; reaper; "
+                    "bad, hand-edited, unaccounted, missing files.",
+        params={}, required=(), returns={"memories": INT},
+        handler=memory_health, read_only=True,
+    ),
+    Tool(
+        name="episode_promote",
+        description=(
+            "Make an episode's takeaway (or body, use_body=true; needed without a takeaway) a durable "
+            "memory through memory_write's gates. committed deletes the episode; pending holds it "
+            "until confirm deletes it (cancel keeps it); other statuses leave it for a retry."
+        ),
+        params={"episode_id": _STR, "scopes": _SCOPES, "category": _choice(CATEGORIES, "fact"),
+                "confidence": _choice(CONFIDENCES, "medium"), "source": _choice(SOURCES, "explicit-statement"),
+                "use_body": _flag()},
+        required=("episode_id", "scopes"), returns=_STATUS, handler=episode_promote,
+    ),
+]
