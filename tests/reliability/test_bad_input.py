@@ -52,8 +52,16 @@ class Wire:
         self.last_id = 0
 
     def close(self) -> None:
-        self.sock.close(linger=0)
-        self.ctx.term()
+        self.ctx.destroy(linger=0)  # closes the socket too: a bare term() would wait for it forever
+
+    def remember_counts(self) -> None:
+        self.before, _ = self.status_after()
+
+    def assert_nothing_written(self) -> None:
+        after, _ = self.status_after()
+        assert after["pid"] == self.before["pid"], "the daemon was replaced"
+        assert after["counts"]["events"] == self.before["counts"]["events"], "bad input wrote an event"
+        assert after["counts"]["episodes"] == self.before["counts"]["episodes"]
 
     def request(self, op: str, args: dict[str, Any], timeout_s: float = 5) -> dict[str, Any] | None:
         self.last_id += 1
@@ -102,23 +110,24 @@ class Wire:
 
 @pytest.fixture
 def wire(served: Env) -> Any:
+    """A raw connection that never says hello: nothing it sends may write anything."""
     w = Wire(served)
-    before, _ = w.status_after()
-    yield w
-    after, _ = w.status_after()
-    assert after["pid"] == before["pid"], "the daemon was replaced"
-    assert after["counts"]["events"] == before["counts"]["events"], "garbage wrote an event"
-    assert after["counts"]["episodes"] == before["counts"]["episodes"]
-    w.close()
+    try:
+        w.remember_counts()
+        yield w
+        w.assert_nothing_written()
+    finally:
+        w.close()
 
 
 def not_one(value: Any) -> bool:
     return not (value == 1 and type(value) in (int, float, bool))
 
 
-JUNK = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=40),
-                 st.binary(max_size=40), st.lists(st.integers(), max_size=4),
-                 st.dictionaries(st.text(max_size=8), st.integers(), max_size=4))
+INT64 = st.integers(min_value=-(2 ** 63), max_value=2 ** 63 - 1)
+JUNK = st.one_of(st.none(), st.booleans(), INT64, st.floats(allow_nan=False), st.text(max_size=40),
+                 st.binary(max_size=40), st.lists(INT64, max_size=4),
+                 st.dictionaries(st.text(max_size=8), INT64, max_size=4))
 BAD_FIELDS = {
     "v": JUNK.filter(not_one),
     "op": st.one_of(JUNK.filter(lambda v: v not in OPS if isinstance(v, str) else True)),
@@ -170,7 +179,7 @@ def test_requests_with_a_wrong_field_type_get_bad_request_naming_their_id(wire: 
 
 def test_requests_without_a_usable_id_are_dropped(wire: Wire) -> None:
     ids = st.one_of(st.none(), st.booleans(), st.floats(), st.text(max_size=10), st.binary(max_size=5),
-                    st.lists(st.integers(), max_size=3))
+                    st.lists(INT64, max_size=3))
 
     @FUZZ
     @given(ids, st.booleans())
@@ -225,28 +234,30 @@ def test_multipart_and_empty_frames_are_dropped(wire: Wire) -> None:
     fuzz()
 
 
-def test_a_call_before_hello_is_a_bad_request(wire: Wire) -> None:
+def test_a_call_before_hello_is_refused_as_a_bad_request(wire: Wire) -> None:
     reply = wire.request("call", {"tool": "episode_write", "arguments": {"body": "x"}})
     assert reply is not None and reply["ok"] is False
-    assert reply["error"]["kind"] == "bad_request"
+    assert reply["error"]["code"] == INVALID_REQUEST
+    assert reply["error"]["kind"] in ("bad_request", "unknown_connection")
 
 
 # -- calls with wrong-typed fields, from a connection that said hello -----------------------------
 
 @pytest.fixture
 def hello_wire(served: Env) -> Any:
+    """A raw connection with a session; each test checks its refused calls wrote nothing."""
     w = Wire(served)
-    reply = w.request("hello", {"protocol": 1, "client_version": "fuzz", "identity": {"worktree": "/w/fuzz"}})
-    assert reply is not None and reply["ok"], reply
-    before, _ = w.status_after()
-    yield w
-    after, _ = w.status_after()
-    assert after["pid"] == before["pid"], "the daemon was replaced"
-    assert after["counts"]["events"] == before["counts"]["events"], "a refused call wrote an event"
-    w.close()
+    try:
+        reply = w.request("hello", {"protocol": 1, "client_version": "fuzz", "identity": {"worktree": "/w/fuzz"}})
+        assert reply is not None and reply["ok"], reply
+        w.remember_counts()
+        yield w
+    finally:
+        w.close()
 
 
-UNHASHABLE = "server.op_call looks the tool up with TOOLS.get(tool): an unhashable tool raises TypeError → internal_error"
+UNHASHABLE = ("server.op_call looks the tool up with TOOLS.get(tool): an unhashable tool raises TypeError "
+              "→ internal_error (and a logged traceback) instead of bad_request")
 
 
 @pytest.mark.parametrize("tool", [
@@ -259,6 +270,7 @@ def test_a_call_naming_no_valid_tool_is_a_typed_error(hello_wire: Wire, tool: An
     assert reply is not None and reply["ok"] is False
     assert reply["error"]["code"] == INVALID_REQUEST, reply["error"]
     assert reply["error"]["kind"] in ("bad_request", "unknown_tool")
+    hello_wire.assert_nothing_written()
 
 
 FALSY = "server.op_call reads `args.get('arguments') or {}`: a falsy non-map runs the tool with no arguments"
@@ -275,6 +287,7 @@ def test_call_arguments_of_the_wrong_shape_are_invalid_params(hello_wire: Wire, 
     reply = hello_wire.request("call", {"tool": "episode_handoff", "arguments": arguments})
     assert reply is not None and reply["ok"] is False, reply
     assert reply["error"]["code"] == INVALID_PARAMS, reply["error"]
+    hello_wire.assert_nothing_written()
 
 
 def test_fuzzed_tool_arguments_are_refused_with_invalid_params(hello_wire: Wire) -> None:
@@ -290,6 +303,7 @@ def test_fuzzed_tool_arguments_are_refused_with_invalid_params(hello_wire: Wire)
         assert reply["error"]["code"] == INVALID_PARAMS, reply["error"]
 
     fuzz()
+    hello_wire.assert_nothing_written()
 
 
 def test_infinite_wait_timeouts_are_invalid_params(hello_wire: Wire) -> None:
@@ -298,6 +312,7 @@ def test_infinite_wait_timeouts_are_invalid_params(hello_wire: Wire) -> None:
                                             "arguments": {"swarm_id": "s", "wait_for": 1, "timeout_s": timeout}})
         assert reply is not None and reply["ok"] is False
         assert reply["error"]["code"] == INVALID_PARAMS and reply["error"]["data"]["param"] == "timeout_s"
+    hello_wire.assert_nothing_written()
 
 
 @pytest.mark.xfail(strict=True, reason=(
@@ -346,30 +361,36 @@ class RawBridge:
     def send(self, message: Any) -> None:
         self.send_line(json.dumps(message).encode())
 
-    def replies_until_ping(self, timeout_s: float = 20) -> list[dict[str, Any]]:
-        """Send a ping behind what was sent; return every other reply, each a whole JSON-RPC line."""
+    def replies_until_ping(self, also: tuple[Any, ...] = (), timeout_s: float = 20) -> list[dict[str, Any]]:
+        """Send a ping behind what was sent; return every other reply, each a whole JSON-RPC line.
+
+        The bridge answers ping itself, so replies the daemon gives (tools/call) may come after
+        it: `also` names the ids to wait for as well."""
         self.ping_id += 1
         ping_id = f"ping-{self.ping_id}"
         self.send({"jsonrpc": "2.0", "id": ping_id, "method": "ping"})
-        others = []
+        others: list[dict[str, Any]] = []
+        pinged = False
         deadline = time.monotonic() + timeout_s
-        while True:
+        while not pinged or not set(also) <= {r.get("id") for r in others}:
             try:
                 line = self.lines.get(timeout=max(0.01, deadline - time.monotonic()))
             except queue.Empty:
-                raise AssertionError("the bridge stopped answering ping") from None
+                raise AssertionError(f"the bridge stopped answering (got {others})") from None
             if not line:
                 raise AssertionError(f"the bridge exited ({self.proc.wait()}): {open(self.err_path).read()[-2000:]}")
             reply = json.loads(line)
             assert reply.get("jsonrpc") == "2.0" and ("result" in reply) != ("error" in reply), reply
             if reply.get("id") == ping_id:
                 assert reply["result"] == {}
-                return others
-            others.append(reply)
+                pinged = True
+            else:
+                others.append(reply)
+        return others
 
-    def errors_for(self, raw: bytes) -> list[dict[str, Any]]:
+    def errors_for(self, raw: bytes, also: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
         self.send_line(raw)
-        return self.replies_until_ping()
+        return self.replies_until_ping(also)
 
     def initialize(self) -> None:
         self.send({"jsonrpc": "2.0", "id": "init", "method": "initialize",
@@ -441,11 +462,14 @@ def test_tools_call_with_bad_arguments_or_unknown_tools_gets_invalid_params(brid
         [1, 2],
     ]
     for i, p in enumerate(params):
-        replies = bridge.errors_for(json.dumps({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": p}).encode())
+        message = {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": p}
+        replies = bridge.errors_for(json.dumps(message).encode(), also=(i,))
         assert error_codes(replies) == [(i, INVALID_PARAMS)], p
 
 
-JSON_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False, allow_infinity=False),
+# Known bridge crashes (integers beyond 64 bits, lone surrogates) have their own xfail tests below;
+# the fuzz stays inside what the bridge survives so that it guards against new failures.
+JSON_SCALARS = st.one_of(st.none(), st.booleans(), INT64, st.floats(allow_nan=False, allow_infinity=False),
                          st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=20))
 JSON_VALUES = st.recursive(JSON_SCALARS, lambda inner: st.one_of(
     st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=10), inner, max_size=4)), max_leaves=12)
@@ -508,5 +532,17 @@ def test_a_lone_surrogate_in_tool_arguments_is_answered_and_does_not_kill_the_br
     bridge.initialize()
     bridge.send_line(b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": '
                      b'{"name": "episode_write", "arguments": {"body": "half an emoji \\ud83d"}}}')
-    replies = bridge.replies_until_ping()
+    replies = bridge.replies_until_ping(also=(1,))
     assert [r["id"] for r in replies] == [1]
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "bridge.forward hands the agent's arguments to msgpack unchecked: an integer beyond 64 bits "
+    "raises OverflowError in Connection.send and kills the bridge"))
+def test_an_integer_beyond_64_bits_in_tool_arguments_is_invalid_params(served: Env) -> None:
+    bridge = RawBridge(served)
+    bridge.initialize()
+    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+               "params": {"name": "episode_search", "arguments": {"max_results": 10 ** 30}}}
+    replies = bridge.errors_for(json.dumps(message).encode(), also=(1,))
+    assert error_codes(replies) == [(1, INVALID_PARAMS)]

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import queue
+import subprocess
+import sys
 import threading
 from typing import Any
 
@@ -99,6 +102,10 @@ def test_one_bridge_with_many_calls_in_flight_answers_each_caller_with_its_own_r
     async def main() -> None:
         with anyio.fail_after(WAIT_S):
             async with env.session(MEMORYD_WORKTREE="/w/busy") as s:
+                # The SDK lists tools before validating its first result; list them up front so
+                # no tools/list overlaps the burst (that case is the xfail test below).
+                await s.list_tools()
+
                 async def one(i: int) -> None:
                     replies[i] = await call(s, "episode_write", body=f"in flight {i}", takeaway=f"t{i}")
 
@@ -115,3 +122,46 @@ def test_one_bridge_with_many_calls_in_flight_answers_each_caller_with_its_own_r
         assert len({r["session_id"] for r in replies.values()}) == 1
 
     anyio.run(main)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "bridge.fetch_tools answers tools/list with the blocking Connection.call, whose wait_reply "
+    "discards every other reply on the shared socket: calls in flight lose their answers, hit the "
+    "10 s deadline and are only answered after a reconnect and resend"))
+def test_a_tools_list_among_calls_in_flight_does_not_lose_their_replies(served: Env) -> None:
+    env = served
+    bridge = subprocess.Popen([sys.executable, "-m", "memoryd", "mcp"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              env=env.environ(MEMORYD_WORKTREE="/w/list"), cwd=str(env.base),
+                              start_new_session=True)
+    env.procs.append(bridge)
+    assert bridge.stdin is not None and bridge.stdout is not None
+    lines: queue.Queue[bytes] = queue.Queue()
+
+    def pump() -> None:
+        for line in bridge.stdout:  # type: ignore[union-attr]
+            lines.put(line)
+
+    threading.Thread(target=pump, daemon=True).start()
+
+    def send(message: dict[str, Any]) -> None:
+        bridge.stdin.write(json.dumps(message).encode() + b"\n")  # type: ignore[union-attr]
+        bridge.stdin.flush()  # type: ignore[union-attr]
+
+    send({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+    assert json.loads(lines.get(timeout=30))["id"] == "init"
+    burst = [{"jsonrpc": "2.0", "id": i, "method": "tools/call",
+              "params": {"name": "episode_write", "arguments": {"body": f"call {i}"}}} for i in range(30)]
+    burst.append({"jsonrpc": "2.0", "id": "list", "method": "tools/list"})
+    bridge.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in burst))
+    bridge.stdin.flush()
+    answered = {json.loads(lines.get(timeout=30))["id"] for _ in burst}
+    assert answered == {m["id"] for m in burst}
+    bridge.stdin.close()
+    bridge.wait(timeout=10)
+    events = []
+    for segment in sorted((env.home / "events").glob("*.jsonl")):
+        events += [json.loads(line) for line in segment.read_text().splitlines()]
+    # Every answer came on the first try: the bridge never had to give up, reconnect and resend.
+    assert [e for e in events if e["kind"] == "session_attach"] == []
