@@ -26,26 +26,23 @@ def _client_call(op: str, args: dict[str, Any] | None = None, timeout_s: float =
 
 def cmd_serve(ns: argparse.Namespace) -> int:
     import logging
-    import os
 
     from memoryd.daemon import lifecycle
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    if ns.detach and os.getsid(0) != os.getpid():
+    if ns.detach:
         return _detach_and_wait()
     return lifecycle.run()
 
 
 def _detach_and_wait() -> int:
-    """Started from a terminal: spawn the daemon in a new session and return once it answers."""
+    """Spawn the daemon in the background and return once it answers."""
     from memoryd import paths
     from memoryd.client import spawn
 
-    ok = spawn.ensure_daemon(paths.endpoint())
-    status = spawn.read_status() or {}
-    print(f"memoryd: {'running' if ok else 'failed to start'} (pid {status.get('pid')}); log: "
-          f"{paths.daemon_log_file()}", file=sys.stderr)
+    ok, message = spawn.detach(paths.endpoint())
+    print(f"memoryd: {message}; log: {paths.daemon_log_file()}", file=sys.stderr)
     return 0 if ok else 1
 
 

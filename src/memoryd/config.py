@@ -17,7 +17,7 @@ class ConfigError(ValueError):
 class Config:
     episode_ttl_days: int = 30
     pending_ttl_seconds: int = 3600
-    heartbeat_seconds: float = 5
+    heartbeat_seconds: float = 5.0
     verification_stale_days: int = 30
     require_write_confirmation: bool = False
     max_content_bytes: int = 1_000_000

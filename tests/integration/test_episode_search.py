@@ -166,9 +166,6 @@ def test_since_accepts_relative_spans_and_iso_times(served: Env) -> None:
     anyio.run(second)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "episode_tools.since_cutoff → core.iso: a cutoff before year 1000 is not zero-padded "
-    "('999-01-01…'), and the string comparison with '2026-…' then excludes every episode"))
 def test_since_far_in_the_past_matches_every_episode(served: Env) -> None:
     env = served
 

@@ -414,9 +414,6 @@ def test_a_planted_episode_older_than_the_log_is_untracked(served: Env) -> None:
     anyio.run(after)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "journal.from_meta rejects `created` written as a bare YAML timestamp (the form storage.md §2 "
-    "shows): safe_load yields a datetime, the file lands in bad_files and never surfaces as unaccounted"))
 def test_a_planted_episode_with_a_bare_yaml_timestamp_still_surfaces_as_unaccounted(served: Env) -> None:
     env = served
 

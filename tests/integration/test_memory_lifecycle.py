@@ -305,3 +305,36 @@ def test_health_counts_log_events_and_stays_cheap_on_an_empty_store(env: Env) ->
             assert health["memories"] == 0 and health["log"]["events"] >= 2 and health["log"]["chain_ok"]
             assert health["stale"] == {"items": [], "total": 0} and health["reaper"]["episodes_pruned"] == 0
     anyio.run(main)
+
+
+def test_a_restart_reads_the_parse_cache_but_a_file_changed_since_wins(env: Env) -> None:
+    serve(env)
+
+    async def first() -> list[dict[str, Any]]:
+        async with env.session(**WT) as s:
+            return [await write(s, fact) for fact in FACTS[:3]]
+
+    written = anyio.run(first)
+    assert env.memoryd("stop").returncode == 0
+    cache = env.home / "state" / "memories.cache"
+    assert cache.stat().st_size > 0
+    path = env.home / "memories" / f"{written[0]['id']}.md"
+    time.sleep(0.01)  # a distinct mtime even on coarse-grained filesystems
+    path.write_text(path.read_text().replace("alpha", "ALPHA"))
+    serve(env)
+
+    async def second() -> None:
+        async with env.session(**WT) as s:
+            assert (await call(s, "memory_show", id=written[0]["id"]))["content"].startswith("Service ALPHA")
+            assert (await call(s, "memory_show", id=written[1]["id"]))["content"] == FACTS[1]
+            health = await call(s, "memory_health")
+            assert health["hand_edited"]["items"] == [{"id": written[0]["id"]}] and health["bad_files"]["total"] == 0
+    anyio.run(second)
+    assert env.memoryd("stop").returncode == 0
+    cache.write_bytes(b"\x93garbage that is not a cache")
+    serve(env)
+
+    async def third() -> None:
+        async with env.session(**WT) as s:
+            assert (await call(s, "memory_list"))["total"] == 3
+    anyio.run(third)

@@ -102,8 +102,8 @@ def test_one_bridge_with_many_calls_in_flight_answers_each_caller_with_its_own_r
     async def main() -> None:
         with anyio.fail_after(WAIT_S):
             async with env.session(MEMORYD_WORKTREE="/w/busy") as s:
-                # The SDK lists tools before validating its first result; list them up front so
-                # no tools/list overlaps the burst (that case is the xfail test below).
+                # The SDK lists tools before validating its first result; listing them up front
+                # keeps this test about calls (tools/list among calls has its own test below).
                 await s.list_tools()
 
                 async def one(i: int) -> None:
@@ -124,10 +124,6 @@ def test_one_bridge_with_many_calls_in_flight_answers_each_caller_with_its_own_r
     anyio.run(main)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bridge.fetch_tools answers tools/list with the blocking Connection.call, whose wait_reply "
-    "discards every other reply on the shared socket: calls in flight lose their answers, hit the "
-    "10 s deadline and are only answered after a reconnect and resend"))
 def test_a_tools_list_among_calls_in_flight_does_not_lose_their_replies(served: Env) -> None:
     env = served
     bridge = subprocess.Popen([sys.executable, "-m", "memoryd", "mcp"], stdin=subprocess.PIPE,

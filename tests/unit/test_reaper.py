@@ -57,6 +57,7 @@ def test_episode_ttl_deletes_the_folder_one_second_after_30_days(core: Core, clo
     assert folder.is_dir()
     clock.now = T0 + 30 * DAY + 1
     pruned = reaper.episode_ttl_pass(core, clock.now)
+    core.sync()
     assert [p["session"] for p in pruned] == [sid]
     assert eid not in core.journal.by_id and not folder.exists()
     assert core.reaper_stats["episodes_pruned"] == 1

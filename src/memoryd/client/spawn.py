@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from memoryd import PROTOCOL, paths
@@ -29,6 +30,7 @@ def read_status() -> dict[str, Any] | None:
 
 
 def pid_alive(pid: Any) -> bool:
+    """True for a running process; a zombie (exited, not yet reaped) counts as gone."""
     if not isinstance(pid, int) or pid <= 0:
         return False
     try:
@@ -37,7 +39,11 @@ def pid_alive(pid: Any) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True  # no procfs (macOS): trust kill(0)
+    return state != "Z"
 
 
 def ping(endpoint: str, timeout_s: float = PING_TIMEOUT_S) -> dict[str, Any] | None:
@@ -68,19 +74,36 @@ def daemon_running(endpoint: str) -> bool:
     return ping(endpoint) is not None
 
 
-def spawn_daemon() -> None:
-    """Start `memoryd serve --detach` in a new session: an MCP host kills the bridge's whole
-    process group on exit, and the daemon must outlive it."""
+def spawn(args: list[str]) -> subprocess.Popen[bytes]:
+    """Start `memoryd <args>` in a new session (an MCP host kills the bridge's whole process
+    group on exit, and the daemon must outlive it), output to the daemon log."""
     log_file = paths.daemon_log_file()
     paths.ensure_private_dir(log_file.parent)
     fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
-        subprocess.Popen(
-            [sys.executable, "-m", "memoryd", "serve", "--detach"],
-            stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, start_new_session=True, close_fds=True,
-        )
+        return subprocess.Popen([sys.executable, "-m", "memoryd", *args], stdin=subprocess.DEVNULL,
+                                stdout=fd, stderr=fd, start_new_session=True, close_fds=True)
     finally:
         os.close(fd)
+
+
+def detach(endpoint: str, wait_s: float = SPAWN_WAIT_S) -> tuple[bool, str]:
+    """`serve --detach`: start the daemon as a grandchild and return once it answers.
+
+    The daemon is spawned by this short-lived process, which then exits, so the daemon is
+    re-parented to init and never lingers as a zombie child of a long-lived bridge.
+    """
+    if daemon_running(endpoint):
+        return True, f"already running (pid {(read_status() or {}).get('pid')})"
+    child = spawn(["serve"])
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        if daemon_running(endpoint):
+            return True, f"running (pid {(read_status() or {}).get('pid')})"
+        if child.poll() is not None and not daemon_running(endpoint):
+            return False, f"the daemon exited with {child.returncode} (see {paths.daemon_log_file()})"
+        time.sleep(0.02)
+    return False, f"the daemon did not answer within {wait_s:g} s"
 
 
 def ensure_daemon(endpoint: str, wait_s: float = SPAWN_WAIT_S) -> bool:
@@ -93,13 +116,13 @@ def ensure_daemon(endpoint: str, wait_s: float = SPAWN_WAIT_S) -> bool:
         fcntl.flock(lock, fcntl.LOCK_EX)  # the winner spawns; the others wait here, then see it running
         if daemon_running(endpoint):
             return True
-        spawn_daemon()
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            if daemon_running(endpoint):
-                return True
-            time.sleep(0.02)
-    return False
+        launcher = spawn(["serve", "--detach"])
+        try:
+            launcher.wait(timeout=wait_s + 1)  # it returns once the daemon answers (or gave up)
+        except subprocess.TimeoutExpired:
+            launcher.kill()
+            launcher.wait()
+        return daemon_running(endpoint)
 
 
-__all__ = ["PROTOCOL", "daemon_running", "ensure_daemon", "ping", "read_status", "spawn_daemon"]
+__all__ = ["PROTOCOL", "daemon_running", "detach", "ensure_daemon", "ping", "read_status", "spawn"]

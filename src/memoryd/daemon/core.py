@@ -31,8 +31,11 @@ MAX_APPLIED_REQS = 50_000
 
 def iso(t: float) -> str:
     """ISO-8601 UTC with milliseconds and `Z`."""
-    whole = int(t)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + f".{int((t - whole) * 1000):03d}Z"
+    whole = int(t // 1)
+    tm = time.gmtime(whole)
+    # Zero-padded by hand: strftime's %Y gives "999" for year 999, which breaks string ordering.
+    return (f"{tm.tm_year:04d}-{tm.tm_mon:02d}-{tm.tm_mday:02d}T{tm.tm_hour:02d}:{tm.tm_min:02d}:"
+            f"{tm.tm_sec:02d}.{min(999, int((t - whole) * 1000)):03d}Z")
 
 
 def parse_iso(ts: str) -> float:
@@ -68,6 +71,7 @@ class Core:
         self.logged_episodes: set[str] = set()      # ids an episode_write event names
         self.removed_episodes: set[str] = set()     # ids deleted by promote or prune
         self.applied_reqs: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self.last_run_ids: set[str] = set()   # record ids named since the last daemon_start
         self.suspended: dict[str, float] = {}  # session id -> reattach deadline after a restart
         self.next_ttl_check = 0.0             # the reaper's next episode-TTL pass (epoch s)
         self.reaper_stats: dict[str, Any] = {"last_run": None, "episodes_pruned": 0}
@@ -92,8 +96,9 @@ class Core:
 
     def sync(self) -> None:
         """Make every file and event of this pass durable (one round of fsyncs: group commit)."""
-        self.files.sync()
+        self.files.flush()
         self.log.sync()
+        self.files.publish()
 
     def apply(self, event: dict[str, Any]) -> None:
         handler = _APPLIERS.get(event["kind"])
@@ -129,12 +134,12 @@ class Core:
         """Recovery at start: temp files, torn log tail, replay, reconcile files (storage.md §4)."""
         for sub in ("memories", "tombstones", "episodes", "events", "state"):
             (self.root / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
-        temp_removed = self.files.remove_temp_files()
-        torn = self.log.replay(self.apply)
+        torn = self.log.replay(self._replay)
+        temp_files = self.files.recover_temp_files(self.last_run_ids)
         self.journal.load()
         for extension in self.extensions:
             extension.load()
-        report = {"temp_files_removed": temp_removed, "torn_bytes_truncated": torn,
+        report = {**temp_files, "torn_bytes_truncated": torn,
                   **self._reconcile_episodes()}
         for extension in self.extensions:
             report.update(extension.reconcile())
@@ -143,6 +148,17 @@ class Core:
         self.record("recovery", **report)
         self.sync()
         return report
+
+    def _replay(self, event: dict[str, Any]) -> None:
+        """Apply a logged event, remembering the record ids the last run's events name."""
+        if event["kind"] == "daemon_start":
+            self.last_run_ids = set()
+        else:
+            self.last_run_ids.update(v for v in event.values() if store.is_ulid(v))
+            for value in event.values():
+                if isinstance(value, list):
+                    self.last_run_ids.update(v for v in value if store.is_ulid(v))
+        self.apply(event)
 
     def _reconcile_episodes(self) -> dict[str, Any]:
         counts = {"local": 0, "untracked": 0, "unaccounted": 0}

@@ -42,11 +42,11 @@ def since_cutoff(value: str, now: float) -> str:
     from memoryd.daemon.core import iso
 
     span = _SPAN.match(value.strip())
-    if span:
-        return iso(now - int(span.group(1)) * _SPAN_S[span.group(2)])
     try:
+        if span:
+            return iso(now - int(span.group(1)) * _SPAN_S[span.group(2)])
         return iso(parse_iso(value.strip()))
-    except ValueError as exc:
+    except (ValueError, OverflowError, OSError) as exc:
         raise InvalidParams("since", "must be an ISO-8601 UTC timestamp or a span like 30m, 24h, 7d") from exc
 
 

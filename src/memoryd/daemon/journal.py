@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -99,15 +100,23 @@ def from_meta(meta: dict[str, Any], body: str, session_id: str, path: Path) -> E
     episode_id = meta["id"]
     if not store.is_ulid(episode_id) or path.stem != episode_id:
         raise ValueError("id does not match the file name")
-    created = meta["created"]
-    if not isinstance(created, str):
-        raise ValueError("created is not a timestamp string")
+    created = timestamp_text(meta["created"])
     return Episode(
         id=episode_id, session_id=session_id, created=created,
         takeaway=meta.get("takeaway"), first_line=first_line(body),
         scopes=tuple(meta.get("scopes") or ()), swarm_id=meta.get("swarm_id"),
         worktree=meta.get("worktree"), path=path,
     )
+
+
+def timestamp_text(value: Any) -> str:
+    """A frontmatter timestamp as ISO text: hand-written files may hold a bare YAML timestamp."""
+    if isinstance(value, datetime):
+        utc = value.astimezone(timezone.utc) if value.tzinfo else value
+        return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+    if isinstance(value, str):
+        return value
+    raise ValueError("created is not a timestamp")
 
 
 def to_meta(episode: Episode, session_id: str) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from typing import Any
 
 from ulid import ULID
 
-from memoryd.daemon import memory_recovery, store
+from memoryd.daemon import memory_cache, memory_recovery, store
 from memoryd.daemon.core import Core
 from memoryd.daemon.gates import find_credentials, scan_taint
 from memoryd.daemon.memory_index import LiveIndex, TombIndex, project_scope_name
@@ -51,6 +51,12 @@ class MemoryTier:
         self.live_dir = core.root / "memories"
         self.tomb_dir = core.root / "tombstones"
         self.snapshot_path = core.root / "state" / PENDING_SNAPSHOT
+        self.cache_path = core.root / "state" / memory_cache.CACHE_NAME
+        self.file_sha: dict[str, str] = {}          # id -> sha256 of its file, where not the logged one
+        self.file_stat: dict[str, tuple[int, int]] = {}  # memory id -> (size, mtime_ns) when written
+        self._unstatted: set[str] = set()           # written this pass: stat them once renamed
+        self.cache_stale = False                    # a record file changed since the cache was written
+        self.loaded = False                         # replay is over: events now are live ones
         self.live: dict[str, Memory] = {}
         self.tombstones: dict[str, Memory] = {}
         self.index = LiveIndex()
@@ -129,19 +135,42 @@ class MemoryTier:
         assert store.is_ulid(memory_id)
         return self.tomb_dir / f"{memory_id}.md"
 
-    def _write(self, path: Path, data: bytes) -> str:
+    def _write(self, path: Path, data: bytes, memory_id: str | None = None) -> str:
         """Stage `data` for `path` (durable at the pass's group commit); returns its sha256."""
         self._moves = [(new, old) for new, old in self._moves if old != path]  # `path` is current again
         self.core.files.write_file(path, data)
-        return sha256_hex(data)
+        sha = sha256_hex(data)
+        if memory_id is not None:  # the caller logs `sha`, so logged_sha will describe the file
+            self.file_sha.pop(memory_id, None)
+            self.file_stat.pop(memory_id, None)
+            self._unstatted.add(memory_id)
+            self.cache_stale = True
+        return sha
 
     def delete_when_durable(self, old: Path, replacement: Path) -> None:
         """Delete `old` once `replacement` is on disk. Writes are staged until the pass's sync but
         unlinks are immediate, so deleting first could lose both to a crash (SIGKILL) in between."""
         self._moves.append((replacement, old))
 
+    def sha_on_disk(self, memory_id: str) -> str | None:
+        """The sha256 of the record's file as it is now (hand edits included)."""
+        return self.file_sha.get(memory_id) or self.logged_sha.get(memory_id)
+
+    def after_sync(self) -> None:
+        """Run after each pass's group commit: note the files just renamed into place, then carry
+        out the deletions whose replacement reached disk."""
+        for memory_id in self._unstatted:
+            path = self.tomb_path(memory_id) if memory_id in self.tombstones else self.live_path(memory_id)
+            try:
+                stat = path.stat()
+            except OSError:
+                continue
+            self.file_stat[memory_id] = (stat.st_size, stat.st_mtime_ns)
+        self._unstatted.clear()
+        self.settle_moves()
+
     def settle_moves(self) -> None:
-        """Carry out the deletions whose replacement reached disk (run after each pass's sync)."""
+        """Carry out the deletions whose replacement reached disk."""
         waiting = []
         for replacement, old in self._moves:
             if replacement.exists():
@@ -154,14 +183,14 @@ class MemoryTier:
 
     def commit(self, memory: Memory) -> str:
         """Write a new live memory's file and index it; returns the file's sha256."""
-        sha = self._write(self.live_path(memory.id), render_memory(memory))
+        sha = self._write(self.live_path(memory.id), render_memory(memory), memory.id)
         self.live[memory.id] = memory
         self.index.add(memory)
         return sha
 
     def rewrite(self, old: Memory, new: Memory) -> str:
         """Replace a live memory (update, verify); rendered first so a refusal changes nothing."""
-        sha = self._write(self.live_path(new.id), render_memory(new))
+        sha = self._write(self.live_path(new.id), render_memory(new), new.id)
         self.index.remove(old)
         self.live[new.id] = new
         self.index.add(new)
@@ -170,7 +199,7 @@ class MemoryTier:
     def bury(self, memory: Memory, reason: str) -> str:
         """Move a live memory to a tombstone; the live file goes once the tombstone is on disk."""
         tomb = replace(memory, removed_at=self.core.now(), removed_reason=reason)
-        sha = self._write(self.tomb_path(memory.id), render_memory(tomb))
+        sha = self._write(self.tomb_path(memory.id), render_memory(tomb), memory.id)
         self.delete_when_durable(self.live_path(memory.id), self.tomb_path(memory.id))
         self.index.remove(memory)
         del self.live[memory.id]
@@ -181,7 +210,7 @@ class MemoryTier:
     def unbury(self, tomb: Memory) -> tuple[Memory, str]:
         """Bring a tombstone back to life; the tombstone goes once the live file is on disk."""
         memory = replace(tomb, removed_at=None, removed_reason=None, updated=self.next_updated(tomb.updated))
-        sha = self._write(self.live_path(memory.id), render_memory(memory))
+        sha = self._write(self.live_path(memory.id), render_memory(memory), memory.id)
         self.delete_when_durable(self.tomb_path(memory.id), self.live_path(memory.id))
         self.tomb_index.remove(tomb)
         del self.tombstones[memory.id]
@@ -258,9 +287,9 @@ class MemoryTier:
     def pending_pass(self, now: float) -> list[str]:
         """Expire pending writes past their TTL, logging each; a promote's source episode is kept.
 
-        The reaper runs this after every pass's sync, so it also settles the deferred deletions.
+        The reaper runs this after every pass's sync, so it also does the tier's `after_sync`.
         """
-        self.settle_moves()
+        self.after_sync()
         due = [p for p in self.pending.values() if p.expires_at <= now]
         for pending in due:
             del self.pending[pending.id]
@@ -315,6 +344,13 @@ class MemoryTier:
         ids = event.get("ids") or ([event["memory_id"]] if event.get("memory_id") else [])
         self.retrievals.update(ids)
 
+    def _on_daemon_stop(self, event: dict[str, Any]) -> None:
+        """A clean stop (not its replay): refresh the parse cache so the next start is fast."""
+        if self.loaded and self.cache_stale:
+            self.after_sync()
+            memory_recovery.save_cache(self)
+            self.cache_stale = False
+
     def _on_reaper(self, event: dict[str, Any]) -> None:
         if event["kind"] == "reaper_run":
             self.reaper_last_run = event["ts"]
@@ -325,7 +361,10 @@ class MemoryTier:
 
     def load(self) -> None:
         """Read every memory and tombstone file and the pending snapshot (after log replay)."""
-        memory_recovery.load(self)
+        parsed = memory_recovery.load(self)
+        self.loaded = True
+        if parsed:  # so the next start is fast even if this daemon never stops cleanly
+            memory_recovery.save_cache(self)
 
     def reconcile(self) -> dict[str, Any]:
         return memory_recovery.reconcile(self)
@@ -351,4 +390,5 @@ _APPLIERS = {
     "show": MemoryTier._on_retrieval,
     "reaper_run": MemoryTier._on_reaper,
     "episode_prune": MemoryTier._on_reaper,
+    "daemon_stop": MemoryTier._on_daemon_stop,
 }

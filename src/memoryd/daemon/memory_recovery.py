@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memoryd.daemon import store
+from memoryd.daemon import memory_cache, store
 from memoryd.daemon.memory_records import Memory, decode_pending, from_meta, sha256_hex
 
 if TYPE_CHECKING:
@@ -23,45 +23,86 @@ if TYPE_CHECKING:
 _BAD_RECORD = (OSError, store.BadRecord, KeyError, TypeError, ValueError, UnicodeDecodeError)
 
 
-def load(tier: MemoryTier) -> None:
-    """Read every memory and tombstone file and the pending snapshot into `tier`."""
-    for memory, data in read_dir(tier, tier.live_dir, tomb=False):
-        check_against_log(tier, memory, data)
-        tier.live[memory.id] = memory
-        tier.index.add(memory)
-    for memory, data in read_dir(tier, tier.tomb_dir, tomb=True):
-        if memory.id in tier.live:
-            settle_double(tier, memory)
-            continue
-        check_against_log(tier, memory, data)
-        tier.tombstones[memory.id] = memory
-        tier.tomb_index.add(memory)
+def load(tier: MemoryTier) -> int:
+    """Read every memory and tombstone file and the pending snapshot into `tier`; returns how
+    many files had to be parsed (the rest came from the cache)."""
+    cache = memory_cache.CacheReader(tier.cache_path)
+    parsed = [0]
+    try:
+        _load_dirs(tier, cache, parsed)
+    finally:
+        cache.close()
     load_pending(tier)
     finish_episode_deletions(tier)
+    return parsed[0]
 
 
-def read_dir(tier: MemoryTier, directory: Path, tomb: bool) -> Iterator[tuple[Memory, bytes]]:
-    """(memory, file bytes) for each good `<ulid>.md` in `directory`; the rest go to bad_files."""
+def _load_dirs(tier: MemoryTier, cache: memory_cache.CacheReader, parsed: list[int]) -> None:
+    # Live files first, then tombstones: the cache's key order (m/… < t/…), for its merge join.
+    for memory, sha, stat in read_dir(tier, tier.live_dir, "m", cache, parsed):
+        check_against_log(tier, memory, sha)
+        tier.live[memory.id] = memory
+        note_file(tier, memory.id, sha, stat)
+        tier.index.add(memory)
+    for memory, sha, stat in read_dir(tier, tier.tomb_dir, "t", cache, parsed):
+        if memory.id in tier.live:
+            settle_double(tier, memory, sha, stat)
+            continue
+        check_against_log(tier, memory, sha)
+        tier.tombstones[memory.id] = memory
+        note_file(tier, memory.id, sha, stat)
+        tier.tomb_index.add(memory)
+
+
+def read_dir(tier: MemoryTier, directory: Path, kind: str, cache: memory_cache.CacheReader,
+             parsed: list[int]) -> Iterator[tuple[Memory, str, tuple[int, int]]]:
+    """(memory, sha256 of its file, (size, mtime_ns)) for each good `<ulid>.md` in `directory`
+    (`kind` m or t); the rest go to bad_files."""
     if not directory.is_dir():
         return
-    with os.scandir(directory) as entries:
-        names = sorted(e.name for e in entries if not e.name.startswith(store.TMP_PREFIX))
-    for name in names:
-        path = directory / name
+    with os.scandir(directory) as listing:
+        entries = sorted((e for e in listing if not e.name.startswith(store.TMP_PREFIX)), key=lambda e: e.name)
+    for entry in entries:
+        path = directory / entry.name
         try:
-            if not name.endswith(".md"):
-                raise ValueError("not a <ulid>.md record file")
-            data = path.read_bytes()
-            memory = from_meta(*store.parse(data), name[:-3])
-            if tomb and memory.removed_at is None:
-                raise ValueError("a tombstone without removed_at")
+            stat = entry.stat()  # before the read: an edit in between makes the cache miss, not lie
+            memory, sha = _read_record(entry, kind, cache, parsed, stat)
         except _BAD_RECORD as exc:
             tier.bad_files.append({"path": str(path), "reason": str(exc)[:200]})
             continue
-        yield (memory if tomb else replace(memory, removed_at=None, removed_reason=None)), data
+        yield memory, sha, (stat.st_size, stat.st_mtime_ns)
 
 
-def check_against_log(tier: MemoryTier, memory: Memory, data: bytes) -> None:
+def _read_record(entry: os.DirEntry[str], kind: str, cache: memory_cache.CacheReader,
+                 parsed: list[int], stat: os.stat_result) -> tuple[Memory, str]:
+    name = entry.name
+    if not name.endswith(".md"):
+        raise ValueError("not a <ulid>.md record file")
+    hit = cache.lookup(f"{kind}/{name}", stat)
+    if hit is not None:
+        meta, body, sha = hit
+    else:
+        data = Path(entry.path).read_bytes()
+        (meta, body), sha = store.parse(data), sha256_hex(data)
+        parsed[0] += 1
+    memory = from_meta(meta, body, name[:-3])
+    if kind == "t" and memory.removed_at is None:
+        raise ValueError("a tombstone without removed_at")
+    if kind == "m" and memory.removed_at is not None:  # a hand-moved tombstone is live here
+        memory = replace(memory, removed_at=None, removed_reason=None)
+    return memory, sha
+
+
+def note_file(tier: MemoryTier, memory_id: str, sha: str, stat: tuple[int, int]) -> None:
+    """Remember what the record's file is on disk; its sha only when the log's differs (memory)."""
+    tier.file_stat[memory_id] = stat
+    if tier.logged_sha.get(memory_id) != sha:
+        tier.file_sha[memory_id] = sha
+    else:
+        tier.file_sha.pop(memory_id, None)
+
+
+def check_against_log(tier: MemoryTier, memory: Memory, sha: str) -> None:
     """A file no event names is unaccounted (when the log covers its creation); a file whose
     bytes differ from the last logged hash was edited by hand."""
     logged = tier.logged_sha.get(memory.id)
@@ -69,14 +110,26 @@ def check_against_log(tier: MemoryTier, memory: Memory, data: bytes) -> None:
         first = tier.core.log.first_ts
         if first is not None and memory.created >= first:
             tier.unaccounted.append(memory.id)
-    elif logged != sha256_hex(data):
+    elif logged != sha:
         tier.hand_edited.append(memory.id)
 
 
-def settle_double(tier: MemoryTier, tomb: Memory) -> None:
+def save_cache(tier: MemoryTier) -> None:
+    """Write the parse cache for every record file on disk now (staged; durable at the sync)."""
+    def entries() -> Iterator[list[Any]]:
+        for kind, records in (("m", tier.live), ("t", tier.tombstones)):
+            for memory_id in sorted(records):
+                sha, stat = tier.sha_on_disk(memory_id), tier.file_stat.get(memory_id)
+                if sha is not None and stat is not None:
+                    yield memory_cache.entry_for(f"{kind}/{memory_id}.md", stat, records[memory_id], sha)
+    tier.core.files.write_file(tier.cache_path, memory_cache.encode(entries()))
+
+
+def settle_double(tier: MemoryTier, tomb: Memory, sha: str, stat: tuple[int, int]) -> None:
     """Both a live file and a tombstone: a crash between the two halves of a move. The log says
     which side the move reached; the other file goes."""
     if tier.logged_state.get(tomb.id) == "tomb":
+        note_file(tier, tomb.id, sha, stat)
         live = tier.live.pop(tomb.id)
         tier.index.remove(live)
         tier.core.files.delete_file(tier.live_path(tomb.id))

@@ -10,6 +10,7 @@ job), so nothing needs a thread.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 from collections.abc import Callable
@@ -136,7 +137,8 @@ class Server:
         deadlines = [p.parked.deadline - time.monotonic() for p in self.parked]
         deadlines.append(reaper.next_due_in(self.core, self.core.clock()))
         deadlines.append(self.core.config.heartbeat_seconds)
-        return max(1, int(min(deadlines) * 1000))
+        soonest = min(deadlines)
+        return max(1, int(soonest * 1000)) if math.isfinite(soonest) else 1
 
     def answer_zap(self) -> None:
         """Admit only peers running as our own uid (libzmq puts `…:uid:gid:pid` in the address)."""
@@ -239,16 +241,18 @@ class Server:
         conn = self.conns.get(conn_id)
         if conn is None:  # e.g. the daemon restarted under the bridge: it must say hello again
             raise BadRequest("unknown connection: say hello before calling tools", kind="unknown_connection")
-        tool = catalogue.TOOLS.get(args.get("tool"))  # type: ignore[arg-type]
+        name = args.get("tool")
+        tool = catalogue.TOOLS.get(name) if isinstance(name, str) else None
         if tool is None:
-            raise BadRequest(f"unknown tool {args.get('tool')!r}", {"param": "name"}, kind="unknown_tool")
+            raise BadRequest(f"unknown tool {str(name)[:100]!r}", {"param": "name"}, kind="unknown_tool")
         req = f"{conn_id}:{args['_req_id']}"
         applied = self.core.applied_reqs.get(req)
         if applied is not None and tool.name in REPLAYERS:
             replayed = REPLAYERS[tool.name](self.core, applied)
             if replayed is not None:
                 return replayed
-        arguments = check_args(tool.input_schema, args.get("arguments") or {})
+        raw = args.get("arguments")
+        arguments = check_args(tool.input_schema, {} if raw is None else raw)
         result = tool.handler(Call(self.core, conn, self._current_session(conn), req), arguments)
         if isinstance(result, Parked):
             conn.in_flight.add(args["_req_id"])

@@ -7,6 +7,7 @@ default. Every failure is an `InvalidParams` naming the parameter and the rule.
 
 from __future__ import annotations
 
+import math
 import re
 from functools import lru_cache
 from typing import Any
@@ -71,6 +72,8 @@ def check_value(name: str, rule: dict[str, Any], value: Any) -> Any:
 
 
 def _check_range(name: str, rule: dict[str, Any], value: float) -> None:
+    if not math.isfinite(value):
+        raise InvalidParams(name, "must be a finite number")
     if "minimum" in rule and value < rule["minimum"]:
         raise InvalidParams(name, f"must be at least {rule['minimum']}, got {value}")
     if "maximum" in rule and value > rule["maximum"]:

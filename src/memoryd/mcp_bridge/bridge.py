@@ -27,6 +27,7 @@ EOF_DRAIN_S = 2.0
 @dataclass
 class Pending:
     msg_id: Any          # the agent's JSON-RPC id
+    op: str              # "call" or "tools"
     args: dict[str, Any]
     deadline: float
     resent: bool = False
@@ -77,22 +78,23 @@ class Bridge:
             self.last_sent = time.monotonic()
         return self.conn
 
-    def fetch_tools(self) -> list[dict[str, Any]]:
-        if self.tools is None:
-            self.tools = self.ensure_connected().call("tools", {})["tools"]
-        return self.tools
-
-    def forward(self, msg_id: Any, args: dict[str, Any]) -> None:
+    def forward(self, msg_id: Any, op: str, args: dict[str, Any], timeout: float = CALL_TIMEOUT_S) -> None:
+        """Send one request and remember it by id; the answer is written when it arrives."""
         try:
             conn = self.ensure_connected()
         except MemorydError as exc:
             self.write(jsonrpc.error(msg_id, exc.code, exc.message, exc.data))
             return
         req_id = conn.new_id()
-        wait = args["arguments"].get("timeout_s", 30) if args["arguments"].get("wait_for") else None
-        timeout = (float(wait) + 5) if isinstance(wait, (int, float)) else CALL_TIMEOUT_S
-        self.pending[req_id] = Pending(msg_id, args, time.monotonic() + timeout)
-        if not conn.send(req_id, "call", args):
+        self.pending[req_id] = Pending(msg_id, op, args, time.monotonic() + timeout)
+        try:
+            sent = conn.send(req_id, op, args)
+        except (ValueError, OverflowError, TypeError):  # msgpack: lone surrogates, ints over 64 bits
+            self.pending.pop(req_id)
+            self.write(jsonrpc.error(msg_id, INVALID_PARAMS, "arguments hold a value that cannot be encoded",
+                                     {"param": "arguments", "reason": "lone surrogate or integer over 64 bits"}))
+            return
+        if not sent:
             self.recover()
         self.last_sent = time.monotonic()
 
@@ -106,7 +108,7 @@ class Bridge:
             self.fail_all(exc)
             return
         for req_id, pending in list(self.pending.items()):
-            if pending.resent or not self.conn.send(req_id, "call", pending.args):
+            if pending.resent or not self.conn.send(req_id, pending.op, pending.args):
                 self.pending.pop(req_id)
                 self.write(jsonrpc.error(pending.msg_id, DAEMON_UNAVAILABLE, "daemon unavailable after a retry",
                                          {"kind": "daemon_unavailable", "endpoint": self.conn.endpoint}))
@@ -132,6 +134,10 @@ class Bridge:
         pending = self.pending.pop(reply["id"], None)
         if pending is None:
             return  # a heartbeat, or an answer we already gave up on
+        if reply.get("ok") and pending.op == "tools":
+            self.tools = (reply.get("result") or {}).get("tools", [])
+            self.write(jsonrpc.response(pending.msg_id, {"tools": self.tools}))
+            return
         if reply.get("ok"):
             self.write(jsonrpc.response(pending.msg_id, jsonrpc.tool_result(reply.get("result") or {})))
             return
@@ -192,10 +198,10 @@ class Bridge:
         self.write(jsonrpc.response(msg_id, {}))
 
     def tools_list(self, msg_id: Any, params: dict[str, Any]) -> None:
-        try:
-            self.write(jsonrpc.response(msg_id, {"tools": self.fetch_tools()}))
-        except MemorydError as exc:
-            self.write(jsonrpc.error(msg_id, exc.code, exc.message, exc.data))
+        if self.tools is not None:
+            self.write(jsonrpc.response(msg_id, {"tools": self.tools}))
+        else:  # asynchronously, like calls: a blocking fetch would swallow their replies
+            self.forward(msg_id, "tools", {})
 
     def tools_call(self, msg_id: Any, params: dict[str, Any]) -> None:
         name, arguments = params.get("name"), params.get("arguments", {})
@@ -205,7 +211,9 @@ class Bridge:
         if not isinstance(arguments, dict):
             return self.write(jsonrpc.error(msg_id, INVALID_PARAMS, "'arguments' must be an object",
                                             {"param": "arguments", "reason": "must be an object"}))
-        self.forward(msg_id, {"tool": name, "arguments": arguments})
+        wait = arguments.get("timeout_s", 30) if arguments.get("wait_for") else None
+        timeout = float(wait) + 5 if isinstance(wait, (int, float)) and 0 <= wait <= 300 else CALL_TIMEOUT_S
+        self.forward(msg_id, "call", {"tool": name, "arguments": arguments}, timeout)
 
     # -- the loop ------------------------------------------------------------------------------
 

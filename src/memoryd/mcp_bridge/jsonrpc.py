@@ -22,7 +22,8 @@ def error(msg_id: Any, code: int, message: str, data: Any = None) -> bytes:
 
 
 def _line(obj: dict[str, Any]) -> bytes:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+    # ASCII escapes keep any echoed value (even a lone surrogate) encodable.
+    return json.dumps(obj, ensure_ascii=True, separators=(",", ":")).encode() + b"\n"
 
 
 def parse(line: bytes) -> tuple[dict[str, Any] | None, bytes | None]:

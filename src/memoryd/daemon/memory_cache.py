@@ -1,0 +1,89 @@
+"""A derived cache of parsed memory files (`state/memories.cache`), so a start with 100k memories
+does not re-read and re-parse 100k YAML frontmatters (~25 s → a few seconds, most of the rest
+being the search index rebuild).
+
+Import contract: msgpack, memory_records. The cache is only ever a shortcut: an entry is used
+when its file's name, size and mtime still match, anything else is parsed from the file, and an
+unreadable cache is ignored. msgpack rather than pickle: a planted cache must not execute code.
+
+Format: a msgpack stream — a header `{"v": 1}`, then one entry per record file in ascending key
+order, `[key, size, mtime_ns, sha256 of the file, frontmatter mapping, body]` with key
+`m/<file>` (memories) or `t/<file>` (tombstones). The reader streams it alongside the sorted
+directory listing (a merge join), so the whole cache is never held in memory at once.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import IO, Any
+
+import msgpack
+
+from memoryd.daemon.memory_records import Memory, to_meta
+
+CACHE_NAME = "memories.cache"
+CACHE_VERSION = 1
+_READ_BUFFER_BYTES = 64 * 1024 * 1024  # the largest single entry the reader accepts
+
+
+class CacheReader:
+    """Entries looked up in ascending key order; anything unreadable ends the stream quietly."""
+
+    def __init__(self, path: Path) -> None:
+        self._file: IO[bytes] | None = None
+        self._next: list[Any] | None = None
+        try:
+            self._file = open(path, "rb")  # noqa: SIM115 - held across lookups; close() ends it
+        except OSError:
+            return
+        self._entries = msgpack.Unpacker(self._file, raw=False, max_buffer_size=_READ_BUFFER_BYTES)
+        header = self._read()
+        if isinstance(header, dict) and header.get("v") == CACHE_VERSION:
+            self._advance()
+
+    def _read(self) -> Any:
+        try:
+            return next(self._entries)
+        except (StopIteration, ValueError, msgpack.UnpackException, TypeError):
+            return None
+
+    def _advance(self) -> None:
+        entry = self._read()
+        ok = isinstance(entry, list) and len(entry) == 6 and isinstance(entry[0], str)
+        self._next = entry if ok else None
+
+    def lookup(self, key: str, stat: os.stat_result) -> tuple[dict[str, Any], str, str] | None:
+        """(frontmatter, body, sha) when the cache still describes this file exactly."""
+        while self._next is not None and self._next[0] < key:
+            self._advance()
+        entry = self._next
+        if entry is None or entry[0] != key:
+            return None
+        self._advance()
+        _, size, mtime_ns, sha, meta, body = entry
+        if size != stat.st_size or mtime_ns != stat.st_mtime_ns:
+            return None
+        if not (isinstance(meta, dict) and isinstance(sha, str) and isinstance(body, str)):
+            return None
+        return meta, body, sha
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+
+
+def entry_for(key: str, stat: tuple[int, int], memory: Memory, sha: str) -> list[Any]:
+    """A cache entry for a record whose file had `stat` (size, mtime_ns) when it was written or read.
+
+    The stat must be taken then, not when the cache is saved: a hand edit in between would
+    otherwise be cached under the old content and go unnoticed at the next start.
+    """
+    return [key, stat[0], stat[1], sha, to_meta(memory), memory.content]
+
+
+def encode(entries: Iterable[list[Any]]) -> bytes:
+    """The cache file's bytes; `entries` must come in ascending key order."""
+    packer = msgpack.Packer(use_bin_type=True)
+    return packer.pack({"v": CACHE_VERSION}) + b"".join(packer.pack(entry) for entry in entries)  # type: ignore[no-any-return]
