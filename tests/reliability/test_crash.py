@@ -185,6 +185,9 @@ def test_sigkill_during_writes_loses_no_acknowledged_episode(env: Env) -> None:
     named = [e["episode_id"] for e in events if e["kind"] == "episode_write"]
     doubled = {i for i in acked_ids if named.count(i) != 1}
     assert not doubled, f"{context}: acknowledged ids logged other than once: {sorted(doubled)[:5]}"
+    on_disk = {p.stem for p in (env.home / "episodes").rglob("*.md")}
+    orphans = on_disk - set(named)
+    assert not orphans, f"{context}: records visible without their event (they would read as unaccounted): {orphans}"
     assert sum(e["kind"] == "daemon_start" for e in events) >= len(kills) + 1
     verify = env.memoryd("log", "verify")
     assert verify.returncode == 0, f"{context}: {verify.stdout} {verify.stderr}"
