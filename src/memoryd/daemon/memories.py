@@ -64,7 +64,6 @@ class MemoryTier:
         self.pending: dict[str, PendingWrite] = {}
         self.expired: dict[str, str] = {}          # expired pending id -> owner session
         self.probe = GitProbe()
-        self._moves: list[tuple[Path, Path]] = []  # (replacement, old file to delete once it is on disk)
         # Derived from the event log as it is appended (and replayed at start):
         self.logged_sha: dict[str, str] = {}       # memory id -> sha256 of the last file logged
         self.logged_state: dict[str, str] = {}     # memory id -> "live" | "tomb"
@@ -137,7 +136,6 @@ class MemoryTier:
 
     def _write(self, path: Path, data: bytes, memory_id: str | None = None) -> str:
         """Stage `data` for `path` (durable at the pass's group commit); returns its sha256."""
-        self._moves = [(new, old) for new, old in self._moves if old != path]  # `path` is current again
         self.core.files.write_file(path, data)
         sha = sha256_hex(data)
         if memory_id is not None:  # the caller logs `sha`, so logged_sha will describe the file
@@ -147,18 +145,13 @@ class MemoryTier:
             self.cache_stale = True
         return sha
 
-    def delete_when_durable(self, old: Path, replacement: Path) -> None:
-        """Delete `old` once `replacement` is on disk. Writes are staged until the pass's sync but
-        unlinks are immediate, so deleting first could lose both to a crash (SIGKILL) in between."""
-        self._moves.append((replacement, old))
-
     def sha_on_disk(self, memory_id: str) -> str | None:
         """The sha256 of the record's file as it is now (hand edits included)."""
         return self.file_sha.get(memory_id) or self.logged_sha.get(memory_id)
 
     def after_sync(self) -> None:
-        """Run after each pass's group commit: note the files just renamed into place, then carry
-        out the deletions whose replacement reached disk."""
+        """Run after each pass's group commit: note (size, mtime) of the files just published, for
+        the parse cache (taken now, not at save time, so a later hand edit cannot hide)."""
         for memory_id in self._unstatted:
             path = self.tomb_path(memory_id) if memory_id in self.tombstones else self.live_path(memory_id)
             try:
@@ -167,19 +160,6 @@ class MemoryTier:
                 continue
             self.file_stat[memory_id] = (stat.st_size, stat.st_mtime_ns)
         self._unstatted.clear()
-        self.settle_moves()
-
-    def settle_moves(self) -> None:
-        """Carry out the deletions whose replacement reached disk."""
-        waiting = []
-        for replacement, old in self._moves:
-            if replacement.exists():
-                self.core.files.delete_file(old)
-                if old.parent.parent == self.core.journal.dir:
-                    self.core.files.delete_dir_if_empty(old.parent)
-            else:
-                waiting.append((replacement, old))
-        self._moves = waiting
 
     def commit(self, memory: Memory) -> str:
         """Write a new live memory's file and index it; returns the file's sha256."""
@@ -197,10 +177,11 @@ class MemoryTier:
         return sha
 
     def bury(self, memory: Memory, reason: str) -> str:
-        """Move a live memory to a tombstone; the live file goes once the tombstone is on disk."""
+        """Move a live memory to a tombstone. The store applies staged deletes after it renames
+        staged writes (and after the log's sync), so no crash loses both files."""
         tomb = replace(memory, removed_at=self.core.now(), removed_reason=reason)
         sha = self._write(self.tomb_path(memory.id), render_memory(tomb), memory.id)
-        self.delete_when_durable(self.live_path(memory.id), self.tomb_path(memory.id))
+        self.core.files.delete_file(self.live_path(memory.id))
         self.index.remove(memory)
         del self.live[memory.id]
         self.tombstones[memory.id] = tomb
@@ -208,10 +189,10 @@ class MemoryTier:
         return sha
 
     def unbury(self, tomb: Memory) -> tuple[Memory, str]:
-        """Bring a tombstone back to life; the tombstone goes once the live file is on disk."""
+        """Bring a tombstone back to life (the same ordering as `bury`, the other way round)."""
         memory = replace(tomb, removed_at=None, removed_reason=None, updated=self.next_updated(tomb.updated))
         sha = self._write(self.live_path(memory.id), render_memory(memory), memory.id)
-        self.delete_when_durable(self.tomb_path(memory.id), self.live_path(memory.id))
+        self.core.files.delete_file(self.tomb_path(memory.id))
         self.tomb_index.remove(tomb)
         del self.tombstones[memory.id]
         self.live[memory.id] = memory

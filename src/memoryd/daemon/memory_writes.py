@@ -136,11 +136,12 @@ def replay_memory_write(core: Core, event: dict[str, Any]) -> dict[str, Any] | N
 
 # -- confirm / cancel ------------------------------------------------------------------------------
 
-def delete_episode(core: Core, episode: Episode, memory_id: str) -> None:
-    """Drop a promoted episode now; its file goes once the memory distilled from it is on disk."""
-    tier = tier_of(core)
+def delete_episode(core: Core, episode: Episode) -> None:
+    """Drop a promoted episode (its content lives on as a memory). The store applies the unlink
+    after the memory's file is published, so a crash cannot lose both."""
     core.journal.remove(episode.id)
-    tier.delete_when_durable(episode.path, tier.live_path(memory_id))
+    core.files.delete_file(episode.path)
+    core.files.delete_dir_if_empty(episode.path.parent)
 
 
 def memory_write_confirm(call: Call, args: dict[str, Any]) -> dict[str, Any]:
@@ -158,7 +159,7 @@ def memory_write_confirm(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     tier.drop_pending(pending.id)
     episode = core.journal.by_id.get(pending.source_episode_id or "")
     if episode is not None:
-        delete_episode(core, episode, memory.id)
+        delete_episode(core, episode)
     core.record("write_confirm", call.session, pending_id=pending.id, status="committed", memory_id=memory.id,
                 sha=sha, episode_id=episode.id if episode else None,
                 owner=episode.session_id if episode else None, deleted=True if episode else None, req=call.req)
@@ -218,7 +219,7 @@ def episode_promote(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     result = submit(call, draft, None, episode.id)
     deleted = None
     if result["status"] == "committed":
-        delete_episode(core, episode, result["id"])
+        delete_episode(core, episode)
         deleted = True
     core.record("episode_promote", call.session, episode_id=episode.id, owner=episode.session_id,
                 outcome=result["status"], memory_id=result.get("id"), pending_id=result.get("pending_id"),
