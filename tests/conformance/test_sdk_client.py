@@ -55,3 +55,16 @@ def test_bad_arguments_are_typed_invalid_params_naming_the_parameter(env: Env) -
             err = await call_error(session, "no_such_tool")
             assert err.code == -32602
     anyio.run(main)
+
+
+def test_tools_list_fits_the_17000_character_budget(env: Env) -> None:
+    """Every agent pays for tools/list in context on every session (tools.md)."""
+    import json
+
+    async def main() -> None:
+        async with env.session() as session:
+            listed = await session.list_tools()
+            assert len(listed.tools) == 22
+            wire = [t.model_dump(by_alias=True, exclude_none=True) for t in listed.tools]
+            assert len(json.dumps({"tools": wire}, separators=(",", ":"))) <= 17_000
+    anyio.run(main)

@@ -250,18 +250,17 @@ TOOLS = [
     Tool(
         name="episode_write",
         description=(
-            "Append a journal entry (run state) to your current session: what you tried, where it "
-            "fell over, what is blocked, what is next. No durability gate, so transient phrasing is "
-            "fine; use memory_write for durable facts instead. Episodes live 30 days, are invisible to "
-            "memory_* reads, and surface in the next session's episode_handoff (takeaway first, else "
-            "the body's first line). A sub-agent passes its coordinator's session id as swarm_id so "
-            "the coordinator can gather takeaways with episode_search(swarm_id=...)."
+            "Journal run state in your current session: what you tried, where it fell over, what is "
+            "blocked or next. No durability gate (durable facts go to memory_write). Lives 30 days, "
+            "invisible to memory_* reads; the next session's episode_handoff shows the takeaway (else "
+            "the body's first line). A sub-agent passes its coordinator's session id as swarm_id for "
+            "fan-in via episode_search(swarm_id=...)."
         ),
         params={
-            "body": string("Free-form markdown; non-empty; at most 1 MB."),
-            "takeaway": string("One-sentence summary surfaced first by episode_handoff; at most 4 KB."),
-            "scopes": scope_list("Scope tags like projects:memoryd; may be empty."),
-            "swarm_id": string("Cohort label for fan-in (default: MEMORYD_SWARM_ID).", pattern=SWARM_PATTERN),
+            "body": string("Markdown, at most 1 MB."),
+            "takeaway": string("One sentence, at most 4 KB."),
+            "scopes": scope_list(""),
+            "swarm_id": string("Default: MEMORYD_SWARM_ID.", pattern=SWARM_PATTERN),
         },
         required=("body",),
         returns={"status": STR, "id": STR, "session_id": STR, "created": STR, "takeaway": OPT_STR,
@@ -271,19 +270,17 @@ TOOLS = [
     Tool(
         name="episode_handoff",
         description=(
-            "What did the last session in this worktree conclude? Call this first in a fresh agent or "
-            "loop iteration. Without prior_session_id it walks this worktree's sessions (exact path "
-            "match) from the most recent, skipping yours, and returns the first one's last takeaways, "
-            "oldest first, plus how that session ended and its finish handoff. If the immediately "
-            "prior session left nothing visible, `note` starts with the cause (floor-only, "
+            "What did the last session in this worktree conclude? Call first in a fresh agent or loop "
+            "iteration: the prior session's last takeaways (oldest first), how it ended and its finish "
+            "handoff. If it left nothing visible, `note` starts with the cause (floor-only, "
             "zero-episode, promoted-out, all-scope-hidden) and the walk rewinds to an older session. "
-            "provenance: local | untracked | unaccounted (no log event names the file: treat with "
-            "suspicion; its body is never returned). An explicit prior_session_id reads any worktree."
+            "provenance unaccounted: no log event names the file (suspect; body never returned). "
+            "prior_session_id reads any session."
         ),
         params={
-            "prior_session_id": session_id("Read this session instead of resolving one."),
-            "max_episodes": integer("How many of its latest episodes to return.", 5, 1, 50),
-            "include_bodies": boolean("Include episode bodies (never for unaccounted ones)."),
+            "prior_session_id": session_id(""),
+            "max_episodes": integer("", 5, 1, 50),
+            "include_bodies": boolean(),
         },
         required=(),
         returns={"prior_session_id": OPT_STR, "episodes": _EPISODE_ROW, "note": STR,
@@ -293,27 +290,23 @@ TOOLS = [
     Tool(
         name="episode_search",
         description=(
-            "Find episodes across sessions (the journal tier, never memories). Filters are ANDed; "
-            "results are the most recent matches, oldest first, with `total`. auto_scope keeps your "
-            "worktree unless swarm_id, session_id or ids is given. `since`: ISO time or 30m/24h/7d. "
-            "`ids` is the explicit read of bodies (included unless include_bodies=false). Fan-in: "
-            "wait_for=N parks the call until N episodes match or timeout_s passes (timed_out says "
-            "which), without blocking other calls."
+            "Find episodes across sessions (never memories). Filters AND; returns the most recent "
+            "matches oldest first, with `total`. auto_scope keeps your worktree unless swarm_id, "
+            "session_id or ids is given. `ids` reads bodies (unless include_bodies=false). Fan-in: "
+            "wait_for=N parks until N episodes match or timeout_s passes (see timed_out), without "
+            "blocking other calls."
         ),
         params={
-            "swarm_id": string("Only episodes written with this cohort label.", pattern=SWARM_PATTERN),
-            "session_id": session_id("Only this session's episodes."),
-            "scopes": scope_list("Only episodes with one of these scopes (or nested below)."),
-            "since": string("ISO-8601 UTC time, or a span: 30m, 24h, 7d."),
-            "ids": {"type": "array", "maxItems": 200, "items": ulid("An episode id."),
-                    "description": "Explicit episode ids (at most 200)."},
-            "max_results": integer("At most this many episodes.", 20, 1, 200),
-            "auto_scope": boolean("Restrict to your worktree unless swarm_id/session_id/ids is given.", True),
-            "include_bodies": {"type": "boolean", "description": "Include bodies (default: only with ids)."},
-            "wait_for": {"type": "integer", "minimum": 1, "maximum": 200,
-                         "description": "Park until this many episodes match (fan-in)."},
-            "timeout_s": {"type": "number", "minimum": 0, "maximum": MAX_WAIT_S, "default": 30,
-                          "description": "How long wait_for may park, at most 300 s."},
+            "swarm_id": string(pattern=SWARM_PATTERN),
+            "session_id": session_id(""),
+            "scopes": scope_list("Any of these (or nested below)."),
+            "since": string("ISO time or 30m, 24h, 7d."),
+            "ids": {"type": "array", "maxItems": 200, "items": ulid("")},
+            "max_results": integer("", 20, 1, 200),
+            "auto_scope": boolean("", True),
+            "include_bodies": {"type": "boolean"},
+            "wait_for": {"type": "integer", "minimum": 1, "maximum": 200},
+            "timeout_s": {"type": "number", "minimum": 0, "maximum": MAX_WAIT_S, "default": 30},
         },
         required=(),
         returns={"episodes": _EPISODE_ROW, "total": INT, "timed_out": BOOL, "framing": STR},
@@ -322,18 +315,18 @@ TOOLS = [
     Tool(
         name="memory_scope_disable",
         description=(
-            "Hide a scope, and every scope nested below it, from this session's searches, lists, "
-            "digests and handoffs. Session-local: not persisted; a new session starts with none hidden."
+            "Hide a scope and everything nested below it from this session's searches, lists, digests "
+            "and handoffs. Session-local, not persisted."
         ),
-        params={"scope": scope("The scope to hide, e.g. projects:old-app.")},
+        params={"scope": scope("")},
         required=("scope",),
         returns={"disabled_scopes": ANY_LIST},
         handler=memory_scope_disable, idempotent=True,
     ),
     Tool(
         name="memory_scope_enable",
-        description="Show a scope again that memory_scope_disable hid in this session.",
-        params={"scope": scope("The scope to show again.")},
+        description="Undo memory_scope_disable for a scope in this session.",
+        params={"scope": scope("")},
         required=("scope",),
         returns={"disabled_scopes": ANY_LIST},
         handler=memory_scope_enable, idempotent=True,

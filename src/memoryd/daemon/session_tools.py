@@ -151,9 +151,8 @@ TOOLS = [
     Tool(
         name="memory_session_start",
         description=(
-            "Open a new session bracket for this connection and make it current, e.g. at the start of "
-            "a loop iteration inside one long-lived agent. The previous open bracket ends as "
-            "`superseded`. Not needed at agent start: every bridge opens a session implicitly."
+            "Open a new session bracket and make it current, e.g. per loop iteration of a long-lived "
+            "agent; the previous one ends as superseded. Not needed at agent start (implicit)."
         ),
         params={}, required=(),
         returns={"session_id": STR, "started_at": STR, "previous_session_id": OPT_STR},
@@ -162,18 +161,15 @@ TOOLS = [
     Tool(
         name="memory_session_finish",
         description=(
-            "Close an open session exactly once, with an optional summary and an optional handoff: the "
-            "distilled close (what became true, what is open, the next physical action). The handoff "
-            "is stored as a durable memory (category handoff, scope projects:<project>) before the "
-            "close, so the next session's episode_handoff and memory_digest lead with it; identical "
-            "text collapses onto the existing one (handoff_deduped). A blank, over-cap or "
-            "secret-holding handoff fails the whole call (-32602) and the session stays open. Ended "
-            "sessions -> -32002 finished_session. Your next call opens a new session."
+            "Close an open session once, optionally with a summary and a handoff (what became true, "
+            "what is open, the next physical action), stored as a durable handoff memory that the next "
+            "episode_handoff and memory_digest lead with; identical text dedups. A blank, over-cap or "
+            "secret-holding handoff fails the call and the session stays open."
         ),
         params={
-            "session_id": session_id("The open session to close (sess-<n>)."),
-            "summary": string("Close-time summary kept on the session; at most 64 KB."),
-            "handoff": string("What became true / what is open / the next action; at most 64 KB."),
+            "session_id": session_id(""),
+            "summary": string("At most 64 KB."),
+            "handoff": string("At most 64 KB."),
         },
         required=("session_id",),
         returns={"session_id": STR, "finished_at": STR, "summary": STR, "handoff_capsule": STR,
@@ -183,15 +179,13 @@ TOOLS = [
     Tool(
         name="memory_digest",
         description=(
-            "The session-start overview, led by handoffs: your current session; the newest handoff per "
-            "project (yours first); counts; the newest memories' first lines; open sessions; your "
-            "pending writes; recent takeaways in this worktree. `headlines` caps every list and each "
-            "list reports `<name>_total`. `project` restricts the memory sections to one project. "
-            "Use episode_handoff for the last session's journal, memory_search for a topic."
+            "Session-start overview led by handoffs: current session, newest handoff per project (yours "
+            "first), counts, newest memories, open sessions, your pending writes, recent takeaways "
+            "here. `headlines` caps each list (with <name>_total); `project` narrows memory sections."
         ),
         params={
-            "headlines": integer("Cap for every list.", 10, 1, 50),
-            "project": string("Only this project's memories.", maxLength=128),
+            "headlines": integer("", 10, 1, 50),
+            "project": string(maxLength=128),
         },
         required=(),
         returns={"current_session": ANY_OBJ, "handoffs": ANY_LIST, "counts": ANY_OBJ, "newest": ANY_LIST,

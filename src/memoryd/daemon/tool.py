@@ -11,7 +11,7 @@ from typing import Any
 
 from memoryd.daemon.core import Call
 
-SCOPE_PATTERN = r"^[a-z0-9]+(?:[-:][a-z0-9]+)*$"
+SCOPE_PATTERN = r"^(?=.{1,128}$)[a-z0-9]+(?:[-:][a-z0-9]+)*$"  # the length cap rides in the pattern
 ULID_PATTERN = r"^[0-9A-HJKMNP-TV-Z]{26}$"
 SESSION_PATTERN = r"^sess-[1-9][0-9]{0,17}$"
 
@@ -60,11 +60,18 @@ def string(desc: str = "", **rules: Any) -> dict[str, Any]:
 
 
 def integer(desc: str, default: int, lo: int, hi: int) -> dict[str, Any]:
-    return {"type": "integer", "description": desc, "default": default, "minimum": lo, "maximum": hi}
+    rule: dict[str, Any] = {"type": "integer", "default": default, "minimum": lo, "maximum": hi}
+    if desc:
+        rule["description"] = desc
+    return rule
 
 
-def boolean(desc: str, default: bool = False) -> dict[str, Any]:
-    return {"type": "boolean", "description": desc, "default": default}
+def boolean(desc: str = "", default: bool = False) -> dict[str, Any]:
+    # A false default goes unsaid (absent means false) to keep tools/list short.
+    rule: dict[str, Any] = {"type": "boolean", "default": True} if default else {"type": "boolean"}
+    if desc:
+        rule["description"] = desc
+    return rule
 
 
 def enum(desc: str, values: list[str], default: str | None = None) -> dict[str, Any]:
@@ -75,12 +82,16 @@ def enum(desc: str, values: list[str], default: str | None = None) -> dict[str, 
 
 
 def scope_list(desc: str, max_items: int = 64, min_items: int = 0) -> dict[str, Any]:
-    return {"type": "array", "description": desc, "minItems": min_items, "maxItems": max_items,
-            "items": string(pattern=SCOPE_PATTERN, maxLength=128)}
+    rule: dict[str, Any] = {"type": "array", "maxItems": max_items, "items": string(pattern=SCOPE_PATTERN)}
+    if desc:
+        rule["description"] = desc
+    if min_items:
+        rule["minItems"] = min_items
+    return rule
 
 
 def scope(desc: str) -> dict[str, Any]:
-    return string(desc, pattern=SCOPE_PATTERN, maxLength=128)
+    return string(desc, pattern=SCOPE_PATTERN)
 
 
 def ulid(desc: str) -> dict[str, Any]:
@@ -91,10 +102,11 @@ def session_id(desc: str) -> dict[str, Any]:
     return string(desc, pattern=SESSION_PATTERN)
 
 
-# Output-schema shorthands: loose on purpose (clients validate structuredContent against them).
+# Output-schema shorthands: loose on purpose (clients validate structuredContent against them),
+# and short, because every agent pays for tools/list in context on every session.
 ANY_LIST: dict[str, Any] = {"type": "array"}
 ANY_OBJ: dict[str, Any] = {"type": "object"}
 STR: dict[str, Any] = {"type": "string"}
-OPT_STR: dict[str, Any] = {"type": ["string", "null"]}
+OPT_STR: dict[str, Any] = {}
 INT: dict[str, Any] = {"type": "integer"}
 BOOL: dict[str, Any] = {"type": "boolean"}
