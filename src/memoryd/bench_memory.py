@@ -23,6 +23,7 @@ VOCABULARY = 20_000
 ZIPF_OFFSET = 100
 SAMPLES = 300
 WRITE_TARGET_MS = 3.0
+DIGEST_TARGET_MS = 10.0
 SEARCH_TARGETS_MS = {1_000: 3.0, 10_000: 3.0, 100_000: 25.0}
 _SYLLABLES = ["ka", "lo", "mi", "ru", "te", "zo", "pa", "ne", "shi", "vo", "gu", "ra", "fe", "di", "mo", "xu"]
 
@@ -66,34 +67,19 @@ def load_memories(box: Throwaway, corpus: Corpus, count: int) -> float:
     return time.perf_counter() - began
 
 
-def time_writes(box: Throwaway, corpus: Corpus, samples: int) -> tuple[list[float], int]:
-    """memory_write with every gate on; returns (latencies, how many did not commit)."""
+def time_calls(box: Throwaway, tool: str, arguments: Callable[[], dict[str, object]],
+               samples: int) -> tuple[list[float], list[dict[str, object]]]:
+    """Latencies of `samples` calls of `tool` through one real bridge, and their results."""
     bridge = Bridge(box.env, worktree="/bench/w-mem")
     bridge.initialize()
-    latencies, refused = [], 0
+    latencies, results = [], []
     for _ in range(samples):
-        content = corpus.memory()
+        args = arguments()
         began = time.perf_counter()
-        result = bridge.call("memory_write", content=content, scopes=["projects:bench"])
+        results.append(bridge.call(tool, **args))
         latencies.append(time.perf_counter() - began)
-        refused += result.get("status") != "committed"
     bridge.close()
-    return latencies, refused
-
-
-def time_searches(box: Throwaway, corpus: Corpus, samples: int) -> tuple[list[float], float]:
-    """memory_search latencies and the mean hit count (a sanity check that queries match)."""
-    bridge = Bridge(box.env, worktree="/bench/w-mem")
-    bridge.initialize()
-    latencies, hits = [], 0
-    for _ in range(samples):
-        query = corpus.query()
-        began = time.perf_counter()
-        result = bridge.call("memory_search", query=query, max_results=5)
-        latencies.append(time.perf_counter() - began)
-        hits += len(result["results"])
-    bridge.close()
-    return latencies, hits / max(1, samples)
+    return latencies, results
 
 
 def _size_label(n: int) -> str:
@@ -109,17 +95,28 @@ def bench_memory_tier(box: Throwaway, quick: bool) -> list[Row]:
         took = load_memories(box, corpus, size - stored)
         progress(f"loaded {size - stored} memories in {took:.1f} s ({(size - stored) / took:.0f}/s)")
         stored = size
-        writes, refused = time_writes(box, corpus, SAMPLES)
+        writes, written = time_calls(box, "memory_write",
+                                     lambda: {"content": corpus.memory(), "scopes": ["projects:bench"]}, SAMPLES)
+        refused = sum(r.get("status") != "committed" for r in written)
         stored += SAMPLES - refused
         stats = pcts(writes)
         rows.append(row("memory_write (all gates, committed)", _size_label(size), {**stats, "refused": refused},
                         f"<= {WRITE_TARGET_MS:g} ms" if size == 10_000 else "-",
                         refused == 0 and (size != 10_000 or stats["p50_ms"] <= WRITE_TARGET_MS)))
-        searches, mean_hits = time_searches(box, corpus, SAMPLES)
+        searches, results = time_calls(box, "memory_search", lambda: {"query": corpus.query()}, SAMPLES)
         stats = pcts(searches)
         target = SEARCH_TARGETS_MS[size]
+        mean_hits = sum(len(r["results"]) for r in results) / SAMPLES  # type: ignore[arg-type]
         rows.append(row("memory_search", _size_label(size), {**stats, "mean_hits": round(mean_hits, 2)},
                         f"<= {target:g} ms", stats["p50_ms"] <= target))
+        digests, _ = time_calls(box, "memory_digest", dict, 100)
+        stats = pcts(digests)
+        rows.append(row("memory_digest", _size_label(size), stats,
+                        f"<= {DIGEST_TARGET_MS:g} ms" if size == 10_000 else "-",
+                        size != 10_000 or stats["p50_ms"] <= DIGEST_TARGET_MS))
+        restart_s = box.restart()
+        rows.append(row("daemon restart (warm cache)", _size_label(size), {"value": round(restart_s, 2), "unit": "s"},
+                        "<= 3 s" if size == 100_000 else "-", size != 100_000 or restart_s <= 3))
     return rows
 
 

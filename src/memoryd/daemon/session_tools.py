@@ -6,6 +6,7 @@ tier's own write path (`core.memories.capture_handoff`), so its gates and audit 
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
 from typing import Any
 
@@ -83,33 +84,44 @@ def _capped(name: str, items: list[Any], cap: int) -> dict[str, Any]:
     return {name: items[:cap], f"{name}_total": len(items)}
 
 
-def _visible_memories(core: Core, call: Call, project: str | None) -> list[Any]:
-    disabled = call.session.disabled_scopes
-    tier = core.memories
-    return [m for m in tier.live.values()
-            if not is_hidden(m.scopes, disabled) and (project is None or tier.project_of(m) == project)]
+class _MemoryScan:
+    """One pass over the live memories for every memory section of the digest (10k in a few ms)."""
 
+    def __init__(self, core: Core, disabled: set[str], project: str | None) -> None:
+        self.count = 0
+        self.by_category: Counter[str] = Counter()
+        self.by_project: Counter[str] = Counter()
+        self.handoffs: dict[str | None, Any] = {}   # project -> its newest handoff
+        self.others: list[Any] = []
+        project_of = core.memories.project_of
+        for memory in core.memories.live.values():
+            if disabled and is_hidden(memory.scopes, disabled):
+                continue
+            owner = project_of(memory)
+            if project is not None and owner != project:
+                continue
+            self._count(memory, owner)
 
-def _handoffs(core: Core, memories: list[Any], caller_project: str | None) -> list[dict[str, Any]]:
-    """The newest handoff per project, newest project first, the caller's project first."""
-    newest: dict[str | None, Any] = {}
-    for memory in memories:
+    def _count(self, memory: Any, owner: str | None) -> None:
+        self.count += 1
+        self.by_category[memory.category] += 1
+        self.by_project[owner or "(none)"] += 1
         if memory.category != "handoff":
-            continue
-        project = core.memories.project_of(memory)
-        if project not in newest or memory.created > newest[project].created:
-            newest[project] = memory
-    ordered = sorted(newest.items(), key=lambda kv: kv[1].created, reverse=True)
-    ordered.sort(key=lambda kv: kv[0] is None or kv[0] != caller_project)  # stable: caller's first
-    return [{"project": p, "session_id": m.session_id, "id": m.id, "text": m.content, "created": m.created}
-            for p, m in ordered]
+            self.others.append(memory)
+        elif owner not in self.handoffs or memory.created > self.handoffs[owner].created:
+            self.handoffs[owner] = memory
 
+    def handoff_rows(self, caller_project: str | None) -> list[dict[str, Any]]:
+        """The newest handoff per project, newest project first, the caller's project first."""
+        ordered = sorted(self.handoffs.items(), key=lambda kv: kv[1].created, reverse=True)
+        ordered.sort(key=lambda kv: kv[0] is None or kv[0] != caller_project)  # stable: caller's first
+        return [{"project": p, "session_id": m.session_id, "id": m.id, "text": m.content, "created": m.created}
+                for p, m in ordered]
 
-def _counts(core: Core, memories: list[Any]) -> dict[str, Any]:
-    by_project = Counter(core.memories.project_of(m) or "(none)" for m in memories)
-    return {"memories": len(memories), "by_category": dict(Counter(m.category for m in memories)),
-            "by_project": dict(by_project), "episodes": len(core.journal.by_id),
-            "tombstones": len(core.memories.tombstones)}
+    def newest_rows(self, cap: int) -> list[dict[str, Any]]:
+        newest = heapq.nlargest(cap, self.others, key=lambda m: m.updated)
+        return [{"id": m.id, "first_line": m.first_line, "scopes": list(m.scopes), "category": m.category,
+                 "updated": m.updated} for m in newest]
 
 
 def _open_sessions(core: Core) -> list[dict[str, Any]]:
@@ -118,31 +130,40 @@ def _open_sessions(core: Core) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: r["last_seen"], reverse=True)
 
 
-def _recent_takeaways(core: Core, session: Session) -> list[dict[str, Any]]:
-    rows = [e for e in core.journal.all()
-            if e.worktree == session.worktree and not is_hidden(e.scopes, session.disabled_scopes)]
-    rows.sort(key=lambda e: (e.created, e.id), reverse=True)
-    return [{"id": e.id, "session_id": e.session_id, "created": e.created, "takeaway": e.headline,
-             "provenance": core.provenance(e.id, e.created)} for e in rows]
+def _recent_takeaways(core: Core, session: Session, cap: int) -> dict[str, Any]:
+    """This worktree's newest takeaways, walking its sessions from the most recently active."""
+    rows: list[Any] = []
+    total = 0
+    disabled = session.disabled_scopes
+    for owner in core.sessions.walk_back(session.worktree, skip=""):
+        episodes = [e for e in core.journal.by_session.get(owner.id, {}).values()
+                    if not is_hidden(e.scopes, disabled)]
+        total += len(episodes)
+        if len(rows) < cap:
+            rows.extend(episodes)
+    rows = heapq.nlargest(cap, rows, key=lambda e: (e.created, e.id))
+    return {"recent_takeaways": [{"id": e.id, "session_id": e.session_id, "created": e.created,
+                                  "takeaway": e.headline, "provenance": core.provenance(e.id, e.created)}
+                                 for e in rows], "recent_takeaways_total": total}
 
 
 def memory_digest(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     core, cap, session = call.core, args["headlines"], call.session
-    memories = _visible_memories(core, call, args["project"])
+    scan = _MemoryScan(core, session.disabled_scopes, args["project"])
     caller_project = args["project"] or call.identity.get("project")
-    newest = sorted((m for m in memories if m.category != "handoff"), key=lambda m: m.updated, reverse=True)
     pending = [{"pending_id": p.id, "preview": p.preview, "expires_at": iso(p.expires_at)}
                for p in core.memories.pending.values() if p.session_id == session.id]
     core.record("digest", session, headlines=cap, project=args["project"])
     return {
         "current_session": {"id": session.id, "started_at": session.started_at},
-        **_capped("handoffs", _handoffs(core, memories, caller_project), cap),
-        "counts": _counts(core, memories),
-        **_capped("newest", [{"id": m.id, "first_line": m.first_line, "scopes": list(m.scopes),
-                              "category": m.category, "updated": m.updated} for m in newest], cap),
+        **_capped("handoffs", scan.handoff_rows(caller_project), cap),
+        "counts": {"memories": scan.count, "by_category": dict(scan.by_category),
+                   "by_project": dict(scan.by_project), "episodes": len(core.journal.by_id),
+                   "tombstones": len(core.memories.tombstones)},
+        "newest": scan.newest_rows(cap), "newest_total": len(scan.others),
         **_capped("open_sessions", _open_sessions(core), cap),
         **_capped("pending_writes", pending, cap),
-        **_capped("recent_takeaways", _recent_takeaways(core, session), cap),
+        **_recent_takeaways(core, session, cap),
         "framing": "data",
     }
 

@@ -57,6 +57,7 @@ class SessionTable:
     def __init__(self) -> None:
         self.sessions: dict[str, Session] = {}
         self.by_worktree: dict[str | None, OrderedDict[str, None]] = {}
+        self.open_ids: dict[str, None] = {}  # kept so listing open sessions never scans them all
         self.last_n = 0
 
     def get(self, session_id: str) -> Session | None:
@@ -66,7 +67,7 @@ class SessionTable:
         return f"sess-{self.last_n + 1}"
 
     def open_sessions(self) -> list[Session]:
-        return [s for s in self.sessions.values() if s.is_open]
+        return [self.sessions[sid] for sid in self.open_ids]
 
     def add(self, event: dict[str, Any]) -> Session:
         session = Session(
@@ -75,6 +76,7 @@ class SessionTable:
             started_at=event["ts"], last_active=event["ts"],
         )
         self.sessions[session.id] = session
+        self.open_ids[session.id] = None
         self.last_n = max(self.last_n, int(session.id.split("-", 1)[1]))
         self.by_worktree.setdefault(session.worktree, OrderedDict())[session.id] = None
         return session
@@ -86,6 +88,7 @@ class SessionTable:
 
     def end(self, session: Session, reason: str, ts: str) -> None:
         session.ended, session.ended_at = reason, ts
+        self.open_ids.pop(session.id, None)
 
     def walk_back(self, worktree: str | None, skip: str) -> Iterator[Session]:
         """This worktree's sessions, most recently active first, without `skip` (lazy)."""
