@@ -126,3 +126,34 @@ def test_next_due_is_the_earliest_deadline(core: Core, clock: Clock) -> None:
     core.next_ttl_check = clock.now + 60
     core.suspended["sess-9"] = clock.now + 7
     assert reaper.next_due_in(core, clock.now) == pytest.approx(7)
+
+
+def _call(core: Core, session_id: str, tool: str, **arguments: object) -> dict:
+    from memoryd.daemon import catalogue
+    from memoryd.daemon.core import Call
+    from memoryd.daemon.validate import check_args
+
+    session = core.sessions.get(session_id)
+    conn = Conn("c-" + session_id, b"r", {"worktree": session.worktree}, session_id, last_seen=0)
+    spec = catalogue.TOOLS[tool]
+    result = spec.handler(Call(core, conn, session, f"{session_id}:{tool}"), check_args(spec.input_schema, arguments))
+    core.sync()
+    return result
+
+
+def test_pending_expiry_keeps_the_promoted_episode(tmp_path: Path, clock: Clock) -> None:
+    from memoryd.daemon.memories import attach
+
+    core = Core(tmp_path / "store", Config(pending_ttl_seconds=3600), clock=clock)
+    attach(core)
+    core.open()
+    session = core.start_session({"worktree": "/w"}, "c1")
+    episode = write_episode(core, session, "the user prefers tabs over spaces", "user prefers tabs", [], None, None)
+    held = _call(core, session.id, "episode_promote", episode_id=episode["id"], scopes=["prefs"],
+                 category="user-inference")
+    assert held["status"] == "pending"
+    assert reaper.pending_pass(core, clock.now + 3599) == []
+    assert reaper.pending_pass(core, clock.now + 3601) == [held["pending_id"]]
+    core.sync()
+    assert episode["id"] in core.journal.by_id and core.journal.by_id[episode["id"]].path.exists()
+    assert held["pending_id"] not in core.memories.pending
