@@ -97,9 +97,9 @@ class Env:
             pids.add(self.daemon_pid())  # type: ignore[arg-type]
         pids.update(_pids_using(self.base))
         for pid in pids:
-            for kill in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
+            for kill in (os.killpg, os.kill):
                 try:
-                    kill()
+                    kill(pid, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):
                     pass
         for proc in self.procs:

@@ -79,11 +79,6 @@ class InternalError(MemorydError):
     pass
 
 
-_BY_CODE: dict[int, type[MemorydError]] = {
-    cls.code: cls for cls in (DaemonUnavailable, BadRequest, ProtocolMismatch, InternalError)
-}
-
-
 def from_wire(error: dict[str, Any]) -> MemorydError:
     """Rebuild the exception a daemon error reply describes (the inverse of `to_wire`)."""
     code = int(error.get("code", INTERNAL_ERROR))

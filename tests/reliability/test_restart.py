@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import pytest
 
 from harness import Env, call
 

@@ -9,7 +9,6 @@ import stat
 import pytest
 
 from harness import Env
-from memoryd import PROTOCOL
 from memoryd.protocol import decode, encode, request
 
 NOBODY = 65534

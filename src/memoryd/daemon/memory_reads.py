@@ -23,7 +23,7 @@ from memoryd.daemon.memory_records import Memory
 from memoryd.daemon.memory_staleness import assess
 from memoryd.daemon.memory_writes import tier_of
 from memoryd.daemon.scopes import is_hidden, matches_any
-from memoryd.daemon.search import SearchIndex, query_tokens
+from memoryd.daemon.search import query_tokens
 from memoryd.errors import InvalidParams, ResourceState
 
 MAX_QUERY_BYTES = 4096
@@ -85,20 +85,6 @@ def hit_content(content: str, terms: list[str]) -> tuple[str, bool]:
     return ("…" if start else "") + content[start:end] + ("…" if end < len(content) else ""), True
 
 
-def matching_ids(index: SearchIndex, query: str) -> set[str]:
-    """Every document holding a query term (for the pre-cap `total`).
-
-    SearchIndex has no public call for this; its postings are read here, in this one place.
-    """
-    found: set[str] = set()
-    for term in query_tokens(query):
-        for postings in (index._content, index._scope):
-            docs = postings.get(term)
-            if docs:
-                found.update(docs)
-    return found
-
-
 def count_matches(tier: MemoryTier, query: str, accept: Callable[[str], bool],
                   repos: tuple[str | None, ...] | None, filtered: bool) -> int:
     """How many memories the query matches under the filters (the pre-cap `total`).
@@ -106,7 +92,7 @@ def count_matches(tier: MemoryTier, query: str, accept: Callable[[str], bool],
     Set operations run at C speed: the repo restriction is an intersection, and the per-memory
     predicate runs only when another filter (scopes, category, since, disabled scopes) is on.
     """
-    ids = matching_ids(tier.index.text, query)
+    ids = tier.index.text.matching(query)
     if repos is not None:
         by_repo = tier.index.by_repo
         ids = set().union(*(ids & by_repo[r] for r in repos if r in by_repo))

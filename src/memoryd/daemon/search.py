@@ -127,6 +127,14 @@ class SearchIndex:
         self._total_length -= self._length.pop(doc_id)
         del self._recency[doc_id]
 
+    def matching(self, query: str) -> set[str]:
+        """Every document holding at least one query term (a search's pre-cap total)."""
+        found: set[str] = set()
+        for term in query_tokens(query):
+            for postings in (self._content, self._scope):
+                found.update(postings.get(term, ()))
+        return found
+
     def set_recency(self, doc_id: str, ts: str) -> None:
         """Update the tie-break timestamp of an indexed document (e.g. after an update)."""
         if doc_id in self._docs:
