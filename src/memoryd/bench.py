@@ -23,7 +23,7 @@ def progress(message: str) -> None:
     print(f"bench: {message}", file=sys.stderr, flush=True)
 
 
-def row(metric: str, size: str, stats: dict[str, float], target: str, met: bool) -> Row:
+def row(metric: str, size: str, stats: dict[str, Any], target: str, met: bool) -> Row:
     return {"metric": metric, "size": size, **stats, "target": target, "met": met}
 
 

@@ -106,7 +106,7 @@ def bench_memory_tier(box: Throwaway, quick: bool) -> list[Row]:
         searches, results = time_calls(box, "memory_search", lambda: {"query": corpus.query()}, SAMPLES)
         stats = pcts(searches)
         target = SEARCH_TARGETS_MS[size]
-        mean_hits = sum(len(r["results"]) for r in results) / SAMPLES  # type: ignore[arg-type]
+        mean_hits = sum(len(r["results"]) for r in results) / SAMPLES  # type: ignore[arg-type,misc]
         rows.append(row("memory_search", _size_label(size), {**stats, "mean_hits": round(mean_hits, 2)},
                         f"<= {target:g} ms", stats["p50_ms"] <= target))
         digests, _ = time_calls(box, "memory_digest", dict, 100)

@@ -78,6 +78,7 @@ class Core:
         self.started = clock()
         self.stats = {"dropped_frames": 0, "bad_requests": 0}
         self.extensions: list[Any] = []  # tiers that add appliers and recovery (memories, reaper)
+        self.memories: Any = None        # the durable tier, set by `memories.attach`
 
     def now(self) -> str:
         return iso(self.clock())
@@ -116,8 +117,7 @@ class Core:
 
     def handoff_text(self, memory_id: str) -> str | None:
         """The text of a session's finish handoff, once the memory tier is loaded."""
-        memories = getattr(self, "memories", None)
-        return memories.text_of(memory_id) if memories is not None else None
+        return self.memories.text_of(memory_id) if self.memories is not None else None
 
     # -- provenance (storage.md §4) -----------------------------------------------------------
 

@@ -154,6 +154,8 @@ def prior_session_block(core: Core, session: Session) -> dict[str, Any]:
 def episode_handoff(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     core, caller = call.core, call.session
     note = None
+    first: Session | None
+    adopted: Session | None
     if args["prior_session_id"] is not None:
         target = core.sessions.get(args["prior_session_id"])
         if target is None:

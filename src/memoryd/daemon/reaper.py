@@ -81,7 +81,7 @@ def episode_ttl_pass(core: Core, now: float, dry_run: bool = False) -> list[dict
 
 
 def pending_pass(core: Core, now: float) -> list[str]:
-    memories = getattr(core, "memories", None)
+    memories = core.memories
     return memories.pending_pass(now) if memories is not None else []
 
 
@@ -101,7 +101,7 @@ def next_due_in(core: Core, now: float) -> float:
     """Seconds until the earliest job could have work (the loop's poll timeout)."""
     waits = [deadline - now for deadline in core.suspended.values()]
     waits.append(core.next_ttl_check - now)
-    memories = getattr(core, "memories", None)
+    memories = core.memories
     expiry = memories.next_pending_expiry() if memories is not None else None
     if expiry is not None:
         waits.append(expiry - now)

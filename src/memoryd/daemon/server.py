@@ -285,7 +285,7 @@ class Server:
         core = self.core
         counts = {"episodes": len(core.journal.by_id), "sessions": len(core.sessions.sessions),
                   "events": core.log.seq}
-        memories = getattr(core, "memories", None)
+        memories = core.memories
         if memories is not None:
             counts.update(memories.counts())
         return {"pid": os.getpid(), "version": __version__, "protocol": PROTOCOL,
