@@ -25,6 +25,7 @@ def test_sdk_client_in_auto_mode_falls_back_to_initialize(env: Env) -> None:
     async def main() -> None:
         async with Client(env.bridge_params()) as client:
             assert client.instructions and "episode_handoff" in client.instructions
+            assert len(client.instructions) <= 800
             result = await client.call_tool("episode_write", {"body": "auto mode works"})
             assert result.structured_content["status"] == "committed"
     anyio.run(main)

@@ -157,3 +157,18 @@ def test_pending_expiry_keeps_the_promoted_episode(tmp_path: Path, clock: Clock)
     core.sync()
     assert episode["id"] in core.journal.by_id and core.journal.by_id[episode["id"]].path.exists()
     assert held["pending_id"] not in core.memories.pending
+
+
+def test_the_log_starts_a_new_monthly_segment_and_the_chain_runs_across(tmp_path: Path, clock: Clock) -> None:
+    from memoryd.daemon import eventlog
+
+    clock.now = 1_798_761_599.0  # 2026-12-31T23:59:59Z
+    core = Core(tmp_path / "store", Config(), clock=clock)
+    core.open()
+    session = core.start_session({"worktree": "/w"}, "c1")
+    clock.now += 2  # 2027-01-01
+    write_episode(core, session, "new year", None, [], None, None)
+    core.sync()
+    names = sorted(p.name for p in (core.root / "events").glob("*.jsonl"))
+    assert names == ["2026-12.jsonl", "2027-01.jsonl"]
+    assert eventlog.verify(core.root / "events")["ok"] is True
