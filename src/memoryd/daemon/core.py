@@ -97,8 +97,10 @@ class Core:
 
     def sync(self) -> None:
         """Make every file and event of this pass durable (one round of fsyncs: group commit)."""
-        self.files.flush()
-        self.log.sync()
+        log_fd = self.log.flush()
+        self.files.flush(extra_fds=() if log_fd is None else (log_fd,))
+        if log_fd is not None:
+            self.log.mark_durable()
         self.files.publish()
 
     def apply(self, event: dict[str, Any]) -> None:

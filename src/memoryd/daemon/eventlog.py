@@ -76,17 +76,27 @@ class EventLog:
             self._segment = month
         return self._file
 
-    def sync(self) -> None:
+    def flush(self) -> int | None:
+        """Hand buffered events to the OS; the fd to make durable, or None when nothing is new."""
         if not self._dirty or self._file is None:
-            return
+            return None
         self._file.flush()
-        os.fsync(self._file.fileno())
+        return self._file.fileno()
+
+    def mark_durable(self) -> None:
+        """Called once the fd from `flush` was synced (possibly by the store's shared syncfs)."""
         if self._new_dir:  # a new segment's directory entry must be durable too
             fd = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY)
             os.fsync(fd)
             os.close(fd)
             self._new_dir = False
         self._dirty = False
+
+    def sync(self) -> None:
+        fd = self.flush()
+        if fd is not None:
+            os.fsync(fd)
+            self.mark_durable()
 
     def close(self) -> None:
         self.sync()

@@ -42,6 +42,15 @@ def _syncfs_function() -> Any:
         return None
 
 
+def _is_whole_record(path: Path) -> bool:
+    """A temp file is rolled forward only if it parses (its flush and the log's were one round)."""
+    try:
+        parse(path.read_bytes())
+    except (OSError, BadRecord, UnicodeDecodeError):
+        return False
+    return True
+
+
 def _fsync_dir(directory: Path) -> None:
     try:
         fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
@@ -115,13 +124,13 @@ def _has_anchor_or_tag(text: str) -> bool:
 class FileStore:
     """Atomic, durable file operations under one root, made durable in batches (group commit).
 
-    Changes are staged, then made durable in two steps around the event log's fsync:
-    `flush` syncs every staged temp file with one `syncfs` (one journal commit instead of one
-    fsync per file: ~0.08 ms a record in a batch of 8 against ~0.26 ms here); the caller then
-    syncs the log; `publish` renames the temp files into place, applies staged deletes and
-    fsyncs the directories. A crash after the log sync leaves complete temp files whose ids
-    the log names: recovery rolls them forward (`recover_temp_files`), so a record is never
-    visible without its event. Readers in the same pass see staged records (`read_bytes`).
+    Changes are staged, then made durable in two rounds: `flush` syncs every staged temp file
+    together with the event log in one `syncfs` (one journal commit instead of an fsync per
+    file: ~0.08 ms a record in a batch of 8 against ~0.26 ms here); `publish` then renames the
+    temp files into place, applies staged deletes and syncs the directories. A crash after the
+    flush leaves temp files whose ids the log names: recovery rolls the whole ones forward
+    (`recover_temp_files`), so a record is never visible without its event. Readers in the same
+    pass see staged records (`read_bytes`).
     """
 
     def __init__(self, root: Path) -> None:
@@ -184,16 +193,17 @@ class FileStore:
         self.flush()
         self.publish()
 
-    def flush(self) -> None:
-        """Make every staged temp file's bytes durable (before the log says they exist)."""
-        fds = [fd for _tmp, fd in self._staged.values() if fd >= 0]
+    def flush(self, extra_fds: tuple[int, ...] = ()) -> None:
+        """Make every staged temp file's bytes durable, with `extra_fds` (the log) in the same
+        round: one `syncfs` covers them all (two fsyncs cost ~2x one syncfs here)."""
+        staged = [fd for _tmp, fd in self._staged.values() if fd >= 0]
+        fds = staged + list(extra_fds)
         try:
-            if len(fds) > 1 and self._syncfs is not None and self._syncfs(fds[0]) == 0:
-                return
-            for fd in fds:
-                os.fsync(fd)
+            if fds and not (self._syncfs is not None and self._syncfs(fds[0]) == 0):
+                for fd in fds:
+                    os.fsync(fd)
         finally:
-            for fd in fds:
+            for fd in staged:
                 os.close(fd)
             self._staged = {path: (tmp, -1) for path, (tmp, _fd) in self._staged.items()}
 
@@ -217,6 +227,13 @@ class FileStore:
             except OSError:
                 pass
         self._rmdirs.clear()
+        if len(self._dirty_dirs) > 1 and self._syncfs is not None:
+            fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                if self._syncfs(fd) == 0:
+                    self._dirty_dirs.clear()
+            finally:
+                os.close(fd)
         for directory in self._dirty_dirs:
             _fsync_dir(directory)
         self._dirty_dirs.clear()
@@ -227,7 +244,7 @@ class FileStore:
         counts = {"temp_files_removed": 0, "temp_files_rolled_forward": 0}
         for tmp in self.root.rglob(f"{TMP_PREFIX}*"):
             final_name = tmp.name[len(TMP_PREFIX):].rsplit(".", 1)[0]
-            if final_name.split(".", 1)[0] in logged_ids:
+            if final_name.split(".", 1)[0] in logged_ids and _is_whole_record(tmp):
                 os.replace(tmp, tmp.with_name(final_name))
                 counts["temp_files_rolled_forward"] += 1
             else:
