@@ -105,3 +105,20 @@ def test_digest_leads_with_the_newest_handoff_per_project_callers_project_first(
             assert f"{name}_total" in digest and len(digest[name]) <= 2
         assert digest["counts"]["by_category"].get("handoff") == 4
     anyio.run(main)
+
+
+def test_digest_with_a_project_filter_and_a_disabled_scope_counts_only_what_is_visible(env: Env) -> None:
+    async def main() -> None:
+        async with env.session(MEMORYD_WORKTREE="/w/alpha") as s:
+            await call(s, "memory_write", content="Alpha builds with make and a pinned toolchain.",
+                       scopes=["projects:alpha"])
+            await call(s, "memory_write", content="Beta deploys through a blue green switch.",
+                       scopes=["projects:beta"])
+            everything = await call(s, "memory_digest")
+            only_beta = await call(s, "memory_digest", project="beta")
+            await call(s, "memory_scope_disable", scope="projects:alpha")
+            hidden = await call(s, "memory_digest")
+        assert everything["counts"]["memories"] == 2 and everything["newest_total"] == 2
+        assert only_beta["counts"]["memories"] == 1 and only_beta["newest"][0]["scopes"] == ["projects:beta"]
+        assert hidden["counts"]["memories"] == 1 and hidden["newest_total"] == 1
+    anyio.run(main)

@@ -16,6 +16,7 @@ from typing import Any
 
 from ulid import ULID
 
+from memoryd.daemon.memory_stats import LiveMemories
 from memoryd.daemon import memory_cache, memory_recovery, store
 from memoryd.daemon.core import Core
 from memoryd.daemon.gates import find_credentials, scan_taint
@@ -57,7 +58,7 @@ class MemoryTier:
         self._unstatted: set[str] = set()           # written this pass: stat them once renamed
         self.cache_stale = False                    # a record file changed since the cache was written
         self.loaded = False                         # replay is over: events now are live ones
-        self.live: dict[str, Memory] = {}
+        self.live: LiveMemories = LiveMemories(self.project_of)
         self.tombstones: dict[str, Memory] = {}
         self.index = LiveIndex()
         self.tomb_index = TombIndex()
@@ -90,15 +91,14 @@ class MemoryTier:
         return {"memories": len(self.live), "tombstones": len(self.tombstones), "pending": len(self.pending)}
 
     def project_of(self, memory: Memory) -> str | None:
-        """The memory's project: its origin's, else its first `projects:<x>` scope's."""
-        project = memory.origin.get("project")
-        if isinstance(project, str) and project:
-            return project
+        """The memory's project: its first `projects:<x>` scope (what the writer said), else the
+        project it was written from."""
         for scope in memory.scopes:
             name = project_scope_name(scope)
             if name:
                 return name
-        return None
+        project = memory.origin.get("project")
+        return project if isinstance(project, str) and project else None
 
     # -- what the gate chain asks (memory_gates_chain.TierView) ----------------------------------
 
@@ -343,6 +343,7 @@ class MemoryTier:
     def load(self) -> None:
         """Read every memory and tombstone file and the pending snapshot (after log replay)."""
         parsed = memory_recovery.load(self)
+        self.live.sort_by_updated()
         self.loaded = True
         if parsed:  # so the next start is fast even if this daemon never stops cleanly
             memory_recovery.save_cache(self)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from memoryd.daemon import gates
@@ -25,7 +26,8 @@ FLAGS = ("acknowledge_credential", "acknowledge_transient", "acknowledge_scope_m
 class TierView(Protocol):
     """What the gates need from the memory tier (a protocol so unit tests can fake it)."""
 
-    live: dict[str, Memory]
+    @property
+    def live(self) -> Mapping[str, Memory]: ...
     tombstones: dict[str, Memory]
 
     def known_projects(self) -> dict[str, str | None]: ...

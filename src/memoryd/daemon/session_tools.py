@@ -7,6 +7,7 @@ tier's own write path (`core.memories.capture_handoff`), so its gates and audit 
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections import Counter
 from typing import Any
 
@@ -85,13 +86,22 @@ def _capped(name: str, items: list[Any], cap: int) -> dict[str, Any]:
 
 
 class _MemoryScan:
-    """One pass over the live memories for every memory section of the digest (10k in a few ms)."""
+    """The digest's memory sections. Unfiltered, they come from the aggregates the live map
+    keeps (O(answer)); with disabled scopes or a project filter, from one pass over the store."""
 
     def __init__(self, core: Core, disabled: set[str], project: str | None) -> None:
+        live = core.memories.live
+        self.live = live
+        self.filtered = bool(disabled) or project is not None
+        if not self.filtered:
+            self.count = len(live)
+            self.by_category, self.by_project = Counter(live.by_category), Counter(live.by_project)
+            self.handoffs = live.newest_handoffs()
+            return
         self.count = 0
-        self.by_category: Counter[str] = Counter()
-        self.by_project: Counter[str] = Counter()
-        self.handoffs: dict[str | None, Any] = {}   # project -> its newest handoff
+        self.by_category = Counter()
+        self.by_project = Counter()
+        self.handoffs = {}   # project -> its newest handoff
         self.others: list[Any] = []
         project_of = core.memories.project_of
         for memory in core.memories.live.values():
@@ -118,8 +128,14 @@ class _MemoryScan:
         return [{"project": p, "session_id": m.session_id, "id": m.id, "text": m.content, "created": m.created}
                 for p, m in ordered]
 
+    def others_total(self) -> int:
+        return len(self.others) if self.filtered else self.count - self.by_category.get("handoff", 0)
+
     def newest_rows(self, cap: int) -> list[dict[str, Any]]:
-        newest = heapq.nlargest(cap, self.others, key=lambda m: m.updated)
+        if self.filtered:
+            newest = heapq.nlargest(cap, self.others, key=lambda m: m.updated)
+        else:
+            newest = list(itertools.islice((m for m in self.live.newest_first() if m.category != "handoff"), cap))
         return [{"id": m.id, "first_line": m.first_line, "scopes": list(m.scopes), "category": m.category,
                  "updated": m.updated} for m in newest]
 
@@ -160,7 +176,7 @@ def memory_digest(call: Call, args: dict[str, Any]) -> dict[str, Any]:
         "counts": {"memories": scan.count, "by_category": dict(scan.by_category),
                    "by_project": dict(scan.by_project), "episodes": len(core.journal.by_id),
                    "tombstones": len(core.memories.tombstones)},
-        "newest": scan.newest_rows(cap), "newest_total": len(scan.others),
+        "newest": scan.newest_rows(cap), "newest_total": scan.others_total(),
         **_capped("open_sessions", _open_sessions(core), cap),
         **_capped("pending_writes", pending, cap),
         **_recent_takeaways(core, session, cap),

@@ -1,0 +1,81 @@
+"""The live memories by id, keeping the digest's aggregates current as records come and go.
+
+`memory_digest` is called at every session start and must stay ~O(answer), not O(store): counts
+by category and project, each project's handoffs and the write order are updated on every
+insert and delete instead of being recomputed from 10k+ records per call. Records are
+replaced, never mutated in place (dataclasses.replace), so forgetting the old object on
+overwrite is exact.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import Any
+
+Memory = Any  # memory_records.Memory; kept loose to avoid an import cycle
+
+
+class LiveMemories(dict[str, Memory]):
+    def __init__(self, project_of: Callable[[Memory], str | None]) -> None:
+        super().__init__()
+        self.project_of = project_of
+        self.by_category: Counter[str] = Counter()
+        self.by_project: Counter[str] = Counter()
+        self.handoffs: dict[str | None, set[str]] = {}
+        self._order: list[str] = []  # ids in write order, newest last; stale entries are skipped
+
+    def __setitem__(self, key: str, memory: Memory) -> None:
+        if key in self:
+            self._forget(self[key])
+        super().__setitem__(key, memory)
+        self._count(memory)
+        self._order.append(key)
+
+    def __delitem__(self, key: str) -> None:
+        self._forget(self[key])
+        super().__delitem__(key)
+
+    def pop(self, key: str, *default: Any) -> Memory:  # type: ignore[override]
+        if key in self:
+            memory = self[key]
+            del self[key]
+            return memory
+        if default:
+            return default[0]
+        raise KeyError(key)
+
+    def _count(self, memory: Memory) -> None:
+        project = self.project_of(memory)
+        self.by_category[memory.category] += 1
+        self.by_project[project or "(none)"] += 1
+        if memory.category == "handoff":
+            self.handoffs.setdefault(project, set()).add(memory.id)
+
+    def _forget(self, memory: Memory) -> None:
+        project = self.project_of(memory)
+        self.by_category[memory.category] -= 1
+        self.by_project[project or "(none)"] -= 1
+        for counter, key in ((self.by_category, memory.category), (self.by_project, project or "(none)")):
+            if counter[key] <= 0:
+                del counter[key]
+        if memory.category == "handoff":
+            self.handoffs.get(project, set()).discard(memory.id)
+
+    def sort_by_updated(self) -> None:
+        """After a bulk load, order writes by their `updated` stamps."""
+        self._order = sorted(self, key=lambda i: self[i].updated)
+
+    def newest_first(self) -> Iterator[Memory]:
+        """Live memories, most recently written first (each once)."""
+        if len(self._order) > 2 * len(self) + 1024:
+            self._order = [i for i in dict.fromkeys(reversed(self._order)) if i in self][::-1]
+        seen: set[str] = set()
+        for memory_id in reversed(self._order):
+            if memory_id not in seen and memory_id in self:
+                seen.add(memory_id)
+                yield self[memory_id]
+
+    def newest_handoffs(self) -> dict[str | None, Memory]:
+        return {project: max((self[i] for i in ids), key=lambda m: m.created)
+                for project, ids in self.handoffs.items() if ids}
