@@ -140,6 +140,7 @@ def _shutdown(core: Core, server: Any, lock: IO[str]) -> None:
     remove_status()
     sd_notify("STOPPING=1")
     core.record("daemon_stop", pid=os.getpid())
+    core.journal.save_cache()
     core.sync()
     core.log.close()
     server.close()
