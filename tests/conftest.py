@@ -26,3 +26,9 @@ def daemon(env: Env) -> Env:
     """A real daemon running on `env`'s store."""
     env.start_daemon()
     return env
+
+
+@pytest.fixture
+def served(daemon: Env) -> Env:
+    """The same as `daemon` (its exit is reaped by the harness)."""
+    return daemon

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -52,6 +53,8 @@ class Env:
         proc = subprocess.Popen([sys.executable, "-m", "memoryd", "serve"], env=self.environ(),
                                 stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
         self.procs.append(proc)
+        # Reap it as soon as it exits, so `memoryd stop` and liveness checks see it gone.
+        threading.Thread(target=proc.wait, daemon=True).start()
         if wait:
             self.wait_ready(proc.pid)
         return proc
@@ -77,6 +80,13 @@ class Env:
             if path.exists():
                 text += path.read_text(errors="replace")[-4000:]
         return text
+
+    def events(self) -> list[dict[str, Any]]:
+        """Every event of the store's log, in order."""
+        found: list[dict[str, Any]] = []
+        for segment in sorted((self.home / "events").glob("*.jsonl")):
+            found += [json.loads(line) for line in segment.read_text().splitlines()]
+        return found
 
     def daemon_pid(self) -> int | None:
         status = self.status()

@@ -6,12 +6,10 @@ swarm_id and the coordinator parks one `episode_search(wait_for=N)` until N have
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any
 
 import anyio
-import pytest
 import yaml
 from ulid import ULID
 
@@ -20,16 +18,8 @@ from harness import Env, call, call_error
 WAIT_S = 60  # bound on each test's async body
 
 
-@pytest.fixture
-def served(env: Env) -> Env:
-    """A daemon whose exit is reaped at once, so `memoryd stop` sees it gone (no zombie)."""
-    start_daemon(env)
-    return env
 
 
-def start_daemon(env: Env) -> None:
-    proc = env.start_daemon()
-    threading.Thread(target=proc.wait, daemon=True).start()
 
 
 def iso_ms(t: float) -> str:
@@ -143,7 +133,7 @@ def test_since_accepts_relative_spans_and_iso_times(served: Env) -> None:
             "swarm_id": None, "worktree": "/w/since"}
     path = env.home / "episodes" / recent[0]["session_id"] / f"{old_id}.md"
     path.write_text("---\n" + yaml.safe_dump(meta, sort_keys=False) + "---\nold body")
-    start_daemon(env)
+    env.start_daemon()
 
     async def second() -> None:
         with anyio.fail_after(WAIT_S):

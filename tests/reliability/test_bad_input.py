@@ -31,11 +31,6 @@ MIB = 1024 * 1024
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
 
 
-@pytest.fixture
-def served(env: Env) -> Env:
-    proc = env.start_daemon()
-    threading.Thread(target=proc.wait, daemon=True).start()  # reap it on exit
-    return env
 
 
 # -- the daemon's wire --------------------------------------------------------------------------

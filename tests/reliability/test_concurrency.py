@@ -10,7 +10,6 @@ import threading
 from typing import Any
 
 import anyio
-import pytest
 
 from harness import Env, call
 
@@ -19,11 +18,6 @@ WRITES_PER_BRIDGE = 20
 WAIT_S = 150
 
 
-@pytest.fixture
-def served(env: Env) -> Env:
-    proc = env.start_daemon()
-    threading.Thread(target=proc.wait, daemon=True).start()  # reap it on exit
-    return env
 
 
 def episode_write_events(env: Env) -> list[dict[str, Any]]:

@@ -86,11 +86,6 @@ def daemon_processes(env: Env) -> list[int]:
     return found
 
 
-def log_events(env: Env) -> list[dict[str, Any]]:
-    events = []
-    for segment in sorted((env.home / "events").glob("*.jsonl")):
-        events += [json.loads(line) for line in segment.read_text().splitlines()]
-    return events
 
 
 # -- kill -9 under load ----------------------------------------------------------------------------
@@ -181,7 +176,7 @@ def test_sigkill_during_writes_loses_no_acknowledged_episode(env: Env) -> None:
         assert row is not None, f"{context}: acknowledged {ack['id']} is not readable"
         assert row["body"] == body and row["provenance"] == "local", f"{context}: {row}"
 
-    events = log_events(env)
+    events = env.events()
     named = [e["episode_id"] for e in events if e["kind"] == "episode_write"]
     doubled = {i for i in acked_ids if named.count(i) != 1}
     assert not doubled, f"{context}: acknowledged ids logged other than once: {sorted(doubled)[:5]}"
@@ -221,7 +216,7 @@ def test_five_serve_processes_started_at_once_leave_exactly_one_daemon(env: Env)
     assert daemon_processes(env) == [running[0].pid]
     live = env.memoryd("status", "--json")
     assert live.returncode == 0 and json.loads(live.stdout)["pid"] == running[0].pid
-    assert sum(e["kind"] == "daemon_start" for e in log_events(env)) == 1
+    assert sum(e["kind"] == "daemon_start" for e in env.events()) == 1
 
 
 def test_eight_bridges_started_at_once_without_a_daemon_spawn_exactly_one(env: Env) -> None:
@@ -253,4 +248,4 @@ def test_eight_bridges_started_at_once_without_a_daemon_spawn_exactly_one(env: E
     assert len(results) == 8 and all(r["status"] == "committed" for r in results)
     assert len({r["session_id"] for r in results}) == 8
     assert daemons[0] == [env.daemon_pid()], daemons
-    assert sum(e["kind"] == "daemon_start" for e in log_events(env)) == 1
+    assert sum(e["kind"] == "daemon_start" for e in env.events()) == 1

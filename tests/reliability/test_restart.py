@@ -77,9 +77,6 @@ class RawBridge:
         return reply["result"]["structuredContent"]  # type: ignore[no-any-return]
 
 
-def start_daemon(env: Env) -> None:
-    proc = env.start_daemon()
-    threading.Thread(target=proc.wait, daemon=True).start()  # reap it, so `memoryd stop` sees it gone
 
 
 def stop_daemon(env: Env) -> None:
@@ -104,18 +101,13 @@ def wait_until_ended(env: Env, session_id: str, timeout_s: float = 20) -> dict[s
     return anyio.run(main)
 
 
-def log_events(env: Env) -> list[dict[str, Any]]:
-    events = []
-    for segment in sorted((env.home / "events").glob("*.jsonl")):
-        events += [json.loads(line) for line in segment.read_text().splitlines()]
-    return events
 
 
 # -- restart under a live bridge ---------------------------------------------------------------------
 
 def test_a_restart_under_a_live_bridge_keeps_its_session(env: Env) -> None:
     set_heartbeat(env, HEARTBEAT_S)
-    start_daemon(env)
+    env.start_daemon()
 
     async def main() -> None:
         with anyio.fail_after(90):
@@ -134,7 +126,7 @@ def test_a_restart_under_a_live_bridge_keeps_its_session(env: Env) -> None:
         assert own["prior_session"]["ended"] == "open"
         assert [e["body"] for e in own["episodes"]] == [
             "before the restart", "after the restart", "after the grace window"]
-        attached = [e for e in log_events(env) if e["kind"] == "session_attach"]
+        attached = [e for e in env.events() if e["kind"] == "session_attach"]
         assert [e["session"] for e in attached] == [before["session_id"]]
 
     anyio.run(main)
@@ -143,7 +135,7 @@ def test_a_restart_under_a_live_bridge_keeps_its_session(env: Env) -> None:
 def test_a_write_resent_after_a_restart_is_applied_once(env: Env) -> None:
     from memoryd.client.connection import Connection
 
-    start_daemon(env)
+    env.start_daemon()
     identity = {"worktree": "/w/retry", "repo": None, "project": None, "client": "retry-test",
                 "pid": os.getpid(), "swarm_id": None}
     conn = Connection(identity, endpoint=(env.status() or {})["endpoint"], autospawn=False)
@@ -157,7 +149,7 @@ def test_a_write_resent_after_a_restart_is_applied_once(env: Env) -> None:
         assert conn.send(req, "call", args)  # a resend to the same daemon: its reply cache answers
         again = conn.wait_reply(req, 10)
         stop_daemon(env)
-        start_daemon(env)
+        env.start_daemon()
         assert conn.reconnect()["session_id"] == session_id  # reattached, not a new session
         assert conn.send(req, "call", args)  # the daemon that answers now never saw the first reply
         replayed = conn.wait_reply(req, 10)
@@ -167,14 +159,14 @@ def test_a_write_resent_after_a_restart_is_applied_once(env: Env) -> None:
     assert again["result"] == first["result"] == replayed["result"]
     episode_id = first["result"]["id"]
     assert [p.stem for p in (env.home / "episodes" / session_id).glob("*.md")] == [episode_id]
-    named = [e for e in log_events(env) if e["kind"] == "episode_write"]
+    named = [e for e in env.events() if e["kind"] == "episode_write"]
     assert [e["episode_id"] for e in named] == [episode_id]
 
 
 # -- how sessions end ------------------------------------------------------------------------------
 
 def test_a_session_whose_bridge_never_comes_back_ends_as_daemon_restart(env: Env) -> None:
-    start_daemon(env)  # default heartbeat: the bridge's death cannot be taken for `lost` before the stop
+    env.start_daemon()  # default heartbeat: the bridge's death cannot be taken for `lost` before the stop
     bridge = RawBridge(env, MEMORYD_WORKTREE="/w/gone")
     bridge.initialize()
     written = bridge.call("episode_write", body="the last words")
@@ -182,7 +174,7 @@ def test_a_session_whose_bridge_never_comes_back_ends_as_daemon_restart(env: Env
     bridge.proc.wait(timeout=10)
     stop_daemon(env)
     set_heartbeat(env, HEARTBEAT_S)  # the next daemon's grace window is 3 heartbeats
-    start_daemon(env)
+    env.start_daemon()
     prior = wait_until_ended(env, written["session_id"])
     assert prior["ended"] == "daemon_restart"
     assert prior["id"] == written["session_id"] and prior["ended_at"].endswith("Z")
@@ -190,7 +182,7 @@ def test_a_session_whose_bridge_never_comes_back_ends_as_daemon_restart(env: Env
 
 def test_a_bridge_killed_with_sigkill_ends_its_session_as_lost(env: Env) -> None:
     set_heartbeat(env, HEARTBEAT_S)
-    start_daemon(env)
+    env.start_daemon()
     bridge = RawBridge(env, MEMORYD_WORKTREE="/w/killed")
     bridge.initialize()
     written = bridge.call("episode_write", body="working…")
@@ -198,12 +190,12 @@ def test_a_bridge_killed_with_sigkill_ends_its_session_as_lost(env: Env) -> None
     bridge.proc.wait(timeout=10)
     prior = wait_until_ended(env, written["session_id"])
     assert prior["ended"] == "lost"
-    ends = [e for e in log_events(env) if e["kind"] == "session_end" and e["session"] == written["session_id"]]
+    ends = [e for e in env.events() if e["kind"] == "session_end" and e["session"] == written["session_id"]]
     assert [e["reason"] for e in ends] == ["lost"]
 
 
 def test_stdin_eof_makes_the_bridge_exit_zero_and_close_its_session(env: Env) -> None:
-    start_daemon(env)
+    env.start_daemon()
     bridge = RawBridge(env, MEMORYD_WORKTREE="/w/eof")
     bridge.initialize()
     written = bridge.call("episode_write", body="done for today")
