@@ -143,9 +143,9 @@ def test_similar_ignores_scopes_and_ranks_best_first() -> None:
 
 
 def test_tokenizers_split_scopes_and_keep_whole_scopes() -> None:
-    assert scope_tokens("projects:memoryd:core-io") == [
+    assert scope_tokens("projects:memoryd:core-io") == (
         "projects:memoryd", "projects:memoryd:core-io", "projects", "memoryd", "core", "io"
-    ]
+    )
     assert query_tokens("The projects:memoryd DAEMON") == ["projects", "memoryd", "daemon",
                                                           "projects:memoryd"]
     assert content_terms("A daemon, the socket_path x") == ["daemon", "socket", "path"]

@@ -156,10 +156,10 @@ class Core:
         if event["kind"] == "daemon_start":
             self.last_run_ids = set()
         else:
-            self.last_run_ids.update(v for v in event.values() if store.is_ulid(v))
             for value in event.values():
-                if isinstance(value, list):
-                    self.last_run_ids.update(v for v in value if store.is_ulid(v))
+                for item in value if isinstance(value, list) else (value,):
+                    if type(item) is str and len(item) == 26 and store.is_ulid(item):
+                        self.last_run_ids.add(item)
         self.apply(event)
 
     def _reconcile_episodes(self) -> dict[str, Any]:

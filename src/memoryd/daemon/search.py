@@ -10,6 +10,7 @@ from __future__ import annotations
 import heapq
 import math
 import re
+from functools import lru_cache
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from operator import itemgetter
@@ -28,14 +29,16 @@ RANK_SLACK = 16
 _SCOPE_RE = re.compile(r"[a-z0-9]+(?:[-:][a-z0-9]+)*")
 
 
-def scope_tokens(scope: str) -> list[str]:
+@lru_cache(maxsize=4096)
+def scope_tokens(scope: str) -> tuple[str, ...]:
     """Index terms for one scope: every `:`-prefix of two or more levels, whole
     ("projects:memoryd", "projects:memoryd:core"), then its words split on `:` and `-`
-    (len >= 2), so a query for `projects:memoryd` or for `memoryd` finds it."""
+    (len >= 2), so a query for `projects:memoryd` or for `memoryd` finds it. Cached: a store
+    has few distinct scopes and every indexed memory repeats them."""
     levels = scope.lower().split(":")
     tokens = [":".join(levels[: i + 1]) for i in range(1, len(levels))]
     tokens += [w for w in re.split(r"[:-]", scope.lower()) if len(w) >= 2]
-    return list(dict.fromkeys(tokens))
+    return tuple(dict.fromkeys(tokens))
 
 
 def content_terms(text: str) -> list[str]:
@@ -143,7 +146,11 @@ class SearchIndex:
     @staticmethod
     def _post(postings: dict[str, dict[str, int]], doc_id: str, tf: Counter[str]) -> None:
         for term, count in tf.items():
-            postings.setdefault(term, {})[doc_id] = count
+            docs = postings.get(term)
+            if docs is None:
+                postings[term] = {doc_id: count}
+            else:
+                docs[doc_id] = count
 
     @staticmethod
     def _unpost(postings: dict[str, dict[str, int]], doc_id: str, terms: tuple[str, ...]) -> None:
