@@ -117,6 +117,9 @@ def bench_memory_tier(box: Throwaway, quick: bool) -> list[Row]:
         restart_s = box.restart()
         rows.append(row("daemon restart (warm cache)", _size_label(size), {"value": round(restart_s, 2), "unit": "s"},
                         "<= 3 s" if size == 100_000 else "-", size != 100_000 or restart_s <= 3))
+        rss = box.daemon_rss_mb()
+        rows.append(row("daemon RSS after restart", _size_label(size), {"value": round(rss), "unit": "MB"},
+                        "<= 500 MB" if size == 100_000 else "-", size != 100_000 or rss <= 500))
     return rows
 
 

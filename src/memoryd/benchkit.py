@@ -51,6 +51,10 @@ class Throwaway:
         self.start()
         return time.perf_counter() - began
 
+    def daemon_rss_mb(self) -> float:
+        assert self.daemon is not None
+        return rss_mb(self.daemon.pid)
+
     def stop(self) -> None:
         if self.daemon is not None and self.daemon.poll() is None:
             self.daemon.send_signal(signal.SIGTERM)
@@ -99,10 +103,7 @@ class Bridge:
         return time.perf_counter() - began
 
     def rss_mb(self) -> float:
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-        return float("nan")
+        return rss_mb(self.proc.pid)
 
     def close(self) -> None:
         if self.proc.stdin:
@@ -151,6 +152,13 @@ class WireLoader:
 
     def call(self, conn: str, tool: str, **arguments: Any) -> None:
         self.send(conn, "call", {"tool": tool, "arguments": arguments})
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 def pcts(samples_s: list[float]) -> dict[str, float]:
