@@ -1,4 +1,4 @@
-"""Daemon settings: defaults, overridden by `config.yaml` (see storage.md §6). Fail closed."""
+"""Daemon settings: defaults, overridden by `config.yaml` (see docs/storage.md). Fail closed."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The server instructions sent in `initialize` (tools.md §4); shared by daemon and bridge."""
+"""The server instructions sent in `initialize` (docs/tools.md); shared by the daemon and the bridge."""
 
 INSTRUCTIONS = (
     "memoryd is your persistent memory. Start by calling episode_handoff (what the last session in "

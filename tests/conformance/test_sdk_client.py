@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import anyio
-from mcp import Client
-
 from harness import Env, call, call_error
+from mcp import Client
 
 
 def test_sdk_client_session_handshakes_and_lists_every_tool(env: Env) -> None:
@@ -59,7 +58,7 @@ def test_bad_arguments_are_typed_invalid_params_naming_the_parameter(env: Env) -
 
 
 def test_tools_list_fits_the_17000_character_budget(env: Env) -> None:
-    """Every agent pays for tools/list in context on every session (tools.md)."""
+    """Every agent pays for tools/list in context on every session (docs/tools.md)."""
     import json
 
     async def main() -> None:

@@ -6,7 +6,6 @@ import json
 import tarfile
 
 import anyio
-
 from harness import Env, call
 
 

@@ -1,6 +1,6 @@
 """episode_search through real bridges: filters, ordering and caps, and wait_for fan-in.
 
-Fan-in is the coordinator pattern of tools.md §1: sub-agents write with the coordinator's
+Fan-in is the coordinator pattern of docs/tools.md: sub-agents write with the coordinator's
 swarm_id and the coordinator parks one `episode_search(wait_for=N)` until N have reported.
 """
 
@@ -11,9 +11,8 @@ from typing import Any
 
 import anyio
 import yaml
-from ulid import ULID
-
 from harness import Env, call, call_error
+from ulid import ULID
 
 WAIT_S = 60  # bound on each test's async body
 

@@ -1,6 +1,6 @@
 """episode_handoff through the real path: official MCP client → `memoryd mcp` bridge → daemon.
 
-Resolution (tools.md §1): the caller's worktree only (strict path equality, None matches only
+Resolution (docs/tools.md): the caller's worktree only (strict path equality, None matches only
 None), the most recently active session first, rewinding past sessions that left nothing visible
 with a `note` naming why; provenance comes from the event log, never from the file.
 """
@@ -16,9 +16,8 @@ from typing import Any
 
 import anyio
 import yaml
-from ulid import ULID
-
 from harness import Env, call, call_error
+from ulid import ULID
 
 WAIT_S = 60  # bound on each test's async body
 
@@ -46,7 +45,7 @@ def plant_episode(env: Env, session_id: str, created: float, body: str, takeaway
     meta = {"schema_version": 1, "id": episode_id, "created": iso_ms(created), "session_id": session_id,
             "scopes": [], "takeaway": takeaway, "swarm_id": None, "worktree": worktree}
     front = yaml.safe_dump(meta, sort_keys=False)
-    if not quote_created:  # the form storage.md §2 shows: a bare YAML timestamp
+    if not quote_created:  # the form docs/storage.md shows: a bare YAML timestamp
         front = front.replace(f"'{iso_ms(created)}'", iso_ms(created))
         assert f"created: {iso_ms(created)}\n" in front
     folder = env.home / "episodes" / session_id

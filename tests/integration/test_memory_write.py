@@ -1,5 +1,5 @@
 """memory_write through the official MCP client → bridge → daemon: every gate fires, stays quiet
-when it should, yields to its override, and the chain keeps tools.md's order. Secrets and
+when it should, yields to its override, and the chain keeps the order in docs/tools.md. Secrets and
 content never reach the event log or the daemon log."""
 
 from __future__ import annotations

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import anyio
-
 from harness import Env, call, call_error
 
 WT = "/w/sessions"

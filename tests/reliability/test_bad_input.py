@@ -1,8 +1,8 @@
 """Bad input on both wires: typed errors only, the process keeps serving, nothing is written.
 
 The daemon's wire (a raw ZeroMQ DEALER speaking msgpack) must answer `bad_request` when it can
-recover a request id and drop the frame otherwise (wire.md §2); the bridge's stdio must answer
-JSON-RPC errors (-32700, -32600, -32601, -32602) and keep answering `ping` (wire.md §4).
+recover a request id and drop the frame otherwise (docs/wire.md); the bridge's stdio must answer
+JSON-RPC errors (-32700, -32600, -32601, -32602) and keep answering `ping` (docs/wire.md).
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from typing import Any
 import msgpack
 import pytest
 import zmq
+from harness import Env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness import Env
 from memoryd.protocol import OPS
 
 FUZZ = settings(max_examples=60, deadline=None, database=None,
@@ -169,7 +169,7 @@ def test_requests_with_a_wrong_field_type_get_bad_request_naming_their_id(wire: 
 
     fuzz()
     status, _ = wire.status_after()
-    assert status["bad_requests"] > 0  # counted, as wire.md §2 asks
+    assert status["bad_requests"] > 0  # counted, as docs/wire.md asks
 
 
 def test_requests_without_a_usable_id_are_dropped(wire: Wire) -> None:

@@ -10,7 +10,6 @@ import threading
 from typing import Any
 
 import anyio
-
 from harness import Env, call
 
 BRIDGES = 16

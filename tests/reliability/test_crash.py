@@ -1,4 +1,4 @@
-"""Crash safety and single-instance guards (quality.md §2).
+"""Crash safety and single-instance guards (docs/benchmark.md, 'What the tests prove').
 
 SIGKILL the daemon at random moments while several bridges write: bridges auto-spawn a new daemon
 and carry on; every acknowledged write survives, no temp file stays, the log chain verifies.
@@ -17,9 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from mcp.shared.exceptions import MCPError
-
 from harness import Env, call
+from mcp.shared.exceptions import MCPError
 
 KILLS = 22
 WRITERS = 4

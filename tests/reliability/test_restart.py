@@ -1,4 +1,4 @@
-"""Daemon restarts under live bridges, and how each kind of session end is recorded (README §3).
+"""Daemon restarts under live bridges, and how each kind of session end is recorded (docs/architecture.md, 'Sessions').
 
 A bridge that survives a restart reattaches to its session; one that does not come back within
 the grace window (3 heartbeats) ends as `daemon_restart`; a killed bridge ends as `lost`; a bridge
@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-
 from harness import Env, call
 
 # Short heartbeats keep the grace window (3 × heartbeat) and liveness checks quick.

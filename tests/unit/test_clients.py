@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from memoryd import clients
+from memoryd.cli import clients
 
 PY = "/opt/venv/bin/python"
 BRIDGE = {"command": PY, "args": ["-m", "memoryd", "mcp"]}

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 import memoryd
-from memoryd import clients, doctor, paths
+from memoryd import paths
+from memoryd.cli import clients, doctor
 
 
 @pytest.fixture
@@ -213,7 +214,7 @@ def test_a_check_that_crashes_becomes_a_failure_instead_of_a_traceback(
 
 
 def test_importing_doctor_loads_neither_zmq_nor_the_client_or_daemon(env: Path) -> None:
-    probe = ("import sys, memoryd.doctor; "
+    probe = ("import sys, memoryd.cli.doctor; "
              "print(sorted(m for m in sys.modules if m.split('.')[0] == 'zmq' "
              "or m.startswith(('memoryd.client.', 'memoryd.daemon')) or m == 'memoryd.client'))")
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=False,

@@ -1,19 +1,18 @@
-"""Unit tests for the pure gate detectors (tools.md §2): each gate fires and each stays quiet."""
+"""Unit tests for the pure gate detectors (docs/tools.md): each gate fires and each stays quiet."""
 
 from __future__ import annotations
 
 import pytest
 
-from memoryd.daemon.gates import (
+from memoryd.daemon.memories.gates import (
     cited_paths,
     find_credentials,
     find_scope_mismatches,
     find_transient_markers,
     find_ungrounded_claims,
     scan_taint,
-    similarity,
-    token_set,
 )
+from memoryd.daemon.text import similarity, token_set
 
 # Fake secrets are assembled at run time so no scanner mistakes this file for a leak.
 OPENAI_KEY = "sk-" + "proj-" + "Q7wErTy9" * 4

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from memoryd.config import Config
 from memoryd.daemon.core import Core
-from memoryd.daemon.episode_tools import write_episode
+from memoryd.daemon.episodes.tools import write_episode
 
 
 def _store_with_episodes(root: Path) -> tuple[Core, list[str]]:

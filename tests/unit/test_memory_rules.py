@@ -13,15 +13,34 @@ import pytest
 from memoryd.config import Config
 from memoryd.daemon import store
 from memoryd.daemon.core import Core
-from memoryd.daemon.gates import token_set
-from memoryd.daemon.memories import attach
-from memoryd.daemon.memory_args import check_links, check_scope_list, check_verified, check_write_scopes
-from memoryd.daemon.memory_gates_chain import GATES, Draft, Gate, run_gates
-from memoryd.daemon.memory_index import LiveIndex, TombIndex, project_scope_name
-from memoryd.daemon.memory_reads import decode_cursor, encode_cursor, hit_content
-from memoryd.daemon.memory_records import Memory, PendingWrite, decode_pending, encode_pending, from_meta, render_memory
-from memoryd.daemon.memory_staleness import FRESH, RECOMMENDED, REQUIRED, GitProbe, resolve_cited, verdict
+from memoryd.daemon.memories.args import (
+    check_links,
+    check_scope_list,
+    check_verified,
+    check_write_scopes,
+)
+from memoryd.daemon.memories.chain import GATES, Draft, Gate, run_gates
+from memoryd.daemon.memories.index import LiveIndex, TombIndex, project_scope_name
+from memoryd.daemon.memories.reads import decode_cursor, encode_cursor, hit_content
+from memoryd.daemon.memories.records import (
+    Memory,
+    PendingWrite,
+    decode_pending,
+    encode_pending,
+    from_meta,
+    render_memory,
+)
+from memoryd.daemon.memories.staleness import (
+    FRESH,
+    RECOMMENDED,
+    REQUIRED,
+    GitProbe,
+    resolve_cited,
+    verdict,
+)
+from memoryd.daemon.memories.tier import attach
 from memoryd.daemon.search import SearchIndex
+from memoryd.daemon.text import token_set
 from memoryd.errors import InvalidParams, ResourceState
 
 SECRET = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"

@@ -8,9 +8,9 @@ import pytest
 
 from memoryd.config import Config
 from memoryd.daemon import reaper
+from memoryd.daemon.connections import Conn
 from memoryd.daemon.core import Core
-from memoryd.daemon.episode_tools import write_episode
-from memoryd.daemon.sessions import Conn
+from memoryd.daemon.episodes.tools import write_episode
 
 DAY = 86400.0
 T0 = 1_800_000_000.0
@@ -142,7 +142,7 @@ def _call(core: Core, session_id: str, tool: str, **arguments: object) -> dict:
 
 
 def test_pending_expiry_keeps_the_promoted_episode(tmp_path: Path, clock: Clock) -> None:
-    from memoryd.daemon.memories import attach
+    from memoryd.daemon.memories.tier import attach
 
     core = Core(tmp_path / "store", Config(pending_ttl_seconds=3600), clock=clock)
     attach(core)

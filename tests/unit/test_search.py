@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from memoryd.daemon.gates import similarity, token_set
 from memoryd.daemon.search import SearchIndex, content_terms, query_tokens, scope_tokens
+from memoryd.daemon.text import similarity, token_set
 
 # A labelled fixture: each query below has exactly one memory that must rank first.
 MEMORIES: dict[str, tuple[str, list[str]]] = {

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from memoryd import services
+from memoryd.cli import services
 
 
 @pytest.fixture

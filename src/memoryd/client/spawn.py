@@ -1,4 +1,4 @@
-"""Finding a live daemon, and starting one when none answers (wire.md §3).
+"""Finding a live daemon, and starting one when none answers (docs/wire.md).
 
 Import contract: stdlib + paths + protocol; zmq only inside `ping`.
 """

@@ -1,1 +1,20 @@
-"""The daemon: the only writer of the store and the event log. Only `server` touches zmq."""
+"""The daemon: the only writer of the store and the event log.
+
+Layers, each importing only the ones below it (tests/unit/test_layout.py holds the rule):
+
+    server, lifecycle      the process: the ROUTER loop (the only daemon module that imports zmq),
+                           start-up, signals, the status file
+    catalogue, reaper      the tool catalogue (joins the tiers' TOOLS) and the timed passes
+    sessions/              tier: session brackets, handoff capture, the digest
+    memories/              tier: durable memories behind the write gates (reads episodes: promote,
+                           prior session)
+    episodes/              tier: the journal and its tools
+    core, tool, validate   the domain state and its one change path; what a tool is; argument checks
+    connections, search,   sessions and connections; the BM25 index; the text analyzer; scope rules;
+    text, scopes,          atomic files; the hash-chained log
+    store, eventlog
+
+One exception, on purpose: `core` holds the episode journal (`episodes.journal`, which imports
+only `store`), because every tier reads episodes through it.
+The design is in docs/architecture.md.
+"""

@@ -7,21 +7,15 @@ import hashlib
 import json
 from typing import Any
 
-from memoryd.daemon import episode_tools, memory_tools
+from memoryd.daemon.episodes import tools as episode_tools
+from memoryd.daemon.memories import tools as memory_tools
+from memoryd.daemon.sessions import tools as session_tools
 from memoryd.daemon.tool import Tool
 from memoryd.instructions import INSTRUCTIONS
 
 
 def _collect() -> dict[str, Tool]:
-    tiers = [episode_tools.TOOLS, memory_tools.TOOLS]
-    for module_name in ("session_tools",):
-        try:
-            module = __import__(f"memoryd.daemon.{module_name}", fromlist=["TOOLS"])
-        except ModuleNotFoundError as exc:
-            if exc.name != f"memoryd.daemon.{module_name}":
-                raise
-            continue
-        tiers.append(module.TOOLS)
+    tiers = [episode_tools.TOOLS, memory_tools.TOOLS, session_tools.TOOLS]
     return {tool.name: tool for tier in tiers for tool in tier}
 
 

@@ -16,9 +16,9 @@ from typing import Any
 
 from memoryd.config import Config
 from memoryd.daemon import store
+from memoryd.daemon.connections import Conn, Session, SessionTable
+from memoryd.daemon.episodes.journal import Journal
 from memoryd.daemon.eventlog import EventLog
-from memoryd.daemon.journal import Journal
-from memoryd.daemon.sessions import Conn, Session, SessionTable
 
 Clock = Callable[[], float]
 # Events that are not a caller's tool call, so they do not count as session activity.
@@ -121,7 +121,7 @@ class Core:
         """The text of a session's finish handoff, once the memory tier is loaded."""
         return self.memories.text_of(memory_id) if self.memories is not None else None
 
-    # -- provenance (storage.md §4) -----------------------------------------------------------
+    # -- provenance (docs/storage.md) -----------------------------------------------------------
 
     def provenance(self, episode_id: str, created: str) -> str:
         if episode_id in self.logged_episodes:
@@ -133,7 +133,7 @@ class Core:
     # -- start-up ------------------------------------------------------------------------------
 
     def open(self) -> dict[str, Any]:
-        """Recovery at start: temp files, torn log tail, replay, reconcile files (storage.md §4)."""
+        """Recovery at start: temp files, torn log tail, replay, reconcile files (docs/storage.md)."""
         for sub in ("memories", "tombstones", "episodes", "events", "state"):
             (self.root / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
         torn = self.log.replay(self._replay)

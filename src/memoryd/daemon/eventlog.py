@@ -119,7 +119,7 @@ def _read_events(path: Path) -> Iterator[dict[str, Any]]:
 
 
 def _truncate_torn_tail(path: Path) -> int:
-    """Cut the last line if a crash left it partial or unparseable (storage.md §3)."""
+    """Cut the last line if a crash left it partial or unparseable (docs/storage.md)."""
     data = path.read_bytes()
     if not data:
         return 0

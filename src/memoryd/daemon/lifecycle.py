@@ -1,4 +1,4 @@
-"""Daemon start and stop (wire.md §5): flock → open store → bind → status file → notify → serve.
+"""Daemon start and stop (docs/wire.md): flock → open store → bind → status file → notify → serve.
 
 The lock is taken before binding because a second `bind` on an ipc path silently steals the
 socket from a live daemon: the flock is the only single-instance guard.
@@ -86,7 +86,9 @@ def _install_signal_wakeup() -> int:
 
 def run(foreground: bool = True) -> int:
     """Run the daemon until stopped; returns the process exit code."""
-    from memoryd.daemon.server import Server  # zmq is imported only once we know we will serve
+    from memoryd.daemon.server import (
+        Server,  # zmq is imported only once we know we will serve
+    )
 
     runtime = paths.ensure_private_dir(paths.runtime_dir())
     endpoint = paths.endpoint()
@@ -127,12 +129,8 @@ def run(foreground: bool = True) -> int:
 
 def _attach_tiers(core: Core) -> None:
     """Let the tiers that keep their own indexes (memories, …) join replay and recovery."""
-    try:
-        from memoryd.daemon.memories import attach
-    except ModuleNotFoundError as exc:
-        if exc.name != "memoryd.daemon.memories":
-            raise
-        return
+    from memoryd.daemon.memories.tier import attach
+
     attach(core)
 
 

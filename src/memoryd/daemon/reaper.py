@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from memoryd.daemon.connections import Conn
 from memoryd.daemon.core import Core, iso
-from memoryd.daemon.sessions import Conn
 
 TTL_RECHECK_S = 60.0
 

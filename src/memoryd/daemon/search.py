@@ -1,6 +1,6 @@
 """Incremental BM25 index over memories, kept in the daemon and updated on every write.
 
-Import contract: stdlib plus `gates` (for the shared tokenizer); no I/O. The index holds terms and
+Import contract: stdlib plus `text` (the shared analyzer); no I/O. The index holds terms and
 counts only, never the text, and knows nothing of scopes' meaning: scope, category and auto-scope
 filtering is the caller's `accept` predicate.
 """
@@ -10,12 +10,12 @@ from __future__ import annotations
 import heapq
 import math
 import re
-from functools import lru_cache
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
+from functools import lru_cache
 from operator import itemgetter
 
-from memoryd.daemon.gates import STOPWORDS, word_tokens
+from memoryd.daemon.text import STOPWORDS, word_tokens
 
 __all__ = ["SearchIndex", "content_terms", "query_tokens", "scope_tokens"]
 
@@ -42,7 +42,7 @@ def scope_tokens(scope: str) -> tuple[str, ...]:
 
 
 def content_terms(text: str) -> list[str]:
-    """Indexed words of `text`, in order: `gates.word_tokens` minus `gates.STOPWORDS`.
+    """Indexed words of `text`, in order: `text.word_tokens` minus `text.STOPWORDS`.
 
     Stopwords are neither indexed nor queried (as a stop filter would do): their postings cover
     nearly every document, so scoring them cost most of a query's time for almost no rank signal.
@@ -64,7 +64,7 @@ class _Doc:
     def __init__(self, content_terms: tuple[str, ...], scope_terms: tuple[str, ...], set_size: int):
         self.content_terms = content_terms
         self.scope_terms = scope_terms
-        self.set_size = set_size  # == len(gates.token_set(content))
+        self.set_size = set_size  # == len(text.token_set(content))
 
 
 class SearchIndex:
@@ -305,7 +305,7 @@ class SearchIndex:
     def similar(self, tokens: frozenset[str], threshold: float) -> list[tuple[str, float]]:
         """Docs whose content token set has Jaccard >= `threshold` with `tokens`, best first.
 
-        `tokens` must come from `gates.token_set` (no stopwords). Only docs sharing a token are
+        `tokens` must come from `text.token_set` (no stopwords). Only docs sharing a token are
         considered, and of those only the ones holding one of the rarest tokens (prefix
         filtering: a doc reaching the threshold must share at least ceil(threshold * |tokens|)
         tokens, so it cannot miss all of the `|tokens| - that + 1` rarest). Similarities are

@@ -21,14 +21,26 @@ import zmq
 
 from memoryd import PROTOCOL, __version__
 from memoryd.daemon import catalogue, reaper
+from memoryd.daemon.connections import Conn, Session
 from memoryd.daemon.core import Call, Core
-from memoryd.daemon.episode_tools import episode_view, replay_episode_write
-from memoryd.daemon.memory_writes import replay_episode_promote, replay_memory_write, replay_write_confirm
-from memoryd.daemon.sessions import Conn, Session
+from memoryd.daemon.episodes.tools import episode_view, replay_episode_write
+from memoryd.daemon.memories.writes import (
+    replay_episode_promote,
+    replay_memory_write,
+    replay_write_confirm,
+)
 from memoryd.daemon.tool import Parked
 from memoryd.daemon.validate import check_args
 from memoryd.errors import BadRequest, InternalError, MemorydError, ProtocolMismatch
-from memoryd.protocol import MAX_FRAME_BYTES, decode, encode, error_reply, ok_reply, recover_id, validate_request
+from memoryd.protocol import (
+    MAX_FRAME_BYTES,
+    decode,
+    encode,
+    error_reply,
+    ok_reply,
+    recover_id,
+    validate_request,
+)
 
 log = logging.getLogger("memoryd.daemon")
 MAX_BATCH = 512
@@ -260,7 +272,7 @@ class Server:
         return result
 
     def _current_session(self, conn: Conn) -> Session:
-        """The connection's session; a finished one is replaced by a fresh session (tools.md §3)."""
+        """The connection's session; a finished one is replaced by a fresh session (docs/tools.md)."""
         session = self.core.sessions.get(conn.session_id)
         if session is None or not session.is_open:
             session = self.core.start_session(conn.identity, conn.id)

@@ -16,8 +16,13 @@ import zmq
 
 from memoryd import identity
 from memoryd.client.connection import CALL_TIMEOUT_S, Connection
-from memoryd.errors import (DAEMON_UNAVAILABLE, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND,
-                            MemorydError)
+from memoryd.errors import (
+    DAEMON_UNAVAILABLE,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    MemorydError,
+)
 from memoryd.mcp_bridge import jsonrpc
 
 READ_CHUNK = 1 << 16

@@ -10,7 +10,7 @@ import json
 import sys
 import time
 
-from memoryd.benchkit import Bridge, Throwaway
+from memoryd.bench.kit import Bridge, Throwaway
 
 WORKTREE = "/demo/checkout"
 

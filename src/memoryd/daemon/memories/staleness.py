@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from memoryd.daemon.gates import cited_paths
-from memoryd.daemon.memory_records import Memory
+from memoryd.daemon.memories.gates import cited_paths
+from memoryd.daemon.memories.records import Memory
 
 GIT_CACHE_S = 5.0
 GIT_TIMEOUT_S = 2.0
@@ -33,7 +33,7 @@ REQUIRED = "spot_check_required"
 
 
 def verdict(days_since: float, missing_paths: int, commits_since: int, stale_days: float) -> str:
-    """The staleness verdict from its three signals (pure; tools.md §2 memory_search)."""
+    """The staleness verdict from its three signals (pure; docs/tools.md memory_search)."""
     if missing_paths or days_since >= 2 * stale_days or commits_since >= COMMITS_REQUIRE:
         return REQUIRED
     if days_since >= stale_days or commits_since >= COMMITS_RECOMMEND:

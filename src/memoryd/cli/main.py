@@ -135,43 +135,43 @@ def _tail(segments: list[Any], follow: bool) -> int:
 
 
 def cmd_install_service(ns: argparse.Namespace) -> int:
-    from memoryd import services
+    from memoryd.cli import services
 
     return services.install_service(print_only=ns.print, enable=ns.enable)
 
 
 def cmd_init(ns: argparse.Namespace) -> int:
-    from memoryd import clients
+    from memoryd.cli import clients
 
     return clients.register_client(ns.client, print_only=ns.print)
 
 
 def cmd_doctor(ns: argparse.Namespace) -> int:
-    from memoryd import doctor
+    from memoryd.cli import doctor
 
     return doctor.run_doctor(as_json=ns.json)
 
 
 def cmd_bench(ns: argparse.Namespace) -> int:
-    from memoryd import bench
+    from memoryd.bench import run as bench
 
     return bench.main(ns)
 
 
 def cmd_demo(ns: argparse.Namespace) -> int:
-    from memoryd import demo
+    from memoryd.cli import demo
 
     return demo.main()
 
 
 def cmd_export(ns: argparse.Namespace) -> int:
-    from memoryd import export
+    from memoryd.cli import export
 
     return export.main(ns.path)
 
 
 def cmd_episodes(ns: argparse.Namespace) -> int:
-    from memoryd import episodes_cli
+    from memoryd.cli import episodes as episodes_cli
 
     return episodes_cli.main(ns)
 
@@ -213,7 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("path", nargs="?")
     export.set_defaults(func=cmd_export)
     sub.add_parser("demo", help="two scripted agents through real bridges, in a throwaway store").set_defaults(func=cmd_demo)
-    bench = sub.add_parser("bench", help="the benchmark of quality.md")
+    bench = sub.add_parser("bench", help="the benchmark: real bridges against a throwaway daemon")
     bench.add_argument("--json", action="store_true")
     bench.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
     bench.set_defaults(func=cmd_bench)

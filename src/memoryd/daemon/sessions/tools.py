@@ -11,11 +11,21 @@ import itertools
 from collections import Counter
 from typing import Any
 
+from memoryd.daemon.connections import Session
 from memoryd.daemon.core import Call, Core, iso
-from memoryd.daemon.episode_tools import require_text
 from memoryd.daemon.scopes import is_hidden
-from memoryd.daemon.sessions import Session
-from memoryd.daemon.tool import ANY_LIST, ANY_OBJ, BOOL, OPT_STR, STR, Tool, integer, session_id, string
+from memoryd.daemon.tool import (
+    ANY_LIST,
+    ANY_OBJ,
+    BOOL,
+    OPT_STR,
+    STR,
+    Tool,
+    integer,
+    session_id,
+    string,
+)
+from memoryd.daemon.validate import require_text
 from memoryd.errors import InvalidParams, ResourceState
 
 MAX_HANDOFF_BYTES = 65_536
@@ -49,7 +59,7 @@ def _target_session(core: Core, session_id: str) -> Session:
 def _check_summary(summary: str | None) -> str | None:
     if summary is None:
         return None
-    from memoryd.daemon import gates
+    from memoryd.daemon.memories import gates
 
     require_text("summary", summary, MAX_SUMMARY_BYTES)
     if gates.find_credentials(summary):

@@ -13,10 +13,10 @@ from typing import Any
 
 from memoryd.daemon import eventlog
 from memoryd.daemon.core import Call, Core, parse_iso
-from memoryd.daemon.memory_reads import caller_repos, memory_filter
-from memoryd.daemon.memory_records import Memory
-from memoryd.daemon.memory_staleness import DAY_S, REQUIRED, assess
-from memoryd.daemon.memory_writes import tier_of
+from memoryd.daemon.memories.reads import caller_repos, memory_filter
+from memoryd.daemon.memories.records import Memory
+from memoryd.daemon.memories.staleness import DAY_S, REQUIRED, assess
+from memoryd.daemon.memories.writes import tier_of
 
 HEALTH_ITEMS = 20
 NEVER_RETRIEVED_DAYS = 30

@@ -23,7 +23,7 @@ from xml.sax.saxutils import escape as xml_escape
 
 from memoryd import paths
 
-TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "systemd"
+TEMPLATE_DIR = Path(__file__).resolve().parents[3] / "systemd"
 UNIT_NAME = "memoryd.service"
 PLIST_NAME = "com.memoryd.daemon.plist"
 LAUNCHD_LABEL = "com.memoryd.daemon"

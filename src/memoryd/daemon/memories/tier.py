@@ -9,19 +9,17 @@ The tier changes state only through the methods below; the tool handlers record 
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ulid import ULID
 
-from memoryd.daemon.memory_stats import LiveMemories
-from memoryd.daemon import memory_cache, memory_recovery, store
+from memoryd.daemon.connections import Session
 from memoryd.daemon.core import Core
-from memoryd.daemon.gates import find_credentials, scan_taint
-from memoryd.daemon.memory_index import LiveIndex, TombIndex, project_scope_name
-from memoryd.daemon.memory_records import (
+from memoryd.daemon.memories import recovery as memory_recovery
+from memoryd.daemon.memories.gates import find_credentials, scan_taint
+from memoryd.daemon.memories.records import (
     HANDOFF,
     HANDOFF_SOURCE,
     Memory,
@@ -30,12 +28,9 @@ from memoryd.daemon.memory_records import (
     render_memory,
     sha256_hex,
 )
-from memoryd.daemon.memory_staleness import GitProbe
+from memoryd.daemon.memories.state import TierState
 from memoryd.daemon.scopes import unique
-from memoryd.daemon.sessions import Session
 from memoryd.errors import InvalidParams, ResourceState
-
-PENDING_SNAPSHOT = "pending.json"
 
 
 def attach(core: Core) -> MemoryTier:
@@ -46,59 +41,8 @@ def attach(core: Core) -> MemoryTier:
     return tier
 
 
-class MemoryTier:
-    def __init__(self, core: Core) -> None:
-        self.core = core
-        self.live_dir = core.root / "memories"
-        self.tomb_dir = core.root / "tombstones"
-        self.snapshot_path = core.root / "state" / PENDING_SNAPSHOT
-        self.cache_path = core.root / "state" / memory_cache.CACHE_NAME
-        self.file_sha: dict[str, str] = {}          # id -> sha256 of its file, where not the logged one
-        self.file_stat: dict[str, tuple[int, int]] = {}  # memory id -> (size, mtime_ns) when written
-        self._unstatted: set[str] = set()           # written this pass: stat them once renamed
-        self.cache_stale = False                    # a record file changed since the cache was written
-        self.loaded = False                         # replay is over: events now are live ones
-        self.live: LiveMemories = LiveMemories(self.project_of)
-        self.tombstones: dict[str, Memory] = {}
-        self.index = LiveIndex()
-        self.tomb_index = TombIndex()
-        self.pending: dict[str, PendingWrite] = {}
-        self.expired: dict[str, str] = {}          # expired pending id -> owner session
-        self.probe = GitProbe()
-        # Derived from the event log as it is appended (and replayed at start):
-        self.logged_sha: dict[str, str] = {}       # memory id -> sha256 of the last file logged
-        self.logged_state: dict[str, str] = {}     # memory id -> "live" | "tomb"
-        self.retrievals: Counter[str] = Counter()
-        self.pending_seq = 0
-        self.pending_logged: set[str] = set()
-        self.pending_resolved: set[str] = set()
-        self.pending_expired_total = 0
-        self.reaper_last_run: str | None = None
-        self.episodes_pruned = 0
-        # Found at start (memory_health reports them):
-        self.bad_files: list[dict[str, str]] = []
-        self.hand_edited: list[str] = []
-        self.unaccounted: list[str] = []
-        self.missing: list[str] = []
-
-    # -- small reads the other tiers use ---------------------------------------------------------
-
-    def text_of(self, memory_id: str) -> str | None:
-        memory = self.live.get(memory_id) or self.tombstones.get(memory_id)
-        return memory.content if memory is not None else None
-
-    def counts(self) -> dict[str, int]:
-        return {"memories": len(self.live), "tombstones": len(self.tombstones), "pending": len(self.pending)}
-
-    def project_of(self, memory: Memory) -> str | None:
-        """The memory's project: its first `projects:<x>` scope (what the writer said), else the
-        project it was written from."""
-        for scope in memory.scopes:
-            name = project_scope_name(scope)
-            if name:
-                return name
-        project = memory.origin.get("project")
-        return project if isinstance(project, str) and project else None
+class MemoryTier(TierState):
+    """The tier's changes: file-backed writes, pending writes and the event appliers."""
 
     # -- what the gate chain asks (memory_gates_chain.TierView) ----------------------------------
 
@@ -126,14 +70,6 @@ class MemoryTier:
 
     # -- file-backed changes (the caller records the event that names the returned sha) ----------
 
-    def live_path(self, memory_id: str) -> Path:
-        assert store.is_ulid(memory_id)  # ids reach paths only after validation or minting
-        return self.live_dir / f"{memory_id}.md"
-
-    def tomb_path(self, memory_id: str) -> Path:
-        assert store.is_ulid(memory_id)
-        return self.tomb_dir / f"{memory_id}.md"
-
     def _write(self, path: Path, data: bytes, memory_id: str | None = None) -> str:
         """Stage `data` for `path` (durable at the pass's group commit); returns its sha256."""
         self.core.files.write_file(path, data)
@@ -144,10 +80,6 @@ class MemoryTier:
             self._unstatted.add(memory_id)
             self.cache_stale = True
         return sha
-
-    def sha_on_disk(self, memory_id: str) -> str | None:
-        """The sha256 of the record's file as it is now (hand edits included)."""
-        return self.file_sha.get(memory_id) or self.logged_sha.get(memory_id)
 
     def after_sync(self) -> None:
         """Run after each pass's group commit: note (size, mtime) of the files just published, for
@@ -208,7 +140,7 @@ class MemoryTier:
             now = parse_iso(previous) + 0.001
         return iso(now)
 
-    # -- the session-finish handoff (tools.md §3) ------------------------------------------------
+    # -- the session-finish handoff (docs/tools.md) ------------------------------------------------
 
     def capture_handoff(self, session: Session, identity: dict[str, Any], text: str,
                         scopes: list[str]) -> tuple[str, bool]:

@@ -10,11 +10,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from memoryd.daemon.memory_edits import memory_remove, memory_restore, memory_update, memory_verify
-from memoryd.daemon.memory_reads import memory_list, memory_list_tombstones, memory_search, memory_show
-from memoryd.daemon.memory_records import CATEGORIES, CONFIDENCES, SOURCES
-from memoryd.daemon.memory_rollups import memory_health, memory_scope_overview
-from memoryd.daemon.memory_writes import episode_promote, memory_write, memory_write_cancel, memory_write_confirm
+from memoryd.daemon.memories.edits import (
+    memory_remove,
+    memory_restore,
+    memory_update,
+    memory_verify,
+)
+from memoryd.daemon.memories.reads import (
+    memory_list,
+    memory_list_tombstones,
+    memory_search,
+    memory_show,
+)
+from memoryd.daemon.memories.records import CATEGORIES, CONFIDENCES, SOURCES
+from memoryd.daemon.memories.rollups import memory_health, memory_scope_overview
+from memoryd.daemon.memories.writes import (
+    episode_promote,
+    memory_write,
+    memory_write_cancel,
+    memory_write_confirm,
+)
 from memoryd.daemon.tool import ANY_LIST, INT, STR, Tool
 
 

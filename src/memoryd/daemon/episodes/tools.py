@@ -12,12 +12,28 @@ from typing import Any
 from ulid import ULID
 
 from memoryd.daemon import store
+from memoryd.daemon.connections import Session
 from memoryd.daemon.core import Call, Core, parse_iso
-from memoryd.daemon.journal import Episode, first_line, to_meta
+from memoryd.daemon.episodes.journal import Episode, first_line, to_meta
 from memoryd.daemon.scopes import is_hidden, matches_any, unique
-from memoryd.daemon.sessions import Session
-from memoryd.daemon.tool import (ANY_LIST, ANY_OBJ, BOOL, INT, OPT_STR, STR, Parked, Tool, boolean,
-                                 integer, scope, scope_list, session_id, string, ulid)
+from memoryd.daemon.tool import (
+    ANY_LIST,
+    ANY_OBJ,
+    BOOL,
+    INT,
+    OPT_STR,
+    STR,
+    Parked,
+    Tool,
+    boolean,
+    integer,
+    scope,
+    scope_list,
+    session_id,
+    string,
+    ulid,
+)
+from memoryd.daemon.validate import require_text
 from memoryd.errors import InvalidParams, ResourceState
 
 SWARM_PATTERN = r"^[A-Za-z0-9_-]{1,128}$"
@@ -27,15 +43,6 @@ _SPAN_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
 # -- argument rules the schema cannot say -----------------------------------------------------
-
-def require_text(name: str, value: str, max_bytes: int) -> str:
-    if not value.strip():
-        raise InvalidParams(name, "must not be empty or blank")
-    size = len(value.encode())
-    if size > max_bytes:
-        raise InvalidParams(name, f"is {size} bytes, over the cap of {max_bytes}")
-    return value
-
 
 def since_cutoff(value: str, now: float) -> str:
     """`since` as an ISO timestamp to compare against: absolute ISO, or a span like 30m/24h/7d."""
@@ -111,7 +118,7 @@ def visible_episodes(core: Core, session: Session, disabled: set[str]) -> list[E
 
 
 def empty_cause(core: Core, session: Session, disabled: set[str]) -> str:
-    """Why the immediately-prior session left nothing visible: the note of tools.md §1."""
+    """Why the immediately-prior session left nothing visible: the note of docs/tools.md."""
     live = core.journal.of_session(session.id)
     written = session.episodes_written
     if live:

@@ -10,14 +10,19 @@ from dataclasses import replace
 from typing import Any
 
 from memoryd.daemon.core import Call, parse_iso
-from memoryd.daemon.episode_tools import require_text
-from memoryd.daemon.gates import find_credentials, scan_taint
-from memoryd.daemon.memories import MemoryTier
-from memoryd.daemon.memory_args import check_id, check_links, check_verified, check_write_scopes
-from memoryd.daemon.memory_gates_chain import GATES, Draft, Gate, check_duplicate, run_gates
-from memoryd.daemon.memory_records import HANDOFF, Memory
-from memoryd.daemon.memory_staleness import assess
-from memoryd.daemon.memory_writes import USER_INFERENCE, tier_of
+from memoryd.daemon.memories.args import (
+    check_id,
+    check_links,
+    check_verified,
+    check_write_scopes,
+)
+from memoryd.daemon.memories.chain import GATES, Draft, Gate, check_duplicate, run_gates
+from memoryd.daemon.memories.gates import find_credentials, scan_taint
+from memoryd.daemon.memories.records import HANDOFF, Memory
+from memoryd.daemon.memories.staleness import assess
+from memoryd.daemon.memories.tier import MemoryTier
+from memoryd.daemon.memories.writes import USER_INFERENCE, tier_of
+from memoryd.daemon.validate import require_text
 from memoryd.errors import InvalidParams, ResourceState
 
 MAX_NOTE_BYTES = 4096

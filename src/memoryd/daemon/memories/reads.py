@@ -16,14 +16,15 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from memoryd.daemon.core import Call, Core, parse_iso
-from memoryd.daemon.episode_tools import require_text, resolve_prior
-from memoryd.daemon.memories import MemoryTier
-from memoryd.daemon.memory_args import check_id, check_scope_list
-from memoryd.daemon.memory_records import Memory
-from memoryd.daemon.memory_staleness import assess
-from memoryd.daemon.memory_writes import tier_of
+from memoryd.daemon.episodes.tools import resolve_prior
+from memoryd.daemon.memories.args import check_id, check_scope_list
+from memoryd.daemon.memories.records import Memory
+from memoryd.daemon.memories.staleness import assess
+from memoryd.daemon.memories.tier import MemoryTier
+from memoryd.daemon.memories.writes import tier_of
 from memoryd.daemon.scopes import is_hidden, matches_any
 from memoryd.daemon.search import query_tokens
+from memoryd.daemon.validate import require_text
 from memoryd.errors import InvalidParams, ResourceState
 
 MAX_QUERY_BYTES = 4096

@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from memoryd.daemon import store
-from memoryd.daemon.memory_records import LINK_TYPES
+from memoryd.daemon.memories.records import LINK_TYPES
 from memoryd.daemon.scopes import unique
 from memoryd.daemon.tool import SCOPE_PATTERN
 from memoryd.errors import InvalidParams

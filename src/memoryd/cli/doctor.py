@@ -1,6 +1,6 @@
 """`memoryd doctor`: check the install, paths, permissions, daemon and client configs, with a fix for each.
 
-Import contract: stdlib, `memoryd.paths` and `memoryd.clients`; the runtime packages are imported
+Import contract: stdlib, `memoryd.paths` and `memoryd.cli.clients`; the runtime packages are imported
 only to prove they load, and the daemon is judged from its status file, never over ZeroMQ, so
 doctor still answers when the transport or the daemon is what is broken.
 """
@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any, Literal, TextIO
 
 import memoryd
-from memoryd import clients, paths
+from memoryd import paths
+from memoryd.cli import clients
 
 Status = Literal["ok", "warn", "fail"]
 MIN_PYTHON = (3, 11)
@@ -143,7 +144,9 @@ def check_store() -> list[Check]:
 
 
 def check_config() -> list[Check]:
-    from memoryd import config  # lazy: pulls in yaml, which the package check reports on first
+    from memoryd import (
+        config,  # lazy: pulls in yaml, which the package check reports on first
+    )
 
     path = paths.config_file()
     if not path.exists():

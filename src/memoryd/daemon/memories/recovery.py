@@ -1,4 +1,4 @@
-"""Start-up of the memory tier (storage.md §4): load the record files, then reconcile them with
+"""Start-up of the memory tier (docs/storage.md): load the record files, then reconcile them with
 the event log — hand-edited, unaccounted and missing files, half-finished moves, the pending
 snapshot. Runs after the log replay, so the tier's log-derived maps are complete.
 
@@ -12,18 +12,22 @@ import os
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from memoryd.daemon import memory_cache, store
-from memoryd.daemon.memory_records import Memory, decode_pending, from_meta, sha256_hex
-
-if TYPE_CHECKING:
-    from memoryd.daemon.memories import MemoryTier
+from memoryd.daemon import store
+from memoryd.daemon.memories import cache as memory_cache
+from memoryd.daemon.memories.records import (
+    Memory,
+    decode_pending,
+    from_meta,
+    sha256_hex,
+)
+from memoryd.daemon.memories.state import TierState
 
 _BAD_RECORD = (OSError, store.BadRecord, KeyError, TypeError, ValueError, UnicodeDecodeError)
 
 
-def load(tier: MemoryTier) -> int:
+def load(tier: TierState) -> int:
     """Read every memory and tombstone file and the pending snapshot into `tier`; returns how
     many files had to be parsed (the rest came from the cache)."""
     cache = memory_cache.CacheReader(tier.cache_path)
@@ -37,7 +41,7 @@ def load(tier: MemoryTier) -> int:
     return parsed[0]
 
 
-def _load_dirs(tier: MemoryTier, cache: memory_cache.CacheReader, parsed: list[int]) -> None:
+def _load_dirs(tier: TierState, cache: memory_cache.CacheReader, parsed: list[int]) -> None:
     # Live files first, then tombstones: the cache's key order (m/… < t/…), for its merge join.
     for memory, sha, stat in read_dir(tier, tier.live_dir, "m", cache, parsed):
         check_against_log(tier, memory, sha)
@@ -54,7 +58,7 @@ def _load_dirs(tier: MemoryTier, cache: memory_cache.CacheReader, parsed: list[i
         tier.tomb_index.add(memory)
 
 
-def read_dir(tier: MemoryTier, directory: Path, kind: str, cache: memory_cache.CacheReader,
+def read_dir(tier: TierState, directory: Path, kind: str, cache: memory_cache.CacheReader,
              parsed: list[int]) -> Iterator[tuple[Memory, str, tuple[int, int]]]:
     """(memory, sha256 of its file, (size, mtime_ns)) for each good `<ulid>.md` in `directory`
     (`kind` m or t); the rest go to bad_files."""
@@ -93,7 +97,7 @@ def _read_record(entry: os.DirEntry[str], kind: str, cache: memory_cache.CacheRe
     return memory, sha
 
 
-def note_file(tier: MemoryTier, memory_id: str, sha: str, stat: tuple[int, int]) -> None:
+def note_file(tier: TierState, memory_id: str, sha: str, stat: tuple[int, int]) -> None:
     """Remember what the record's file is on disk; its sha only when the log's differs (memory)."""
     tier.file_stat[memory_id] = stat
     if tier.logged_sha.get(memory_id) != sha:
@@ -102,7 +106,7 @@ def note_file(tier: MemoryTier, memory_id: str, sha: str, stat: tuple[int, int])
         tier.file_sha.pop(memory_id, None)
 
 
-def check_against_log(tier: MemoryTier, memory: Memory, sha: str) -> None:
+def check_against_log(tier: TierState, memory: Memory, sha: str) -> None:
     """A file no event names is unaccounted (when the log covers its creation); a file whose
     bytes differ from the last logged hash was edited by hand."""
     logged = tier.logged_sha.get(memory.id)
@@ -114,7 +118,7 @@ def check_against_log(tier: MemoryTier, memory: Memory, sha: str) -> None:
         tier.hand_edited.append(memory.id)
 
 
-def save_cache(tier: MemoryTier) -> None:
+def save_cache(tier: TierState) -> None:
     """Write the parse cache for every record file on disk now (staged; durable at the sync)."""
     def entries() -> Iterator[list[Any]]:
         for kind, records in (("m", tier.live), ("t", tier.tombstones)):
@@ -125,7 +129,7 @@ def save_cache(tier: MemoryTier) -> None:
     tier.core.files.write_file(tier.cache_path, memory_cache.encode(entries()))
 
 
-def settle_double(tier: MemoryTier, tomb: Memory, sha: str, stat: tuple[int, int]) -> None:
+def settle_double(tier: TierState, tomb: Memory, sha: str, stat: tuple[int, int]) -> None:
     """Both a live file and a tombstone: a crash between the two halves of a move. The log says
     which side the move reached; the other file goes."""
     if tier.logged_state.get(tomb.id) == "tomb":
@@ -139,7 +143,7 @@ def settle_double(tier: MemoryTier, tomb: Memory, sha: str, stat: tuple[int, int
         tier.core.files.delete_file(tier.tomb_path(tomb.id))
 
 
-def load_pending(tier: MemoryTier) -> None:
+def load_pending(tier: TierState) -> None:
     """Pending writes from the snapshot that the log says were staged and not yet settled;
     those past their TTL are expired by the reaper's next pass (and logged there)."""
     try:
@@ -152,7 +156,7 @@ def load_pending(tier: MemoryTier) -> None:
             tier.pending[pending.id] = pending
 
 
-def finish_episode_deletions(tier: MemoryTier) -> None:
+def finish_episode_deletions(tier: TierState) -> None:
     """Episodes the log says were deleted (promoted or pruned) whose file outlived a crash."""
     journal = tier.core.journal
     for episode_id in tier.core.removed_episodes & journal.by_id.keys():
@@ -161,7 +165,7 @@ def finish_episode_deletions(tier: MemoryTier) -> None:
             tier.core.files.delete_file(episode.path)
 
 
-def reconcile(tier: MemoryTier) -> dict[str, Any]:
+def reconcile(tier: TierState) -> dict[str, Any]:
     """Find logged records whose file is gone; the counts go into the `recovery` event."""
     present = {"live": tier.live, "tomb": tier.tombstones}
     tier.missing = sorted(i for i, state in tier.logged_state.items() if i not in present[state])

@@ -1,4 +1,4 @@
-"""`memoryd bench`: the benchmark of quality.md, through real bridges over stdio MCP.
+"""`memoryd bench`: the benchmark (method in docs/benchmark.md), through real bridges over stdio MCP.
 
 Prints one table (or `--json`): each row a metric, the store size it was measured at, p50/p99
 or a rate, the target, and whether it was met. Progress goes to stderr.
@@ -8,23 +8,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
 
-from memoryd.benchkit import Bridge, Throwaway, WireLoader, pcts
-
-Row = dict[str, Any]
-
-
-def progress(message: str) -> None:
-    print(f"bench: {message}", file=sys.stderr, flush=True)
-
-
-def row(metric: str, size: str, stats: dict[str, Any], target: str, met: bool) -> Row:
-    return {"metric": metric, "size": size, **stats, "target": target, "met": met}
+from memoryd.bench import memory as bench_memory
+from memoryd.bench.kit import Bridge, Row, Throwaway, WireLoader, pcts, progress, row
 
 
 def bench_cold_start(box: Throwaway, runs: int) -> list[Row]:
@@ -108,15 +96,6 @@ def bench_concurrent_writes(box: Throwaway, agents: int, per_agent: int) -> list
                 (rate >= 1000 if agents <= 8 else pcts(samples)["p99_ms"] <= 50) and lost == 0)]
 
 
-def extra_benches() -> list[Callable[[Throwaway, bool], list[Row]]]:
-    """Rows contributed by the memory and session tiers, when present."""
-    try:
-        from memoryd import bench_memory  # type: ignore[attr-defined]
-    except ImportError:
-        return []
-    return list(bench_memory.BENCHES)
-
-
 def run(quick: bool) -> list[Row]:
     rows: list[Row] = []
     box = Throwaway()
@@ -132,7 +111,7 @@ def run(quick: bool) -> list[Row]:
         for sessions in ([1000] if quick else [1000, 10_000]):
             progress(f"episode_handoff with {sessions} sessions")
             rows += bench_handoff(box, sessions, 200)
-        for bench in extra_benches():
+        for bench in bench_memory.BENCHES:
             rows += bench(box, quick)
     finally:
         box.close()

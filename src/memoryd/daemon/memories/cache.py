@@ -21,7 +21,7 @@ from typing import IO, Any
 
 import msgpack
 
-from memoryd.daemon.memory_records import Memory, to_meta
+from memoryd.daemon.memories.records import Memory, to_meta
 
 CACHE_NAME = "memories.cache"
 CACHE_VERSION = 1

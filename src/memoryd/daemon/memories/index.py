@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterator
 
-from memoryd.daemon.memory_records import HANDOFF, Memory, sha256_hex
+from memoryd.daemon.memories.records import HANDOFF, Memory, sha256_hex
 from memoryd.daemon.search import SearchIndex
 
 PROJECT_PREFIX = "projects:"

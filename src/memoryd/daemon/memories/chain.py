@@ -1,4 +1,4 @@
-"""memory_write's gate chain (tools.md §2): gates 1–6 in order, the first that fires decides.
+"""memory_write's gate chain (docs/tools.md): gates 1–6 in order, the first that fires decides.
 
 Import contract: gates (the pure detectors), memory_records, scopes. The chain itself is data
 (`GATES`) and one loop (`run_gates`), so its order is testable without a daemon; a gate reads
@@ -7,13 +7,13 @@ the tier only through its indexes (no scan of all memories).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from collections.abc import Mapping
 from typing import Any, Protocol
 
-from memoryd.daemon import gates
-from memoryd.daemon.memory_records import Memory
+from memoryd.daemon import text
+from memoryd.daemon.memories import gates
+from memoryd.daemon.memories.records import Memory
 from memoryd.daemon.scopes import unique
 
 SNIPPET_CHARS = 160
@@ -57,7 +57,7 @@ class Draft:
     @property
     def tokens(self) -> frozenset[str]:
         if self._tokens is None:
-            self._tokens = gates.token_set(self.content)
+            self._tokens = text.token_set(self.content)
         return self._tokens
 
     def similar(self, tier: TierView) -> list[tuple[str, float]]:

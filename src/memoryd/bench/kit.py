@@ -19,6 +19,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+Row = dict[str, Any]
+
+
+def progress(message: str) -> None:
+    print(f"bench: {message}", file=sys.stderr, flush=True)
+
+
+def row(metric: str, size: str, stats: dict[str, Any], target: str, met: bool) -> Row:
+    return {"metric": metric, "size": size, **stats, "target": target, "met": met}
+
 
 class Throwaway:
     """A temp store + runtime dir with a daemon running on it; `close` kills everything."""

@@ -1,4 +1,4 @@
-"""Pure detectors behind memory_write's gate chain and the taint scan (spec: tools.md §2).
+"""Pure detectors behind memory_write's gate chain and the taint scan (docs/tools.md).
 
 Import contract: stdlib only, no I/O, no state; every function takes text and returns plain data,
 so the gate order and the override flags live in the caller.
@@ -9,21 +9,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-__all__ = [
-    "STOPWORDS", "cited_paths", "find_credentials", "find_scope_mismatches",
-    "find_transient_markers", "find_ungrounded_claims", "scan_taint", "similarity", "token_set",
-    "word_tokens",
-]
+from memoryd.daemon.text import STOPWORDS, word_tokens
 
-STOPWORDS = frozenset(
-    """a about above after again against all also am an and any are as at be because been before
-    being below between both but by can could did do does doing down during each few for from
-    further had has have having he her here hers him his how if in into is it its itself just me
-    more most my no nor not of off on once only or other our ours out over own same she should so
-    some such than that the their theirs them then there these they this those through to too
-    under until up very was we were what when where which while who whom why will with would you
-    your yours""".split()
-)
+__all__ = [
+    "cited_paths", "find_credentials", "find_scope_mismatches", "find_transient_markers",
+    "find_ungrounded_claims", "scan_taint",
+]
 
 REDACTED = "[REDACTED]"
 MIN_GROUNDED_OVERLAP = 0.30
@@ -31,29 +22,6 @@ MIN_CLAIM_CONTENT_WORDS = 3
 MIN_PROJECT_NAME_CHARS = 3
 CREDENTIAL_CONTEXT_CHARS = 20
 MARKER_SNIPPET_CHARS = 60
-
-_WORD_RE = re.compile(r"[^\W_]+")
-
-
-# ---------------------------------------------------------------------------------------------
-# Tokens and similarity (shared with search.py, whose postings must hold every token_set token)
-
-
-def word_tokens(text: str) -> list[str]:
-    """Lowercase alphanumeric runs of length >= 2, in order, duplicates kept."""
-    return [w for w in _WORD_RE.findall(text.lower()) if len(w) >= 2]
-
-
-def token_set(text: str) -> frozenset[str]:
-    """The distinct word_tokens of `text` minus STOPWORDS: the unit of dedup similarity."""
-    return frozenset(word_tokens(text)).difference(STOPWORDS)
-
-
-def similarity(a: frozenset[str], b: frozenset[str]) -> float:
-    """Jaccard index of two token sets; 0.0 when both are empty."""
-    union = len(a | b)
-    return len(a & b) / union if union else 0.0
-
 
 # ---------------------------------------------------------------------------------------------
 # Snippets

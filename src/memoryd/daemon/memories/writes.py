@@ -11,14 +11,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from memoryd.daemon import gates
 from memoryd.daemon.core import Call, Core, iso
-from memoryd.daemon.episode_tools import require_text
-from memoryd.daemon.journal import Episode
-from memoryd.daemon.memories import MemoryTier
-from memoryd.daemon.memory_args import check_id, check_links, check_pending_id, check_write_scopes
-from memoryd.daemon.memory_gates_chain import FLAGS, Draft, related, run_gates
-from memoryd.daemon.memory_records import PREVIEW_CHARS, Memory, PendingWrite, render_memory
+from memoryd.daemon.episodes.journal import Episode
+from memoryd.daemon.memories import gates
+from memoryd.daemon.memories.args import (
+    check_id,
+    check_links,
+    check_pending_id,
+    check_write_scopes,
+)
+from memoryd.daemon.memories.chain import FLAGS, Draft, related, run_gates
+from memoryd.daemon.memories.records import (
+    PREVIEW_CHARS,
+    Memory,
+    PendingWrite,
+    render_memory,
+)
+from memoryd.daemon.memories.tier import MemoryTier
+from memoryd.daemon.validate import require_text
 from memoryd.errors import InvalidParams, ResourceState
 
 USER_INFERENCE = "user-inference"

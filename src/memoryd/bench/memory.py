@@ -16,8 +16,7 @@ import random
 import time
 from collections.abc import Callable
 
-from memoryd.bench import Row, progress, row
-from memoryd.benchkit import Bridge, Throwaway, WireLoader, pcts
+from memoryd.bench.kit import Bridge, Row, Throwaway, WireLoader, pcts, progress, row
 
 VOCABULARY = 20_000
 ZIPF_OFFSET = 100

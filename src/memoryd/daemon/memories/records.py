@@ -1,7 +1,7 @@
 """What a durable memory and a pending write are, and how they map to files.
 
 Import contract: store only (stdlib + yaml below it). A memory file is `memories/<ulid>.md` or
-`tombstones/<ulid>.md`: YAML frontmatter (storage.md §2) then the content as the body. Pending
+`tombstones/<ulid>.md`: YAML frontmatter (docs/storage.md) then the content as the body. Pending
 writes are runtime state persisted as one JSON snapshot under `state/`.
 """
 
@@ -143,7 +143,7 @@ def _links(value: Any) -> list[dict[str, str]]:
 
 
 def _timestamp(value: Any) -> Any:
-    """A bare YAML timestamp (a hand edit, or storage.md's own example) as the ISO string we write."""
+    """A bare YAML timestamp (a hand edit, or docs/storage.md's example) as the ISO string we write."""
     if isinstance(value, datetime.datetime):
         moment = value.astimezone(datetime.UTC) if value.tzinfo else value
         return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"

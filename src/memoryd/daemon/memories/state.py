@@ -1,0 +1,91 @@
+"""The durable memory tier's state: every field the tier keeps, and the small reads on them.
+
+Import contract: core, store and the tier's records, cache, index, stats and staleness modules;
+nothing that acts. `tier.MemoryTier` adds the changes and `recovery` fills the fields at start,
+both on top of this class, so neither has to import the other.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from memoryd.daemon import store
+from memoryd.daemon.core import Core
+from memoryd.daemon.memories import cache as memory_cache
+from memoryd.daemon.memories.index import LiveIndex, TombIndex, project_scope_name
+from memoryd.daemon.memories.records import Memory, PendingWrite
+from memoryd.daemon.memories.staleness import GitProbe
+from memoryd.daemon.memories.stats import LiveMemories
+
+PENDING_SNAPSHOT = "pending.json"
+
+
+class TierState:
+    """The memory tier's fields and the reads every part of the tier shares; `MemoryTier` adds
+    the changes, `recovery` fills it at start."""
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        self.live_dir = core.root / "memories"
+        self.tomb_dir = core.root / "tombstones"
+        self.snapshot_path = core.root / "state" / PENDING_SNAPSHOT
+        self.cache_path = core.root / "state" / memory_cache.CACHE_NAME
+        self.file_sha: dict[str, str] = {}          # id -> sha256 of its file, where not the logged one
+        self.file_stat: dict[str, tuple[int, int]] = {}  # memory id -> (size, mtime_ns) when written
+        self._unstatted: set[str] = set()           # written this pass: stat them once renamed
+        self.cache_stale = False                    # a record file changed since the cache was written
+        self.loaded = False                         # replay is over: events now are live ones
+        self.live: LiveMemories = LiveMemories(self.project_of)
+        self.tombstones: dict[str, Memory] = {}
+        self.index = LiveIndex()
+        self.tomb_index = TombIndex()
+        self.pending: dict[str, PendingWrite] = {}
+        self.expired: dict[str, str] = {}          # expired pending id -> owner session
+        self.probe = GitProbe()
+        # Derived from the event log as it is appended (and replayed at start):
+        self.logged_sha: dict[str, str] = {}       # memory id -> sha256 of the last file logged
+        self.logged_state: dict[str, str] = {}     # memory id -> "live" | "tomb"
+        self.retrievals: Counter[str] = Counter()
+        self.pending_seq = 0
+        self.pending_logged: set[str] = set()
+        self.pending_resolved: set[str] = set()
+        self.pending_expired_total = 0
+        self.reaper_last_run: str | None = None
+        self.episodes_pruned = 0
+        # Found at start (memory_health reports them):
+        self.bad_files: list[dict[str, str]] = []
+        self.hand_edited: list[str] = []
+        self.unaccounted: list[str] = []
+        self.missing: list[str] = []
+
+    # -- small reads the other tiers use ---------------------------------------------------------
+
+    def text_of(self, memory_id: str) -> str | None:
+        memory = self.live.get(memory_id) or self.tombstones.get(memory_id)
+        return memory.content if memory is not None else None
+
+    def counts(self) -> dict[str, int]:
+        return {"memories": len(self.live), "tombstones": len(self.tombstones), "pending": len(self.pending)}
+
+    def project_of(self, memory: Memory) -> str | None:
+        """The memory's project: its first `projects:<x>` scope (what the writer said), else the
+        project it was written from."""
+        for scope in memory.scopes:
+            name = project_scope_name(scope)
+            if name:
+                return name
+        project = memory.origin.get("project")
+        return project if isinstance(project, str) and project else None
+
+    def live_path(self, memory_id: str) -> Path:
+        assert store.is_ulid(memory_id)  # ids reach paths only after validation or minting
+        return self.live_dir / f"{memory_id}.md"
+
+    def tomb_path(self, memory_id: str) -> Path:
+        assert store.is_ulid(memory_id)
+        return self.tomb_dir / f"{memory_id}.md"
+
+    def sha_on_disk(self, memory_id: str) -> str | None:
+        """The sha256 of the record's file as it is now (hand edits included)."""
+        return self.file_sha.get(memory_id) or self.logged_sha.get(memory_id)

@@ -1,0 +1,4 @@
+"""The session tier: explicit brackets, finishing with a handoff, and the digest that leads with it.
+
+The session table itself lives in `daemon.connections` (every bridge has a session).
+"""

@@ -1,0 +1,151 @@
+"""The package's shape holds: no import circles, layers point down, the bridge stays thin.
+
+The import graph is read from the source with `ast` (every import, lazy ones inside functions and
+`TYPE_CHECKING` blocks included), so a circle cannot hide behind a deferred import.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import memoryd
+
+SRC = Path(memoryd.__file__).resolve().parent
+MACHINERY = {"core", "tool", "validate", "connections", "search", "text", "scopes", "store",
+             "eventlog"}
+TIER_ORDER = ["episodes", "memories", "sessions"]  # each may import only those before it
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in SRC.rglob("*.py")}
+
+
+def _imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """Modules of this package that `name` imports (a `from pkg import mod` counts as `pkg.mod`)."""
+    found: set[str] = set()
+    is_package = path.name == "__init__.py"
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = name.split(".")[: len(name.split(".")) - node.level + (1 if is_package else 0)]
+                base = ".".join(anchor + ([base] if base else []))
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                found.add(sub if sub in known else base)
+    return {m for m in found if m in known and m != name}
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    known = set(modules)
+    return {name: _imports(name, path, known) for name, path in modules.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative enough here)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def _within(module: str, *packages: str) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+def _layer(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[:2] != ["memoryd", "daemon"] or len(parts) < 3:
+        return None
+    return parts[2]
+
+
+def test_the_package_has_no_import_circles() -> None:
+    assert _cycles(_graph()) == []
+
+
+def test_daemon_machinery_imports_no_tier_except_the_journal_core_holds() -> None:
+    wrong = []
+    for module, deps in _graph().items():
+        if _layer(module) not in MACHINERY:
+            continue
+        for dep in deps:
+            if _layer(dep) in TIER_ORDER and not (module == "memoryd.daemon.core"
+                                                  and dep == "memoryd.daemon.episodes.journal"):
+                wrong.append((module, dep))
+    assert wrong == []
+
+
+def test_tiers_import_only_the_tiers_below_them() -> None:
+    wrong = []
+    for module, deps in _graph().items():
+        layer = _layer(module)
+        if layer not in TIER_ORDER:
+            continue
+        allowed = set(TIER_ORDER[: TIER_ORDER.index(layer) + 1])
+        wrong += [(module, dep) for dep in deps if _layer(dep) in TIER_ORDER and _layer(dep) not in allowed]
+    assert wrong == []
+
+
+def test_the_daemon_imports_no_operator_command_bench_bridge_or_client() -> None:
+    above = ("memoryd.cli", "memoryd.bench", "memoryd.mcp_bridge", "memoryd.client")
+    wrong = [(m, d) for m, deps in _graph().items() if _within(m, "memoryd.daemon")
+             for d in deps if _within(d, *above)]
+    assert wrong == []
+
+
+def test_the_bridge_never_imports_the_daemon_cli_or_bench_even_transitively() -> None:
+    graph = _graph()
+    seen: set[str] = set()
+    todo = [m for m in graph if m.startswith("memoryd.mcp_bridge")]
+    while todo:
+        module = todo.pop()
+        if module not in seen:
+            seen.add(module)
+            todo.extend(graph[module])
+    assert not [m for m in seen if _within(m, "memoryd.daemon", "memoryd.cli", "memoryd.bench")]
+
+
+def test_running_the_bridge_entry_loads_no_daemon_module() -> None:
+    probe = ("import sys, memoryd.mcp_bridge.bridge, memoryd.mcp_bridge.startup; "
+             "print(sorted(m for m in sys.modules if m.startswith('memoryd.daemon')))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
