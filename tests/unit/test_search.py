@@ -144,11 +144,11 @@ def test_similar_ignores_scopes_and_ranks_best_first() -> None:
 
 def test_tokenizers_split_scopes_and_keep_whole_scopes() -> None:
     assert scope_tokens("projects:memoryd:core-io") == (
-        "projects:memoryd", "projects:memoryd:core-io", "projects", "memoryd", "core", "io"
+        "projects:memoryd", "projects:memoryd:core-io", "project", "memoryd", "core-io", "core", "io"
     )
-    assert query_tokens("The projects:memoryd DAEMON") == ["projects", "memoryd", "daemon",
+    assert query_tokens("The projects:memoryd DAEMON") == ["project", "memoryd", "daemon",
                                                           "projects:memoryd"]
-    assert content_terms("A daemon, the socket_path x") == ["daemon", "socket", "path"]
+    assert content_terms("A daemon, the socket_path x") == ["daemon", "socket_path", "socket", "path"]
 
 
 def _naive_ranking(

@@ -158,6 +158,12 @@ def cmd_bench(ns: argparse.Namespace) -> int:
     return bench.main(ns)
 
 
+def cmd_eval(ns: argparse.Namespace) -> int:
+    from memoryd.eval import run as evaluation
+
+    return evaluation.main(ns)
+
+
 def cmd_demo(ns: argparse.Namespace) -> int:
     from memoryd.cli import demo
 
@@ -217,6 +223,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", action="store_true")
     bench.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
     bench.set_defaults(func=cmd_bench)
+    evaluation = sub.add_parser("eval", help="search quality on a labelled set, through real bridges")
+    evaluation.add_argument("--set", help="a relevance set (YAML); default: the shipped recall set")
+    evaluation.add_argument("--json", action="store_true")
+    evaluation.add_argument("--verbose", action="store_true", help="list every query that missed rank 1")
+    evaluation.set_defaults(func=cmd_eval)
     return parser
 
 

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import heapq
 import math
-import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from functools import lru_cache
 from operator import itemgetter
 
-from memoryd.daemon.text import STOPWORDS, word_tokens
+from memoryd.daemon import text
 
 __all__ = ["SearchIndex", "content_terms", "query_tokens", "scope_tokens"]
 
@@ -26,34 +25,26 @@ SIMILARITY_DIGITS = 4
 # A filtered search first ranks this many candidates beyond `limit`, then widens 4x at a time.
 RANK_SLACK = 16
 
-_SCOPE_RE = re.compile(r"[a-z0-9]+(?:[-:][a-z0-9]+)*")
-
-
 @lru_cache(maxsize=4096)
 def scope_tokens(scope: str) -> tuple[str, ...]:
     """Index terms for one scope: every `:`-prefix of two or more levels, whole
-    ("projects:memoryd", "projects:memoryd:core"), then its words split on `:` and `-`
-    (len >= 2), so a query for `projects:memoryd` or for `memoryd` finds it. Cached: a store
-    has few distinct scopes and every indexed memory repeats them."""
+    ("projects:memoryd", "projects:memoryd:core"), then the analyzed words of its levels, so a
+    query for `projects:memoryd` or for `memoryd` finds it. Cached: a store has few distinct
+    scopes and every indexed memory repeats them."""
     levels = scope.lower().split(":")
     tokens = [":".join(levels[: i + 1]) for i in range(1, len(levels))]
-    tokens += [w for w in re.split(r"[:-]", scope.lower()) if len(w) >= 2]
+    tokens += [term for level in levels for term in text.analyze(level)]
     return tuple(dict.fromkeys(tokens))
 
 
-def content_terms(text: str) -> list[str]:
-    """Indexed words of `text`, in order: `text.word_tokens` minus `text.STOPWORDS`.
-
-    Stopwords are neither indexed nor queried (as a stop filter would do): their postings cover
-    nearly every document, so scoring them cost most of a query's time for almost no rank signal.
-    """
-    return [w for w in word_tokens(text) if w not in STOPWORDS]
+def content_terms(content: str) -> list[str]:
+    """Indexed terms of `content`, in order (`text.analyze`: stems, identifiers whole and split)."""
+    return text.analyze(content)
 
 
 def query_tokens(query: str) -> list[str]:
-    """Distinct query terms: the content terms of `query` plus any scope written whole."""
-    scoped = [m for m in _SCOPE_RE.findall(query.lower()) if ":" in m]
-    return list(dict.fromkeys(content_terms(query) + scoped))
+    """Distinct terms the caller typed (no equivalents): what a snippet looks for."""
+    return [term for term, weight, _ in text.query_terms(query) if weight == 1.0]
 
 
 class _Doc:
@@ -133,7 +124,7 @@ class SearchIndex:
     def matching(self, query: str) -> set[str]:
         """Every document holding at least one query term (a search's pre-cap total)."""
         found: set[str] = set()
-        for term in query_tokens(query):
+        for term, _, _ in text.query_terms(query):
             for postings in (self._content, self._scope):
                 found.update(postings.get(term, ()))
         return found
@@ -171,7 +162,7 @@ class SearchIndex:
         then the larger doc_id. `accept` is called lazily in rank order, so a permissive filter
         costs about `limit` calls rather than one per matching document.
         """
-        terms = [t for t in query_tokens(query) if t in self._df]
+        terms = [(t, w) for t, w, _ in text.query_terms(query) if t in self._df]
         if limit <= 0 or not terms:
             return []
         hits: list[tuple[str, float]] = []
@@ -182,7 +173,7 @@ class SearchIndex:
                     break
         return hits
 
-    def _ranked(self, terms: list[str], depth: int) -> Iterator[tuple[str, float]]:
+    def _ranked(self, terms: list[tuple[str, float]], depth: int) -> Iterator[tuple[str, float]]:
         """Yield `(doc_id, rounded score)` in final order, computing only as much as is consumed.
 
         Scoring is pruned for the best `depth` documents; each round emits the part of the order
@@ -228,7 +219,7 @@ class SearchIndex:
         rows.sort(reverse=True)
         return rows, cut is None or (floor is not None and cut <= floor)
 
-    def _score(self, terms: list[str], depth: int) -> tuple[dict[str, float], float]:
+    def _score(self, terms: list[tuple[str, float]], depth: int) -> tuple[dict[str, float], float]:
         """Exact BM25 scores of every document that could rank in the best `depth`.
 
         Returns `(scores, bound)`: documents absent from `scores` score below `bound` (0.0 when
@@ -244,7 +235,7 @@ class SearchIndex:
         c_length = BM25_K1 * BM25_B / avg_length
         length = self._length
         weighted = sorted(
-            ((self._idf(t, n_docs) * (BM25_K1 + 1), self._term_tf(t)) for t in terms),
+            ((w * self._idf(t, n_docs) * (BM25_K1 + 1), self._term_tf(t)) for t, w in terms),
             key=itemgetter(0),
             reverse=True,
         )
@@ -281,6 +272,32 @@ class SearchIndex:
             pairs = [(d, tf_by_doc[d]) for d in scores if d in tf_by_doc]
         for d, tf in pairs:
             scores[d] += weight * tf / (tf + c_fixed + c_length * length[d])
+
+    def relevance(self, query: str, doc_ids: Iterable[str]) -> dict[str, float]:
+        """How much of what the query asks each document holds, 0..1 (2 decimals).
+
+        Each term the caller typed counts with its idf (a term no document holds counts as the
+        rarest); a document gets full credit for a term it holds and `EXPANSION_WEIGHT` for an
+        equivalent instead. Unlike a BM25 score this is comparable across queries and store
+        sizes, so a caller (the prompt hook) can keep only hits above a fixed threshold.
+        """
+        rows = text.query_terms(query)
+        n_docs = max(1, len(self._docs))
+        rarest = math.log(1 + (n_docs + 0.5) / 0.5)
+        asked = {a: (self._idf(a, n_docs) if a in self._df else rarest) for _, w, a in rows if w == 1.0}
+        total = sum(asked.values())
+        out: dict[str, float] = {}
+        for doc_id in doc_ids:
+            credit: dict[str, float] = {}
+            for term, weight, source in rows:
+                if weight > credit.get(source, 0.0) and self._holds(doc_id, term):
+                    credit[source] = weight
+            got = sum(asked[a] * c for a, c in credit.items())
+            out[doc_id] = round(got / total, 2) if total else 0.0
+        return out
+
+    def _holds(self, doc_id: str, term: str) -> bool:
+        return doc_id in self._content.get(term, ()) or doc_id in self._scope.get(term, ())
 
     def _idf(self, term: str, n_docs: int) -> float:
         """BM25 idf in its non-negative form: ln(1 + (N - df + 0.5) / (df + 0.5))."""

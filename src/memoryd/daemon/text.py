@@ -1,13 +1,25 @@
-"""The text analyzer: how every part of the daemon that matches words turns text into tokens.
+"""The text analyzer: how every part of the daemon that matches words turns text into terms.
 
-Import contract: stdlib only, no I/O, no state. Search indexing, search queries, the dedup and
-`related` similarity of the write gates and the prompt-recall hook all tokenize here, so what is
-indexed and what is asked can never drift apart.
+Import contract: stdlib and PyStemmer only, no I/O, no state beyond caches. Search indexing,
+search queries, the dedup and `related` similarity of the write gates and the prompt-recall hook
+all analyze text here, so what is indexed and what is asked can never drift apart.
+
+The rules (docs/tools.md, "Search"):
+- words are lowercased and reduced to their Snowball English stem (`deploying` -> `deploy`);
+  stopwords are dropped;
+- an identifier — `snake_case`, `camelCase`, `kebab-case`, dotted names, paths, `--flags`,
+  versions — is kept whole (lowercased, unstemmed) **and** split into its stemmed parts, so
+  `billing/stripe_client.py` is found by itself, by `stripe_client` and by `stripe`;
+- a query may also be widened by a short table of coding-vocabulary equivalences (`prod` ~
+  `production`), each added term weighing less than the words the caller typed.
 """
 
 from __future__ import annotations
 
 import re
+from functools import lru_cache
+
+import Stemmer
 
 STOPWORDS = frozenset(
     """a about above after again against all also am an and any are as at be because been before
@@ -19,20 +31,143 @@ STOPWORDS = frozenset(
     your yours""".split()
 )
 
-_WORD_RE = re.compile(r"[^\W_]+")
+# Weight of a term the equivalence table added, relative to one the caller typed.
+EXPANSION_WEIGHT = 0.5
+MIN_TERM_CHARS = 2
+
+# Coding vocabulary that means the same thing in agents' notes. Each group is symmetric: a query
+# holding any member also asks for the others. Kept short and general on purpose (abbreviations
+# and their long forms); multi-word members ask for each of their words.
+EQUIVALENCES: tuple[tuple[str, ...], ...] = (
+    ("prod", "production"),
+    ("dev", "development"),
+    ("stage", "staging"),
+    ("db", "database"),
+    ("k8s", "kubernetes"),
+    ("deps", "dependencies"),
+    ("dep", "dependency"),
+    ("repo", "repository"),
+    ("config", "configuration", "settings"),
+    ("auth", "authentication", "login"),
+    ("env", "environment"),
+    ("envvar", "environment variable"),
+    ("perf", "performance"),
+    ("docs", "documentation"),
+    ("pr", "pull request"),
+    ("ci", "continuous integration", "pipeline"),
+    ("js", "javascript"),
+    ("ts", "typescript"),
+    ("py", "python"),
+    ("tf", "terraform"),
+    ("msg", "message"),
+    ("dir", "directory", "folder"),
+    ("pkg", "package"),
+    ("err", "error"),
+    ("fn", "func", "function"),
+    ("impl", "implementation"),
+    ("init", "initialize"),
+    ("app", "application"),
+    ("deploy", "release", "ship"),
+    ("creds", "credentials"),
+    ("tmp", "temporary"),
+    ("cfg", "config"),
+    ("infra", "infrastructure"),
+    ("req", "request"),
+    ("resp", "response"),
+    ("lib", "library"),
+    ("util", "utility"),
+    ("max", "maximum"),
+    ("min", "minimum"),
+    ("e2e", "end to end"),
+)
+
+_STEMMER = Stemmer.Stemmer("english")
+# A chunk is a run of word characters and the joiners identifiers use (`_ . / -`); a leading `-`
+# or `--` survives so flags keep their dashes.
+_CHUNK_RE = re.compile(r"-{0,2}[^\W_][\w./\-]*|_+[^\W_][\w./\-]*")
+_PART_RE = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+|[^\W\d_]+")
+_JOINERS = "_./-"
+_SCOPE_RE = re.compile(r"[a-z0-9]+(?:[-:][a-z0-9]+)*")
+
+
+@lru_cache(maxsize=65_536)
+def stem(word: str) -> str:
+    """The Snowball English stem of a lowercase word. Cached: a store repeats its words."""
+    return _STEMMER.stemWord(word)
+
+
+@lru_cache(maxsize=65_536)
+def _chunk_terms(chunk: str) -> tuple[str, ...]:
+    """Terms of one chunk: a plain word gives its stem; an identifier gives itself whole, then
+    the stems of its parts."""
+    core = chunk.rstrip(_JOINERS)
+    if not core.startswith("-"):
+        core = core.lstrip(_JOINERS)
+    lower = core.lower()
+    if lower.isalnum() and (core.islower() or core.isupper() or core.istitle() or lower.isdigit()):
+        return _word(lower)
+    whole = (lower,) if len(lower) >= MIN_TERM_CHARS else ()
+    parts = [p.lower() for p in _PART_RE.findall(core)]
+    return tuple(dict.fromkeys(whole + tuple(t for p in parts for t in _word(p))))
+
+
+def _word(lower: str) -> tuple[str, ...]:
+    if len(lower) < MIN_TERM_CHARS or lower in STOPWORDS:
+        return ()
+    return (stem(lower),)
+
+
+def analyze(text: str) -> list[str]:
+    """Index terms of `text`, in order, duplicates kept (their count is the term frequency)."""
+    return [term for chunk in _CHUNK_RE.findall(text) for term in _chunk_terms(chunk)]
 
 
 def word_tokens(text: str) -> list[str]:
-    """Lowercase alphanumeric runs of length >= 2, in order, duplicates kept."""
-    return [w for w in _WORD_RE.findall(text.lower()) if len(w) >= 2]
+    """Plain lowercase words of `text` (length >= 2, unstemmed): for snippets and names."""
+    return [w for w in re.findall(r"[^\W_]+", text.lower()) if len(w) >= MIN_TERM_CHARS]
 
 
 def token_set(text: str) -> frozenset[str]:
-    """The distinct word_tokens of `text` minus STOPWORDS: the unit of dedup similarity."""
-    return frozenset(word_tokens(text)).difference(STOPWORDS)
+    """The distinct analyzed terms of `text`: the unit of dedup similarity."""
+    return frozenset(analyze(text))
 
 
 def similarity(a: frozenset[str], b: frozenset[str]) -> float:
     """Jaccard index of two token sets; 0.0 when both are empty."""
     union = len(a | b)
     return len(a & b) / union if union else 0.0
+
+
+def _build_equivalences() -> dict[str, tuple[str, ...]]:
+    table: dict[str, set[str]] = {}
+    for group in EQUIVALENCES:
+        members = [tuple(analyze(phrase)) for phrase in group]
+        for i, member in enumerate(members):
+            if len(member) != 1:
+                continue  # only a one-term member triggers; every member is added
+            others = {t for j, m in enumerate(members) if j != i for t in m}
+            table.setdefault(member[0], set()).update(others - {member[0]})
+    return {term: tuple(sorted(others)) for term, others in table.items()}
+
+
+_EQUIVALENT = _build_equivalences()
+
+
+def equivalents(term: str) -> tuple[str, ...]:
+    """Terms the equivalence table adds for `term` (already analyzed)."""
+    return _EQUIVALENT.get(term, ())
+
+
+def query_terms(query: str) -> list[tuple[str, float, str]]:
+    """`(term, weight, asked)` for a query: its analyzed terms (weight 1), any scope written whole
+    (`projects:x`), then the equivalents of each (weight `EXPANSION_WEIGHT`). `asked` is the term
+    the caller typed that a row stands for, so relevance can credit an equivalent to it."""
+    typed = list(dict.fromkeys(analyze(query) + [m for m in _SCOPE_RE.findall(query.lower()) if ":" in m]))
+    rows = [(term, 1.0, term) for term in typed]
+    seen = set(typed)
+    for term in typed:
+        for other in equivalents(term):
+            if other not in seen:
+                seen.add(other)
+                rows.append((other, EXPANSION_WEIGHT, term))
+    return rows

@@ -23,7 +23,7 @@ from memoryd.daemon.memories.staleness import assess
 from memoryd.daemon.memories.tier import MemoryTier
 from memoryd.daemon.memories.writes import tier_of
 from memoryd.daemon.scopes import is_hidden, matches_any
-from memoryd.daemon.search import query_tokens
+from memoryd.daemon.text import word_tokens
 from memoryd.daemon.validate import require_text
 from memoryd.errors import InvalidParams, ResourceState
 
@@ -106,11 +106,12 @@ def since_prior_cutoff(call: Call) -> str | None:
     return prior.started_at if prior is not None else None
 
 
-def hit_view(core: Core, memory: Memory, score: float, terms: list[str]) -> dict[str, Any]:
+def hit_view(core: Core, memory: Memory, score: float, relevance: float, terms: list[str]) -> dict[str, Any]:
     content, cut = hit_content(memory.content, terms)
     view: dict[str, Any] = {"id": memory.id, "content": content, "scopes": list(memory.scopes),
                             "category": memory.category, "confidence": memory.confidence,
-                            "created": memory.created, "updated": memory.updated, "score": score}
+                            "created": memory.created, "updated": memory.updated, "score": score,
+                            "relevance": relevance}
     if cut:
         view["truncated"] = True
     view.update(staleness_fields(core, memory))
@@ -134,8 +135,9 @@ def memory_search(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     filtered = bool(scopes or args["category"] or since or call.session.disabled_scopes)
     capped = len(hits) >= args["max_results"]
     total = count_matches(tier, query, accept, repos, filtered) if capped else len(hits)
-    terms = query_tokens(query)
-    results = [hit_view(core, live[doc_id], score, terms) for doc_id, score in hits]
+    terms = word_tokens(query)
+    relevance = tier.index.text.relevance(query, (doc_id for doc_id, _ in hits))
+    results = [hit_view(core, live[doc_id], score, relevance[doc_id], terms) for doc_id, score in hits]
     core.record("search", call.session, query_hash=hashlib.sha256(query.encode()).hexdigest()[:16],
                 query_len=len(query), hits=len(results), total=total, ids=[r["id"] for r in results])
     return {"results": results, "total": total, "framing": "data"}

@@ -1,0 +1,2 @@
+"""`memoryd eval`: search quality on a labelled relevance set (`recall_set.yaml`), measured
+through real bridges and a throwaway daemon."""

@@ -1,0 +1,162 @@
+"""`memoryd eval`: search quality on a labelled set, through the agent's real path.
+
+A throwaway daemon is started; each project of the set gets its own bridge (its worktree named
+by `MEMORYD_WORKTREE`, so auto-scope keeps its memories apart) and user-wide memories come from a
+bridge outside any repo. Every memory goes through `memory_write` (gate outcomes are answered
+the way an agent would: pending writes confirmed, warnings acknowledged, and counted), every
+query through `memory_search` from its project's bridge. Metrics per query kind and split:
+recall@1, recall@5, MRR, nDCG@10; negatives report how often the top hit stays under the
+relevance threshold the prompt hook uses (docs/benchmark.md, "Search quality").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from memoryd.bench.kit import Bridge, Throwaway, progress
+
+DEFAULT_SET = Path(__file__).with_name("recall_set.yaml")
+SEARCH_DEPTH = 10
+# The prompt hook injects a hit only at or above this relevance (share of the asked terms' idf).
+HOOK_RELEVANCE = 0.6
+ACKNOWLEDGE = {"transient_warning": "acknowledge_transient", "scope_mismatch": "acknowledge_scope_mismatch",
+               "ungrounded": "acknowledge_ungrounded", "credential_warning": "acknowledge_credential"}
+
+
+def load_set(path: Path) -> dict[str, Any]:
+    data = yaml.safe_load(path.read_text())
+    keys = {m["key"] for m in data["memories"]}
+    for query in data["queries"]:
+        missing = [k for k in query["relevant"] if k not in keys]
+        if missing:
+            raise ValueError(f"query {query['q']!r} names unknown memories {missing}")
+    return data  # type: ignore[no-any-return]
+
+
+def write_memory(bridge: Bridge, memory: dict[str, Any], outcomes: dict[str, int]) -> str:
+    """Write one memory as an agent would, answering gate outcomes; returns its id."""
+    args: dict[str, Any] = {"content": memory["content"], "scopes": memory["scopes"],
+                            "category": memory.get("category", "fact")}
+    for _ in range(len(ACKNOWLEDGE) + 2):
+        result = bridge.call("memory_write", **args)
+        status = result.get("status")
+        outcomes[status] = outcomes.get(status, 0) + 1
+        if status == "committed":
+            return str(result["id"])
+        if status == "pending":
+            return str(bridge.call("memory_write_confirm", pending_id=result["pending_id"])["id"])
+        if status in ACKNOWLEDGE:
+            args[ACKNOWLEDGE[status]] = True
+        elif status == "duplicate":
+            args["force"] = True
+        else:
+            raise RuntimeError(f"memory {memory['key']} not written: {result}")
+    raise RuntimeError(f"memory {memory['key']} not written after answering every gate")
+
+
+def score_query(ranked: list[str], relevant: list[str]) -> dict[str, float]:
+    """Metrics of one positive query from its ranked memory keys."""
+    rank = next((i + 1 for i, key in enumerate(ranked) if key in relevant), None)
+    dcg = sum(1 / math.log2(i + 2) for i, key in enumerate(ranked[:10]) if key in relevant)
+    ideal = sum(1 / math.log2(i + 2) for i in range(min(len(relevant), 10)))
+    return {"recall@1": len(set(ranked[:1]) & set(relevant)) / len(relevant),
+            "recall@5": len(set(ranked[:5]) & set(relevant)) / len(relevant),
+            "mrr": 1 / rank if rank else 0.0, "ndcg@10": dcg / ideal}
+
+
+def evaluate(data: dict[str, Any]) -> dict[str, Any]:
+    box = Throwaway()
+    bridges: dict[str | None, Bridge] = {}
+    try:
+        box.start()
+
+        def bridge_for(project: str | None) -> Bridge:
+            if project not in bridges:
+                worktree = str(box.base / "work" / project) if project else ""
+                bridge = Bridge({**box.env, "MEMORYD_WORKTREE": worktree})
+                bridge.initialize()
+                bridges[project] = bridge
+            return bridges[project]
+
+        progress(f"eval: writing {len(data['memories'])} memories")
+        outcomes: dict[str, int] = {}
+        key_of = {write_memory(bridge_for(m.get("project")), m, outcomes): m["key"] for m in data["memories"]}
+        progress(f"eval: {len(data['queries'])} queries")
+        rows = [run_query(bridge_for(q.get("project")), q, key_of) for q in data["queries"]]
+    finally:
+        for bridge in bridges.values():
+            bridge.close()
+        box.close()
+    return {"write_outcomes": outcomes, "queries": rows, "summary": summarize(rows)}
+
+
+def run_query(bridge: Bridge, query: dict[str, Any], key_of: dict[str, str]) -> dict[str, Any]:
+    hits = bridge.call("memory_search", query=query["q"], max_results=SEARCH_DEPTH)["results"]
+    ranked = [key_of.get(h["id"], "?") for h in hits]
+    top_relevance = hits[0].get("relevance", 0.0) if hits else 0.0
+    row = {"q": query["q"], "kind": query["kind"], "split": query["split"], "ranked": ranked[:5],
+           "relevant": query["relevant"], "top_relevance": top_relevance}
+    if query["relevant"]:
+        row.update(score_query(ranked, query["relevant"]))
+        row["hook_hit"] = float(any(key in query["relevant"] and h.get("relevance", 0.0) >= HOOK_RELEVANCE
+                                    for key, h in zip(ranked[:3], hits[:3])))
+    else:
+        row["silent"] = float(top_relevance < HOOK_RELEVANCE)
+    return row
+
+
+def summarize(rows: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
+    """`{split: {kind or "all": {metric: mean, "n": count}}}`, splits `tune`, `heldout`, `all`."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        for split in (row["split"], "all"):
+            for kind in (row["kind"], "all" if row["relevant"] else "negative"):
+                groups[(split, kind)].append(row)
+    out: dict[str, dict[str, dict[str, float]]] = defaultdict(dict)
+    for (split, kind), members in sorted(groups.items()):
+        metrics = ("silent",) if kind == "negative" else ("recall@1", "recall@5", "mrr", "ndcg@10", "hook_hit")
+        out[split][kind] = {m: round(sum(r[m] for r in members) / len(members), 3) for m in metrics}
+        out[split][kind]["n"] = len(members)
+    return dict(out)
+
+
+def render(report: dict[str, Any]) -> str:
+    lines = []
+    for split in ("tune", "heldout", "all"):
+        lines.append(f"\n{split}:")
+        lines.append(f"  {'kind':12} {'n':>4} {'R@1':>6} {'R@5':>6} {'MRR':>6} {'nDCG@10':>8} {'hook hit':>9}")
+        for kind, m in sorted(report["summary"].get(split, {}).items(), key=lambda kv: kv[0] == "all"):
+            if kind == "negative":
+                lines.append(f"  {kind:12} {m['n']:>4}   silent at relevance < {HOOK_RELEVANCE}: {m['silent']:.3f}")
+            else:
+                lines.append(f"  {kind:12} {m['n']:>4} {m['recall@1']:>6.3f} {m['recall@5']:>6.3f} "
+                             f"{m['mrr']:>6.3f} {m['ndcg@10']:>8.3f} {m['hook_hit']:>9.3f}")
+    lines.append(f"\nwrite outcomes: {report['write_outcomes']}")
+    return "\n".join(lines).lstrip("\n")
+
+
+def main(ns: argparse.Namespace) -> int:
+    path = Path(ns.set) if ns.set else DEFAULT_SET
+    try:
+        data = load_set(path)
+    except (OSError, ValueError, KeyError, TypeError, yaml.YAMLError) as exc:
+        print(f"memoryd eval: bad set {path}: {exc}", file=sys.stderr)
+        return 2
+    report = evaluate(data)
+    if ns.json:
+        print(json.dumps(report if ns.verbose else {k: v for k, v in report.items() if k != "queries"}, indent=2))
+    else:
+        print(render(report))
+        if ns.verbose:
+            for row in report["queries"]:
+                if row["relevant"] and row.get("mrr", 0) < 1:
+                    print(f"  miss [{row['split']}/{row['kind']}] {row['q']!r} -> {row['ranked'][:3]} want {row['relevant']}")
+    return 0
