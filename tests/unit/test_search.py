@@ -114,10 +114,12 @@ def test_accept_filters_candidates_and_is_called_lazily(index: SearchIndex) -> N
         calls.append(doc_id)
         return "projects:memoryd" in MEMORIES[doc_id][1]
 
-    hits = index.search("memoryd daemon webshop storage", 2, only_memoryd)
+    hits = index.bm25("memoryd daemon webshop storage", 2, only_memoryd)
     assert len(hits) == 2
     assert all("projects:memoryd" in MEMORIES[doc][1] for doc, _ in hits)
-    assert len(calls) < len(index.search("memoryd daemon webshop storage", 12))
+    assert len(calls) < len(index.bm25("memoryd daemon webshop storage", 12))
+    assert all("projects:memoryd" in MEMORIES[doc][1]
+               for doc, _ in index.search("memoryd daemon webshop storage", 2, only_memoryd))
 
 
 def test_accept_rejecting_everything_returns_nothing(index: SearchIndex) -> None:
@@ -188,4 +190,12 @@ def test_pruned_search_agrees_with_a_naive_bm25_on_random_corpora() -> None:
         for _ in range(10):
             query = " ".join(rng.choices(vocab, weights, k=rng.randint(1, 5)))
             limit = rng.randint(1, 8)
-            assert idx.search(query, limit) == _naive_ranking(docs, query, limit)
+            assert idx.bm25(query, limit) == _naive_ranking(docs, query, limit)
+
+
+def test_a_memory_holding_every_asked_word_beats_one_repeating_a_single_word() -> None:
+    index = SearchIndex()
+    index.add("A" * 26, "Redis redis redis: the redis cache warms redis keys at start.", recency_ts="2")
+    index.add("B" * 26, "The Redis URL for the celery broker is set by REDIS_URL in settings.", recency_ts="1")
+    assert index.bm25("redis celery broker url", 1)[0][0] in {"A" * 26, "B" * 26}
+    assert index.search("redis celery broker url", 1)[0][0] == "B" * 26

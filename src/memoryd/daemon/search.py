@@ -24,6 +24,9 @@ SCORE_DIGITS = 4
 SIMILARITY_DIGITS = 4
 # A filtered search first ranks this many candidates beyond `limit`, then widens 4x at a time.
 RANK_SLACK = 16
+# BM25's best this many are re-ranked by how much of the query each holds (`search`).
+RERANK_DEPTH = 10
+COVERAGE_BASE = 0.5
 
 @lru_cache(maxsize=4096)
 def scope_tokens(scope: str) -> tuple[str, ...]:
@@ -158,9 +161,28 @@ class SearchIndex:
     ) -> list[tuple[str, float]]:
         """Up to `limit` `(doc_id, score)` pairs, best first, among docs `accept` lets through.
 
-        Scores are BM25 rounded to 4 decimals; equal rounded scores put the newer recency first,
-        then the larger doc_id. `accept` is called lazily in rank order, so a permissive filter
-        costs about `limit` calls rather than one per matching document.
+        `bm25` picks the best `RERANK_DEPTH` (or `limit`, if more) candidates; each score is then
+        multiplied by `COVERAGE_BASE + coverage`, so of two documents BM25 rates alike the one
+        holding more of what was asked comes first (a coordination factor: a memory repeating one
+        query word should not beat one holding all of them). Equal rounded scores put the newer
+        recency first, then the larger doc_id.
+        """
+        rows = text.query_terms(query)
+        hits = self.bm25(query, max(limit, RERANK_DEPTH), accept)
+        share = self._coverage(rows, [doc_id for doc_id, _ in hits])
+        final = [(round(score * (COVERAGE_BASE + share[d]), SCORE_DIGITS), self._recency[d], d)
+                 for d, score in hits]
+        final.sort(reverse=True)
+        return [(d, score) for score, _, d in final[:limit]]
+
+    def bm25(
+        self, query: str, limit: int, accept: Callable[[str], bool] | None = None
+    ) -> list[tuple[str, float]]:
+        """Up to `limit` `(doc_id, BM25 score)` pairs, best first, among docs `accept` lets through.
+
+        Scores are rounded to 4 decimals; equal rounded scores put the newer recency first, then
+        the larger doc_id. `accept` is called lazily in rank order, so a permissive filter costs
+        about `limit` calls rather than one per matching document.
         """
         terms = [(t, w) for t, w, _ in text.query_terms(query) if t in self._df]
         if limit <= 0 or not terms:
@@ -281,7 +303,10 @@ class SearchIndex:
         equivalent instead. Unlike a BM25 score this is comparable across queries and store
         sizes, so a caller (the prompt hook) can keep only hits above a fixed threshold.
         """
-        rows = text.query_terms(query)
+        share = self._coverage(text.query_terms(query), list(doc_ids))
+        return {doc_id: round(value, 2) for doc_id, value in share.items()}
+
+    def _coverage(self, rows: list[tuple[str, float, str]], doc_ids: list[str]) -> dict[str, float]:
         n_docs = max(1, len(self._docs))
         rarest = math.log(1 + (n_docs + 0.5) / 0.5)
         asked = {a: (self._idf(a, n_docs) if a in self._df else rarest) for _, w, a in rows if w == 1.0}
@@ -292,8 +317,8 @@ class SearchIndex:
             for term, weight, source in rows:
                 if weight > credit.get(source, 0.0) and self._holds(doc_id, term):
                     credit[source] = weight
-            got = sum(asked[a] * c for a, c in credit.items())
-            out[doc_id] = round(got / total, 2) if total else 0.0
+            got = sum(asked.get(a, 0.0) * c for a, c in credit.items())
+            out[doc_id] = got / total if total else 0.0
         return out
 
     def _holds(self, doc_id: str, term: str) -> bool:
