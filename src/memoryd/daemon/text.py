@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-import Stemmer
+import Stemmer  # type: ignore[import-not-found]  # PyStemmer ships no type hints
 
 STOPWORDS = frozenset(
     """a about above after again against all also am an and any are as at be because been before

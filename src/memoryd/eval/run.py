@@ -47,7 +47,7 @@ def write_memory(bridge: Bridge, memory: dict[str, Any], outcomes: dict[str, int
                             "category": memory.get("category", "fact")}
     for _ in range(len(ACKNOWLEDGE) + 2):
         result = bridge.call("memory_write", **args)
-        status = result.get("status")
+        status = str(result.get("status"))
         outcomes[status] = outcomes.get(status, 0) + 1
         if status == "committed":
             return str(result["id"])
