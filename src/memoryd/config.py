@@ -25,6 +25,17 @@ class Config:
     max_scopes_per_write: int = 64
     dedup_duplicate: float = 0.75
     dedup_related: float = 0.40
+    # Client hooks (`memoryd hook EVENT`, README "Automatic recall"): context budgets in chars,
+    # the prompt hook's hit cap and relevance floor, and the last-words fallback handoff.
+    hook_session_start_chars: int = 3000
+    hook_prompt_chars: int = 1500
+    hook_prompt_max_hits: int = 3
+    hook_prompt_min_relevance: float = 0.6
+    hook_last_words: bool = True
+
+
+# Claude Code truncates hook context above 10,000 chars; a budget above it would be cut blind.
+MAX_HOOK_CHARS = 10_000
 
 
 def _check_value(name: str, default: Any, value: Any) -> Any:
@@ -38,8 +49,10 @@ def _check_value(name: str, default: Any, value: Any) -> Any:
         raise ConfigError(f"config key '{name}' must be a whole number, got {value!r}")
     if value <= 0:
         raise ConfigError(f"config key '{name}' must be positive, got {value!r}")
-    if name.startswith("dedup_") and value > 1:
+    if (name.startswith("dedup_") or name.endswith("_relevance")) and value > 1:
         raise ConfigError(f"config key '{name}' must be between 0 and 1, got {value!r}")
+    if name.endswith("_chars") and value > MAX_HOOK_CHARS:
+        raise ConfigError(f"config key '{name}' must be at most {MAX_HOOK_CHARS}, got {value!r}")
     return type(default)(value)
 
 

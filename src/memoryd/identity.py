@@ -1,4 +1,5 @@
-"""The caller identity a bridge captures once at start: worktree, repo, project, pid, swarm id.
+"""The caller identity a bridge captures once at start: worktree, repo, project, pid, swarm id,
+and the client's own session id when the client names one (`client_session`).
 
 Import contract: stdlib only (it runs on the bridge's fast path).
 """
@@ -48,7 +49,18 @@ def capture(cwd: str | None = None) -> dict[str, Any]:
         "client": None,
         "pid": os.getpid(),
         "swarm_id": os.environ.get("MEMORYD_SWARM_ID") or None,
+        "client_session": client_session_from_env(),
     }
+
+
+def client_session_from_env() -> str | None:
+    """The client session this process belongs to, when its client says so.
+
+    Claude Code gives the MCP servers it launches `CLAUDE_CODE_SESSION_ID`, the same value its
+    hooks get as `session_id`; the daemon joins the bridge and those hooks into one session.
+    """
+    value = os.environ.get("CLAUDE_CODE_SESSION_ID", "").strip()
+    return value[:256] or None
 
 
 def _sanitize_project(name: str | None) -> str | None:

@@ -237,13 +237,15 @@ def _config_target(spec: ClientSpec) -> Path:
     return path.resolve() if path.is_symlink() else path
 
 
-def register_client(name: str, print_only: bool, out: TextIO | None = None, python: str | None = None) -> int:
+def register_client(name: str, print_only: bool, out: TextIO | None = None, python: str | None = None,
+                    hooks: bool = False) -> int:
     """Register the memoryd bridge in client `name`'s MCP config; returns the exit code.
 
     0: registered, updated, already registered, or (with `print_only`) the entry was printed and
     nothing written. 1: the config exists but cannot be edited safely (nothing written).
     2: unknown client name (the message lists the known ones). `python` defaults to this
-    interpreter, the one whose environment has memoryd installed.
+    interpreter, the one whose environment has memoryd installed. With `hooks`, Claude Code and
+    Codex also get memoryd's hooks merged into their hook config (README "Automatic recall").
     """
     out = out or sys.stdout
     spec = CLIENTS.get(name)
@@ -252,12 +254,19 @@ def register_client(name: str, print_only: bool, out: TextIO | None = None, pyth
         return 2
     entry = spec.entry(python or sys.executable)
     path = _config_target(spec)
+    wire_hooks = hooks and name in HOOK_CLIENTS
     if print_only:
         snippet = _json_snippet(entry) if spec.format == "json" else _toml_table(entry)
         out.write(f"# {path}\n{snippet}")
+        if wire_hooks:
+            groups = {"hooks": hook_groups(python or sys.executable, name)}
+            out.write(f"# {hooks_path(name)} (merged)\n{json.dumps(groups, indent=2)}\n")
         return 0
     try:
-        return _register(spec, path, entry, out)
+        code = _register(spec, path, entry, out)
+        if wire_hooks:
+            register_hooks(name, python or sys.executable, out)
+        return code
     except (ClientConfigError, OSError) as exc:
         print(f"memoryd: {exc}", file=sys.stderr)
         return 1
@@ -296,3 +305,145 @@ def client_config_status(python: str | None = None) -> list[dict[str, Any]]:
             row["current"] = _entry_matches(current, spec.entry(wanted_python))
         rows.append(row)
     return rows
+
+
+# ---- hooks (README "Automatic recall") ----
+#
+# Claude Code reads hooks from ~/.claude/settings.json and Codex from ~/.codex/hooks.json (same
+# shape: event -> matcher groups -> command handlers; Codex also needs `[features] codex_hooks =
+# true` in config.toml and has no SessionEnd). Cursor is not wired: its hook events (beforeSubmitPrompt,
+# stop, ...) return permission decisions, not context, so a hook there cannot inject recall.
+
+HOOK_MARK = " -m memoryd hook "
+# event -> (our hook verb, timeout in seconds). SessionEnd's client budget is ~1.5 s in all.
+CLAUDE_HOOKS = {"SessionStart": ("session-start", 10), "UserPromptSubmit": ("prompt", 5),
+                "Stop": ("stop", 5), "SessionEnd": ("session-end", 2)}
+CODEX_HOOKS = {"SessionStart": ("session-start", 10), "UserPromptSubmit": ("prompt", 5), "Stop": ("stop", 5)}
+HOOK_CLIENTS = {"claude-code", "codex"}
+
+
+def _claude_settings_path() -> Path:
+    return Path.home() / ".claude" / "settings.json"
+
+
+def _codex_hooks_path() -> Path:
+    return _codex_path().parent / "hooks.json"
+
+
+def hook_command(python: str, verb: str, client: str) -> str:
+    import shlex
+
+    extra = " --client codex" if client == "codex" else ""
+    return f"{shlex.quote(python)}{HOOK_MARK}{verb}{extra}"
+
+
+def hook_groups(python: str, client: str) -> dict[str, list[dict[str, Any]]]:
+    """The hook groups `init` merges for `client`: one matcher-less group per event."""
+    table = CLAUDE_HOOKS if client == "claude-code" else CODEX_HOOKS
+    return {event: [{"hooks": [{"type": "command", "command": hook_command(python, verb, client),
+                                "timeout": timeout}]}]
+            for event, (verb, timeout) in table.items()}
+
+
+def hooks_path(client: str) -> Path:
+    path = _claude_settings_path() if client == "claude-code" else _codex_hooks_path()
+    return path.resolve() if path.is_symlink() else path
+
+
+def _is_ours(handler: Any) -> bool:
+    return isinstance(handler, dict) and HOOK_MARK in str(handler.get("command", ""))
+
+
+def _read_hooks_file(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8") or "{}")
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ClientConfigError(f"{path} is not valid JSON ({exc}); fix or move it, then rerun") from None
+    if not isinstance(data, dict) or not isinstance(data.get("hooks", {}), dict):
+        raise ClientConfigError(f'{path}: not a JSON object with a "hooks" object')
+    return data
+
+
+def merged_hooks(data: dict[str, Any], wanted: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """`data` with memoryd's handlers replaced by `wanted`; every other hook kept in place."""
+    hooks = dict(data.get("hooks") or {})
+    for event in set(hooks) | set(wanted):
+        groups = hooks.get(event) if isinstance(hooks.get(event), list) else []
+        kept = []
+        for group in groups:
+            if isinstance(group, dict) and isinstance(group.get("hooks"), list):
+                others = [h for h in group["hooks"] if not _is_ours(h)]
+                if not others and any(_is_ours(h) for h in group["hooks"]):
+                    continue  # a group that held only our handler goes with it
+                group = {**group, "hooks": others}
+            kept.append(group)
+        kept += wanted.get(event, [])
+        if kept:
+            hooks[event] = kept
+        else:
+            hooks.pop(event, None)
+    return {**data, "hooks": hooks}
+
+
+def hooks_current(client: str, python: str | None = None) -> dict[str, Any]:
+    """{path, present, current, commands, error} for `memoryd doctor`: `present` says some memoryd
+    handler is registered, `current` that exactly what `init` would write now is there."""
+    path = hooks_path(client)
+    row: dict[str, Any] = {"path": str(path), "present": False, "current": False, "commands": [], "error": None}
+    try:
+        data = _read_hooks_file(path)
+    except (ClientConfigError, OSError) as exc:
+        row["error"] = str(exc)
+        return row
+    ours = [h["command"] for groups in (data.get("hooks") or {}).values() if isinstance(groups, list)
+            for g in groups if isinstance(g, dict) for h in g.get("hooks") or [] if _is_ours(h)]
+    row.update(present=bool(ours), commands=ours)
+    row["current"] = merged_hooks(data, hook_groups(python or sys.executable, client)) == data
+    return row
+
+
+def register_hooks(client: str, python: str, out: TextIO) -> None:
+    """Merge memoryd's hooks into the client's hook config (idempotent, `<file>.bak` kept)."""
+    path = hooks_path(client)
+    data = _read_hooks_file(path)
+    merged = merged_hooks(data, hook_groups(python, client))
+    if merged == data:
+        print(f"{client}: memoryd hooks already in {path}", file=out)
+    else:
+        _atomic_write(path, json.dumps(merged, indent=2, ensure_ascii=False) + "\n")
+        print(f"{client}: memoryd hooks written to {path} ({', '.join(hook_groups(python, client))})", file=out)
+    if client == "codex":
+        _enable_codex_hooks(out)
+
+
+_FEATURES_HEADER = re.compile(r"^\s*\[\s*features\s*\]\s*(#.*)?$")
+
+
+def _enable_codex_hooks(out: TextIO) -> None:
+    """Codex runs hooks only with `[features] codex_hooks = true` in config.toml."""
+    path = _config_target(CLIENTS["codex"])
+    text, parsed = _read_toml(path)
+    features = parsed.get("features")
+    if isinstance(features, dict) and features.get("codex_hooks") is True:
+        return
+    lines = text.splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if _FEATURES_HEADER.match(line)), None)
+    if start is None:
+        separator = "" if not text else ("\n" if text.endswith("\n") else "\n\n")
+        new_text = text + separator + "[features]\ncodex_hooks = true\n"
+    else:
+        body = [line for line in lines[start + 1:] if not re.match(r"^\s*codex_hooks\s*=", line)]
+        head = lines[: start + 1]
+        if not head[-1].endswith("\n"):
+            head[-1] += "\n"
+        new_text = "".join(head + ["codex_hooks = true\n"] + body)
+    try:
+        ok = tomllib.loads(new_text).get("features", {}).get("codex_hooks") is True
+    except tomllib.TOMLDecodeError:
+        ok = False
+    if not ok:
+        raise ClientConfigError(f"{path}: cannot set [features] codex_hooks = true; add it by hand")
+    _atomic_write(path, new_text)
+    print(f"codex: enabled hooks ([features] codex_hooks = true) in {path}", file=out)

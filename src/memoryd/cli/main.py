@@ -143,13 +143,33 @@ def cmd_install_service(ns: argparse.Namespace) -> int:
 def cmd_init(ns: argparse.Namespace) -> int:
     from memoryd.cli import clients
 
-    return clients.register_client(ns.client, print_only=ns.print)
+    return clients.register_client(ns.client, print_only=ns.print, hooks=not ns.no_hooks)
 
 
 def cmd_doctor(ns: argparse.Namespace) -> int:
     from memoryd.cli import doctor
 
     return doctor.run_doctor(as_json=ns.json)
+
+
+def _hook_fast_path(args: list[str]) -> int:
+    """`memoryd hook EVENT [--client NAME] [--dry-run]` without building the argparse tree: hooks
+    run on every prompt, and their budget (150 ms end to end) counts interpreter start."""
+    from memoryd.cli import hooks
+
+    event, rest = args[0], args[1:]
+    client = "claude-code"
+    if "--client" in rest and rest.index("--client") + 1 < len(rest):
+        client = rest[rest.index("--client") + 1]
+    if client not in ("claude-code", "codex"):
+        return hooks.fail(f"unknown client {client!r}")
+    return hooks.main(event, client=client, dry_run="--dry-run" in rest)
+
+
+def cmd_hook(ns: argparse.Namespace) -> int:
+    from memoryd.cli import hooks
+
+    return hooks.main(ns.event, client=ns.client, dry_run=ns.dry_run)
 
 
 def cmd_bench(ns: argparse.Namespace) -> int:
@@ -199,7 +219,13 @@ def build_parser() -> argparse.ArgumentParser:
     init = sub.add_parser("init", help="register the bridge in an MCP client's config")
     init.add_argument("--client", required=True)
     init.add_argument("--print", action="store_true", help="only show what would be written")
+    init.add_argument("--no-hooks", action="store_true", help="register the bridge only, no client hooks")
     init.set_defaults(func=cmd_init)
+    hook = sub.add_parser("hook", help="run one client hook event (stdin: the client's hook JSON)")
+    hook.add_argument("event", help="session-start, prompt, stop or session-end")
+    hook.add_argument("--client", default="claude-code", choices=["claude-code", "codex"])
+    hook.add_argument("--dry-run", action="store_true", help="check stdin and answer {} without the daemon")
+    hook.set_defaults(func=cmd_hook)
     service = sub.add_parser("install-service", help="write the systemd user unit / launchd agent")
     service.add_argument("--print", action="store_true")
     service.add_argument("--enable", action="store_true")
@@ -235,6 +261,9 @@ def main(argv: list[str] | None = None) -> int:
     from memoryd import paths
 
     paths.quiet_platformdirs()
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["hook"] and len(args) >= 2 and not any(a.startswith("-h") for a in args):
+        return _hook_fast_path(args[1:])
     ns = build_parser().parse_args(argv)
     if not hasattr(ns, "func"):
         ns = build_parser().parse_args(["serve"])  # bare `memoryd` runs the daemon on the default store

@@ -34,6 +34,11 @@ class Session:
     handoff_id: str | None = None
     conn: str | None = None           # runtime: the connection it belongs to now
     disabled_scopes: set[str] = field(default_factory=set)  # runtime, session-local by contract
+    # Runtime, for client hooks (daemon/sessions/hooks.py): the client's session key, the latest
+    # assistant message (one note, replaced each turn) and the memories the prompt hook injected.
+    client_session: str | None = None
+    last_words: str | None = None
+    injected: set[str] = field(default_factory=set)
 
     @property
     def is_open(self) -> bool:
@@ -49,6 +54,7 @@ class Conn:
     last_seen: float
     replies: OrderedDict[int, bytes] = field(default_factory=OrderedDict)
     in_flight: set[int] = field(default_factory=set)
+    transient: bool = False  # a hook process: uses a session, never owns it (ends nothing on exit)
 
 
 class SessionTable:

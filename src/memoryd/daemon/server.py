@@ -29,6 +29,7 @@ from memoryd.daemon.memories.writes import (
     replay_memory_write,
     replay_write_confirm,
 )
+from memoryd.daemon.sessions import hooks
 from memoryd.daemon.tool import Parked
 from memoryd.daemon.validate import check_args
 from memoryd.errors import BadRequest, InternalError, MemorydError, ProtocolMismatch
@@ -77,8 +78,9 @@ class Server:
         self.ops: dict[str, Callable[[str, bytes, dict[str, Any]], Any]] = {
             "hello": self.op_hello, "tools": self.op_tools, "call": self.op_call,
             "heartbeat": self.op_heartbeat, "bye": self.op_bye, "status": self.op_status,
-            "stop": self.op_stop, "episodes": self.op_episodes,
+            "stop": self.op_stop, "episodes": self.op_episodes, "hook": self.op_hook,
         }
+        self.client_sessions = hooks.ClientSessions()
         self.wakeup_fd: int | None = None
         # Second gate after the 0700 runtime dir: the kernel's peer credentials, seen through ZAP.
         self.zap = self.ctx.socket(zmq.REP)
@@ -137,13 +139,25 @@ class Server:
 
     def run_timers(self) -> None:
         now = self.core.clock()
+        self._end_lost_with_fallback(now)
         lost = reaper.liveness_pass(self.core, self.conns, now)
+        hooks.idle_pass(self.core, self.client_sessions, now)
         for conn_id in lost:
             self.parked = [p for p in self.parked if p.conn_id != conn_id]
         reaper.run_due(self.core, now)
         outgoing = self.wake_parked(timed_out=True) if self.parked else []
         self.core.sync()
         self.send_all(outgoing)
+
+    def _end_lost_with_fallback(self, now: float) -> None:
+        """Sessions the liveness pass is about to end as `lost` that hold hook last words end here
+        first, the same way, so their last words still become the fallback handoff."""
+        limit = 3 * self.core.config.heartbeat_seconds
+        for conn in self.conns.values():
+            session = self.core.sessions.get(conn.session_id)
+            if (now - conn.last_seen > limit and session is not None and session.conn == conn.id
+                    and hooks.needs_fallback(self.core, session, self.client_sessions)):
+                hooks.end_session(self.core, session, "lost", self.client_sessions, conn.identity)
 
     def _timeout_ms(self) -> int:
         deadlines = [p.parked.deadline - time.monotonic() for p in self.parked]
@@ -226,25 +240,47 @@ class Server:
                 f"bridge speaks protocol {args.get('protocol')!r}, daemon {__version__} speaks {PROTOCOL}; "
                 "run `memoryd restart` so both are the same version")
         identity = _clean_identity(args.get("identity"))
-        session = self._attach_or_start(conn_id, identity, args.get("session_id"))
+        raw = args.get("identity")
+        # A hook process says so in its identity (the client library's hello carries no flags).
+        transient = isinstance(raw, dict) and raw.get("transient") is True
+        session = self._attach_or_start(conn_id, identity, args.get("session_id"), transient)
         old = self.conns.get(conn_id)
         conn = Conn(id=conn_id, routing_id=routing_id, identity=identity, session_id=session.id,
-                    last_seen=self.core.clock())
+                    last_seen=self.core.clock(), transient=transient)
         if old is not None:
             conn.replies = old.replies
         self.conns[conn_id] = conn
-        return {"session_id": session.id, "daemon_version": __version__, "protocol": PROTOCOL,
-                "tools_etag": catalogue.ETAG, "heartbeat_s": self.core.config.heartbeat_seconds}
+        reply = {"session_id": session.id, "daemon_version": __version__, "protocol": PROTOCOL,
+                 "tools_etag": catalogue.ETAG, "heartbeat_s": self.core.config.heartbeat_seconds}
+        if transient:
+            reply["hook"] = hooks.settings(self.core)
+        return reply
 
-    def _attach_or_start(self, conn_id: str, identity: dict[str, Any], wanted: Any) -> Session:
+    def _attach_or_start(self, conn_id: str, identity: dict[str, Any], wanted: Any,
+                         transient: bool = False) -> Session:
+        """Reattach to `wanted` (a bridge after a daemon restart), else join the open session of
+        the caller's client session, else start one. A transient caller (a hook process) never
+        becomes a session's owner, so its exit ends nothing."""
+        key = identity.get("client_session")
         session = self.core.sessions.get(wanted) if isinstance(wanted, str) else None
         owner_gone = session is not None and (session.conn in (None, conn_id) or session.conn not in self.conns)
-        if session is not None and session.is_open and owner_gone:
-            session.conn = conn_id
-            self.core.suspended.pop(session.id, None)
-            self.core.record("session_attach", session, conn=conn_id)
-            return session
-        return self.core.start_session(identity, conn_id)
+        if not (session is not None and session.is_open and owner_gone):
+            session = self.client_sessions.open_session(self.core, key)
+            if session is not None and (transient or session.conn == conn_id):
+                return session
+        if session is not None:
+            self._attach(session, conn_id)
+        else:
+            session = self.core.start_session(identity, conn_id)
+            if transient:
+                session.conn = None
+        self.client_sessions.bind(key, session)
+        return session
+
+    def _attach(self, session: Session, conn_id: str) -> None:
+        session.conn = conn_id
+        self.core.suspended.pop(session.id, None)
+        self.core.record("session_attach", session, conn=conn_id)
 
     def op_tools(self, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
         return catalogue.payload()
@@ -265,7 +301,9 @@ class Server:
                 return replayed
         raw = args.get("arguments")
         arguments = check_args(tool.input_schema, {} if raw is None else raw)
-        result = tool.handler(Call(self.core, conn, self._current_session(conn), req), arguments)
+        session = self._current_session(conn)
+        result = tool.handler(Call(self.core, conn, session, req), arguments)
+        self._after_call(conn, session)
         if isinstance(result, Parked):
             conn.in_flight.add(args["_req_id"])
             self.parked.append(ParkedCall(conn_id, args["_req_id"], result))
@@ -275,9 +313,24 @@ class Server:
         """The connection's session; a finished one is replaced by a fresh session (docs/tools.md)."""
         session = self.core.sessions.get(conn.session_id)
         if session is None or not session.is_open:
-            session = self.core.start_session(conn.identity, conn.id)
+            key = conn.identity.get("client_session")
+            session = self.client_sessions.open_session(self.core, key) if conn.transient else None
+            if session is None:
+                session = self.core.start_session(conn.identity, conn.id)
+                if conn.transient:
+                    session.conn = None
+                self.client_sessions.bind(key, session)
             conn.session_id = session.id
         return session
+
+    def _after_call(self, conn: Conn, before: Session) -> None:
+        """Keep the client-session key on the connection's current session (a finish or a
+        `memory_session_start` moves it), and remember a client session whose agent handed off."""
+        self.client_sessions.note_finished(before)
+        if conn.session_id != before.id and before.client_session:
+            current = self.core.sessions.get(conn.session_id)
+            if current is not None:
+                self.client_sessions.bind(before.client_session, current)
 
     def op_heartbeat(self, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
         if conn_id not in self.conns:
@@ -289,7 +342,7 @@ class Server:
         if conn is not None:
             session = self.core.sessions.get(conn.session_id)
             if session is not None and session.conn == conn_id:
-                self.core.end_session(session, "closed")
+                hooks.end_session(self.core, session, "closed", self.client_sessions, conn.identity)
             self.parked = [p for p in self.parked if p.conn_id != conn_id]
         return {}
 
@@ -309,6 +362,30 @@ class Server:
         self.running = False
         self.on_stop()  # removes the status file *before* the reply: a dying daemon must not look alive
         return {}
+
+    def op_hook(self, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
+        """What a hook process asks beyond the tools (daemon/sessions/hooks.py): `latest_handoff`,
+        `take_unseen` (ids, limit), `last_words` (text), `end` (reason)."""
+        conn = self.conns.get(conn_id)
+        if conn is None:
+            raise BadRequest("unknown connection: say hello before hook calls", kind="unknown_connection")
+        session = self.core.sessions.get(conn.session_id)
+        if session is None:
+            raise BadRequest("the connection has no session", kind="unknown_session")
+        action = args.get("action")
+        if action == "latest_handoff":
+            return {"handoff": hooks.latest_handoff(self.core, session)}
+        if action == "take_unseen":
+            return {"ids": hooks.take_unseen(session, args.get("ids"), args.get("limit"))}
+        if action == "last_words":
+            return hooks.keep_last_words(session, args.get("text")) if session.is_open else {"kept": False}
+        if action == "end":
+            reason = str(args.get("reason") or "other")[:64]
+            result = hooks.end_session(self.core, session, f"client:{reason}", self.client_sessions,
+                                       conn.identity)
+            self.client_sessions.forget(session.client_session)
+            return result
+        raise BadRequest(f"unknown hook action {str(action)[:64]!r}", {"param": "action"})
 
     def op_episodes(self, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
         """Operator view of the journal tier (`memoryd episodes list|prune`)."""
@@ -354,7 +431,7 @@ def _clean_identity(raw: Any) -> dict[str, Any]:
     """Keep the known identity fields, as strings (or None); anything else is ignored."""
     raw = raw if isinstance(raw, dict) else {}
     out: dict[str, Any] = {}
-    for key in ("worktree", "repo", "project", "client", "swarm_id"):
+    for key in ("worktree", "repo", "project", "client", "swarm_id", "client_session"):
         value = raw.get(key)
         out[key] = value[:4096] if isinstance(value, str) and value else None
     out["pid"] = raw.get("pid") if isinstance(raw.get("pid"), int) else None

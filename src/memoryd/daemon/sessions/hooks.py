@@ -1,0 +1,161 @@
+"""What client hooks (`memoryd hook EVENT`) ask of the session tier, beyond the tools.
+
+Import contract: core, connections, memories (gates, tier), scopes — no zmq, no msgpack.
+
+- One memoryd session per client session: `ClientSessions` maps the client's session key (Claude
+  Code's `session_id`, which its bridge also sees as `CLAUDE_CODE_SESSION_ID`) to the open memoryd
+  session, so the bridge and every hook process of one client session share it. Runtime only: after
+  a daemon restart the bridge's reattach binds the key again.
+- Last words: the latest assistant message, capped and credential-scanned, kept as ONE note on the
+  session and replaced each turn (runtime, never a record or an event per turn).
+- Fallback handoff: a session that ends (session-end hook, bridge bye, lost bridge, idle) without a
+  handoff from the agent gets its last words as its handoff, marked as captured by the hook.
+- Injected set: the memories the prompt hook already showed in this session, so none repeats.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memoryd.daemon.connections import Session
+from memoryd.daemon.core import Core, parse_iso
+
+LAST_WORDS_CHARS = 4000
+MAX_WALK_BACK = 200          # sessions of one worktree searched for the newest handoff
+IDLE_END_S = 12 * 3600       # an ownerless hook session (no bridge, no session-end) ends this idle
+FALLBACK_HEADER = ("[captured by the memoryd session-end hook: the agent's last message of a session "
+                   "that ended without writing a handoff]")
+WITHHELD = "[line withheld: it looked like a credential]"
+
+
+class ClientSessions:
+    """Client session key -> memoryd session id, and the keys whose agent wrote a handoff."""
+
+    def __init__(self) -> None:
+        self.by_key: dict[str, str] = {}
+        self.handed_off: set[str] = set()
+
+    def open_session(self, core: Core, key: str | None) -> Session | None:
+        """The open session bound to `key`, or None."""
+        if not key:
+            return None
+        session = core.sessions.get(self.by_key.get(key, ""))
+        return session if session is not None and session.is_open else None
+
+    def bind(self, key: str | None, session: Session) -> None:
+        if key:
+            self.by_key[key] = session.id
+            session.client_session = key
+
+    def note_finished(self, session: Session) -> None:
+        """A session the agent finished with a handoff: its client session needs no fallback."""
+        if session.client_session and not session.is_open and session.handoff_id:
+            self.handed_off.add(session.client_session)
+
+    def forget(self, key: str | None) -> None:
+        if key:
+            self.by_key.pop(key, None)
+            self.handed_off.discard(key)
+
+
+# -- last words ------------------------------------------------------------------------------------
+
+def scrub(text: str) -> str | None:
+    """`text` capped to its last LAST_WORDS_CHARS chars, lines holding a credential withheld;
+    None when nothing is left or a secret still shows (fail closed)."""
+    from memoryd.daemon.memories.gates import find_credentials
+
+    text = text.strip()
+    if len(text) > LAST_WORDS_CHARS:
+        text = "…" + text[-LAST_WORDS_CHARS:]
+    if find_credentials(text):
+        text = "\n".join(WITHHELD if find_credentials(line) else line for line in text.splitlines())
+        if find_credentials(text):
+            return None
+    return text or None
+
+
+def keep_last_words(session: Session, text: Any) -> dict[str, Any]:
+    """Replace the session's last-words note; `kept` says whether anything was kept."""
+    if not isinstance(text, str):
+        return {"kept": False, "reason": "no text"}
+    clean = scrub(text[: LAST_WORDS_CHARS * 4])
+    if clean is None:
+        return {"kept": False, "reason": "empty or holds a credential"}
+    session.last_words = clean
+    return {"kept": True, "chars": len(clean)}
+
+
+# -- ending a session -------------------------------------------------------------------------------
+
+def needs_fallback(core: Core, session: Session, keys: ClientSessions) -> bool:
+    return (core.config.hook_last_words and session.is_open and session.handoff_id is None
+            and bool(session.last_words) and session.client_session not in keys.handed_off
+            and core.memories is not None)
+
+
+def end_session(core: Core, session: Session, reason: str, keys: ClientSessions,
+                identity: dict[str, Any] | None = None) -> dict[str, Any]:
+    """End `session` with `reason`; its last words become its handoff when the agent wrote none."""
+    if not session.is_open:
+        return {"session_id": session.id, "ended": session.ended, "already_ended": True}
+    handoff_id = None
+    if needs_fallback(core, session, keys):
+        text = f"{FALLBACK_HEADER}\n\n{session.last_words}"
+        scopes = [f"projects:{session.project}"] if session.project else []
+        try:
+            handoff_id, _ = core.memories.capture_handoff(session, identity or {}, text, scopes)
+        except Exception:  # a refused handoff must not keep the session open
+            handoff_id = None
+    core.end_session(session, reason, handoff_id=handoff_id, handoff_by="hook" if handoff_id else None)
+    session.last_words = None
+    return {"session_id": session.id, "ended": reason, "fallback_handoff": handoff_id}
+
+
+def idle_pass(core: Core, keys: ClientSessions, now: float) -> list[str]:
+    """End hook sessions no bridge owns and nothing touched for IDLE_END_S (a client without a
+    session-end hook, e.g. Codex, or one killed before it could run it)."""
+    ended = []
+    for session in core.sessions.open_sessions():
+        if session.conn is None and session.client_session and session.id not in core.suspended:
+            if now - parse_iso(session.last_active) > IDLE_END_S:
+                ended.append(session)
+    for session in ended:
+        end_session(core, session, "idle", keys)
+        keys.forget(session.client_session)
+    return [s.id for s in ended]
+
+
+# -- reads for the session-start hook ---------------------------------------------------------------
+
+def latest_handoff(core: Core, caller: Session) -> dict[str, Any] | None:
+    """The newest handoff left by an earlier session of the caller's worktree (most recently
+    active first, as `episode_handoff` walks), with who wrote it; None when there is none."""
+    for count, session in enumerate(core.sessions.walk_back(caller.worktree, skip=caller.id)):
+        if count >= MAX_WALK_BACK:
+            break
+        text = core.handoff_text(session.handoff_id) if session.handoff_id else None
+        if text is not None:
+            by_hook = text.startswith(FALLBACK_HEADER)
+            body = text[len(FALLBACK_HEADER):].strip() if by_hook else text
+            return {"session_id": session.id, "ended": session.ended, "ended_at": session.ended_at,
+                    "id": session.handoff_id, "text": body, "captured_by_hook": by_hook}
+    return None
+
+
+def take_unseen(session: Session, ids: Any, limit: Any) -> list[str]:
+    """The first `limit` of `ids` not injected before in this session; they count as injected."""
+    if not isinstance(ids, list):
+        return []
+    cap = limit if isinstance(limit, int) and limit > 0 else 3
+    fresh = [i for i in dict.fromkeys(x for x in ids if isinstance(x, str)) if i not in session.injected][:cap]
+    session.injected.update(fresh)
+    return fresh
+
+
+def settings(core: Core) -> dict[str, Any]:
+    """The hook settings a hook process needs (it never reads the config file itself)."""
+    c = core.config
+    return {"session_start_chars": c.hook_session_start_chars, "prompt_chars": c.hook_prompt_chars,
+            "prompt_max_hits": c.hook_prompt_max_hits, "prompt_min_relevance": c.hook_prompt_min_relevance,
+            "last_words": c.hook_last_words}
