@@ -27,8 +27,9 @@ except ImportError:  # pragma: no cover
 
 MAX_FRONTMATTER_BYTES = 64 * 1024
 TMP_PREFIX = ".tmp-"
-ULID_RE = re.compile(r"^[0-9A-HJKMNP-TV-Z]{26}$")
-SESSION_RE = re.compile(r"^sess-[1-9][0-9]{0,17}$")
+# Matched with `fullmatch`: `$` would also accept a value that ends in a newline.
+ULID_RE = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")
+SESSION_RE = re.compile(r"sess-[1-9][0-9]{0,17}")
 _ALIAS_HINT = re.compile(r"[&*!]")
 
 
@@ -67,11 +68,11 @@ class BadRecord(ValueError):
 
 
 def is_ulid(value: Any) -> bool:
-    return isinstance(value, str) and bool(ULID_RE.match(value))
+    return isinstance(value, str) and bool(ULID_RE.fullmatch(value))
 
 
 def is_session_id(value: Any) -> bool:
-    return isinstance(value, str) and bool(SESSION_RE.match(value))
+    return isinstance(value, str) and bool(SESSION_RE.fullmatch(value))
 
 
 def render(meta: dict[str, Any], body: str, blame: str) -> bytes:

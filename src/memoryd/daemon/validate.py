@@ -21,8 +21,24 @@ _TYPES: dict[str, tuple[type, ...]] = {
 
 
 @lru_cache(maxsize=256)
-def _pattern(regex: str) -> re.Pattern[str]:
-    return re.compile(regex)
+def python_pattern(regex: str) -> re.Pattern[str]:
+    """A schema `pattern` (ECMA-262, where `$` is the end of input) compiled for Python, whose `$`
+    also matches before a final newline: every unescaped `$` outside a class becomes `\\Z`, so
+    `"projects:x\\n"` cannot pass a `^…$` pattern."""
+    out, in_class, i = [], False, 0
+    while i < len(regex):
+        char = regex[i]
+        if char == "\\":
+            out.append(regex[i:i + 2])
+            i += 2
+            continue
+        if char == "[" and not in_class:
+            in_class = True
+        elif char == "]" and in_class:
+            in_class = False
+        out.append("\\Z" if char == "$" and not in_class else char)
+        i += 1
+    return re.compile("".join(out))
 
 
 def check_args(schema: dict[str, Any], args: Any) -> dict[str, Any]:
@@ -85,7 +101,7 @@ def _check_string(name: str, rule: dict[str, Any], value: str) -> None:
         raise InvalidParams(name, f"must be at least {rule['minLength']} characters")
     if "maxLength" in rule and len(value) > rule["maxLength"]:
         raise InvalidParams(name, f"must be at most {rule['maxLength']} characters")
-    if "pattern" in rule and not _pattern(rule["pattern"]).search(value):
+    if "pattern" in rule and not python_pattern(rule["pattern"]).search(value):
         raise InvalidParams(name, f"{_preview(value)} does not match {rule['pattern']}")
 
 

@@ -33,12 +33,12 @@ from memoryd.daemon.tool import (
     string,
     ulid,
 )
-from memoryd.daemon.validate import require_text
+from memoryd.daemon.validate import python_pattern, require_text
 from memoryd.errors import InvalidParams, ResourceState
 
 SWARM_PATTERN = r"^[A-Za-z0-9_-]{1,128}$"
 MAX_WAIT_S = 300
-_SPAN = re.compile(r"^(\d{1,6})([smhdw])$")
+_SPAN = re.compile(r"(\d{1,6})([smhdw])")  # fullmatch: `$` would accept a trailing newline
 _SPAN_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
@@ -48,7 +48,7 @@ def since_cutoff(value: str, now: float) -> str:
     """`since` as an ISO timestamp to compare against: absolute ISO, or a span like 30m/24h/7d."""
     from memoryd.daemon.core import iso
 
-    span = _SPAN.match(value.strip())
+    span = _SPAN.fullmatch(value.strip())
     try:
         if span:
             return iso(now - int(span.group(1)) * _SPAN_S[span.group(2)])
@@ -69,7 +69,7 @@ def episode_write(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     if len(scopes) > cfg.max_scopes_per_write:
         raise InvalidParams("scopes", f"at most {cfg.max_scopes_per_write} scopes per write")
     swarm = args["swarm_id"] or call.identity.get("swarm_id")
-    if swarm is not None and not re.match(SWARM_PATTERN, swarm):
+    if swarm is not None and not python_pattern(SWARM_PATTERN).fullmatch(swarm):
         raise InvalidParams("swarm_id", "must be 1-128 chars of [A-Za-z0-9_-]")
     return write_episode(core, call.session, body, takeaway, scopes, swarm, call.req)
 

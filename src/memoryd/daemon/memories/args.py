@@ -1,6 +1,6 @@
 """Argument rules of the durable tier that its (deliberately terse) schemas do not spell out.
 
-Import contract: store, tool (the patterns), memory_records, errors. Every rule fails with the
+Import contract: store, tool (the patterns), validate, memory_records, errors. Every rule fails with the
 same -32602 `InvalidParams(param, reason)` the schema validator would raise, before anything
 is written.
 """
@@ -14,6 +14,7 @@ from memoryd.daemon import store
 from memoryd.daemon.memories.records import LINK_TYPES
 from memoryd.daemon.scopes import unique
 from memoryd.daemon.tool import SCOPE_PATTERN
+from memoryd.daemon.validate import python_pattern
 from memoryd.errors import InvalidParams
 
 MAX_LINKS = 64
@@ -21,9 +22,10 @@ MAX_SCOPE_CHARS = 128
 MAX_FILTER_SCOPES = 64
 MAX_VERIFIED_ITEMS = 64
 MAX_PATH_CHARS = 4096
-_SCOPE_RE = re.compile(SCOPE_PATTERN)
-_PENDING_RE = re.compile(r"^pending-[1-9][0-9]{0,17}$")
-_COMMIT_RE = re.compile(r"^[0-9a-f]{7,40}$")
+_SCOPE_RE = python_pattern(SCOPE_PATTERN)
+# Matched with `fullmatch`: `$` would also accept a value that ends in a newline.
+_PENDING_RE = re.compile(r"pending-[1-9][0-9]{0,17}")
+_COMMIT_RE = re.compile(r"[0-9a-f]{7,40}")
 
 
 def check_id(name: str, value: str) -> str:
@@ -33,7 +35,7 @@ def check_id(name: str, value: str) -> str:
 
 
 def check_pending_id(value: str) -> str:
-    if not _PENDING_RE.match(value):
+    if not _PENDING_RE.fullmatch(value):
         raise InvalidParams("pending_id", "must look like pending-<n>")
     return value
 
@@ -43,7 +45,7 @@ def check_scope_list(name: str, scopes: list[str] | None, cap: int = MAX_FILTER_
     if scopes is None:
         return []
     for i, scope in enumerate(scopes):
-        if len(scope) > MAX_SCOPE_CHARS or not _SCOPE_RE.match(scope):
+        if len(scope) > MAX_SCOPE_CHARS or not _SCOPE_RE.fullmatch(scope):
             raise InvalidParams(f"{name}[{i}]", f"{scope[:40]!r} is not a scope like projects:memoryd "
                                                 "(lowercase a-z0-9, '-' and ':', at most 128 chars)")
     scopes = unique(scopes)
@@ -93,6 +95,6 @@ def check_verified(paths: list[str] | None, commits: list[str] | None) -> tuple[
         if not path.strip() or len(path) > MAX_PATH_CHARS:
             raise InvalidParams(f"verified_paths[{i}]", f"must be a non-empty path of at most {MAX_PATH_CHARS} chars")
     for i, commit in enumerate(commits):
-        if not _COMMIT_RE.match(commit):
+        if not _COMMIT_RE.fullmatch(commit):
             raise InvalidParams(f"verified_commits[{i}]", "must be a commit SHA (7-40 lowercase hex)")
     return paths, commits

@@ -71,7 +71,7 @@ _PLACEHOLDER_RE = re.compile(
     |[x*._•…-]+|<[^>]*>|\[[^\]]*\]|\{\{.*\}\}|\$\{?[a-z_][a-z0-9_]*\}?
     |%\(?[a-z_]+\)?s?|%[a-z_]+%
     |(?:your|my|the|some|an?)[_-].*|.*(?:placeholder|example|redacted|changeme|change_me|dummy
-    |sample|xxxx).*|[a-z_][a-z0-9_.]*[(\[].*|(?:os\.environ|process\.env|env\.).*)$""",
+    |sample|xxxx).*|[a-z_][a-z0-9_.]*[(\[].*|(?:os\.environ|process\.env|env\.).*)\Z""",
     re.IGNORECASE | re.VERBOSE,
 )
 
@@ -377,10 +377,11 @@ def scan_taint(text: str) -> list[str]:
 # Cited paths (for path drift)
 
 _TOKEN_SPLIT_RE = re.compile(r"[^\s()\[\]<>\"'`,;=|{}]+")
-_SEGMENT_RE = re.compile(r"^[\w.+@~-]+$")
-_DOMAIN_RE = re.compile(r"^[a-z0-9-]+(?:\.[a-z0-9-]+)*\.[a-z]{2,}$", re.IGNORECASE)
-_EXTENSION_RE = re.compile(r".\.[A-Za-z0-9]{1,8}$")
-_LINE_SUFFIX_RE = re.compile(r"(?::\d+)+$|#L\d+(?:-L?\d+)?$")
+# `\Z`, not `$`: Python's `$` also matches before a final newline.
+_SEGMENT_RE = re.compile(r"^[\w.+@~-]+\Z")
+_DOMAIN_RE = re.compile(r"^[a-z0-9-]+(?:\.[a-z0-9-]+)*\.[a-z]{2,}\Z", re.IGNORECASE)
+_EXTENSION_RE = re.compile(r".\.[A-Za-z0-9]{1,8}\Z")
+_LINE_SUFFIX_RE = re.compile(r"(?::\d+)+\Z|#L\d+(?:-L?\d+)?\Z")
 
 
 def _as_path(token: str) -> str | None:
