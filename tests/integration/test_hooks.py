@@ -237,7 +237,9 @@ def test_prompt_list_silent_and_hit_rates_through_a_real_daemon(served: Env, cap
         for memory in recall["memories"]:
             project = memory.get("project")
             if project not in bridges:
-                bridges[project] = Bridge(env.environ(), worktree=str(worktree[project]) if project else "")
+                # User-wide memories come from a bridge outside any repo (an empty override).
+                where = str(worktree[project]) if project else ""
+                bridges[project] = Bridge(env.environ(MEMORYD_WORKTREE=where))
                 bridges[project].initialize()
             key_of[write_memory(bridges[project], memory, outcomes)] = memory["key"]
     finally:
@@ -267,7 +269,7 @@ def test_prompt_list_silent_and_hit_rates_through_a_real_daemon(served: Env, cap
 
 
 SILENT_FLOOR = 0.95  # measured 60/60 = 1.000 (2026-11-30)
-HIT_FLOOR = 0.68  # measured 45/64 = 0.703 at relevance >= 0.6: below the 0.80 goal; see README
+HIT_FLOOR = 0.70  # measured 47/64 = 0.734 at relevance >= 0.6: below the 0.80 goal; see README
 
 
 # -- never break the agent ------------------------------------------------------------------------------
