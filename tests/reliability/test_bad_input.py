@@ -423,7 +423,7 @@ def test_messages_that_are_not_json_rpc_requests_get_invalid_request(bridge: Raw
 
 
 def test_unknown_methods_get_method_not_found(bridge: RawBridge) -> None:
-    for i, method in enumerate(("nope", "tools/execute", "resources/list", "prompts/get", "", "TOOLS/LIST")):
+    for i, method in enumerate(("nope", "tools/execute", "resources/subscribe", "prompts/get", "", "TOOLS/LIST")):
         replies = bridge.errors_for(json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": {}}).encode())
         assert error_codes(replies) == [(i, METHOD_NOT_FOUND)], method
     # a notification (no id) is never answered, known or not

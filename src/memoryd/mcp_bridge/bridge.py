@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,20 +22,36 @@ from memoryd.errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     METHOD_NOT_FOUND,
+    RESOURCE_STATE,
     MemorydError,
 )
-from memoryd.mcp_bridge import jsonrpc
+from memoryd.mcp_bridge import jsonrpc, resources, revision
 
 READ_CHUNK = 1 << 16
 EOF_DRAIN_S = 2.0
 
 
+@dataclass(frozen=True)
+class Ask:
+    """One request from the agent: its id, its method, and its era (see revision.py)."""
+    msg_id: Any
+    method: str
+    modern: bool = False
+
+
+# The daemon's answer -> the MCP result; the daemon's error -> (code, message, data) or None to pass it on.
+Shape = Callable[[dict[str, Any]], dict[str, Any]]
+Reshape = Callable[[dict[str, Any]], tuple[int, str, Any] | None]
+
+
 @dataclass
 class Pending:
-    msg_id: Any          # the agent's JSON-RPC id
+    ask: Ask             # whom to answer, and in which era
     op: str              # "call" or "tools"
     args: dict[str, Any]
     deadline: float
+    shape: Shape = jsonrpc.tool_result
+    reshape_error: Reshape | None = None
     resent: bool = False
 
 
@@ -58,6 +75,16 @@ class Bridge:
     def write(self, line: bytes) -> None:
         self.out.write(line)
         self.out.flush()
+
+    def answer(self, ask: Ask, result: dict[str, Any]) -> None:
+        """Write `result` for `ask`, with the modern revision's fields when it asked in that era."""
+        self.write(jsonrpc.response(ask.msg_id, revision.finish(ask.method, result) if ask.modern else result))
+
+    def fail(self, ask: Ask, code: int, message: str, data: Any = None) -> None:
+        if ask.modern and code == RESOURCE_STATE:
+            # 2026-07-28 forbids -32002 (it meant "resource not found" before); data.kind still says which.
+            code = INVALID_PARAMS
+        self.write(jsonrpc.error(ask.msg_id, code, message, data))
 
     def read_stdin(self) -> list[bytes]:
         try:
@@ -83,21 +110,26 @@ class Bridge:
             self.last_sent = time.monotonic()
         return self.conn
 
-    def forward(self, msg_id: Any, op: str, args: dict[str, Any], timeout: float = CALL_TIMEOUT_S) -> None:
-        """Send one request and remember it by id; the answer is written when it arrives."""
+    def forward(self, ask: Ask, op: str, args: dict[str, Any], timeout: float = CALL_TIMEOUT_S,
+                shape: Shape = jsonrpc.tool_result, reshape_error: Reshape | None = None) -> None:
+        """Send one request and remember it by id; the answer is written when it arrives.
+
+        `shape` turns the daemon's result into the MCP result (default: a tools/call result);
+        `reshape_error` may rewrite the daemon's error for methods that are not tools/call.
+        """
         try:
             conn = self.ensure_connected()
         except MemorydError as exc:
-            self.write(jsonrpc.error(msg_id, exc.code, exc.message, exc.data))
+            self.fail(ask, exc.code, exc.message, exc.data)
             return
         req_id = conn.new_id()
-        self.pending[req_id] = Pending(msg_id, op, args, time.monotonic() + timeout)
+        self.pending[req_id] = Pending(ask, op, args, time.monotonic() + timeout, shape, reshape_error)
         try:
             sent = conn.send(req_id, op, args)
         except (ValueError, OverflowError, TypeError):  # msgpack: lone surrogates, ints over 64 bits
             self.pending.pop(req_id)
-            self.write(jsonrpc.error(msg_id, INVALID_PARAMS, "arguments hold a value that cannot be encoded",
-                                     {"param": "arguments", "reason": "lone surrogate or integer over 64 bits"}))
+            self.fail(ask, INVALID_PARAMS, "arguments hold a value that cannot be encoded",
+                      {"param": "arguments", "reason": "lone surrogate or integer over 64 bits"})
             return
         if not sent:
             self.recover()
@@ -115,14 +147,14 @@ class Bridge:
         for req_id, pending in list(self.pending.items()):
             if pending.resent or not self.conn.send(req_id, pending.op, pending.args):
                 self.pending.pop(req_id)
-                self.write(jsonrpc.error(pending.msg_id, DAEMON_UNAVAILABLE, "daemon unavailable after a retry",
-                                         {"kind": "daemon_unavailable", "endpoint": self.conn.endpoint}))
+                self.fail(pending.ask, DAEMON_UNAVAILABLE, "daemon unavailable after a retry",
+                          {"kind": "daemon_unavailable", "endpoint": self.conn.endpoint})
             else:
                 pending.resent = True
 
     def fail_all(self, exc: MemorydError) -> None:
         for pending in self.pending.values():
-            self.write(jsonrpc.error(pending.msg_id, exc.code, exc.message, exc.data))
+            self.fail(pending.ask, exc.code, exc.message, exc.data)
         self.pending.clear()
 
     def on_daemon_replies(self, replies: list[dict[str, Any]]) -> None:
@@ -141,15 +173,18 @@ class Bridge:
             return  # a heartbeat, or an answer we already gave up on
         if reply.get("ok") and pending.op == "tools":
             self.tools = (reply.get("result") or {}).get("tools", [])
-            self.write(jsonrpc.response(pending.msg_id, {"tools": self.tools}))
+            self.answer(pending.ask, {"tools": self.tools})
             return
         if reply.get("ok"):
-            self.write(jsonrpc.response(pending.msg_id, jsonrpc.tool_result(reply.get("result") or {})))
+            self.answer(pending.ask, pending.shape(reply.get("result") or {}))
             return
+        reshaped = pending.reshape_error(error) if pending.reshape_error else None
+        if reshaped is not None:
+            return self.fail(pending.ask, *reshaped)
         code = int(error.get("code", INTERNAL_ERROR))
         if error.get("kind") == "unknown_tool":
             code = INVALID_PARAMS
-        self.write(jsonrpc.error(pending.msg_id, code, str(error.get("message", "")), error.get("data")))
+        self.fail(pending.ask, code, str(error.get("message", "")), error.get("data"))
 
     def check_deadlines(self) -> None:
         now = time.monotonic()
@@ -175,50 +210,100 @@ class Bridge:
         params = message.get("params") or {}
         if not isinstance(params, dict):
             return self.write(jsonrpc.error(msg_id, INVALID_PARAMS, "params must be an object"))
-        handler = {"initialize": self.initialize, "ping": self.ping, "tools/list": self.tools_list,
-                   "tools/call": self.tools_call}.get(method)
+        ask = Ask(msg_id, method, revision.is_modern(method, params))
+        if ask.modern or method == "server/discover":  # discover exists only in the modern era
+            try:
+                revision.check_envelope(params)
+            except revision.EnvelopeError as exc:
+                return self.write(jsonrpc.error(msg_id, exc.code, exc.message, exc.data))
+            if not self.client_info:
+                self.client_info = revision.client_info(params)
+        handler = {"initialize": self.initialize, "server/discover": self.discover, "ping": self.ping,
+                   "tools/list": self.tools_list, "tools/call": self.tools_call,
+                   "resources/list": self.resources_list, "resources/read": self.resources_read,
+                   "resources/templates/list": self.resource_templates}.get(method)
         if handler is None:
             return self.write(jsonrpc.error(msg_id, METHOD_NOT_FOUND, f"Method not found: {method}"))
-        handler(msg_id, params)
+        handler(ask, params)
 
     def notification(self, method: str, params: Any) -> None:
         if method == "notifications/cancelled" and isinstance(params, dict):
             for req_id, pending in list(self.pending.items()):
-                if pending.msg_id == params.get("requestId"):
+                if pending.ask.msg_id == params.get("requestId"):
                     self.pending.pop(req_id)  # best effort: the daemon may still finish it
 
-    def initialize(self, msg_id: Any, params: dict[str, Any]) -> None:
-        self.write(jsonrpc.response(msg_id, jsonrpc.initialize_result(params)))
+    def initialize(self, ask: Ask, params: dict[str, Any]) -> None:
+        self.write(jsonrpc.response(ask.msg_id, jsonrpc.initialize_result(params)))
         self.after_initialize(params)
 
     def after_initialize(self, params: dict[str, Any]) -> None:
         info = params.get("clientInfo")
-        self.client_info = info if isinstance(info, dict) else {}
+        self.after_hello(info if isinstance(info, dict) else {})
+
+    def after_hello(self, client_info: dict[str, Any]) -> None:
+        """The agent's first request is answered (initialize or discover): connect to the daemon now."""
+        self.client_info = client_info
         try:  # connect now, while the agent reads the answer, so tools/list is quick
             self.ensure_connected()
         except MemorydError as exc:
             log(f"daemon unavailable at start: {exc.message}")
 
-    def ping(self, msg_id: Any, params: dict[str, Any]) -> None:
-        self.write(jsonrpc.response(msg_id, {}))
+    def discover(self, ask: Ask, params: dict[str, Any]) -> None:
+        self.write(jsonrpc.response(ask.msg_id, revision.discover_result()))
 
-    def tools_list(self, msg_id: Any, params: dict[str, Any]) -> None:
+    def ping(self, ask: Ask, params: dict[str, Any]) -> None:
+        self.answer(ask, {})
+
+    def tools_list(self, ask: Ask, params: dict[str, Any]) -> None:
+        # Catalogue order, which the daemon fixes and the bridge caches: the same on every call.
         if self.tools is not None:
-            self.write(jsonrpc.response(msg_id, {"tools": self.tools}))
+            self.answer(ask, {"tools": self.tools})
         else:  # asynchronously, like calls: a blocking fetch would swallow their replies
-            self.forward(msg_id, "tools", {})
+            self.forward(ask, "tools", {})
 
-    def tools_call(self, msg_id: Any, params: dict[str, Any]) -> None:
+    def tools_call(self, ask: Ask, params: dict[str, Any]) -> None:
         name, arguments = params.get("name"), params.get("arguments", {})
         if not isinstance(name, str):
-            return self.write(jsonrpc.error(msg_id, INVALID_PARAMS, "tools/call needs a tool 'name'",
-                                            {"param": "name", "reason": "is required"}))
+            return self.fail(ask, INVALID_PARAMS, "tools/call needs a tool 'name'",
+                             {"param": "name", "reason": "is required"})
         if not isinstance(arguments, dict):
-            return self.write(jsonrpc.error(msg_id, INVALID_PARAMS, "'arguments' must be an object",
-                                            {"param": "arguments", "reason": "must be an object"}))
+            return self.fail(ask, INVALID_PARAMS, "'arguments' must be an object",
+                             {"param": "arguments", "reason": "must be an object"})
         wait = arguments.get("timeout_s", 30) if arguments.get("wait_for") else None
         timeout = float(wait) + 5 if isinstance(wait, (int, float)) and 0 <= wait <= 300 else CALL_TIMEOUT_S
-        self.forward(msg_id, "call", {"tool": name, "arguments": arguments}, timeout)
+        self.forward(ask, "call", {"tool": name, "arguments": arguments}, timeout)
+
+    # -- resources: memories through the daemon's read tools ----------------------------------
+
+    def resources_list(self, ask: Ask, params: dict[str, Any]) -> None:
+        cursor = params.get("cursor")
+        if cursor is not None and not isinstance(cursor, str):
+            return self.fail(ask, INVALID_PARAMS, "'cursor' must be a string",
+                             {"param": "cursor", "reason": "must be a string"})
+        self.forward(ask, "call", {"tool": "memory_list", "arguments": resources.list_arguments(cursor)},
+                     shape=resources.list_result)
+
+    def resources_read(self, ask: Ask, params: dict[str, Any]) -> None:
+        uri = params.get("uri")
+        if not isinstance(uri, str):
+            return self.fail(ask, INVALID_PARAMS, "resources/read needs a 'uri' string",
+                             {"param": "uri", "reason": "is required"})
+        memory_id = resources.memory_id(uri)
+        if memory_id is None:
+            return self.fail(ask, *self.not_found(ask, uri))
+
+        def reshape_error(error: dict[str, Any]) -> tuple[int, str, Any] | None:
+            return self.not_found(ask, uri) if error.get("kind") == "unknown_memory" else None
+
+        self.forward(ask, "call", {"tool": "memory_show", "arguments": {"id": memory_id}},
+                     shape=lambda shown: resources.read_result(uri, shown), reshape_error=reshape_error)
+
+    @staticmethod
+    def not_found(ask: Ask, uri: str) -> tuple[int, str, Any]:
+        return revision.not_found_code(ask.modern), f"Resource not found: {uri}", {"uri": uri}
+
+    def resource_templates(self, ask: Ask, params: dict[str, Any]) -> None:
+        self.answer(ask, resources.templates_result())
 
     # -- the loop ------------------------------------------------------------------------------
 

@@ -6,8 +6,9 @@ import json
 from typing import Any
 
 from memoryd.errors import INVALID_REQUEST, PARSE_ERROR
+from memoryd.mcp_bridge.revision import CAPABILITIES, HANDSHAKE_VERSIONS
 
-SUPPORTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+SUPPORTED_VERSIONS = HANDSHAKE_VERSIONS  # what `initialize` negotiates; 2026-07-28 has no handshake
 
 
 def response(msg_id: Any, result: Any) -> bytes:
@@ -51,6 +52,7 @@ def _valid_id(msg_id: Any) -> bool:
 
 
 def negotiate(requested: Any) -> str:
+    """The client's version when we speak it, else our newest handshake version (its counter-offer)."""
     return requested if requested in SUPPORTED_VERSIONS else SUPPORTED_VERSIONS[0]
 
 
@@ -60,7 +62,7 @@ def initialize_result(params: dict[str, Any]) -> dict[str, Any]:
 
     return {
         "protocolVersion": negotiate(params.get("protocolVersion")),
-        "capabilities": {"tools": {"listChanged": False}},
+        "capabilities": CAPABILITIES,
         "serverInfo": {"name": "memoryd", "version": __version__},
         "instructions": INSTRUCTIONS,
     }

@@ -1,7 +1,10 @@
-"""The bridge's fast path: answer `initialize` before importing zmq and the client.
+"""The bridge's fast path: answer the agent's opening request before importing zmq and the client.
 
-An MCP host waits for `initialize` before anything else, so the first line is handled with
+An MCP host waits for its opening request before anything else: `initialize` (legacy revisions)
+or `server/discover` (2026-07-28, and dual-era clients probing). The first line is handled with
 json/os/sys only; the heavier imports (~40 ms) then happen while the agent reads the answer.
+Anything else on the first line (a malformed line, a modern request that needs the daemon, a
+discover the bridge must refuse) goes to the full bridge, which answers it the same way.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from typing import Any
 
 
 def read_first_line() -> tuple[bytes, bytes]:
@@ -23,31 +27,66 @@ def read_first_line() -> tuple[bytes, bytes]:
     return line, rest
 
 
-def answer_initialize(line: bytes) -> dict[str, object] | None:
-    """If `line` is an `initialize` request, answer it and return its params; else None."""
-    from memoryd.mcp_bridge import jsonrpc
-
+def _request(line: bytes, method: str) -> dict[str, Any] | None:
+    """`line` parsed, if it is a well-formed JSON-RPC request for `method` with object params."""
     try:
         message = json.loads(line)
     except ValueError:
         return None
-    if not (isinstance(message, dict) and message.get("method") == "initialize" and "id" in message
+    if (isinstance(message, dict) and message.get("method") == method and "id" in message
             and message.get("jsonrpc") == "2.0" and isinstance(message.get("params", {}), dict)):
+        return message
+    return None
+
+
+def _reply(msg_id: Any, result: dict[str, Any]) -> None:
+    from memoryd.mcp_bridge import jsonrpc
+
+    sys.stdout.buffer.write(jsonrpc.response(msg_id, result))
+    sys.stdout.buffer.flush()
+
+
+def answer_initialize(line: bytes) -> dict[str, Any] | None:
+    """If `line` is an `initialize` request, answer it and return its clientInfo ({} if none); else None."""
+    from memoryd.mcp_bridge import jsonrpc
+
+    message = _request(line, "initialize")
+    if message is None:
         return None
     params = message.get("params") or {}
-    sys.stdout.buffer.write(jsonrpc.response(message["id"], jsonrpc.initialize_result(params)))
-    sys.stdout.buffer.flush()
-    return params
+    _reply(message["id"], jsonrpc.initialize_result(params))
+    info = params.get("clientInfo")
+    return info if isinstance(info, dict) else {}
+
+
+def answer_discover(line: bytes) -> dict[str, Any] | None:
+    """If `line` is a `server/discover` the bridge serves, answer it and return its clientInfo; else None."""
+    from memoryd.mcp_bridge import revision
+
+    message = _request(line, "server/discover")
+    if message is None:
+        return None
+    params = message.get("params") or {}
+    try:
+        revision.check_envelope(params)
+    except revision.EnvelopeError:
+        return None  # the bridge refuses it, in the same words as on any later line
+    _reply(message["id"], revision.discover_result())
+    return revision.client_info(params)
 
 
 def main() -> int:
     line, rest = read_first_line()
-    params = answer_initialize(line) if line.strip() else None
+    hello = None
+    if line.strip():
+        hello = answer_initialize(line)
+        if hello is None:
+            hello = answer_discover(line)
     from memoryd.mcp_bridge.bridge import Bridge
 
     bridge = Bridge()
-    if params is not None:
-        bridge.after_initialize(params)
+    if hello is not None:
+        bridge.after_hello(hello)
         bridge.buffer = rest
     else:
         bridge.buffer = line + b"\n" + rest if line else rest

@@ -1,0 +1,130 @@
+"""MCP protocol revisions: which ones the bridge speaks, and the 2026-07-28 per-request envelope.
+
+Two eras share one stdio process (the spec's "dual-era server"):
+- legacy (2024-11-05 … 2025-11-25): an `initialize` handshake picks the version once;
+- modern (2026-07-28): no handshake; every request carries its version and the client's
+  capabilities in `params._meta`, and every result carries `resultType` (list and read results
+  also `ttlMs` / `cacheScope`, the revision's cache hints).
+
+The era is decided per request, by whether its `_meta` holds the protocol-version key — never by
+what came before on the connection, as the modern revision requires. json/stdlib only: the
+startup fast path imports this before zmq.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+MODERN_VERSIONS = ("2026-07-28",)
+HANDSHAKE_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+ALL_VERSIONS = (*MODERN_VERSIONS, *HANDSHAKE_VERSIONS)  # newest first
+
+PROTOCOL_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
+CLIENT_CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
+CLIENT_INFO_KEY = "io.modelcontextprotocol/clientInfo"
+SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
+
+UNSUPPORTED_PROTOCOL_VERSION = -32022  # 2026-07-28's UnsupportedProtocolVersionError
+LEGACY_RESOURCE_NOT_FOUND = -32002     # 2025-11-25 and earlier; 2026-07-28 uses -32602 instead
+INVALID_PARAMS = -32602
+
+HOUR_MS = 3_600_000
+# method -> (ttlMs, cacheScope). The catalogue, the template and discover change only with the
+# memoryd version, which restarts the bridge, and say nothing about the user ("public"); memories
+# are the user's own and change at any moment ("private", stale at once).
+CACHE_HINTS: dict[str, tuple[int, str]] = {
+    "server/discover": (HOUR_MS, "public"),
+    "tools/list": (HOUR_MS, "public"),
+    "resources/templates/list": (HOUR_MS, "public"),
+    "resources/list": (0, "private"),
+    "resources/read": (0, "private"),
+}
+
+CAPABILITIES: dict[str, Any] = {"tools": {"listChanged": False}, "resources": {"listChanged": False}}
+
+
+class EnvelopeError(Exception):
+    """A modern request whose envelope the bridge must refuse: (code, message, data) for the reply."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code, self.message, self.data = code, message, data
+
+
+def is_modern(method: str, params: dict[str, Any]) -> bool:
+    """True when the request opted into the modern era: its `_meta` names a protocol version.
+
+    The key's prefix is reserved to MCP, so no legacy request carries it; `initialize` exists only
+    in the legacy era and stays legacy even when a client stamps the key on it.
+    """
+    meta = params.get("_meta")
+    return method != "initialize" and isinstance(meta, dict) and PROTOCOL_VERSION_KEY in meta
+
+
+def check_envelope(params: dict[str, Any]) -> str:
+    """The request's modern protocol version, or EnvelopeError.
+
+    -32602 when a required key (version, client capabilities) is missing or malformed; -32022,
+    naming every version we speak, when the version is not a modern one we serve.
+    """
+    meta = params.get("_meta")
+    if not isinstance(meta, dict):
+        raise EnvelopeError(INVALID_PARAMS, "params._meta must be an object carrying "
+                            f"'{PROTOCOL_VERSION_KEY}' and '{CLIENT_CAPABILITIES_KEY}'",
+                            {"param": "_meta", "reason": "must be an object"})
+    missing = [key for key in (PROTOCOL_VERSION_KEY, CLIENT_CAPABILITIES_KEY) if key not in meta]
+    if missing:
+        raise EnvelopeError(INVALID_PARAMS, f"params._meta lacks the required key(s): {', '.join(missing)}",
+                            {"param": f"_meta.{missing[0]}", "reason": "is required"})
+    version = meta[PROTOCOL_VERSION_KEY]
+    if not isinstance(version, str):
+        raise EnvelopeError(INVALID_PARAMS, "the protocol version in params._meta must be a string",
+                            {"param": f"_meta.{PROTOCOL_VERSION_KEY}", "reason": "must be a string"})
+    if not isinstance(meta[CLIENT_CAPABILITIES_KEY], dict):
+        raise EnvelopeError(INVALID_PARAMS, "the client capabilities in params._meta must be an object",
+                            {"param": f"_meta.{CLIENT_CAPABILITIES_KEY}", "reason": "must be an object"})
+    if version not in MODERN_VERSIONS:
+        # Handshake versions are listed too: a dual-era client falls back to `initialize` on them.
+        raise EnvelopeError(UNSUPPORTED_PROTOCOL_VERSION, "Unsupported protocol version",
+                            {"supported": list(ALL_VERSIONS), "requested": version})
+    return version
+
+
+def client_info(params: dict[str, Any]) -> dict[str, Any]:
+    """The self-reported client name/version a modern request carries, or {}."""
+    meta = params.get("_meta")
+    info = meta.get(CLIENT_INFO_KEY) if isinstance(meta, dict) else None
+    return info if isinstance(info, dict) else {}
+
+
+def server_info() -> dict[str, str]:
+    from memoryd import __version__
+
+    return {"name": "memoryd", "version": __version__}
+
+
+def finish(method: str, result: dict[str, Any]) -> dict[str, Any]:
+    """`result` as the modern revision wants it: resultType, cache hints, the serverInfo stamp.
+
+    Returns a new dict (the bridge's cached tool list is shared between answers).
+    """
+    done = {**result, "resultType": "complete"}
+    hint = CACHE_HINTS.get(method)
+    if hint is not None:
+        done["ttlMs"], done["cacheScope"] = hint
+    meta = done.get("_meta")
+    done["_meta"] = {**(meta if isinstance(meta, dict) else {}), SERVER_INFO_KEY: server_info()}
+    return done
+
+
+def discover_result() -> dict[str, Any]:
+    """The `server/discover` answer: versions, capabilities and instructions (finish() adds the rest)."""
+    from memoryd.instructions import INSTRUCTIONS
+
+    return finish("server/discover", {"supportedVersions": list(ALL_VERSIONS), "capabilities": CAPABILITIES,
+                                      "instructions": INSTRUCTIONS})
+
+
+def not_found_code(modern: bool) -> int:
+    """Resource-not-found: -32602 in 2026-07-28, which forbids the legacy -32002."""
+    return INVALID_PARAMS if modern else LEGACY_RESOURCE_NOT_FOUND

@@ -1,0 +1,272 @@
+"""Protocol revisions and resources, judged by the official SDK client in each of its connect modes.
+
+- `mode="legacy"`: the `initialize` handshake (2025-11-25);
+- `mode="auto"`: probes `server/discover`, stays modern (2026-07-28) when the bridge answers it;
+- `mode="2026-07-28"`: pinned, no handshake and no probe — every request carries its version in
+  `_meta`, and the SDK validates results against that revision (resultType, ttlMs, cacheScope);
+- a dual-era client whose only modern version the bridge does not speak: the probe gets -32022,
+  which names our handshake versions, and the client falls back to `initialize`.
+Raw JSON-RPC covers what the SDK hides: the exact wire fields, and requests with no opening at all.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+import anyio
+import pytest
+from harness import Env
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+
+MODERN = "2026-07-28"
+META = {"io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "raw-test", "version": "1"}}
+URI_PREFIX = "memoryd://memories/"
+UNKNOWN_URI = URI_PREFIX + "01ARZ3NDEKTSV4RRFFQ69G5FAV"  # a well-formed ULID no store holds
+MODES = ["legacy", "auto", MODERN]
+
+
+class Raw:
+    """One `memoryd mcp` process driven line by line, with no opening request unless a test sends one."""
+
+    def __init__(self, env: Env) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "memoryd", "mcp"], env=env.environ(),
+                                     cwd=str(env.base), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, start_new_session=True)
+        env.procs.append(self.proc)
+        self.next_id = 0
+
+    def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The whole reply (result or error) to one request."""
+        self.next_id += 1
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": self.next_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps(message).encode() + b"\n")
+        self.proc.stdin.flush()
+        reply = json.loads(self.proc.stdout.readline())
+        assert reply["id"] == self.next_id
+        return reply  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=10)
+
+
+async def write_memory(client: Client, content: str, **extra: Any) -> str:
+    result = await client.call_tool("memory_write", {"content": content, "scopes": ["projects:revisions"], **extra})
+    data = result.structured_content
+    assert data is not None and data["status"] == "committed", data
+    return str(data["id"])
+
+
+async def all_resources(client: Client) -> tuple[list[Any], int]:
+    """Every listed resource, following nextCursor; and how many pages that took."""
+    found, cursor, pages = [], None, 0
+    while True:
+        page = await client.list_resources(cursor=cursor, cache_mode="bypass")
+        found += page.resources
+        pages += 1
+        cursor = page.next_cursor
+        if cursor is None:
+            return found, pages
+
+
+# -- the SDK client, in each mode ----------------------------------------------------------------
+
+@pytest.mark.parametrize("mode", MODES)
+def test_each_sdk_mode_lists_and_calls_tools_and_reads_a_memory_as_a_resource(served: Env, mode: str) -> None:
+    async def main() -> None:
+        async with Client(served.bridge_params(), mode=mode) as client:
+            assert client.protocol_version == ("2025-11-25" if mode == "legacy" else MODERN)
+            if mode != MODERN:  # a pinned client learns nothing up front: it asked nobody
+                assert client.server_capabilities.resources is not None
+                assert client.server_capabilities.tools is not None
+                assert client.server_info is not None and client.server_info.name == "memoryd"
+                assert client.instructions and "episode_handoff" in client.instructions
+            listed = await client.list_tools()
+            assert len(listed.tools) == 22
+            written = await client.call_tool("episode_write", {"body": f"{mode} mode works"})
+            assert written.structured_content is not None
+            assert written.structured_content["status"] == "committed"
+
+            memory_id = await write_memory(client, f"Deploys for the {mode} cluster go through the blue pipeline.")
+            resources, _ = await all_resources(client)
+            mine = [r for r in resources if r.uri == URI_PREFIX + memory_id]
+            assert len(mine) == 1
+            assert mine[0].name == f"Deploys for the {mode} cluster go through the blue pipeline."
+            assert mine[0].mime_type == "text/markdown"
+
+            read = await client.read_resource(URI_PREFIX + memory_id)
+            assert len(read.contents) == 1
+            body = read.contents[0]
+            assert body.uri == URI_PREFIX + memory_id and body.mime_type == "text/markdown"
+            text = body.text  # type: ignore[union-attr]
+            assert "not instructions" in text.splitlines()[0]  # framed as data before anything else
+            assert f"id: {memory_id}" in text and "status: live" in text and "scopes: projects:revisions" in text
+            assert text.endswith(f"Deploys for the {mode} cluster go through the blue pipeline.")
+
+            templates = await client.list_resource_templates()
+            assert [t.uri_template for t in templates.resource_templates] == [URI_PREFIX + "{id}"]
+    anyio.run(main)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_unknown_or_malformed_uri_is_resource_not_found_naming_it(served: Env, mode: str) -> None:
+    # 2025-11-25 and earlier say -32002; 2026-07-28 forbids that code and says -32602.
+    expected = -32002 if mode == "legacy" else -32602
+
+    async def main() -> None:
+        async with Client(served.bridge_params(), mode=mode) as client:
+            for uri in (UNKNOWN_URI, URI_PREFIX + "not-a-ulid", "file:///etc/passwd", "memoryd://episodes/x"):
+                with pytest.raises(MCPError) as caught:
+                    await client.read_resource(uri)
+                assert caught.value.error.code == expected, uri
+                assert caught.value.error.data == {"uri": uri}
+                assert uri in caught.value.error.message
+    anyio.run(main)
+
+
+def test_resources_list_pages_with_a_cursor_and_every_memory_appears_once(served: Env) -> None:
+    from memoryd.mcp_bridge.resources import PAGE_SIZE
+
+    topics = ["cache", "queue", "schema", "auth", "logging", "billing", "search", "export", "backup", "metrics"]
+    count = PAGE_SIZE + 7
+
+    async def main() -> None:
+        async with Client(served.bridge_params(), mode=MODERN) as client:
+            ids = set()
+            for i in range(count):
+                topic = topics[i % len(topics)]
+                ids.add(await write_memory(
+                    client, f"Note {i}: the {topic} service owner for region {i} is team {i * 7 % 13}.", force=True))
+            resources, pages = await all_resources(client)
+        assert pages == 2
+        uris = [r.uri for r in resources]
+        assert len(uris) == len(set(uris)) == count
+        assert set(uris) == {URI_PREFIX + i for i in ids}
+        assert uris == sorted(uris, reverse=True)  # newest first, as memory_list pages
+    anyio.run(main)
+
+
+def test_a_client_whose_only_modern_version_we_lack_falls_back_to_initialize(
+        served: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A future dual-era client probes at a version we do not speak; -32022 lists our handshake
+    versions, so the SDK's auto mode falls back to `initialize` on the same process."""
+    import mcp.client._probe as probe
+
+    monkeypatch.setattr(probe, "LATEST_MODERN_VERSION", "2099-01-01")
+    monkeypatch.setattr(probe, "MODERN_PROTOCOL_VERSIONS", ("2099-01-01",))
+
+    async def main() -> None:
+        async with Client(served.bridge_params(), mode="auto") as client:
+            assert client.protocol_version == "2025-11-25"
+            result = await client.call_tool("episode_write", {"body": "fell back to the handshake"})
+            assert result.structured_content is not None
+            assert result.structured_content["status"] == "committed"
+            assert len((await client.list_resources()).resources) == 0
+    anyio.run(main)
+
+
+def test_modern_tool_errors_never_use_the_retired_32002(served: Env) -> None:
+    async def main() -> None:
+        async with Client(served.bridge_params(), mode=MODERN) as client:
+            with pytest.raises(MCPError) as caught:
+                await client.call_tool("episode_handoff", {"prior_session_id": "sess-999"})
+            assert caught.value.error.code == -32602
+            assert caught.value.error.data == {"kind": "unknown_session", "id": "sess-999"}
+        async with Client(served.bridge_params(), mode="legacy") as client:
+            with pytest.raises(MCPError) as caught:
+                await client.call_tool("episode_handoff", {"prior_session_id": "sess-999"})
+            assert caught.value.error.code == -32002  # unchanged for handshake-era clients
+    anyio.run(main)
+
+
+# -- the wire, raw --------------------------------------------------------------------------------
+
+def test_a_modern_request_needs_no_initialize_and_carries_the_revisions_fields(served: Env) -> None:
+    raw = Raw(served)
+    try:
+        called = raw.request("tools/call", {"_meta": META, "name": "episode_write",
+                                            "arguments": {"body": "first line of this bridge's life"}})
+        assert called["result"]["structuredContent"]["status"] == "committed"
+        assert called["result"]["resultType"] == "complete"
+        assert called["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "memoryd"
+        assert "ttlMs" not in called["result"]  # cache hints belong to list and read results only
+
+        for method in ("tools/list", "resources/list", "resources/templates/list"):
+            result = raw.request(method, {"_meta": META})["result"]
+            assert result["resultType"] == "complete", method
+            assert isinstance(result["ttlMs"], int) and result["ttlMs"] >= 0, method
+            assert result["cacheScope"] in ("public", "private"), method
+        assert raw.request("resources/list", {"_meta": META})["result"]["cacheScope"] == "private"
+
+        # The same bridge still serves a handshake-era request, without the modern fields.
+        legacy = raw.request("tools/list", {})["result"]
+        assert set(legacy) == {"tools"}
+    finally:
+        raw.close()
+
+
+def test_server_discover_answers_versions_capabilities_and_instructions(served: Env) -> None:
+    raw = Raw(served)
+    try:
+        result = raw.request("server/discover", {"_meta": META})["result"]
+        assert result["supportedVersions"][0] == MODERN
+        assert {"2025-11-25", "2025-06-18"} <= set(result["supportedVersions"])
+        assert result["capabilities"] == {"tools": {"listChanged": False}, "resources": {"listChanged": False}}
+        assert "episode_handoff" in result["instructions"]
+        assert result["resultType"] == "complete" and result["cacheScope"] == "public" and result["ttlMs"] > 0
+        assert result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "memoryd"
+    finally:
+        raw.close()
+
+
+def test_unsupported_versions_and_malformed_envelopes_are_refused(served: Env) -> None:
+    raw = Raw(served)
+    try:
+        for version in ("2099-01-01", "2025-11-25"):  # unknown, and a handshake-only version
+            error = raw.request("tools/list", {"_meta": {**META, "io.modelcontextprotocol/protocolVersion": version}})
+            assert error["error"]["code"] == -32022
+            assert error["error"]["data"]["requested"] == version
+            assert MODERN in error["error"]["data"]["supported"]
+            assert "2025-11-25" in error["error"]["data"]["supported"]
+        no_caps = {"io.modelcontextprotocol/protocolVersion": MODERN}
+        for params in ({"_meta": no_caps}, {"_meta": {**META, "io.modelcontextprotocol/protocolVersion": 2026}}, {}):
+            error = raw.request("server/discover", params)
+            assert error["error"]["code"] == -32602, params
+        # and the bridge keeps serving after every refusal
+        assert raw.request("tools/list", {"_meta": META})["result"]["tools"]
+    finally:
+        raw.close()
+
+
+def test_initialize_never_negotiates_the_handshakeless_revision(served: Env) -> None:
+    raw = Raw(served)
+    try:
+        result = raw.request("initialize", {"protocolVersion": MODERN, "capabilities": {},
+                                            "clientInfo": {"name": "confused", "version": "1"}})["result"]
+        assert result["protocolVersion"] == "2025-11-25"  # our newest handshake version, as a counter-offer
+        assert result["capabilities"]["resources"] == {"listChanged": False}
+    finally:
+        raw.close()
+
+
+def test_tools_list_order_is_the_same_on_every_call_in_every_bridge_and_era(served: Env) -> None:
+    orders = []
+    for _ in range(2):
+        raw = Raw(served)
+        try:
+            for params in ({"_meta": META}, {}, {"_meta": META}):
+                orders.append([t["name"] for t in raw.request("tools/list", params)["result"]["tools"]])
+        finally:
+            raw.close()
+    assert len(orders[0]) == 22
+    assert all(order == orders[0] for order in orders)
