@@ -11,6 +11,7 @@ import json
 import threading
 import time
 
+from memoryd.bench import hooks as bench_hooks
 from memoryd.bench import memory as bench_memory
 from memoryd.bench.kit import Bridge, Row, Throwaway, WireLoader, pcts, progress, row
 
@@ -112,6 +113,8 @@ def run(quick: bool) -> list[Row]:
             progress(f"episode_handoff with {sessions} sessions")
             rows += bench_handoff(box, sessions, 200)
         for bench in bench_memory.BENCHES:
+            rows += bench(box, quick)
+        for bench in bench_hooks.BENCHES:
             rows += bench(box, quick)
     finally:
         box.close()

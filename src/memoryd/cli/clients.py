@@ -369,7 +369,7 @@ def _read_hooks_file(path: Path) -> dict[str, Any]:
 def merged_hooks(data: dict[str, Any], wanted: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """`data` with memoryd's handlers replaced by `wanted`; every other hook kept in place."""
     hooks = dict(data.get("hooks") or {})
-    for event in set(hooks) | set(wanted):
+    for event in [*hooks, *(e for e in wanted if e not in hooks)]:  # stable order: a diff stays small
         groups = hooks.get(event) if isinstance(hooks.get(event), list) else []
         kept = []
         for group in groups:

@@ -234,6 +234,48 @@ def check_clients() -> list[Check]:
     return found
 
 
+def _hook_dry_run(command: str) -> str | None:
+    """None when the registered hook command answers a dry run (exit 0, `{}`); else why not."""
+    import shlex
+    import subprocess
+
+    argv = shlex.split(command)
+    if not argv or not (os.path.isabs(argv[0]) and os.access(argv[0], os.X_OK)):
+        return f"command not resolvable: {argv[0] if argv else command!r}"
+    probe = json.dumps({"session_id": "doctor", "cwd": os.getcwd(), "hook_event_name": "SessionStart"})
+    try:
+        proc = subprocess.run([*argv, "--dry-run"], input=probe, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"dry run failed: {exc}"
+    if proc.returncode != 0 or proc.stdout.strip() != "{}":
+        return f"dry run answered {proc.returncode}: {(proc.stderr or proc.stdout).strip()[:200]}"
+    return None
+
+
+def _hooks_check(client: str, bridge_registered: bool) -> Check | None:
+    row = clients.hooks_current(client)
+    name, init = f"hooks {client}", f"memoryd init --client {client}"
+    if row["error"]:
+        return Check(name, "warn", row["error"], f"fix {row['path']}, then {init}")
+    if not row["present"]:
+        if bridge_registered:
+            return Check(name, "warn", f"no memoryd hooks in {row['path']}: recall is not automatic", init)
+        return None
+    problems = [p for p in (_hook_dry_run(c) for c in row["commands"][:1]) if p]
+    if problems:
+        return Check(name, "fail", f"{row['path']}: {problems[0]}", init)
+    if not row["current"]:
+        return Check(name, "warn", f"hooks in {row['path']} differ from what init writes now", init)
+    return Check(name, "ok", f"{len(row['commands'])} hooks in {row['path']}, dry run answers")
+
+
+def check_hooks() -> list[Check]:
+    """Client hooks (README "Automatic recall"): present, resolvable, answering a dry run."""
+    registered = {row["client"]: row["registered"] for row in clients.client_config_status()}
+    found = [_hooks_check(client, registered.get(client, False)) for client in sorted(clients.HOOK_CLIENTS)]
+    return [c for c in found if c is not None]
+
+
 CHECKS: tuple[Callable[[], list[Check]], ...] = (
     check_python,
     check_packages,
@@ -243,6 +285,7 @@ CHECKS: tuple[Callable[[], list[Check]], ...] = (
     check_config,
     check_daemon,
     check_clients,
+    check_hooks,
 )
 
 

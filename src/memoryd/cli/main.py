@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # argparse is imported where the parser is built: the hook fast path skips it
+    import argparse
 
 
 def _client_call(op: str, args: dict[str, Any] | None = None, timeout_s: float = 3.0) -> Any:
@@ -203,6 +205,8 @@ def cmd_episodes(ns: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import argparse
+
     parser = argparse.ArgumentParser(prog="memoryd", description="persistent memory for AI coding agents")
     sub = parser.add_subparsers(dest="command")
     serve = sub.add_parser("serve", help="run the daemon (foreground unless --detach)")
