@@ -270,3 +270,18 @@ def test_tools_list_order_is_the_same_on_every_call_in_every_bridge_and_era(serv
             raw.close()
     assert len(orders[0]) == 22
     assert all(order == orders[0] for order in orders)
+
+
+def test_discover_is_answered_on_the_fast_path_before_zmq_is_imported() -> None:
+    """A dual-era client's probe is its opening request, so it gets the same start budget as initialize."""
+    probe = ("import json, sys\n"
+             "from memoryd.mcp_bridge import startup\n"
+             "line, rest = startup.read_first_line()\n"
+             "info = startup.answer_discover(line)\n"
+             "print(json.dumps({'info': info, 'zmq': 'zmq' in sys.modules}), file=sys.stderr)\n")
+    line = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "server/discover", "params": {"_meta": META}})
+    done = subprocess.run([sys.executable, "-c", probe], input=line + "\n", capture_output=True, text=True,
+                          timeout=30, check=True)
+    reply = json.loads(done.stdout)
+    assert reply["id"] == 7 and reply["result"]["supportedVersions"][0] == MODERN
+    assert json.loads(done.stderr) == {"info": {"name": "raw-test", "version": "1"}, "zmq": False}
