@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 Row = dict[str, Any]
+# A cold or loaded machine can take minutes to replay a 100k store: report it, do not crash.
+START_TIMEOUT_S = 600
 
 
 def progress(message: str) -> None:
@@ -45,7 +47,7 @@ class Throwaway:
         self.daemon = subprocess.Popen([sys.executable, "-m", "memoryd", "serve"], env=self.env,
                                        stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
         status = self.base / "r" / "memoryd.status"
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + START_TIMEOUT_S
         while not status.exists():
             if time.monotonic() > deadline or self.daemon.poll() is not None:
                 raise RuntimeError("bench daemon did not start: " + (self.base / "daemon.log").read_text()[-2000:])
