@@ -20,6 +20,27 @@ def _git(args: list[str], cwd: str) -> str | None:
     return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else None
 
 
+def _origin_url(common: str, worktree: str) -> str | None:
+    """remote.origin.url, read from the repo's config file when it is plain (no includes, quotes
+    or escapes); otherwise from `git config`, which knows every rule."""
+    try:
+        text = Path(common, "config").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        text = "[include"
+    if "[include" in text.lower():
+        return _git(["config", "--get", "remote.origin.url"], worktree)
+    section, url = None, None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line.startswith("["):
+            section = " ".join(line.strip("[]").split()).lower()
+        elif section == 'remote "origin"' and "=" in line and line.split("=", 1)[0].strip().lower() == "url":
+            url = line.split("=", 1)[1].strip()
+    if url is None or any(c in url for c in '"\\#;'):
+        return None if url is None else _git(["config", "--get", "remote.origin.url"], worktree)
+    return url or None
+
+
 def _project_name(remote: str | None, common_dir: str | None) -> str | None:
     if remote:
         tail = remote.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1]
@@ -34,11 +55,18 @@ def capture(cwd: str | None = None) -> dict[str, Any]:
     """Identity of a bridge started in `cwd`; `MEMORYD_WORKTREE` overrides the git lookup."""
     cwd = cwd or os.getcwd()
     override = os.environ.get("MEMORYD_WORKTREE")
-    worktree = override if override is not None else _git(["rev-parse", "--show-toplevel"], cwd)
     common, remote = None, None
-    if worktree:
-        common = _git(["rev-parse", "--path-format=absolute", "--git-common-dir"], worktree)
-        remote = _git(["config", "--get", "remote.origin.url"], worktree)
+    if override is not None:
+        worktree: str | None = override
+        if worktree:
+            common = _git(["rev-parse", "--path-format=absolute", "--git-common-dir"], worktree)
+    else:
+        # One git process for both paths: hooks capture an identity on every prompt.
+        out = _git(["rev-parse", "--show-toplevel", "--path-format=absolute", "--git-common-dir"], cwd)
+        lines = out.splitlines() if out else []
+        worktree, common = (lines[0], lines[1]) if len(lines) == 2 else (None, None)
+    if worktree and common:
+        remote = _origin_url(common, worktree)
     if worktree and not common and override is not None:
         common = worktree  # an override outside git still names one repo
     project = _project_name(remote, common)

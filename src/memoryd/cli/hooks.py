@@ -77,36 +77,272 @@ def client_key(data: dict[str, Any], client: str, worktree: str | None) -> str:
 # -- talking to the daemon ------------------------------------------------------------------------
 
 class Daemon:
-    """One hook connection: transient (it never owns the session it joins)."""
+    """One hook connection: transient (it never owns the session it joins).
+
+    It speaks the daemon's wire with the stdlib (`Wire`): importing pyzmq alone costs more than
+    half the hook's 150 ms budget. The client library (pyzmq) is the fallback when the stdlib
+    handshake fails, and its spawn helper starts a daemon that is down.
+    """
 
     def __init__(self, identity: dict[str, Any], event: str) -> None:
         from memoryd import paths
-        from memoryd.client import spawn
-        from memoryd.client.connection import Connection
 
         self.timeout = CALL_TIMEOUT_S[event]
-        endpoint = paths.endpoint()
-        budget = SPAWN_BUDGET_S[event]
-        status = spawn.read_status()
-        # A live pid in the status file is enough to try (hello fails fast if it does not answer);
-        # the ping and the spawn lock are only for a daemon that looks down.
-        up = status is not None and spawn.pid_alive(status.get("pid"))
-        if not up:
-            up = spawn.ensure_daemon(endpoint, wait_s=budget) if budget else False
-        if not up:
-            raise ConnectionError("no daemon answers (and none could be started in time)")
-        self.conn = Connection({**identity, "transient": True}, endpoint=endpoint, autospawn=False)
-        self.hello = self.conn.connect()
+        self.endpoint = paths.endpoint()
+        self.identity = {**identity, "transient": True}
+        self.conn_id = os.urandom(12).hex()
+        self.last_id = 0
+        self.wire: Wire | None = None
+        self.conn: Any = None
+        if not self._try_wire():
+            self._spawn_if_down(SPAWN_BUDGET_S[event])
+            if not self._try_wire():
+                self._library_connect()
         self.settings: dict[str, Any] = self.hello.get("hook") or {}
 
+    def _try_wire(self) -> bool:
+        try:
+            self.wire = Wire(self.endpoint, self.timeout)
+            self.hello = self._request("hello", {"protocol": _protocol(), "client_version": _version(),
+                                                 "identity": self.identity, "session_id": None})
+        except (OSError, WireError):
+            if self.wire is not None:
+                self.wire.close()
+            self.wire = None
+            return False
+        return True
+
+    def _spawn_if_down(self, budget: float) -> None:
+        from memoryd.client import spawn
+
+        if not budget or not spawn.ensure_daemon(self.endpoint, wait_s=budget):
+            raise ConnectionError("no daemon answers (and none could be started in time)")
+
+    def _library_connect(self) -> None:
+        from memoryd.client.connection import Connection
+
+        self.conn = Connection(self.identity, endpoint=self.endpoint, autospawn=False)
+        self.hello = self.conn.connect()
+
+    def _request(self, op: str, args: dict[str, Any]) -> Any:
+        if self.conn is not None:
+            return self.conn.call(op, args, timeout_s=self.timeout)
+        assert self.wire is not None
+        self.last_id += 1
+        self.wire.send(pack({"v": _protocol(), "id": self.last_id, "op": op, "args": args, "conn": self.conn_id}))
+        while True:
+            reply = unpack(self.wire.recv())
+            if isinstance(reply, dict) and reply.get("id") == self.last_id:
+                break
+        if not reply.get("ok"):
+            error = reply.get("error") or {}
+            raise RuntimeError(f"{op}: {error.get('message', error)}")
+        return reply.get("result")
+
     def tool(self, name: str, **arguments: Any) -> Any:
-        return self.conn.call("call", {"tool": name, "arguments": arguments}, timeout_s=self.timeout)
+        return self._request("call", {"tool": name, "arguments": arguments})
 
     def hook(self, action: str, **args: Any) -> Any:
-        return self.conn.call("hook", {"action": action, **args}, timeout_s=self.timeout)
+        return self._request("hook", {"action": action, **args})
 
     def close(self) -> None:
-        self.conn.close(say_bye=True)  # a transient connection's bye ends nothing; it frees the slot
+        """Say bye without waiting (a transient connection's bye ends nothing; it frees the slot)."""
+        if self.conn is not None:
+            self.conn.close(say_bye=True)
+        elif self.wire is not None:
+            self.last_id += 1
+            try:
+                self.wire.send(pack({"v": _protocol(), "id": self.last_id, "op": "bye", "args": {},
+                                     "conn": self.conn_id}))
+            except OSError:
+                pass
+            self.wire.close()
+
+
+def _protocol() -> int:
+    from memoryd import PROTOCOL
+
+    return PROTOCOL
+
+
+def _version() -> str:
+    from memoryd import __version__
+
+    return __version__
+
+
+# -- the wire without pyzmq: ZMTP 3.0 (NULL mechanism) over the ipc socket, and msgpack ------------
+
+class WireError(RuntimeError):
+    """The peer did not speak ZMTP 3 as expected (the caller falls back to pyzmq)."""
+
+
+# signature, version 3.0, mechanism NULL, as-server 0, filler (rfc.zeromq.org/spec/23)
+GREETING = b"\xff" + b"\x00" * 8 + b"\x7f" + b"\x03\x00" + b"NULL".ljust(20, b"\x00") + b"\x00" + b"\x00" * 31
+_READY = b"\x05READY" + b"\x0bSocket-Type" + (6).to_bytes(4, "big") + b"DEALER"
+
+
+class Wire:
+    """A DEALER socket's half of ZMTP 3.0 on a Unix stream socket: the daemon's ROUTER (and its
+    ZAP uid check, which reads the kernel's peer credentials) cannot tell it from libzmq."""
+
+    def __init__(self, endpoint: str, timeout: float) -> None:
+        import socket
+
+        if not endpoint.startswith("ipc://"):
+            raise WireError("not an ipc endpoint")
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        self.buffer = b""
+        try:
+            self.sock.connect(endpoint[len("ipc://"):])
+            self.sock.sendall(GREETING + self._frame_bytes(_READY, command=True))
+            peer = self._exact(64)
+            if peer[0] != 0xFF or peer[9] != 0x7F or peer[10] < 3 or not peer[12:32].startswith(b"NULL"):
+                raise WireError("peer greeting is not ZMTP 3 NULL")
+            flags, body = self._frame()
+            if not flags & 0x04 or not body.startswith(b"\x05READY"):
+                raise WireError("handshake refused")
+        except BaseException:
+            self.sock.close()
+            raise
+
+    @staticmethod
+    def _frame_bytes(body: bytes, command: bool = False) -> bytes:
+        flags = 0x04 if command else 0x00
+        if len(body) < 256:
+            return bytes([flags, len(body)]) + body
+        return bytes([flags | 0x02]) + len(body).to_bytes(8, "big") + body
+
+    def _exact(self, n: int) -> bytes:
+        while len(self.buffer) < n:
+            chunk = self.sock.recv(max(65536, n - len(self.buffer)))
+            if not chunk:
+                raise WireError("the daemon closed the connection")
+            self.buffer += chunk
+        out, self.buffer = self.buffer[:n], self.buffer[n:]
+        return out
+
+    def _frame(self) -> tuple[int, bytes]:
+        flags = self._exact(1)[0]
+        size = int.from_bytes(self._exact(8 if flags & 0x02 else 1), "big")
+        return flags, self._exact(size)
+
+    def send(self, payload: bytes) -> None:
+        self.sock.sendall(self._frame_bytes(payload))
+
+    def recv(self) -> bytes:
+        """The next message (its last frame); commands such as PING are skipped."""
+        while True:
+            flags, body = self._frame()
+            if flags & 0x04:
+                continue
+            if not flags & 0x01:
+                return body
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def pack(obj: Any) -> bytes:
+    """msgpack for the types a request holds (None, bool, int, float, str, bytes, list, dict)."""
+    import struct
+
+    out = bytearray()
+
+    def put(value: Any) -> None:
+        if value is None:
+            out.append(0xC0)
+        elif value is True or value is False:
+            out.append(0xC3 if value else 0xC2)
+        elif isinstance(value, int):
+            if 0 <= value < 128 or -32 <= value < 0:
+                out.extend(struct.pack(">b" if value < 0 else ">B", value))
+            elif value >= 0:
+                out.extend(b"\xcf" + struct.pack(">Q", value))
+            else:
+                out.extend(b"\xd3" + struct.pack(">q", value))
+        elif isinstance(value, float):
+            out.extend(b"\xcb" + struct.pack(">d", value))
+        elif isinstance(value, str):
+            raw = value.encode("utf-8")
+            out.extend((bytes([0xA0 | len(raw)]) if len(raw) < 32 else b"\xdb" + struct.pack(">I", len(raw))) + raw)
+        elif isinstance(value, (bytes, bytearray)):
+            out.extend(b"\xc6" + struct.pack(">I", len(value)) + bytes(value))
+        elif isinstance(value, (list, tuple)):
+            out.extend(b"\xdd" + struct.pack(">I", len(value)))
+            for item in value:
+                put(item)
+        elif isinstance(value, dict):
+            out.extend(b"\xdf" + struct.pack(">I", len(value)))
+            for key, item in value.items():
+                put(key)
+                put(item)
+        else:
+            raise TypeError(f"cannot pack {type(value).__name__}")
+
+    put(obj)
+    return bytes(out)
+
+
+def unpack(data: bytes) -> Any:
+    """msgpack back to Python (every type but ext); WireError on anything malformed."""
+    import struct
+
+    pos = 0
+
+    def take(n: int) -> bytes:
+        nonlocal pos
+        if pos + n > len(data):
+            raise WireError("truncated msgpack")
+        pos += n
+        return data[pos - n:pos]
+
+    def uint(n: int) -> int:
+        return int.from_bytes(take(n), "big")
+
+    def items(n: int) -> list[Any]:
+        return [get() for _ in range(n)]
+
+    def mapping(n: int) -> dict[Any, Any]:
+        return {get(): get() for _ in range(n)}
+
+    def get() -> Any:
+        b = take(1)[0]
+        if b < 0x80:
+            return b
+        if b >= 0xE0:
+            return b - 0x100
+        if 0x80 <= b <= 0x8F:
+            return mapping(b & 0x0F)
+        if 0x90 <= b <= 0x9F:
+            return items(b & 0x0F)
+        if 0xA0 <= b <= 0xBF:
+            return take(b & 0x1F).decode("utf-8")
+        fixed = {0xC0: None, 0xC2: False, 0xC3: True}
+        if b in fixed:
+            return fixed[b]
+        if b in (0xC4, 0xC5, 0xC6):
+            return take(uint(1 << (b - 0xC4)))
+        if b in (0xCA, 0xCB):
+            return struct.unpack(">f" if b == 0xCA else ">d", take(4 if b == 0xCA else 8))[0]
+        if 0xCC <= b <= 0xCF:
+            return uint(1 << (b - 0xCC))
+        if 0xD0 <= b <= 0xD3:
+            return int.from_bytes(take(1 << (b - 0xD0)), "big", signed=True)
+        if b in (0xD9, 0xDA, 0xDB):
+            return take(uint(1 << (b - 0xD9))).decode("utf-8")
+        if b in (0xDC, 0xDD):
+            return items(uint(2 if b == 0xDC else 4))
+        if b in (0xDE, 0xDF):
+            return mapping(uint(2 if b == 0xDE else 4))
+        raise WireError(f"msgpack type 0x{b:02x} not expected")
+
+    try:
+        value = get()
+    except (UnicodeDecodeError, struct.error) as exc:
+        raise WireError(f"bad msgpack: {exc}") from None
+    return value
 
 
 # -- output ---------------------------------------------------------------------------------------
