@@ -12,7 +12,7 @@ from memoryd import identity
 
 def git(*args: str, cwd: Path) -> str:
     out = subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", *args], cwd=cwd,
-                         capture_output=True, text=True, timeout=30)
+                         capture_output=True, text=True, timeout=30, check=False)
     return out.stdout.strip() if out.returncode == 0 else ""
 
 

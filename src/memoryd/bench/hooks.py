@@ -48,7 +48,7 @@ def run_hook(box: Throwaway, event: str, payload: dict[str, Any]) -> tuple[float
     env = {k: v for k, v in box.env.items() if k != "PYTHONDONTWRITEBYTECODE"}
     began = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "memoryd", "hook", event], input=json.dumps(payload),
-                          env=env, capture_output=True, text=True, timeout=30)
+                          env=env, capture_output=True, text=True, timeout=30, check=False)
     elapsed = time.perf_counter() - began
     if proc.returncode != 0:
         raise RuntimeError(f"hook {event} exited {proc.returncode}: {proc.stderr[-500:]}")

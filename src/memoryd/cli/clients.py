@@ -370,7 +370,8 @@ def merged_hooks(data: dict[str, Any], wanted: dict[str, list[dict[str, Any]]]) 
     """`data` with memoryd's handlers replaced by `wanted`; every other hook kept in place."""
     hooks = dict(data.get("hooks") or {})
     for event in [*hooks, *(e for e in wanted if e not in hooks)]:  # stable order: a diff stays small
-        groups = hooks.get(event) if isinstance(hooks.get(event), list) else []
+        current = hooks.get(event)
+        groups: list[Any] = current if isinstance(current, list) else []
         kept = []
         for group in groups:
             if isinstance(group, dict) and isinstance(group.get("hooks"), list):

@@ -472,7 +472,7 @@ def assistant_text(entry: Any) -> str | None:
         if isinstance(content, str):
             return content.strip() or None
         if isinstance(content, list):
-            parts = [b.get("text") for b in content if isinstance(b, dict) and isinstance(b.get("text"), str)]
+            parts = [str(b["text"]) for b in content if isinstance(b, dict) and isinstance(b.get("text"), str)]
             return "\n".join(parts).strip() or None
     return None
 

@@ -23,6 +23,7 @@ from memoryd.daemon.core import Core, parse_iso
 LAST_WORDS_CHARS = 4000
 MAX_WALK_BACK = 200          # sessions of one worktree searched for the newest handoff
 IDLE_END_S = 12 * 3600       # an ownerless hook session (no bridge, no session-end) ends this idle
+IDLE_CHECK_S = 60.0
 FALLBACK_HEADER = ("[captured by the memoryd session-end hook: the agent's last message of a session "
                    "that ended without writing a handoff]")
 WITHHELD = "[line withheld: it looked like a credential]"
@@ -34,6 +35,7 @@ class ClientSessions:
     def __init__(self) -> None:
         self.by_key: dict[str, str] = {}
         self.handed_off: set[str] = set()
+        self.next_idle_check = 0.0  # the idle pass runs once a minute, off the request path
 
     def open_session(self, core: Core, key: str | None) -> Session | None:
         """The open session bound to `key`, or None."""
@@ -114,12 +116,15 @@ def end_session(core: Core, session: Session, reason: str, keys: ClientSessions,
 
 def idle_pass(core: Core, keys: ClientSessions, now: float) -> list[str]:
     """End hook sessions no bridge owns and nothing touched for IDLE_END_S (a client without a
-    session-end hook, e.g. Codex, or one killed before it could run it)."""
+    session-end hook, e.g. Codex, or one killed before it could run it). At most once a minute."""
+    if now < keys.next_idle_check:
+        return []
+    keys.next_idle_check = now + IDLE_CHECK_S
     ended = []
     for session in core.sessions.open_sessions():
-        if session.conn is None and session.client_session and session.id not in core.suspended:
-            if now - parse_iso(session.last_active) > IDLE_END_S:
-                ended.append(session)
+        ownerless = session.conn is None and session.client_session and session.id not in core.suspended
+        if ownerless and now - parse_iso(session.last_active) > IDLE_END_S:
+            ended.append(session)
     for session in ended:
         end_session(core, session, "idle", keys)
         keys.forget(session.client_session)
