@@ -378,7 +378,9 @@ class Server:
         if action == "take_unseen":
             return {"ids": hooks.take_unseen(session, args.get("ids"), args.get("limit"))}
         if action == "last_words":
-            return hooks.keep_last_words(session, args.get("text")) if session.is_open else {"kept": False}
+            if not (session.is_open and self.core.config.hook_last_words):
+                return {"kept": False}
+            return hooks.keep_last_words(session, args.get("text"))
         if action == "end":
             reason = str(args.get("reason") or "other")[:64]
             result = hooks.end_session(self.core, session, f"client:{reason}", self.client_sessions,
