@@ -1,7 +1,10 @@
 """The bridge's single-threaded loop: one poller over stdin, the daemon socket and its monitor.
 
 Calls are forwarded as they arrive and answered by id, so a parked `episode_search(wait_for=…)`
-never holds up the agent's other calls. stdout carries protocol only; logs go to stderr.
+never holds up the agent's other calls. Each request is answered in its own protocol era
+(revision.py: a 2026-07-28 `_meta` envelope, or the handshake revisions), so one process serves
+both. Resources are memories read through the daemon's `memory_list` / `memory_show` tools
+(resources.py). stdout carries protocol only; logs go to stderr.
 """
 
 from __future__ import annotations
