@@ -3,6 +3,7 @@
     MemorydError                     code, kind, message, data
     ├── InvalidParams      -32602    a tool argument broke a rule (data: param, reason)
     ├── ResourceState      -32002    unknown/finished session, unknown memory, ... (data: kind, id)
+    ├── StoreDamaged       -32002    the store cannot be opened as it is (data: kind, path, line)
     ├── DaemonUnavailable  -32001    the bridge could not reach or start the daemon
     ├── BadRequest         -32600    a malformed wire request
     ├── ProtocolMismatch   -32003    bridge and daemon speak different protocol versions
@@ -54,6 +55,21 @@ class ResourceState(MemorydError):
 
     def __init__(self, kind: str, ident: str, message: str | None = None) -> None:
         super().__init__(message or f"{kind.replace('_', ' ')}: {ident}", {"kind": kind, "id": ident}, kind)
+
+
+class StoreDamaged(MemorydError):
+    """The store cannot be opened as it is — a damaged event log, a symlinked store directory.
+
+    The daemon refuses to start with this message, which names the file, the line and the command
+    that repairs it (docs/storage.md, 'Reliability'); nothing was changed on disk.
+    """
+
+    code = RESOURCE_STATE
+    kind = "store_damaged"
+
+    def __init__(self, message: str, path: str, line: int | None = None, repair: str | None = None) -> None:
+        super().__init__(message, {"kind": self.kind, "path": path, "line": line, "repair": repair})
+        self.path, self.line, self.repair = path, line, repair
 
 
 class DaemonUnavailable(MemorydError):

@@ -1,6 +1,7 @@
 """`memoryd doctor`: check the install, paths, permissions, daemon and client configs, with a fix for each.
 
-Import contract: stdlib, `memoryd.paths` and `memoryd.cli.clients`; the runtime packages are imported
+Import contract: stdlib, `memoryd.paths` and `memoryd.cli.clients` (and, lazily, the stdlib-only
+`memoryd.daemon.eventlog` to verify the log from its files); the runtime packages are imported
 only to prove they load, and the daemon is judged from its status file, never over ZeroMQ, so
 doctor still answers when the transport or the daemon is what is broken.
 """
@@ -158,6 +159,29 @@ def check_config() -> list[Check]:
     return [Check("config", "ok", f"{path} parses")]
 
 
+def check_event_log() -> list[Check]:
+    """The whole chain, read from the files, so it answers while the daemon refuses to start."""
+    from memoryd.daemon import eventlog  # lazy; stdlib and errors only
+
+    events = paths.store_root() / "events"
+    if not events.is_dir():
+        return [Check("event log", "ok", "no log yet")]
+    report = eventlog.verify(events)
+    if not report["ok"]:
+        detail = (f"damaged at {report['segment']}:{report['line']} (seq {report['broken_seq']}): "
+                  f"{report['reason']}; the daemon refuses to start on it")
+        return [Check("event log", "fail", detail, eventlog.REPAIR_COMMAND)]
+    torn = ", a torn tail that the next start cuts" if report.get("torn_tail") else ""
+    found = [Check("event log", "ok", f"{report['events']} events, chain intact{torn}")]
+    if report["quarantined"]:
+        runs = ", ".join(f"{m['first_seq']}..{m['seq']}" for m in report["quarantined"][:5])
+        detail = (f"{len(report['quarantined'])} quarantined run(s), seq {runs}: those events are lost "
+                  f"(removed by `memoryd log repair`; the bytes are in {events / eventlog.QUARANTINE_DIR})")
+        found.append(Check("event log quarantine", "warn", detail,
+                           "nothing to repair; inspect the quarantined bytes if the damage is unexplained"))
+    return found
+
+
 def check_daemon() -> list[Check]:
     status_file = paths.status_path()
     try:
@@ -283,6 +307,7 @@ CHECKS: tuple[Callable[[], list[Check]], ...] = (
     check_socket,
     check_store,
     check_config,
+    check_event_log,
     check_daemon,
     check_clients,
     check_hooks,

@@ -1,7 +1,8 @@
 """`memoryd export [PATH]`: a portable tar.gz of the store (memories, tombstones, episodes, log).
 
 Records are replaced atomically, so every file in the archive is a whole record even while the
-daemon runs; `state/` is left out because it is derived.
+daemon runs; `state/` is left out because it is derived. Symbolic links are left out too (the
+daemon never follows one in its store, so they hold nothing of it).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import tarfile
 import time
 from pathlib import Path
 
-PARTS = ("memories", "tombstones", "episodes", "events")
+PARTS = ("memories", "tombstones", "episodes", "sessions", "events")
 
 
 def main(path: str | None) -> int:
@@ -25,8 +26,10 @@ def main(path: str | None) -> int:
     count = 0
     with tarfile.open(target, "w:gz") as archive:
         for part in PARTS:
-            for file in sorted((root / part).rglob("*")):
-                if file.is_file() and not file.name.startswith(".tmp-"):
+            if (root / part).is_symlink():
+                continue
+            for file in sorted((root / part).rglob("*")):  # rglob does not descend into linked dirs
+                if file.is_file() and not file.is_symlink() and not file.name.startswith(".tmp-"):
                     archive.add(file, arcname=str(file.relative_to(root)))
                     count += 1
     target.chmod(0o600)

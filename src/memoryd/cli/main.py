@@ -110,11 +110,63 @@ def cmd_log(ns: argparse.Namespace) -> int:
     events = paths.store_root() / "events"
     if ns.action == "verify":
         report = eventlog.verify(events)
-        print(json.dumps(report) if ns.json else
-              (f"log ok: {report['events']} events, chain intact" if report["ok"] else
-               f"log BROKEN at seq {report['broken_seq']} ({report['segment']}:{report['line']}): {report['reason']}"))
+        print(json.dumps(report) if ns.json else "\n".join(_verify_lines(report)))
         return 0 if report["ok"] else 1
+    if ns.action == "repair":
+        return _repair(events, ns.json)
     return _tail(eventlog.segments(events), ns.follow)
+
+
+def _verify_lines(report: dict[str, Any]) -> list[str]:
+    """`log verify` in words: a torn tail is not a break (the next start cuts it)."""
+    if not report["ok"]:
+        return [f"log BROKEN at seq {report['broken_seq']} ({report['segment']}:{report['line']}): "
+                f"{report['reason']}",
+                "the daemon will not start on it; fix: memoryd stop && memoryd log repair (docs/storage.md)"]
+    lines = [f"log ok: {report['events']} events, chain intact"]
+    torn = report.get("torn_tail")
+    if torn:
+        lines.append(f"torn tail, repaired at next start: {torn['bytes']} bytes at {torn['segment']}:{torn['line']}")
+    for marker in report.get("quarantined", []):
+        lines.append(f"quarantined: seq {marker['first_seq']}..{marker['seq']} at {marker['segment']}:"
+                     f"{marker['line']} ({marker['reason']}){_kept(marker)}")
+    return lines
+
+
+def _repair(events: Any, as_json: bool) -> int:
+    """`log repair`: with the daemon stopped (its lock held here), quarantine what replay refuses."""
+    import fcntl
+    import time
+
+    from memoryd import paths
+    from memoryd.daemon import eventlog
+    from memoryd.daemon.core import iso
+    from memoryd.errors import StoreDamaged
+
+    paths.ensure_private_dir(paths.runtime_dir())
+    with open(paths.lock_path(), "a+") as lock:  # the daemon's single-instance lock
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print("memoryd: the daemon is running; stop it first (memoryd stop)", file=sys.stderr)
+            return 1
+        try:
+            report = eventlog.repair(events, iso(time.time()))
+        except StoreDamaged as exc:
+            print(f"memoryd: {exc.message}", file=sys.stderr)
+            return 1
+    if as_json:
+        print(json.dumps(report))
+    elif not report["segments_rewritten"]:
+        print("log ok: nothing to repair")
+    for marker in [] if as_json else report["quarantined"]:
+        print(f"quarantined seq {marker['first_seq']}..{marker['seq']} in {marker['segment']} "
+              f"({marker['lines']} line(s): {marker['reason']}){_kept(marker)}")
+    return 0
+
+
+def _kept(marker: dict[str, Any]) -> str:
+    return f"; the removed bytes are in events/{marker['file']}" if marker.get("file") else ""
 
 
 def _tail(segments: list[Any], follow: bool) -> int:
@@ -240,8 +292,8 @@ def build_parser() -> argparse.ArgumentParser:
     episodes.add_argument("--dry-run", action="store_true")
     episodes.add_argument("--json", action="store_true")
     episodes.set_defaults(func=cmd_episodes)
-    logcmd = sub.add_parser("log", help="follow or verify the event log")
-    logcmd.add_argument("action", choices=["tail", "verify"])
+    logcmd = sub.add_parser("log", help="follow, verify or repair the event log")
+    logcmd.add_argument("action", choices=["tail", "verify", "repair"])
     logcmd.add_argument("-f", "--follow", action="store_true")
     logcmd.add_argument("--json", action="store_true")
     logcmd.set_defaults(func=cmd_log)

@@ -27,6 +27,7 @@ NON_CALL_KINDS = frozenset({
     "pending_expired", "episode_prune", "reaper_run",
 })
 MAX_APPLIED_REQS = 50_000
+STORE_DIRS = ("memories", "tombstones", "episodes", "events", "state", "sessions")
 
 
 def iso(t: float) -> str:
@@ -77,6 +78,8 @@ class Core:
         self.reaper_stats: dict[str, Any] = {"last_run": None, "episodes_pruned": 0}
         self.started = clock()
         self.stats = {"dropped_frames": 0, "bad_requests": 0}
+        self.torn_bytes_truncated = 0         # by the last start (memory_health reports it)
+        self.bad_files: list[dict[str, str]] = []  # found at start by tiers without their own list
         self.extensions: list[Any] = []  # tiers that add appliers and recovery (memories, reaper)
         self.memories: Any = None        # the durable tier, set by `memories.attach`
 
@@ -134,15 +137,16 @@ class Core:
 
     def open(self) -> dict[str, Any]:
         """Recovery at start: temp files, torn log tail, replay, reconcile files (docs/storage.md)."""
-        for sub in ("memories", "tombstones", "episodes", "events", "state"):
-            (self.root / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
+        for sub in STORE_DIRS:
+            store.ensure_store_dir(self.root / sub)
         torn = self.log.replay(self._replay)
         temp_files = self.files.recover_temp_files(self.last_run_ids)
         self.journal.load()
         for extension in self.extensions:
             extension.load()
         report = {**temp_files, "torn_bytes_truncated": torn,
-                  **self._reconcile_episodes()}
+                  "log_quarantined": len(self.log.quarantined), **self._reconcile_episodes()}
+        self.torn_bytes_truncated = torn
         for extension in self.extensions:
             report.update(extension.reconcile())
         suspended = self._suspend_open_sessions()
@@ -160,16 +164,28 @@ class Core:
                 for item in value if isinstance(value, list) else (value,):
                     if type(item) is str and len(item) == 26 and store.is_ulid(item):
                         self.last_run_ids.add(item)
+            if event.get("summary_sha"):  # a session record written in this run (sessions/records)
+                self.last_run_ids.add(event["session"])
+        self.note_session_id(event.get("session"))
         self.apply(event)
+
+    def note_session_id(self, session_id: Any) -> None:
+        """Keep `sess-<n>` minting above every session id seen anywhere — an event, an episode
+        folder, a session record — so an id is never reused, even if a `session_start` was lost
+        to a quarantined log line."""
+        if store.is_session_id(session_id):
+            self.sessions.last_n = max(self.sessions.last_n, int(session_id.split("-", 1)[1]))
 
     def _reconcile_episodes(self) -> dict[str, Any]:
         counts = {"local": 0, "untracked": 0, "unaccounted": 0}
+        for session_id in self.journal.session_dirs:
+            self.note_session_id(session_id)
         for episode in self.journal.all():
             counts[self.provenance(episode.id, episode.created)] += 1
         missing = self.logged_episodes - self.removed_episodes - self.journal.by_id.keys()
         self.missing_episodes = sorted(missing)
         return {"episodes_untracked": counts["untracked"], "episodes_unaccounted": counts["unaccounted"],
-                "episodes_missing": len(missing), "bad_files": len(self.journal.bad_files)}
+                "episodes_missing": len(missing), "bad_files": len(self.journal.bad_files) + len(self.bad_files)}
 
     def _suspend_open_sessions(self) -> int:
         grace_until = self.clock() + 3 * self.config.heartbeat_seconds

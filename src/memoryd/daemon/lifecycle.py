@@ -18,6 +18,7 @@ from typing import IO, Any
 
 from memoryd import PROTOCOL, __version__, config, paths
 from memoryd.daemon.core import Core, iso
+from memoryd.errors import StoreDamaged
 
 log = logging.getLogger("memoryd.daemon")
 
@@ -105,7 +106,11 @@ def run(foreground: bool = True) -> int:
     root = paths.ensure_private_dir(paths.store_root())
     core = Core(root, settings)
     _attach_tiers(core)
-    report = core.open()
+    try:
+        report = core.open()
+    except StoreDamaged as exc:  # refuse to start; the message names the file, line and repair
+        log.error("memoryd cannot open the store: %s", exc.message)  # stderr / the daemon log
+        return 3
     log.info("store %s opened: %s", root, report)
     server = Server(core, endpoint, on_stop=remove_status)
     (runtime / "memoryd.sock").unlink(missing_ok=True)  # a stale socket of a dead daemon; we hold the lock
@@ -130,8 +135,10 @@ def run(foreground: bool = True) -> int:
 def _attach_tiers(core: Core) -> None:
     """Let the tiers that keep their own indexes (memories, …) join replay and recovery."""
     from memoryd.daemon.memories.tier import attach
+    from memoryd.daemon.sessions import records
 
     attach(core)
+    records.attach(core)  # session summaries (sessions/<sess-n>.md)
 
 
 def _shutdown(core: Core, server: Any, lock: IO[str]) -> None:

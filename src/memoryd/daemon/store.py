@@ -1,6 +1,9 @@
 """Record files: markdown with YAML frontmatter, written atomically and durably.
 
-Import contract: stdlib + yaml; knows nothing of sessions, tools or the wire.
+Import contract: stdlib + yaml + errors; knows nothing of sessions, tools or the wire.
+No path under the store is followed through a symbolic link: reads open with O_NOFOLLOW and
+every directory between the root and a file is checked with lstat before a write or delete
+(`LinkRefused`), so a planted link can neither leak a file from outside nor get one deleted.
 Durability is two-phase so writes can share fsyncs (group commit): `write_file` fsyncs the data
 and renames, and marks the directory dirty; `sync` fsyncs every dirty directory. A reply that
 says "committed" is sent only after `sync` (and the log's sync) returned.
@@ -8,15 +11,17 @@ says "committed" is sent only after `sync` (and the log's sync) returned.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import secrets
+import stat
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from memoryd.errors import InvalidParams
+from memoryd.errors import InvalidParams, StoreDamaged
 
 try:  # libyaml is ~7x faster; fall back to pure Python when it is absent
     from yaml import CSafeDumper as _Dumper
@@ -46,7 +51,7 @@ def _syncfs_function() -> Any:
 def _is_whole_record(path: Path) -> bool:
     """A temp file is rolled forward only if it parses (its flush and the log's were one round)."""
     try:
-        parse(path.read_bytes())
+        parse(read_nofollow(path))
     except (OSError, BadRecord, UnicodeDecodeError):
         return False
     return True
@@ -65,6 +70,67 @@ def _fsync_dir(directory: Path) -> None:
 
 class BadRecord(ValueError):
     """A record file that cannot be trusted (unparseable, aliased, oversized); it is skipped."""
+
+
+class LinkRefused(BadRecord):
+    """A symbolic link (or another non-regular entry) where the store keeps its own files."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(f"{path} is a symbolic link or not a regular file; memoryd does not follow it")
+        self.path = path
+
+
+def read_nofollow(path: Path) -> bytes:
+    """The bytes of the regular file at `path`; `LinkRefused` when it is a symlink or not a file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise LinkRefused(path) from exc
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise LinkRefused(path)
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def is_plain_dir(path: Path) -> bool:
+    """A real directory, not a link to one."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def check_no_links(root: Path, path: Path) -> None:
+    """`LinkRefused` if any directory between `root` (exclusive) and `path` (exclusive) is a
+    symlink; missing ones are fine (they are created as real directories)."""
+    try:
+        parts = path.relative_to(root).parts[:-1]
+    except ValueError:
+        raise LinkRefused(path) from None
+    current = root
+    for part in parts:
+        current = current / part
+        try:
+            mode = os.lstat(current).st_mode
+        except FileNotFoundError:
+            return
+        if not stat.S_ISDIR(mode):
+            raise LinkRefused(current)
+
+
+def ensure_store_dir(path: Path) -> None:
+    """Create one of the store's top-level directories; a symlink or a file there stops the start."""
+    if os.path.islink(path) or (path.exists() and not path.is_dir()):
+        raise StoreDamaged(f"{path} is a symbolic link or not a directory; memoryd follows no link in "
+                           "its store: replace it with a real directory (move the files in)", str(path))
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
 
 
 def is_ulid(value: Any) -> bool:
@@ -143,12 +209,18 @@ class FileStore:
         self._syncfs = _syncfs_function()
 
     def ensure_dir(self, path: Path) -> None:
-        if not path.is_dir():
+        if not is_plain_dir(path):
             path.mkdir(mode=0o700, parents=True, exist_ok=True)
             self._dirty_dirs.add(path.parent)
 
     def write_file(self, path: Path, data: bytes) -> None:
-        """Stage `data` for `path`; it replaces `path` atomically at the next `publish`."""
+        """Stage `data` for `path`; it replaces `path` atomically at the next `publish`.
+        A symlinked directory on the way is refused (`StoreDamaged`, -32002) before anything is
+        staged."""
+        try:
+            check_no_links(self.root, path)
+        except LinkRefused as exc:
+            raise StoreDamaged(str(exc), str(exc.path)) from exc
         self.ensure_dir(path.parent)
         self._unstage(path)
         self._deletes.pop(path, None)
@@ -168,7 +240,8 @@ class FileStore:
         staged = self._staged.get(path)
         if staged is None and path in self._deletes:
             raise FileNotFoundError(str(path))
-        return (staged[0] if staged else path).read_bytes()
+        check_no_links(self.root, path)
+        return read_nofollow(staged[0] if staged else path)
 
     def exists(self, path: Path) -> bool:
         return path in self._staged or (path not in self._deletes and path.exists())
@@ -216,16 +289,18 @@ class FileStore:
         self._staged.clear()
         for path in self._deletes:
             try:
+                check_no_links(self.root, path)  # never delete through a link planted since staging
                 path.unlink()
                 self._dirty_dirs.add(path.parent)
-            except FileNotFoundError:
+            except (FileNotFoundError, LinkRefused):
                 pass
         self._deletes.clear()
         for directory in self._rmdirs:
             try:
+                check_no_links(self.root, directory)
                 directory.rmdir()
                 self._dirty_dirs.add(directory.parent)
-            except OSError:
+            except (OSError, LinkRefused):
                 pass
         self._rmdirs.clear()
         if len(self._dirty_dirs) > 1 and self._syncfs is not None:
@@ -243,7 +318,9 @@ class FileStore:
         """Recovery step 1: roll forward temp files whose record id the log names (they were
         flushed before the log was synced); remove the rest, which no reply ever acknowledged."""
         counts = {"temp_files_removed": 0, "temp_files_rolled_forward": 0}
-        for tmp in self.root.rglob(f"{TMP_PREFIX}*"):
+        for tmp in self.root.rglob(f"{TMP_PREFIX}*"):  # rglob does not descend into linked dirs
+            if tmp.is_symlink() or not tmp.is_file():
+                continue  # not ours: never read, renamed or deleted
             final_name = tmp.name[len(TMP_PREFIX):].rsplit(".", 1)[0]
             if final_name.split(".", 1)[0] in logged_ids and _is_whole_record(tmp):
                 os.replace(tmp, tmp.with_name(final_name))

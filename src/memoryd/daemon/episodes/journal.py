@@ -2,6 +2,8 @@
 
 Import contract: store only. Provenance is not stored here: it comes from the event log's
 index in `core` (an episode file says nothing trustworthy about how it got there).
+Symlinked session folders and episode files are listed in `bad_files` and never indexed, so
+nothing reads them and the TTL reaper never deletes through them.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ class Journal:
         self.by_id: dict[str, Episode] = {}
         self.by_session: dict[str, dict[str, Episode]] = {}
         self.bad_files: list[dict[str, str]] = []
+        self.session_dirs: list[str] = []  # every `sess-<n>` name under episodes/, links included
 
     def add(self, episode: Episode) -> None:
         self.by_id[episode.id] = episode
@@ -74,7 +77,7 @@ class Journal:
     def read_body(self, episode: Episode) -> str:
         try:
             return store.parse(self.files.read_bytes(episode.path))[1]
-        except (OSError, store.BadRecord):
+        except (OSError, store.BadRecord, UnicodeDecodeError):
             return ""
 
     def path_for(self, session_id: str, episode_id: str) -> Path:
@@ -88,16 +91,27 @@ class Journal:
         A file whose size and mtime match the index cache (`state/episodes.cache`, written at
         stop) is taken from it instead of being parsed: 80k frontmatters cost ~5 s to parse.
         """
-        if not self.dir.is_dir():
+        if not store.is_plain_dir(self.dir):
             return
         cached = read_cache(self.cache_path)
         for folder in sorted(self.dir.iterdir()):
-            if not (folder.is_dir() and store.is_session_id(folder.name)):
+            if not store.is_session_id(folder.name):
+                continue
+            self.session_dirs.append(folder.name)
+            if not store.is_plain_dir(folder):
+                self._bad(folder, "a symbolic link or not a directory; not followed")
                 continue
             with os.scandir(folder) as entries:
                 for entry in entries:
-                    if entry.name.endswith(".md") and not entry.name.startswith("."):
-                        self._load_file(folder.name, Path(entry.path), entry.stat(), cached)
+                    if not entry.name.endswith(".md") or entry.name.startswith("."):
+                        continue
+                    if not entry.is_file(follow_symlinks=False):
+                        self._bad(Path(entry.path), "a symbolic link or not a regular file; not followed")
+                        continue
+                    self._load_file(folder.name, Path(entry.path), entry.stat(follow_symlinks=False), cached)
+
+    def _bad(self, path: Path, reason: str) -> None:
+        self.bad_files.append({"path": str(path), "reason": reason})
 
     def _load_file(self, session_id: str, path: Path, stat: os.stat_result,
                    cached: dict[str, list[Any]]) -> None:
@@ -107,10 +121,10 @@ class Journal:
                 self.add(from_cache(hit, session_id, path))
                 return
         try:
-            meta, body = store.parse(path.read_bytes())
+            meta, body = store.parse(store.read_nofollow(path))
             episode = from_meta(meta, body, session_id, path)
         except (OSError, store.BadRecord, KeyError, TypeError, ValueError) as exc:
-            self.bad_files.append({"path": str(path), "reason": str(exc)[:200]})
+            self._bad(path, str(exc)[:200])
             return
         self.add(episode)
 
@@ -123,7 +137,7 @@ class Journal:
         rows = []
         for episode in self.by_id.values():
             try:
-                stat = episode.path.stat()
+                stat = os.lstat(episode.path)
             except OSError:
                 continue
             rows.append([f"{episode.session_id}/{episode.path.name}", stat.st_size, stat.st_mtime_ns,
@@ -136,7 +150,7 @@ def read_cache(path: Path) -> dict[str, list[Any]]:
     """The index cache by "<session>/<file>"; empty when missing or unreadable (msgpack, not
     pickle: a planted cache must not run code)."""
     try:
-        data = msgpack.unpackb(path.read_bytes(), raw=False)
+        data = msgpack.unpackb(store.read_nofollow(path), raw=False)
     except (OSError, ValueError, msgpack.UnpackException):
         return {}
     if not isinstance(data, dict) or data.get("v") != CACHE_VERSION:

@@ -155,6 +155,8 @@ def prior_session_block(core: Core, session: Session) -> dict[str, Any]:
     text = core.handoff_text(session.handoff_id) if session.handoff_id else None
     if text is not None:
         block["handoff"] = {"id": session.handoff_id, "text": text}
+    if session.summary is not None:  # kept in the session's record file, not in the log
+        block["summary"] = session.summary
     return block
 
 

@@ -35,7 +35,8 @@ class CacheReader:
         self._file: IO[bytes] | None = None
         self._next: list[Any] | None = None
         try:
-            self._file = open(path, "rb")  # noqa: SIM115 - held across lookups; close() ends it
+            # O_NOFOLLOW: a planted symlink is no cache. Held across lookups; close() ends it.
+            self._file = os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb")
         except OSError:
             return
         self._entries = msgpack.Unpacker(self._file, raw=False, max_buffer_size=_READ_BUFFER_BYTES)

@@ -62,14 +62,17 @@ def read_dir(tier: TierState, directory: Path, kind: str, cache: memory_cache.Ca
              parsed: list[int]) -> Iterator[tuple[Memory, str, tuple[int, int]]]:
     """(memory, sha256 of its file, (size, mtime_ns)) for each good `<ulid>.md` in `directory`
     (`kind` m or t); the rest go to bad_files."""
-    if not directory.is_dir():
+    if not store.is_plain_dir(directory):
         return
     with os.scandir(directory) as listing:
         entries = sorted((e for e in listing if not e.name.startswith(store.TMP_PREFIX)), key=lambda e: e.name)
     for entry in entries:
         path = directory / entry.name
         try:
-            stat = entry.stat()  # before the read: an edit in between makes the cache miss, not lie
+            if not entry.is_file(follow_symlinks=False):  # a link is never read (nor its target served)
+                raise store.LinkRefused(path)
+            # stat before the read: an edit in between makes the cache miss, not lie
+            stat = entry.stat(follow_symlinks=False)
             memory, sha = _read_record(entry, kind, cache, parsed, stat)
         except _BAD_RECORD as exc:
             tier.bad_files.append({"path": str(path), "reason": str(exc)[:200]})
@@ -86,7 +89,7 @@ def _read_record(entry: os.DirEntry[str], kind: str, cache: memory_cache.CacheRe
     if hit is not None:
         meta, body, sha = hit
     else:
-        data = Path(entry.path).read_bytes()
+        data = store.read_nofollow(Path(entry.path))
         (meta, body), sha = store.parse(data), sha256_hex(data)
         parsed[0] += 1
     memory = from_meta(meta, body, name[:-3])
@@ -147,10 +150,11 @@ def load_pending(tier: TierState) -> None:
     """Pending writes from the snapshot that the log says were staged and not yet settled;
     those past their TTL are expired by the reaper's next pass (and logged there)."""
     try:
-        rows = decode_pending(tier.snapshot_path.read_bytes())
-    except OSError:
+        rows = decode_pending(store.read_nofollow(tier.snapshot_path))
+    except (OSError, store.BadRecord):
         return
     for pending in rows:
+        tier.pending_seq = max(tier.pending_seq, _pending_n(pending.id))  # never reuse a pending id
         staged = pending.id in tier.pending_logged and pending.id not in tier.pending_resolved
         if staged and pending.id not in tier.expired:
             tier.pending[pending.id] = pending
@@ -173,3 +177,10 @@ def reconcile(tier: TierState) -> dict[str, Any]:
             "memories_bad_files": len(tier.bad_files), "memories_hand_edited": len(tier.hand_edited),
             "memories_unaccounted": len(tier.unaccounted), "memories_missing": len(tier.missing),
             "pending_reloaded": len(tier.pending)}
+
+
+def _pending_n(pending_id: Any) -> int:
+    try:
+        return int(str(pending_id).rsplit("-", 1)[1])
+    except (IndexError, ValueError):
+        return 0

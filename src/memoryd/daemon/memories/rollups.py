@@ -63,7 +63,10 @@ def chain_tail_ok(core: Core) -> bool:
     try:
         for line in filter(None, lines):
             event = json.loads(line)
-            if (prev is not None and event["prev"] != prev) or event["hash"] != eventlog.chain_hash(event["prev"], event):
+            if prev is not None and event["prev"] != prev:
+                return False
+            # A quarantine marker stands for lines `log repair` removed: its hash cannot be recomputed.
+            if event["kind"] != eventlog.QUARANTINED and event["hash"] != eventlog.chain_hash(event["prev"], event):
                 return False
             prev = event["hash"]
     except (ValueError, KeyError, TypeError):
@@ -94,9 +97,11 @@ def memory_health(call: Call, args: dict[str, Any]) -> dict[str, Any]:
         **_curation(core),
         "pending_expired": tier.pending_expired_total,
         "episode_sessions": sum(1 for eps in core.journal.by_session.values() if eps),
-        "log": {"events": core.log.seq, "chain_ok": chain_tail_ok(core)},
+        "log": {"events": core.log.seq, "chain_ok": chain_tail_ok(core),
+                "torn_bytes_truncated": core.torn_bytes_truncated,
+                "quarantined": _capped(core.log.quarantined)},
         "reaper": {"last_run": tier.reaper_last_run, "episodes_pruned": tier.episodes_pruned},
-        "bad_files": _capped(tier.bad_files + core.journal.bad_files),
+        "bad_files": _capped(tier.bad_files + core.journal.bad_files + core.bad_files),
         "hand_edited": _capped([{"id": i} for i in tier.hand_edited]),
         "unaccounted": _capped([{"id": i} for i in tier.unaccounted]),
         "missing": _capped([{"id": i} for i in missing]),

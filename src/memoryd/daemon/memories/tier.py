@@ -87,7 +87,7 @@ class MemoryTier(TierState):
         for memory_id in self._unstatted:
             path = self.tomb_path(memory_id) if memory_id in self.tombstones else self.live_path(memory_id)
             try:
-                stat = path.stat()
+                stat = path.lstat()
             except OSError:
                 continue
             self.file_stat[memory_id] = (stat.st_size, stat.st_mtime_ns)

@@ -1,7 +1,8 @@
 """The session tier's tools: memory_session_start, memory_session_finish, memory_digest.
 
-Import contract: core, episode_tools, scopes, tool. The handoff is written through the memory
-tier's own write path (`core.memories.capture_handoff`), so its gates and audit are the same.
+Import contract: core, episode_tools, scopes, tool, session records. The handoff is written
+through the memory tier's own write path (`core.memories.capture_handoff`), so its gates and audit
+are the same; the summary goes to the session's record file (`records`), never to the log.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from memoryd.daemon.connections import Session
 from memoryd.daemon.core import Call, Core, iso
 from memoryd.daemon.scopes import is_hidden
+from memoryd.daemon.sessions import records
 from memoryd.daemon.tool import (
     ANY_LIST,
     ANY_OBJ,
@@ -30,6 +32,7 @@ from memoryd.errors import InvalidParams, ResourceState
 
 MAX_HANDOFF_BYTES = 65_536
 MAX_SUMMARY_BYTES = 65_536
+SUMMARY_WALK = 200  # sessions memory_digest looks back through for summaries
 
 
 # -- memory_session_start ----------------------------------------------------------------------
@@ -82,7 +85,10 @@ def memory_session_finish(call: Call, args: dict[str, Any]) -> dict[str, Any]:
         scopes = [f"projects:{project}"] if project else []
         handoff_id, deduped = core.memories.capture_handoff(target, call.identity, handoff, scopes)
         result.update(handoff_capsule=handoff_id, handoff_deduped=deduped)
-    core.end_session(target, "finished", summary=summary, handoff_id=handoff_id)
+    # The summary is content: it goes to the session's record file, the log only names its hash.
+    summary_sha = records.write_summary(core, target, summary) if summary is not None else None
+    core.end_session(target, "finished", summary_sha=summary_sha, handoff_id=handoff_id)
+    target.summary = summary
     result["finished_at"] = target.ended_at
     if summary is not None:
         result["summary"] = summary
@@ -101,6 +107,7 @@ class _MemoryScan:
 
     def __init__(self, core: Core, disabled: set[str], project: str | None) -> None:
         live = core.memories.live
+        self.sessions = core.sessions
         self.live = live
         self.filtered = bool(disabled) or project is not None
         if not self.filtered:
@@ -132,11 +139,23 @@ class _MemoryScan:
             self.handoffs[owner] = memory
 
     def handoff_rows(self, caller_project: str | None) -> list[dict[str, Any]]:
-        """The newest handoff per project, newest project first, the caller's project first."""
+        """The newest handoff per project, newest project first, the caller's project first; with
+        the finishing session's summary when it left one."""
         ordered = sorted(self.handoffs.items(), key=lambda kv: kv[1].created, reverse=True)
         ordered.sort(key=lambda kv: kv[0] is None or kv[0] != caller_project)  # stable: caller's first
-        return [{"project": p, "session_id": m.session_id, "id": m.id, "text": m.content, "created": m.created}
-                for p, m in ordered]
+        rows = []
+        for project, memory in ordered:
+            row = {"project": project, "session_id": memory.session_id, "id": memory.id,
+                   "text": memory.content, "created": memory.created}
+            summary = self.summary_of(memory.session_id)
+            if summary is not None:
+                row["summary"] = summary
+            rows.append(row)
+        return rows
+
+    def summary_of(self, session_id: str | None) -> str | None:
+        session = self.sessions.get(session_id or "")
+        return session.summary if session is not None else None
 
     def others_total(self) -> int:
         return len(self.others) if self.filtered else self.count - self.by_category.get("handoff", 0)
@@ -173,6 +192,18 @@ def _recent_takeaways(core: Core, session: Session, cap: int) -> dict[str, Any]:
                                  for e in rows], "recent_takeaways_total": total}
 
 
+def _recent_summaries(core: Core, session: Session, cap: int) -> list[dict[str, Any]]:
+    """Summaries this worktree's finished sessions left, most recently active first (the walk
+    stops after SUMMARY_WALK sessions: a digest must not scan a long history)."""
+    rows = []
+    for owner in itertools.islice(core.sessions.walk_back(session.worktree, skip=session.id), SUMMARY_WALK):
+        if owner.summary is not None:
+            rows.append({"session_id": owner.id, "ended_at": owner.ended_at, "summary": owner.summary})
+            if len(rows) == cap:
+                break
+    return rows
+
+
 def memory_digest(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     core, cap, session = call.core, args["headlines"], call.session
     scan = _MemoryScan(core, session.disabled_scopes, args["project"])
@@ -190,6 +221,7 @@ def memory_digest(call: Call, args: dict[str, Any]) -> dict[str, Any]:
         **_capped("open_sessions", _open_sessions(core), cap),
         **_capped("pending_writes", pending, cap),
         **_recent_takeaways(core, session, cap),
+        "recent_summaries": _recent_summaries(core, session, cap),
         "framing": "data",
     }
 
