@@ -82,12 +82,17 @@ EQUIVALENCES: tuple[tuple[str, ...], ...] = (
 )
 
 _STEMMER = Stemmer.Stemmer("english")
+# PyStemmer's own cache costs ~4 µs a miss when it churns (measured: 5.6 -> 1.3 µs a word
+# without it); `stem` keeps the cache instead.
+_STEMMER.maxCacheSize = 0
 # A chunk is a run of word characters and the joiners identifiers use (`_ . / -`); a leading `-`
 # or `--` survives so flags keep their dashes.
 _CHUNK_RE = re.compile(r"-{0,2}[^\W_][\w./\-]*|_+[^\W_][\w./\-]*")
 _PART_RE = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+|[^\W\d_]+")
 _JOINERS = "_./-"
 _SCOPE_RE = re.compile(r"[a-z0-9]+(?:[-:][a-z0-9]+)*")
+MAX_CACHED_CHUNKS = 200_000
+_CHUNK_CACHE: dict[str, tuple[str, ...]] = {}
 
 
 @lru_cache(maxsize=65_536)
@@ -96,7 +101,6 @@ def stem(word: str) -> str:
     return _STEMMER.stemWord(word)
 
 
-@lru_cache(maxsize=65_536)
 def _chunk_terms(chunk: str) -> tuple[str, ...]:
     """Terms of one chunk: a plain word gives its stem; an identifier gives itself whole, then
     the stems of its parts."""
@@ -114,12 +118,25 @@ def _chunk_terms(chunk: str) -> tuple[str, ...]:
 def _word(lower: str) -> tuple[str, ...]:
     if len(lower) < MIN_TERM_CHARS or lower in STOPWORDS:
         return ()
+    if not lower.isalpha():
+        return (lower,)  # numbers and ids like n42 or k8s have no English stem
     return (stem(lower),)
 
 
 def analyze(text: str) -> list[str]:
     """Index terms of `text`, in order, duplicates kept (their count is the term frequency)."""
-    return [term for chunk in _CHUNK_RE.findall(text) for term in _chunk_terms(chunk)]
+    # A plain dict in front of the chunk analysis: indexing 100k memories at start calls this
+    # for every chunk, and the lru_cache wrapper alone cost more than the old regex tokenizer.
+    known = _CHUNK_CACHE
+    out: list[str] = []
+    for chunk in _CHUNK_RE.findall(text):
+        terms = known.get(chunk)
+        if terms is None:
+            if len(known) >= MAX_CACHED_CHUNKS:
+                known.clear()
+            terms = known[chunk] = _chunk_terms(chunk)
+        out += terms
+    return out
 
 
 def word_tokens(text: str) -> list[str]:
