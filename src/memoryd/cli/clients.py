@@ -261,11 +261,15 @@ def register_client(name: str, print_only: bool, out: TextIO | None = None, pyth
         if wire_hooks:
             groups = {"hooks": hook_groups(python or sys.executable, name)}
             out.write(f"# {hooks_path(name)} (merged)\n{json.dumps(groups, indent=2)}\n")
+            if name == "codex":
+                out.write(f"# {path} (also)\n[features]\ncodex_hooks = true\n")
         return 0
     try:
         code = _register(spec, path, entry, out)
         if wire_hooks:
             register_hooks(name, python or sys.executable, out)
+        elif hooks and name == "cursor":
+            print("cursor: no hooks written (its hook events cannot add context; see README)", file=out)
         return code
     except (ClientConfigError, OSError) as exc:
         print(f"memoryd: {exc}", file=sys.stderr)
@@ -311,8 +315,9 @@ def client_config_status(python: str | None = None) -> list[dict[str, Any]]:
 #
 # Claude Code reads hooks from ~/.claude/settings.json and Codex from ~/.codex/hooks.json (same
 # shape: event -> matcher groups -> command handlers; Codex also needs `[features] codex_hooks =
-# true` in config.toml and has no SessionEnd). Cursor is not wired: its hook events (beforeSubmitPrompt,
-# stop, ...) return permission decisions, not context, so a hook there cannot inject recall.
+# true` in config.toml and has no SessionEnd). Cursor is not wired: its prompt hook
+# (beforeSubmitPrompt) can only continue or stop the prompt, with no context to add, and its newer
+# sessionStart event has been reported rejected as an unknown hook type by released builds.
 
 HOOK_MARK = " -m memoryd hook "
 # event -> (our hook verb, timeout in seconds). SessionEnd's client budget is ~1.5 s in all.
