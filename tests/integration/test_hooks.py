@@ -148,6 +148,27 @@ def test_a_session_that_ended_without_a_handoff_hands_off_its_last_words(served:
     assert "captured by the session-end hook" in shown
 
 
+def test_an_agent_written_handoff_is_never_replaced_by_last_words(served: Env) -> None:
+    env = served
+    a = git_repo(env.base / "a")
+    key = str(uuid.uuid4())
+    handoff = "Agent handoff: migrations merged; next, deploy to staging."
+
+    async def main() -> None:
+        with anyio.fail_after(WAIT_S):
+            async with env.session(cwd=str(a), CLAUDE_CODE_SESSION_ID=key) as bridge:
+                start(env, key, a)
+                session_id = (await call(bridge, "memory_digest"))["current_session"]["id"]
+                await call(bridge, "memory_session_finish", session_id=session_id, handoff=handoff)
+                stop(env, key, a, message="Last turn chatter that is no handoff.")
+                end(env, key, a)
+    anyio.run(main)
+    assert not [e for e in env.events() if e["kind"] == "session_end" and e.get("handoff_by") == "hook"]
+    for source in ("startup", "resume", "clear", "compact"):
+        shown = start(env, f"next-{source}", a, source=source) or ""
+        assert handoff in shown and "chatter" not in shown, source
+
+
 def test_last_words_come_from_the_transcript_tail_and_hold_no_credential(served: Env) -> None:
     env = served
     a = git_repo(env.base / "a")

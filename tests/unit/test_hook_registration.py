@@ -114,3 +114,15 @@ def test_the_hooks_msgpack_agrees_with_msgpack(value: object) -> None:
 def test_unpack_refuses_truncated_input() -> None:
     with pytest.raises(hooks.WireError):
         hooks.unpack(b"\xdb\x00\x00\x00\x09abc")
+
+
+def test_doctor_checks_the_hooks_init_wrote_and_a_broken_command(home: Path) -> None:
+    from memoryd.cli import doctor
+
+    clients.register_client("claude-code", False, out=io.StringIO(), python=sys.executable, hooks=True)
+    found = {c.name: c for c in doctor.check_hooks()}
+    assert found["hooks claude-code"].status == "ok", found
+    settings = home / ".claude" / "settings.json"
+    settings.write_text(settings.read_text().replace(sys.executable, "/nowhere/python"))
+    found = {c.name: c for c in doctor.check_hooks()}
+    assert found["hooks claude-code"].status == "fail" and "not resolvable" in found["hooks claude-code"].detail
