@@ -199,3 +199,25 @@ def test_a_memory_holding_every_asked_word_beats_one_repeating_a_single_word() -
     index.add("B" * 26, "The Redis URL for the celery broker is set by REDIS_URL in settings.", recency_ts="1")
     assert index.bm25("redis celery broker url", 1)[0][0] in {"A" * 26, "B" * 26}
     assert index.search("redis celery broker url", 1)[0][0] == "B" * 26
+
+
+def test_similar_is_exact_in_the_duplicate_band_on_random_corpora() -> None:
+    import random
+
+    from memoryd.daemon.text import similarity
+
+    rng = random.Random(11)
+    vocab = [f"w{i}" for i in range(60)]
+    for _ in range(20):
+        idx = SearchIndex()
+        sets = {}
+        for n in range(80):
+            words = rng.sample(vocab, rng.randint(4, 12))
+            doc_id = f"{n:026d}"
+            idx.add(doc_id, " ".join(words))
+            sets[doc_id] = token_set(" ".join(words))
+        probe = token_set(" ".join(rng.sample(vocab, rng.randint(4, 12))))
+        naive = sorted(d for d, s in sets.items() if similarity(probe, s) >= 0.7)
+        assert sorted(d for d, _ in idx.similar(probe, 0.7)) == naive
+        related = {d for d, _ in idx.similar(probe, 0.4)}
+        assert set(naive) <= related  # the related call never loses a duplicate

@@ -27,6 +27,9 @@ RANK_SLACK = 16
 # BM25's best this many are re-ranked by how much of the query each holds (`search`).
 RERANK_DEPTH = 10
 COVERAGE_BASE = 0.5
+# `similar`: exact at or above this Jaccard; below it, candidates share one of the rarest few.
+EXACT_SIMILARITY = 0.7
+RELATED_PREFIX = 5
 
 @lru_cache(maxsize=4096)
 def scope_tokens(scope: str) -> tuple[str, ...]:
@@ -347,19 +350,25 @@ class SearchIndex:
     def similar(self, tokens: frozenset[str], threshold: float) -> list[tuple[str, float]]:
         """Docs whose content token set has Jaccard >= `threshold` with `tokens`, best first.
 
-        `tokens` must come from `text.token_set` (no stopwords). Only docs sharing a token are
-        considered, and of those only the ones holding one of the rarest tokens (prefix
-        filtering: a doc reaching the threshold must share at least ceil(threshold * |tokens|)
-        tokens, so it cannot miss all of the `|tokens| - that + 1` rarest). Similarities are
-        rounded to 4 decimals; ties put newer recency first.
+        `tokens` must come from `text.token_set`. Similarities are rounded to 4 decimals; ties
+        put newer recency first. Candidates are the docs holding one of the rarest tokens, then
+        checked exactly. At or above `EXACT_SIMILARITY` (the duplicate band, by default) this is
+        exact prefix filtering: a doc reaching it must share one of the
+        `|tokens| - ceil(EXACT_SIMILARITY * |tokens|) + 1` rarest tokens. Below it (the
+        `related` band) an exact prefix would admit nearly every doc sharing a common word —
+        most of the write path's time in a large store — so the prefix is capped at
+        `RELATED_PREFIX` tokens: a doc sharing 40 % of a memory's words but none of its rarest
+        few is missed, in exchange for a cost that does not grow with the store.
         """
         size = len(tokens)
         if size == 0:
             return []
-        need = max(1, math.ceil(threshold * size - 1e-9))
         postings = self._content
         present = sorted((t for t in tokens if t in postings), key=lambda t: len(postings[t]))
-        prefix = size - need + 1 - (size - len(present))  # absent tokens are the rarest of all
+        exact_at = max(threshold, EXACT_SIMILARITY)
+        exact_prefix = size - max(1, math.ceil(exact_at * size - 1e-9)) + 1 - (size - len(present))
+        capped = size - max(1, math.ceil(threshold * size - 1e-9)) + 1 - (size - len(present))
+        prefix = max(exact_prefix, min(capped, RELATED_PREFIX))
         if prefix <= 0:
             return []
         overlap = self._count_overlaps(present, prefix)
