@@ -351,6 +351,22 @@ def test_daemon_down_and_unstartable_prints_nothing(env: Env) -> None:
     assert proc.stdout == "" and len(proc.stderr.strip().splitlines()) == 1
 
 
+def test_a_hung_daemon_costs_one_timeout_not_more(served: Env) -> None:
+    import signal
+
+    pid = served.daemon_pid()
+    assert pid
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        began = time.monotonic()
+        proc = hook(served, "prompt", {"session_id": "hung", "cwd": str(served.base), "prompt": "anything"})
+        elapsed = time.monotonic() - began
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert proc.stdout == "" and len(proc.stderr.strip().splitlines()) == 1
+    assert elapsed < 4.0  # the prompt hook's 1.5 s call timeout, once, plus process start
+
+
 def test_daemon_down_session_start_spawns_one(env: Env) -> None:
     a = git_repo(env.base / "a")
     assert start(env, "spawned", a) is None  # nothing to say yet, but the daemon now runs

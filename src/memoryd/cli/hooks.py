@@ -94,23 +94,31 @@ class Daemon:
         self.last_id = 0
         self.wire: Wire | None = None
         self.conn: Any = None
-        if not self._try_wire():
+        try:
+            self._open_wire()
+        except (FileNotFoundError, ConnectionRefusedError):  # no daemon: start one, within budget
             self._spawn_if_down(SPAWN_BUDGET_S[event])
-            if not self._try_wire():
-                self._library_connect()
+            self._open_or_fall_back()
+        except WireError:
+            self._library_connect()
+        # A daemon that accepts but does not answer (TimeoutError) is not waited on twice.
         self.settings: dict[str, Any] = self.hello.get("hook") or {}
 
-    def _try_wire(self) -> bool:
+    def _open_wire(self) -> None:
+        self.wire = Wire(self.endpoint, self.timeout)
         try:
-            self.wire = Wire(self.endpoint, self.timeout)
             self.hello = self._request("hello", {"protocol": _protocol(), "client_version": _version(),
                                                  "identity": self.identity, "session_id": None})
-        except (OSError, WireError):
-            if self.wire is not None:
-                self.wire.close()
+        except BaseException:
+            self.wire.close()
             self.wire = None
-            return False
-        return True
+            raise
+
+    def _open_or_fall_back(self) -> None:
+        try:
+            self._open_wire()
+        except WireError:
+            self._library_connect()
 
     def _spawn_if_down(self, budget: float) -> None:
         from memoryd.client import spawn
