@@ -10,7 +10,8 @@ project's digest), `prompt` (memories that match the prompt, above a relevance f
 once per client session), `stop` (keep the latest assistant message as the session's last words),
 `session-end` (close the session; last words become the fallback handoff when none was written).
 
-Import contract: stdlib, `identity`, `paths`, and `client` (zmq) only once the daemon is needed.
+Import contract: stdlib, `identity` and `paths`; the client library (pyzmq, msgpack) only to start
+a daemon that is down or when the stdlib wire meets a protocol surprise.
 """
 
 from __future__ import annotations
