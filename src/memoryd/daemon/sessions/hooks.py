@@ -81,7 +81,7 @@ def keep_last_words(session: Session, text: Any) -> dict[str, Any]:
     """Replace the session's last-words note; `kept` says whether anything was kept."""
     if not isinstance(text, str):
         return {"kept": False, "reason": "no text"}
-    clean = scrub(text[: LAST_WORDS_CHARS * 4])
+    clean = scrub(text)  # the hook's stdin cap (64 KiB) already bounds it
     if clean is None:
         return {"kept": False, "reason": "empty or holds a credential"}
     session.last_words = clean
