@@ -20,7 +20,7 @@ def test_sdk_client_session_handshakes_and_lists_every_tool(env: Env) -> None:
     anyio.run(main)
 
 
-def test_sdk_client_in_auto_mode_falls_back_to_initialize(env: Env) -> None:
+def test_sdk_client_in_auto_mode_discovers_and_gets_instructions(env: Env) -> None:
     async def main() -> None:
         async with Client(env.bridge_params()) as client:
             assert client.instructions and "episode_handoff" in client.instructions
