@@ -41,6 +41,7 @@ class Throwaway:
         self.env.update(MEMORYD_HOME=str(self.base / "h"), MEMORYD_RUNTIME_DIR=str(self.base / "r"),
                         MEMORYD_CONFIG=str(self.base / "config.yaml"))
         self.daemon: subprocess.Popen[bytes] | None = None
+        self.counts: dict[str, int] = {}  # what the loaders have put in the store so far
 
     def start(self) -> None:
         log = open(self.base / "daemon.log", "ab")

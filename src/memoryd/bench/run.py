@@ -40,15 +40,20 @@ def bench_episode_write(box: Throwaway, n: int) -> list[Row]:
 
 
 def load_sessions(box: Throwaway, sessions: int, episodes_each: int) -> None:
-    """`sessions` sessions over 100 worktrees, each writing `episodes_each` episodes, then bye."""
+    """Add sessions until the store holds `sessions` over 100 worktrees, each writing
+    `episodes_each` episodes, then bye. Connection names are new on every call: a reused name
+    would be answered from the daemon's reply cache instead of applied."""
     loader = WireLoader(box.endpoint())
-    for s in range(sessions):
-        conn = f"load-{s}"
+    tag = time.monotonic_ns()
+    first = box.counts.get("sessions", 0)
+    for s in range(first, sessions):
+        conn = f"load-{tag}-{s}"
         loader.session(conn, f"/bench/w{s % 100}")
         for e in range(episodes_each):
             loader.call(conn, "episode_write", body=f"session {s} step {e}", takeaway=f"s{s} e{e}")
         loader.send(conn, "bye", {})
     loader.drain()
+    box.counts["sessions"] = max(first, sessions)
 
 
 def bench_handoff(box: Throwaway, sessions: int, runs: int) -> list[Row]:
@@ -56,10 +61,8 @@ def bench_handoff(box: Throwaway, sessions: int, runs: int) -> list[Row]:
     bridge = Bridge(box.env, worktree="/bench/w7")
     bridge.initialize()
     samples = [bridge.timed("episode_handoff") for _ in range(runs)]
-    status = bridge.call("episode_search", session_id="sess-1", max_results=1)
     bridge.close()
     stats = pcts(samples)
-    assert status["total"] >= 0
     return [row("episode_handoff", f"{sessions} sessions", stats, "<= 2 ms", stats["p50_ms"] <= 2)]
 
 
