@@ -22,11 +22,12 @@ from typing import Any
 import yaml
 
 from memoryd.bench.kit import Bridge, Throwaway, progress
+from memoryd.config import Config
 
 DEFAULT_SET = Path(__file__).with_name("recall_set.yaml")
 SEARCH_DEPTH = 10
 # The prompt hook injects a hit only at or above this relevance (share of the asked terms' idf).
-HOOK_RELEVANCE = 0.4
+HOOK_RELEVANCE = Config().hook_prompt_min_relevance
 ACKNOWLEDGE = {"transient_warning": "acknowledge_transient", "scope_mismatch": "acknowledge_scope_mismatch",
                "ungrounded": "acknowledge_ungrounded", "credential_warning": "acknowledge_credential"}
 
