@@ -233,3 +233,58 @@ def test_log_repair_refuses_while_the_daemon_runs(env: Env) -> None:
     env.start_daemon()
     result = env.memoryd("log", "repair")
     assert result.returncode == 1 and "stop it first" in result.stderr
+
+
+def test_repair_bridges_a_run_of_bad_lines_and_quarantines_a_forked_tail(env: Env) -> None:
+    populate(env)
+    path = segment(env)
+    lines = path.read_bytes().splitlines(keepends=True)
+    total = len(lines)
+    overwrite_mid_line(path, 7)
+    overwrite_mid_line(path, 8)
+    with open(path, "ab") as handle:  # what the old replay let happen: seq numbers reused, a fork
+        handle.write(b"".join(lines[2:5]))
+
+    out = start_refused(env)
+    assert f"{path.name}:7" in out
+    assert env.memoryd("log", "repair").returncode == 0
+    markers = [(e["first_seq"], e["seq"], e["lines"]) for e in env.events() if e["kind"] == "quarantined"]
+    assert markers == [(7, 8, 2), (total + 1, total + 3, 3)]
+    assert env.memoryd("log", "verify").returncode == 0
+
+    env.start_daemon()
+    health, _session, _episodes = health_and_new_session(env)
+    assert health["log"]["quarantined"]["total"] == 2 and health["log"]["chain_ok"] is True
+    stop(env)
+    assert env.memoryd("log", "verify").returncode == 0
+    assert_seq_continuous(env)
+    seqs = [e["seq"] for e in env.events() if e["kind"] != "quarantined"]
+    assert len(seqs) == len(set(seqs)) and min(s for s in seqs if s > total) > total + 3
+
+
+def test_pending_ids_are_not_reused_after_their_event_is_quarantined(env: Env) -> None:
+    (env.base / "config.yaml").write_text("require_write_confirmation: true\n")
+    first: dict[str, Any] = {}
+
+    async def write(key: str, content: str) -> None:
+        async with env.session(**WT) as s:
+            first[key] = await call(s, "memory_write", scopes=["projects:log"], content=content)
+    env.start_daemon()
+    anyio.run(write, "a", "The billing service retries webhooks three times.")
+    assert first["a"]["status"] == "pending"
+    stop(env)
+    path = segment(env)
+    number = line_of(path, lambda e: e["kind"] == "write" and e.get("pending_id") == first["a"]["pending_id"])
+    overwrite_mid_line(path, number)
+    start_refused(env)
+    assert env.memoryd("log", "repair").returncode == 0
+    env.start_daemon()
+    anyio.run(write, "b", "The invoice exporter runs nightly at two in the morning UTC.")
+    assert first["b"]["status"] == "pending" and first["b"]["pending_id"] != first["a"]["pending_id"]
+
+
+def test_the_service_does_not_restart_loop_on_a_refused_store() -> None:
+    from memoryd.cli import services
+
+    unit = services.render_systemd_unit("/opt/venv/bin/python", store="/srv/mem")
+    assert f"RestartPreventExitStatus=2 {REFUSED}" in unit

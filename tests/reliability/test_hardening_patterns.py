@@ -78,3 +78,13 @@ def test_id_and_scope_helpers_refuse_a_trailing_newline() -> None:
                          (lambda v: memory_args.check_verified(None, [v]), "abcdef1\n")):
         with pytest.raises(InvalidParams):
             check(value)
+
+
+def test_a_swarm_id_from_the_environment_with_a_trailing_newline_is_refused(env: Env) -> None:
+    async def main() -> None:
+        async with env.session(**WT, MEMORYD_SWARM_ID="sw\n") as s:
+            error = await call_error(s, "episode_write", body="fan-in step")
+            assert error.code == INVALID_PARAMS and _param(error) == "swarm_id", error
+    env.start_daemon()
+    anyio.run(main)
+    assert not any(e["kind"] == "episode_write" for e in env.events())

@@ -159,6 +159,8 @@ def _repair(events: Any, as_json: bool) -> int:
         print(json.dumps(report))
     elif not report["segments_rewritten"]:
         print("log ok: nothing to repair")
+    elif report["torn_bytes_truncated"]:
+        print(f"cut a torn tail of {report['torn_bytes_truncated']} bytes (a crash mid-append)")
     for marker in [] if as_json else report["quarantined"]:
         print(f"quarantined seq {marker['first_seq']}..{marker['seq']} in {marker['segment']} "
               f"({marker['lines']} line(s): {marker['reason']}){_kept(marker)}")
