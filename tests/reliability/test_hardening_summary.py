@@ -72,7 +72,7 @@ def test_the_summary_is_kept_on_a_record_never_in_the_log(env: Env) -> None:
     meta = yaml.safe_load(data.decode().split("---\n")[1])
     assert meta["session_id"] == sid and data.decode().endswith(SUMMARY)
     assert record.stat().st_mode & 0o777 == 0o600
-    end = [e for e in env.events() if e["kind"] == "session_end" and e["session"] == sid][0]
+    end = next(e for e in env.events() if e["kind"] == "session_end" and e["session"] == sid)
     assert end["summary_sha"] == hashlib.sha256(data).hexdigest() and "summary" not in end
     assert b"kestrel-4471" not in log_bytes(env) and b"osprey-9902" not in log_bytes(env)
     assert_summary_shown(shown(env), sid)

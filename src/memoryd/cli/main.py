@@ -120,8 +120,8 @@ def cmd_log(ns: argparse.Namespace) -> int:
 def _verify_lines(report: dict[str, Any]) -> list[str]:
     """`log verify` in words: a torn tail is not a break (the next start cuts it)."""
     if not report["ok"]:
-        return [f"log BROKEN at seq {report['broken_seq']} ({report['segment']}:{report['line']}): "
-                f"{report['reason']}",
+        return [(f"log BROKEN at seq {report['broken_seq']} ({report['segment']}:{report['line']}): "
+                 f"{report['reason']}"),
                 "the daemon will not start on it; fix: memoryd stop && memoryd log repair (docs/storage.md)"]
     lines = [f"log ok: {report['events']} events, chain intact"]
     torn = report.get("torn_tail")
