@@ -102,20 +102,6 @@ def test_the_hook_fast_path_skips_argparse() -> None:
     assert out.returncode == 0 and out.stderr.strip().splitlines()[-1] == "False"
 
 
-@pytest.mark.parametrize("value", [None, True, 0, 127, 128, 70_000, 2**40, -1, -33, -2**40, 1.25, "", "é" * 40,
-                                   b"\x00\xff", [1, [2, "x"]], {"a": {"b": [None, 0.5]}, "n": list(range(20))}])
-def test_the_hooks_msgpack_agrees_with_msgpack(value: object) -> None:
-    import msgpack
-
-    assert msgpack.unpackb(hooks.pack(value), raw=False) == value
-    assert hooks.unpack(msgpack.packb(value, use_bin_type=True)) == value
-
-
-def test_unpack_refuses_truncated_input() -> None:
-    with pytest.raises(hooks.WireError):
-        hooks.unpack(b"\xdb\x00\x00\x00\x09abc")
-
-
 def test_doctor_checks_the_hooks_init_wrote_and_a_broken_command(home: Path) -> None:
     from memoryd.cli import doctor
 

@@ -10,8 +10,9 @@ project's digest), `prompt` (memories that match the prompt, above a relevance f
 once per client session), `stop` (keep the latest assistant message as the session's last words),
 `session-end` (close the session; last words become the fallback handoff when none was written).
 
-Import contract: stdlib, `identity` and `paths`; the client library (pyzmq, msgpack) only to start
-a daemon that is down or when the stdlib wire meets a protocol surprise.
+Import contract: stdlib, `identity`, `paths`, `protocol` (msgpack, ~9 ms) and `client.wire` (ZMTP
+without pyzmq); the pyzmq client library only to start a daemon that is down or when the stdlib
+wire meets a protocol surprise.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ import os
 import sys
 import time
 from typing import Any
+
+from memoryd.client.wire import Wire, WireError
+from memoryd.protocol import decode, encode, request
 
 EVENTS = ("session-start", "prompt", "stop", "session-end")
 MAX_STDIN_BYTES = 64 * 1024
@@ -138,9 +142,9 @@ class Daemon:
             return self.conn.call(op, args, timeout_s=self.timeout)
         assert self.wire is not None
         self.last_id += 1
-        self.wire.send(pack({"v": _protocol(), "id": self.last_id, "op": op, "args": args, "conn": self.conn_id}))
+        self.wire.send(encode(request(self.last_id, op, args, self.conn_id)))
         while True:
-            reply = unpack(self.wire.recv())
+            reply = decode(self.wire.recv())
             if isinstance(reply, dict) and reply.get("id") == self.last_id:
                 break
         if not reply.get("ok"):
@@ -161,8 +165,7 @@ class Daemon:
         elif self.wire is not None:
             self.last_id += 1
             try:
-                self.wire.send(pack({"v": _protocol(), "id": self.last_id, "op": "bye", "args": {},
-                                     "conn": self.conn_id}))
+                self.wire.send(encode(request(self.last_id, "bye", {}, self.conn_id)))
             except OSError:
                 pass
             self.wire.close()
@@ -179,182 +182,6 @@ def _version() -> str:
 
     return __version__
 
-
-# -- the wire without pyzmq: ZMTP 3.0 (NULL mechanism) over the ipc socket, and msgpack ------------
-
-class WireError(RuntimeError):
-    """The peer did not speak ZMTP 3 as expected (the caller falls back to pyzmq)."""
-
-
-# signature, version 3.0, mechanism NULL, as-server 0, filler (rfc.zeromq.org/spec/23)
-GREETING = b"\xff" + b"\x00" * 8 + b"\x7f" + b"\x03\x00" + b"NULL".ljust(20, b"\x00") + b"\x00" + b"\x00" * 31
-_READY = b"\x05READY" + b"\x0bSocket-Type" + (6).to_bytes(4, "big") + b"DEALER"
-
-
-class Wire:
-    """A DEALER socket's half of ZMTP 3.0 on a Unix stream socket: the daemon's ROUTER (and its
-    ZAP uid check, which reads the kernel's peer credentials) cannot tell it from libzmq."""
-
-    def __init__(self, endpoint: str, timeout: float) -> None:
-        import socket
-
-        if not endpoint.startswith("ipc://"):
-            raise WireError("not an ipc endpoint")
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(timeout)
-        self.buffer = b""
-        try:
-            self.sock.connect(endpoint[len("ipc://"):])
-            self.sock.sendall(GREETING + self._frame_bytes(_READY, command=True))
-            peer = self._exact(64)
-            if peer[0] != 0xFF or peer[9] != 0x7F or peer[10] < 3 or not peer[12:32].startswith(b"NULL"):
-                raise WireError("peer greeting is not ZMTP 3 NULL")
-            flags, body = self._frame()
-            if not flags & 0x04 or not body.startswith(b"\x05READY"):
-                raise WireError("handshake refused")
-        except BaseException:
-            self.sock.close()
-            raise
-
-    @staticmethod
-    def _frame_bytes(body: bytes, command: bool = False) -> bytes:
-        flags = 0x04 if command else 0x00
-        if len(body) < 256:
-            return bytes([flags, len(body)]) + body
-        return bytes([flags | 0x02]) + len(body).to_bytes(8, "big") + body
-
-    def _exact(self, n: int) -> bytes:
-        while len(self.buffer) < n:
-            chunk = self.sock.recv(max(65536, n - len(self.buffer)))
-            if not chunk:
-                raise WireError("the daemon closed the connection")
-            self.buffer += chunk
-        out, self.buffer = self.buffer[:n], self.buffer[n:]
-        return out
-
-    def _frame(self) -> tuple[int, bytes]:
-        flags = self._exact(1)[0]
-        size = int.from_bytes(self._exact(8 if flags & 0x02 else 1), "big")
-        return flags, self._exact(size)
-
-    def send(self, payload: bytes) -> None:
-        self.sock.sendall(self._frame_bytes(payload))
-
-    def recv(self) -> bytes:
-        """The next message (its last frame); commands such as PING are skipped."""
-        while True:
-            flags, body = self._frame()
-            if flags & 0x04:
-                continue
-            if not flags & 0x01:
-                return body
-
-    def close(self) -> None:
-        self.sock.close()
-
-
-def pack(obj: Any) -> bytes:
-    """msgpack for the types a request holds (None, bool, int, float, str, bytes, list, dict)."""
-    import struct
-
-    out = bytearray()
-
-    def put(value: Any) -> None:
-        if value is None:
-            out.append(0xC0)
-        elif value is True or value is False:
-            out.append(0xC3 if value else 0xC2)
-        elif isinstance(value, int):
-            if 0 <= value < 128 or -32 <= value < 0:
-                out.extend(struct.pack(">b" if value < 0 else ">B", value))
-            elif value >= 0:
-                out.extend(b"\xcf" + struct.pack(">Q", value))
-            else:
-                out.extend(b"\xd3" + struct.pack(">q", value))
-        elif isinstance(value, float):
-            out.extend(b"\xcb" + struct.pack(">d", value))
-        elif isinstance(value, str):
-            raw = value.encode("utf-8")
-            out.extend((bytes([0xA0 | len(raw)]) if len(raw) < 32 else b"\xdb" + struct.pack(">I", len(raw))) + raw)
-        elif isinstance(value, (bytes, bytearray)):
-            out.extend(b"\xc6" + struct.pack(">I", len(value)) + bytes(value))
-        elif isinstance(value, (list, tuple)):
-            out.extend(b"\xdd" + struct.pack(">I", len(value)))
-            for item in value:
-                put(item)
-        elif isinstance(value, dict):
-            out.extend(b"\xdf" + struct.pack(">I", len(value)))
-            for key, item in value.items():
-                put(key)
-                put(item)
-        else:
-            raise TypeError(f"cannot pack {type(value).__name__}")
-
-    put(obj)
-    return bytes(out)
-
-
-def unpack(data: bytes) -> Any:
-    """msgpack back to Python (every type but ext); WireError on anything malformed."""
-    import struct
-
-    pos = 0
-
-    def take(n: int) -> bytes:
-        nonlocal pos
-        if pos + n > len(data):
-            raise WireError("truncated msgpack")
-        pos += n
-        return data[pos - n:pos]
-
-    def uint(n: int) -> int:
-        return int.from_bytes(take(n), "big")
-
-    def items(n: int) -> list[Any]:
-        return [get() for _ in range(n)]
-
-    def mapping(n: int) -> dict[Any, Any]:
-        return {get(): get() for _ in range(n)}
-
-    def get() -> Any:
-        b = take(1)[0]
-        if b < 0x80:
-            return b
-        if b >= 0xE0:
-            return b - 0x100
-        if 0x80 <= b <= 0x8F:
-            return mapping(b & 0x0F)
-        if 0x90 <= b <= 0x9F:
-            return items(b & 0x0F)
-        if 0xA0 <= b <= 0xBF:
-            return take(b & 0x1F).decode("utf-8")
-        fixed = {0xC0: None, 0xC2: False, 0xC3: True}
-        if b in fixed:
-            return fixed[b]
-        if b in (0xC4, 0xC5, 0xC6):
-            return take(uint(1 << (b - 0xC4)))
-        if b in (0xCA, 0xCB):
-            return struct.unpack(">f" if b == 0xCA else ">d", take(4 if b == 0xCA else 8))[0]
-        if 0xCC <= b <= 0xCF:
-            return uint(1 << (b - 0xCC))
-        if 0xD0 <= b <= 0xD3:
-            return int.from_bytes(take(1 << (b - 0xD0)), "big", signed=True)
-        if b in (0xD9, 0xDA, 0xDB):
-            return take(uint(1 << (b - 0xD9))).decode("utf-8")
-        if b in (0xDC, 0xDD):
-            return items(uint(2 if b == 0xDC else 4))
-        if b in (0xDE, 0xDF):
-            return mapping(uint(2 if b == 0xDE else 4))
-        raise WireError(f"msgpack type 0x{b:02x} not expected")
-
-    try:
-        value = get()
-    except (UnicodeDecodeError, struct.error) as exc:
-        raise WireError(f"bad msgpack: {exc}") from None
-    return value
-
-
-# -- output ---------------------------------------------------------------------------------------
 
 def clip(text: str, limit: int) -> str:
     text = text.strip()

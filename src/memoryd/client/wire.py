@@ -1,0 +1,82 @@
+"""A DEALER without pyzmq: ZMTP 3.0 (NULL mechanism) over the daemon's ipc socket, stdlib only.
+
+For short-lived processes (the client hooks): importing pyzmq alone costs ~55 ms, more than a
+third of a hook's whole budget. The daemon's ROUTER — and its ZAP uid check, which reads the
+kernel's peer credentials — cannot tell this from libzmq. One socket, one request at a time;
+a protocol surprise raises `WireError` so the caller can fall back to `client.connection`.
+
+Import contract: stdlib only.
+"""
+
+from __future__ import annotations
+
+import socket
+
+
+class WireError(RuntimeError):
+    """The peer did not speak ZMTP 3 as expected (the caller falls back to pyzmq)."""
+
+
+# signature, version 3.0, mechanism NULL, as-server 0, filler (rfc.zeromq.org/spec/23)
+GREETING = b"\xff" + b"\x00" * 8 + b"\x7f" + b"\x03\x00" + b"NULL".ljust(20, b"\x00") + b"\x00" + b"\x00" * 31
+_READY = b"\x05READY" + b"\x0bSocket-Type" + (6).to_bytes(4, "big") + b"DEALER"
+
+
+class Wire:
+    """A DEALER socket's half of ZMTP 3.0 on a Unix stream socket: the daemon's ROUTER (and its
+    ZAP uid check, which reads the kernel's peer credentials) cannot tell it from libzmq."""
+
+    def __init__(self, endpoint: str, timeout: float) -> None:
+        if not endpoint.startswith("ipc://"):
+            raise WireError("not an ipc endpoint")
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        self.buffer = b""
+        try:
+            self.sock.connect(endpoint[len("ipc://"):])
+            self.sock.sendall(GREETING + self._frame_bytes(_READY, command=True))
+            peer = self._exact(64)
+            if peer[0] != 0xFF or peer[9] != 0x7F or peer[10] < 3 or not peer[12:32].startswith(b"NULL"):
+                raise WireError("peer greeting is not ZMTP 3 NULL")
+            flags, body = self._frame()
+            if not flags & 0x04 or not body.startswith(b"\x05READY"):
+                raise WireError("handshake refused")
+        except BaseException:
+            self.sock.close()
+            raise
+
+    @staticmethod
+    def _frame_bytes(body: bytes, command: bool = False) -> bytes:
+        flags = 0x04 if command else 0x00
+        if len(body) < 256:
+            return bytes([flags, len(body)]) + body
+        return bytes([flags | 0x02]) + len(body).to_bytes(8, "big") + body
+
+    def _exact(self, n: int) -> bytes:
+        while len(self.buffer) < n:
+            chunk = self.sock.recv(max(65536, n - len(self.buffer)))
+            if not chunk:
+                raise WireError("the daemon closed the connection")
+            self.buffer += chunk
+        out, self.buffer = self.buffer[:n], self.buffer[n:]
+        return out
+
+    def _frame(self) -> tuple[int, bytes]:
+        flags = self._exact(1)[0]
+        size = int.from_bytes(self._exact(8 if flags & 0x02 else 1), "big")
+        return flags, self._exact(size)
+
+    def send(self, payload: bytes) -> None:
+        self.sock.sendall(self._frame_bytes(payload))
+
+    def recv(self) -> bytes:
+        """The next message (its last frame); commands such as PING are skipped."""
+        while True:
+            flags, body = self._frame()
+            if flags & 0x04:
+                continue
+            if not flags & 0x01:
+                return body
+
+    def close(self) -> None:
+        self.sock.close()
