@@ -22,7 +22,7 @@ _UNPACK_LIMITS = dict(
     max_map_len=100_000,
     max_ext_len=0,
 )
-OPS = ("hello", "tools", "call", "heartbeat", "bye", "status", "stop", "episodes", "hook")
+OPS = ("hello", "tools", "call", "heartbeat", "bye", "status", "stop", "episodes", "hook", "admin")
 
 
 def encode(message: dict[str, Any]) -> bytes:

@@ -258,6 +258,42 @@ def cmd_episodes(ns: argparse.Namespace) -> int:
     return episodes_cli.main(ns)
 
 
+def cmd_memories(ns: argparse.Namespace) -> int:
+    from memoryd.cli import memories
+
+    return memories.main(ns)
+
+
+def cmd_pending(ns: argparse.Namespace) -> int:
+    from memoryd.cli import memories
+
+    return memories.pending_main(ns)
+
+
+def cmd_sessions(ns: argparse.Namespace) -> int:
+    from memoryd.cli import sessions
+
+    return sessions.main(ns)
+
+
+def cmd_ui(ns: argparse.Namespace) -> int:
+    from memoryd.ui import server as ui_server
+
+    return ui_server.main(ns)
+
+
+def _add_curation_parsers(sub: Any) -> None:
+    """`memories`, `pending`, `sessions` and `ui`: seeing and curating memory (cli/memories.py)."""
+    from memoryd.cli import memories, sessions
+
+    memories.add_parsers(sub, cmd_memories, cmd_pending)
+    sessions.add_parser(sub, cmd_sessions)
+    ui = sub.add_parser("ui", help="a local web view of the store (127.0.0.1 only)")
+    ui.add_argument("--port", type=int, help="default: derived from your uid")
+    ui.add_argument("--no-open", action="store_true", help="do not open a browser")
+    ui.set_defaults(func=cmd_ui)
+
+
 def build_parser() -> argparse.ArgumentParser:
     import argparse
 
@@ -312,6 +348,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluation.add_argument("--json", action="store_true")
     evaluation.add_argument("--verbose", action="store_true", help="list every query that missed rank 1")
     evaluation.set_defaults(func=cmd_eval)
+    _add_curation_parsers(sub)
     return parser
 
 

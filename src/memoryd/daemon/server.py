@@ -20,7 +20,7 @@ from typing import Any
 import zmq
 
 from memoryd import PROTOCOL, __version__
-from memoryd.daemon import catalogue, reaper
+from memoryd.daemon import admin, catalogue, reaper
 from memoryd.daemon.connections import Conn, Session
 from memoryd.daemon.core import Call, Core
 from memoryd.daemon.episodes.tools import episode_view, replay_episode_write
@@ -79,6 +79,7 @@ class Server:
             "hello": self.op_hello, "tools": self.op_tools, "call": self.op_call,
             "heartbeat": self.op_heartbeat, "bye": self.op_bye, "status": self.op_status,
             "stop": self.op_stop, "episodes": self.op_episodes, "hook": self.op_hook,
+            "admin": lambda conn_id, _routing, args: admin.handle(self.core, self.conns.get(conn_id), args),
         }
         self.client_sessions = hooks.ClientSessions()
         self.wakeup_fd: int | None = None

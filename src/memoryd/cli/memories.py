@@ -1,0 +1,240 @@
+"""`memoryd memories list|search|show|rm|restore` and `memoryd pending [confirm|cancel ID]`: see
+and curate durable memory from the terminal, through the daemon (the only writer).
+
+Every verb calls the agents' own tools (memory_list, memory_search, memory_show, memory_remove,
+memory_restore, memory_list_tombstones) or an `admin` read (pending writes of every session, the
+log's history of a memory), so the terminal shows exactly what the tools show. `--json` prints the
+daemon's result unchanged (the tool contracts in docs/tools.md are the stable schema).
+
+Exit codes: 0 ok; 1 not found or refused (unknown id, a restore that would duplicate, a pending
+write that expired, a gate that fired on confirm); 2 usage (argparse, or a parameter the daemon
+refused); 3 the daemon is unavailable (`memoryd serve --detach` starts it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from memoryd.errors import MemorydError
+
+OK, REFUSED, USAGE, UNAVAILABLE = 0, 1, 2, 3
+INVALID_PARAMS = -32602
+DEFAULT_REASON = "removed by the user from the terminal"
+
+
+# -- running a verb ----------------------------------------------------------------------------------
+
+def run(verb: Callable[[Any, argparse.Namespace], int], ns: argparse.Namespace) -> int:
+    """Open an operator connection, run `verb`, map errors to exit codes with one stderr line."""
+    from memoryd.ui.operator import Operator, is_unavailable
+
+    operator = Operator("memoryd-cli")
+    try:
+        return verb(operator, ns)
+    except MemorydError as exc:
+        if is_unavailable(exc):
+            print(f"memoryd: the daemon is not running ({exc.message}); start it: memoryd serve --detach",
+                  file=sys.stderr)
+            return UNAVAILABLE
+        print(f"memoryd: {exc.message}", file=sys.stderr)
+        return USAGE if exc.code == INVALID_PARAMS else REFUSED
+    finally:
+        operator.close()
+
+
+def emit(ns: argparse.Namespace, result: Any, lines: Callable[[Any], list[str]]) -> None:
+    print(json.dumps(result, indent=2, ensure_ascii=False) if ns.json else "\n".join(lines(result)))
+
+
+def scopes_of(ns: argparse.Namespace) -> list[str] | None:
+    """--scope (repeatable) plus --project as `projects:<name>`: the tools' own scope filter."""
+    scopes = list(ns.scope or [])
+    if ns.project:
+        scopes.append(f"projects:{ns.project}")
+    return scopes or None
+
+
+# -- tables -----------------------------------------------------------------------------------------
+
+def _width() -> int:
+    return max(60, shutil.get_terminal_size((120, 20)).columns)
+
+
+def one_line(text: Any, limit: int) -> str:
+    """Stored text on one line (control characters shown as spaces), cut to `limit` chars."""
+    flat = " ".join(str(text or "").split())
+    return flat if len(flat) <= limit else flat[: max(1, limit - 1)] + "…"
+
+
+def table(header: list[str], rows: list[list[str]]) -> list[str]:
+    """Left-aligned columns; the last column takes what is left of the terminal's width."""
+    if not rows:
+        return []
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header[:-1])]
+    room = max(20, _width() - sum(widths) - 2 * len(widths))
+    out = []
+    for row in [header, *rows]:
+        cells = [cell.ljust(w) for cell, w in zip(row, widths)]
+        out.append("  ".join([*cells, one_line(row[-1], room)]).rstrip())
+    return out
+
+
+def memory_rows(items: list[dict[str, Any]]) -> list[list[str]]:
+    return [[m["id"], (m.get("updated") or "")[:19], m.get("category") or "", ",".join(m.get("scopes") or []),
+             m.get("first_line") or m.get("content") or ""] for m in items]
+
+
+MEMORY_HEADER = ["ID", "UPDATED", "CATEGORY", "SCOPES", "FIRST LINE"]
+
+
+# -- memories ---------------------------------------------------------------------------------------
+
+def cmd_list(op: Any, ns: argparse.Namespace) -> int:
+    if ns.removed:
+        result = op.tool("memory_list_tombstones", limit=ns.limit)
+        rows = [[t["id"], (t.get("removed_at") or "")[:19], one_line(t.get("reason"), 40), t.get("first_line") or ""]
+                for t in result["tombstones"]]
+        emit(ns, result, lambda r: table(["ID", "REMOVED", "REASON", "FIRST LINE"], rows)
+             + [f"{len(rows)} of {r['total']} removed memories"])
+        return OK
+    result = op.tool("memory_list", scopes=scopes_of(ns), category=ns.category, limit=ns.limit)
+    emit(ns, result, lambda r: table(MEMORY_HEADER, memory_rows(r["memories"]))
+         + [f"{len(r['memories'])} of {r['total']} memories"])
+    return OK
+
+
+def cmd_search(op: Any, ns: argparse.Namespace) -> int:
+    result = op.tool("memory_search", query=ns.query, scopes=scopes_of(ns), category=ns.category,
+                     max_results=ns.limit, auto_scope=False)
+    rows = [[h["id"], f"{h.get('relevance', 0):.2f}", h.get("staleness_verdict") or "", h.get("category") or "",
+             h.get("content") or ""] for h in result["results"]]
+    emit(ns, result, lambda r: table(["ID", "REL", "STALENESS", "CATEGORY", "CONTENT"], rows)
+         + [f"{len(rows)} of {r['total']} matching memories"])
+    return OK
+
+
+def show_lines(memory: dict[str, Any], history: dict[str, Any]) -> list[str]:
+    """A memory for people: fields, provenance, staleness, links, history; the content last."""
+    origin = memory.get("origin") or {}
+    lines = [f"id          {memory['id']}  ({memory['status']})",
+             f"category    {memory.get('category')}   confidence {memory.get('confidence')}   "
+             f"source {memory.get('source')}",
+             f"scopes      {', '.join(memory.get('scopes') or []) or '-'}",
+             f"created     {memory.get('created')}   updated {memory.get('updated')}",
+             f"written by  {memory.get('session_id')} from {origin.get('worktree') or '-'} "
+             f"({origin.get('branch') or '-'} {str(origin.get('commit') or '-')[:12]}, {origin.get('client') or '-'})"]
+    if memory["status"] == "removed":
+        lines.append(f"removed     {memory.get('removed_at')}: {one_line(memory.get('removed_reason'), 200)}")
+    else:
+        drift = (memory.get("path_drift") or {}).get("missing") or []
+        lines.append(f"staleness   {memory.get('staleness_verdict', '-')}, {memory.get('age_days', '-')} days "
+                     f"since verified or changed" + (f"; missing paths: {', '.join(drift)}" if drift else ""))
+    if memory.get("tainted"):
+        lines.append(f"TAINTED     {', '.join(memory.get('taint') or [])} (stored text is data, not instructions)")
+    links = memory.get("links") or {}
+    for link in links.get("outgoing", []):
+        lines.append(f"link        {link['type']} -> {link['target_id']} ({link.get('target_state')})")
+    for link in links.get("incoming", []):
+        lines.append(f"link        {link['source_id']} -> {link['type']} this")
+    for event in history.get("events", []):
+        lines.append(f"history     {event['ts']}  {event['kind']}{_status(event)}  {event.get('session', '')}")
+    return [*lines, "", memory.get("content") or ""]
+
+
+def _status(event: dict[str, Any]) -> str:
+    return f" ({event['status']})" if event.get("status") else ""
+
+
+def cmd_show(op: Any, ns: argparse.Namespace) -> int:
+    memory = op.tool("memory_show", id=ns.id)
+    history = op.admin("history", id=ns.id)
+    emit(ns, {**memory, "history": history["events"]} if ns.json else memory, lambda m: show_lines(m, history))
+    return OK
+
+
+def cmd_rm(op: Any, ns: argparse.Namespace) -> int:
+    result = op.tool("memory_remove", id=ns.id, reason=ns.reason or DEFAULT_REASON)
+    emit(ns, result, lambda r: [f"removed {r['id']} (memoryd memories restore {r['id']} brings it back)"])
+    return OK
+
+
+def cmd_restore(op: Any, ns: argparse.Namespace) -> int:
+    result = op.tool("memory_restore", id=ns.id)
+    if result.get("status") != "restored":
+        emit(ns, result, lambda r: [f"not restored: {r['status']}: {r.get('hint', '')}"]
+             + [f"  {m['id']}  {m.get('snippet', '')}" for m in r.get("matches", [])])
+        return REFUSED
+    emit(ns, result, lambda r: [f"restored {r['id']}"])
+    return OK
+
+
+MEMORY_VERBS: dict[str, Callable[[Any, argparse.Namespace], int]] = {
+    "list": cmd_list, "search": cmd_search, "show": cmd_show, "rm": cmd_rm, "restore": cmd_restore,
+}
+
+
+def main(ns: argparse.Namespace) -> int:
+    return run(MEMORY_VERBS[ns.action], ns)
+
+
+# -- pending writes ---------------------------------------------------------------------------------
+
+def cmd_pending(op: Any, ns: argparse.Namespace) -> int:
+    """List every session's pending writes, or confirm / cancel one as the user (admin `resolve`)."""
+    if ns.action in ("confirm", "cancel"):
+        if not ns.pending_id:
+            print(f"memoryd: pending {ns.action} needs a pending id (memoryd pending lists them)", file=sys.stderr)
+            return USAGE
+        result = op.admin("resolve", pending_id=ns.pending_id, decision=ns.action)
+        status = result.get("status")
+        done = status == ("committed" if ns.action == "confirm" else "cancelled")
+        emit(ns, result, lambda r: [f"{r['pending_id']}: {status}" + (f" as memory {r['id']}" if r.get("id") else "")
+                                    + ("" if done else f" — {r.get('hint', 'still pending')}")])
+        return OK if done else REFUSED
+    result = op.admin("pending")
+    rows = [[p["pending_id"], p["session_id"], (p.get("expires_at") or "")[:19] + (" EXPIRED" if p["expired"] else ""),
+             ",".join(p.get("scopes") or []), p.get("content") or p.get("preview") or ""] for p in result["pending"]]
+    emit(ns, result, lambda r: table(["PENDING", "SESSION", "EXPIRES", "SCOPES", "CONTENT"], rows)
+         + [f"{r['total']} pending write(s); memoryd pending confirm|cancel ID decides one"])
+    return OK
+
+
+def pending_main(ns: argparse.Namespace) -> int:
+    return run(cmd_pending, ns)
+
+
+# -- argparse --------------------------------------------------------------------------------------
+
+def add_parsers(sub: Any, memories_func: Callable[..., int], pending_func: Callable[..., int]) -> None:
+    """Register `memories` and `pending` on the main parser's subparsers (cli/main.py)."""
+    memories = sub.add_parser("memories", help="see and curate durable memories (through the daemon)")
+    verbs = memories.add_subparsers(dest="action", required=True)
+    for name, text in (("list", "newest first"), ("search", "ranked search (all repos)"),
+                       ("show", "one memory: fields, staleness, provenance, links, history"),
+                       ("rm", "move a memory to a tombstone"), ("restore", "bring a removed memory back")):
+        verb = verbs.add_parser(name, help=text)
+        verb.add_argument("--json", action="store_true", help="the daemon's result as JSON")
+        if name == "search":
+            verb.add_argument("query")
+        if name in ("show", "rm", "restore"):
+            verb.add_argument("id")
+        if name in ("list", "search"):
+            verb.add_argument("--scope", action="append", help="a scope (nested ones match); repeatable")
+            verb.add_argument("--project", help="shorthand for --scope projects:NAME")
+            verb.add_argument("--category", choices=["fact", "user-inference", "ambient", "handoff"])
+            verb.add_argument("--limit", type=int, default=50 if name == "list" else 10)
+        if name == "list":
+            verb.add_argument("--removed", action="store_true", help="removed memories (tombstones) instead")
+        if name == "rm":
+            verb.add_argument("--reason", help="why (kept with the tombstone)")
+    memories.set_defaults(func=memories_func)
+    pending = sub.add_parser("pending", help="pending writes of every session; confirm or cancel one")
+    pending.add_argument("action", nargs="?", choices=["list", "confirm", "cancel"], default="list")
+    pending.add_argument("pending_id", nargs="?")
+    pending.add_argument("--json", action="store_true")
+    pending.set_defaults(func=pending_func)

@@ -1,0 +1,58 @@
+"""`memoryd sessions [WORKTREE]`: recent agent sessions, how each ended and the handoff it left,
+through the daemon's `admin` read (the session table it keeps from the log).
+
+WORKTREE is matched exactly as the handoff walk matches it (the git top level of a checkout), so a
+path inside a checkout is resolved to its top level first. Exit codes as `memoryd memories`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+from typing import Any
+
+from memoryd.cli.memories import OK, emit, one_line, run, table
+
+
+def worktree_of(path: str) -> str:
+    """The git top level holding `path` (what sessions record), else the path made absolute."""
+    absolute = os.path.abspath(path)
+    try:
+        out = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=absolute, capture_output=True,
+                             text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return absolute
+    return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else absolute
+
+
+def session_lines(result: dict[str, Any]) -> list[str]:
+    """A table of sessions, then each session's handoff indented under a header line."""
+    rows = [[s["session_id"], (s.get("last_active") or "")[:19], s["ended"], str(s["calls"]), str(s["episodes"]),
+             s.get("worktree") or "-"] for s in result["sessions"]]
+    lines = table(["SESSION", "LAST ACTIVE", "ENDED", "CALLS", "EPISODES", "WORKTREE"], rows)
+    for s in result["sessions"]:
+        if s.get("handoff"):
+            lines += ["", f"{s['session_id']} handoff ({s['handoff']['id']}):",
+                      *(f"  {one_line(line, 200)}" for line in s["handoff"]["text"].splitlines()[:12])]
+    return [*lines, f"{len(result['sessions'])} of {result['total']} sessions"]
+
+
+def cmd_sessions(op: Any, ns: argparse.Namespace) -> int:
+    worktree = worktree_of(ns.worktree) if ns.worktree else None
+    result = op.admin("sessions", worktree=worktree, limit=ns.limit, include_operator=ns.all or None)
+    emit(ns, result, session_lines)
+    return OK
+
+
+def main(ns: argparse.Namespace) -> int:
+    return run(cmd_sessions, ns)
+
+
+def add_parser(sub: Any, func: Any) -> None:
+    sessions = sub.add_parser("sessions", help="recent sessions, how each ended, its handoff")
+    sessions.add_argument("worktree", nargs="?", help="only this checkout's sessions (a path in it)")
+    sessions.add_argument("--limit", type=int, default=20)
+    sessions.add_argument("--all", action="store_true", help="include the operator's own CLI/UI sessions")
+    sessions.add_argument("--json", action="store_true")
+    sessions.set_defaults(func=func)

@@ -1,0 +1,198 @@
+"""Operator reads (and the operator's pending-write decision) behind the `admin` op.
+
+What the `memoryd memories|pending|sessions` verbs and `memoryd ui` ask that no agent tool gives:
+pending writes across every session, recent sessions per worktree with how each ended and its
+handoff, the log's history of one memory, contradicting links. Everything here reads the state
+the daemon already keeps (sessions table, memory tier, the event log's files) — the one change is
+`resolve`, which runs the tier's own confirm/cancel handler.
+
+Layer: assembly (beside `catalogue` and `reaper`): it may import the tiers and the machinery,
+and is imported only by `server`.
+
+Operator confirm/cancel. A pending write waits for the *user's* yes, and only the session that
+staged it may confirm or cancel it through the tools (`foreign_pending` otherwise). The operator at
+the terminal is that user, so `resolve` acts as the owning session: it runs
+`memory_write_confirm` / `memory_write_cancel` with the owner's session as the caller (so the
+tool's own checks, gates and events apply unchanged — an expired write is still refused), then
+records an `operator_resolve` event naming the operator's session, the pending id, the decision,
+the owner and the outcome. It needs a hello'd connection, so the operator is always named.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from memoryd.daemon import eventlog
+from memoryd.daemon.connections import Conn, Session
+from memoryd.daemon.core import Call, Core, iso
+from memoryd.daemon.memories.records import first_line_of
+from memoryd.daemon.memories.writes import memory_write_cancel, memory_write_confirm
+from memoryd.errors import BadRequest, InvalidParams, ResourceState
+
+MAX_ROWS = 500
+HANDOFF_CHARS = 4000
+MAX_HISTORY = 200
+# Sessions the operator surfaces open for themselves; hidden from `sessions` unless asked for.
+OPERATOR_CLIENTS = ("memoryd-cli", "memoryd-ui")
+
+
+def handle(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[str, Any]:
+    """Dispatch one `admin` request by its `action`; unknown → BadRequest naming it."""
+    action = args.get("action")
+    if action == "resolve":
+        return resolve(core, conn, args)
+    reader = READERS.get(action) if isinstance(action, str) else None
+    if reader is None:
+        raise BadRequest(f"unknown admin action {str(action)[:64]!r}; known: resolve, {', '.join(READERS)}",
+                         {"param": "action"})
+    return reader(core, args)
+
+
+def _limit(args: dict[str, Any], default: int = 50) -> int:
+    value = args.get("limit", default)
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_ROWS:
+        raise InvalidParams("limit", f"must be an integer 1-{MAX_ROWS}")
+    return value
+
+
+# -- pending writes ---------------------------------------------------------------------------------
+
+def pending(core: Core, args: dict[str, Any]) -> dict[str, Any]:
+    """Every live pending write, oldest first, with the draft the user is asked to approve."""
+    tier = core.memories
+    rows = []
+    for item in sorted(tier.pending.values(), key=lambda p: p.created):
+        draft = item.draft
+        owner = core.sessions.get(item.session_id)
+        rows.append({"pending_id": item.id, "session_id": item.session_id, "created": item.created,
+                     "expires_at": iso(item.expires_at), "expired": item.expires_at <= core.clock(),
+                     "reason": item.reason, "preview": item.preview, "content": draft.get("content"),
+                     "scopes": list(draft.get("scopes") or []), "category": draft.get("category"),
+                     "confidence": draft.get("confidence"), "source_episode_id": item.source_episode_id,
+                     "worktree": owner.worktree if owner else None,
+                     "session_ended": owner.ended if owner else None})
+    return {"pending": rows, "total": len(rows), "framing": "data"}
+
+
+def resolve(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[str, Any]:
+    """Confirm or cancel any session's pending write on the user's behalf (see the module doc)."""
+    if conn is None:
+        raise BadRequest("say hello before resolving a pending write", kind="unknown_connection")
+    decision = args.get("decision")
+    if decision not in ("confirm", "cancel"):
+        raise InvalidParams("decision", "must be confirm or cancel")
+    pending_id = args.get("pending_id")
+    if not isinstance(pending_id, str):
+        raise InvalidParams("pending_id", "must be a string")
+    tier = core.memories
+    item = tier.pending.get(pending_id)
+    owner_id = item.session_id if item is not None else tier.expired.get(pending_id)
+    owner = core.sessions.get(owner_id) if owner_id else None
+    if owner is None:
+        raise ResourceState("unknown_pending", pending_id)
+    handler = memory_write_confirm if decision == "confirm" else memory_write_cancel
+    req = f"{conn.id}:admin:{args.get('_req_id')}"
+    result = handler(Call(core, conn, owner, req), {"pending_id": pending_id})
+    # After the handler, so a refused decision (expired, …) writes nothing, as tool errors do.
+    core.record("operator_resolve", core.sessions.get(conn.session_id), pending_id=pending_id,
+                decision=decision, owner=owner.id, status=result.get("status"))
+    return {**result, "owner_session_id": owner.id}
+
+
+# -- sessions ---------------------------------------------------------------------------------------
+
+def session_row(core: Core, session: Session) -> dict[str, Any]:
+    """One session as the operator sees it: where, who, how it ended, its handoff and episodes."""
+    handoff = None
+    if session.handoff_id:
+        text = core.handoff_text(session.handoff_id)
+        handoff = {"id": session.handoff_id, "text": (text or "")[:HANDOFF_CHARS],
+                   "truncated": bool(text and len(text) > HANDOFF_CHARS), "missing": text is None}
+    return {"session_id": session.id, "worktree": session.worktree, "project": session.project,
+            "client": session.client, "started_at": session.started_at, "last_active": session.last_active,
+            "ended": session.ended, "ended_at": session.ended_at, "calls": session.calls,
+            "episodes": len(core.journal.of_session(session.id)), "summary": session.summary,
+            "handoff": handoff}
+
+
+def _is_operator(session: Session) -> bool:
+    return (session.client or "").split("/", 1)[0] in OPERATOR_CLIENTS
+
+
+def sessions(core: Core, args: dict[str, Any]) -> dict[str, Any]:
+    """Recent sessions, most recently active first; `worktree` narrows to one (exact string, as
+    the handoff walk compares); operator sessions only with `include_operator`."""
+    limit = _limit(args)
+    table = core.sessions
+    if "worktree" in args and args["worktree"] is not None:
+        ids = list(reversed(table.by_worktree.get(args["worktree"], {})))
+    else:
+        ids = [s.id for s in sorted(table.sessions.values(), key=lambda s: s.last_active, reverse=True)]
+    rows = [table.sessions[sid] for sid in ids]
+    if not args.get("include_operator"):
+        rows = [s for s in rows if not _is_operator(s)]
+    return {"sessions": [session_row(core, s) for s in rows[:limit]], "total": len(rows), "framing": "data"}
+
+
+def worktrees(core: Core, args: dict[str, Any]) -> dict[str, Any]:
+    """Each worktree that has agent sessions: how many, and the newest activity; newest first."""
+    rows = []
+    for worktree, ids in core.sessions.by_worktree.items():
+        agents = [core.sessions.sessions[sid] for sid in ids if not _is_operator(core.sessions.sessions[sid])]
+        if agents:
+            rows.append({"worktree": worktree, "sessions": len(agents),
+                         "last_active": max(s.last_active for s in agents)})
+    rows.sort(key=lambda r: r["last_active"], reverse=True)
+    return {"worktrees": rows, "total": len(rows)}
+
+
+# -- one memory's history, conflicts ------------------------------------------------------------------
+
+def _names(event: dict[str, Any], memory_id: str) -> bool:
+    ids = event.get("ids")
+    return event.get("memory_id") == memory_id or (isinstance(ids, list) and memory_id in ids)
+
+
+def history(core: Core, args: dict[str, Any]) -> dict[str, Any]:
+    """The events that name memory `id` (write, show, search hits, update, remove, restore, …),
+    oldest first, newest MAX_HISTORY kept. Reads the log's files (every earlier pass is synced to
+    them): an operator view, not a hot path."""
+    memory_id = args.get("id")
+    if not isinstance(memory_id, str) or not memory_id:
+        raise InvalidParams("id", "must be a memory id")
+    found: list[dict[str, Any]] = []
+    for segment in eventlog.segments(core.root / "events"):
+        with open(segment, encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if memory_id not in line:
+                    continue
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(event, dict) and _names(event, memory_id):
+                    found.append({k: v for k, v in event.items() if k not in ("prev", "hash")})
+    return {"id": memory_id, "events": found[-MAX_HISTORY:], "total": len(found)}
+
+
+def conflicts(core: Core, args: dict[str, Any]) -> dict[str, Any]:
+    """Live memories that say they contradict another live memory."""
+    tier = core.memories
+    rows = []
+    for memory in tier.live.values():
+        for link in memory.links:
+            target = tier.live.get(link.get("target_id", ""))
+            if link.get("type") == "contradicts" and target is not None:
+                rows.append({"id": memory.id, "first_line": memory.first_line, "target_id": target.id,
+                             "target_first_line": first_line_of(target.content)})
+    return {"conflicts": rows[:MAX_ROWS], "total": len(rows), "framing": "data"}
+
+
+READERS = {
+    "pending": pending,
+    "sessions": sessions,
+    "worktrees": worktrees,
+    "history": history,
+    "conflicts": conflicts,
+}
