@@ -5,7 +5,8 @@ by `MEMORYD_WORKTREE`, so auto-scope keeps its memories apart) and user-wide mem
 bridge outside any repo. Every memory goes through `memory_write` (gate outcomes are answered
 the way an agent would: pending writes confirmed, warnings acknowledged, and counted), every
 query through `memory_search` from its project's bridge. Metrics per query kind and split:
-recall@1, recall@5, MRR, nDCG@10; negatives report how often the top hit stays under the
+hit@1 (the top hit is relevant), recall@1 and recall@5 (the share of a query's relevant memories
+in the top 1 / 5 — below 1 by construction when a query has several), MRR, nDCG@10; negatives report how often the top hit stays under the
 relevance threshold the prompt hook uses (docs/benchmark.md, "Search quality").
 """
 
@@ -68,7 +69,7 @@ def score_query(ranked: list[str], relevant: list[str]) -> dict[str, float]:
     rank = next((i + 1 for i, key in enumerate(ranked) if key in relevant), None)
     dcg = sum(1 / math.log2(i + 2) for i, key in enumerate(ranked[:10]) if key in relevant)
     ideal = sum(1 / math.log2(i + 2) for i in range(min(len(relevant), 10)))
-    return {"recall@1": len(set(ranked[:1]) & set(relevant)) / len(relevant),
+    return {"hit@1": float(rank == 1), "recall@1": len(set(ranked[:1]) & set(relevant)) / len(relevant),
             "recall@5": len(set(ranked[:5]) & set(relevant)) / len(relevant),
             "mrr": 1 / rank if rank else 0.0, "ndcg@10": dcg / ideal}
 
@@ -123,7 +124,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, float
                 groups[(split, kind)].append(row)
     out: dict[str, dict[str, dict[str, float]]] = defaultdict(dict)
     for (split, kind), members in sorted(groups.items()):
-        metrics = ("silent",) if kind == "negative" else ("recall@1", "recall@5", "mrr", "ndcg@10", "hook_hit")
+        metrics = ("silent",) if kind == "negative" else ("hit@1", "recall@1", "recall@5", "mrr", "ndcg@10", "hook_hit")
         out[split][kind] = {m: round(sum(r[m] for r in members) / len(members), 3) for m in metrics}
         out[split][kind]["n"] = len(members)
     return dict(out)
@@ -133,12 +134,12 @@ def render(report: dict[str, Any]) -> str:
     lines = []
     for split in ("tune", "heldout", "all"):
         lines.append(f"\n{split}:")
-        lines.append(f"  {'kind':12} {'n':>4} {'R@1':>6} {'R@5':>6} {'MRR':>6} {'nDCG@10':>8} {'hook hit':>9}")
+        lines.append(f"  {'kind':12} {'n':>4} {'hit@1':>6} {'R@1':>6} {'R@5':>6} {'MRR':>6} {'nDCG@10':>8} {'hook hit':>9}")
         for kind, m in sorted(report["summary"].get(split, {}).items(), key=lambda kv: kv[0] == "all"):
             if kind == "negative":
                 lines.append(f"  {kind:12} {m['n']:>4}   silent at relevance < {HOOK_RELEVANCE}: {m['silent']:.3f}")
             else:
-                lines.append(f"  {kind:12} {m['n']:>4} {m['recall@1']:>6.3f} {m['recall@5']:>6.3f} "
+                lines.append(f"  {kind:12} {m['n']:>4} {m['hit@1']:>6.3f} {m['recall@1']:>6.3f} {m['recall@5']:>6.3f} "
                              f"{m['mrr']:>6.3f} {m['ndcg@10']:>8.3f} {m['hook_hit']:>9.3f}")
     lines.append(f"\nwrite outcomes: {report['write_outcomes']}")
     return "\n".join(lines).lstrip("\n")
