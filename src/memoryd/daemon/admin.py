@@ -135,6 +135,14 @@ def sessions(core: Core, args: dict[str, Any]) -> dict[str, Any]:
     return {"sessions": [session_row(core, s) for s in rows[:limit]], "total": len(rows), "framing": "data"}
 
 
+def session(core: Core, args: dict[str, Any]) -> dict[str, Any]:
+    """One session's row (any client); unknown → `unknown_session`."""
+    found = core.sessions.get(args.get("session_id")) if isinstance(args.get("session_id"), str) else None
+    if found is None:
+        raise ResourceState("unknown_session", str(args.get("session_id"))[:64])
+    return {**session_row(core, found), "framing": "data"}
+
+
 def worktrees(core: Core, args: dict[str, Any]) -> dict[str, Any]:
     """Each worktree that has agent sessions: how many, and the newest activity; newest first."""
     rows = []
@@ -192,6 +200,7 @@ def conflicts(core: Core, args: dict[str, Any]) -> dict[str, Any]:
 READERS = {
     "pending": pending,
     "sessions": sessions,
+    "session": session,
     "worktrees": worktrees,
     "history": history,
     "conflicts": conflicts,

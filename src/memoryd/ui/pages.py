@@ -1,0 +1,285 @@
+"""The web view's pages, rendered on the server from the daemon's own results.
+
+Contract: every value that comes from the daemon goes through `e()` (html.escape, quotes included)
+before it reaches the page — memories and handoffs are agent-written text, so a stored `<script>`
+must show as text. Nothing here computes what a tool already computes; it only lays results out.
+Every form that changes something carries the per-launch token as its CSRF field.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import Any
+from urllib.parse import quote, urlencode
+
+CATEGORIES = ("fact", "user-inference", "ambient", "handoff")
+NAV = (("memories", "/memories", "Memories"), ("pending", "/pending", "Pending"),
+       ("sessions", "/sessions", "Sessions"), ("health", "/health", "Health"), ("events", "/events", "Live feed"))
+
+
+def e(value: Any) -> str:
+    """Any value as escaped text (None as an empty string)."""
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def layout(title: str, active: str, body: str, notice: str | None = None, error: str | None = None) -> str:
+    links = "".join(f'<a href="{href}" class="{"on" if key == active else ""}">{label}</a>'
+                    for key, href, label in NAV)
+    banners = (f'<div class="notice">{e(notice)}</div>' if notice else "") + \
+              (f'<div class="banner">{e(error)}</div>' if error else "")
+    return ("<!doctype html><html lang=en><head><meta charset=utf-8>"
+            '<meta name=viewport content="width=device-width, initial-scale=1">'
+            f"<title>{e(title)} · memoryd</title><link rel=stylesheet href=/static/app.css></head><body>"
+            f'<header><span class=brand>memoryd</span><nav>{links}</nav></header>'
+            f"<main>{banners}<h1>{e(title)}</h1>{body}</main>"
+            "<script src=/static/app.js></script></body></html>")
+
+
+def csrf(token: str) -> str:
+    return f'<input type=hidden name=csrf value="{e(token)}">'
+
+
+def tags(values: Any) -> str:
+    return "".join(f'<span class=tag>{e(v)}</span>' for v in values or [])
+
+
+def ts(value: Any) -> str:
+    """An ISO time shown to the second, the full value on hover."""
+    text = "" if value is None else str(value)
+    return f'<span title="{e(text)}">{e(text[:19].replace("T", " "))}</span>'
+
+
+def verdict(value: Any) -> str:
+    return f'<span class="v-{e(value)}">{e(value or "-")}</span>'
+
+
+def mem_link(memory_id: Any, text: Any = None) -> str:
+    return f'<a class=mono href="/memory/{quote(str(memory_id))}">{e(text if text is not None else memory_id)}</a>'
+
+
+def session_link(session_id: Any) -> str:
+    if not session_id:
+        return '<span class=muted>-</span>'
+    return f'<a class=mono href="/session/{quote(str(session_id))}">{e(session_id)}</a>'
+
+
+# -- memories ----------------------------------------------------------------------------------------
+
+def memory_filters(q: str, scope: str, project: str, category: str, removed: bool) -> str:
+    options = "".join(f'<option value="{c}"{" selected" if c == category else ""}>{c}</option>' for c in CATEGORIES)
+    return ('<form id=memory-filters class=filters method=get action=/memories role=search>'
+            f'<input type=search name=q value="{e(q)}" placeholder="Search memories (as you type)" '
+            'autocomplete=off autofocus aria-label=Search>'
+            f'<input type=text name=scope value="{e(scope)}" placeholder="scope, e.g. projects:web" aria-label=Scope>'
+            f'<input type=text name=project value="{e(project)}" placeholder=project aria-label=Project>'
+            f'<select name=category aria-label=Category><option value="">any category</option>{options}</select>'
+            f'<label><input type=checkbox name=removed value=1{" checked" if removed else ""}> removed</label>'
+            '<noscript><button>Search</button></noscript></form>')
+
+
+def memory_results(result: dict[str, Any], mode: str) -> str:
+    """The results table of a search, a list or the tombstones (the fragment search swaps in)."""
+    if mode == "removed":
+        rows = "".join(f'<tr data-id="{e(t["id"])}"><td>{mem_link(t["id"])}</td><td>{ts(t.get("removed_at"))}</td>'
+                       f'<td>{e(t.get("reason"))}</td><td>{e(t.get("first_line"))}</td></tr>'
+                       for t in result["tombstones"])
+        head, count = "<th>id</th><th>removed</th><th>reason</th><th>first line</th>", len(result["tombstones"])
+    elif mode == "search":
+        rows = "".join(f'<tr data-id="{e(h["id"])}"><td>{mem_link(h["id"])}</td><td>{e(h.get("relevance"))}</td>'
+                       f'<td>{verdict(h.get("staleness_verdict"))}</td><td>{e(h.get("category"))}</td>'
+                       f'<td>{tags(h.get("scopes"))}</td><td>{e(_first(h.get("content")))}</td></tr>'
+                       for h in result["results"])
+        head = "<th>id</th><th>relevance</th><th>staleness</th><th>category</th><th>scopes</th><th>text</th>"
+        count = len(result["results"])
+    else:
+        rows = "".join(f'<tr data-id="{e(m["id"])}"><td>{mem_link(m["id"])}</td><td>{ts(m.get("updated"))}</td>'
+                       f'<td>{e(m.get("category"))}</td><td>{tags(m.get("scopes"))}</td>'
+                       f'<td>{e(m.get("first_line"))}</td></tr>' for m in result["memories"])
+        head = "<th>id</th><th>updated</th><th>category</th><th>scopes</th><th>first line</th>"
+        count = len(result["memories"])
+    total = result.get("total", count)
+    if not count:
+        return f'<p class="muted" id=result-count data-count=0>Nothing matches (of {e(total)}).</p>'
+    return (f'<p class=muted id=result-count data-count="{count}">{count} shown of {e(total)}</p>'
+            f"<table class=memories data-mode={mode}><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
+
+
+def _first(text: Any) -> str:
+    flat = " ".join(str(text or "").split())
+    return flat if len(flat) <= 240 else flat[:239] + "…"
+
+
+def memories_page(filters: str, results: str, **banners: Any) -> str:
+    return layout("Memories", "memories", f"{filters}<div id=results>{results}</div>", **banners)
+
+
+def memory_page(memory: dict[str, Any], history: dict[str, Any], token: str, **banners: Any) -> str:
+    origin = memory.get("origin") or {}
+    live = memory["status"] == "live"
+    fields = [("status", e(memory["status"])), ("category", e(memory.get("category"))),
+              ("confidence", e(memory.get("confidence"))), ("source", e(memory.get("source"))),
+              ("scopes", tags(memory.get("scopes"))), ("created", ts(memory.get("created"))),
+              ("updated", ts(memory.get("updated")))]
+    if live:
+        drift = (memory.get("path_drift") or {}).get("missing") or []
+        fields += [("staleness", f'{verdict(memory.get("staleness_verdict"))} · {e(memory.get("age_days"))} days'
+                                 + (f' · missing paths: {e(", ".join(drift))}' if drift else "")
+                                 + (f' · {e(memory.get("commits_since_verified"))} commits since'
+                                    if memory.get("commits_since_verified") else "")),
+                   ("last verified", ts(memory.get("last_verified_at")) if memory.get("last_verified_at") else "never")]
+    else:
+        fields += [("removed", f'{ts(memory.get("removed_at"))} — {e(memory.get("removed_reason"))}')]
+    if memory.get("tainted"):
+        fields.append(("tainted", f'<span class=bad>{e(", ".join(memory.get("taint") or []))}</span>'))
+    provenance = [("session", session_link(memory.get("session_id"))), ("worktree", e(origin.get("worktree"))),
+                  ("repo", e(origin.get("repo"))), ("project", e(origin.get("project"))),
+                  ("branch", e(origin.get("branch"))), ("commit", f'<span class=mono>{e(origin.get("commit"))}</span>'),
+                  ("client", e(origin.get("client")))]
+    links = memory.get("links") or {}
+    link_rows = "".join(f"<li>{e(l['type'])} → {mem_link(l['target_id'])} <span class=muted>({e(l.get('target_state'))})</span></li>"
+                        for l in links.get("outgoing", []))
+    link_rows += "".join(f"<li>{mem_link(l['source_id'])} {e(l['type'])} this</li>" for l in links.get("incoming", []))
+    events = "".join(f"<tr><td>{ts(ev.get('ts'))}</td><td>{e(ev.get('kind'))}</td><td>{e(ev.get('status'))}</td>"
+                     f"<td>{session_link(ev.get('session'))}</td><td class=mono>{e(ev.get('seq'))}</td></tr>"
+                     for ev in history.get("events", []))
+    action = (f'<form class=inline method=post action="/memory/{quote(memory["id"])}/remove">{csrf(token)}'
+              '<input type=text name=reason placeholder="reason (kept with the tombstone)" size=36>'
+              '<button class=danger id=remove>Remove</button></form>') if live else \
+             (f'<form class=inline method=post action="/memory/{quote(memory["id"])}/restore">{csrf(token)}'
+              '<button class=primary id=restore>Restore</button></form>')
+    body = (f'<div class="card head"><span class=mono id=memory-id>{e(memory["id"])}</span>{action}</div>'
+            f'<div class=card><h2>Content</h2><pre class=content id=content>{e(memory.get("content"))}</pre></div>'
+            f'<div class=cols2><div class=card><h2>Record</h2>{_dl(fields)}</div>'
+            f'<div class=card><h2>Provenance</h2>{_dl(provenance)}</div></div>'
+            f'<div class=card><h2>Links</h2>{f"<ul>{link_rows}</ul>" if link_rows else "<p class=muted>none</p>"}</div>'
+            f'<div class=card><h2>History</h2><table><thead><tr><th>when</th><th>event</th><th>status</th>'
+            f'<th>session</th><th>seq</th></tr></thead><tbody>{events}</tbody></table></div>')
+    return layout("Memory", "memories", body, **banners)
+
+
+def _dl(pairs: list[tuple[str, str]]) -> str:
+    """Pairs of (label, already-escaped HTML)."""
+    return "<dl class=fields>" + "".join(f"<dt>{e(k)}</dt><dd>{v}</dd>" for k, v in pairs) + "</dl>"
+
+
+# -- pending ------------------------------------------------------------------------------------------
+
+def pending_page(result: dict[str, Any], token: str, **banners: Any) -> str:
+    rows = ""
+    for p in result["pending"]:
+        pid = quote(p["pending_id"])
+        buttons = (f'<form class=inline method=post action="/pending/{pid}/confirm">{csrf(token)}'
+                   f'<button class=primary name=confirm>Confirm</button></form> '
+                   f'<form class=inline method=post action="/pending/{pid}/cancel">{csrf(token)}'
+                   f'<button class=danger name=cancel>Cancel</button></form>')
+        expired = ' <span class=bad>expired</span>' if p.get("expired") else ""
+        rows += (f'<tr data-id="{e(p["pending_id"])}"><td class=mono>{e(p["pending_id"])}</td>'
+                 f'<td>{session_link(p.get("session_id"))}<div class=muted>{e(p.get("worktree"))}</div></td>'
+                 f'<td><pre class=content>{e(p.get("content") or p.get("preview"))}</pre>'
+                 f'<div class=muted>{e(p.get("reason"))}</div></td><td>{tags(p.get("scopes"))}</td>'
+                 f'<td>{ts(p.get("expires_at"))}{expired}</td><td>{buttons}</td></tr>')
+    body = ('<p class=muted>Writes waiting for your yes (claims about you). Confirming commits the write '
+            'through the same gates the agent would run; the event log names you as the one who decided.</p>')
+    body += (f'<table id=pending><thead><tr><th>id</th><th>session</th><th>content</th><th>scopes</th>'
+             f'<th>expires</th><th></th></tr></thead><tbody>{rows}</tbody></table>') if rows else \
+            '<p class=muted id=pending-empty>No pending writes.</p>'
+    return layout("Pending writes", "pending", body, **banners)
+
+
+# -- sessions -----------------------------------------------------------------------------------------
+
+def sessions_page(worktrees: dict[str, Any], sessions: dict[str, Any], selected: str | None, **banners: Any) -> str:
+    side = f'<a href="/sessions" class="{"" if selected else "on"}">all worktrees</a>'
+    for w in worktrees["worktrees"]:
+        name = w["worktree"] if w["worktree"] is not None else "(no worktree)"
+        href = "/sessions?" + urlencode({"worktree": w["worktree"] or ""})
+        side += (f'<a href="{e(href)}" class="{"on" if w["worktree"] == selected else ""}">{e(name)} '
+                 f'<span class=muted>({e(w["sessions"])})</span></a>')
+    items = "".join(session_item(s) for s in sessions["sessions"]) or '<p class=muted>No sessions.</p>'
+    body = (f'<div class=cols><div class="side card">{side}</div>'
+            f'<div><p class=muted>{len(sessions["sessions"])} of {e(sessions["total"])} sessions, '
+            f'most recently active first</p><div class=timeline id=timeline>{items}</div></div></div>')
+    return layout("Sessions and handoffs", "sessions", body, **banners)
+
+
+def session_item(s: dict[str, Any]) -> str:
+    handoff = s.get("handoff")
+    handoff_html = (f'<h2>Handoff {mem_link(handoff["id"])}</h2><pre class=content>{e(handoff["text"])}</pre>'
+                    if handoff else "")
+    summary = f'<p><b>Summary:</b> {e(s["summary"])}</p>' if s.get("summary") else ""
+    return (f'<div class="item card{" open" if s["ended"] == "open" else ""}" data-session="{e(s["session_id"])}">'
+            f'<div>{session_link(s["session_id"])} · <b>{e(s["ended"])}</b> · {ts(s["started_at"])} → '
+            f'{ts(s.get("ended_at") or s.get("last_active"))}</div>'
+            f'<div class=muted>{e(s.get("worktree") or "(no worktree)")} · {e(s.get("client"))} · '
+            f'{e(s["calls"])} calls · {e(s["episodes"])} episodes</div>{summary}{handoff_html}</div>')
+
+
+def session_page(session: dict[str, Any], episodes: dict[str, Any], **banners: Any) -> str:
+    rows = "".join(f'<tr><td>{ts(ep.get("created"))}</td><td class=mono>{e(ep.get("id"))}</td>'
+                   f'<td>{e(ep.get("provenance"))}</td><td>{tags(ep.get("scopes"))}</td>'
+                   f'<td>{e(ep.get("takeaway"))}</td></tr>' for ep in episodes.get("episodes", []))
+    table = (f'<table id=episodes><thead><tr><th>created</th><th>id</th><th>provenance</th><th>scopes</th>'
+             f'<th>takeaway</th></tr></thead><tbody>{rows}</tbody></table>') if rows else \
+            '<p class=muted>No live episodes (none written, promoted, or expired).</p>'
+    return layout(f"Session {session['session_id']}", "sessions",
+                  f'<div class=timeline>{session_item(session)}</div><h2>Episodes</h2>{table}', **banners)
+
+
+# -- health and the feed ------------------------------------------------------------------------------
+
+def health_page(status: dict[str, Any], health: dict[str, Any], conflicts: dict[str, Any],
+                pending_total: int, **banners: Any) -> str:
+    counts = status.get("counts") or {}
+    log = health.get("log") or {}
+    stats = [("memories", counts.get("memories")), ("removed", counts.get("tombstones")),
+             ("pending", pending_total), ("episodes", counts.get("episodes")), ("sessions", counts.get("sessions")),
+             ("events", log.get("events")), ("connections", status.get("connections")),
+             ("stale", (health.get("stale") or {}).get("total")), ("conflicts", conflicts.get("total")),
+             ("bad files", (health.get("bad_files") or {}).get("total"))]
+    grid = "".join(f'<div class=stat data-stat="{e(k)}"><b>{e(v if v is not None else 0)}</b>{e(k)}</div>'
+                   for k, v in stats)
+    chain = '<span class=ok>intact</span>' if log.get("chain_ok") else '<span class=bad>BROKEN — run memoryd log verify</span>'
+    info = [("daemon", e(f"{status.get('version')} · pid {status.get('pid')} · up {status.get('uptime_s')} s")),
+            ("store", f'<span class=mono>{e(status.get("store"))}</span>'), ("log chain", chain),
+            ("reaper", e(f"last run {(health.get('reaper') or {}).get('last_run') or 'never'}, "
+                         f"{(health.get('reaper') or {}).get('episodes_pruned', 0)} episodes pruned")),
+            ("pending expired", e(health.get("pending_expired")))]
+    sections = ""
+    for key, title in (("stale", "Stale (spot check required)"), ("tainted", "Tainted"),
+                       ("never_retrieved", "Never retrieved"), ("bad_files", "Bad files"),
+                       ("hand_edited", "Hand-edited"), ("unaccounted", "Unaccounted"), ("missing", "Missing")):
+        group = health.get(key) or {}
+        sections += f'<h2>{e(title)} <span class=muted>({e(group.get("total", 0))})</span></h2>' + _brief_list(group)
+    conflict_rows = "".join(f'<li>{mem_link(c["id"])} {e(c["first_line"])} <b>contradicts</b> '
+                            f'{mem_link(c["target_id"])} {e(c["target_first_line"])}</li>'
+                            for c in conflicts.get("conflicts", []))
+    body = (f'<div class=grid>{grid}</div><div class=card>{_dl(info)}</div>'
+            f'<div class=card><h2>Conflicts <span class=muted>({e(conflicts.get("total", 0))})</span></h2>'
+            f'{f"<ul>{conflict_rows}</ul>" if conflict_rows else "<p class=muted>none</p>"}'
+            f'{sections}</div>')
+    return layout("Health", "health", body, **banners)
+
+
+def _brief_list(group: dict[str, Any]) -> str:
+    items = group.get("items") or []
+    if not items:
+        return "<p class=muted>none</p>"
+    out = []
+    for item in items:
+        label = mem_link(item["id"]) if "id" in item else ""
+        rest = {k: v for k, v in item.items() if k != "id"}
+        out.append(f"<li>{label} <span class=muted>{e(json.dumps(rest, ensure_ascii=False))}</span></li>")
+    return "<ul>" + "".join(out) + "</ul>"
+
+
+def events_page(**banners: Any) -> str:
+    body = ('<p>Events as the daemon appends them (ids, counts and hashes — never content). '
+            'Status: <span id=feed-state class=muted>connecting…</span></p>'
+            '<table id=feed><thead><tr><th>seq</th><th>time</th><th>kind</th><th>session</th><th>fields</th></tr>'
+            '</thead><tbody></tbody></table>')
+    return layout("Live feed", "events", body, **banners)
+
+
+def error_page(status: int, message: str) -> str:
+    return layout(f"{status}", "", f'<div class=banner id=error>{e(message)}</div>')

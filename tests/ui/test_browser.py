@@ -1,0 +1,244 @@
+"""`memoryd ui` in a real browser: headless Debian Chromium driven by Selenium through the system
+chromedriver (no browser download at test time), against a real daemon on a temp store.
+
+Each page is loaded and screenshotted to tests/ui/artifacts/; search as you type, remove and
+restore, confirm a pending write and the live feed are driven through the page as a person would;
+the guards (token, Host, CSRF, Origin) are checked with plain HTTP; a memory holding `<script>`
+must render as text and never run.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import Env
+
+sys.path.insert(0, str(Path(__file__).parent))
+from seed import SCRIPT_TEXT, Agent, seed  # noqa: E402
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+if not (CHROMIUM and CHROMEDRIVER):
+    pytest.skip("headless Chromium tests need Debian's chromium and chromium-driver "
+                "(apt-get install -y chromium chromium-driver); not installed here", allow_module_level=True)
+webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install -e '.[test]')")
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+ARTIFACTS = Path(__file__).parent / "artifacts"
+FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--window-size=1280,1000")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class View:
+    """The running web view: its base URL, token, the seeded ids and the browser on it."""
+
+    def __init__(self, env: Env, base: str, token: str, ids: dict[str, Any], driver: Any) -> None:
+        self.env, self.base, self.token, self.ids, self.driver = env, base, token, ids, driver
+
+    def get(self, path: str) -> None:
+        self.driver.get(self.base + path)
+
+    def wait(self, condition: Any, timeout: float = 10) -> Any:
+        return WebDriverWait(self.driver, timeout).until(condition)
+
+    def text(self, css: str) -> str:
+        return str(self.driver.find_element(By.CSS_SELECTOR, css).text)
+
+    def shot(self, name: str) -> Path:
+        ARTIFACTS.mkdir(exist_ok=True)
+        path = ARTIFACTS / f"{name}.png"
+        height = self.driver.execute_script("return document.documentElement.scrollHeight")
+        self.driver.set_window_size(1280, max(800, min(int(height) + 140, 2400)))  # the whole page
+        self.driver.save_screenshot(str(path))
+        self.driver.set_window_size(1280, 1000)
+        return path
+
+
+@pytest.fixture(scope="module")
+def view() -> Iterator[View]:
+    env = Env()
+    driver = None
+    profile = tempfile.mkdtemp(prefix="md-chromium-")
+    try:
+        env.start_daemon()
+        ids = seed(f"ipc://{env.runtime}/memoryd.sock")
+        port = _free_port()
+        proc = subprocess.Popen([sys.executable, "-m", "memoryd", "ui", "--no-open", "--port", str(port)],
+                                env=env.environ(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                text=True, start_new_session=True)
+        env.procs.append(proc)  # type: ignore[arg-type]
+        line = proc.stdout.readline() if proc.stdout else ""
+        assert line.startswith("memoryd ui: http://127.0.0.1:"), line
+        url = line.split(": ", 1)[1].strip()
+        token = url.split("token=", 1)[1]
+        options = webdriver.ChromeOptions()
+        options.binary_location = CHROMIUM
+        for flag in (*FLAGS, f"--user-data-dir={profile}"):
+            options.add_argument(flag)
+        driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=CHROMEDRIVER), options=options)
+        driver.get(url)  # the first load trades the token for a cookie
+        yield View(env, f"http://127.0.0.1:{port}", token, ids, driver)
+    finally:
+        if driver is not None:
+            driver.quit()
+        if "ids" in locals():
+            ids["second"].conn.close()
+        env.cleanup()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def test_the_first_load_sets_a_cookie_and_drops_the_token_from_the_address(view: View) -> None:
+    assert view.driver.current_url == view.base + "/memories"
+    assert view.driver.get_cookie(f"memoryd_ui_{view.base.rsplit(':', 1)[1]}")["httpOnly"] is True
+
+
+@pytest.mark.parametrize("name,path,heading", [
+    ("memories", "/memories", "Memories"),
+    ("memory", "/memory/{replica}", "Memory"),
+    ("removed", "/memories?removed=1", "Memories"),
+    ("pending", "/pending", "Pending writes"),
+    ("sessions", "/sessions", "Sessions and handoffs"),
+    ("session", "/session/{first_session}", "Session {first_session}"),
+    ("health", "/health", "Health"),
+    ("events", "/events", "Live feed"),
+])
+def test_each_page_loads_and_is_saved_as_a_screenshot(view: View, name: str, path: str, heading: str) -> None:
+    view.get(path.format(**view.ids))
+    assert view.text("h1") == heading.format(**view.ids)
+    assert not view.driver.find_elements(By.CSS_SELECTOR, ".banner")
+    if name == "memory":
+        assert f"{view.ids['deploy']}" in view.text("body") and "extends" in view.text("body")
+        assert "write" in view.text("table")  # history
+    if name == "sessions":
+        assert "the rollback section" in view.text("#timeline") and "finished" in view.text("#timeline")
+    if name == "session":
+        assert "deploy notes drafted" in view.text("#episodes")
+    if name == "health":
+        assert view.text('[data-stat="memories"] b') == "4"  # three and a handoff
+    if name == "events":
+        view.wait(lambda d: d.find_elements(By.CSS_SELECTOR, "#feed tbody tr"))
+    assert view.shot(name).stat().st_size > 5000
+
+
+def test_search_narrows_as_you_type(view: View) -> None:
+    view.get("/memories")
+    box = view.driver.find_element(By.NAME, "q")
+    box.send_keys("staging")
+    view.wait(lambda d: d.find_elements(By.CSS_SELECTOR, f'tr[data-id="{view.ids["deploy"]}"]')
+              and d.find_elements(By.CSS_SELECTOR, f'tr[data-id="{view.ids["replica"]}"]')
+              and d.find_elements(By.CSS_SELECTOR, "table[data-mode=search]"))
+    view.shot("search")
+    box.clear()
+    box.send_keys("replica")
+    view.wait(lambda d: d.find_element(By.ID, "result-count").get_attribute("data-count") == "1")
+    assert view.driver.find_elements(By.CSS_SELECTOR, f'tr[data-id="{view.ids["replica"]}"]')
+    assert "q=replica" in view.driver.current_url
+    box.clear()
+    box.send_keys("kubernetes")
+    view.wait(lambda d: "Nothing matches" in d.find_element(By.ID, "results").text)
+
+
+def test_remove_then_restore_a_memory(view: View) -> None:
+    deploy = view.ids["deploy"]
+    view.get(f"/memory/{deploy}")
+    view.driver.find_element(By.NAME, "reason").send_keys("obsolete: we deploy straight to prod now")
+    view.driver.find_element(By.ID, "remove").click()
+    view.wait(lambda d: "Memory removed" in d.find_element(By.CSS_SELECTOR, ".notice").text)
+    assert "obsolete: we deploy straight" in view.text("body")
+    view.get("/memories?removed=1")
+    assert view.driver.find_elements(By.CSS_SELECTOR, f'tr[data-id="{deploy}"]')
+    view.get("/memories")
+    assert not view.driver.find_elements(By.CSS_SELECTOR, f'tr[data-id="{deploy}"]')
+    view.get(f"/memory/{deploy}")
+    view.driver.find_element(By.ID, "restore").click()
+    view.wait(lambda d: "Memory restored" in d.find_element(By.CSS_SELECTOR, ".notice").text)
+    view.get("/memories")
+    assert view.driver.find_elements(By.CSS_SELECTOR, f'tr[data-id="{deploy}"]')
+    kinds = [e["kind"] for e in view.env.events() if e.get("memory_id") == deploy]
+    assert "remove" in kinds and "restore" in kinds
+
+
+def test_confirm_a_pending_write(view: View) -> None:
+    pending = view.ids["pending"]
+    view.get("/pending")
+    row = view.driver.find_element(By.CSS_SELECTOR, f'tr[data-id="{pending}"]')
+    assert "small pull requests" in row.text
+    row.find_element(By.NAME, "confirm").click()
+    view.wait(lambda d: "confirmed and committed" in d.find_element(By.CSS_SELECTOR, ".notice").text)
+    assert view.driver.find_elements(By.ID, "pending-empty")
+    view.get("/memories?category=user-inference")
+    assert "small pull requests" in view.text("#results")
+    decided = [e for e in view.env.events() if e["kind"] == "operator_resolve"]
+    assert decided and decided[-1]["pending_id"] == pending and decided[-1]["status"] == "committed"
+
+
+def test_a_new_event_appears_in_the_live_feed(view: View) -> None:
+    view.get("/events")
+    view.wait(lambda d: d.find_element(By.ID, "feed-state").text == "live")
+    rows = view.wait(lambda d: d.find_elements(By.CSS_SELECTOR, "#feed tbody tr"))
+    newest = max(int(r.find_element(By.CSS_SELECTOR, "td").text) for r in rows)
+    agent = Agent(f"ipc://{view.env.runtime}/memoryd.sock", "/w/feed")
+    try:
+        agent.call("episode_write", body="a live one", takeaway="seen in the feed")
+    finally:
+        agent.conn.close()
+    view.wait(lambda d: any(r.get_attribute("data-kind") == "episode_write"
+                            and int(r.find_element(By.CSS_SELECTOR, "td").text) > newest
+                            for r in d.find_elements(By.CSS_SELECTOR, "#feed tbody tr")))
+    view.shot("events-live")
+
+
+def test_a_stored_script_renders_as_text_and_never_runs(view: View) -> None:
+    view.get(f"/memory/{view.ids['script']}")
+    assert view.text("#content") == SCRIPT_TEXT
+    view.get("/memories?q=renders")
+    view.wait(lambda d: d.find_elements(By.CSS_SELECTOR, f'tr[data-id="{view.ids["script"]}"]'))
+    assert "<script>window.__pwned" in view.text("#results")
+    assert view.driver.execute_script("return window.__pwned === undefined") is True
+    assert "pwned" not in view.driver.title
+    view.shot("script-as-text")
+
+
+def _http(view: View, path: str, method: str = "GET", headers: dict[str, str] | None = None,
+          body: bytes | None = None) -> tuple[int, str]:
+    request = urllib.request.Request(view.base + path, data=body, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_requests_without_the_token_with_a_foreign_host_or_without_csrf_are_refused(view: View) -> None:
+    cookie = {"Cookie": f"memoryd_ui_{view.base.rsplit(':', 1)[1]}={view.token}"}
+    assert _http(view, "/memories")[0] == 403
+    assert _http(view, "/memories?token=wrong")[0] == 403
+    assert _http(view, "/events/stream")[0] == 403
+    assert _http(view, "/memories", headers={**cookie})[0] == 200
+    status, body = _http(view, "/memories", headers={**cookie, "Host": f"evil.example:{view.base.rsplit(':', 1)[1]}"})
+    assert status == 403 and "foreign Host" in body
+    target = f"/memory/{view.ids['replica']}/remove"
+    assert _http(view, target, "POST", cookie, b"reason=x")[0] == 403  # no CSRF field
+    assert _http(view, target, "POST", {}, f"csrf={view.token}".encode())[0] == 403  # no cookie, no token
+    evil = {**cookie, "Origin": "http://evil.example"}
+    assert _http(view, target, "POST", evil, f"csrf={view.token}".encode())[0] == 403
+    assert not [e for e in view.env.events() if e["kind"] == "remove" and e.get("memory_id") == view.ids["replica"]]
