@@ -338,3 +338,38 @@ def test_a_restart_reads_the_parse_cache_but_a_file_changed_since_wins(env: Env)
         async with env.session(**WT) as s:
             assert (await call(s, "memory_list"))["total"] == 3
     anyio.run(third)
+
+
+def _index_restored(env: Env) -> int:
+    return [e for e in env.events() if e["kind"] == "recovery"][-1]["search_index_restored"]
+
+
+def test_a_clean_restart_restores_the_search_index_and_a_changed_file_forces_a_rebuild(env: Env) -> None:
+    serve(env)
+
+    async def first() -> list[dict[str, Any]]:
+        async with env.session(**WT) as s:
+            written = [await write(s, fact) for fact in FACTS[:4]]
+            await call(s, "memory_remove", id=written[3]["id"], reason="wrong port")
+            return written
+
+    written = anyio.run(first)
+    assert env.memoryd("stop").returncode == 0
+    assert (env.home / "state" / "search.index").stat().st_size > 0
+    serve(env)
+
+    async def search(query: str) -> list[str]:
+        async with env.session(**WT) as s:
+            return [h["id"] for h in (await call(s, "memory_search", query=query))["results"]]
+
+    assert _index_restored(env) == 1
+    assert anyio.run(search, "bravo port") [0] == written[1]["id"]
+    assert anyio.run(search, "delta") == []  # the removed one stays out of search
+    assert env.memoryd("stop").returncode == 0
+    path = env.home / "memories" / f"{written[0]['id']}.md"
+    time.sleep(0.01)
+    path.write_text(path.read_text().replace("alpha", "zulu"))
+    serve(env)
+    assert _index_restored(env) == 0  # the snapshot describes other files: rebuilt, not trusted
+    assert anyio.run(search, "zulu") == [written[0]["id"]]
+    assert anyio.run(search, "alpha") == []

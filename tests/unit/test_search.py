@@ -221,3 +221,33 @@ def test_similar_is_exact_in_the_duplicate_band_on_random_corpora() -> None:
         assert sorted(d for d, _ in idx.similar(probe, 0.7)) == naive
         related = {d for d, _ in idx.similar(probe, 0.4)}
         assert set(naive) <= related  # the related call never loses a duplicate
+
+
+def test_an_index_restored_from_its_exported_state_answers_exactly_like_the_original(tmp_path) -> None:
+    import random
+
+    from memoryd.daemon.memories import cache
+
+    rng = random.Random(5)
+    vocab = [f"term{i}" for i in range(80)] + ["stripe_client.py", "SENTRY_DSN", "deploying", "k8s"]
+    index = SearchIndex()
+    for n in range(120):
+        index.add(f"{n:026d}", " ".join(rng.sample(vocab, rng.randint(3, 14))), ["projects:x", f"t:{n % 3}"],
+                  recency_ts=f"{n:04d}")
+    index.remove(f"{7:026d}")
+    header = {"analyzer": 1, "files": "abc"}
+    path = tmp_path / "search.index"
+    path.write_bytes(cache.encode_index(header, index.export_state(), SearchIndex().export_state()))
+    stored = cache.read_index(path, header)
+    assert stored is not None
+    restored = SearchIndex.from_state(stored[0])
+    for query in ["term1 term2", "stripe", "deploy k8s", "SENTRY_DSN", "projects:x term40", "t:1"]:
+        assert restored.search(query, 10) == index.search(query, 10)
+        assert restored.matching(query) == index.matching(query)
+    probe = frozenset(["term1", "term2", "term3"])
+    assert restored.similar(probe, 0.2) == index.similar(probe, 0.2)
+    assert len(restored) == len(index) == 119
+    assert cache.read_index(path, {"analyzer": 2, "files": "abc"}) is None  # another analyzer
+    assert cache.read_index(path, {"analyzer": 1, "files": "abd"}) is None  # other files
+    path.write_bytes(b"\x81garbage")
+    assert cache.read_index(path, header) is None

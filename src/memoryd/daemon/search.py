@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from functools import lru_cache
 from operator import itemgetter
+from typing import Any
 
 from memoryd.daemon import text
 
@@ -156,6 +157,44 @@ class SearchIndex:
             del docs[doc_id]
             if not docs:
                 del postings[term]
+
+    # -- snapshot (a derived cache; docs/storage.md, "state/") ---------------------------------
+
+    def export_state(self) -> dict[str, Any]:
+        """Everything the index holds, as plain lists and dicts (the caller encodes and stores it).
+
+        Postings are flattened to `[doc index, tf, …]` against one `ids` list, so each doc id is
+        stored once, not once per term it holds.
+        """
+        ids = list(self._docs)
+        position = {doc_id: i for i, doc_id in enumerate(ids)}
+
+        def flat(postings: dict[str, dict[str, int]]) -> dict[str, list[int]]:
+            return {term: [x for d, tf in docs.items() for x in (position[d], tf)]
+                    for term, docs in postings.items()}
+
+        docs = [[list(self._docs[d].content_terms), list(self._docs[d].scope_terms), self._docs[d].set_size,
+                 self._length[d], self._recency[d]] for d in ids]
+        return {"ids": ids, "content": flat(self._content), "scope": flat(self._scope), "docs": docs}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> SearchIndex:
+        """The index `export_state` described; ValueError/TypeError/KeyError/IndexError if the state
+        is malformed (the caller then rebuilds from the records)."""
+        index = cls()
+        ids = state["ids"]
+        for posting_name, postings in (("content", index._content), ("scope", index._scope)):
+            for term, flat in state[posting_name].items():
+                pairs = iter(flat)
+                postings[term] = {ids[i]: tf for i, tf in zip(pairs, pairs)}
+        for doc_id, (content, scope, set_size, length, recency) in zip(ids, state["docs"], strict=True):
+            index._docs[doc_id] = _Doc(tuple(content), tuple(scope), set_size)
+            index._length[doc_id] = length
+            index._recency[doc_id] = recency
+            index._total_length += length
+            for term in set(content).union(scope):
+                index._df[term] = index._df.get(term, 0) + 1
+        return index
 
     # -- BM25 search ---------------------------------------------------------------------------
 

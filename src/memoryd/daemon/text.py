@@ -31,6 +31,9 @@ STOPWORDS = frozenset(
     your yours""".split()
 )
 
+# Bump whenever analysis changes what terms a text gives: a stored search index snapshot made by
+# another version is then rebuilt instead of trusted.
+ANALYZER_VERSION = 1
 # Weight of a term the equivalence table added, relative to one the caller typed.
 EXPANSION_WEIGHT = 0.5
 MIN_TERM_CHARS = 2

@@ -88,3 +88,37 @@ def encode(entries: Iterable[list[Any]]) -> bytes:
     """The cache file's bytes; `entries` must come in ascending key order."""
     packer = msgpack.Packer(use_bin_type=True)
     return packer.pack({"v": CACHE_VERSION}) + b"".join(packer.pack(entry) for entry in entries)  # type: ignore[no-any-return]
+
+
+# -- the search index snapshot (`state/search.index`) ----------------------------------------------
+# Rebuilding the BM25 indexes means analyzing every memory again: the largest part of a warm start
+# at 100k memories. The snapshot is trusted only when its header names this format, this analyzer
+# and the fingerprint of the record files loaded now (every id with its file's sha256), so a
+# crash, a hand edit, a restore from backup or a new analyzer all mean a rebuild, never a stale
+# index. msgpack, read with O_NOFOLLOW, for the same reasons as the parse cache.
+
+INDEX_NAME = "search.index"
+INDEX_VERSION = 1
+_MAX_INDEX_BYTES = 2 * 1024 * 1024 * 1024
+
+
+def encode_index(header: dict[str, Any], live: dict[str, Any], tombs: dict[str, Any]) -> bytes:
+    packer = msgpack.Packer(use_bin_type=True)
+    return packer.pack({"v": INDEX_VERSION, **header}) + packer.pack([live, tombs])  # type: ignore[no-any-return]
+
+
+def read_index(path: Path, header: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The (live, tombstone) index states stored at `path` if its header matches `header`
+    exactly; None when absent, unreadable, of another version or describing other files."""
+    try:
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as file:
+            unpacker = msgpack.Unpacker(file, raw=False, max_buffer_size=_MAX_INDEX_BYTES)
+            stored = next(unpacker)
+            if stored != {"v": INDEX_VERSION, **header}:
+                return None
+            live, tombs = next(unpacker)
+    except (OSError, StopIteration, ValueError, TypeError, msgpack.UnpackException):
+        return None
+    if not (isinstance(live, dict) and isinstance(tombs, dict)):
+        return None
+    return live, tombs

@@ -35,8 +35,10 @@ class LiveIndex:
         self.projects: dict[str, str | None] = {}             # known project -> a worktree of it
         self.handoffs: dict[str, str] = {}                    # sha256(content) -> handoff id
 
-    def add(self, memory: Memory) -> None:
-        self.text.add(memory.id, memory.content, memory.scopes, memory.updated)
+    def add(self, memory: Memory, text: bool = True) -> None:
+        """Index `memory`; `text=False` leaves the text index alone (start-up restores it whole)."""
+        if text:
+            self.add_text(memory)
         self.by_repo.setdefault(memory.repo, set()).add(memory.id)
         index = bisect.bisect_left(self.order, memory.id)
         if index == len(self.order) or self.order[index] != memory.id:
@@ -46,6 +48,9 @@ class LiveIndex:
         self._learn_projects(memory)
         if memory.category == HANDOFF:
             self.handoffs[sha256_hex(memory.content.encode())] = memory.id
+
+    def add_text(self, memory: Memory) -> None:
+        self.text.add(memory.id, memory.content, memory.scopes, memory.updated)
 
     def remove(self, memory: Memory) -> None:
         self.text.remove(memory.id)
@@ -83,9 +88,13 @@ class TombIndex:
         self.text = SearchIndex()
         self.order: list[tuple[str, str]] = []  # (removed_at, id) ascending
 
-    def add(self, memory: Memory) -> None:
-        self.text.add(memory.id, memory.content, memory.scopes, memory.removed_at or "")
+    def add(self, memory: Memory, text: bool = True) -> None:
+        if text:
+            self.add_text(memory)
         bisect.insort(self.order, (memory.removed_at or "", memory.id))
+
+    def add_text(self, memory: Memory) -> None:
+        self.text.add(memory.id, memory.content, memory.scopes, memory.removed_at or "")
 
     def remove(self, memory: Memory) -> None:
         self.text.remove(memory.id)

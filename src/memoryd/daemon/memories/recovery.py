@@ -8,13 +8,14 @@ YAML aliases or a broken frontmatter is skipped and reported by memory_health.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from memoryd.daemon import store
+from memoryd.daemon import store, text
 from memoryd.daemon.memories import cache as memory_cache
 from memoryd.daemon.memories.records import (
     Memory,
@@ -23,6 +24,7 @@ from memoryd.daemon.memories.records import (
     sha256_hex,
 )
 from memoryd.daemon.memories.state import TierState
+from memoryd.daemon.search import SearchIndex
 
 _BAD_RECORD = (OSError, store.BadRecord, KeyError, TypeError, ValueError, UnicodeDecodeError)
 
@@ -36,6 +38,9 @@ def load(tier: TierState) -> int:
         _load_dirs(tier, cache, parsed)
     finally:
         cache.close()
+    tier.index_restored = load_text_indexes(tier)
+    if not tier.index_restored:
+        parsed[0] += 1  # so the caller saves a fresh snapshot
     load_pending(tier)
     finish_episode_deletions(tier)
     return parsed[0]
@@ -47,7 +52,7 @@ def _load_dirs(tier: TierState, cache: memory_cache.CacheReader, parsed: list[in
         check_against_log(tier, memory, sha)
         tier.live[memory.id] = memory
         note_file(tier, memory.id, sha, stat)
-        tier.index.add(memory)
+        tier.index.add(memory, text=False)
     for memory, sha, stat in read_dir(tier, tier.tomb_dir, "t", cache, parsed):
         if memory.id in tier.live:
             settle_double(tier, memory, sha, stat)
@@ -55,7 +60,37 @@ def _load_dirs(tier: TierState, cache: memory_cache.CacheReader, parsed: list[in
         check_against_log(tier, memory, sha)
         tier.tombstones[memory.id] = memory
         note_file(tier, memory.id, sha, stat)
-        tier.tomb_index.add(memory)
+        tier.tomb_index.add(memory, text=False)
+
+
+def index_header(tier: TierState) -> dict[str, Any]:
+    """What a search index snapshot must have been made from: this analyzer and exactly these
+    record files (each id with the sha256 of its file)."""
+    digest = hashlib.sha256()
+    for kind, records in (("m", tier.live), ("t", tier.tombstones)):
+        for memory_id in sorted(records):
+            digest.update(f"{kind}{memory_id}{tier.sha_on_disk(memory_id)}\n".encode())
+    return {"analyzer": text.ANALYZER_VERSION, "files": digest.hexdigest()}
+
+
+def load_text_indexes(tier: TierState) -> bool:
+    """Restore both text indexes from the snapshot if it describes the files just loaded, else
+    rebuild them from the records. True when the snapshot was used."""
+    stored = memory_cache.read_index(tier.index_path, index_header(tier))
+    if stored is not None:
+        try:
+            tier.index.text = SearchIndex.from_state(stored[0])
+            tier.tomb_index.text = SearchIndex.from_state(stored[1])
+            if len(tier.index.text) == len(tier.live) and len(tier.tomb_index.text) == len(tier.tombstones):
+                return True
+        except (KeyError, IndexError, TypeError, ValueError):
+            pass
+    tier.index.text, tier.tomb_index.text = SearchIndex(), SearchIndex()
+    for memory in tier.live.values():
+        tier.index.add_text(memory)
+    for memory in tier.tombstones.values():
+        tier.tomb_index.add_text(memory)
+    return False
 
 
 def read_dir(tier: TierState, directory: Path, kind: str, cache: memory_cache.CacheReader,
@@ -130,6 +165,9 @@ def save_cache(tier: TierState) -> None:
                 if sha is not None and stat is not None:
                     yield memory_cache.entry_for(f"{kind}/{memory_id}.md", stat, records[memory_id], sha)
     tier.core.files.write_file(tier.cache_path, memory_cache.encode(entries()))
+    snapshot = memory_cache.encode_index(index_header(tier), tier.index.text.export_state(),
+                                         tier.tomb_index.text.export_state())
+    tier.core.files.write_file(tier.index_path, snapshot)
 
 
 def settle_double(tier: TierState, tomb: Memory, sha: str, stat: tuple[int, int]) -> None:
@@ -176,7 +214,7 @@ def reconcile(tier: TierState) -> dict[str, Any]:
     return {"memories": len(tier.live), "tombstones": len(tier.tombstones),
             "memories_bad_files": len(tier.bad_files), "memories_hand_edited": len(tier.hand_edited),
             "memories_unaccounted": len(tier.unaccounted), "memories_missing": len(tier.missing),
-            "pending_reloaded": len(tier.pending)}
+            "pending_reloaded": len(tier.pending), "search_index_restored": int(tier.index_restored)}
 
 
 def _pending_n(pending_id: Any) -> int:

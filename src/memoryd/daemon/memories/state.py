@@ -31,6 +31,8 @@ class TierState:
         self.tomb_dir = core.root / "tombstones"
         self.snapshot_path = core.root / "state" / PENDING_SNAPSHOT
         self.cache_path = core.root / "state" / memory_cache.CACHE_NAME
+        self.index_path = core.root / "state" / memory_cache.INDEX_NAME
+        self.index_restored = False                 # start-up used the search index snapshot
         self.file_sha: dict[str, str] = {}          # id -> sha256 of its file, where not the logged one
         self.file_stat: dict[str, tuple[int, int]] = {}  # memory id -> (size, mtime_ns) when written
         self._unstatted: set[str] = set()           # written this pass: stat them once renamed
