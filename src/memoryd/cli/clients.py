@@ -14,12 +14,13 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TextIO
+
+from memoryd.cli import files
 
 SERVER_NAME = "memoryd"
 BRIDGE_ARGS = ["-m", "memoryd", "mcp"]
@@ -89,7 +90,8 @@ CLIENTS: dict[str, ClientSpec] = {
 # ---- JSON clients: {"mcpServers": {"memoryd": {...}}} ----
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def _read_object(path: Path) -> dict[str, Any]:
+    """The JSON object in `path` ({} when absent); ClientConfigError naming the file otherwise."""
     if not path.exists():
         return {}
     try:
@@ -98,6 +100,11 @@ def _read_json(path: Path) -> dict[str, Any]:
         raise ClientConfigError(f"{path} is not valid JSON ({exc}); fix or move it, then rerun") from None
     if not isinstance(data, dict):
         raise ClientConfigError(f"{path} does not hold a JSON object at the top level")
+    return data
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    data = _read_object(path)
     if not isinstance(data.get("mcpServers", {}), dict):
         raise ClientConfigError(f'{path}: "mcpServers" is not an object')
     return data
@@ -213,22 +220,11 @@ def _entry_matches(current: Any, wanted: dict[str, Any]) -> bool:
 
 def _atomic_write(path: Path, text: str) -> None:
     """Replace `path` with `text` in one rename, keeping its mode and a copy of it at `<path>.bak`."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     mode = NEW_CONFIG_MODE
     if path.exists():
         mode = path.stat().st_mode & 0o777
         shutil.copy2(path, path.with_name(path.name + ".bak"))
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    files.replace_text(path, text, mode)
 
 
 def _config_target(spec: ClientSpec) -> Path:
@@ -360,13 +356,8 @@ def _is_ours(handler: Any) -> bool:
 
 
 def _read_hooks_file(path: Path) -> dict[str, Any]:
-    if not path.exists():
-        return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8") or "{}")
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ClientConfigError(f"{path} is not valid JSON ({exc}); fix or move it, then rerun") from None
-    if not isinstance(data, dict) or not isinstance(data.get("hooks", {}), dict):
+    data = _read_object(path)
+    if not isinstance(data.get("hooks", {}), dict):
         raise ClientConfigError(f'{path}: not a JSON object with a "hooks" object')
     return data
 

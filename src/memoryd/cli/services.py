@@ -15,13 +15,13 @@ import os
 import shlex
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 from xml.sax.saxutils import escape as xml_escape
 
 from memoryd import paths
+from memoryd.cli import files
 
 TEMPLATE_DIR = Path(__file__).resolve().parents[3] / "systemd"
 UNIT_NAME = "memoryd.service"
@@ -156,18 +156,7 @@ def write_if_changed(path: Path, text: str, mode: int = SERVICE_FILE_MODE) -> bo
             return False
     except (FileNotFoundError, UnicodeDecodeError):
         pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    files.replace_text(path, text, mode)
     return True
 
 
