@@ -1,6 +1,6 @@
 """Register the memoryd MCP bridge in AI clients' config files (`memoryd init --client NAME`).
 
-Import contract: stdlib only. Every client gets the same stdio server, `<python> -m memoryd mcp`.
+Import contract: stdlib and `cli.files`. Every client gets the same stdio server, `<python> -m memoryd mcp`.
 Registration is idempotent: an identical entry is left alone (no rewrite), a different one is
 replaced, everything else in the file is kept, and the previous file is saved as `<file>.bak`.
 JSON configs are rewritten whole; the Codex TOML config is edited textually, one table only,
