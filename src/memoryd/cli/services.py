@@ -1,6 +1,6 @@
 """Render and install memoryd's service definitions: a systemd user unit or a launchd agent.
 
-Import contract: stdlib and `memoryd.paths` only. The templates live in the repository's top-level
+Import contract: stdlib, `memoryd.paths` and `cli.files`. The templates live in the repository's top-level
 `systemd/` directory and are found relative to this file, which an editable install
 (`pip install -e .`, what the README uses) leaves in place; anything else gets a `ServiceError`
 naming where the templates were expected.
