@@ -161,3 +161,12 @@ def test_every_verb_says_3_when_the_daemon_is_down_and_2_on_bad_usage(env: Env) 
     assert env.status() is None  # nothing was spawned behind the operator's back
     assert env.memoryd("memories").returncode == 2
     assert env.memoryd("memories", "frob").returncode == 2
+
+
+def test_stored_escape_sequences_are_shown_not_sent_to_the_terminal(daemon: Env, agent: Agent) -> None:
+    memory = agent.write("Colours \x1b[31mred\x1b[0m and a bell \x07 in a note.")["id"]
+    for args in (["memories", "list"], ["memories", "show", memory]):
+        out = daemon.memoryd(*args).stdout
+        assert "\x1b" not in out and "\x07" not in out and "\\x1b[31mred" in out
+    raw = daemon.memoryd("memories", "show", memory, "--json").stdout
+    assert "\x1b" not in raw and json.loads(raw)["content"].startswith("Colours \x1b[31m")

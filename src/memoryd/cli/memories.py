@@ -48,7 +48,18 @@ def run(verb: Callable[[Any, argparse.Namespace], int], ns: argparse.Namespace) 
 
 
 def emit(ns: argparse.Namespace, result: Any, lines: Callable[[Any], list[str]]) -> None:
-    print(json.dumps(result, indent=2, ensure_ascii=False) if ns.json else "\n".join(lines(result)))
+    """`--json`: the result, ASCII-escaped (no raw control byte reaches a pipe); else the lines,
+    with stored text's control characters made visible (agent-written text must not drive the
+    terminal with escape sequences)."""
+    print(json.dumps(result, indent=2) if ns.json else visible("\n".join(lines(result))))
+
+
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x00, 0x20), *range(0x7f, 0xa0)] if c not in (0x09, 0x0a)}
+
+
+def visible(text: str) -> str:
+    """`text` with C0/C1 control characters (ESC, CSI, BEL, …; not tab or newline) as `\\xNN`."""
+    return text.translate(_CONTROL)
 
 
 def scopes_of(ns: argparse.Namespace) -> list[str] | None:
