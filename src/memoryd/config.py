@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -36,23 +37,42 @@ class Config:
 
 # Claude Code truncates hook context above 10,000 chars; a budget above it would be cut blind.
 MAX_HOOK_CHARS = 10_000
+DAY_S = 86_400
+# Every key's closed range (lo, hi), in the key's own unit. Finite and bounded on purpose: a TTL
+# of 10^15 s overflows the date arithmetic, a heartbeat of 1 µs spins the loop, NaN passes every
+# `<` test. The bounds are generous for real use; anything outside is refused at start, by name.
+RANGES: dict[str, tuple[float, float]] = {
+    "episode_ttl_days": (1, 3650),                    # a day .. ten years
+    "pending_ttl_seconds": (1, 30 * DAY_S),           # a second .. thirty days
+    "heartbeat_seconds": (0.1, 300),                  # liveness and restart grace are 3x this
+    "verification_stale_days": (1, 3650),
+    "max_content_bytes": (1024, 4_000_000),           # stays under the wire's 4 MiB frame
+    "max_takeaway_bytes": (16, 65_536),
+    "max_scopes_per_write": (1, 64),                  # the tools' schemas allow at most 64
+    "dedup_duplicate": (0.01, 1.0),
+    "dedup_related": (0.01, 1.0),
+    "hook_session_start_chars": (100, MAX_HOOK_CHARS),
+    "hook_prompt_chars": (100, MAX_HOOK_CHARS),
+    "hook_prompt_max_hits": (1, 20),
+    "hook_prompt_min_relevance": (0.0, 1.0),
+}
 
 
 def _check_value(name: str, default: Any, value: Any) -> Any:
+    """`value` as the key's type, or `ConfigError` naming the key and its range."""
     if isinstance(default, bool):
         if not isinstance(value, bool):
             raise ConfigError(f"config key '{name}' must be true or false, got {value!r}")
         return value
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ConfigError(f"config key '{name}' must be a number, got {value!r}")
-    if isinstance(default, int) and not isinstance(default, bool) and not float(value).is_integer():
+    if not math.isfinite(value):
+        raise ConfigError(f"config key '{name}' must be a finite number, got {value!r}")
+    if isinstance(default, int) and not float(value).is_integer():
         raise ConfigError(f"config key '{name}' must be a whole number, got {value!r}")
-    if value <= 0:
-        raise ConfigError(f"config key '{name}' must be positive, got {value!r}")
-    if (name.startswith("dedup_") or name.endswith("_relevance")) and value > 1:
-        raise ConfigError(f"config key '{name}' must be between 0 and 1, got {value!r}")
-    if name.endswith("_chars") and value > MAX_HOOK_CHARS:
-        raise ConfigError(f"config key '{name}' must be at most {MAX_HOOK_CHARS}, got {value!r}")
+    lo, hi = RANGES[name]
+    if not lo <= value <= hi:
+        raise ConfigError(f"config key '{name}' must be between {lo:g} and {hi:g}, got {value!r}")
     return type(default)(value)
 
 
@@ -70,12 +90,15 @@ def from_mapping(raw: dict[str, Any]) -> Config:
 
 
 def load(path: Path) -> Config:
-    """Defaults when `path` is absent; otherwise its keys, each checked."""
+    """Defaults when `path` is absent; otherwise its keys, each checked. Anything wrong with the
+    file (unreadable, not UTF-8, not YAML, not a mapping) is a `ConfigError`, never a traceback."""
     if not path.exists():
         return Config()
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
+        raw = yaml.safe_load(path.read_bytes().decode("utf-8")) or {}
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {path} is not UTF-8 text (byte {exc.start}): {exc.reason}") from exc
+    except (OSError, yaml.YAMLError, ValueError, RecursionError) as exc:
         raise ConfigError(f"config file {path} does not parse: {exc}") from exc
     if not isinstance(raw, dict):
         raise ConfigError(f"config file {path} must be a mapping of keys to values")

@@ -4,6 +4,8 @@
     ├── InvalidParams      -32602    a tool argument broke a rule (data: param, reason)
     ├── ResourceState      -32002    unknown/finished session, unknown memory, ... (data: kind, id)
     ├── StoreDamaged       -32002    the store cannot be opened as it is (data: kind, path, line)
+    ├── StorageError       -32002    the filesystem refused a write: full, read-only, immutable
+    │                                (data: kind "storage", path, errno, error); nothing was applied
     ├── DaemonUnavailable  -32001    the bridge could not reach or start the daemon
     ├── BadRequest         -32600    a malformed wire request
     ├── ProtocolMismatch   -32003    bridge and daemon speak different protocol versions
@@ -15,6 +17,8 @@ client turns error replies back into exceptions in one place (`from_wire`).
 
 from __future__ import annotations
 
+import errno as _errno
+import os
 from typing import Any
 
 INVALID_PARAMS = -32602
@@ -70,6 +74,31 @@ class StoreDamaged(MemorydError):
     def __init__(self, message: str, path: str, line: int | None = None, repair: str | None = None) -> None:
         super().__init__(message, {"kind": self.kind, "path": path, "line": line, "repair": repair})
         self.path, self.line, self.repair = path, line, repair
+
+
+class StorageError(MemorydError):
+    """The store's filesystem refused an operation (ENOSPC, EDQUOT, EROFS, EPERM, EIO, ...).
+
+    Contract: the call that gets this error was not applied — no event, no file, no change in
+    memory — and the daemon keeps serving. `data` names the path and the errno (number and
+    symbol) so an operator can act (free space, `chattr -i`, fix permissions).
+    """
+
+    code = RESOURCE_STATE
+    kind = "storage"
+
+    def __init__(self, path: str, err: int, message: str | None = None) -> None:
+        name = _errno.errorcode.get(err, str(err))
+        text = message or (f"storage error on {path}: {os.strerror(err)} ({name}); nothing of this "
+                           "call was applied; retry once the store is writable again")
+        super().__init__(text, {"kind": self.kind, "path": path, "errno": err, "error": name})
+        self.path, self.errno = path, err
+
+    @classmethod
+    def from_os(cls, exc: OSError, path: object = None) -> StorageError:
+        """The typed form of an OSError from the store (`path` when the OSError names none)."""
+        where = exc.filename if exc.filename is not None else path
+        return cls(str(where or "?"), exc.errno or _errno.EIO)
 
 
 class DaemonUnavailable(MemorydError):

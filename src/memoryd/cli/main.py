@@ -38,12 +38,17 @@ def cmd_serve(ns: argparse.Namespace) -> int:
     return lifecycle.run()
 
 
-def _detach_and_wait() -> int:
-    """Spawn the daemon in the background and return once it answers."""
+# `restart` under load: a bridge may auto-spawn a daemon between the stop and the start, and a
+# loaded machine can take several seconds to bring either up.
+RESTART_WAIT_S = 30.0
+
+
+def _detach_and_wait(wait_s: float | None = None) -> int:
+    """Spawn the daemon in the background and return once it (or one started meanwhile) answers."""
     from memoryd import paths
     from memoryd.client import spawn
 
-    ok, message = spawn.detach(paths.endpoint())
+    ok, message = spawn.detach(paths.endpoint(), wait_s or spawn.SPAWN_WAIT_S)
     print(f"memoryd: {message}; log: {paths.daemon_log_file()}", file=sys.stderr)
     return 0 if ok else 1
 
@@ -98,9 +103,11 @@ def cmd_stop(ns: argparse.Namespace) -> int:
 
 
 def cmd_restart(ns: argparse.Namespace) -> int:
+    """Stop, then start; success means a daemon answers at the end, whoever started it (a bridge
+    racing the restart spawns one itself, and `detach` then waits for that one)."""
     cmd_stop(ns)
     ns.detach = True
-    return _detach_and_wait()
+    return _detach_and_wait(RESTART_WAIT_S)
 
 
 def cmd_log(ns: argparse.Namespace) -> int:

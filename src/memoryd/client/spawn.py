@@ -15,10 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from memoryd import PROTOCOL, paths
+from memoryd.errors import DaemonUnavailable
 from memoryd.protocol import decode, encode, request
 
 SPAWN_WAIT_S = 5.0
 PING_TIMEOUT_S = 0.5
+REASON_CHARS = 500  # the daemon's last log line quoted in an error
 
 
 def read_status() -> dict[str, Any] | None:
@@ -87,27 +89,55 @@ def spawn(args: list[str]) -> subprocess.Popen[bytes]:
         os.close(fd)
 
 
+def _log_size() -> int:
+    try:
+        return paths.daemon_log_file().stat().st_size
+    except OSError:
+        return 0
+
+
+def log_reason(since: int) -> str | None:
+    """The last line the daemon log gained after offset `since` (why a spawn failed), or None."""
+    try:
+        with open(paths.daemon_log_file(), "rb") as handle:
+            handle.seek(since)
+            tail = handle.read()[-64 * 1024:]
+    except OSError:
+        return None
+    lines = [line.strip() for line in tail.decode(errors="replace").splitlines() if line.strip()]
+    return lines[-1][:REASON_CHARS] if lines else None
+
+
 def detach(endpoint: str, wait_s: float = SPAWN_WAIT_S) -> tuple[bool, str]:
     """`serve --detach`: start the daemon as a grandchild and return once it answers.
 
     The daemon is spawned by this short-lived process, which then exits, so the daemon is
-    re-parented to init and never lingers as a zombie child of a long-lived bridge.
+    re-parented to init and never lingers as a zombie child of a long-lived bridge. A child that
+    exits 0 found another daemon holding the lock (one a bridge spawned meanwhile, still
+    starting): that one is waited for. Any other exit is a failure whose message quotes the
+    daemon's own last log line (a refused store, a bad config).
     """
     if daemon_running(endpoint):
         return True, f"already running (pid {(read_status() or {}).get('pid')})"
+    since = _log_size()
     child = spawn(["serve"])
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         if daemon_running(endpoint):
             return True, f"running (pid {(read_status() or {}).get('pid')})"
-        if child.poll() is not None and not daemon_running(endpoint):
-            return False, f"the daemon exited with {child.returncode} (see {paths.daemon_log_file()})"
+        if child.poll() not in (None, 0) and not daemon_running(endpoint):
+            reason = log_reason(since) or f"see {paths.daemon_log_file()}"
+            return False, f"the daemon exited with {child.returncode}: {reason}"
         time.sleep(0.02)
     return False, f"the daemon did not answer within {wait_s:g} s"
 
 
 def ensure_daemon(endpoint: str, wait_s: float = SPAWN_WAIT_S) -> bool:
-    """True once a daemon answers; spawns one under a spawn lock so racing bridges start one."""
+    """True once a daemon answers; spawns one under a spawn lock so racing bridges start one.
+
+    A spawn that fails raises `DaemonUnavailable` whose message and `data.reason` quote why (the
+    launcher's last log line, e.g. a store directory refused as world-writable) and
+    `data.log` names the daemon log; False when the daemon simply did not answer in time."""
     if daemon_running(endpoint):
         return True
     paths.ensure_private_dir(paths.runtime_dir())
@@ -116,13 +146,21 @@ def ensure_daemon(endpoint: str, wait_s: float = SPAWN_WAIT_S) -> bool:
         fcntl.flock(lock, fcntl.LOCK_EX)  # the winner spawns; the others wait here, then see it running
         if daemon_running(endpoint):
             return True
+        since = _log_size()
         launcher = spawn(["serve", "--detach"])
         try:
             launcher.wait(timeout=wait_s + 1)  # it returns once the daemon answers (or gave up)
         except subprocess.TimeoutExpired:
             launcher.kill()
             launcher.wait()
-        return daemon_running(endpoint)
+        if daemon_running(endpoint):
+            return True
+        reason = log_reason(since) if launcher.returncode not in (None, 0, -9) else None
+        if reason is None:
+            return False
+        error = DaemonUnavailable(endpoint, f"could not start the daemon: {reason}")
+        error.data.update(reason=reason, log=str(paths.daemon_log_file()))
+        raise error
 
 
 __all__ = ["PROTOCOL", "daemon_running", "detach", "ensure_daemon", "ping", "read_status", "spawn"]

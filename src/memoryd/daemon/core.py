@@ -7,6 +7,9 @@ path (`apply`). Time comes from an injected clock so TTLs and the reaper test wi
 
 from __future__ import annotations
 
+import errno
+import logging
+import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -19,6 +22,9 @@ from memoryd.daemon import store
 from memoryd.daemon.connections import Conn, Session, SessionTable
 from memoryd.daemon.episodes.journal import Journal
 from memoryd.daemon.eventlog import EventLog
+from memoryd.errors import StorageError
+
+log = logging.getLogger("memoryd.daemon")
 
 Clock = Callable[[], float]
 # Events that are not a caller's tool call, so they do not count as session activity.
@@ -28,6 +34,13 @@ NON_CALL_KINDS = frozenset({
 })
 MAX_APPLIED_REQS = 50_000
 STORE_DIRS = ("memories", "tombstones", "episodes", "events", "state", "sessions")
+# After a full disk, writes are refused up front until the store's filesystem has this much free
+# again (so each refused write costs a statvfs, not a rollback and a reload).
+RESUME_FREE_BYTES = 256 * 1024
+LOW_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+# What survives `reload`: runtime facts the log does not hold.
+_RUNTIME_FIELDS = ("started", "stats", "suspended", "reaper_stats", "next_ttl_check", "torn_bytes_truncated",
+                   "bad_files", "attach_tiers", "aborts", "low_space")
 
 
 def iso(t: float) -> str:
@@ -82,6 +95,15 @@ class Core:
         self.bad_files: list[dict[str, str]] = []  # found at start by tiers without their own list
         self.extensions: list[Any] = []  # tiers that add appliers and recovery (memories, reaper)
         self.memories: Any = None        # the durable tier, set by `memories.attach`
+        # Set by the daemon's start-up: re-attaches the tiers when `reload` rebuilds the state.
+        self.attach_tiers: Callable[[Core], None] | None = None
+        self.aborts = 0                   # commits rolled back (a server compares it across a call)
+        self.low_space = False            # a write failed for space: refuse writes until it returns
+        self._mark = self.log.checkpoint()  # where the durable log ends (see `abort`)
+        # Ids of episodes written since the feed was last emptied, so a parked `wait_for` looks
+        # only at what is new (O(new events), not O(journal)); `feed_base` is the id of entry 0.
+        self.episode_feed: list[str] = []
+        self.feed_base = 0
 
     def now(self) -> str:
         return iso(self.clock())
@@ -94,17 +116,101 @@ class Core:
         if actor is not None:
             event["session"] = actor.id
         event.update({k: v for k, v in fields.items() if v is not None})
-        self.log.append(event)
+        try:
+            self.log.append(event)
+        except OSError as exc:  # a full buffer flushed into a full disk: the pass cannot commit
+            self.abort()
+            raise StorageError.from_os(exc, self.log.dir) from exc
         self.apply(event)
         return event
 
     def sync(self) -> None:
-        """Make every file and event of this pass durable (one round of fsyncs: group commit)."""
-        log_fd = self.log.flush()
-        self.files.flush(extra_fds=() if log_fd is None else (log_fd,))
-        if log_fd is not None:
-            self.log.mark_durable()
+        """Make every file and event of this pass durable (one round of fsyncs: group commit).
+
+        All or nothing: when the flush fails (ENOSPC, EIO, ...) `abort` undoes the pass — log,
+        staged files and the state in memory — and `StorageError` is raised for the caller to
+        answer every call of the pass with. Once the flush succeeded the pass is committed:
+        publishing never raises (a rename that fails is retried, see `FileStore.publish`)."""
+        try:
+            log_fd = self.log.flush()
+            self.files.flush(extra_fds=() if log_fd is None else (log_fd,))
+            if log_fd is not None:
+                self.log.mark_durable()
+        except OSError as exc:
+            self.abort()
+            raise StorageError.from_os(exc, self.root) from exc
         self.files.publish()
+        if log_fd is not None:
+            self._mark = self.log.checkpoint()
+            if not self.log.reserve():
+                self.low_space = True
+
+    def abort(self) -> None:
+        """Undo everything since the last sync: the events are cut from the log, the staged
+        files dropped, and the state in memory rebuilt from disk, which is now the only record
+        of what was committed (appliers and tiers keep no undo log; a failed commit is rare)."""
+        self.log.rollback(self._mark)
+        self.files.abort()
+        self.reload()
+        self.aborts += 1
+
+    def note_storage_error(self, exc: StorageError) -> None:
+        """A write failed for lack of space: refuse writes up front until space returns."""
+        if exc.errno in LOW_SPACE_ERRNOS:
+            self.low_space = True
+
+    def writable(self) -> bool:
+        """False while the store is known to be out of space (cheap: one statvfs when low)."""
+        if self.low_space:
+            try:
+                st = os.statvfs(self.root)
+            except OSError:
+                return False
+            self.low_space = st.f_bavail * st.f_frsize < RESUME_FREE_BYTES or not self.log.reserve()
+        return not self.low_space
+
+    def reload(self) -> None:
+        """Rebuild the domain state from the durable log and the files on disk, in place (the
+        server and parked calls keep their reference to this object), keeping runtime facts:
+        connection ownership, disabled scopes, client-session keys, last words, counters."""
+        kept = {name: getattr(self, name) for name in _RUNTIME_FIELDS}
+        feed_end = self.feed_end
+        old_sessions, files = self.sessions.sessions, self.files
+        Core.__init__(self, self.root, self.config, self.clock)
+        self.__dict__.update(kept)
+        self.files, self.journal = files, Journal(self.root, files)
+        if self.attach_tiers is not None:
+            self.attach_tiers(self)
+        self.log.replay(self._replay)
+        self._load_files()
+        for session in self.sessions.sessions.values():
+            old = old_sessions.get(session.id)
+            if old is not None:
+                session.conn, session.disabled_scopes, session.client_session = (
+                    old.conn, old.disabled_scopes, old.client_session)
+                session.last_words, session.injected = old.last_words, old.injected
+        self.suspended = {sid: t for sid, t in self.suspended.items() if sid in self.sessions.open_ids}
+        self.episode_feed, self.feed_base = [], feed_end  # parked calls' cursors stay valid
+        self._mark = self.log.checkpoint()
+        log.warning("state rebuilt from disk after a failed commit (%d events)", self.log.seq)
+
+    def _load_files(self) -> dict[str, Any]:
+        """Index the record files after replay (start and `reload`); returns the reconcile counts.
+        Files that cannot be changed are reported, never fatal, so a start cannot crash-loop."""
+        self.files.strict = False
+        try:
+            self.journal.load()
+            for extension in self.extensions:
+                try:
+                    extension.load()
+                except StorageError as exc:  # only its parse cache could not be staged
+                    log.warning("a cache could not be written: %s", exc.message)
+            report = self._reconcile_episodes()
+            for extension in self.extensions:
+                report.update(extension.reconcile())
+        finally:
+            self.files.strict = True
+        return report
 
     def apply(self, event: dict[str, Any]) -> None:
         handler = _APPLIERS.get(event["kind"])
@@ -119,6 +225,19 @@ class Core:
             self.applied_reqs[event["req"]] = event
             if len(self.applied_reqs) > MAX_APPLIED_REQS:
                 self.applied_reqs.popitem(last=False)
+
+    @property
+    def feed_end(self) -> int:
+        """The cursor just past the newest episode written (see `episodes_since`)."""
+        return self.feed_base + len(self.episode_feed)
+
+    def episodes_since(self, cursor: int) -> list[str]:
+        """Ids of the episodes written after `cursor` (a `feed_end` taken earlier)."""
+        return self.episode_feed[max(0, cursor - self.feed_base):]
+
+    def trim_feed(self) -> None:
+        """Forget the feed (no parked call needs it any more); cursors stay valid."""
+        self.feed_base, self.episode_feed = self.feed_end, []
 
     def handoff_text(self, memory_id: str) -> str | None:
         """The text of a session's finish handoff, once the memory tier is loaded."""
@@ -136,23 +255,30 @@ class Core:
     # -- start-up ------------------------------------------------------------------------------
 
     def open(self) -> dict[str, Any]:
-        """Recovery at start: temp files, torn log tail, replay, reconcile files (docs/storage.md)."""
+        """Recovery at start: temp files, torn log tail, replay, reconcile files (docs/storage.md).
+
+        A store that cannot be written (full, immutable files) still opens: what recovery cannot
+        touch is reported as a bad file, and a start whose own events cannot be made durable
+        serves reads and refuses writes until space returns (`writable`)."""
         for sub in STORE_DIRS:
             store.ensure_store_dir(self.root / sub)
         torn = self.log.replay(self._replay)
+        self._mark = self.log.checkpoint()
+        self.files.strict = False
         temp_files = self.files.recover_temp_files(self.last_run_ids)
-        self.journal.load()
-        for extension in self.extensions:
-            extension.load()
-        report = {**temp_files, "torn_bytes_truncated": torn,
-                  "log_quarantined": len(self.log.quarantined), **self._reconcile_episodes()}
+        self.bad_files.extend(self.files.stuck)
         self.torn_bytes_truncated = torn
-        for extension in self.extensions:
-            report.update(extension.reconcile())
+        report = {**temp_files, "torn_bytes_truncated": torn, "log_quarantined": len(self.log.quarantined),
+                  **self._load_files()}
         suspended = self._suspend_open_sessions()
+        self.trim_feed()  # replay filled it with history no parked call waits for
         self.record("daemon_start", pid=_pid(), suspended_sessions=suspended)
         self.record("recovery", **report)
-        self.sync()
+        try:
+            self.sync()
+        except StorageError as exc:
+            self.note_storage_error(exc)
+            log.error("the store is not writable at start (%s); serving reads, refusing writes", exc.message)
         return report
 
     def _replay(self, event: dict[str, Any]) -> None:
@@ -228,6 +354,7 @@ def _on_session_end(core: Core, event: dict[str, Any]) -> None:
 
 def _on_episode_write(core: Core, event: dict[str, Any]) -> None:
     core.logged_episodes.add(event["episode_id"])
+    core.episode_feed.append(event["episode_id"])
     session = core.sessions.get(event["session"])
     if session is not None:
         session.episodes_written.add(event["episode_id"])

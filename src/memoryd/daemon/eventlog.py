@@ -15,6 +15,8 @@ place that keeps seq numbers and the chain continuous.
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import hashlib
 import json
 import os
@@ -29,6 +31,8 @@ GENESIS = "0" * 64
 QUARANTINED = "quarantined"   # the marker `log repair` leaves where it removed lines
 QUARANTINE_DIR = "quarantine"
 REPAIR_COMMAND = "memoryd stop && memoryd log repair"
+RESERVE_BYTES = 1 << 20        # kept allocated past the log's end: ~3,000 events on a full disk
+FALLOC_FL_KEEP_SIZE = 1
 _BASE_FIELDS = (("seq", int), ("ts", str), ("kind", str), ("prev", str), ("hash", str))
 _SESSION_RE = re.compile(r"sess-[1-9][0-9]{0,17}")
 _GOOD_SESSIONS: set[str] = set()  # ids already checked: a replay sees each one many times
@@ -159,6 +163,7 @@ class EventLog:
         self._segment: str | None = None
         self._dirty = False
         self._new_dir = False
+        self._reserved_to = 0  # the segment's allocation reaches this offset (see `reserve`)
 
     def replay(self, apply: Callable[[dict[str, Any]], None]) -> int:
         """Feed every event to `apply`; returns the bytes of the torn tail it truncated.
@@ -218,7 +223,7 @@ class EventLog:
             self._new_dir = not path.exists()
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
             self._file = os.fdopen(fd, "a", encoding="utf-8", buffering=1 << 16)
-            self._segment = month
+            self._segment, self._reserved_to = month, 0
         return self._file
 
     def flush(self) -> int | None:
@@ -248,6 +253,83 @@ class EventLog:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+    # -- a failed commit (docs/storage.md, 'Reliability') ----------------------------------------
+
+    def checkpoint(self) -> tuple[Any, ...]:
+        """Where the durable log ends now (call right after a sync): what `rollback` returns to."""
+        path = self.dir / f"{self._segment}.jsonl" if self._segment else (segments(self.dir) or [None])[-1]
+        size = os.fstat(self._file.fileno()).st_size if self._file is not None else _size(path)
+        return (self.seq, self.last_hash, self.first_ts, path, size)
+
+    def rollback(self, mark: tuple[Any, ...]) -> None:
+        """Forget every event appended since `mark`: buffered lines are dropped unwritten, lines
+        a failed flush half-wrote are cut, a segment begun since is removed. Shrinking a file
+        needs no free space, so this works on a full disk."""
+        self._drop_file()
+        self.seq, self.last_hash, self.first_ts, path, size = mark
+        for segment in segments(self.dir):
+            if path is None or segment.name > path.name:
+                segment.unlink(missing_ok=True)  # begun by this pass (a month boundary)
+            elif segment == path and _size(segment) != size:
+                fd = os.open(segment, os.O_WRONLY | os.O_NOFOLLOW)
+                try:
+                    os.ftruncate(fd, size)
+                finally:
+                    os.close(fd)
+        self._segment, self._dirty, self._new_dir, self._reserved_to = None, False, False, 0
+
+    def _drop_file(self) -> None:
+        """Close the segment without letting its buffer reach the disk: /dev/null takes the fd's
+        place first (atomically), so the close's flush writes nowhere."""
+        handle, self._file = self._file, None
+        if handle is None:
+            return
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, handle.fileno())
+        finally:
+            os.close(null)
+        try:
+            handle.close()
+        except OSError:
+            pass
+
+    def reserve(self) -> bool:
+        """Keep RESERVE_BYTES allocated past the segment's end (fallocate KEEP_SIZE), so appends —
+        a read's audit event, a rollback's bookkeeping — still fit when the disk fills up. False
+        when the filesystem has no room left for the reserve (the caller stops taking writes)."""
+        if self._file is None or _fallocate is None:
+            return True
+        fd = self._file.fileno()
+        end = os.fstat(fd).st_size
+        if end + RESERVE_BYTES // 2 <= self._reserved_to:
+            return True
+        if _fallocate(fd, FALLOC_FL_KEEP_SIZE, end, RESERVE_BYTES) != 0:
+            return ctypes.get_errno() not in (errno.ENOSPC, errno.EDQUOT)
+        self._reserved_to = end + RESERVE_BYTES
+        return True
+
+
+def _size(path: Path | None) -> int:
+    try:
+        return os.stat(path).st_size if path is not None else 0
+    except FileNotFoundError:
+        return 0
+
+
+def _fallocate_function() -> Any:
+    """Linux's fallocate(2) through libc (KEEP_SIZE: O_APPEND writes still land at the end), or
+    None where it does not exist."""
+    try:
+        func = ctypes.CDLL(None, use_errno=True).fallocate
+    except (AttributeError, OSError):
+        return None
+    func.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
+    return func
+
+
+_fallocate = _fallocate_function()
 
 
 def _truncate_torn_tail(path: Path) -> int:

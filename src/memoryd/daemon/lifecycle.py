@@ -18,7 +18,7 @@ from typing import IO, Any
 
 from memoryd import PROTOCOL, __version__, config, paths
 from memoryd.daemon.core import Core, iso
-from memoryd.errors import StoreDamaged
+from memoryd.errors import StorageError, StoreDamaged
 
 log = logging.getLogger("memoryd.daemon")
 
@@ -105,6 +105,7 @@ def run(foreground: bool = True) -> int:
         return 2
     root = paths.ensure_private_dir(paths.store_root())
     core = Core(root, settings)
+    core.attach_tiers = _attach_tiers  # `Core.reload` (after a failed commit) attaches them again
     _attach_tiers(core)
     try:
         report = core.open()
@@ -144,10 +145,13 @@ def _attach_tiers(core: Core) -> None:
 def _shutdown(core: Core, server: Any, lock: IO[str]) -> None:
     remove_status()
     sd_notify("STOPPING=1")
-    core.record("daemon_stop", pid=os.getpid())
-    core.journal.save_cache()
-    core.sync()
-    core.log.close()
+    try:
+        core.record("daemon_stop", pid=os.getpid())
+        core.journal.save_cache()
+        core.sync()
+        core.log.close()
+    except (StorageError, OSError) as exc:  # a full or read-only store must not make the stop crash
+        log.error("could not record the stop (%s); the next start recovers", exc)
     server.close()
     fcntl.flock(lock, fcntl.LOCK_UN)
     lock.close()

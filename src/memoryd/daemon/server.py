@@ -9,6 +9,7 @@ job), so nothing needs a thread.
 
 from __future__ import annotations
 
+import errno
 import logging
 import math
 import os
@@ -32,7 +33,14 @@ from memoryd.daemon.memories.writes import (
 from memoryd.daemon.sessions import hooks
 from memoryd.daemon.tool import Parked
 from memoryd.daemon.validate import check_args
-from memoryd.errors import BadRequest, InternalError, MemorydError, ProtocolMismatch
+from memoryd.errors import (
+    BadRequest,
+    InternalError,
+    MemorydError,
+    ProtocolMismatch,
+    ResourceState,
+    StorageError,
+)
 from memoryd.protocol import (
     MAX_FRAME_BYTES,
     decode,
@@ -47,6 +55,16 @@ log = logging.getLogger("memoryd.daemon")
 MAX_BATCH = 512
 ZAP_ENDPOINT = "inproc://zeromq.zap.01"
 REPLY_CACHE_SIZE = 256
+# The reply cache answers a resend after a reconnect; a bridge resends only what is in flight, so a
+# few recent replies are enough. Bytes bound it too (80 cached 3.9 MB reads once took 280 MB):
+# past the budget the oldest go, but the newest reply is always kept.
+REPLY_CACHE_BYTES = 4 * 1024 * 1024
+# Parked `wait_for` calls each hold a closure and are checked when episodes arrive.
+MAX_PARKED_PER_CONN = 16
+MAX_PARKED = 1024
+# Ops whose reply says the state changed (or was read in a pass that changed it): a pass whose
+# commit fails answers these with the storage error. heartbeat/status/tools/stop touch no state.
+STATEFUL_OPS = frozenset({"hello", "call", "bye", "hook", "episodes"})
 # Results a retried request gets when its first attempt was applied before a daemon restart.
 REPLAYERS: dict[str, Callable[[Core, dict[str, Any]], dict[str, Any] | None]] = {
     "episode_write": replay_episode_write,
@@ -54,6 +72,26 @@ REPLAYERS: dict[str, Callable[[Core, dict[str, Any]], dict[str, Any] | None]] = 
     "memory_write_confirm": replay_write_confirm,
     "episode_promote": replay_episode_promote,
 }
+
+
+def _typed(op: str, exc: Exception) -> MemorydError:
+    """`exc` as a member of the one exception tree: an OSError from the store is a storage
+    error (path, errno), anything else unexpected an internal error (logged with its trace)."""
+    if isinstance(exc, MemorydError):
+        return exc
+    if isinstance(exc, OSError):
+        log.error("storage error in %s: %s", op, exc)
+        return StorageError.from_os(exc)
+    log.exception("internal error in %s", op)
+    return InternalError(f"internal error: {type(exc).__name__}")
+
+
+def _read_only(op: str, args: dict[str, Any]) -> bool:
+    """Ops and tools that change nothing but their own audit event."""
+    if op not in STATEFUL_OPS:
+        return True
+    tool = catalogue.TOOLS.get(args.get("tool")) if op == "call" and isinstance(args.get("tool"), str) else None
+    return tool is not None and tool.read_only
 
 
 @dataclass
@@ -70,6 +108,12 @@ class Server:
         self.on_stop = on_stop
         self.conns: dict[str, Conn] = {}
         self.parked: list[ParkedCall] = []
+        self.reply_bytes: dict[str, int] = {}  # conn id -> bytes in its reply cache
+        # This pass's replies that a failed commit must take back, where they go, and where the
+        # calls it parked begin in `parked` (see `_void_pass`).
+        self._pass_replies: list[tuple[str, int, list[bytes]]] = []
+        self._pass_out: list[list[bytes]] = []
+        self._parked_mark = 0
         self.running = True
         self.ctx = zmq.Context()
         self.router = self.ctx.socket(zmq.ROUTER)
@@ -115,7 +159,8 @@ class Server:
 
     def run_pass(self) -> None:
         outgoing: list[list[bytes]] = []
-        seq_before = self.core.log.seq
+        feed_before = self.core.feed_end
+        self._pass_replies, self._pass_out, self._parked_mark = [], outgoing, len(self.parked)
         for _ in range(MAX_BATCH):
             try:
                 frames = self.router.recv_multipart(zmq.NOBLOCK)
@@ -126,9 +171,16 @@ class Server:
                 outgoing.append(reply)
             if not self.running:
                 break
-        self.core.sync()
-        if self.parked and self.core.log.seq != seq_before:
+        try:
+            self.core.sync()
+        except StorageError as exc:  # the pass was undone: nobody in it may hear "committed"
+            self.core.note_storage_error(exc)
+            self._void_pass(exc)
+        self._pass_replies = []
+        if self.parked and self.core.feed_end != feed_before:
             outgoing.extend(self.wake_parked(timed_out=False))
+        if not self.parked:
+            self.core.trim_feed()
         self.send_all(outgoing)
 
     def send_all(self, outgoing: list[list[bytes]]) -> None:
@@ -145,9 +197,14 @@ class Server:
         hooks.idle_pass(self.core, self.client_sessions, now)
         for conn_id in lost:
             self.parked = [p for p in self.parked if p.conn_id != conn_id]
+            self.reply_bytes.pop(conn_id, None)
         reaper.run_due(self.core, now)
         outgoing = self.wake_parked(timed_out=True) if self.parked else []
-        self.core.sync()
+        try:
+            self.core.sync()
+        except StorageError as exc:  # undone; the reaper's jobs are due again at the next wake
+            self.core.note_storage_error(exc)
+            log.error("a timed pass could not commit: %s", exc.message)
         self.send_all(outgoing)
 
     def _end_lost_with_fallback(self, now: float) -> None:
@@ -210,28 +267,70 @@ class Server:
                 return [routing_id, cached]
             if req_id in conn.in_flight:
                 return None  # a resend of a parked call: its answer will go to the new routing id
+        core = self.core
+        before = (core.log.seq, core.files.changes, core.aborts)
         try:
             result = self.ops[op](conn_id, routing_id, {**args, "_req_id": req_id})
-        except MemorydError as exc:
-            reply = encode(error_reply(req_id, exc.to_wire()))
-        except Exception as exc:  # a bug must not take the daemon down; log it, answer, go on
-            log.exception("internal error in %s", op)
-            reply = encode(error_reply(req_id, InternalError(f"internal error: {type(exc).__name__}").to_wire()))
+        except Exception as exc:  # a bug must not take the daemon down either: log it, answer, go on
+            error = self._undo_failed(op, args, exc, before)
+            reply = encode(error_reply(req_id, error.to_wire()))
         else:
             if isinstance(result, Parked):
                 return None
             reply = encode(ok_reply(req_id, result))
         self._remember(conn_id, req_id, reply)
-        return [routing_id, reply]
+        frames = [routing_id, reply]
+        if op in STATEFUL_OPS and core.aborts == before[2]:
+            self._pass_replies.append((conn_id, req_id, frames))
+        return frames
+
+    def _undo_failed(self, op: str, args: dict[str, Any], exc: Exception,
+                     before: tuple[int, int, int]) -> MemorydError:
+        """The typed error for a call that raised, after making sure it left nothing behind: a call
+        that errors writes nothing (README). A failure after the call logged an event or staged
+        a file — or an I/O failure part-way through a write, which may follow changes in memory no
+        counter sees — undoes the whole pass so far (`Core.abort`); its other calls hear why."""
+        error = _typed(op, exc)
+        core = self.core
+        if isinstance(error, StorageError):
+            core.note_storage_error(error)
+        partial = (core.log.seq, core.files.changes) != before[:2] or (
+            isinstance(error, StorageError) and not _read_only(op, args))
+        if partial and core.aborts == before[2]:
+            core.abort()
+        if core.aborts != before[2]:
+            self._void_pass(error if isinstance(error, StorageError) else InternalError(
+                "not applied: a call in the same commit failed (internal error); retry"))
+        return error
+
+    def _void_pass(self, cause: MemorydError) -> None:
+        """The pass so far was undone: each of its replies that said something changed, and each
+        call it parked, is answered with `cause` instead."""
+        for conn_id, req_id, frames in self._pass_replies:
+            frames[1] = encode(error_reply(req_id, cause.to_wire()))
+            self._remember(conn_id, req_id, frames[1])
+        self._pass_replies = []
+        for entry in self.parked[self._parked_mark:]:
+            conn = self.conns.get(entry.conn_id)
+            if conn is not None:
+                reply = encode(error_reply(entry.req_id, cause.to_wire()))
+                self._remember(entry.conn_id, entry.req_id, reply)
+                self._pass_out.append([conn.routing_id, reply])
+        del self.parked[self._parked_mark:]
 
     def _remember(self, conn_id: str, req_id: int, reply: bytes) -> None:
+        """Cache `reply` for a resend: at most REPLY_CACHE_SIZE replies and REPLY_CACHE_BYTES per
+        connection (oldest out first; the newest always stays, whatever its size)."""
         conn = self.conns.get(conn_id)
         if conn is None:
             return
-        conn.replies[req_id] = reply
+        replies = conn.replies
+        held = self.reply_bytes.get(conn_id, 0) - len(replies.pop(req_id, b"")) + len(reply)
+        replies[req_id] = reply
         conn.in_flight.discard(req_id)
-        if len(conn.replies) > REPLY_CACHE_SIZE:
-            conn.replies.popitem(last=False)
+        while len(replies) > 1 and (len(replies) > REPLY_CACHE_SIZE or held > REPLY_CACHE_BYTES):
+            held -= len(replies.popitem(last=False)[1])
+        self.reply_bytes[conn_id] = held
 
     # -- ops -------------------------------------------------------------------------------------
 
@@ -302,6 +401,12 @@ class Server:
                 return replayed
         raw = args.get("arguments")
         arguments = check_args(tool.input_schema, {} if raw is None else raw)
+        if not tool.read_only and not self.core.writable():
+            raise StorageError(str(self.core.root), errno.ENOSPC,
+                               f"the store at {self.core.root} is out of space: {tool.name} was not applied; "
+                               "reads still work, writes resume once space is freed")
+        if arguments.get("wait_for") is not None:
+            self._check_park_room(conn_id)
         session = self._current_session(conn)
         result = tool.handler(Call(self.core, conn, session, req), arguments)
         self._after_call(conn, session)
@@ -345,6 +450,7 @@ class Server:
             if session is not None and session.conn == conn_id:
                 hooks.end_session(self.core, session, "closed", self.client_sessions, conn.identity)
             self.parked = [p for p in self.parked if p.conn_id != conn_id]
+        self.reply_bytes.pop(conn_id, None)
         return {}
 
     def op_status(self, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
@@ -408,11 +514,25 @@ class Server:
 
     # -- parked calls ----------------------------------------------------------------------------
 
+    def _check_park_room(self, conn_id: str) -> None:
+        """Refuse a `wait_for` call up front (before it logs anything) when it could not park."""
+        mine = sum(1 for p in self.parked if p.conn_id == conn_id)
+        if mine >= MAX_PARKED_PER_CONN or len(self.parked) >= MAX_PARKED:
+            raise ResourceState(
+                "too_many_waiting", conn_id,
+                f"too many wait_for calls are parked ({mine} of this connection's {MAX_PARKED_PER_CONN}, "
+                f"{len(self.parked)} of {MAX_PARKED} in all); wait for one to return, or call without wait_for")
+
     def wake_parked(self, timed_out: bool) -> list[list[bytes]]:
+        """timed_out=False: episodes arrived, so each parked call looks at them (O(new) each);
+        True: only calls whose deadline passed are answered (nothing is new between passes)."""
         outgoing, still = [], []
         now = time.monotonic()
         for entry in self.parked:
             expired = timed_out and now >= entry.parked.deadline
+            if timed_out and not expired:
+                still.append(entry)
+                continue
             result = entry.parked.check(expired)
             conn = self.conns.get(entry.conn_id)
             if result is None:

@@ -12,6 +12,8 @@ says "committed" is sent only after `sync` (and the log's sync) returned.
 from __future__ import annotations
 
 import errno
+import fcntl
+import logging
 import os
 import re
 import secrets
@@ -21,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from memoryd.errors import InvalidParams, StoreDamaged
+from memoryd.errors import InvalidParams, StorageError, StoreDamaged
 
 try:  # libyaml is ~7x faster; fall back to pure Python when it is absent
     from yaml import CSafeDumper as _Dumper
@@ -30,7 +32,10 @@ except ImportError:  # pragma: no cover
     from yaml import SafeDumper as _Dumper  # type: ignore[assignment]
     from yaml import SafeLoader as _Loader  # type: ignore[assignment]
 
+log = logging.getLogger("memoryd.daemon")
 MAX_FRONTMATTER_BYTES = 64 * 1024
+FS_IOC_GETFLAGS = 0x80086601          # Linux: read an inode's attribute flags (`lsattr`)
+PINNED_FLAGS = 0x00000010 | 0x00000020  # FS_IMMUTABLE_FL | FS_APPEND_FL: no rename over, no unlink
 TMP_PREFIX = ".tmp-"
 # Matched with `fullmatch`: `$` would also accept a value that ends in a newline.
 ULID_RE = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")
@@ -66,6 +71,36 @@ def _fsync_dir(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def pinned(path: Path) -> bool:
+    """True when `path` (not followed) carries `chattr +i` or `+a`, so renaming over it or
+    unlinking it would fail with EPERM after the log said committed. False when it is missing or
+    the filesystem has no such flags (one failed open for a new file)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        buf = bytearray(8)
+        fcntl.ioctl(fd, FS_IOC_GETFLAGS, buf)
+        return bool(int.from_bytes(buf[:4], "little") & PINNED_FLAGS)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def check_changeable(path: Path, replacing: bool) -> None:
+    """`StorageError` (EPERM/EACCES) now, at staging, when the publish of a change to `path`
+    would fail — an immutable file, a directory we may not write — so the call is refused before
+    anything is applied rather than after its event is durable."""
+    if pinned(path):
+        raise StorageError(str(path), errno.EPERM,
+                           f"{path} is immutable or append-only (chattr +i/+a); it cannot be "
+                           f"{'replaced' if replacing else 'removed'}; nothing of this call was applied")
+    if not replacing and os.path.lexists(path) and not os.access(path.parent, os.W_OK):
+        raise StorageError(str(path.parent), errno.EACCES)
 
 
 class BadRecord(ValueError):
@@ -206,11 +241,20 @@ class FileStore:
         self._staged: dict[Path, tuple[Path, int]] = {}  # final path -> (temp path, open fd)
         self._deletes: dict[Path, None] = {}
         self._rmdirs: dict[Path, None] = {}
+        # Flushed and logged, but the rename failed (EPERM, EIO...): retried at every publish and
+        # served by `read_bytes` meanwhile; the log already says they are committed.
+        self._unpublished: dict[Path, Path] = {}
+        self.changes = 0  # staged writes and deletes so far: a call that changed nothing shows it
+        self.strict = True  # refuse unchangeable targets at staging; recovery turns it off
+        self.stuck: list[dict[str, str]] = []  # temp files recovery could not touch (bad files)
         self._syncfs = _syncfs_function()
 
     def ensure_dir(self, path: Path) -> None:
         if not is_plain_dir(path):
-            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+            try:
+                path.mkdir(mode=0o700, parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StorageError.from_os(exc, path) from exc
             self._dirty_dirs.add(path.parent)
 
     def write_file(self, path: Path, data: bytes) -> None:
@@ -222,29 +266,45 @@ class FileStore:
         except LinkRefused as exc:
             raise StoreDamaged(str(exc), str(exc.path)) from exc
         self.ensure_dir(path.parent)
-        self._unstage(path)
-        self._deletes.pop(path, None)
+        if self.strict:
+            check_changeable(path, replacing=True)
         tmp = path.parent / f"{TMP_PREFIX}{path.name}.{secrets.token_hex(4)}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except OSError as exc:  # a full disk (inodes), a read-only or immutable directory
+            raise StorageError.from_os(exc, tmp) from exc
         try:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]
-        except BaseException:
+        except BaseException as exc:
             os.close(fd)
             tmp.unlink(missing_ok=True)
+            if isinstance(exc, OSError):  # ENOSPC, EDQUOT, EIO: the store is unchanged
+                raise StorageError.from_os(exc, tmp) from exc
             raise
+        self._unstage(path)  # only now: a failed write keeps what the pass staged before
+        self._deletes.pop(path, None)
+        self._drop_unpublished(path)
         self._staged[path] = (tmp, fd)
+        self.changes += 1
 
     def read_bytes(self, path: Path) -> bytes:
         staged = self._staged.get(path)
         if staged is None and path in self._deletes:
             raise FileNotFoundError(str(path))
         check_no_links(self.root, path)
-        return read_nofollow(staged[0] if staged else path)
+        return read_nofollow(staged[0] if staged else self._unpublished.get(path, path))
 
     def exists(self, path: Path) -> bool:
-        return path in self._staged or (path not in self._deletes and path.exists())
+        return (path in self._staged or path in self._unpublished
+                or (path not in self._deletes and path.exists()))
+
+    def _drop_unpublished(self, path: Path) -> None:
+        """A newer version of `path` supersedes one whose rename kept failing."""
+        tmp = self._unpublished.pop(path, None)
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
 
     def _unstage(self, path: Path) -> bool:
         staged = self._staged.pop(path, None)
@@ -255,9 +315,14 @@ class FileStore:
         return True
 
     def delete_file(self, path: Path) -> None:
-        """Stage the removal of `path`; applied by `publish`, after the log records why."""
+        """Stage the removal of `path`; applied by `publish`, after the log records why.
+        `StorageError` now when the unlink could not happen then (immutable file or directory)."""
+        if self.strict:
+            check_changeable(path, replacing=False)
         self._unstage(path)
+        self._drop_unpublished(path)
         self._deletes[path] = None
+        self.changes += 1
 
     def delete_dir_if_empty(self, path: Path) -> None:
         self._rmdirs[path] = None
@@ -282,18 +347,39 @@ class FileStore:
             self._staged = {path: (tmp, -1) for path, (tmp, _fd) in self._staged.items()}
 
     def publish(self) -> None:
-        """Rename flushed records into place, apply deletes, and make the directories durable."""
-        for path, (tmp, _fd) in self._staged.items():
-            os.replace(tmp, path)
-            self._dirty_dirs.add(path.parent)
+        """Rename flushed records into place, apply deletes, and make the directories durable.
+
+        Never raises: the log already says these changes committed. A rename that fails (EPERM
+        from an immutable file set since staging, EIO) is logged and retried at every publish,
+        its temp file served meanwhile; deletes and rmdirs wait until every rename went through
+        (a delete is the second half of a move: it must never outrun the first)."""
+        renames = {**self._unpublished, **{path: tmp for path, (tmp, _fd) in self._staged.items()}}
         self._staged.clear()
-        for path in self._deletes:
+        self._unpublished = {}
+        for path, tmp in renames.items():
+            try:
+                os.replace(tmp, path)
+                self._dirty_dirs.add(path.parent)
+            except OSError as exc:
+                self._unpublished[path] = tmp
+                log.error("could not publish %s (%s); kept as %s, retried at every commit", path, exc, tmp.name)
+        if not self._unpublished:
+            self._apply_deletes()
+        try:
+            self._sync_dirs()
+        except OSError as exc:
+            log.error("could not make the store's directories durable: %s", exc)
+
+    def _apply_deletes(self) -> None:
+        for path in list(self._deletes):
             try:
                 check_no_links(self.root, path)  # never delete through a link planted since staging
                 path.unlink()
                 self._dirty_dirs.add(path.parent)
             except (FileNotFoundError, LinkRefused):
                 pass
+            except OSError as exc:  # EPERM: the file became immutable since staging
+                log.error("could not delete %s (%s); left in place", path, exc)
         self._deletes.clear()
         for directory in self._rmdirs:
             try:
@@ -303,6 +389,8 @@ class FileStore:
             except (OSError, LinkRefused):
                 pass
         self._rmdirs.clear()
+
+    def _sync_dirs(self) -> None:
         if len(self._dirty_dirs) > 1 and self._syncfs is not None:
             fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
             try:
@@ -310,9 +398,24 @@ class FileStore:
                     self._dirty_dirs.clear()
             finally:
                 os.close(fd)
-        for directory in self._dirty_dirs:
+        dirty, self._dirty_dirs = self._dirty_dirs, set()
+        for directory in dirty:
             _fsync_dir(directory)
-        self._dirty_dirs.clear()
+
+    def abort(self) -> None:
+        """Forget everything staged since the last publish (a commit that failed): temp files
+        closed and removed, deletes and rmdirs dropped. Renames already owed by an earlier,
+        committed pass (`_unpublished`) are kept."""
+        for tmp, fd in self._staged.values():
+            if fd >= 0:
+                os.close(fd)
+            try:
+                tmp.unlink(missing_ok=True)
+            except OSError as exc:
+                log.error("could not remove the temp file %s: %s", tmp, exc)
+        self._staged.clear()
+        self._deletes.clear()
+        self._rmdirs.clear()
 
     def recover_temp_files(self, logged_ids: set[str]) -> dict[str, int]:
         """Recovery step 1: roll forward temp files whose record id the log names (they were
@@ -322,11 +425,17 @@ class FileStore:
             if tmp.is_symlink() or not tmp.is_file():
                 continue  # not ours: never read, renamed or deleted
             final_name = tmp.name[len(TMP_PREFIX):].rsplit(".", 1)[0]
-            if final_name.split(".", 1)[0] in logged_ids and _is_whole_record(tmp):
-                os.replace(tmp, tmp.with_name(final_name))
-                counts["temp_files_rolled_forward"] += 1
-            else:
-                tmp.unlink(missing_ok=True)
-                counts["temp_files_removed"] += 1
+            roll = final_name.split(".", 1)[0] in logged_ids and _is_whole_record(tmp)
+            try:
+                if roll:
+                    os.replace(tmp, tmp.with_name(final_name))
+                else:
+                    tmp.unlink(missing_ok=True)
+            except OSError as exc:  # EPERM/EROFS: report it and carry on, never crash-loop here
+                log.error("recovery could not %s %s: %s", "roll forward" if roll else "remove", tmp, exc)
+                self.stuck.append({"path": str(tmp), "reason": f"recovery could not touch it: {exc.strerror}"})
+                continue
+            counts["temp_files_rolled_forward" if roll else "temp_files_removed"] += 1
             self._dirty_dirs.add(tmp.parent)
+        counts["temp_files_stuck"] = len(self.stuck)
         return counts

@@ -221,8 +221,11 @@ def episode_search(call: Call, args: dict[str, Any]) -> dict[str, Any] | Parked:
     with_body = args["include_bodies"] if args["include_bodies"] is not None else bool(args["ids"])
     core.record("episode_search", call.session, wait_for=args["wait_for"])
 
+    found = {"total": 0}  # what the last full search counted (the parked check starts from it)
+
     def run(timed_out: bool | None) -> dict[str, Any] | None:
         matches = sorted((e for e in _candidates(core, args) if accept(e)), key=lambda e: (e.created, e.id))
+        found["total"] = len(matches)
         if timed_out is False and len(matches) < args["wait_for"]:
             return None
         result = {"episodes": [episode_view(core, e, with_body, extra=True) for e in matches[-args["max_results"]:]],
@@ -233,10 +236,31 @@ def episode_search(call: Call, args: dict[str, Any]) -> dict[str, Any] | Parked:
 
     if args["wait_for"] is None:
         return run(None)  # type: ignore[return-value]
+    cursor = core.feed_end
     ready = run(False)
     if ready is not None:
         return ready
-    return Parked(check=lambda timed_out: run(timed_out), deadline=time.monotonic() + args["timeout_s"])
+    return Parked(check=_waiter(core, accept, run, found, cursor, args["wait_for"]),
+                  deadline=time.monotonic() + args["timeout_s"])
+
+
+def _waiter(core: Core, accept: Any, run: Any, found: dict[str, int], cursor: int, wanted: int) -> Any:
+    """The parked call's check: until it times out, it looks only at episodes written since its
+    last look (O(new), however big the journal), and runs the full search once the count may
+    have reached `wanted` (a promote or prune can lower it again: the search re-counts)."""
+    state = {"cursor": cursor, "have": found["total"]}
+
+    def check(timed_out: bool) -> dict[str, Any] | None:
+        new = core.episodes_since(state["cursor"])
+        state["cursor"] = core.feed_end
+        by_id = core.journal.by_id
+        state["have"] += sum(1 for i in new if i in by_id and accept(by_id[i]))
+        if not timed_out and state["have"] < wanted:
+            return None
+        result = run(timed_out)
+        state["have"] = found["total"]
+        return result  # type: ignore[no-any-return]
+    return check
 
 
 # -- scope disable / enable -------------------------------------------------------------------

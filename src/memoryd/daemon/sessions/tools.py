@@ -49,13 +49,21 @@ def memory_session_start(call: Call, args: dict[str, Any]) -> dict[str, Any]:
 
 # -- memory_session_finish ---------------------------------------------------------------------
 
-def _target_session(core: Core, session_id: str) -> Session:
-    target = core.sessions.get(session_id)
+def _target_session(call: Call, session_id: str) -> Session:
+    """The open session `session_id` if the caller may finish it: its own, or one no connection
+    owns any more (its agent is gone; e.g. suspended after a daemon restart). A session another
+    live connection owns is refused: finishing it would move that agent to a new session without
+    telling it (docs/tools.md, 'Session tier')."""
+    target = call.core.sessions.get(session_id)
     if target is None:
         raise ResourceState("unknown_session", session_id)
     if not target.is_open:
         raise ResourceState("finished_session", session_id,
                             f"session {session_id} already ended ({target.ended}); it accepts nothing more")
+    if target.conn not in (None, call.conn.id):
+        raise ResourceState("foreign_session", session_id,
+                            f"session {session_id} belongs to another connected agent; only its owner may "
+                            "finish it (finish your own session, or leave a handoff with episode_write)")
     return target
 
 
@@ -73,7 +81,7 @@ def _check_summary(summary: str | None) -> str | None:
 def memory_session_finish(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     """Validate everything first (fail closed), then capture the handoff and close together."""
     core = call.core
-    target = _target_session(core, args["session_id"])
+    target = _target_session(call, args["session_id"])
     summary = _check_summary(args["summary"])
     handoff = args["handoff"]
     if handoff is not None:
