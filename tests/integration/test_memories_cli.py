@@ -170,3 +170,23 @@ def test_stored_escape_sequences_are_shown_not_sent_to_the_terminal(daemon: Env,
         assert "\x1b" not in out and "\x07" not in out and "\\x1b[31mred" in out
     raw = daemon.memoryd("memories", "show", memory, "--json").stdout
     assert "\x1b" not in raw and json.loads(raw)["content"].startswith("Colours \x1b[31m")
+
+
+def test_the_admin_op_refuses_bad_arguments_with_typed_errors(daemon: Env, agent: Agent) -> None:
+    from memoryd.errors import MemorydError
+
+    bad = [({"action": "frob"}, "bad_request"), ({"action": "sessions", "limit": 0}, "invalid_params"),
+           ({"action": "sessions", "worktree": ["x"]}, "invalid_params"), ({"action": "history"}, "invalid_params"),
+           ({"action": "session", "session_id": "sess-999"}, "unknown_session"),
+           ({"action": "resolve", "pending_id": "pending-9", "decision": "maybe"}, "invalid_params"),
+           ({"action": "resolve", "pending_id": "pending-9", "decision": "confirm"}, "unknown_pending")]
+    for args, kind in bad:
+        with pytest.raises(MemorydError) as caught:
+            agent.conn.call("admin", args)
+        assert caught.value.kind == kind, args
+    assert agent.conn.call("admin", {"action": "conflicts"})["total"] == 0
+    first = agent.write("Releases are cut every Friday afternoon.")["id"]
+    second = agent.write("Releases are cut on Monday mornings only.",
+                         links=[{"type": "contradicts", "target_id": first}])["id"]
+    found = agent.conn.call("admin", {"action": "conflicts"})["conflicts"]
+    assert [(c["id"], c["target_id"]) for c in found] == [(second, first)]

@@ -125,8 +125,11 @@ def sessions(core: Core, args: dict[str, Any]) -> dict[str, Any]:
     the handoff walk compares); operator sessions only with `include_operator`."""
     limit = _limit(args)
     table = core.sessions
-    if "worktree" in args and args["worktree"] is not None:
-        ids = list(reversed(table.by_worktree.get(args["worktree"], {})))
+    worktree = args.get("worktree")
+    if worktree is not None and not isinstance(worktree, str):
+        raise InvalidParams("worktree", "must be a path string")
+    if worktree is not None:
+        ids = list(reversed(table.by_worktree.get(worktree, {})))
     else:
         ids = [s.id for s in sorted(table.sessions.values(), key=lambda s: s.last_active, reverse=True)]
     rows = [table.sessions[sid] for sid in ids]
