@@ -154,7 +154,7 @@ def test_sessions_show_how_each_ended_and_its_handoff_per_worktree(daemon: Env) 
 def test_every_verb_says_3_when_the_daemon_is_down_and_2_on_bad_usage(env: Env) -> None:
     for args in (["memories", "list"], ["memories", "search", "x"], ["memories", "show", "01ARZ3NDEKTSV4RRFFQ69G5FAV"],
                  ["memories", "rm", "01ARZ3NDEKTSV4RRFFQ69G5FAV"], ["memories", "restore", "01ARZ3NDEKTSV4RRFFQ69G5FAV"],
-                 ["pending"], ["pending", "confirm", "pending-1"], ["sessions"]):
+                 ["pending"], ["pending", "confirm", "pending-1"], ["sessions"], ["ui", "--no-open"]):
         result = env.memoryd(*args)
         assert result.returncode == 3, (args, result.stderr)
         assert "not running" in result.stderr

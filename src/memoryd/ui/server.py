@@ -388,6 +388,12 @@ def _keepalive(ui: UI, period_s: float) -> None:
         ui.operator.keepalive()
 
 
+def _has_desktop() -> bool:
+    """Whether a graphical browser can open: without a display, `webbrowser` would fall back to a
+    console browser (lynx, w3m) and take over this terminal, so the printed URL has to do."""
+    return sys.platform == "darwin" or bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
 def main(ns: argparse.Namespace) -> int:
     """Serve until interrupted. Exit 3 when the daemon is not running, 1 when the port is taken."""
     operator = Operator("memoryd-ui")
@@ -403,13 +409,14 @@ def main(ns: argparse.Namespace) -> int:
     try:
         server = make_server(ui)
     except OSError as exc:
-        print(f"memoryd: cannot listen on {HOST}:{port} ({exc.strerror}); pick another with --port", file=sys.stderr)
+        print(f"memoryd: cannot listen on {HOST}:{port} ({exc.strerror}; is a memoryd ui already running?); "
+              "pick another port with --port", file=sys.stderr)
         operator.close()
         return 1
     url = f"http://{HOST}:{port}/memories?token={ui.token}"
     print(f"memoryd ui: {url}", flush=True)
     print("(this URL holds the access token; Ctrl-C stops the view)", file=sys.stderr, flush=True)
-    if not ns.no_open:
+    if not ns.no_open and _has_desktop():
         import webbrowser
 
         webbrowser.open(url)
