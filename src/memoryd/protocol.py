@@ -6,14 +6,19 @@ either side never see bytes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import msgpack
 
 from memoryd import PROTOCOL
-from memoryd.errors import BadRequest
+from memoryd.errors import BadRequest, InvalidParams, MemorydError
 
 MAX_FRAME_BYTES = 4 * 1024 * 1024
+# Maps and arrays nested deeper than this are refused on both sides. Real frames nest about 5 deep
+# (request > args > arguments > a list of objects); the limit keeps every recursive walk over a
+# decoded value (validation, repr, re-encoding) far from Python's recursion limit.
+MAX_DEPTH = 64
 # Explicit unpack limits: a hostile frame cannot make the unpacker allocate more than the frame holds.
 _UNPACK_LIMITS = dict(
     max_str_len=MAX_FRAME_BYTES,
@@ -30,13 +35,100 @@ def encode(message: dict[str, Any]) -> bytes:
 
 
 def decode(frame: bytes) -> Any:
-    """Unpack one frame with limits; any failure is a `BadRequest`."""
+    """Unpack one frame with limits (size, lengths, nesting); any failure is a `BadRequest`."""
     if len(frame) > MAX_FRAME_BYTES:
         raise BadRequest(f"frame of {len(frame)} bytes is over the {MAX_FRAME_BYTES}-byte limit")
     try:
-        return msgpack.unpackb(frame, raw=False, **_UNPACK_LIMITS)
+        message = msgpack.unpackb(frame, raw=False, **_UNPACK_LIMITS)
     except Exception as exc:  # msgpack raises several unrelated types for bad input
         raise BadRequest(f"undecodable msgpack frame: {type(exc).__name__}") from exc
+    if depth(message) > MAX_DEPTH:
+        raise BadRequest(f"frame nests maps/arrays deeper than {MAX_DEPTH} levels")
+    return message
+
+
+def depth(value: Any, limit: int = MAX_DEPTH) -> int:
+    """How deep `value`'s maps and arrays nest (a scalar is 0), counted without recursion.
+
+    Stops early once past `limit` and returns limit + 1, so a hostile value costs no more than
+    the walk to its first too-deep branch.
+    """
+    deepest = 0
+    todo: list[tuple[Any, int]] = [(value, 0)]
+    while todo:
+        item, level = todo.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        level += 1
+        if level > limit:
+            return limit + 1
+        deepest = max(deepest, level)
+        todo.extend((child, level) for child in children if isinstance(child, (dict, list, tuple)))
+    return deepest
+
+
+def encode_request(req_id: int, op: str, args: dict[str, Any], conn: str) -> bytes:
+    """The request as one frame the daemon accepts, or `InvalidParams` naming the argument that
+    makes it unsendable: nested deeper than MAX_DEPTH, not encodable (a lone surrogate, an integer
+    over 64 bits), or pushing the frame over MAX_FRAME_BYTES — refused here, because libzmq would
+    drop the connection over it instead of answering."""
+    message = request(req_id, op, args, conn)
+    if depth(message) > MAX_DEPTH:
+        param = _worst_argument(op, args, depth)
+        raise InvalidParams(param, f"nests deeper than the {MAX_DEPTH}-level limit of a request")
+    try:
+        frame = encode(message)
+    except (ValueError, OverflowError, TypeError) as exc:
+        param = _worst_argument(op, args, _unencodable)
+        raise InvalidParams(param, f"holds a value msgpack cannot carry ({exc.__class__.__name__}: "
+                                   "a lone surrogate or an integer over 64 bits)") from None
+    if len(frame) > MAX_FRAME_BYTES:
+        param = _worst_argument(op, args, lambda v: len(encode({"v": v})))
+        raise InvalidParams(param, f"makes the request {len(frame)} bytes, over the frame limit of "
+                                   f"{MAX_FRAME_BYTES} bytes (4 MiB)")
+    return frame
+
+
+def _unencodable(value: Any) -> int:
+    try:
+        encode({"v": value})
+    except (ValueError, OverflowError, TypeError):
+        return 1
+    return 0
+
+
+def _worst_argument(op: str, args: dict[str, Any], score: Callable[[Any], int]) -> str:
+    """The argument with the highest `score` — inside `arguments` for a tool call — to name in an
+    error; "arguments" when there is nothing finer to name."""
+    inner = args.get("arguments") if op == "call" else args
+    if not isinstance(inner, dict) or not inner:
+        return "arguments"
+    return str(max(inner, key=lambda key: score(inner[key])))
+
+
+def encode_reply(req_id: Any, result: Any) -> bytes:
+    """The ok reply as one frame, or — when it cannot be encoded or would pass MAX_FRAME_BYTES —
+    an encoded typed error for the same id (code -32603, kind `reply_too_large` or
+    `unencodable_reply`). The receiving side drops an oversized frame, so without this
+    the caller saw only a timeout and then "daemon unavailable"; a tool that can return much caps
+    its own results (episode_search), this is the net under the rest."""
+    try:
+        frame = encode(ok_reply(req_id, result))
+    except (ValueError, OverflowError, TypeError) as exc:
+        error = MemorydError(f"the reply could not be encoded ({type(exc).__name__})",
+                             {"kind": "unencodable_reply"}, kind="unencodable_reply")
+    else:
+        if len(frame) <= MAX_FRAME_BYTES:
+            return frame
+        error = MemorydError(
+            f"the reply is {len(frame)} bytes, over the frame limit of {MAX_FRAME_BYTES} bytes (4 MiB); "
+            "ask for less (fewer results, no bodies)",
+            {"kind": "reply_too_large", "bytes": len(frame), "limit": MAX_FRAME_BYTES}, kind="reply_too_large")
+    return encode(error_reply(req_id, error.to_wire()))
 
 
 def request(req_id: int, op: str, args: dict[str, Any], conn: str) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import zmq
 from memoryd import PROTOCOL, __version__, paths
 from memoryd.client import spawn
 from memoryd.errors import DaemonUnavailable, MemorydError, from_wire
-from memoryd.protocol import decode, encode, request
+from memoryd.protocol import decode, encode_request
 
 CALL_TIMEOUT_S = 10.0
 
@@ -75,11 +75,16 @@ class Connection:
         return self.last_id
 
     def send(self, req_id: int, op: str, args: dict[str, Any]) -> bool:
-        """Send without blocking; False when no daemon is connected (the caller reconnects)."""
+        """Send without blocking; False when no daemon is connected (the caller reconnects).
+
+        Raises `InvalidParams` naming the argument when the request could not cross the wire (too
+        big for a frame, too deep, not encodable): sent anyway, libzmq would drop the connection.
+        """
+        frame = encode_request(req_id, op, args, self.conn_id)
         if self.sock is None:
             return False
         try:
-            self.sock.send(encode(request(req_id, op, args, self.conn_id)), zmq.NOBLOCK)
+            self.sock.send(frame, zmq.NOBLOCK)
         except zmq.Again:
             return False
         return True

@@ -45,8 +45,8 @@ from memoryd.protocol import (
     MAX_FRAME_BYTES,
     decode,
     encode,
+    encode_reply,
     error_reply,
-    ok_reply,
     recover_id,
     validate_request,
 )
@@ -277,7 +277,7 @@ class Server:
         else:
             if isinstance(result, Parked):
                 return None
-            reply = encode(ok_reply(req_id, result))
+            reply = encode_reply(req_id, result)  # over the frame limit: a typed error instead
         self._remember(conn_id, req_id, reply)
         frames = [routing_id, reply]
         if op in STATEFUL_OPS and core.aborts == before[2]:
@@ -538,7 +538,7 @@ class Server:
             if result is None:
                 still.append(entry)
             elif conn is not None:
-                reply = encode(ok_reply(entry.req_id, result))
+                reply = encode_reply(entry.req_id, result)
                 self._remember(entry.conn_id, entry.req_id, reply)
                 outgoing.append([conn.routing_id, reply])
         self.parked = still

@@ -65,7 +65,7 @@ def log(message: str) -> None:
 class Bridge:
     def __init__(self) -> None:
         self.out = sys.stdout.buffer
-        self.buffer = b""
+        self.reader = jsonrpc.LineReader()  # startup.py hands over its reader, holding what it read
         self.conn: Connection | None = None
         self.client_info: dict[str, Any] = {}
         self.tools: list[dict[str, Any]] | None = None
@@ -89,17 +89,17 @@ class Bridge:
             code = INVALID_PARAMS
         self.write(jsonrpc.error(ask.msg_id, code, message, data))
 
-    def read_stdin(self) -> list[bytes]:
+    def read_stdin(self) -> list[bytes | jsonrpc.Oversize]:
         try:
             chunk = os.read(0, READ_CHUNK)
         except BlockingIOError:
             return []
-        if not chunk:
+        if chunk:
+            self.reader.feed(chunk)
+        else:
             self.eof = True
-            return [self.buffer] if self.buffer.strip() else []
-        self.buffer += chunk
-        *lines, self.buffer = self.buffer.split(b"\n")
-        return [line for line in lines if line.strip()]
+            self.reader.finish()
+        return self.reader.take()
 
     # -- daemon --------------------------------------------------------------------------------
 
@@ -129,10 +129,9 @@ class Bridge:
         self.pending[req_id] = Pending(ask, op, args, time.monotonic() + timeout, shape, reshape_error)
         try:
             sent = conn.send(req_id, op, args)
-        except (ValueError, OverflowError, TypeError):  # msgpack: lone surrogates, ints over 64 bits
+        except MemorydError as exc:  # cannot cross the wire: too big, too deep or not encodable
             self.pending.pop(req_id)
-            self.fail(ask, INVALID_PARAMS, "arguments hold a value that cannot be encoded",
-                      {"param": "arguments", "reason": "lone surrogate or integer over 64 bits"})
+            self.fail(ask, exc.code, exc.message, exc.data)
             return
         if not sent:
             self.recover()
@@ -313,8 +312,7 @@ class Bridge:
     def run(self) -> int:
         os.set_blocking(0, False)
         drain_until = None
-        if self.buffer:  # lines that arrived together with the first one
-            self.on_lines(self.read_buffered())
+        self.on_lines(self.reader.take())  # lines that arrived together with the first one
         while not self.eof or (self.pending and time.monotonic() < drain_until):  # type: ignore[operator]
             poller = zmq.Poller()
             poller.register(0, zmq.POLLIN)
@@ -333,20 +331,29 @@ class Bridge:
             self.check_deadlines()
         return self.shutdown()
 
-    def read_buffered(self) -> list[bytes]:
-        *lines, self.buffer = self.buffer.split(b"\n")
-        return [line for line in lines if line.strip()]
-
     def on_stdin(self) -> None:
         self.on_lines(self.read_stdin())
 
-    def on_lines(self, lines: list[bytes]) -> None:
+    def on_lines(self, lines: list[bytes | jsonrpc.Oversize]) -> None:
         for line in lines:
+            if isinstance(line, jsonrpc.Oversize):
+                self.write(jsonrpc.oversize_error(line))
+                continue
             message, err = jsonrpc.parse(line)
             if err is not None:
                 self.write(err)
             elif message is not None:
-                self.handle(message)
+                self.on_message(message)
+
+    def on_message(self, message: dict[str, Any]) -> None:
+        """Handle one message; whatever it holds, the bridge answers and keeps serving."""
+        try:
+            self.handle(message)
+        except Exception as exc:  # a bug must not cost the agent its memory for the session
+            log(f"internal error on {str(message.get('method'))[:64]!r}: {type(exc).__name__}: {exc}"[:500])
+            msg_id = message.get("id")
+            if "id" in message and "method" in message:
+                self.write(jsonrpc.error(msg_id, INTERNAL_ERROR, f"internal error: {type(exc).__name__}"))
 
     def shutdown(self) -> int:
         # Answers still owed are lost with stdin; tell the daemon we are leaving cleanly.

@@ -1,4 +1,9 @@
-"""The few JSON-RPC 2.0 shapes the bridge speaks on stdio (newline-delimited, MCP's stdio framing)."""
+"""The few JSON-RPC 2.0 shapes the bridge speaks on stdio, and its framing: newline-delimited
+lines (MCP's stdio transport) of at most MAX_LINE_BYTES.
+
+Import contract: json and the standard library, errors, revision — the startup fast path reads
+and answers the first line with this module before zmq is imported.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,11 @@ from memoryd.errors import INVALID_REQUEST, PARSE_ERROR
 from memoryd.mcp_bridge.revision import CAPABILITIES, HANDSHAKE_VERSIONS
 
 SUPPORTED_VERSIONS = HANDSHAKE_VERSIONS  # what `initialize` negotiates; 2026-07-28 has no handshake
+# One stdio line (one JSON-RPC message) may hold at most this much. Twice the daemon's 4 MiB frame
+# limit, so any request that could reach the daemon fits (and gets the frame check's -32602 naming
+# its argument when it cannot); a longer line is answered -32600 and dropped unread.
+MAX_LINE_BYTES = 8 * 1024 * 1024
+OVERSIZE_HEAD_BYTES = 4096  # how much of an over-cap line is kept, to find its request id
 
 
 def response(msg_id: Any, result: Any) -> bytes:
@@ -27,12 +37,132 @@ def _line(obj: dict[str, Any]) -> bytes:
     return json.dumps(obj, ensure_ascii=True, separators=(",", ":")).encode() + b"\n"
 
 
+# -- framing ------------------------------------------------------------------------------------
+
+class Oversize:
+    """A line over MAX_LINE_BYTES, in place of its content: its first bytes and the cap it broke.
+
+    (A plain class: dataclasses is not loaded on the startup path.)"""
+
+    __slots__ = ("head", "limit")
+
+    def __init__(self, head: bytes, limit: int) -> None:
+        self.head, self.limit = head, limit
+
+
+class LineReader:
+    """Cuts stdin bytes into lines, holding at most `limit` bytes of any one line.
+
+    `feed` costs O(chunk): a partial line is kept as a list of pieces and joined once, when its
+    newline arrives (re-joining the whole buffer per chunk made a 50 MB line take seconds). A line
+    that grows past `limit` becomes one `Oversize` item as soon as it does, and the rest of it is
+    skipped unread up to its newline. Blank lines are dropped. Items wait in `ready` for `take`.
+    """
+
+    def __init__(self, limit: int = MAX_LINE_BYTES) -> None:
+        self.limit = limit
+        self.parts: list[bytes] = []
+        self.size = 0
+        self.skipping = False  # inside the tail of an over-cap line
+        self.ready: list[bytes | Oversize] = []
+
+    def feed(self, chunk: bytes) -> None:
+        start = 0
+        while start <= len(chunk):
+            newline = chunk.find(b"\n", start)
+            end = len(chunk) if newline < 0 else newline
+            if self.skipping:
+                self.skipping = newline < 0
+            else:
+                self._add(chunk[start:end], complete=newline >= 0)
+            if newline < 0:
+                return
+            start = newline + 1
+
+    def _add(self, piece: bytes, complete: bool) -> None:
+        if piece:
+            self.parts.append(piece)
+            self.size += len(piece)
+        if self.size > self.limit:
+            self.ready.append(Oversize(self._head(), self.limit))
+            self.parts, self.size, self.skipping = [], 0, not complete
+        elif complete:
+            line = b"".join(self.parts)
+            self.parts, self.size = [], 0
+            if line.strip():
+                self.ready.append(line)
+
+    def _head(self) -> bytes:
+        head = b""
+        for part in self.parts:
+            head += part[:OVERSIZE_HEAD_BYTES - len(head)]
+            if len(head) >= OVERSIZE_HEAD_BYTES:
+                break
+        return head
+
+    def finish(self) -> None:
+        """End of input: an unterminated last line counts as a line (idempotent)."""
+        if not self.skipping:
+            self._add(b"", complete=True)
+
+    def take(self) -> list[bytes | Oversize]:
+        items, self.ready = self.ready, []
+        return items
+
+
+def oversize_error(item: Oversize) -> bytes:
+    """The -32600 answer to an over-cap line, addressed to its request id when its head names one."""
+    return error(head_id(item.head), INVALID_REQUEST,
+                 f"Invalid Request: the line is over the {item.limit}-byte ({item.limit // (1024 * 1024)} MiB) "
+                 "limit of one message; it was dropped unread",
+                 {"reason": "line_too_long", "limit": item.limit})
+
+
+def head_id(head: bytes) -> str | int | None:
+    """The top-level `"id"` of a JSON object whose first bytes are `head`, or None.
+
+    Only a key at depth 1 counts (a nested "id" in params must never address another request's
+    answer); strings are skipped whole, escapes included.
+    """
+    text = head.decode("utf-8", errors="ignore")
+    decoder = json.JSONDecoder()
+    level, i = 0, 0
+    while i < len(text):
+        char = text[i]
+        if char == '"':
+            try:
+                token, i = decoder.raw_decode(text, i)
+            except ValueError:
+                return None  # the head ends inside this string
+            colon = _skip_space(text, i)
+            if level == 1 and token == "id" and text[colon:colon + 1] == ":":
+                try:
+                    value, _ = decoder.raw_decode(text, _skip_space(text, colon + 1))
+                except ValueError:
+                    return None
+                return value if _valid_id(value) else None
+            continue
+        level += 1 if char in "{[" else -1 if char in "}]" else 0
+        i += 1
+    return None
+
+
+def _skip_space(text: str, i: int) -> int:
+    while i < len(text) and text[i] in " \t\r\n":
+        i += 1
+    return i
+
+
+# -- messages -----------------------------------------------------------------------------------
+
 def parse(line: bytes) -> tuple[dict[str, Any] | None, bytes | None]:
     """(message, None) for a well-formed JSON-RPC message, else (None, the error line to send)."""
     try:
         message = json.loads(line)
     except (ValueError, UnicodeDecodeError):
         return None, error(None, PARSE_ERROR, "Parse error: the line is not valid JSON")
+    except RecursionError:  # the C parser refuses nesting near the interpreter's recursion limit
+        return None, error(None, PARSE_ERROR, "Parse error: the JSON nests too deeply to parse")
     msg_id = message.get("id") if isinstance(message, dict) else None
     if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
         return None, error(msg_id if _valid_id(msg_id) else None, INVALID_REQUEST,

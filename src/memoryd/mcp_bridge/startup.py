@@ -4,7 +4,8 @@ An MCP host waits for its opening request before anything else: `initialize` (le
 or `server/discover` (2026-07-28, and dual-era clients probing). The first line is handled with
 json/os/sys only; the heavier imports (~40 ms) then happen while the agent reads the answer.
 Anything else on the first line (a malformed line, a modern request that needs the daemon, a
-discover the bridge must refuse) goes to the full bridge, which answers it the same way.
+discover the bridge must refuse, a line over the cap) goes to the full bridge, which answers it
+the same way.
 """
 
 from __future__ import annotations
@@ -14,24 +15,32 @@ import os
 import sys
 from typing import Any
 
+from memoryd.mcp_bridge import jsonrpc
 
-def read_first_line() -> tuple[bytes, bytes]:
-    """(first line, whatever came after it) from stdin, blocking; (b"", b"") at EOF."""
-    data = b""
-    while b"\n" not in data:
+
+def read_first_line() -> tuple[bytes, jsonrpc.LineReader]:
+    """(first line, the reader holding whatever came after it) from stdin, blocking.
+
+    The line is b"" at EOF, and when the first line is over the cap: the reader then holds its
+    `Oversize` item (and skips the rest of it), so no first line is ever buffered whole.
+    """
+    reader = jsonrpc.LineReader()
+    while not reader.ready:
         chunk = os.read(0, 1 << 16)
         if not chunk:
-            return data, b""
-        data += chunk
-    line, _, rest = data.partition(b"\n")
-    return line, rest
+            reader.finish()
+            break
+        reader.feed(chunk)
+    if reader.ready and isinstance(reader.ready[0], bytes):
+        return reader.ready.pop(0), reader  # type: ignore[return-value]
+    return b"", reader
 
 
 def _request(line: bytes, method: str) -> dict[str, Any] | None:
     """`line` parsed, if it is a well-formed JSON-RPC request for `method` with object params."""
     try:
         message = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # the bridge answers these in full
         return None
     if (isinstance(message, dict) and message.get("method") == method and "id" in message
             and message.get("jsonrpc") == "2.0" and isinstance(message.get("params", {}), dict)):
@@ -40,16 +49,12 @@ def _request(line: bytes, method: str) -> dict[str, Any] | None:
 
 
 def _reply(msg_id: Any, result: dict[str, Any]) -> None:
-    from memoryd.mcp_bridge import jsonrpc
-
     sys.stdout.buffer.write(jsonrpc.response(msg_id, result))
     sys.stdout.buffer.flush()
 
 
 def answer_initialize(line: bytes) -> dict[str, Any] | None:
     """If `line` is an `initialize` request, answer it and return its clientInfo ({} if none); else None."""
-    from memoryd.mcp_bridge import jsonrpc
-
     message = _request(line, "initialize")
     if message is None:
         return None
@@ -76,20 +81,20 @@ def answer_discover(line: bytes) -> dict[str, Any] | None:
 
 
 def main() -> int:
-    line, rest = read_first_line()
+    line, reader = read_first_line()
     hello = None
-    if line.strip():
+    if line:
         hello = answer_initialize(line)
         if hello is None:
             hello = answer_discover(line)
+            if hello is None:
+                reader.ready.insert(0, line)  # the bridge answers it
     from memoryd.mcp_bridge.bridge import Bridge
 
     bridge = Bridge()
+    bridge.reader = reader
     if hello is not None:
         bridge.after_hello(hello)
-        bridge.buffer = rest
-    else:
-        bridge.buffer = line + b"\n" + rest if line else rest
     try:
         return bridge.run()
     except KeyboardInterrupt:

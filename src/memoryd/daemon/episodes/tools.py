@@ -1,6 +1,6 @@
 """The episode tier's tools: episode_write, episode_handoff, episode_search, scope disable/enable.
 
-Import contract: core, journal, store, scopes, tool — no zmq, no msgpack.
+Import contract: core, journal, store, scopes, tool, and protocol's frame limit — no zmq, no msgpack.
 """
 
 from __future__ import annotations
@@ -35,11 +35,15 @@ from memoryd.daemon.tool import (
 )
 from memoryd.daemon.validate import python_pattern, require_text
 from memoryd.errors import InvalidParams, ResourceState
+from memoryd.protocol import MAX_FRAME_BYTES
 
 SWARM_PATTERN = r"^[A-Za-z0-9_-]{1,128}$"
 MAX_WAIT_S = 300
 _SPAN = re.compile(r"(\d{1,6})([smhdw])")  # fullmatch: `$` would accept a trailing newline
 _SPAN_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+# A reply must fit one frame; episode rows fill at most this many bytes of it (by `wire_size`), the
+# rest is room for the envelope and the result's other fields (total, bodies_omitted, hint).
+REPLY_BUDGET_BYTES = MAX_FRAME_BYTES - 64 * 1024
 
 
 # -- argument rules the schema cannot say -----------------------------------------------------
@@ -113,6 +117,68 @@ def episode_view(core: Core, episode: Episode, with_body: bool, extra: bool = Fa
     return view
 
 
+def wire_size(value: Any) -> int:
+    """An upper bound of `value`'s msgpack size: UTF-8 bytes plus the largest header per item."""
+    if isinstance(value, str):
+        return len(value.encode()) + 5
+    if isinstance(value, dict):
+        return 5 + sum(wire_size(k) + wire_size(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return 5 + sum(wire_size(item) for item in value)
+    return 9  # numbers, booleans, None
+
+
+def fit_views(core: Core, episodes: list[Episode], with_body: bool, budget: int,
+              extra: bool = False) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Views of `episodes` (oldest first) whose wire size stays within `budget` bytes, and the
+    fields that say what was left out ({} when nothing was).
+
+    Rows are filled newest first, as the newest matter most: once a body would pass the budget,
+    it and every older row's body are left out (ids in `bodies_omitted`, none of them read), and
+    once even a bare row would, it and every older row are (`rows_omitted`). So a reply never
+    passes the frame limit however large the episodes, and the caller reads the rest by id.
+    (These fields stay out of the tools' outputSchema: tools/list has a size budget, and the
+    `hint` says what they mean.)
+    """
+    views: list[dict[str, Any]] = []
+    omitted: list[str] = []
+    used, bodies = 0, with_body
+    for position, episode in enumerate(reversed(episodes)):
+        view = episode_view(core, episode, with_body=False, extra=extra)
+        used += wire_size(view)
+        if used > budget:
+            return _fitted(views, omitted, len(episodes) - position)
+        if bodies and view["provenance"] != "unaccounted":  # a planted file's body is never shown
+            body = core.journal.read_body(episode)
+            if used + wire_size(body) + wire_size("body") <= budget:
+                view["body"] = body
+                used += wire_size(body) + wire_size("body")
+            else:
+                bodies = False
+        if with_body and "body" not in view and view["provenance"] != "unaccounted":
+            omitted.append(episode.id)
+        views.append(view)
+    return _fitted(views, omitted, 0)
+
+
+def _fitted(views: list[dict[str, Any]], omitted: list[str],
+            rows_omitted: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    views.reverse()
+    if not omitted and not rows_omitted:
+        return views, {}
+    marker: dict[str, Any] = {"truncated": True}
+    said = []
+    if omitted:
+        marker["bodies_omitted"] = omitted[::-1]
+        said.append(f"the bodies of the {len(omitted)} oldest row(s) are left out (bodies_omitted: read "
+                    "them with episode_search(ids=[...]) a few at a time)")
+    if rows_omitted:
+        marker["rows_omitted"] = rows_omitted
+        said.append(f"{rows_omitted} older row(s) are left out (narrow the search or lower max_results)")
+    marker["hint"] = f"capped to fit the {MAX_FRAME_BYTES // (1024 * 1024)} MiB reply limit: " + "; ".join(said)
+    return views, marker
+
+
 def visible_episodes(core: Core, session: Session, disabled: set[str]) -> list[Episode]:
     return [e for e in core.journal.of_session(session.id) if not is_hidden(e.scopes, disabled)]
 
@@ -175,16 +241,15 @@ def episode_handoff(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     shown = visible_episodes(core, adopted, caller.disabled_scopes)[-args["max_episodes"]:] if adopted else []
     prior = adopted or first
     core.record("episode_handoff", caller, prior=prior.id if prior else None, episodes=len(shown))
-    result: dict[str, Any] = {
-        "prior_session_id": prior.id if prior else None,
-        "episodes": [episode_view(core, e, args["include_bodies"]) for e in shown],
-        "framing": "data",
-    }
+    result: dict[str, Any] = {"prior_session_id": prior.id if prior else None, "episodes": [], "framing": "data"}
     if note:
         result["note"] = note if adopted is None else f"{note} (rewound to the older session {adopted.id})"
     if prior:
         result["prior_session"] = prior_session_block(core, prior)
-    return result
+    # The rows get what the rest of the reply (the prior session's handoff and summary) leaves.
+    result["episodes"], cut = fit_views(core, shown, args["include_bodies"],
+                                        REPLY_BUDGET_BYTES - wire_size(result))
+    return {**result, **cut}
 
 
 # -- episode_search ---------------------------------------------------------------------------
@@ -228,8 +293,8 @@ def episode_search(call: Call, args: dict[str, Any]) -> dict[str, Any] | Parked:
         found["total"] = len(matches)
         if timed_out is False and len(matches) < args["wait_for"]:
             return None
-        result = {"episodes": [episode_view(core, e, with_body, extra=True) for e in matches[-args["max_results"]:]],
-                  "total": len(matches), "framing": "data"}
+        views, cut = fit_views(core, matches[-args["max_results"]:], with_body, REPLY_BUDGET_BYTES, extra=True)
+        result = {"episodes": views, "total": len(matches), "framing": "data", **cut}
         if timed_out is not None:
             result["timed_out"] = timed_out and len(matches) < args["wait_for"]
         return result
