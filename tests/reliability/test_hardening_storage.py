@@ -302,3 +302,25 @@ def test_a_log_flush_that_fails_rolls_the_whole_pass_back(tmp_path: Path) -> Non
         assert report["ok"] and report["events"] == seq + 1, report
     finally:
         subprocess.run(["umount", str(mount)], capture_output=True)
+
+
+def test_a_torn_tail_the_start_may_not_cut_is_refused_cleanly(env: Env, pinned: list[Path]) -> None:
+    """A crash left a torn tail on a segment made append-only (`chattr +a`): the start cannot cut
+    it and must not append after it, so it refuses (exit 3) with the file named — no traceback,
+    no crash loop of tracebacks — and starts once the flag is gone."""
+    env.start_daemon()
+    run(env, lambda s, out: call(s, "episode_write", body="before the crash"))
+    stop(env)
+    segment = next((env.home / "events").glob("*.jsonl"))
+    with open(segment, "ab") as handle:
+        handle.write(b'{"seq": 99, "ts": "20')
+    _chattr("+a", segment)
+    pinned.append(segment)
+    proc = env.start_daemon(wait=False)
+    assert proc.wait(timeout=30) == 3, env.daemon_log()
+    out = (env.base / "daemon.out").read_text(errors="replace")
+    assert "Traceback" not in out and segment.name in out, out
+    subprocess.run(["chattr", "-a", str(segment)], check=True)
+    env.start_daemon()
+    stop(env)
+    verify_log(env)

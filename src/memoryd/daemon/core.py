@@ -22,7 +22,7 @@ from memoryd.daemon import store
 from memoryd.daemon.connections import Conn, Session, SessionTable
 from memoryd.daemon.episodes.journal import Journal
 from memoryd.daemon.eventlog import EventLog
-from memoryd.errors import StorageError
+from memoryd.errors import StorageError, StoreDamaged
 
 log = logging.getLogger("memoryd.daemon")
 
@@ -262,7 +262,11 @@ class Core:
         serves reads and refuses writes until space returns (`writable`)."""
         for sub in STORE_DIRS:
             store.ensure_store_dir(self.root / sub)
-        torn = self.log.replay(self._replay)
+        try:
+            torn = self.log.replay(self._replay)
+        except OSError as exc:  # a torn tail on a segment we may not shrink (chattr +a, read-only)
+            raise StoreDamaged(f"the event log cannot be repaired ({exc}); make {exc.filename or self.log.dir} "
+                               "writable, then start again", str(exc.filename or self.log.dir)) from exc
         self._mark = self.log.checkpoint()
         self.files.strict = False
         temp_files = self.files.recover_temp_files(self.last_run_ids)
@@ -272,9 +276,9 @@ class Core:
                   **self._load_files()}
         suspended = self._suspend_open_sessions()
         self.trim_feed()  # replay filled it with history no parked call waits for
-        self.record("daemon_start", pid=_pid(), suspended_sessions=suspended)
-        self.record("recovery", **report)
         try:
+            self.record("daemon_start", pid=_pid(), suspended_sessions=suspended)
+            self.record("recovery", **report)
             self.sync()
         except StorageError as exc:
             self.note_storage_error(exc)

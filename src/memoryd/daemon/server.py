@@ -179,8 +179,7 @@ class Server:
         self._pass_replies = []
         if self.parked and self.core.feed_end != feed_before:
             outgoing.extend(self.wake_parked(timed_out=False))
-        if not self.parked:
-            self.core.trim_feed()
+        self.core.trim_feed()  # every parked call has now looked at every new episode
         self.send_all(outgoing)
 
     def send_all(self, outgoing: list[list[bytes]]) -> None:
@@ -305,7 +304,12 @@ class Server:
 
     def _void_pass(self, cause: MemorydError) -> None:
         """The pass so far was undone: each of its replies that said something changed, and each
-        call it parked, is answered with `cause` instead."""
+        call it parked, is answered with `cause` instead. A connection whose session the undo
+        took away (its `session_start` was in the pass) must say hello again: its session id
+        will be minted anew, for someone else."""
+        for conn_id in [c.id for c in self.conns.values() if self.core.sessions.get(c.session_id) is None]:
+            del self.conns[conn_id]
+            self.reply_bytes.pop(conn_id, None)
         for conn_id, req_id, frames in self._pass_replies:
             frames[1] = encode(error_reply(req_id, cause.to_wire()))
             self._remember(conn_id, req_id, frames[1])
