@@ -1,6 +1,6 @@
 """Finding a live daemon, and starting one when none answers (docs/wire.md).
 
-Import contract: stdlib + paths + protocol; zmq only inside `ping`.
+Import contract: stdlib + paths + protocol + errors; zmq only inside `ping`.
 """
 
 from __future__ import annotations

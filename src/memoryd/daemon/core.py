@@ -3,6 +3,8 @@
 Import contract: no zmq, no msgpack. Every change is an event appended through `record`, which
 also applies it to the in-memory indexes, so replay at start and live operation share one code
 path (`apply`). Time comes from an injected clock so TTLs and the reaper test without sleeping.
+A commit is all or nothing: when it fails, `abort` cuts the pass's events from the log, drops its
+staged files and rebuilds the state from disk (`reload`), and the caller hears `StorageError`.
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ every directory between the root and a file is checked with lstat before a write
 Durability is two-phase so writes can share fsyncs (group commit): `write_file` fsyncs the data
 and renames, and marks the directory dirty; `sync` fsyncs every dirty directory. A reply that
 says "committed" is sent only after `sync` (and the log's sync) returned.
+Faults (docs/storage.md, 'Reliability'): an OSError while staging is a `StorageError` that leaves
+what was staged before untouched; a target that could not be replaced or removed (chattr +i/+a)
+is refused at staging; `abort` drops a pass whose flush failed; `publish` never raises.
 """
 
 from __future__ import annotations
