@@ -276,6 +276,7 @@ def test_a_log_flush_that_fails_rolls_the_whole_pass_back(tmp_path: Path) -> Non
     itself fails (ENOSPC); the pass is cut from the log and the state rebuilt from disk."""
     mount = tmp_path / "fs"
     _mount_tmpfs(mount)
+    core = None
     try:
         core = Core(mount / "store", Config())
         core.open()
@@ -301,7 +302,11 @@ def test_a_log_flush_that_fails_rolls_the_whole_pass_back(tmp_path: Path) -> Non
         report = verify(mount / "store" / "events")
         assert report["ok"] and report["events"] == seq + 1, report
     finally:
+        if core is not None:
+            core.log._drop_file()  # an open segment would keep the mount busy
         subprocess.run(["umount", str(mount)], capture_output=True)
+        if os.path.ismount(mount):
+            subprocess.run(["umount", "-l", str(mount)], capture_output=True)
 
 
 def test_a_torn_tail_the_start_may_not_cut_is_refused_cleanly(env: Env, pinned: list[Path]) -> None:
@@ -324,3 +329,29 @@ def test_a_torn_tail_the_start_may_not_cut_is_refused_cleanly(env: Env, pinned: 
     env.start_daemon()
     stop(env)
     verify_log(env)
+
+
+def test_a_rename_that_fails_after_the_commit_is_retried_not_lost(tmp_path: Path, pinned: list[Path]) -> None:
+    """The race the staging check cannot see: a record turns immutable between staging and
+    publish. The change is committed (its event is durable), so publish must neither raise nor
+    drop it: the temp file is served and renamed at a later commit; the move's delete waits."""
+    from memoryd.daemon.store import FileStore
+
+    root = tmp_path / "store"
+    (root / "memories").mkdir(parents=True)
+    record, other = root / "memories" / "a.md", root / "memories" / "b.md"
+    record.write_bytes(b"old")
+    other.write_bytes(b"the other half of a move")
+    files = FileStore(root)
+    files.write_file(record, b"new")
+    files.delete_file(other)
+    pin(pinned, record)
+    files.flush()
+    files.publish()  # EPERM on the rename: logged, kept
+    assert record.read_bytes() == b"old" and files.read_bytes(record) == b"new" and files.exists(record)
+    assert other.exists(), "a delete ran ahead of the rename it follows"
+    unpin(record)
+    files.flush()
+    files.publish()
+    assert record.read_bytes() == b"new" and not other.exists()
+    assert not list((root / "memories").glob(".tmp-*"))
