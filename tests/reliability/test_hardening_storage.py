@@ -355,3 +355,30 @@ def test_a_rename_that_fails_after_the_commit_is_retried_not_lost(tmp_path: Path
     files.publish()
     assert record.read_bytes() == b"new" and not other.exists()
     assert not list((root / "memories").glob(".tmp-*"))
+
+
+def test_the_ttl_reaper_keeps_an_episode_it_cannot_delete_and_keeps_serving(env: Env, pinned: list[Path]) -> None:
+    """An expired episode made immutable: the TTL pass (at start, and on demand) keeps that
+    session's folder whole and says so, instead of killing the daemon or half-pruning it."""
+    from ulid import ULID
+
+    Path(env.vars["MEMORYD_CONFIG"]).write_text("episode_ttl_days: 1\n")
+    folder = env.home / "episodes" / "sess-7"
+    folder.mkdir(parents=True)
+    ids = [str(ULID.from_timestamp(946_684_800 + n)) for n in range(2)]  # 2000-01-01
+    for episode_id in ids:
+        (folder / f"{episode_id}.md").write_text(
+            f"---\nschema_version: 1\nid: {episode_id}\ncreated: '2000-01-01T00:00:00.000Z'\n"
+            "session_id: sess-7\nscopes: []\ntakeaway: old\nswarm_id: null\nworktree: /w/storage\n---\nold\n")
+    pin(pinned, folder / f"{ids[1]}.md")
+    proc = env.start_daemon()
+    pruned = env.memoryd("episodes", "prune")
+    assert pruned.returncode == 0, pruned.stderr
+    assert sorted(p.stem for p in folder.glob("*.md")) == sorted(ids), "a pinned session was half-pruned"
+    run(env, lambda s, out: call(s, "episode_write", body="still serving"))
+    alive(env, proc.pid)
+    unpin(folder / f"{ids[1]}.md")
+    assert env.memoryd("episodes", "prune").returncode == 0
+    assert not folder.exists()
+    stop(env)
+    verify_log(env)

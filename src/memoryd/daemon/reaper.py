@@ -6,10 +6,15 @@ so no thread and no sleeping; tests call the passes directly with a fake clock.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+from memoryd.daemon import store
 from memoryd.daemon.connections import Conn
 from memoryd.daemon.core import Core, iso
+from memoryd.errors import StorageError
+
+log = logging.getLogger("memoryd.daemon")
 
 TTL_RECHECK_S = 60.0
 
@@ -54,7 +59,11 @@ def expired_episode_sessions(core: Core, now: float) -> list[dict[str, Any]]:
 
 
 def prune_session_episodes(core: Core, session_id: str) -> list[str]:
+    """Delete a session's episodes; `StorageError` before anything changed when one of the files
+    cannot be removed (chattr +i, a read-only folder)."""
     episodes = core.journal.by_session.get(session_id, {})
+    for episode in episodes.values():
+        store.check_changeable(episode.path, replacing=False)
     ids = sorted(episodes)
     folder = None
     for episode_id in ids:
@@ -74,7 +83,12 @@ def episode_ttl_pass(core: Core, now: float, dry_run: bool = False) -> list[dict
     due = expired_episode_sessions(core, now)
     if not dry_run:
         for entry in due:
-            prune_session_episodes(core, entry["session"])
+            try:
+                prune_session_episodes(core, entry["session"])
+            except StorageError as exc:  # left in place and said; the next pass tries again
+                entry["error"] = exc.message
+                log.warning("episode TTL: kept %s: %s", entry["session"], exc.message)
+                continue
             core.reaper_stats["episodes_pruned"] += entry["episodes"]
     core.next_ttl_check = now + TTL_RECHECK_S
     return due
@@ -89,7 +103,7 @@ def run_due(core: Core, now: float) -> dict[str, Any]:
     """Run every job that is due; log one `reaper_run` when any of them acted."""
     done: dict[str, Any] = {"daemon_restart": grace_pass(core, now), "pending_expired": pending_pass(core, now)}
     if now >= core.next_ttl_check:
-        done["episodes_pruned"] = [e["session"] for e in episode_ttl_pass(core, now)]
+        done["episodes_pruned"] = [e["session"] for e in episode_ttl_pass(core, now) if "error" not in e]
     acted = {k: len(v) for k, v in done.items() if v}
     if acted:
         core.reaper_stats["last_run"] = iso(now)

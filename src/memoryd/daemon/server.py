@@ -59,6 +59,7 @@ REPLY_CACHE_SIZE = 256
 # few recent replies are enough. Bytes bound it too (80 cached 3.9 MB reads once took 280 MB):
 # past the budget the oldest go, but the newest reply is always kept.
 REPLY_CACHE_BYTES = 4 * 1024 * 1024
+TIMERS_BACKOFF_S = 5.0  # after a timed pass failed on the store (see `_timed_passes`)
 # Parked `wait_for` calls each hold a closure and are checked when episodes arrive.
 MAX_PARKED_PER_CONN = 16
 MAX_PARKED = 1024
@@ -109,6 +110,7 @@ class Server:
         self.conns: dict[str, Conn] = {}
         self.parked: list[ParkedCall] = []
         self.reply_bytes: dict[str, int] = {}  # conn id -> bytes in its reply cache
+        self.timers_resume_at = 0.0  # core clock; a failed timed pass backs off until then
         # This pass's replies that a failed commit must take back, where they go, and where the
         # calls it parked begin in `parked` (see `_void_pass`).
         self._pass_replies: list[tuple[str, int, list[bytes]]] = []
@@ -191,20 +193,40 @@ class Server:
 
     def run_timers(self) -> None:
         now = self.core.clock()
-        self._end_lost_with_fallback(now)
-        lost = reaper.liveness_pass(self.core, self.conns, now)
-        hooks.idle_pass(self.core, self.client_sessions, now)
-        for conn_id in lost:
-            self.parked = [p for p in self.parked if p.conn_id != conn_id]
-            self.reply_bytes.pop(conn_id, None)
-        reaper.run_due(self.core, now)
+        if now >= self.timers_resume_at:
+            self._timed_passes(now)
         outgoing = self.wake_parked(timed_out=True) if self.parked else []
         try:
             self.core.sync()
-        except StorageError as exc:  # undone; the reaper's jobs are due again at the next wake
-            self.core.note_storage_error(exc)
-            log.error("a timed pass could not commit: %s", exc.message)
+        except StorageError as exc:  # undone; the jobs are due again after the back-off
+            self._timers_failed(now, exc)
         self.send_all(outgoing)
+
+    def _timed_passes(self, now: float) -> None:
+        """Liveness, hook idleness and the reaper's jobs. One that fails on the store (a full disk
+        under a fallback handoff, an undeletable episode) is undone with everything since the
+        last commit and retried after TIMERS_BACKOFF_S, so a lasting fault cannot spin the loop."""
+        aborts = self.core.aborts
+        try:
+            self._end_lost_with_fallback(now)
+            lost = reaper.liveness_pass(self.core, self.conns, now)
+            hooks.idle_pass(self.core, self.client_sessions, now)
+            for conn_id in lost:
+                self.parked = [p for p in self.parked if p.conn_id != conn_id]
+                self.reply_bytes.pop(conn_id, None)
+            reaper.run_due(self.core, now)
+        except (StorageError, OSError) as exc:
+            if self.core.aborts == aborts:
+                self.core.abort()
+            self._timers_failed(now, exc)
+
+    def _timers_failed(self, now: float, exc: Exception) -> None:
+        error = _typed("timers", exc)
+        if isinstance(error, StorageError):
+            self.core.note_storage_error(error)
+        self.timers_resume_at = now + TIMERS_BACKOFF_S
+        log.error("a timed pass could not commit and was undone (retried in %g s): %s",
+                  TIMERS_BACKOFF_S, error.message)
 
     def _end_lost_with_fallback(self, now: float) -> None:
         """Sessions the liveness pass is about to end as `lost` that hold hook last words end here
