@@ -218,6 +218,8 @@ class EventLog:
         if self._file is None or self._segment != month:
             if self._file is not None:
                 self.sync()
+                fd = self._file.fileno()
+                os.ftruncate(fd, os.fstat(fd).st_size)  # a finished month gives its reserve back
                 self._file.close()
             path = self.dir / f"{month}.jsonl"
             self._new_dir = not path.exists()
