@@ -66,13 +66,15 @@ def _check_value(name: str, default: Any, value: Any) -> Any:
         return value
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ConfigError(f"config key '{name}' must be a number, got {value!r}")
-    if not math.isfinite(value):
+    # Floats only: an int is always finite, and float() of a 400-digit int would overflow.
+    if isinstance(value, float) and not math.isfinite(value):
         raise ConfigError(f"config key '{name}' must be a finite number, got {value!r}")
-    if isinstance(default, int) and not float(value).is_integer():
+    if isinstance(default, int) and isinstance(value, float) and not value.is_integer():
         raise ConfigError(f"config key '{name}' must be a whole number, got {value!r}")
     lo, hi = RANGES[name]
     if not lo <= value <= hi:
-        raise ConfigError(f"config key '{name}' must be between {lo:g} and {hi:g}, got {value!r}")
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "…"
+        raise ConfigError(f"config key '{name}' must be between {lo:g} and {hi:g}, got {shown}")
     return type(default)(value)
 
 

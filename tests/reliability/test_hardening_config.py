@@ -30,6 +30,7 @@ BAD = [
     ("pending_ttl_seconds: 1000000000000000\n", "pending_ttl_seconds", "between"),
     ("verification_stale_days: 1.0e+300\n", "verification_stale_days", "between"),
     ("episode_ttl_days: 1.5\n", "episode_ttl_days", "whole number"),
+    ("episode_ttl_days: 1" + "0" * 400 + "\n", "episode_ttl_days", "between"),
     ("max_content_bytes: 1000000000000\n", "max_content_bytes", "between"),
     ("max_scopes_per_write: 0\n", "max_scopes_per_write", "between"),
     ("hook_prompt_max_hits: 1000\n", "hook_prompt_max_hits", "between"),
@@ -50,7 +51,7 @@ def serve_refused(env: Env, text: bytes) -> str:
     return out
 
 
-@pytest.mark.parametrize(("text", "key", "why"), BAD, ids=[b[1] + ":" + b[0].split(": ")[1].strip() for b in BAD])
+@pytest.mark.parametrize(("text", "key", "why"), BAD, ids=[b[1] + ":" + b[0].split(": ")[1].strip()[:20] for b in BAD])
 def test_a_bad_value_is_refused_at_start_naming_the_key(env: Env, text: str, key: str, why: str) -> None:
     out = serve_refused(env, text.encode())
     assert f"'{key}'" in out and why in out, out
