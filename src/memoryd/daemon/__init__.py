@@ -4,7 +4,8 @@ Layers, each importing only the ones below it (tests/unit/test_layout.py holds t
 
     server, lifecycle      the process: the ROUTER loop (the only daemon module that imports zmq),
                            start-up, signals, the status file
-    catalogue, reaper      the tool catalogue (joins the tiers' TOOLS) and the timed passes
+    catalogue, reaper,     the tool catalogue (joins the tiers' TOOLS), the timed passes, and the
+    admin                  operator reads behind the CLI's `memories`/`pending`/`sessions` and the UI
     sessions/              tier: session brackets, handoff capture, the digest
     memories/              tier: durable memories behind the write gates (reads episodes: promote,
                            prior session)
