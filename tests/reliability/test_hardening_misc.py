@@ -34,7 +34,10 @@ def test_detach_waits_for_a_daemon_that_holds_the_lock(env: Env) -> None:
     assert detach.poll() is None, detach.communicate()
     fcntl.flock(lock, fcntl.LOCK_UN)
     lock.close()
-    env.start_daemon()  # the "other" daemon comes up
+    # The "other" daemon comes up. Once the lock is free the detaching process may win the race
+    # and start one itself; either way exactly one serves, and detach must report it running.
+    env.start_daemon(wait=False)
+    env.wait_ready()
     _out, err = detach.communicate(timeout=30)
     assert detach.returncode == 0, err
     assert "running" in err
