@@ -260,16 +260,17 @@ class FileStore:
                 raise StorageError.from_os(exc, path) from exc
             self._dirty_dirs.add(path.parent)
 
-    def write_file(self, path: Path, data: bytes) -> None:
+    def write_file(self, path: Path, data: bytes, fresh: bool = False) -> None:
         """Stage `data` for `path`; it replaces `path` atomically at the next `publish`.
         A symlinked directory on the way is refused (`StoreDamaged`, -32002) before anything is
-        staged."""
+        staged. `fresh`: the caller just minted the name (a new ULID), so there is no file to be
+        immutable and the probe for one (an open, ~2% of an episode write) is skipped."""
         try:
             check_no_links(self.root, path)
         except LinkRefused as exc:
             raise StoreDamaged(str(exc), str(exc.path)) from exc
         self.ensure_dir(path.parent)
-        if self.strict:
+        if self.strict and not fresh:
             check_changeable(path, replacing=True)
         tmp = path.parent / f"{TMP_PREFIX}{path.name}.{secrets.token_hex(4)}"
         try:
