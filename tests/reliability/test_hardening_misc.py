@@ -25,15 +25,15 @@ WT = {"MEMORYD_WORKTREE": "/w/misc"}
 
 def test_detach_waits_for_a_daemon_that_holds_the_lock(env: Env) -> None:
     env.runtime.mkdir(mode=0o700, parents=True)
-    lock = open(env.runtime / "memoryd.lock", "a+")
-    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # "another daemon is starting"
-    detach = subprocess.Popen([sys.executable, "-m", "memoryd", "serve", "--detach"], env=env.environ(),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    env.procs.append(detach)  # type: ignore[arg-type]
-    time.sleep(1.5)  # its child has met the lock and exited 0 by now
-    assert detach.poll() is None, detach.communicate()
-    fcntl.flock(lock, fcntl.LOCK_UN)
-    lock.close()
+    with open(env.runtime / "memoryd.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # "another daemon is starting"
+        detach = subprocess.Popen([sys.executable, "-m", "memoryd", "serve", "--detach"], env=env.environ(),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  start_new_session=True)
+        env.procs.append(detach)  # type: ignore[arg-type]
+        time.sleep(1.5)  # its child has met the lock and exited 0 by now
+        assert detach.poll() is None, detach.communicate()
+        fcntl.flock(lock, fcntl.LOCK_UN)
     # The "other" daemon comes up. Once the lock is free the detaching process may win the race
     # and start one itself; either way exactly one serves, and detach must report it running.
     env.start_daemon(wait=False)
@@ -45,7 +45,6 @@ def test_detach_waits_for_a_daemon_that_holds_the_lock(env: Env) -> None:
 
 def test_restart_beside_a_busy_bridge_always_ends_with_a_daemon(daemon: Env) -> None:
     stop = threading.Event()
-    errors: list[BaseException] = []
 
     def busy() -> None:
         async def main() -> None:
@@ -53,12 +52,9 @@ def test_restart_beside_a_busy_bridge_always_ends_with_a_daemon(daemon: Env) -> 
                 while not stop.is_set():
                     try:
                         await s.call_tool("episode_write", {"body": "busy"})
-                    except Exception:  # a call caught mid-restart may fail; the bridge retries
+                    except Exception:  # noqa: BLE001 - a call caught mid-restart may fail; the bridge retries
                         await anyio.sleep(0.05)
-        try:
-            anyio.run(main)
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
+        anyio.run(main)
 
     worker = threading.Thread(target=busy, daemon=True)
     worker.start()

@@ -67,10 +67,10 @@ def prune_session_episodes(core: Core, session_id: str) -> list[str]:
     ids = sorted(episodes)
     folder = None
     for episode_id in ids:
-        episode = core.journal.remove(episode_id)
-        if episode is not None:
-            core.files.delete_file(episode.path)
-            folder = episode.path.parent
+        gone = core.journal.remove(episode_id)
+        if gone is not None:
+            core.files.delete_file(gone.path)
+            folder = gone.path.parent
     if folder is not None:
         core.files.delete_dir_if_empty(folder)
     core.journal.by_session.pop(session_id, None)

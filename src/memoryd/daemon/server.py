@@ -91,7 +91,8 @@ def _read_only(op: str, args: dict[str, Any]) -> bool:
     """Ops and tools that change nothing but their own audit event."""
     if op not in STATEFUL_OPS:
         return True
-    tool = catalogue.TOOLS.get(args.get("tool")) if op == "call" and isinstance(args.get("tool"), str) else None
+    name = args.get("tool")
+    tool = catalogue.TOOLS.get(name) if op == "call" and isinstance(name, str) else None
     return tool is not None and tool.read_only
 
 
@@ -292,7 +293,7 @@ class Server:
         before = (core.log.seq, core.files.changes, core.aborts)
         try:
             result = self.ops[op](conn_id, routing_id, {**args, "_req_id": req_id})
-        except Exception as exc:  # a bug must not take the daemon down either: log it, answer, go on
+        except Exception as exc:  # noqa: BLE001 - a bug must not take the daemon down: `_typed` logs it
             error = self._undo_failed(op, args, exc, before)
             reply = encode(error_reply(req_id, error.to_wire()))
         else:
