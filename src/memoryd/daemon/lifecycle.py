@@ -145,12 +145,17 @@ def _attach_tiers(core: Core) -> None:
 def _shutdown(core: Core, server: Any, lock: IO[str]) -> None:
     remove_status()
     sd_notify("STOPPING=1")
+    # A full or read-only store must not make the stop crash: the caches are only speed-ups, and
+    # a stop that cannot be logged is recovered like a crash at the next start.
+    for step in (lambda: core.record("daemon_stop", pid=os.getpid()), core.journal.save_cache):
+        try:
+            step()
+        except StorageError as exc:
+            log.warning("at stop: %s", exc.message)
     try:
-        core.record("daemon_stop", pid=os.getpid())
-        core.journal.save_cache()
         core.sync()
         core.log.close()
-    except (StorageError, OSError) as exc:  # a full or read-only store must not make the stop crash
+    except (StorageError, OSError) as exc:
         log.error("could not record the stop (%s); the next start recovers", exc)
     server.close()
     fcntl.flock(lock, fcntl.LOCK_UN)
