@@ -20,13 +20,13 @@ MAX_FRAME_BYTES = 4 * 1024 * 1024
 # decoded value (validation, repr, re-encoding) far from Python's recursion limit.
 MAX_DEPTH = 64
 # Explicit unpack limits: a hostile frame cannot make the unpacker allocate more than the frame holds.
-_UNPACK_LIMITS = dict(
-    max_str_len=MAX_FRAME_BYTES,
-    max_bin_len=MAX_FRAME_BYTES,
-    max_array_len=100_000,
-    max_map_len=100_000,
-    max_ext_len=0,
-)
+_UNPACK_LIMITS = {
+    "max_str_len": MAX_FRAME_BYTES,
+    "max_bin_len": MAX_FRAME_BYTES,
+    "max_array_len": 100_000,
+    "max_map_len": 100_000,
+    "max_ext_len": 0,
+}
 OPS = ("hello", "tools", "call", "heartbeat", "bye", "status", "stop", "episodes", "hook", "admin")
 
 

@@ -46,9 +46,10 @@ class StdioBridge:
 
     def __init__(self, env: Env) -> None:
         self.err = env.base / f"bridge-{time.monotonic_ns()}.err"
-        self.proc = subprocess.Popen([sys.executable, "-m", "memoryd", "mcp"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=open(self.err, "wb"),
-                                     env=env.environ(**WT), cwd=str(env.base), start_new_session=True)
+        with open(self.err, "wb") as err:  # the child keeps its own copy of the descriptor
+            self.proc = subprocess.Popen([sys.executable, "-m", "memoryd", "mcp"], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=err, env=env.environ(**WT),
+                                         cwd=str(env.base), start_new_session=True)
         env.procs.append(self.proc)
         self.replies: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self.pings = 0

@@ -26,7 +26,7 @@ class Connection:
         self.endpoint = endpoint or paths.endpoint()
         self.autospawn = autospawn
         self.conn_id = os.urandom(12).hex()
-        self.ctx = zmq.Context.instance()
+        self.ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
         self.sock: zmq.Socket[bytes] | None = None
         self.monitor: zmq.Socket[bytes] | None = None
         self.last_id = 0

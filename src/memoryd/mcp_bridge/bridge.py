@@ -349,7 +349,7 @@ class Bridge:
         """Handle one message; whatever it holds, the bridge answers and keeps serving."""
         try:
             self.handle(message)
-        except Exception as exc:  # a bug must not cost the agent its memory for the session
+        except Exception as exc:  # noqa: BLE001 - a bug must not cost the agent its memory for the session
             log(f"internal error on {str(message.get('method'))[:64]!r}: {type(exc).__name__}: {exc}"[:500])
             msg_id = message.get("id")
             if "id" in message and "method" in message:
