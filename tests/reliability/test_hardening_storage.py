@@ -33,6 +33,7 @@ WT = {"MEMORYD_WORKTREE": "/w/storage"}
 FACT = "The billing service retries webhooks three times before it gives up."
 STORAGE = -32002
 TMPFS_BYTES = 2 * 1024 * 1024
+PARTLY_FREE = 600 * 1024  # above the daemon's 256 KiB "out of space" line
 
 
 # -- fixtures -------------------------------------------------------------------------------------
@@ -174,6 +175,22 @@ def test_a_full_disk_answers_a_storage_error_keeps_reads_and_writes_resume(full_
         assert_storage_error(seen[key], "ENOSPC")
     assert [h["id"] for h in seen["search"]["results"]][:1] == [made["memory"]], seen["search"]
     assert {e["id"] for e in seen["episodes"]["episodes"]} == {made["episode"]}
+    alive(env, proc.pid)
+
+    # Room for the up-front check, not for the write: it fails part-way and the pass is undone.
+    os.truncate(filler, filler.stat().st_size - PARTLY_FREE)
+    big = " ".join(f"detail{n}" for n in range(PARTLY_FREE // 8))
+
+    async def partly(s: Any, out: dict[str, Any]) -> None:
+        out["episode_error"] = await call_error(s, "episode_write", body="y" * (PARTLY_FREE + 300_000))
+        out["pending_error"] = await call_error(s, "memory_write", scopes=["projects:storage"],
+                                                content="The user prefers small commits: " + big,
+                                                category="user-inference")
+        out["search"] = await call(s, "memory_search", query="billing webhooks")
+    seen = run(env, partly)
+    for key in ("episode_error", "pending_error"):
+        assert_storage_error(seen[key], "ENOSPC", ".tmp-")
+    assert seen["search"]["results"][0]["id"] == made["memory"]
     alive(env, proc.pid)
 
     filler.unlink()

@@ -164,6 +164,7 @@ class Server:
         outgoing: list[list[bytes]] = []
         feed_before = self.core.feed_end
         self._pass_replies, self._pass_out, self._parked_mark = [], outgoing, len(self.parked)
+        self.core.space_checked = False
         for _ in range(MAX_BATCH):
             try:
                 frames = self.router.recv_multipart(zmq.NOBLOCK)
