@@ -48,3 +48,20 @@ def test_newest_handoff_per_project_survives_removal_of_the_newest() -> None:
     assert memories.newest_handoffs()["alpha"].id == "h2"
     del memories["h2"]
     assert memories.newest_handoffs()["alpha"].id == "h1"
+
+
+def test_per_project_category_counts_follow_every_change() -> None:
+    import random
+    from collections import Counter
+
+    rng = random.Random(3)
+    memories = live()
+    for step in range(400):
+        key = f"m{rng.randrange(60)}"
+        if key in memories and rng.random() < 0.3:
+            del memories[key]
+        else:
+            memories[key] = M(key, rng.choice(["fact", "handoff", "ambient"]), rng.choice(["a", "b", None]),
+                              str(step))
+        expected = Counter((m.project or "(none)", m.category) for m in memories.values())
+        assert memories.by_project_category == expected

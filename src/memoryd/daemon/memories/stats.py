@@ -22,6 +22,7 @@ class LiveMemories(dict[str, Memory]):
         self.project_of = project_of
         self.by_category: Counter[str] = Counter()
         self.by_project: Counter[str] = Counter()
+        self.by_project_category: Counter[tuple[str, str]] = Counter()  # (project, category)
         self.handoffs: dict[str | None, set[str]] = {}
         self._order: list[str] = []  # ids in write order, newest last; stale entries are skipped
 
@@ -49,6 +50,7 @@ class LiveMemories(dict[str, Memory]):
         project = self.project_of(memory)
         self.by_category[memory.category] += 1
         self.by_project[project or "(none)"] += 1
+        self.by_project_category[(project or "(none)", memory.category)] += 1
         if memory.category == "handoff":
             self.handoffs.setdefault(project, set()).add(memory.id)
 
@@ -56,7 +58,12 @@ class LiveMemories(dict[str, Memory]):
         project = self.project_of(memory)
         self.by_category[memory.category] -= 1
         self.by_project[project or "(none)"] -= 1
-        for counter, key in ((self.by_category, memory.category), (self.by_project, project or "(none)")):
+        pair = (project or "(none)", memory.category)
+        self.by_project_category[pair] -= 1
+        counters: tuple[tuple[Counter[Any], Any], ...] = (
+            (self.by_category, memory.category), (self.by_project, project or "(none)"),
+            (self.by_project_category, pair))
+        for counter, key in counters:
             if counter[key] <= 0:
                 del counter[key]
         if memory.category == "handoff":

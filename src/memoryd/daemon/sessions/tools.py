@@ -110,32 +110,44 @@ def _capped(name: str, items: list[Any], cap: int) -> dict[str, Any]:
 
 
 class _MemoryScan:
-    """The digest's memory sections. Unfiltered, they come from the aggregates the live map
-    keeps (O(answer)); with disabled scopes or a project filter, from one pass over the store."""
+    """The digest's memory sections. Without disabled scopes they come from the aggregates the
+    live map keeps (O(answer), a project filter included: the session-start hook asks for its
+    project's digest on every start); with disabled scopes, from one pass over the store."""
 
     def __init__(self, core: Core, disabled: set[str], project: str | None) -> None:
         live = core.memories.live
         self.sessions = core.sessions
         self.live = live
-        self.filtered = bool(disabled) or project is not None
+        self.project = project
+        self.project_of = core.memories.project_of
+        self.filtered = bool(disabled)
         if not self.filtered:
-            self.count = len(live)
-            self.by_category, self.by_project = Counter(live.by_category), Counter(live.by_project)
-            self.handoffs = live.newest_handoffs()
+            self._from_aggregates(project)
             return
         self.count = 0
         self.by_category = Counter()
         self.by_project = Counter()
         self.handoffs = {}   # project -> its newest handoff
         self.others: list[Any] = []
-        project_of = core.memories.project_of
-        for memory in core.memories.live.values():
-            if disabled and is_hidden(memory.scopes, disabled):
+        for memory in live.values():
+            if is_hidden(memory.scopes, disabled):
                 continue
-            owner = project_of(memory)
+            owner = self.project_of(memory)
             if project is not None and owner != project:
                 continue
             self._count(memory, owner)
+
+    def _from_aggregates(self, project: str | None) -> None:
+        live = self.live
+        if project is None:
+            self.count = len(live)
+            self.by_category, self.by_project = Counter(live.by_category), Counter(live.by_project)
+            self.handoffs = live.newest_handoffs()
+            return
+        self.count = live.by_project.get(project, 0)
+        self.by_category = Counter({c: n for (p, c), n in live.by_project_category.items() if p == project})
+        self.by_project = Counter({project: self.count}) if self.count else Counter()
+        self.handoffs = {p: m for p, m in live.newest_handoffs().items() if p == project}
 
     def _count(self, memory: Any, owner: str | None) -> None:
         self.count += 1
@@ -172,7 +184,9 @@ class _MemoryScan:
         if self.filtered:
             newest = heapq.nlargest(cap, self.others, key=lambda m: m.updated)
         else:
-            newest = list(itertools.islice((m for m in self.live.newest_first() if m.category != "handoff"), cap))
+            newest = list(itertools.islice((m for m in self.live.newest_first() if m.category != "handoff"
+                                            and (self.project is None or self.project_of(m) == self.project)),
+                                           cap))
         return [{"id": m.id, "first_line": m.first_line, "scopes": list(m.scopes), "category": m.category,
                  "updated": m.updated} for m in newest]
 
