@@ -184,9 +184,11 @@ class _MemoryScan:
         if self.filtered:
             newest = heapq.nlargest(cap, self.others, key=lambda m: m.updated)
         else:
+            # Stop as soon as every row the project has is found (none at all: no walk).
+            wanted = min(cap, self.others_total())
             newest = list(itertools.islice((m for m in self.live.newest_first() if m.category != "handoff"
                                             and (self.project is None or self.project_of(m) == self.project)),
-                                           cap))
+                                           wanted)) if wanted else []
         return [{"id": m.id, "first_line": m.first_line, "scopes": list(m.scopes), "category": m.category,
                  "updated": m.updated} for m in newest]
 
