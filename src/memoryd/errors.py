@@ -9,7 +9,8 @@
     ├── DaemonUnavailable  -32001    the bridge could not reach or start the daemon
     ├── BadRequest         -32600    a malformed wire request
     ├── ProtocolMismatch   -32003    bridge and daemon speak different protocol versions
-    └── InternalError      -32603    a bug; the daemon logs it and keeps serving
+    ├── InternalError      -32603    a bug; the daemon logs it and keeps serving
+    └── BadImportInput     -32602    `memoryd import` cannot read its input (data: path, line)
 
 Handlers raise these; the daemon turns them into error replies in one place (`to_wire`), and the
 client turns error replies back into exceptions in one place (`from_wire`).
@@ -122,6 +123,22 @@ class ProtocolMismatch(MemorydError):
 
 class InternalError(MemorydError):
     pass
+
+
+class BadImportInput(MemorydError):
+    """A file given to `memoryd import` is not in the format it claims; names the file and line.
+
+    Raised by the parsers in `memoryd.importers` before anything is written, so an import that
+    fails on it wrote nothing.
+    """
+
+    code = INVALID_PARAMS
+    kind = "bad_import_input"
+
+    def __init__(self, path: object, reason: str, line: int | None = None) -> None:
+        where = f"{path}:{line}" if line is not None else str(path)
+        super().__init__(f"{where}: {reason}", {"path": str(path), "line": line, "reason": reason})
+        self.path, self.line, self.reason = str(path), line, reason
 
 
 def from_wire(error: dict[str, Any]) -> MemorydError:

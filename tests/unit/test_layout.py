@@ -126,9 +126,18 @@ def test_tiers_import_only_the_tiers_below_them() -> None:
 
 
 def test_the_daemon_imports_no_operator_command_bench_bridge_or_client() -> None:
-    above = ("memoryd.cli", "memoryd.bench", "memoryd.mcp_bridge", "memoryd.client")
+    above = ("memoryd.cli", "memoryd.bench", "memoryd.mcp_bridge", "memoryd.client", "memoryd.importers")
     wrong = [(m, d) for m, deps in _graph().items() if _within(m, "memoryd.daemon")
              for d in deps if _within(d, *above)]
+    assert wrong == []
+
+
+def test_importers_are_pure_parsers_that_never_reach_the_daemon_or_a_client() -> None:
+    """`memoryd.importers` reads files into drafts (a dry run needs no daemon); only
+    `cli/importing.py` talks to the daemon, through the operator client."""
+    wrong = [(m, d) for m, deps in _graph().items() if _within(m, "memoryd.importers")
+             for d in deps if _within(d, "memoryd.daemon", "memoryd.cli", "memoryd.client", "memoryd.ui",
+                                      "memoryd.bench", "memoryd.mcp_bridge")]
     assert wrong == []
 
 

@@ -283,6 +283,12 @@ def cmd_sessions(ns: argparse.Namespace) -> int:
     return sessions.main(ns)
 
 
+def cmd_import(ns: argparse.Namespace) -> int:
+    from memoryd.cli import importing
+
+    return importing.main(ns)
+
+
 def cmd_ui(ns: argparse.Namespace) -> int:
     from memoryd.ui import server as ui_server
 
@@ -295,6 +301,9 @@ def _add_curation_parsers(sub: Any) -> None:
 
     memories.add_parsers(sub, cmd_memories, cmd_pending)
     sessions.add_parser(sub, cmd_sessions)
+    from memoryd.cli import importing
+
+    importing.add_parser(sub, cmd_import)
     ui = sub.add_parser("ui", help="a local web view of the store (127.0.0.1 only)")
     ui.add_argument("--port", type=int, help="default: derived from your uid")
     ui.add_argument("--no-open", action="store_true", help="do not open a browser")

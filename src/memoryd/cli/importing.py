@@ -1,0 +1,299 @@
+"""`memoryd import FORMAT PATH`: bring memories from another tool in through the real write path.
+
+The parsers (`memoryd.importers`) turn PATH into drafts; each draft is one `memory_write` call on
+the running daemon as the `memoryd-import` client, so every gate applies: a secret is refused
+(`credential_warning`), a memory already here is a `duplicate` — which is what makes a re-run
+of the same import add nothing — and so on. Nothing is forced or acknowledged unless asked
+(`--acknowledge transient|scope-mismatch`); credentials and duplicates are never overridden.
+
+After a committed write: a memory the other tool had verified gets a `memory_verify` whose note
+names the original date (memory_write cannot set `last_verified_at`; the verify restarts the
+staleness clock, which the fresh write restarted anyway); a memory the other tool had removed is
+removed again at once, so the `previously_removed` gate keeps that decision.
+
+Claims about the user (`user-inference`, and every write under `require_write_confirmation`)
+wait for the user's yes like any agent's: they are reported as **pending** with their ids and
+the `memoryd pending confirm ID` to run before they expire (`pending_ttl_seconds`), or confirmed
+during the import with `--confirm-pending` (the same operator decision as `memoryd pending
+confirm`, logged as such).
+
+`--dry-run` parses and maps only: no daemon, nothing written. `--json` prints the summary (or
+the plan) as JSON. Exit codes: 0 the import ran (gate refusals are part of its report); 1 some
+writes failed with an error; 2 usage or an unreadable input (nothing written); 3 the daemon is
+not running (`memoryd serve --detach`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from memoryd.cli.memories import OK, REFUSED, UNAVAILABLE, USAGE, one_line, visible
+from memoryd.errors import MemorydError
+from memoryd.importers import FORMATS, Draft, read
+
+CLIENT = "memoryd-import"
+SHOWN_PER_REASON = 5
+PLAN_ITEMS = 5
+BAR_WIDTH = 30
+ACKNOWLEDGE = {"transient": "acknowledge_transient", "scope-mismatch": "acknowledge_scope_mismatch"}
+DUPLICATE_STATUSES = ("duplicate", "previously_removed")
+OUTCOMES = ("committed", "removed", "duplicate", "pending", "refused", "failed")
+
+
+@dataclass
+class Outcome:
+    """What one draft became: an OUTCOMES bucket, the reason (gate status or error), the id."""
+
+    bucket: str
+    reason: str
+    draft: Draft
+    memory_id: str | None = None
+    pending_id: str | None = None
+
+
+@dataclass
+class Summary:
+    fmt: str
+    path: str
+    outcomes: list[Outcome] = field(default_factory=list)
+    stopped: str | None = None  # why the import ended early (the daemon went away)
+
+    def counts(self) -> dict[str, int]:
+        found = Counter(o.bucket for o in self.outcomes)
+        return {bucket: found.get(bucket, 0) for bucket in OUTCOMES}
+
+    def reasons(self) -> list[dict[str, Any]]:
+        """Outcomes other than a plain commit, grouped by (bucket, reason), the first few named."""
+        groups: dict[tuple[str, str], list[Outcome]] = {}
+        for outcome in self.outcomes:
+            if outcome.bucket != "committed":
+                groups.setdefault((outcome.bucket, outcome.reason), []).append(outcome)
+        return [{"outcome": bucket, "reason": reason, "count": len(items),
+                 "items": [_item(o) for o in items[:SHOWN_PER_REASON]]}
+                for (bucket, reason), items in groups.items()]
+
+    def as_json(self) -> dict[str, Any]:
+        return {"format": self.fmt, "path": self.path, "total": len(self.outcomes), "counts": self.counts(),
+                "reasons": self.reasons(), "stopped": self.stopped,
+                "committed_ids": [o.memory_id for o in self.outcomes if o.bucket == "committed"],
+                "pending": [_item(o) for o in self.outcomes if o.bucket == "pending"]}
+
+
+def _item(outcome: Outcome) -> dict[str, Any]:
+    item = {"origin": outcome.draft.origin, "title": outcome.draft.title}
+    if outcome.memory_id:
+        item["id"] = outcome.memory_id
+    if outcome.pending_id:
+        item["pending_id"] = outcome.pending_id
+    return item
+
+
+# -- entry ------------------------------------------------------------------------------------------
+
+def main(ns: argparse.Namespace) -> int:
+    try:
+        drafts = read(ns.format, ns.path, ns.scope or [])
+    except MemorydError as exc:
+        print(f"memoryd import: {exc.message}", file=sys.stderr)
+        return USAGE
+    if ns.dry_run:
+        return _print_plan(ns, drafts)
+    summary = Summary(ns.format, str(ns.path))
+    code = _run(ns, drafts, summary)
+    _print_summary(ns, summary)
+    return code
+
+
+def _run(ns: argparse.Namespace, drafts: list[Draft], summary: Summary) -> int:
+    """Write every draft through one operator connection; stop only if the daemon goes away."""
+    from memoryd.ui.operator import Operator, is_unavailable
+
+    operator = Operator(CLIENT)
+    progress = Progress(len(drafts), sys.stderr)
+    try:
+        waiting = already_pending(operator)
+        for draft in drafts:
+            summary.outcomes.append(import_one(operator, draft, ns, waiting.get(draft.content.strip())))
+            progress.step(summary.counts())
+    except MemorydError as exc:
+        if not is_unavailable(exc):
+            raise
+        summary.stopped = f"the daemon is not running ({exc.message}); start it: memoryd serve --detach"
+        return UNAVAILABLE
+    finally:
+        progress.done()
+        operator.close()
+    return REFUSED if summary.counts()["failed"] else OK
+
+
+def already_pending(operator: Any) -> dict[str, str]:
+    """Content → pending id of the unexpired pending writes (every session's): the duplicate gate
+    only sees live memories, so without this a re-run would stage the same claim again."""
+    held = operator.admin("pending").get("pending") or []
+    return {str(p["content"]).strip(): p["pending_id"] for p in held if p.get("content") and not p.get("expired")}
+
+
+# -- one draft --------------------------------------------------------------------------------------
+
+def import_one(operator: Any, draft: Draft, ns: argparse.Namespace, held: str | None = None) -> Outcome:
+    """memory_write one draft, then what its outcome calls for (verify, remove, confirm); `held`
+    is the pending id an earlier run left for the same content (not staged twice).
+
+    A tool error on this draft is its outcome (`failed`); DaemonUnavailable propagates."""
+    from memoryd.ui.operator import is_unavailable
+
+    if held and not ns.confirm_pending:
+        return Outcome("pending", "already pending from an earlier import", draft, pending_id=held)
+    overrides = {ACKNOWLEDGE[kind]: True for kind in ns.acknowledge or []}
+    try:
+        result = {"status": "pending", "pending_id": held} if held else operator.tool(
+            "memory_write", content=draft.content, scopes=list(draft.scopes), category=draft.category,
+            confidence=draft.confidence, source=draft.source, **overrides)
+        if result.get("status") == "pending" and ns.confirm_pending and not draft.removed_reason:
+            result = operator.admin("resolve", pending_id=result["pending_id"], decision="confirm")
+        return _after_write(operator, draft, result)
+    except MemorydError as exc:
+        if is_unavailable(exc):
+            raise
+        return Outcome("failed", f"error: {exc.message}", draft)
+
+
+def _after_write(operator: Any, draft: Draft, result: dict[str, Any]) -> Outcome:
+    status = str(result.get("status"))
+    if status == "committed":
+        memory_id = result["id"]
+        if draft.removed_reason:
+            operator.tool("memory_remove", id=memory_id, reason=draft.removed_reason)
+            return Outcome("removed", "removed in the source tool: imported as a tombstone", draft, memory_id)
+        if draft.verified_at:
+            operator.tool("memory_verify", id=memory_id,
+                          note=f"verified in the source tool on {draft.verified_at} (before `memoryd import`)")
+        return Outcome("committed", status, draft, memory_id)
+    if status == "pending":
+        return _pending(operator, draft, result)
+    if status in DUPLICATE_STATUSES:
+        return Outcome("duplicate", status, draft, _matched_id(result))
+    return Outcome("refused", status, draft)
+
+
+def _pending(operator: Any, draft: Draft, result: dict[str, Any]) -> Outcome:
+    """A staged write. A removed claim stays out (it would only be removed again): cancel it."""
+    if draft.removed_reason:
+        operator.tool("memory_write_cancel", pending_id=result["pending_id"])
+        return Outcome("refused", "removed in the source tool and needs a confirmation: skipped", draft)
+    return Outcome("pending", "waits for your yes: memoryd pending confirm ID", draft,
+                   pending_id=result["pending_id"])
+
+
+def _matched_id(result: dict[str, Any]) -> str | None:
+    matches = result.get("matches") or result.get("removed_matches") or []
+    return matches[0].get("id") if matches else None
+
+
+# -- progress ---------------------------------------------------------------------------------------
+
+class Progress:
+    """A bar redrawn in place on a terminal; on a pipe or file, a plain line at each quarter of a
+    long import (100+ items) and nothing for a short one (the summary says it all)."""
+
+    def __init__(self, total: int, stream: Any) -> None:
+        self.total, self.stream, self.done_count = total, stream, 0
+        self.tty = bool(getattr(stream, "isatty", lambda: False)())
+        self.next_quarter = 1
+
+    def step(self, counts: dict[str, int]) -> None:
+        self.done_count += 1
+        if self.tty:
+            filled = BAR_WIDTH * self.done_count // max(1, self.total)
+            tally = "  ".join(f"{k} {v}" for k, v in counts.items() if v)
+            self.stream.write(f"\r[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {self.done_count}/{self.total}  "
+                              f"{tally}\x1b[K")
+            self.stream.flush()
+        elif self.total >= 100 and self.done_count * 4 >= self.next_quarter * self.total:
+            self.stream.write(f"memoryd import: {self.done_count}/{self.total}\n")
+            self.next_quarter += 1
+
+    def done(self) -> None:
+        if self.tty and self.done_count:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+# -- output -----------------------------------------------------------------------------------------
+
+def _print_summary(ns: argparse.Namespace, summary: Summary) -> None:
+    if summary.stopped:
+        print(f"memoryd import: {'stopped early: ' if summary.outcomes else ''}{summary.stopped}", file=sys.stderr)
+        if not summary.outcomes:
+            return  # nothing was written: the one line says it all
+    if ns.json:
+        print(json.dumps(summary.as_json(), indent=2))
+        return
+    counts = summary.counts()
+    lines = [f"imported {summary.path} ({summary.fmt}): {len(summary.outcomes)} memories read",
+             "  " + ", ".join(f"{counts[b]} {b}" for b in OUTCOMES)]
+    for group in summary.reasons():
+        lines.append(f"{group['outcome']}: {group['reason']} ({group['count']})")
+        for item in group["items"]:
+            ident = item.get("pending_id") or item.get("id") or ""
+            lines.append(f"  {item['origin']}  {ident + '  ' if ident else ''}{one_line(item['title'], 70)}")
+        if group["count"] > len(group["items"]):
+            lines.append(f"  … and {group['count'] - len(group['items'])} more")
+    if counts["pending"]:
+        lines.append("pending writes expire (pending_ttl_seconds); confirm with: memoryd pending confirm ID, "
+                     "or re-run with --confirm-pending")
+    if counts["committed"] or counts["removed"]:
+        lines.append(f"see them: memoryd memories list --scope import:{summary.fmt}")
+    print(visible("\n".join(lines)))
+
+
+def plan(fmt: str, path: str, drafts: list[Draft]) -> dict[str, Any]:
+    """What an import would write: counts per category and scope, the first few drafts."""
+    return {"format": fmt, "path": path, "dry_run": True, "total": len(drafts),
+            "removed": sum(1 for d in drafts if d.removed_reason),
+            "by_category": dict(Counter(d.category for d in drafts)),
+            "by_scope": dict(Counter(s for d in drafts for s in d.scopes)),
+            "items": [{"origin": d.origin, "category": d.category, "scopes": list(d.scopes), "title": d.title,
+                       **({"removed": True} if d.removed_reason else {})} for d in drafts[:PLAN_ITEMS]]}
+
+
+def _print_plan(ns: argparse.Namespace, drafts: list[Draft]) -> int:
+    shown = plan(ns.format, str(ns.path), drafts)
+    if ns.json:
+        print(json.dumps(shown, indent=2))
+        return OK
+    lines = [f"dry run: {shown['total']} memories from {shown['path']} ({shown['format']}); nothing written",
+             f"  {shown['removed']} removed in the source tool (written, then removed again)" if shown["removed"] else "",
+             "  by category: " + ", ".join(f"{k} {v}" for k, v in shown["by_category"].items()),
+             "  by scope:    " + ", ".join(f"{k} {v}" for k, v in shown["by_scope"].items())]
+    for item in shown["items"]:
+        mark = "  (removed)" if item.get("removed") else ""
+        lines.append(f"  {item['origin']}  [{item['category']}] {','.join(item['scopes'])}  "
+                     f"{one_line(item['title'], 60)}{mark}")
+    if shown["total"] > len(shown["items"]):
+        lines.append(f"  … and {shown['total'] - len(shown['items'])} more")
+    print(visible("\n".join(line for line in lines if line)))
+    return OK
+
+
+# -- argparse ---------------------------------------------------------------------------------------
+
+def add_parser(sub: Any, func: Any) -> None:
+    """Register `import` on the main parser's subparsers (cli/main.py)."""
+    verb = sub.add_parser("import", help="bring memories in from another memory tool, through the write gates",
+                          description="PATH per format: " + "; ".join(f"{k}: {v}" for k, (_, v) in FORMATS.items()))
+    verb.add_argument("format", choices=list(FORMATS))
+    verb.add_argument("path")
+    verb.add_argument("--dry-run", action="store_true", help="parse and show what would be written; no daemon needed")
+    verb.add_argument("--scope", action="append", help="add this scope to every memory (e.g. projects:web); repeatable")
+    verb.add_argument("--acknowledge", action="append", choices=list(ACKNOWLEDGE),
+                      help="let this warning through (time-bound wording, a project named without its scope)")
+    verb.add_argument("--confirm-pending", action="store_true",
+                      help="confirm claims about the user now instead of leaving them pending")
+    verb.add_argument("--json", action="store_true", help="the summary as JSON")
+    verb.set_defaults(func=func)

@@ -1,0 +1,58 @@
+"""Read other memory tools' stores and turn each remembered thing into a `Draft` for memory_write.
+
+Pure: the parsers read files and return drafts; nothing here talks to the daemon, so a dry run
+needs none and the tests need no daemon. `memoryd import` (cli/importing.py) sends each draft
+through the real `memory_write`, where the gates dedupe and refuse secrets. Import contract:
+the stdlib, yaml and the shared modules — never `memoryd.daemon`.
+
+Every draft carries the scope `import:<format>`, so imported memories can be told apart (and
+filtered: `memoryd memories list --scope import:bettermemory`); `memory_write`'s `source` only
+takes explicit-statement / inferred / user-correction, so the origin cannot ride there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from memoryd.errors import BadImportInput
+from memoryd.importers.draft import Draft, check_scopes, with_scopes
+
+__all__ = ["FORMATS", "Draft", "read"]
+
+
+def _bettermemory(path: Path) -> list[Draft]:
+    from memoryd.importers import bettermemory
+
+    return bettermemory.read(path)
+
+
+def _server_memory(path: Path) -> list[Draft]:
+    from memoryd.importers import server_memory
+
+    return server_memory.read(path)
+
+
+def _markdown(path: Path) -> list[Draft]:
+    from memoryd.importers import markdown
+
+    return markdown.read(path)
+
+
+# format name → (parser, what PATH is); the CLI's choices and help come from here.
+FORMATS: dict[str, tuple[Callable[[Path], list[Draft]], str]] = {
+    "bettermemory": (_bettermemory, "its store directory (BETTERMEMORY_DIR)"),
+    "server-memory": (_server_memory, "the knowledge graph file (MEMORY_FILE_PATH, memory.jsonl)"),
+    "markdown": (_markdown, "a .md file (CLAUDE.md, AGENTS.md, notes) or a folder of them"),
+}
+
+
+def read(fmt: str, path: str | Path, extra_scopes: Iterable[str] = ()) -> list[Draft]:
+    """Every draft of `path` read as `fmt`, with `extra_scopes` added to each; BadImportInput
+    (naming the file and line) when the input cannot be read as that format."""
+    if fmt not in FORMATS:
+        raise BadImportInput(fmt, f"unknown format; one of {', '.join(FORMATS)}")
+    target = Path(path)
+    if not target.exists():
+        raise BadImportInput(target, "no such file or directory")
+    return with_scopes(FORMATS[fmt][0](target), check_scopes(extra_scopes))

@@ -1,0 +1,148 @@
+"""bettermemory's store directory (`BETTERMEMORY_DIR`) → drafts.
+
+On disk (bettermemory 8.0.0, schema_version 1), one memory per file:
+
+    <store>/<YYYY-MM-DD>-<slug>-<ulid lowercase>.md                 live memories
+    <store>/.tombstones/<same name>.<ULID>.tombstone.md             removed ones
+
+each a `---` YAML frontmatter block (id, created, updated, scopes, confidence, source, category,
+last_verified_at, links, origin, actor, …; tombstones add removed, removed_reason) and the body.
+Dotfiles beside them (`.index.sqlite`, `.events.*.jsonl`, locks) are caches and logs, not memories.
+
+Mapping: body → content; scopes, confidence and source as they are (the same vocabularies);
+category as it is, a missing one (older files) → fact. `last_verified_at` → `verified_at`
+(the import records it with memory_verify). A tombstone → a draft with `removed_reason`, written
+and then removed, so memoryd's `previously_removed` gate keeps the user's decision; a removed
+user-inference is written as a fact (it is never live, and a claim about the user would wait
+for a confirmation first). Links are not carried: their targets are bettermemory ids.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from memoryd.errors import BadImportInput
+from memoryd.importers.draft import (
+    CATEGORIES,
+    CONFIDENCES,
+    SOURCES,
+    Draft,
+    read_text,
+    valid_scope,
+)
+
+TOMBSTONES = ".tombstones"
+SOURCE_SCOPE = "import:bettermemory"
+SCHEMA_VERSION = 1  # the newest frontmatter shape this reader knows
+
+
+def read(root: Path) -> list[Draft]:
+    """Live memories and tombstones of a store directory (or one memory file), oldest first."""
+    files = [root] if root.is_file() else _memory_files(root)
+    if not files:
+        raise BadImportInput(root, "no bettermemory memory files here (expected <date>-<slug>-<id>.md "
+                             "files with YAML frontmatter, as in BETTERMEMORY_DIR)")
+    parsed = [_parse(path) for path in files]
+    parsed.sort(key=lambda pair: (pair[0], pair[1].origin))
+    return [draft for _, draft in parsed]
+
+
+def _memory_files(root: Path) -> list[Path]:
+    """The store's memory files: top-level `*.md` and `.tombstones/*.md`; never a symlink."""
+    def plain(entry: Path) -> bool:
+        return entry.suffix == ".md" and not entry.name.startswith(".") and entry.is_file() \
+            and not entry.is_symlink()
+
+    files = sorted(e for e in root.iterdir() if plain(e))
+    tombstones = root / TOMBSTONES
+    if tombstones.is_dir() and not tombstones.is_symlink():
+        files += sorted(e for e in tombstones.iterdir() if plain(e))
+    return files
+
+
+def split_frontmatter(path: Path, text: str) -> tuple[dict[str, Any], str]:
+    """(frontmatter mapping, body) of a `---`-fenced file; BadImportInput naming the line."""
+    lines = text.splitlines(keepends=True)
+    if not lines or lines[0].strip() != "---":
+        raise BadImportInput(path, "no YAML frontmatter (the file must start with '---')", 1)
+    end = next((i for i in range(1, len(lines)) if lines[i].strip() == "---"), None)
+    if end is None:
+        raise BadImportInput(path, "the frontmatter has no closing '---'", 1)
+    try:
+        meta = yaml.safe_load("".join(lines[1:end]))
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 2 if mark is not None else 2  # +1 for the opening fence, +1 one-based
+        raise BadImportInput(path, f"frontmatter is not YAML: {exc.problem or exc}", line) from None
+    if not isinstance(meta, dict):
+        raise BadImportInput(path, "the frontmatter is not a mapping", 2)
+    return meta, "".join(lines[end + 1:])
+
+
+def _parse(path: Path) -> tuple[str, Draft]:
+    """(created, draft) of one memory or tombstone file."""
+    meta, body = split_frontmatter(path, read_text(path))
+    content = body.strip()
+    version = meta.get("schema_version", 1)
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise BadImportInput(path, f"schema_version {version!r} is newer than this importer reads "
+                             f"({SCHEMA_VERSION})", _line_of(path, "schema_version"))
+    if not isinstance(meta.get("id"), str) or not meta["id"]:
+        raise BadImportInput(path, "the frontmatter has no 'id'", 2)
+    if not content:
+        raise BadImportInput(path, "the memory has no body")
+    removed = "removed" in meta or "removed_reason" in meta
+    category = _choice(path, meta, "category", CATEGORIES, "fact")
+    draft = Draft(
+        content=content,
+        scopes=(*_scopes(path, meta), SOURCE_SCOPE),
+        origin=f"bettermemory:{meta['id']}",
+        category="fact" if removed and category == "user-inference" else category,
+        confidence=_choice(path, meta, "confidence", CONFIDENCES, "medium"),
+        source=_choice(path, meta, "source", SOURCES, "explicit-statement"),
+        removed_reason=_removal(meta) if removed else None,
+        verified_at=_iso(meta.get("last_verified_at")),
+    )
+    return _iso(meta.get("created")) or "", draft
+
+
+def _choice(path: Path, meta: dict[str, Any], field: str, allowed: tuple[str, ...], default: str) -> str:
+    value = meta.get(field)
+    if value is None:
+        return default
+    if value not in allowed:
+        raise BadImportInput(path, f"{field} {value!r} is not one of {', '.join(allowed)}", _line_of(path, field))
+    return str(value)
+
+
+def _scopes(path: Path, meta: dict[str, Any]) -> list[str]:
+    scopes = meta.get("scopes") or []
+    if not isinstance(scopes, list) or not all(isinstance(s, str) and valid_scope(s) for s in scopes):
+        raise BadImportInput(path, f"scopes {scopes!r} are not a list of scopes", _line_of(path, "scopes"))
+    return list(scopes)
+
+
+def _removal(meta: dict[str, Any]) -> str:
+    when = _iso(meta.get("removed"))
+    reason = str(meta.get("removed_reason") or "no reason given").strip()
+    return f"removed in bettermemory{' on ' + when[:10] if when else ''}: {reason}"
+
+
+def _iso(value: Any) -> str | None:
+    """A frontmatter timestamp (YAML gives a datetime; a string is kept) as ISO-8601 UTC."""
+    if isinstance(value, datetime):
+        stamp = value if value.tzinfo else value.replace(tzinfo=UTC)
+        return stamp.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return str(value) if value else None
+
+
+def _line_of(path: Path, field: str) -> int | None:
+    """The one-based line where `field:` starts in the frontmatter, for error messages."""
+    for number, line in enumerate(read_text(path).splitlines(), 1):
+        if line.startswith(f"{field}:"):
+            return number
+    return None

@@ -1,0 +1,84 @@
+"""The draft every importer yields, and the small checks they share.
+
+Import contract: the stdlib and the shared modules (`memoryd.errors`); never `memoryd.daemon`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from memoryd.errors import BadImportInput
+
+# The daemon's scope rule (docs/tools.md, "Scopes"); restated because importers never import
+# the daemon, and a draft with a bad scope should fail here, in a dry run, not mid-import.
+SCOPE_RE = re.compile(r"^(?=.{1,128}$)[a-z0-9]+(?:[-:][a-z0-9]+)*$")
+CATEGORIES = ("fact", "user-inference", "ambient")
+CONFIDENCES = ("high", "medium", "low")
+SOURCES = ("explicit-statement", "inferred", "user-correction")
+TITLE_CHARS = 72
+
+
+@dataclass(frozen=True)
+class Draft:
+    """One memory to write, plus what the import report needs to name it.
+
+    `origin` says where it came from (`file:line`, or the source tool's id); `removed_reason` is
+    set for a memory the source tool had removed (written, then removed at once, so the
+    `previously_removed` gate remembers the decision); `verified_at` is the source tool's last
+    verification (ISO-8601), carried in a `memory_verify` note because memory_write cannot set it.
+    """
+
+    content: str
+    scopes: tuple[str, ...]
+    origin: str
+    category: str = "fact"
+    confidence: str = "medium"
+    source: str = "explicit-statement"
+    removed_reason: str | None = None
+    verified_at: str | None = None
+
+    @property
+    def title(self) -> str:
+        """The first non-blank line, cut to fit a report line."""
+        first = next((line.strip() for line in self.content.splitlines() if line.strip()), "")
+        return first if len(first) <= TITLE_CHARS else first[: TITLE_CHARS - 1] + "…"
+
+
+def valid_scope(scope: str) -> bool:
+    return bool(SCOPE_RE.match(scope))
+
+
+def slug(text: str, limit: int = 80) -> str:
+    """`text` as one scope level: lowercase `[a-z0-9]` words joined by `-` ("" if none)."""
+    words = re.findall(r"[a-z0-9]+", text.lower())
+    return "-".join(words)[:limit].strip("-")
+
+
+def with_scopes(drafts: Iterable[Draft], extra: Iterable[str]) -> list[Draft]:
+    """Each draft with `extra` scopes appended (deduplicated, order kept)."""
+    extra = list(extra)
+    return [replace(d, scopes=tuple(dict.fromkeys([*d.scopes, *extra]))) for d in drafts]
+
+
+def check_scopes(scopes: Iterable[str]) -> list[str]:
+    """`scopes` if every one is valid; else BadImportInput naming the first bad one."""
+    scopes = list(scopes)
+    for scope in scopes:
+        if not valid_scope(scope):
+            raise BadImportInput("--scope", f"{scope!r} is not a scope (lowercase a-z0-9 words "
+                                 "joined by '-' or ':', e.g. projects:web)")
+    return scopes
+
+
+def read_text(path: Path) -> str:
+    """A file as UTF-8, or BadImportInput saying why not."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise BadImportInput(path, "not UTF-8 text", line) from None
+    except OSError as exc:
+        raise BadImportInput(path, f"cannot read: {exc.strerror or exc}") from None

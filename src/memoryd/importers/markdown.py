@@ -1,0 +1,210 @@
+"""Markdown notes — a `CLAUDE.md`, an `AGENTS.md`, or a folder of `.md` files — → drafts.
+
+The rule, per file (YAML frontmatter skipped, fenced code never split or read as structure):
+
+- The file is cut into sections at ATX headings (`#` … `######`). A section's *context* is its
+  heading path (`Deploying › Rollback`); a first `# CLAUDE.md` / `# AGENTS.md` heading that only
+  repeats the file's name adds nothing and is left out.
+- Each top-level bullet (`-`, `*`, `+`, `1.` at column 0, with its indented lines and nested
+  bullets) is one memory: `<context>: <bullet text>`.
+- The rest of a section's text (paragraphs, code blocks, tables) is one memory,
+  `<context>: <text>`. Past `MAX_SECTION_CHARS` it is cut at paragraph breaks (never inside a
+  code block) into several memories, each with the context.
+- Text before the first heading has no context; an empty section yields nothing.
+
+Every draft is a fact, confidence medium, source explicit-statement (a person wrote the notes),
+scope `import:markdown`; `--scope projects:NAME` says which project they belong to.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from memoryd.errors import BadImportInput
+from memoryd.importers.draft import Draft, read_text
+
+SOURCE_SCOPE = "import:markdown"
+MAX_SECTION_CHARS = 2000
+HEADING_RE = re.compile(r"^(#{1,6})\s+(.*?)(?:\s+#+)?\s*$")
+BULLET_RE = re.compile(r"^(?:[-*+]|\d{1,9}[.)])\s+(.*)$")
+FENCE_RE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
+RULE_RE = re.compile(r"^\s{0,3}([-*_])(?:\s*\1){2,}\s*$")
+
+
+@dataclass
+class Block:
+    """A bullet or a run of prose lines, with the line it starts on."""
+
+    kind: str  # "bullet" | "prose"
+    line: int
+    lines: list[str] = field(default_factory=list)
+
+    def text(self) -> str:
+        return _dedent("\n".join(self.lines)).strip()
+
+
+@dataclass
+class Section:
+    path: tuple[str, ...]
+    line: int
+    blocks: list[Block] = field(default_factory=list)
+
+
+def read(target: Path) -> list[Draft]:
+    """Drafts of one `.md` file, or of every `.md` file under a folder (hidden ones skipped)."""
+    if target.is_file():
+        return _file_drafts(target, target.name)
+    files = sorted(p for p in target.rglob("*.md")
+                   if p.is_file() and not any(part.startswith(".") for part in p.relative_to(target).parts))
+    if not files:
+        raise BadImportInput(target, "no .md files here")
+    return [d for path in files for d in _file_drafts(path, str(path.relative_to(target)))]
+
+
+def _file_drafts(path: Path, label: str) -> list[Draft]:
+    text = read_text(path)
+    if "\x00" in text:
+        raise BadImportInput(path, "a binary file, not markdown", text[: text.index("\x00")].count("\n") + 1)
+    found: list[tuple[int, str]] = []
+    for section in sections(text.splitlines(), path.name):
+        context = " › ".join(section.path)
+        pieces = [(b.line, b.text()) for b in section.blocks if b.kind == "bullet" and b.text()]
+        found += [(line, f"{context}: {body}" if context else body)
+                  for line, body in [*pieces, *_prose_chunks(section)]]
+    return [_draft(body, f"{label}:{line}") for line, body in sorted(found)]
+
+
+def _draft(content: str, origin: str) -> Draft:
+    return Draft(content=content, scopes=(SOURCE_SCOPE,), origin=origin)
+
+
+def sections(lines: list[str], file_name: str = "") -> list[Section]:
+    """The file's sections, each with its heading path and its bullets and prose blocks."""
+    body_start = _after_frontmatter(lines)
+    title_level = _title_level(lines[body_start:], file_name)
+    stack: list[tuple[int, str]] = []
+    current = Section((), body_start + 1)
+    found = [current]
+    fence: str | None = None
+    for number, line in enumerate(lines[body_start:], body_start + 1):
+        heading = None if fence else HEADING_RE.match(line)
+        if heading:
+            level = len(heading.group(1))
+            stack = [(lvl, name) for lvl, name in stack if lvl < level]
+            if level != title_level:
+                stack.append((level, heading.group(2).strip()))
+            current = Section(tuple(name for _, name in stack), number)
+            found.append(current)
+            continue
+        # A fence's opening line is placed like any line; the lines after it, up to and with the
+        # closing fence, follow it into the same block.
+        _add_line(current, number, line, inside_fence=fence is not None)
+        fence = _fence_after(line, fence)
+    return found
+
+
+def _after_frontmatter(lines: list[str]) -> int:
+    """Index of the first line after a leading `---` … `---` block (0 when there is none)."""
+    if lines and lines[0].strip() == "---":
+        for i in range(1, len(lines)):
+            if lines[i].strip() in ("---", "..."):
+                return i + 1
+    return 0
+
+
+def _title_level(lines: list[str], file_name: str) -> int | None:
+    """1 when the first heading is a `# CLAUDE.md`-style title that only repeats the file's name
+    (it adds nothing to a note); a real title (`# Deploying`) stays in the context."""
+    headings = [m for line in _outside_fences(lines) if (m := HEADING_RE.match(line))]
+    if not headings or len(headings[0].group(1)) != 1:
+        return None
+    title = headings[0].group(2).strip().lower()
+    return 1 if title in (file_name.lower(), Path(file_name).stem.lower()) else None
+
+
+def _outside_fences(lines: list[str]) -> Iterator[str]:
+    fence: str | None = None
+    for line in lines:
+        if fence is None and not FENCE_RE.match(line):
+            yield line
+        fence = _fence_after(line, fence)
+
+
+def _fence_after(line: str, fence: str | None) -> str | None:
+    """The open fence marker after `line` (None when outside a code block)."""
+    match = FENCE_RE.match(line)
+    if not match:
+        return fence
+    marker = match.group(1)
+    if fence is None:
+        return marker
+    closes = marker[0] == fence[0] and len(marker) >= len(fence) and not line.strip()[len(marker):].strip()
+    return None if closes else fence
+
+
+def _add_line(section: Section, number: int, line: str, inside_fence: bool) -> None:
+    """Put `line` in the section's current bullet, a new bullet, or its prose."""
+    last = section.blocks[-1] if section.blocks else None
+    bullet = None if inside_fence and last is not None else BULLET_RE.match(line)
+    if bullet and not line[:1].isspace():
+        section.blocks.append(Block("bullet", number, [bullet.group(1)]))
+    elif last is not None and (last.kind == "prose" or _continues(last, line, inside_fence)):
+        last.lines.append(line)
+    elif line.strip() and not RULE_RE.match(line):
+        section.blocks.append(Block("prose", number, [line]))
+
+
+def _continues(bullet: Block, line: str, inside_fence: bool) -> bool:
+    """An indented line, a blank line, a code line, or a lazy continuation of the last line."""
+    previous = bullet.lines[-1] if bullet.lines else ""
+    return inside_fence or not line.strip() or line[:1].isspace() or bool(previous.strip())
+
+
+def _prose_chunks(section: Section) -> list[tuple[int, str]]:
+    """The section's prose as (first line, text) chunks of at most ~MAX_SECTION_CHARS, cut at
+    blank lines outside code blocks (a longer paragraph stays whole)."""
+    chunks: list[tuple[int, str]] = []
+    start, current = section.line, list[str]()
+    for line, paragraph in (p for b in section.blocks if b.kind == "prose" for p in _paragraphs(b)):
+        if current and len("\n\n".join([*current, paragraph])) > MAX_SECTION_CHARS:
+            chunks.append((start, "\n\n".join(current)))
+            current = []
+        if not current:
+            start = line
+        current.append(paragraph)
+    if current:
+        chunks.append((start, "\n\n".join(current)))
+    return chunks
+
+
+def _paragraphs(block: Block) -> list[tuple[int, str]]:
+    """(first line, text) of each blank-line-separated paragraph; a code block is one piece."""
+    paragraphs: list[tuple[int, str]] = []
+    current: list[str] = []
+    start, fence = block.line, None
+    for number, line in enumerate(block.lines, block.line):
+        if not line.strip() and fence is None:
+            if current:
+                paragraphs.append((start, "\n".join(current).strip()))
+            current = []
+            continue
+        if not current:
+            start = number
+        current.append(line)
+        fence = _fence_after(line, fence)
+    if current:
+        paragraphs.append((start, "\n".join(current).strip()))
+    return [(n, p) for n, p in paragraphs if p and not RULE_RE.match(p)]
+
+
+def _dedent(text: str) -> str:
+    """Continuation lines of a bullet lose their common indent (the first line has none)."""
+    first, _, rest = text.partition("\n")
+    if not rest:
+        return first
+    indents = [len(line) - len(line.lstrip()) for line in rest.splitlines() if line.strip()]
+    cut = min(indents, default=0)
+    return first + "\n" + "\n".join(line[cut:] for line in rest.splitlines())
