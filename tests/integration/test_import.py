@@ -1,0 +1,154 @@
+"""`memoryd import`, run as a user runs it, against a real daemon on a temp store: each format's
+fixture (written by the real tool, tests/fixtures/import/README.md) lands in the store through the
+write gates, search finds it, secrets are refused, a re-run adds nothing, a dry run writes nothing."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+from harness import Env
+
+from memoryd.cli.importing import Progress
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "import"
+BETTERMEMORY = str(FIXTURES / "bettermemory" / "store")
+GRAPH = str(FIXTURES / "server-memory" / "memory.jsonl")
+NOTES = str(FIXTURES / "markdown")
+
+
+def run_import(env: Env, *args: str, code: int = 0) -> dict[str, Any]:
+    result = env.memoryd("import", *args, "--json")
+    assert result.returncode == code, result.stdout + result.stderr
+    return json.loads(result.stdout)  # type: ignore[no-any-return]
+
+
+def cli_json(env: Env, *args: str) -> Any:
+    result = env.memoryd(*args, "--json")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def search(env: Env, query: str) -> list[dict[str, Any]]:
+    return cli_json(env, "memories", "search", query)["results"]  # type: ignore[no-any-return]
+
+
+def total(env: Env) -> int:
+    return cli_json(env, "memories", "list")["total"]  # type: ignore[no-any-return]
+
+
+def reasons(summary: dict[str, Any]) -> dict[tuple[str, str], list[str]]:
+    return {(r["outcome"], r["reason"]): [i["origin"] for i in r["items"]] for r in summary["reasons"]}
+
+
+def test_bettermemory_store_is_imported_verified_removed_and_a_rerun_adds_nothing(daemon: Env) -> None:
+    first = run_import(daemon, "bettermemory", BETTERMEMORY)
+    assert first["counts"] == {"committed": 3, "removed": 1, "duplicate": 0, "pending": 1, "refused": 1, "failed": 0}
+    why = reasons(first)
+    assert why[("refused", "credential_warning")] == ["bettermemory:01M8QDMSPMF9H4FBAP86CVZWEM"]
+    assert search(daemon, "legacy reporting job S3 access key") == []  # the secret never landed
+
+    [hit] = [h for h in search(daemon, "deploys staging cluster production") if "staging cluster" in h["content"]]
+    assert hit["scopes"] == ["projects:webapp", "import:bettermemory"] and hit["confidence"] == "high"
+    shown = cli_json(daemon, "memories", "show", hit["id"])
+    assert shown["origin"]["client"].startswith("memoryd-import/")
+    assert "2026-11-30T23:46:34.911Z" in shown["verification_note"] and shown["last_verified_at"]
+
+    [tombstone] = cli_json(daemon, "memories", "list", "--removed")["tombstones"]
+    assert tombstone["first_line"].startswith("The search index is rebuilt nightly")
+    assert tombstone["reason"].startswith("removed in bettermemory on 2026-11-30")
+    [pending] = first["pending"]
+    assert pending["origin"] == "bettermemory:01M8QDMSM6E0WA9GZGQ9ZH2NZQ" and pending["pending_id"].startswith("pending-")
+
+    count = total(daemon)
+    again = run_import(daemon, "bettermemory", BETTERMEMORY)
+    assert again["counts"] == {"committed": 0, "removed": 0, "duplicate": 4, "pending": 1, "refused": 1, "failed": 0}
+    assert set(reasons(again)) == {("duplicate", "duplicate"), ("duplicate", "previously_removed"),
+                                   ("pending", "already pending from an earlier import"),
+                                   ("refused", "credential_warning")}
+    assert again["pending"][0]["pending_id"] == pending["pending_id"]  # not staged twice
+    assert total(daemon) == count
+    assert len(cli_json(daemon, "pending")["pending"]) == 1
+
+
+def test_server_memory_graph_is_searchable_per_entity_and_user_claims_confirmed_on_request(daemon: Env) -> None:
+    first = run_import(daemon, "server-memory", GRAPH, "--confirm-pending")
+    assert first["counts"] == {"committed": 4, "removed": 0, "duplicate": 0, "pending": 0, "refused": 1, "failed": 0}
+    assert reasons(first)[("refused", "credential_warning")] == ["memory.jsonl:4"]
+    [api] = [h for h in search(daemon, "payments-api integration tests Postgres port") if "5433" in h["content"]]
+    assert api["scopes"] == ["entities:payments-api", "import:server-memory"]
+    assert "Alice Martin owns payments-api" in api["content"]
+    [user] = [h for h in search(daemon, "Lisbon asynchronous meetings") if "Lisbon" in h["content"]]
+    assert user["category"] == "user-inference"
+    assert cli_json(daemon, "pending")["pending"] == []
+
+    again = run_import(daemon, "server-memory", GRAPH, "--confirm-pending")
+    assert again["counts"] == {"committed": 0, "removed": 0, "duplicate": 4, "pending": 0, "refused": 1, "failed": 0}
+    assert total(daemon) == 4
+
+
+def test_markdown_notes_get_the_scope_asked_for_and_warnings_pass_only_when_acknowledged(daemon: Env) -> None:
+    first = run_import(daemon, "markdown", NOTES, "--scope", "projects:inventory")
+    assert first["counts"] == {"committed": 19, "removed": 0, "duplicate": 0, "pending": 0, "refused": 2, "failed": 0}
+    assert reasons(first) == {("refused", "credential_warning"): ["CLAUDE.md:23"],
+                              ("refused", "transient_warning"): ["notes/deploy.md:10"]}
+    [rollback] = [h for h in search(daemon, "roll back previous digest") if "make rollback" in h["content"]]
+    assert rollback["content"].startswith("Deploying: Roll back with")
+    assert rollback["scopes"] == ["import:markdown", "projects:inventory"]
+    assert cli_json(daemon, "memories", "list", "--scope", "projects:inventory")["total"] == 19
+
+    again = run_import(daemon, "markdown", NOTES, "--scope", "projects:inventory", "--acknowledge", "transient")
+    assert again["counts"] == {"committed": 1, "removed": 0, "duplicate": 19, "pending": 0, "refused": 1, "failed": 0}
+    assert total(daemon) == 20
+
+
+def test_the_table_summary_names_reasons_and_items(daemon: Env) -> None:
+    result = daemon.memoryd("import", "server-memory", GRAPH)
+    assert result.returncode == 0, result.stderr
+    assert "3 committed, 0 removed, 0 duplicate, 1 pending, 1 refused, 0 failed" in result.stdout
+    assert "refused: credential_warning (1)" in result.stdout and "memory.jsonl:4  legacy-reports" in result.stdout
+    assert "memoryd pending confirm" in result.stdout
+    assert "AKIAIOSFODNN7EXAMPLE" not in result.stdout  # titles are first lines; the key sits below
+    assert result.stderr == ""  # not a terminal, a short import: no progress lines
+
+
+def test_dry_run_needs_no_daemon_and_writes_nothing(env: Env) -> None:
+    plan = run_import(env, "markdown", NOTES, "--dry-run", "--scope", "projects:inventory")
+    assert plan["dry_run"] and plan["total"] == 21 and plan["by_category"] == {"fact": 21}
+    assert plan["by_scope"] == {"import:markdown": 21, "projects:inventory": 21}
+    table = env.memoryd("import", "bettermemory", BETTERMEMORY, "--dry-run")
+    assert table.returncode == 0 and "6 memories" in table.stdout and "nothing written" in table.stdout
+    assert "1 removed in the source tool" in table.stdout
+    assert not (env.home / "memories").exists() and env.status() is None  # no store, no daemon spawned
+
+
+def test_exit_codes_daemon_down_and_unreadable_input(env: Env, tmp_path: Path) -> None:
+    down = env.memoryd("import", "markdown", NOTES)
+    assert down.returncode == 3 and "not running" in down.stderr and down.stdout == ""
+    bad = tmp_path / "memory.jsonl"
+    bad.write_text('{"type":"entity","name":"A","observations":["x"]}\n{oops\n')
+    unreadable = env.memoryd("import", "server-memory", str(bad))
+    assert unreadable.returncode == 2 and f"{bad}:2: not a JSON object" in unreadable.stderr
+    assert env.memoryd("import", "mem0", NOTES).returncode == 2  # argparse: not a format
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_is_a_bar_on_a_terminal_and_a_few_lines_elsewhere() -> None:
+    tty = Terminal()
+    bar = Progress(4, tty)
+    for _ in range(4):
+        bar.step({"committed": 1, "duplicate": 0})
+    bar.done()
+    assert tty.getvalue().count("\r") == 4 and "4/4  committed 1" in tty.getvalue() and tty.getvalue().endswith("\n")
+    pipe = io.StringIO()
+    lines = Progress(200, pipe)
+    for _ in range(200):
+        lines.step({})
+    lines.done()
+    assert pipe.getvalue().splitlines() == [f"memoryd import: {n}/200" for n in (50, 100, 150, 200)]
