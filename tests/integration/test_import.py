@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +114,19 @@ def test_the_table_summary_names_reasons_and_items(daemon: Env) -> None:
     assert "memoryd pending confirm" in result.stdout
     assert "AKIAIOSFODNN7EXAMPLE" not in result.stdout  # titles are first lines; the key sits below
     assert result.stderr == ""  # not a terminal, a short import: no progress lines
+
+
+def test_notes_inside_a_repository_are_scoped_to_its_project_unless_scopes_are_given(env: Env,
+                                                                                     tmp_path: Path) -> None:
+    repo = tmp_path / "inventory"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    shutil.copy(Path(NOTES) / "AGENTS.md", repo / "AGENTS.md")
+    result = env.memoryd("import", "markdown", str(repo / "AGENTS.md"), "--dry-run", "--json")
+    assert result.returncode == 0 and "adding scope projects:inventory" in result.stderr
+    assert json.loads(result.stdout)["by_scope"] == {"import:markdown": 5, "projects:inventory": 5}
+    given = run_import(env, "markdown", str(repo / "AGENTS.md"), "--dry-run", "--scope", "teams:infra")
+    assert given["by_scope"] == {"import:markdown": 5, "teams:infra": 5}
 
 
 def test_dry_run_needs_no_daemon_and_writes_nothing(env: Env) -> None:

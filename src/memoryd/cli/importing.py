@@ -30,6 +30,7 @@ import json
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from memoryd.cli.memories import OK, REFUSED, UNAVAILABLE, USAGE, one_line, visible
@@ -97,7 +98,7 @@ def _item(outcome: Outcome) -> dict[str, Any]:
 
 def main(ns: argparse.Namespace) -> int:
     try:
-        drafts = read(ns.format, ns.path, ns.scope or [])
+        drafts = read(ns.format, ns.path, ns.scope or project_scope(ns))
     except MemorydError as exc:
         print(f"memoryd import: {exc.message}", file=sys.stderr)
         return USAGE
@@ -107,6 +108,26 @@ def main(ns: argparse.Namespace) -> int:
     code = _run(ns, drafts, summary)
     _print_summary(ns, summary)
     return code
+
+
+def project_scope(ns: argparse.Namespace) -> list[str]:
+    """Markdown notes inside a git worktree (a repo's CLAUDE.md) are about that repo: without a
+    --scope, they get `projects:<its project>`, named as the bridge names projects, which also
+    keeps the scope-mismatch gate from stopping every note that names the project."""
+    from memoryd import identity
+
+    if ns.format != "markdown":
+        return []
+    target = Path(ns.path).resolve()
+    folder = target if target.is_dir() else target.parent
+    if not folder.is_dir():
+        return []
+    project = identity.capture(str(folder)).get("project")
+    if not project:
+        return []
+    print(f"memoryd import: adding scope projects:{project} (the notes are in that repository; "
+          "--scope sets the scopes instead)", file=sys.stderr)
+    return [f"projects:{project}"]
 
 
 def _run(ns: argparse.Namespace, drafts: list[Draft], summary: Summary) -> int:

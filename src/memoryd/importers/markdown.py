@@ -13,7 +13,9 @@ The rule, per file (YAML frontmatter skipped, fenced code never split or read as
 - Text before the first heading has no context; an empty section yields nothing.
 
 Every draft is a fact, confidence medium, source explicit-statement (a person wrote the notes),
-scope `import:markdown`; `--scope projects:NAME` says which project they belong to.
+scope `import:markdown`. Which project they are about is the CLI's call (`memoryd import` adds
+`projects:<repo>` for notes inside a git worktree unless `--scope` is given); this module reads
+text only.
 """
 
 from __future__ import annotations
