@@ -300,6 +300,13 @@ def check_hooks() -> list[Check]:
     return [c for c in found if c is not None]
 
 
+def check_sync() -> list[Check]:
+    """Sync through a git remote: set up or not, the last result, kept conflicts (from files)."""
+    from memoryd.cli import sync
+
+    return [Check(name, status, detail, fix) for name, status, detail, fix in sync.doctor_rows()]  # type: ignore[arg-type]
+
+
 CHECKS: tuple[Callable[[], list[Check]], ...] = (
     check_python,
     check_packages,
@@ -311,6 +318,7 @@ CHECKS: tuple[Callable[[], list[Check]], ...] = (
     check_daemon,
     check_clients,
     check_hooks,
+    check_sync,
 )
 
 

@@ -289,6 +289,12 @@ def cmd_import(ns: argparse.Namespace) -> int:
     return importing.main(ns)
 
 
+def cmd_sync(ns: argparse.Namespace) -> int:
+    from memoryd.cli import sync
+
+    return sync.main(ns)
+
+
 def cmd_ui(ns: argparse.Namespace) -> int:
     from memoryd.ui import server as ui_server
 
@@ -365,6 +371,9 @@ def build_parser() -> argparse.ArgumentParser:
     evaluation.add_argument("--verbose", action="store_true", help="list every query that missed rank 1")
     evaluation.set_defaults(func=cmd_eval)
     _add_curation_parsers(sub)
+    from memoryd.cli import sync
+
+    sync.add_parser(sub, cmd_sync)
     return parser
 
 

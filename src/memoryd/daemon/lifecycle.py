@@ -137,9 +137,11 @@ def _attach_tiers(core: Core) -> None:
     """Let the tiers that keep their own indexes (memories, …) join replay and recovery."""
     from memoryd.daemon.memories.tier import attach
     from memoryd.daemon.sessions import records
+    from memoryd.daemon.sync import service as sync_service
 
     attach(core)
     records.attach(core)  # session summaries (sessions/<sess-n>.md)
+    sync_service.attach(core)  # sync through a git remote: its events (docs/sync.md)
 
 
 def _shutdown(core: Core, server: Any, lock: IO[str]) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 from memoryd.daemon import store
 from memoryd.daemon.connections import Conn
 from memoryd.daemon.core import Core, iso
+from memoryd.daemon.sync import service as sync_service
 from memoryd.errors import StorageError
 
 log = logging.getLogger("memoryd.daemon")
@@ -108,7 +109,13 @@ def run_due(core: Core, now: float) -> dict[str, Any]:
     if acted:
         core.reaper_stats["last_run"] = iso(now)
         core.record("reaper_run", None, **acted)
+    if _has_sync(core):
+        sync_service.run_due(core, now)  # admit a finished sync, or start one (its own events)
     return done
+
+
+def _has_sync(core: Core) -> bool:
+    return any(isinstance(e, sync_service.SyncState) for e in core.extensions)
 
 
 def next_due_in(core: Core, now: float) -> float:
@@ -119,4 +126,6 @@ def next_due_in(core: Core, now: float) -> float:
     expiry = memories.next_pending_expiry() if memories is not None else None
     if expiry is not None:
         waits.append(expiry - now)
+    if _has_sync(core):
+        waits.append(sync_service.next_due_in(core, now))
     return max(0.01, min(waits))

@@ -180,6 +180,10 @@ def memory_show(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     else:
         view.update(staleness_fields(core, memory))
     view["links"] = links_view(tier, memory)
+    for extension in core.extensions:  # e.g. sync: `synced_from`, the device a pulled version came from
+        provenance = getattr(extension, "provenance_of", None)
+        if callable(provenance):
+            view.update(provenance(memory.id))
     core.record("show", call.session, memory_id=memory.id)
     return {**view, "framing": "data"}
 

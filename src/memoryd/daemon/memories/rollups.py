@@ -105,5 +105,17 @@ def memory_health(call: Call, args: dict[str, Any]) -> dict[str, Any]:
         "hand_edited": _capped([{"id": i} for i in tier.hand_edited]),
         "unaccounted": _capped([{"id": i} for i in tier.unaccounted]),
         "missing": _capped([{"id": i} for i in missing]),
+        **extension_sections(core, "health"),
         "framing": "data",
     }
+
+
+def extension_sections(core: Core, name: str) -> dict[str, Any]:
+    """Sections other parts of the daemon add to a rollup (sync's conflicts and quarantine),
+    through an optional method of the extensions attached to the core."""
+    sections: dict[str, Any] = {}
+    for extension in core.extensions:
+        method = getattr(extension, name, None)
+        if callable(method):
+            sections.update(method())
+    return sections

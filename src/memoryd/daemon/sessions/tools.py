@@ -14,6 +14,7 @@ from typing import Any
 
 from memoryd.daemon.connections import Session
 from memoryd.daemon.core import Call, Core, iso
+from memoryd.daemon.memories.rollups import extension_sections
 from memoryd.daemon.scopes import is_hidden
 from memoryd.daemon.sessions import records
 from memoryd.daemon.tool import (
@@ -246,6 +247,7 @@ def memory_digest(call: Call, args: dict[str, Any]) -> dict[str, Any]:
         **_capped("pending_writes", pending, cap),
         **_recent_takeaways(core, session, cap),
         "recent_summaries": _recent_summaries(core, session, cap),
+        **extension_sections(core, "digest"),  # sync's unsettled conflicts, when there are any
         "framing": "data",
     }
 

@@ -1,0 +1,186 @@
+"""`memoryd sync [init REMOTE | status | resolve ID]`: sync the durable tier through a git remote.
+
+The daemon does the work (the only writer of the store; docs/sync.md): these verbs ask it
+through the `admin` op and wait for the job's result by polling `sync_status`, so a sync that
+takes a minute never holds the daemon's loop. Exit codes: 0 done; 1 the sync failed (remote
+unreachable, authentication, …: one line says which) or was refused; 2 usage; 3 the daemon is
+not running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from memoryd.cli.memories import REFUSED, run, visible
+
+POLL_S = 0.2
+WAIT_LIMIT_S = 3600.0
+
+
+def add_parser(sub: Any, func: Callable[[argparse.Namespace], int]) -> None:
+    sync = sub.add_parser("sync", help="sync durable memories through a git remote (push and pull now)")
+    sync.add_argument("--json", action="store_true")
+    sync.set_defaults(func=func, sync_action=None)
+    actions = sync.add_subparsers(dest="sync_action")
+    init = actions.add_parser("init", help="set up sync with a git remote (a bare repo path, ssh or https)")
+    init.add_argument("remote")
+    init.add_argument("--json", action="store_true")
+    status = actions.add_parser("status", help="the remote, this device, the last sync, open conflicts")
+    status.add_argument("--json", action="store_true")
+    resolve = actions.add_parser("resolve", help="settle a kept conflict of one memory")
+    resolve.add_argument("id")
+    resolve.add_argument("--keep", choices=["current", "other"], default="current",
+                         help="current: keep what the store has; other: the newest kept version wins")
+    resolve.add_argument("--json", action="store_true")
+
+
+def main(ns: argparse.Namespace) -> int:
+    verbs = {None: sync_now, "init": init, "status": status, "resolve": resolve}
+    return run(verbs[ns.sync_action], ns)
+
+
+def _wait(operator: Any, job: int) -> dict[str, Any]:
+    """Poll until job `job` (or a later one) has finished; its summary."""
+    deadline = time.monotonic() + WAIT_LIMIT_S
+    said = False
+    while time.monotonic() < deadline:
+        state = operator.admin("sync_status")
+        last = state.get("last") or {}
+        if isinstance(last.get("job"), int) and last["job"] >= job and not _still_running(state, job):
+            return last
+        if not said and sys.stderr.isatty():
+            print("memoryd: syncing…", file=sys.stderr)
+            said = True
+        time.sleep(POLL_S)
+    raise TimeoutError(f"sync job {job} did not finish within {WAIT_LIMIT_S:g} s")
+
+
+def _still_running(state: dict[str, Any], job: int) -> bool:
+    running = state.get("running")
+    return isinstance(running, dict) and running.get("job") == job
+
+
+def _failed(last: dict[str, Any]) -> int:
+    error = last.get("error") or {}
+    print(f"memoryd: sync failed ({error.get('kind', 'error')}): {visible(str(error.get('message', '')))}",
+          file=sys.stderr)
+    return REFUSED
+
+
+def sync_now(operator: Any, ns: argparse.Namespace) -> int:
+    started = operator.admin("sync")
+    if started.get("joined") and not ns.json:
+        print(f"a sync is already running (job {started['job']}); waiting for it", file=sys.stderr)
+    last = _wait(operator, started["job"])
+    if ns.json:
+        print(json.dumps(last, indent=2))
+    else:
+        print("\n".join(result_lines(last)))
+    return 0 if last.get("status") == "ok" else _failed(last)
+
+
+def result_lines(last: dict[str, Any]) -> list[str]:
+    lines = [f"synced with {last.get('remote')}: pushed {last.get('pushed', 0)}, pulled {last.get('pulled', 0)}"
+             + (f", deferred {last['deferred']} (changed during the sync; next sync)" if last.get("deferred") else "")]
+    if last.get("repaired"):
+        lines.append(f"  {last['repaired']}")
+    for row in last.get("conflicts_decided") or []:
+        lines.append(f"  conflict {row['id']}: kept version {row['winner'][:12]} (rule: {row['rule']}), "
+                     f"the other ({row['loser'][:12]}) kept under conflicts/")
+    if last.get("conflicts"):
+        lines.append(f"  {last['conflicts']} kept version(s) wait to be settled: memoryd sync status")
+    for row in last.get("quarantined") or []:
+        lines.append(f"  quarantined {visible(row['path'])}: {row['reason']}")
+    if last.get("kept_local"):
+        lines.append(f"  {last['kept_local']} record(s) hold a credential and stay on this machine")
+    return lines
+
+
+def init(operator: Any, ns: argparse.Namespace) -> int:
+    started = operator.admin("sync_init", remote=ns.remote)
+    last = _wait(operator, started["job"])
+    if last.get("status") != "ok":
+        return _failed(last)
+    state = operator.admin("sync_status")
+    if ns.json:
+        print(json.dumps(state, indent=2))
+    else:
+        print(f"sync set up with {state.get('remote')} (this device: {state.get('device_name')}, "
+              f"{state.get('device')}); run `memoryd sync` to push and pull")
+    return 0
+
+
+def status(operator: Any, ns: argparse.Namespace) -> int:
+    state = operator.admin("sync_status")
+    if ns.json:
+        print(json.dumps(state, indent=2))
+        return 0
+    if not state.get("set_up"):
+        print("sync is not set up: memoryd sync init REMOTE")
+        return 0
+    interval = state.get("interval_seconds") or 0
+    lines = [f"remote:   {state.get('remote')}",
+             f"device:   {state.get('device_name')} ({state.get('device')})",
+             f"interval: {f'every {interval} s' if interval else 'off (memoryd sync by hand)'}"]
+    running = state.get("running")
+    if running:
+        lines.append(f"running:  job {running.get('job')}")
+    last = state.get("last")
+    if last:
+        outcome = "ok" if last.get("status") == "ok" else f"failed: {(last.get('error') or {}).get('message')}"
+        lines.append(f"last:     {last.get('finished_at')} {outcome}; pushed {last.get('pushed', 0)}, "
+                     f"pulled {last.get('pulled', 0)}")
+    conflicts = state.get("conflicts") or {}
+    lines.append(f"conflicts: {conflicts.get('total', 0)}")
+    for row in conflicts.get("items") or []:
+        lines.append(f"  {row['id']}  {len(row['kept_versions'])} kept version(s)  "
+                     f"{visible(str(row.get('first_line') or ''))[:80]}")
+    if conflicts.get("total"):
+        lines.append("  settle one: memoryd sync resolve ID --keep current|other")
+    lines.append(f"quarantined: {state.get('quarantined', 0)} (files under {state.get('clone', '')[:-5]}/quarantine)")
+    print("\n".join(lines))
+    return 0
+
+
+def resolve(operator: Any, ns: argparse.Namespace) -> int:
+    result = operator.admin("sync_resolve", id=ns.id, keep=ns.keep)
+    if ns.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(f"{result['id']}: kept the {'current' if ns.keep == 'current' else 'other'} version; "
+              f"{len(result['settled'])} kept version(s) settled (removed from conflicts/ at the next sync)")
+    return 0
+
+
+def doctor_rows() -> list[tuple[str, str, str, str]]:
+    """(name, status, detail, fix) for `memoryd doctor`, read from the files (no daemon needed)."""
+    from memoryd import paths
+
+    base = paths.store_root() / "sync"
+    try:
+        config = json.loads((base / "config.json").read_text())
+    except (OSError, ValueError):
+        return [("sync", "ok", "not set up (memoryd sync init REMOTE to share memories across machines)", "")]
+    rows = []
+    conflicts = base / "repo" / "conflicts"
+    open_ids = sorted(p.name for p in conflicts.iterdir() if p.is_dir()) if conflicts.is_dir() else []
+    try:
+        last = json.loads((base / "last.json").read_text())
+    except (OSError, ValueError):
+        last = {}
+    detail = f"with {config.get('remote')} as device {config.get('device_id')}"
+    if last.get("status") not in (None, "ok"):
+        rows.append(("sync", "warn", f"{detail}; the last sync failed: {(last.get('error') or {}).get('message')}",
+                     "check the remote, then: memoryd sync"))
+    else:
+        rows.append(("sync", "ok", detail + (f"; last {last.get('finished_at')}" if last else "; never synced")))
+    if open_ids:
+        rows.append(("sync conflicts", "warn",
+                     f"{len(open_ids)} memories have a kept conflicting version: {', '.join(open_ids[:5])}",
+                     "memoryd sync status, then memoryd sync resolve ID --keep current|other"))
+    return rows

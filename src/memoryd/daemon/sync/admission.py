@@ -1,0 +1,96 @@
+"""What a pulled file must be before the live store takes it (docs/sync.md, "Admission").
+
+The same checks as recovery at start (`store.parse`, the record's shape via `from_meta`) plus
+the ones a file from another machine needs: a regular file (no symlink, no submodule), only
+under the synced folders with a `<ulid>.md` name, the frontmatter `id` equal to that name,
+within the size caps, a tombstone with `removed_at` and a live memory without, not a handoff
+(handoffs stay on their machine), and no credential in it. A file that fails is quarantined
+with the reason; it is never indexed or served.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memoryd.daemon import store
+from memoryd.daemon.memories.gates import find_credentials
+from memoryd.daemon.memories.records import HANDOFF, Memory, from_meta
+from memoryd.daemon.sync.merge import LIVE, TOMB
+
+FOLDERS = {"memories": LIVE, "tombstones": TOMB}
+CONFLICTS = "conflicts"
+REGULAR_MODES = ("100644", "100755")
+
+
+@dataclass(frozen=True)
+class Admitted:
+    memory_id: str
+    state: str
+    memory: Memory
+
+
+class Refused(Exception):
+    """A pulled file the store will not take; `reason` is short and holds no file content."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def record_path(path: str) -> tuple[str, str] | None:
+    """(id, state) when `path` names a record the sync carries (`memories/<ulid>.md` or
+    `tombstones/<ulid>.md`); None for anything else."""
+    folder, _, name = path.partition("/")
+    state = FOLDERS.get(folder)
+    if state is None or "/" in name or not name.endswith(".md") or not store.is_ulid(name[:-3]):
+        return None
+    return name[:-3], state
+
+
+def conflict_path(path: str) -> tuple[str, str] | None:
+    """(id, sha256) for `conflicts/<ulid>/<sha256>.md`, the kept loser of a conflict."""
+    parts = path.split("/")
+    if len(parts) != 3 or parts[0] != CONFLICTS or not store.is_ulid(parts[1]):
+        return None
+    sha = parts[2][:-3] if parts[2].endswith(".md") else ""
+    if len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
+        return None
+    return parts[1], sha
+
+
+def size_cap(max_content_bytes: int) -> int:
+    """The largest record file: the content cap, the frontmatter cap and the two fences."""
+    return max_content_bytes + store.MAX_FRONTMATTER_BYTES + 16
+
+
+def check(path: str, mode: str, data: bytes, max_content_bytes: int) -> Admitted:
+    """The record in `data` (pulled as `path` with git `mode`), or `Refused` saying why."""
+    if mode == "120000":
+        raise Refused("symbolic link")
+    if mode not in REGULAR_MODES:
+        raise Refused(f"not a regular file (git mode {mode})")
+    named = record_path(path)
+    if named is None:
+        raise Refused("outside the synced folders, or not a <ulid>.md name")
+    memory_id, state = named
+    if len(data) > size_cap(max_content_bytes):
+        raise Refused(f"over the size cap ({len(data)} bytes)")
+    try:
+        meta, body = store.parse(data)
+        if meta.get("id") != memory_id:
+            raise Refused("id does not match the file name")
+        memory = from_meta(meta, body, memory_id)
+    except (store.BadRecord, KeyError, TypeError, ValueError, UnicodeDecodeError) as exc:
+        if isinstance(exc, Refused):
+            raise
+        raise Refused(f"not a record: {str(exc)[:120]}") from None
+    if len(body.encode()) > max_content_bytes:
+        raise Refused(f"content over max_content_bytes ({max_content_bytes})")
+    if (state == TOMB) != (memory.removed_at is not None):
+        raise Refused("a tombstone without removed_at" if state == TOMB else "a live memory with removed_at")
+    if memory.category == HANDOFF:
+        raise Refused("a handoff (handoffs stay on their machine)")
+    markers = find_credentials(body)
+    if markers:
+        raise Refused(f"holds a credential ({', '.join(sorted({m['kind'] for m in markers}))})")
+    return Admitted(memory_id, state, memory)

@@ -1,0 +1,135 @@
+"""Git in a child process, on the sync clone only, never on the live store.
+
+Every call passes the daemon's own identity and settings with `-c`, so a machine without a
+global git identity (a fresh CI container) works, a user's hooks or signing settings cannot
+run or block, and no prompt or editor can ever wait for a terminal the daemon does not have.
+A failure is a `GitFailed` whose `kind` says what happened in words a user can act on.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+GIT_TIMEOUT_S = 120.0
+# Settings that make git non-interactive and keep the user's config from changing what a sync
+# does: no hooks, no signing, no line-ending rewrites, no automatic gc in the middle of a sync.
+_SETTINGS = ("core.hooksPath=/dev/null", "commit.gpgsign=false", "tag.gpgsign=false",
+             "core.autocrlf=false", "core.safecrlf=false", "gc.auto=0", "core.quotePath=false",
+             "advice.detachedHead=false", "init.defaultBranch=main")
+
+# stderr fragments → the failure kind a user sees. Checked in order: auth before reachability,
+# since an https auth failure also says "unable to access".
+_KINDS = (
+    ("auth_failed", ("authentication failed", "permission denied", "could not read username",
+                     "could not read password", "403", "401", "access denied", "host key verification failed")),
+    ("push_race", ("[rejected]", "non-fast-forward", "fetch first", "failed to push some refs",
+                   "cannot lock ref", "stale info")),
+    ("remote_unreachable", ("does not appear to be a git repository", "could not resolve host",
+                            "connection refused", "unable to access", "no such file or directory",
+                            "could not read from remote repository", "connection timed out",
+                            "network is unreachable", "not found")),
+)
+
+
+class GitFailed(Exception):
+    """A git command that failed; `kind` is auth_failed, remote_unreachable, push_race,
+    timeout or git_error, `message` one line for the CLI."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+
+def classify(stderr: str) -> str:
+    low = stderr.lower()
+    for kind, needles in _KINDS:
+        if any(needle in low for needle in needles):
+            return kind
+    return "git_error"
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    useful = [line for line in lines if line.lower().startswith(("fatal", "error", "remote:", " !", "!"))]
+    return ((useful or lines or ["no output"])[-1])[:300]
+
+
+def environment(device_id: str, device_name: str) -> dict[str, str]:
+    """The child's environment: the user's (ssh agent, credential helpers need it) plus the
+    daemon's identity and everything that stops git from waiting for a human."""
+    env = dict(os.environ)
+    name, email = f"memoryd {device_name}", f"{device_id}@memoryd.invalid"
+    env.update(GIT_AUTHOR_NAME=name, GIT_AUTHOR_EMAIL=email, GIT_COMMITTER_NAME=name,
+               GIT_COMMITTER_EMAIL=email, GIT_TERMINAL_PROMPT="0", GIT_EDITOR="true",
+               GIT_MERGE_AUTOEDIT="no", GIT_ASKPASS="true", SSH_ASKPASS="true", LC_ALL="C")
+    # An ssh remote must fail at once rather than ask for a passphrase or a host key.
+    env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes -o ConnectTimeout=20")
+    for key in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):  # never aim at another repository
+        env.pop(key, None)
+    return env
+
+
+class Git:
+    """Runs git in `repo` (the sync clone) with the device's identity."""
+
+    def __init__(self, repo: Path, device_id: str, device_name: str) -> None:
+        self.repo = repo
+        self.env = environment(device_id, device_name)
+
+    def run(self, *args: str, stdin: bytes | None = None, check: bool = True,
+            timeout: float = GIT_TIMEOUT_S) -> subprocess.CompletedProcess[bytes]:
+        command = ["git", *[part for setting in _SETTINGS for part in ("-c", setting)], *args]
+        try:
+            done = subprocess.run(command, check=False, cwd=self.repo, env=self.env, input=stdin, capture_output=True,
+                                  timeout=timeout, stdin=None if stdin is not None else subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise GitFailed("timeout", f"git {args[0]} did not finish within {timeout:g} s") from None
+        except FileNotFoundError:
+            raise GitFailed("git_missing", "git is not installed (or not on PATH)") from None
+        if check and done.returncode != 0:
+            err = done.stderr.decode(errors="replace")
+            raise GitFailed(classify(err), f"git {args[0]}: {_last_line(err)}")
+        return done
+
+    def out(self, *args: str, stdin: bytes | None = None) -> str:
+        return self.run(*args, stdin=stdin).stdout.decode(errors="replace").strip()
+
+    def rev(self, name: str) -> str | None:
+        """The commit `name` points to, or None (an unborn branch, a missing ref)."""
+        done = self.run("rev-parse", "--verify", "-q", f"{name}^{{commit}}", check=False)
+        return done.stdout.decode().strip() or None if done.returncode == 0 else None
+
+    def tree(self, rev: str | None) -> dict[str, tuple[str, str]]:
+        """path → (mode, blob id) of every file of `rev` (empty for None)."""
+        if rev is None:
+            return {}
+        raw = self.run("ls-tree", "-r", "-z", "--full-tree", rev).stdout
+        entries: dict[str, tuple[str, str]] = {}
+        for item in raw.split(b"\0"):
+            if not item:
+                continue
+            meta, _, path = item.partition(b"\t")
+            mode, _kind, blob = meta.decode().split(" ")
+            entries[path.decode("utf-8", errors="surrogateescape")] = (mode, blob)
+        return entries
+
+    def blobs(self, ids: list[str]) -> dict[str, bytes]:
+        """The contents of blobs `ids`, in one `cat-file --batch`."""
+        if not ids:
+            return {}
+        raw = self.run("cat-file", "--batch", stdin="".join(f"{i}\n" for i in ids).encode()).stdout
+        found: dict[str, bytes] = {}
+        pos = 0
+        for blob in ids:
+            end = raw.index(b"\n", pos)
+            header = raw[pos:end].decode().split(" ")
+            pos = end + 1
+            if len(header) < 3:  # "<id> missing"
+                continue
+            size = int(header[2])
+            found[blob] = raw[pos:pos + size]
+            pos += size + 1
+        return found

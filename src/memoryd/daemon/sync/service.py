@@ -1,0 +1,450 @@
+"""The loop's side of sync: start a job, admit what it brought back, keep the sync's state.
+
+The worker (worker.py) runs git in a thread; the loop never waits for it. `run_due` (called by
+the reaper's timed pass) starts a requested or scheduled job and, once the worker is done,
+admits the pulled records into the live store through the tier — staged writes made durable by
+the pass's group commit, indexed at once — and logs each with its id, sha256 and device.
+
+Events (ids, shas, devices and counts, never content), each applied by `SyncState.apply`
+both live and at replay, so a restart rebuilds the same state:
+
+| kind | fields | applied as |
+|---|---|---|
+| `sync_push` | memory_id, state, sha | the clone and the store agree on this version |
+| `sync_pull` | memory_id, state, sha, device | as above, and the tier's last logged sha: the file is accounted for, not hand-edited |
+| `sync_resolve` | memory_id, keep, shas, sha?, state? | those kept losers are settled; with keep=other the new version's sha |
+| `sync` | job, status, error, pushed, pulled, deferred, conflicts, quarantined, head | the audit line of one job |
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from memoryd.daemon import store
+from memoryd.daemon.connections import Conn
+from memoryd.daemon.core import Core
+from memoryd.daemon.memories.records import HANDOFF, Memory, render_memory
+from memoryd.daemon.memories.tier import MemoryTier
+from memoryd.daemon.sync import admission
+from memoryd.daemon.sync.merge import LIVE, TOMB, Version
+from memoryd.daemon.sync.worker import (
+    FOLDER_OF,
+    Job,
+    Layout,
+    Result,
+    Worker,
+    count_quarantined,
+)
+from memoryd.errors import InvalidParams, ResourceState, StorageError
+
+log = logging.getLogger("memoryd.daemon")
+POLL_S = 0.05           # how often the loop looks for a finished job while one runs
+MAX_ROWS = 20
+MAX_REMOTE_CHARS = 4096
+# One worker per store, outliving `Core.reload` (which rebuilds the state, not the thread).
+_WORKERS: dict[Path, Worker] = {}
+
+
+def worker_for(core: Core) -> Worker:
+    worker = _WORKERS.get(core.root)
+    if worker is None:
+        worker = _WORKERS[core.root] = Worker(core.root)
+    return worker
+
+
+def attach(core: Core) -> SyncState:
+    """Join sync to `core`: its events are applied at replay and live, like a tier's."""
+    state = SyncState(core)
+    core.extensions.append(state)
+    return state
+
+
+def state_of(core: Core) -> SyncState:
+    for extension in core.extensions:
+        if isinstance(extension, SyncState):
+            return extension
+    raise ResourceState("sync_unavailable", "sync", "sync is not attached to this daemon")
+
+
+class SyncState:
+    """What the log says about sync (agreed versions, devices, settled conflicts) plus what the
+    clone says now (kept conflict losers, quarantined files, the last job)."""
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        self.layout = Layout(core.root)
+        self.agreed: dict[str, tuple[str, str]] = {}   # id → (state, sha) both sides last had
+        self.synced_from: dict[str, str] = {}          # id → device that sent its current version
+        self.resolved: dict[str, set[str]] = {}        # id → kept losers someone settled
+        self.conflicts: dict[str, list[str]] = {}      # id → kept losers in the clone
+        self.quarantined_total = 0
+        self.last: dict[str, Any] | None = None
+        self.requested: Job | None = None
+        self.next_auto = math.inf
+
+    # -- the log's view ---------------------------------------------------------------------------
+
+    def apply(self, event: dict[str, Any]) -> None:
+        handler = _APPLIERS.get(event["kind"])
+        if handler is not None:
+            handler(self, event)
+
+    def _agree(self, event: dict[str, Any]) -> None:
+        if event.get("memory_id") and event.get("sha") and event.get("state") in (LIVE, TOMB):
+            self.agreed[event["memory_id"]] = (event["state"], event["sha"])
+
+    def _on_pull(self, event: dict[str, Any]) -> None:
+        self._agree(event)
+        tier: MemoryTier | None = self.core.memories
+        memory_id, sha = event.get("memory_id"), event.get("sha")
+        if tier is not None and memory_id and sha:  # the file is accounted for, like a write's
+            tier.logged_sha[memory_id] = sha
+            tier.logged_state[memory_id] = event["state"]
+        if memory_id and event.get("device"):
+            self.synced_from[memory_id] = event["device"]
+
+    def _on_local_change(self, event: dict[str, Any]) -> None:
+        """A version written here (update, remove, …) is no longer the one a device sent."""
+        if event.get("sha") and event.get("memory_id"):
+            self.synced_from.pop(event["memory_id"], None)
+
+    def _on_resolve(self, event: dict[str, Any]) -> None:
+        memory_id = event.get("memory_id")
+        if not memory_id:
+            return
+        self.resolved.setdefault(memory_id, set()).update(event.get("shas") or [])
+        tier: MemoryTier | None = self.core.memories
+        if tier is not None and event.get("sha") and event.get("state") in (LIVE, TOMB):
+            tier.logged_sha[memory_id] = event["sha"]
+            tier.logged_state[memory_id] = event["state"]
+
+    # -- start-up (after replay) ------------------------------------------------------------------
+
+    def load(self) -> None:
+        self.conflicts = conflicts_in_clone(self.layout.repo)
+        self.quarantined_total = count_quarantined(self.layout)
+        try:
+            last = json.loads(store.read_nofollow(self.layout.last))
+            self.last = last if isinstance(last, dict) else None
+        except (OSError, ValueError, store.BadRecord):
+            self.last = None
+        interval = self.core.config.sync_interval_seconds
+        self.next_auto = self.core.clock() + interval if interval > 0 else math.inf
+
+    def reconcile(self) -> dict[str, Any]:
+        return {"sync_conflicts": len(self.open_conflicts())} if self.layout.is_set_up() else {}
+
+    # -- reads ----------------------------------------------------------------------------------------
+
+    def open_conflicts(self) -> dict[str, list[str]]:
+        """Kept losers nobody has settled yet, by record id."""
+        found = {}
+        for memory_id, shas in self.conflicts.items():
+            left = [sha for sha in shas if sha not in self.resolved.get(memory_id, ())]
+            if left:
+                found[memory_id] = sorted(left)
+        return found
+
+    def conflict_rows(self) -> dict[str, Any]:
+        tier: MemoryTier = self.core.memories
+        rows = []
+        for memory_id, shas in sorted(self.open_conflicts().items()):
+            current = tier.live.get(memory_id) or tier.tombstones.get(memory_id)
+            rows.append({"id": memory_id, "kept_versions": shas,
+                         "current": None if current is None else ("removed" if current.removed_at else "live"),
+                         "first_line": current.first_line if current is not None else None})
+        return {"items": rows[:MAX_ROWS], "total": len(rows),
+                "resolve": "memoryd sync resolve ID --keep current|other"}
+
+    def provenance_of(self, memory_id: str) -> dict[str, Any]:
+        """memory_show's `synced_from`: the device whose version of the record this store took
+        (from the `sync_pull` event, like every provenance here: the log, not the file)."""
+        device = self.synced_from.get(memory_id)
+        return {"synced_from": device} if device else {}
+
+    def health(self) -> dict[str, Any]:
+        """The `sync` section of memory_health (only once sync is set up)."""
+        if not self.layout.is_set_up():
+            return {}
+        config = self.layout.read_config()
+        return {"sync": {"remote": config.get("remote"), "device": config.get("device_id"),
+                         "last": self.last, "conflicts": self.conflict_rows(),
+                         "quarantined": self.quarantined_total}}
+
+    def digest(self) -> dict[str, Any]:
+        """The digest's `sync_conflicts` (only when there are any)."""
+        rows = self.conflict_rows() if self.open_conflicts() else None
+        return {"sync_conflicts": rows} if rows else {}
+
+    # -- jobs -----------------------------------------------------------------------------------------
+
+    def new_job(self, kind: str, remote: str | None = None) -> Job:
+        worker = worker_for(self.core)
+        worker.jobs += 1
+        return Job(worker.jobs, kind, remote=remote, max_content_bytes=self.core.config.max_content_bytes)
+
+    def snapshot(self, job: Job) -> Job:
+        """Fill `job` with the live store as it is now: every record that travels, those changed
+        since the clone and the store last agreed (to export), and the ids that never travel."""
+        tier: MemoryTier = self.core.memories
+        for records, state, path_of in ((tier.live, LIVE, tier.live_path), (tier.tombstones, TOMB, tier.tomb_path)):
+            for memory_id, memory in records.items():
+                sha = tier.sha_on_disk(memory_id)
+                if memory.category == HANDOFF or sha is None:
+                    job.local_only.add(memory_id)
+                    continue
+                job.local[memory_id] = (state, sha)
+                agreed = self.agreed.get(memory_id)
+                if agreed != (state, sha):
+                    job.export[memory_id] = (state, sha, path_of(memory_id))
+                    if agreed is not None:
+                        job.agreed[memory_id] = agreed
+        job.resolved = {i: set(s) for i, s in self.resolved.items() if i in self.conflicts}
+        return job
+
+
+# -- the loop's timed pass (reaper.run_due) ------------------------------------------------------------
+
+def run_due(core: Core, now: float) -> None:
+    """Admit a finished job's result, or start a requested or scheduled one."""
+    state, worker = state_of(core), worker_for(core)
+    if worker.busy():
+        result = worker.take()
+        if result is not None:
+            _finish_safely(state, result)
+        return
+    job = state.requested
+    if job is None and now >= state.next_auto and state.layout.is_set_up():
+        job = state.new_job("sync")
+    if job is None:
+        return
+    state.requested = None
+    if job.kind == "sync":
+        state.snapshot(job)
+    interval = core.config.sync_interval_seconds
+    state.next_auto = now + interval if interval > 0 else math.inf
+    worker.start(job)
+
+
+def _finish_safely(state: SyncState, result: Result) -> None:
+    """`finish`; a bug in it must not stop the daemon: what it staged is undone (`Core.abort`),
+    and the next sync offers the same records again."""
+    try:
+        finish(state, result)
+    except (StorageError, OSError):
+        raise  # the timed pass undoes and retries it after a back-off
+    except Exception:
+        log.exception("sync: could not admit job %d; undone", result.number)
+        state.core.abort()
+
+
+def next_due_in(core: Core, now: float) -> float:
+    """Seconds until `run_due` has something to do (the loop's poll timeout)."""
+    state = state_of(core)
+    if worker_for(core).busy():
+        return POLL_S
+    if state.requested is not None:
+        return 0.0
+    return state.next_auto - now if state.layout.is_set_up() else math.inf
+
+
+def finish(state: SyncState, result: Result) -> None:
+    """Take a job's result into the live store and the log."""
+    core, tier = state.core, state.core.memories
+    for memory_id, record_state, sha in result.pushed:
+        core.record("sync_push", None, memory_id=memory_id, state=record_state, sha=sha)
+    pulled = 0
+    for item in result.incoming:
+        if current_version(tier, item.memory_id) != item.expected:
+            result.deferred += 1  # changed here while the job ran: the next sync decides
+            continue
+        put_record(tier, item.memory, item.data, item.state)
+        core.record("sync_pull", None, memory_id=item.memory_id, state=item.state, sha=item.sha,
+                    device=item.device)
+        pulled += 1
+    if result.status == "ok" and result.kind == "sync":
+        state.conflicts = result.conflicts
+        state.quarantined_total = result.quarantined_total
+    summary = {**result.summary(), "pulled": pulled, "deferred": result.deferred, "finished_at": core.now()}
+    core.record("sync", None, job=result.number, status=result.status,
+                error=(result.error or {}).get("kind"), pushed=len(result.pushed), pulled=pulled,
+                deferred=result.deferred, conflicts=[d["id"] for d in result.decided] or None,
+                quarantined=[q["blob"] for q in result.quarantined] or None, head=result.head)
+    state.last = summary
+    try:
+        state.layout.write_json(state.layout.last, summary)
+    except OSError as exc:  # only the status survives a restart through it
+        log.warning("sync: could not keep the last result: %s", exc)
+    if result.status != "ok":
+        log.warning("sync job %d failed: %s", result.number, (result.error or {}).get("message"))
+
+
+def current_version(tier: MemoryTier, memory_id: str) -> tuple[str, str] | None:
+    for records, state in ((tier.live, LIVE), (tier.tombstones, TOMB)):
+        memory = records.get(memory_id)
+        if memory is not None:
+            sha = tier.sha_on_disk(memory_id)
+            return None if memory.category == HANDOFF or sha is None else (state, sha)
+    return None
+
+
+def put_record(tier: MemoryTier, memory: Memory, data: bytes, state: str) -> str:
+    """Make `memory` (file bytes `data`) the record's version in `state`, moving it between
+    memories/ and tombstones/ when it must — the ordering of `bury`/`unbury`: the new file is
+    staged first and the old one's delete applied after the renames. Returns the file's sha256."""
+    memory_id = memory.id
+    old_live, old_tomb = tier.live.get(memory_id), tier.tombstones.get(memory_id)
+    if state == LIVE:
+        sha = tier._write(tier.live_path(memory_id), data, memory_id)
+        if old_tomb is not None:
+            tier.core.files.delete_file(tier.tomb_path(memory_id))
+            tier.tomb_index.remove(old_tomb)
+            del tier.tombstones[memory_id]
+        if old_live is not None:
+            tier.index.remove(old_live)
+        tier.live[memory_id] = memory
+        tier.index.add(memory)
+    else:
+        sha = tier._write(tier.tomb_path(memory_id), data, memory_id)
+        if old_live is not None:
+            tier.core.files.delete_file(tier.live_path(memory_id))
+            tier.index.remove(old_live)
+            del tier.live[memory_id]
+        if old_tomb is not None:
+            tier.tomb_index.remove(old_tomb)
+        tier.tombstones[memory_id] = memory
+        tier.tomb_index.add(memory)
+    return sha
+
+
+def conflicts_in_clone(repo: Path) -> dict[str, list[str]]:
+    """The kept losers in the clone's working tree (`conflicts/<id>/<sha256>.md`)."""
+    found: dict[str, list[str]] = {}
+    top = repo / admission.CONFLICTS
+    if not store.is_plain_dir(top):
+        return found
+    for folder in sorted(top.iterdir()):
+        if not store.is_plain_dir(folder):
+            continue
+        for entry in sorted(folder.iterdir()):
+            named = admission.conflict_path(f"{admission.CONFLICTS}/{folder.name}/{entry.name}")
+            if named is not None and entry.is_file() and not entry.is_symlink():
+                found.setdefault(named[0], []).append(named[1])
+    return found
+
+
+# -- operator actions (the `admin` op) --------------------------------------------------------------
+
+def _running(core: Core) -> Job | None:
+    worker = worker_for(core)
+    return worker.running if worker.busy() else state_of(core).requested
+
+
+def action_init(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[str, Any]:
+    remote = args.get("remote")
+    if not isinstance(remote, str) or not remote.strip() or len(remote) > MAX_REMOTE_CHARS:
+        raise InvalidParams("remote", "must be a git remote: a path, ssh or https URL")
+    remote = remote.strip()
+    if remote.startswith("-") or any(c in remote for c in "\n\r\0"):
+        raise InvalidParams("remote", "must not start with '-' or hold control characters")
+    if "://" not in remote and ":" not in remote.split("/", 1)[0]:
+        remote = str(Path(remote).expanduser().absolute())  # a path: absolute, as git remotes want
+    if _running(core) is not None:
+        raise ResourceState("sync_running", "sync", "a sync is running; set up sync when it has finished")
+    state = state_of(core)
+    job = state.requested = state.new_job("init", remote=remote)
+    return {"job": job.number, "started": True}
+
+
+def action_sync(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[str, Any]:
+    """Start a sync now, or join the one running: the answer names the job to wait for."""
+    running = _running(core)
+    if running is not None:
+        return {"job": running.number, "started": False, "joined": True}
+    state = state_of(core)
+    if not state.layout.is_set_up():
+        raise ResourceState("sync_not_set_up", "sync", "sync is not set up: run `memoryd sync init REMOTE` first")
+    job = state.requested = state.new_job("sync")
+    return {"job": job.number, "started": True}
+
+
+def action_status(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[str, Any]:
+    state = state_of(core)
+    config = state.layout.read_config()
+    running = _running(core)
+    return {"set_up": state.layout.is_set_up(), "remote": config.get("remote"),
+            "device": config.get("device_id"), "device_name": config.get("device_name"),
+            "running": None if running is None else {"job": running.number, "kind": running.kind},
+            "last": state.last, "conflicts": state.conflict_rows(), "quarantined": state.quarantined_total,
+            "interval_seconds": core.config.sync_interval_seconds, "clone": str(state.layout.repo)}
+
+
+def action_resolve(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[str, Any]:
+    """Settle a kept conflict: `current` keeps what the store has, `other` makes the newest kept
+    loser the current version (a new version, stamped now, so it wins the next sync too)."""
+    memory_id, keep = args.get("id"), args.get("keep", "current")
+    if not store.is_ulid(memory_id):
+        raise InvalidParams("id", "must be a memory id")
+    if keep not in ("current", "other"):
+        raise InvalidParams("keep", "must be current or other")
+    if _running(core) is not None:
+        raise ResourceState("sync_running", memory_id, "a sync is running; resolve when it has finished")
+    state = state_of(core)
+    shas = state.open_conflicts().get(memory_id)
+    if not shas:
+        raise ResourceState("no_conflict", memory_id, f"memory {memory_id} has no kept conflict")
+    fields: dict[str, Any] = {}
+    if keep == "other":
+        fields = _restore_loser(state, memory_id, shas)
+    core.record("sync_resolve", core.sessions.get(conn.session_id) if conn else None,
+                memory_id=memory_id, keep=keep, shas=shas, **fields)
+    return {"id": memory_id, "kept": keep, "settled": shas, **fields}
+
+
+def _restore_loser(state: SyncState, memory_id: str, shas: list[str]) -> dict[str, Any]:
+    tier: MemoryTier = state.core.memories
+    versions = []
+    for sha in shas:
+        try:
+            data = store.read_nofollow(state.layout.repo / admission.CONFLICTS / memory_id / f"{sha}.md")
+            meta, _body = store.parse(data)
+        except (OSError, store.BadRecord, UnicodeDecodeError):
+            continue
+        versions.append(Version(TOMB if meta.get("removed_at") else LIVE, data))
+    if not versions:
+        raise ResourceState("no_conflict", memory_id, "the kept versions cannot be read from the clone")
+    chosen = max(versions, key=lambda v: (v.stamp, v.sha))
+    try:
+        checked = admission.check(f"{FOLDER_OF[chosen.state]}/{memory_id}.md", "100644", chosen.data,
+                                  state.core.config.max_content_bytes)
+    except admission.Refused as exc:
+        raise ResourceState("bad_conflict", memory_id, f"the kept version is not admissible: {exc.reason}") from None
+    current = tier.live.get(memory_id) or tier.tombstones.get(memory_id)
+    newer = tier.next_updated(max(checked.memory.updated, current.updated if current else ""))
+    if checked.state == LIVE:
+        memory = replace(checked.memory, updated=newer)
+    else:
+        memory = replace(checked.memory, removed_at=state.core.now())
+    sha = put_record(tier, memory, render_memory(memory), checked.state)
+    return {"sha": sha, "state": checked.state}
+
+
+ACTIONS = {
+    "sync_init": action_init,
+    "sync": action_sync,
+    "sync_status": action_status,
+    "sync_resolve": action_resolve,
+}
+
+_APPLIERS = {
+    "sync_push": SyncState._agree,
+    "sync_pull": SyncState._on_pull,
+    "sync_resolve": SyncState._on_resolve,
+    **dict.fromkeys(("update", "verify", "restore", "remove"), SyncState._on_local_change),
+}
+

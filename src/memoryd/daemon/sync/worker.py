@@ -1,0 +1,534 @@
+"""One sync on the clone, run in a worker thread so the daemon's loop keeps serving.
+
+The worker touches only `$MEMORYD_HOME/sync/` (the clone, the quarantine, the config); the live
+store is read (the record files to export, opened without following links) and never written
+here — the loop admits what the worker brings back, in a normal pass with group commit.
+
+One job:
+1. **repair** a clone a killed sync left mid-way (a lock file, a merge in progress, files not
+   committed): reset it to its last commit; what was not committed is exported again;
+2. **export** the records changed on this machine since the clone and the store last agreed,
+   and commit them;
+3. **fetch**, then **merge by record** (never by text): for each record id, the side that changed
+   it wins; changed on both, `merge.pick` decides and the loser is kept under
+   `conflicts/<id>/<sha256>.md`; the merged tree is written with git's plumbing (the index,
+   `write-tree`, `commit-tree`), so git never merges a file's text;
+4. **push**; a rejected push (another machine pushed first) goes back to 3, at most
+   PUSH_ATTEMPTS times;
+5. **scan** the merged tree: every record that differs from the live store is checked
+   (`admission.check`) and handed back, with the device that last committed it; anything
+   else is quarantined under `sync/quarantine/` and reported once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import socket
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memoryd.daemon import store
+from memoryd.daemon.memories.gates import find_credentials
+from memoryd.daemon.memories.records import Memory, sha256_hex
+from memoryd.daemon.sync import admission
+from memoryd.daemon.sync.git import Git, GitFailed
+from memoryd.daemon.sync.merge import LIVE, TOMB, Version, pick, three_way
+
+PUSH_ATTEMPTS = 3
+BRANCH = "main"
+REMOTE_REF = f"refs/remotes/origin/{BRANCH}"
+FOLDER_OF = {LIVE: "memories", TOMB: "tombstones"}
+TOP_FOLDERS = ("memories", "tombstones", "conflicts")
+EMPTY = "0" * 40
+
+
+@dataclass
+class Job:
+    """What the loop hands the worker: a consistent picture of the live store at the start."""
+
+    number: int
+    kind: str                                   # "sync" or "init"
+    remote: str | None = None                   # init only
+    local: dict[str, tuple[str, str]] = field(default_factory=dict)  # id → (state, sha) of syncable records
+    local_only: set[str] = field(default_factory=set)  # ids that never travel (handoffs, …)
+    export: dict[str, tuple[str, str, Path]] = field(default_factory=dict)  # changed here since agreed
+    agreed: dict[str, tuple[str, str]] = field(default_factory=dict)  # for the exported ids
+    resolved: dict[str, set[str]] = field(default_factory=dict)  # conflict losers to drop
+    max_content_bytes: int = 1_000_000
+
+
+@dataclass
+class Incoming:
+    memory_id: str
+    state: str
+    sha: str
+    data: bytes
+    memory: Memory
+    device: str | None
+    expected: tuple[str, str] | None  # the live store's version when the job started
+
+
+@dataclass
+class Result:
+    number: int
+    kind: str
+    status: str = "ok"                          # "ok" or "error"
+    error: dict[str, str] | None = None         # {kind, message}
+    pushed: list[tuple[str, str, str]] = field(default_factory=list)   # (id, state, sha)
+    incoming: list[Incoming] = field(default_factory=list)
+    quarantined: list[dict[str, str]] = field(default_factory=list)    # new this job: {blob, path, reason}
+    quarantined_total: int = 0
+    decided: list[dict[str, str]] = field(default_factory=list)        # conflicts decided by this job
+    conflicts: dict[str, list[str]] = field(default_factory=dict)      # every kept loser in the tree
+    kept_local: int = 0                         # records that hold a credential: never exported
+    deferred: int = 0                           # changed while the job ran: next sync
+    attempts: int = 0
+    repaired: str | None = None
+    head: str | None = None
+    remote: str | None = None
+
+    def summary(self) -> dict[str, Any]:
+        """What the CLI prints and the status keeps (ids and counts, no content)."""
+        return {"job": self.number, "kind": self.kind, "status": self.status, "error": self.error,
+                "pushed": len(self.pushed), "pulled": len(self.incoming),
+                "conflicts_decided": self.decided, "conflicts": sum(len(v) for v in self.conflicts.values()),
+                "quarantined": [{k: q[k] for k in ("path", "reason", "blob")} for q in self.quarantined],
+                "quarantined_total": self.quarantined_total, "kept_local": self.kept_local,
+                "deferred": self.deferred, "attempts": self.attempts, "repaired": self.repaired,
+                "head": self.head, "remote": self.remote}
+
+
+# -- the sync folder --------------------------------------------------------------------------------
+
+class Layout:
+    """`$MEMORYD_HOME/sync/`: config.json (remote, device), repo/ (the clone), quarantine/."""
+
+    def __init__(self, root: Path) -> None:
+        self.dir = root / "sync"
+        self.repo = self.dir / "repo"
+        self.config = self.dir / "config.json"
+        self.quarantine = self.dir / "quarantine"
+        self.last = self.dir / "last.json"
+
+    def read_config(self) -> dict[str, Any]:
+        try:
+            raw = json.loads(store.read_nofollow(self.config))
+        except (OSError, ValueError, store.BadRecord):
+            return {}
+        return raw if isinstance(raw, dict) else {}
+
+    def write_json(self, path: Path, value: dict[str, Any]) -> None:
+        write_atomic(path, json.dumps(value, indent=1, sort_keys=True).encode())
+
+    def is_set_up(self) -> bool:
+        return bool(self.read_config().get("remote")) and store.is_plain_dir(self.repo / ".git")
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` (a link at `path` is replaced, never followed)."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    tmp = path.parent / f".sync-{secrets.token_hex(4)}-{path.name}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def device_identity(layout: Layout) -> tuple[str, str]:
+    """This machine's device id (generated once, kept in sync/config.json) and its name."""
+    config = layout.read_config()
+    device_id = config.get("device_id")
+    if not (isinstance(device_id, str) and len(device_id) == 16):
+        device_id = secrets.token_hex(8)
+    name = config.get("device_name")
+    if not isinstance(name, str) or not name:
+        name = "".join(c for c in socket.gethostname() if c.isalnum() or c in "-_.")[:64] or "device"
+    return device_id, name
+
+
+# -- the job ----------------------------------------------------------------------------------------
+
+class Worker:
+    """Runs at most one job at a time in a thread; `take` hands the finished result to the loop."""
+
+    def __init__(self, root: Path) -> None:
+        self.layout = Layout(root)
+        self.thread: threading.Thread | None = None
+        self.running: Job | None = None
+        self.done: Result | None = None
+        self.lock = threading.Lock()
+        self.sha_of_blob: dict[str, str] = {}  # git blob id → sha256 of its bytes (both are stable)
+        self.jobs = 0  # the last job number handed out (the CLI waits for its own)
+
+    def start(self, job: Job) -> None:
+        self.running = job
+        self.thread = threading.Thread(target=self._run, args=(job,), name=f"memoryd-sync-{job.number}",
+                                       daemon=True)
+        self.thread.start()
+
+    def busy(self) -> bool:
+        return self.running is not None
+
+    def take(self) -> Result | None:
+        """The finished job's result, once; None while it runs or when there is none."""
+        with self.lock:
+            result, self.done = self.done, None
+        if result is not None:
+            self.running = None
+        return result
+
+    def _run(self, job: Job) -> None:
+        result = Result(job.number, job.kind)
+        try:
+            if job.kind == "init":
+                self.init(job, result)
+            else:
+                self.sync(job, result)
+        except GitFailed as exc:
+            result.status, result.error = "error", {"kind": exc.kind, "message": exc.message}
+        except OSError as exc:
+            result.status, result.error = "error", {"kind": "local_error", "message": f"{exc}"[:300]}
+        except Exception as exc:  # noqa: BLE001 - a bug must reach the CLI as an answer, not hang it
+            result.status, result.error = "error", {"kind": "internal_error", "message": repr(exc)[:300]}
+        with self.lock:
+            self.done = result
+
+    # -- init -------------------------------------------------------------------------------------
+
+    def init(self, job: Job, result: Result) -> None:
+        layout, remote = self.layout, job.remote or ""
+        result.remote = remote
+        current = layout.read_config().get("remote")
+        if layout.is_set_up():
+            if current != remote:
+                raise GitFailed("already_set_up", f"sync is already set up with {current}; remove "
+                                f"{layout.dir} to start over with another remote")
+            return
+        device_id, name = device_identity(layout)
+        shutil.rmtree(layout.repo, ignore_errors=True)  # a half-made clone of an earlier attempt
+        layout.repo.mkdir(mode=0o700, parents=True)
+        git = Git(layout.repo, device_id, name)
+        try:
+            git.run("init", "-q")
+            git.run("symbolic-ref", "HEAD", f"refs/heads/{BRANCH}")
+            git.run("remote", "add", "origin", remote)
+            fetch(git)
+            theirs = git.rev(REMOTE_REF)
+            if theirs is not None:
+                git.run("reset", "-q", "--hard", theirs)
+        except GitFailed:
+            shutil.rmtree(layout.repo, ignore_errors=True)
+            raise
+        layout.write_json(layout.config, {"remote": remote, "device_id": device_id, "device_name": name})
+        result.head = git.rev("HEAD")
+
+    # -- sync -------------------------------------------------------------------------------------
+
+    def sync(self, job: Job, result: Result) -> None:
+        layout = self.layout
+        config = layout.read_config()
+        if not layout.is_set_up():
+            raise GitFailed("not_set_up", "sync is not set up: run `memoryd sync init REMOTE` first")
+        result.remote = config["remote"]
+        git = Git(layout.repo, config["device_id"], config.get("device_name") or "device")
+        self.device = config["device_id"]
+        result.repaired = repair(git, layout.repo)
+        start = git.rev("HEAD")
+        exported = self.export(git, job, result)
+        for attempt in range(1, PUSH_ATTEMPTS + 1):
+            result.attempts = attempt
+            fetch(git)
+            if self.integrate(git, result):
+                break
+        else:
+            raise GitFailed("push_race", f"another machine pushed {PUSH_ATTEMPTS} times while this one "
+                            "synced; run `memoryd sync` again")
+        result.pushed = exported
+        result.head = git.rev("HEAD")
+        self.scan(git, job, result, start)
+
+    def export(self, git: Git, job: Job, result: Result) -> list[tuple[str, str, str]]:
+        """Write the records changed here into the clone and commit them; returns what went in."""
+        repo = self.layout.repo
+        for folder in TOP_FOLDERS:
+            clear_non_dir(repo / folder)
+        written: list[tuple[str, str, str]] = []
+        for memory_id, (state, sha, path) in sorted(job.export.items()):
+            try:
+                data = store.read_nofollow(path)
+            except (OSError, store.BadRecord):
+                result.deferred += 1
+                continue
+            if sha256_hex(data) != sha:  # changed since the job started: the next sync takes it
+                result.deferred += 1
+                continue
+            if _holds_credential(data):
+                result.kept_local += 1
+                continue
+            if self._export_loses(repo, job, memory_id, Version(state, data), result):
+                continue
+            place(repo, memory_id, state, data)
+            written.append((memory_id, state, sha))
+        for memory_id, shas in job.resolved.items():
+            for sha in shas:
+                target = repo / "conflicts" / memory_id / f"{sha}.md"
+                if not os.path.islink(target) and target.is_file():
+                    target.unlink()
+        git.run("add", "-A", "--", ".")
+        if git.run("diff", "--cached", "--quiet", check=False).returncode != 0:
+            git.run("commit", "-q", "--no-verify", "-m", f"memoryd: {len(written)} records from {self.device}")
+        return written
+
+    def _export_loses(self, repo: Path, job: Job, memory_id: str, ours: Version, result: Result) -> bool:
+        """The clone may hold a version the live store never took (pulled while this record was
+        being changed here): then both changed it, and the merge rule decides. True when the
+        local version lost (it is kept under conflicts/ and the clone's version stays)."""
+        there = read_clone_record(repo, memory_id)
+        if there is None or there.sha == ours.sha or (there.state, there.sha) == job.agreed.get(memory_id):
+            return False
+        decision = pick(ours, there)
+        keep_loser(repo, memory_id, decision.loser.data)
+        result.decided.append({"id": memory_id, "winner": decision.winner.sha, "loser": decision.loser.sha,
+                               "rule": decision.rule})
+        return decision.winner is there
+
+    def integrate(self, git: Git, result: Result) -> bool:
+        """Bring the fetched remote branch in and push; False when the push lost a race."""
+        ours, theirs = git.rev("HEAD"), git.rev(REMOTE_REF)
+        if theirs is not None and ours is None:
+            git.run("reset", "-q", "--hard", theirs)
+            return True
+        if ours is None:
+            return True  # nothing here, nothing there
+        if theirs is not None and theirs != ours:
+            base = merge_base(git, ours, theirs)
+            if base == ours:
+                git.run("reset", "-q", "--hard", theirs)
+                return True
+            if base != theirs:
+                self.merge(git, base, ours, theirs, result)
+        if theirs == git.rev("HEAD"):
+            return True
+        try:
+            git.run("push", "-q", "origin", f"HEAD:refs/heads/{BRANCH}")
+        except GitFailed as exc:
+            if exc.kind == "push_race":
+                return False
+            raise
+        return True
+
+    def merge(self, git: Git, base: str | None, ours: str, theirs: str, result: Result) -> None:
+        """Merge two commits record by record into a commit with both as parents."""
+        trees = [by_key(git.tree(rev)) for rev in (base, ours, theirs)]
+        changes: list[str] = []     # `git update-index --index-info` lines
+        contested: list[tuple[str, Any, Any]] = []
+        for key in sorted(set(trees[1]) | set(trees[2])):
+            b, o, t = (tree.get(key) for tree in trees)
+            side = three_way(b, o, t)
+            if side == "conflict" and (o is None or t is None):
+                side = "ours" if t is None else "theirs"  # one side has it, the other lost it: keep it
+            if side == "conflict" and key[0] == "record":
+                contested.append((key[1], o, t))
+            elif side == "theirs":
+                changes += replace_lines(o, t)
+        blobs = git.blobs(sorted({v[2] for _id, o, t in contested for v in (o, t)}))
+        for memory_id, o, t in contested:
+            mine, other = Version(o[0], blobs.get(o[2], b"")), Version(t[0], blobs.get(t[2], b""))
+            decision = pick(mine, other)
+            if decision.winner is other:
+                changes += replace_lines(o, t)
+            loser = t if decision.winner is mine else o
+            changes.append(f"100644 {loser[2]}\t{admission.CONFLICTS}/{memory_id}/{decision.loser.sha}.md")
+            result.decided.append({"id": memory_id, "winner": decision.winner.sha,
+                                   "loser": decision.loser.sha, "rule": decision.rule})
+        if changes:
+            git.run("update-index", "--index-info", stdin=("\n".join(changes) + "\n").encode())
+        tree = git.out("write-tree")
+        message = f"memoryd: merge by {self.device} ({len(contested)} conflicts)"
+        commit = git.out("commit-tree", tree, "-p", ours, "-p", theirs, "-m", message)
+        git.run("reset", "-q", "--hard", commit)
+
+    # -- what the live store is offered -----------------------------------------------------------
+
+    def scan(self, git: Git, job: Job, result: Result, start: str | None) -> None:
+        """Check every file of the merged tree that the live store does not have yet."""
+        entries = git.tree(git.rev("HEAD"))
+        unknown = [blob for _mode, blob in entries.values() if blob not in self.sha_of_blob]
+        for blob, data in git.blobs(sorted(set(unknown))).items():
+            self.sha_of_blob[blob] = sha256_hex(data)
+        candidates: dict[str, tuple[str, str]] = {}
+        for path, (mode, blob) in entries.items():
+            sha = self.sha_of_blob.get(blob, "")
+            named = admission.record_path(path)
+            kept = admission.conflict_path(path)
+            if kept is not None and mode in admission.REGULAR_MODES:
+                result.conflicts.setdefault(kept[0], []).append(kept[1])
+            elif named is not None and named[0] in job.local_only:
+                candidates[path] = (mode, blob)  # refused below: that id stays on this machine
+            elif named is None or (named[1], sha) != job.local.get(named[0]):
+                candidates[path] = (mode, blob)
+        blobs = git.blobs(sorted({blob for _mode, blob in candidates.values()}))
+        devices = last_devices(git, start, [p for p in candidates if admission.record_path(p)])
+        seen: dict[str, Incoming] = {}
+        for path, (mode, blob) in sorted(candidates.items()):
+            data = blobs.get(blob, b"")
+            try:
+                if admission.record_path(path) and admission.record_path(path)[0] in job.local_only:  # type: ignore[index]
+                    raise admission.Refused("names a record that stays on this machine")
+                ok = admission.check(path, mode, data, job.max_content_bytes)
+            except admission.Refused as exc:
+                self.quarantine(path, blob, data, exc.reason, result)
+                continue
+            item = Incoming(ok.memory_id, ok.state, sha256_hex(data), data, ok.memory, devices.get(path),
+                            job.local.get(ok.memory_id))
+            other = seen.get(ok.memory_id)  # the same id as a memory and a tombstone: the rule decides
+            if other is None or pick(Version(other.state, other.data), Version(item.state, data)).winner.data == data:
+                seen[ok.memory_id] = item
+        result.incoming = [item for item in seen.values()
+                           if (item.state, item.sha) != job.local.get(item.memory_id)]
+        result.quarantined_total = count_quarantined(self.layout)
+
+    def quarantine(self, path: str, blob: str, data: bytes, reason: str, result: Result) -> None:
+        """Keep a refused file's bytes under sync/quarantine/ (never a link) and report it once."""
+        folder = self.layout.quarantine
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        kept = folder / f"{blob}.bad"
+        if kept.exists():
+            return
+        write_atomic(kept, data)
+        row = {"blob": blob, "path": path[:300], "reason": reason}
+        with open(folder / "index.jsonl", "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(row) + "\n")
+        result.quarantined.append(row)
+
+
+# -- helpers on the clone ---------------------------------------------------------------------------
+
+def fetch(git: Git) -> None:
+    git.run("fetch", "-q", "--no-tags", "origin", "+refs/heads/*:refs/remotes/origin/*")
+
+
+def merge_base(git: Git, ours: str, theirs: str) -> str | None:
+    done = git.run("merge-base", ours, theirs, check=False)
+    return done.stdout.decode().strip() or None if done.returncode == 0 else None
+
+
+def repair(git: Git, repo: Path) -> str | None:
+    """Reset a clone that a killed sync left mid-way; says what it found, or None."""
+    found = []
+    lock = repo / ".git" / "index.lock"
+    if lock.exists():  # one sync at a time per store: no other git runs here now
+        lock.unlink()
+        found.append("a stale index lock")
+    if (repo / ".git" / "MERGE_HEAD").exists():
+        found.append("a merge in progress")
+    if git.run("status", "--porcelain", "-z", "--untracked-files=all", check=False).stdout:
+        found.append("uncommitted files")
+    if found:
+        if git.rev("HEAD") is not None:
+            git.run("reset", "-q", "--hard", "HEAD")
+        else:
+            git.run("read-tree", "--empty")
+        git.run("clean", "-q", "-f", "-d", "-x")
+        return "reset the clone after a half-finished sync (" + ", ".join(found) + ")"
+    return None
+
+
+def clear_non_dir(path: Path) -> None:
+    """A synced folder must be a real directory: a link or file there (pulled from a hostile
+    remote) is removed before anything is written under it."""
+    if os.path.lexists(path) and not store.is_plain_dir(path):
+        path.unlink()
+
+
+def place(repo: Path, memory_id: str, state: str, data: bytes) -> None:
+    """Put a record into the clone's working tree in its state's folder, out of the other one."""
+    for other in (LIVE, TOMB):
+        if other != state:
+            target = repo / FOLDER_OF[other] / f"{memory_id}.md"
+            if os.path.lexists(target):
+                target.unlink()
+    write_atomic(repo / FOLDER_OF[state] / f"{memory_id}.md", data)
+
+
+def keep_loser(repo: Path, memory_id: str, data: bytes) -> None:
+    write_atomic(repo / admission.CONFLICTS / memory_id / f"{sha256_hex(data)}.md", data)
+
+
+def read_clone_record(repo: Path, memory_id: str) -> Version | None:
+    for state in (LIVE, TOMB):
+        try:
+            return Version(state, store.read_nofollow(repo / FOLDER_OF[state] / f"{memory_id}.md"))
+        except (OSError, store.BadRecord):
+            continue
+    return None
+
+
+def by_key(entries: dict[str, tuple[str, str]]) -> dict[tuple[str, str], Any]:
+    """A tree's entries keyed by record id (a record may move between memories/ and
+    tombstones/) or, for any other path, by the path: value (state or "", path, blob, mode)."""
+    keyed: dict[tuple[str, str], Any] = {}
+    for path, (mode, blob) in entries.items():
+        named = admission.record_path(path)
+        if named is not None and mode in admission.REGULAR_MODES:
+            previous = keyed.get(("record", named[0]))
+            if previous is None or named[1] == TOMB:  # both present (hand-made tree): the tombstone
+                keyed[("record", named[0])] = (named[1], path, blob, mode)
+        elif path.split("/", 1)[0] in TOP_FOLDERS and "/" not in path:
+            continue  # a link or file where a synced folder belongs: never merged in
+        else:
+            keyed[("path", path)] = ("", path, blob, mode)
+    return keyed
+
+
+def replace_lines(ours: Any, theirs: Any) -> list[str]:
+    """Index lines that swap our entry for theirs (either may be None)."""
+    lines = []
+    if ours is not None and (theirs is None or ours[1] != theirs[1]):
+        lines.append(f"0 {EMPTY}\t{ours[1]}")
+    if theirs is not None:
+        lines.append(f"{theirs[3]} {theirs[2]}\t{theirs[1]}")
+    return lines
+
+
+def last_devices(git: Git, start: str | None, paths: list[str]) -> dict[str, str]:
+    """For each path, the device id that last committed it since `start` (from the commit
+    author's address, `<device>@memoryd.invalid`); paths not touched since then are absent."""
+    if not paths:
+        return {}
+    span = f"{start}..HEAD" if start else "HEAD"
+    raw = git.run("log", "--no-merges", "--format=%x00%ae", "--name-only", span, "--",
+                  *sorted({p.split("/", 1)[0] for p in paths})).stdout.decode(errors="replace")
+    wanted, found = set(paths), {}
+    for chunk in raw.split("\0")[1:]:
+        email, *names = chunk.strip("\n").split("\n")
+        device = email.split("@", 1)[0] if email.endswith("@memoryd.invalid") else None
+        for name in names:
+            if name in wanted and name not in found and device:
+                found[name] = device
+    return found
+
+
+def count_quarantined(layout: Layout) -> int:
+    try:
+        with open(layout.quarantine / "index.jsonl", encoding="utf-8") as handle:
+            return sum(1 for line in handle if line.strip())
+    except OSError:
+        return 0
+
+
+def _holds_credential(data: bytes) -> bool:
+    """A record holding a credential the user acknowledged stays on this machine."""
+    try:
+        meta, body = store.parse(data)
+    except (store.BadRecord, UnicodeDecodeError):
+        return False
+    notes = " ".join(str(meta.get(k) or "") for k in ("verification_note", "removed_reason"))
+    return bool(find_credentials(body) or find_credentials(notes))

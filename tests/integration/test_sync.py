@@ -1,0 +1,124 @@
+"""Sync through a git remote with two stores ("two machines"): two `MEMORYD_HOME`s, two real
+daemons, one local bare repository. Sync runs through the CLI (`memoryd sync …`, which waits for
+the daemon's job); tools are called through the operator client or a real MCP bridge."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from harness import Env, call
+
+from memoryd.ui.operator import Operator
+
+GIT_ID = ["-c", "user.name=test", "-c", "user.email=test@example.invalid"]
+
+
+@pytest.fixture
+def remote() -> Iterator[Path]:
+    base = Path(tempfile.mkdtemp(prefix="mdr", dir="/tmp"))
+    subprocess.run(["git", "init", "-q", "--bare", str(base / "remote.git")], check=True)
+    yield base / "remote.git"
+    subprocess.run(["rm", "-rf", str(base)], check=False)
+
+
+@pytest.fixture
+def pair() -> Iterator[tuple[Env, Env]]:
+    a, b = Env(), Env()
+    try:
+        yield a, b
+    finally:
+        a.cleanup()
+        b.cleanup()
+
+
+def operator(env: Env) -> Operator:
+    return Operator("memoryd-cli", endpoint=env.wait_ready()["endpoint"])
+
+
+def tool(env: Env, name: str, **args: Any) -> dict[str, Any]:
+    op = operator(env)
+    try:
+        return op.tool(name, **args)
+    finally:
+        op.close()
+
+
+def admin(env: Env, action: str, **args: Any) -> dict[str, Any]:
+    op = operator(env)
+    try:
+        return op.admin(action, **args)
+    finally:
+        op.close()
+
+
+def sync(env: Env, *args: str) -> subprocess.CompletedProcess[str]:
+    return env.memoryd("sync", *args, timeout=120)
+
+
+def synced(env: Env) -> dict[str, Any]:
+    done = sync(env, "--json")
+    assert done.returncode == 0, done.stderr + done.stdout
+    return json.loads(done.stdout)
+
+
+def set_up(remote: Path, *envs: Env) -> None:
+    for env in envs:
+        env.start_daemon()
+        done = sync(env, "init", str(remote))
+        assert done.returncode == 0, done.stderr
+
+
+def write(env: Env, content: str) -> str:
+    result = tool(env, "memory_write", content=content, scopes=["projects:memoryd"])
+    assert result["status"] == "committed", result
+    return str(result["id"])
+
+
+def hits(env: Env, query: str) -> list[str]:
+    return [r["id"] for r in tool(env, "memory_search", query=query, auto_scope=False)["results"]]
+
+
+def kinds(env: Env, kind: str) -> list[dict[str, Any]]:
+    return [e for e in env.events() if e["kind"] == kind]
+
+
+FACT = "The staging database runs Postgres 15 on port 5433 behind pgbouncer."
+
+
+def test_a_write_on_one_machine_is_found_on_the_other_after_both_sync(pair: tuple[Env, Env], remote: Path) -> None:
+    a, b = pair
+    set_up(remote, a, b)
+    memory_id = write(a, FACT)
+    first = synced(a)
+    assert first["status"] == "ok" and first["pushed"] == 1
+    second = synced(b)
+    assert second["pulled"] == 1
+
+    async def search_on_b() -> list[str]:
+        async with b.session() as s:
+            found = await call(s, "memory_search", query="staging postgres port", auto_scope=False)
+            return [r["id"] for r in found["results"]]
+    assert anyio.run(search_on_b) == [memory_id]  # indexed at once, through a real bridge
+    shown = tool(b, "memory_show", id=memory_id)
+    assert shown["content"] == FACT
+    device_a = admin(a, "sync_status")["device"]
+    assert shown["synced_from"] == device_a and "synced_from" not in tool(a, "memory_show", id=memory_id)
+    pulls = kinds(b, "sync_pull")
+    assert [(e["memory_id"], e["device"]) for e in pulls] == [(memory_id, device_a)]
+    assert "content" not in json.dumps(pulls) and FACT not in json.dumps(b.events())
+    # The same bytes on both machines, and the pulled file is accounted for after a restart.
+    assert (a.home / "memories" / f"{memory_id}.md").read_bytes() == (b.home / "memories" / f"{memory_id}.md").read_bytes()
+    b.memoryd("stop")
+    b.start_daemon()
+    health = tool(b, "memory_health")
+    assert health["hand_edited"]["total"] == 0 and health["unaccounted"]["total"] == 0
+    assert hits(b, "staging postgres port") == [memory_id]
+    again = synced(b)
+    assert again["pushed"] == 0 and again["pulled"] == 0
