@@ -41,7 +41,7 @@ def _markdown(path: Path) -> list[Draft]:
 
 # format name → (parser, what PATH is); the CLI's choices and help come from here.
 FORMATS: dict[str, tuple[Callable[[Path], list[Draft]], str]] = {
-    "bettermemory": (_bettermemory, "its store directory (BETTERMEMORY_DIR)"),
+    "bettermemory": (_bettermemory, "its store directory (BETTERMEMORY_DIR, ~/.claude-memory)"),
     "server-memory": (_server_memory, "the knowledge graph file (MEMORY_FILE_PATH, memory.jsonl)"),
     "markdown": (_markdown, "a .md file (CLAUDE.md, AGENTS.md, notes) or a folder of them"),
 }
