@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -122,3 +123,89 @@ def test_a_write_on_one_machine_is_found_on_the_other_after_both_sync(pair: tupl
     assert hits(b, "staging postgres port") == [memory_id]
     again = synced(b)
     assert again["pushed"] == 0 and again["pulled"] == 0
+
+
+def test_a_removal_on_one_machine_reaches_the_other_as_a_tombstone(pair: tuple[Env, Env], remote: Path) -> None:
+    a, b = pair
+    set_up(remote, a, b)
+    memory_id = write(a, FACT)
+    synced(a)
+    synced(b)
+    assert tool(b, "memory_remove", id=memory_id, reason="moved to the runbook")["status"] == "removed"
+    assert synced(b)["pushed"] == 1
+    assert synced(a)["pulled"] == 1
+    assert (a.home / "tombstones" / f"{memory_id}.md").exists()
+    assert not (a.home / "memories" / f"{memory_id}.md").exists()
+    shown = tool(a, "memory_show", id=memory_id)
+    assert shown["status"] == "removed" and shown["removed_reason"] == "moved to the runbook"
+    assert hits(a, "staging postgres port") == []
+    tombs = tool(a, "memory_list_tombstones")["tombstones"]
+    assert [t["id"] for t in tombs] == [memory_id]
+    assert [(e["memory_id"], e["state"]) for e in kinds(a, "sync_pull")] == [(memory_id, "tomb")]
+
+
+def test_the_same_memory_changed_on_both_keeps_the_newer_and_the_other_until_resolved(
+        pair: tuple[Env, Env], remote: Path) -> None:
+    a, b = pair
+    set_up(remote, a, b)
+    memory_id = write(a, FACT)
+    synced(a)
+    synced(b)
+    on_a = "The staging database runs Postgres 16 on port 5434 behind pgbouncer."
+    on_b = "The staging database runs Postgres 17 on port 5435 behind pgbouncer."
+    assert tool(a, "memory_update", id=memory_id, content=on_a)["status"] == "updated"
+    time.sleep(0.01)
+    assert tool(b, "memory_update", id=memory_id, content=on_b)["status"] == "updated"  # newer
+    synced(a)
+    merged = synced(b)
+    assert [(d["id"], d["rule"]) for d in merged["conflicts_decided"]] == [(memory_id, "newer")]
+    synced(a)
+    for env in (a, b):  # one current version on both machines, the other kept, reported
+        assert tool(env, "memory_show", id=memory_id)["content"] == on_b
+        health = tool(env, "memory_health")["sync"]
+        assert [row["id"] for row in health["conflicts"]["items"]] == [memory_id]
+        kept = env.home / "sync" / "repo" / "conflicts" / memory_id
+        assert [p.read_text().endswith(on_a) for p in kept.iterdir()] == [True]  # nothing lost
+        assert tool(env, "memory_digest")["sync_conflicts"]["total"] == 1
+        doctor = json.loads(env.memoryd("doctor", "--json").stdout)
+        assert any(c["name"] == "sync conflicts" and c["status"] == "warn" for c in doctor["checks"])
+    text = sync(a, "status").stdout
+    assert memory_id in text and "resolve" in text
+    # Settle it on A, keeping A's version: it becomes the current one everywhere.
+    done = sync(a, "resolve", memory_id, "--keep", "other")
+    assert done.returncode == 0, done.stderr
+    assert tool(a, "memory_show", id=memory_id)["content"] == on_a
+    assert "sync_conflicts" not in tool(a, "memory_digest")
+    synced(a)
+    synced(b)
+    for env in (a, b):
+        assert tool(env, "memory_show", id=memory_id)["content"] == on_a
+        assert tool(env, "memory_health")["sync"]["conflicts"]["total"] == 0
+    assert [e["keep"] for e in kinds(a, "sync_resolve")] == ["other"]
+    # A restart rebuilds the same state: nothing hand-edited, unaccounted or in conflict.
+    a.memoryd("stop")
+    a.start_daemon()
+    health = tool(a, "memory_health")
+    assert health["hand_edited"]["total"] == 0 and health["unaccounted"]["total"] == 0
+    assert health["sync"]["conflicts"]["total"] == 0
+    assert synced(a)["pushed"] == 0
+
+
+def test_a_remove_against_an_update_is_decided_by_the_same_rule(pair: tuple[Env, Env], remote: Path) -> None:
+    a, b = pair
+    set_up(remote, a, b)
+    memory_id = write(a, FACT)
+    synced(a)
+    synced(b)
+    assert tool(a, "memory_remove", id=memory_id, reason="obsolete")["status"] == "removed"
+    time.sleep(0.01)
+    newer = "The staging database runs Postgres 16 on port 5434 behind pgbouncer."
+    assert tool(b, "memory_update", id=memory_id, content=newer)["status"] == "updated"
+    synced(a)
+    decided = synced(b)["conflicts_decided"]
+    assert [d["id"] for d in decided] == [memory_id]
+    synced(a)
+    for env in (a, b):  # the update came after the removal: it is current, the tombstone kept
+        shown = tool(env, "memory_show", id=memory_id)
+        assert shown["status"] == "live" and shown["content"] == newer
+        assert tool(env, "memory_health")["sync"]["conflicts"]["total"] == 1

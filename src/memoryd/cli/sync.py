@@ -178,7 +178,7 @@ def doctor_rows() -> list[tuple[str, str, str, str]]:
         rows.append(("sync", "warn", f"{detail}; the last sync failed: {(last.get('error') or {}).get('message')}",
                      "check the remote, then: memoryd sync"))
     else:
-        rows.append(("sync", "ok", detail + (f"; last {last.get('finished_at')}" if last else "; never synced")))
+        rows.append(("sync", "ok", detail + (f"; last {last.get('finished_at')}" if last else "; never synced"), ""))
     if open_ids:
         rows.append(("sync conflicts", "warn",
                      f"{len(open_ids)} memories have a kept conflicting version: {', '.join(open_ids[:5])}",

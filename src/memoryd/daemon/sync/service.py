@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -122,6 +123,21 @@ class SyncState:
         if tier is not None and event.get("sha") and event.get("state") in (LIVE, TOMB):
             tier.logged_sha[memory_id] = event["sha"]
             tier.logged_state[memory_id] = event["state"]
+
+    # -- the start-up checkpoint (daemon/checkpoint.py): what the log implies, saved at a stop ----
+
+    def log_state(self) -> dict[str, Any]:
+        return {"agreed": {i: list(v) for i, v in self.agreed.items()}, "synced_from": dict(self.synced_from),
+                "resolved": {i: sorted(v) for i, v in self.resolved.items()}}
+
+    def restore_log_state(self, data: dict[str, Any]) -> Callable[[], None]:
+        agreed = {str(i): (str(v[0]), str(v[1])) for i, v in data["agreed"].items()}
+        synced_from = {str(i): str(v) for i, v in data["synced_from"].items()}
+        resolved = {str(i): {str(s) for s in v} for i, v in data["resolved"].items()}
+
+        def finish() -> None:
+            self.agreed, self.synced_from, self.resolved = agreed, synced_from, resolved
+        return finish
 
     # -- start-up (after replay) ------------------------------------------------------------------
 
