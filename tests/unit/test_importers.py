@@ -3,6 +3,7 @@ format maps to, and bad input refused with a typed error naming the file and lin
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -49,9 +50,20 @@ def test_bettermemory_drafts_come_oldest_first_and_ignore_caches_and_logs(tmp_pa
     (store / ".index.sqlite").write_bytes(b"SQLite format 3\x00")
     (store / ".events.15.jsonl").write_text('{"kind": "write"}\n')
     (store / "notes.md.lock").write_text("")
+    (store / "episodes" / "sess_1").mkdir(parents=True)
+    (store / "episodes" / "sess_1" / "01M8QDMSFPQ15TTMKB9TXMDBZA.md").write_text("---\nid: x\n---\nrun state\n")
     drafts = importers.read("bettermemory", store)
     assert [d.origin for d in drafts] == [d.origin for d in importers.read("bettermemory", BETTERMEMORY)]
     assert drafts[0].origin.endswith("01M8QDMSFPQ15TTMKB9TXMDBZX")  # the first one written
+
+
+def test_bettermemory_skips_the_files_it_quarantined_itself(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    shutil.copytree(BETTERMEMORY, store)
+    pulled = "2026-11-30-pulled-01m8qdmsfpq15ttmkb9txmdbzb.md"
+    (store / pulled).write_text("not even frontmatter")
+    (store / ".quarantine.json").write_text(json.dumps({"version": 1, "files": {pulled: {"reason": "unparseable"}}}))
+    assert len(importers.read("bettermemory", store)) == 6
 
 
 def test_bettermemory_extra_scope_is_added_to_every_draft() -> None:

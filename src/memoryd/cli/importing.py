@@ -187,19 +187,32 @@ def import_one(operator: Any, draft: Draft, ns: argparse.Namespace, held: str | 
 def _after_write(operator: Any, draft: Draft, result: dict[str, Any]) -> Outcome:
     status = str(result.get("status"))
     if status == "committed":
-        memory_id = result["id"]
-        if draft.removed_reason:
-            operator.tool("memory_remove", id=memory_id, reason=draft.removed_reason)
-            return Outcome("removed", "removed in the source tool: imported as a tombstone", draft, memory_id)
-        if draft.verified_at:
-            operator.tool("memory_verify", id=memory_id,
-                          note=f"verified in the source tool on {draft.verified_at} (before `memoryd import`)")
-        return Outcome("committed", status, draft, memory_id)
+        return _carry_over(operator, draft, result["id"])
     if status == "pending":
         return _pending(operator, draft, result)
     if status in DUPLICATE_STATUSES:
         return Outcome("duplicate", status, draft, _matched_id(result))
     return Outcome("refused", status, draft)
+
+
+def _carry_over(operator: Any, draft: Draft, memory_id: str) -> Outcome:
+    """A committed memory gets what memory_write could not carry: the source tool's removal or
+    verification. If that second call fails, the memory stays written and the report says so."""
+    from memoryd.ui.operator import is_unavailable
+
+    tool = "memory_remove" if draft.removed_reason else "memory_verify"
+    try:
+        if draft.removed_reason:
+            operator.tool(tool, id=memory_id, reason=draft.removed_reason)
+            return Outcome("removed", "removed in the source tool: imported as a tombstone", draft, memory_id)
+        if draft.verified_at:
+            operator.tool(tool, id=memory_id,
+                          note=f"verified in the source tool on {draft.verified_at} (before `memoryd import`)")
+    except MemorydError as exc:
+        if is_unavailable(exc):
+            raise
+        return Outcome("failed", f"written, but {tool} failed: {exc.message}", draft, memory_id)
+    return Outcome("committed", "committed", draft, memory_id)
 
 
 def _pending(operator: Any, draft: Draft, result: dict[str, Any]) -> Outcome:

@@ -7,7 +7,9 @@ On disk (bettermemory 8.0.0, schema_version 1), one memory per file:
 
 each a `---` YAML frontmatter block (id, created, updated, scopes, confidence, source, category,
 last_verified_at, links, origin, actor, …; tombstones add removed, removed_reason) and the body.
-Dotfiles beside them (`.index.sqlite`, `.events.*.jsonl`, locks) are caches and logs, not memories.
+Dotfiles beside them (`.index.sqlite`, `.events.*.jsonl`, locks) are caches and logs, not memories;
+`episodes/` is bettermemory's journal (not imported); files named in `.quarantine.json` are ones
+bettermemory itself refused after a sync pull and never served, so they are skipped too.
 
 Mapping: body → content; scopes, confidence and source as they are (the same vocabularies);
 category as it is, a missing one (older files) → fact. `last_verified_at` → `verified_at`
@@ -19,6 +21,7 @@ for a confirmation first). Links are not carried: their targets are bettermemory
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -36,6 +39,7 @@ from memoryd.importers.draft import (
 )
 
 TOMBSTONES = ".tombstones"
+QUARANTINE = ".quarantine.json"
 SOURCE_SCOPE = "import:bettermemory"
 SCHEMA_VERSION = 1  # the newest frontmatter shape this reader knows
 
@@ -52,16 +56,30 @@ def read(root: Path) -> list[Draft]:
 
 
 def _memory_files(root: Path) -> list[Path]:
-    """The store's memory files: top-level `*.md` and `.tombstones/*.md`; never a symlink."""
+    """The store's memory files: top-level `*.md` and `.tombstones/*.md`; never a symlink, nor
+    a file bettermemory itself quarantined (a pulled file it refused to serve)."""
+    refused = _quarantined(root)
+
     def plain(entry: Path) -> bool:
-        return entry.suffix == ".md" and not entry.name.startswith(".") and entry.is_file() \
-            and not entry.is_symlink()
+        return entry.suffix == ".md" and not entry.name.startswith(".") and entry.name not in refused \
+            and entry.is_file() and not entry.is_symlink()
 
     files = sorted(e for e in root.iterdir() if plain(e))
     tombstones = root / TOMBSTONES
     if tombstones.is_dir() and not tombstones.is_symlink():
         files += sorted(e for e in tombstones.iterdir() if plain(e))
     return files
+
+
+def _quarantined(root: Path) -> set[str]:
+    """File names in the store's `.quarantine.json` (`{"files": {name: {...}}}`); bettermemory
+    reads a damaged sidecar as empty, and so does this."""
+    try:
+        payload = json.loads((root / QUARANTINE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return set()
+    files = payload.get("files") if isinstance(payload, dict) else None
+    return set(files) if isinstance(files, dict) else set()
 
 
 def split_frontmatter(path: Path, text: str) -> tuple[dict[str, Any], str]:
