@@ -11,7 +11,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from harness import Env
+import anyio
+from harness import Env, call
 
 from memoryd.cli.importing import Progress
 
@@ -104,6 +105,21 @@ def test_markdown_notes_get_the_scope_asked_for_and_warnings_pass_only_when_ackn
     again = run_import(daemon, "markdown", NOTES, "--scope", "projects:inventory", "--acknowledge", "transient")
     assert again["counts"] == {"committed": 1, "removed": 0, "duplicate": 19, "pending": 0, "refused": 1, "failed": 0}
     assert total(daemon) == 20
+
+
+def test_an_agent_finds_imported_memories_from_inside_a_repository(daemon: Env, tmp_path: Path) -> None:
+    """The import runs outside any repo; an agent's default (auto-scoped) search through its
+    bridge, with the official MCP client, still sees what was imported."""
+    run_import(daemon, "markdown", NOTES, "--scope", "projects:inventory")
+    repo = tmp_path / "inventory"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+
+    async def search_as_agent() -> dict[str, Any]:
+        async with daemon.session(cwd=str(repo)) as session:
+            return await call(session, "memory_search", query="money stored integer cents")
+
+    found = anyio.run(search_as_agent)
+    assert found["results"][0]["content"] == "Conventions: Money is stored as integer cents, never floats."
 
 
 def test_the_table_summary_names_reasons_and_items(daemon: Env) -> None:
