@@ -5,6 +5,7 @@ the daemon's job); tools are called through the operator client or a real MCP br
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import tempfile
 import time
@@ -209,3 +210,104 @@ def test_a_remove_against_an_update_is_decided_by_the_same_rule(pair: tuple[Env,
         shown = tool(env, "memory_show", id=memory_id)
         assert shown["status"] == "live" and shown["content"] == newer
         assert tool(env, "memory_health")["sync"]["conflicts"]["total"] == 1
+
+
+# -- hostile files -------------------------------------------------------------------------------------
+
+def record_bytes(memory_id: str, content: str, file_id: str | None = None) -> bytes:
+    from memoryd.daemon.memories.records import Memory, render_memory
+
+    memory = Memory(id=file_id or memory_id, content=content, scopes=("projects:memoryd",), category="fact",
+                    confidence="medium", source="explicit-statement", created="2026-01-01T00:00:00.000Z",
+                    updated="2026-01-01T00:00:00.000Z", session_id="sess-1", origin={})
+    return render_memory(memory)
+
+
+def push_by_hand(remote: Path, files: dict[str, bytes | str]) -> None:
+    """Clone the remote with plain git, add `files` (bytes: a file; str: a symlink's target), push."""
+    work = Path(tempfile.mkdtemp(prefix="mdh", dir="/tmp")) / "w"
+    subprocess.run(["git", "clone", "-q", "-b", "main", str(remote), str(work)], check=True, capture_output=True)
+    for name, value in files.items():
+        path = work / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(value, str):
+            os.symlink(value, path)
+        else:
+            path.write_bytes(value)
+    subprocess.run(["git", *GIT_ID, "add", "-A"], cwd=work, check=True)
+    subprocess.run(["git", *GIT_ID, "commit", "-q", "-m", "hostile"], cwd=work, check=True)
+    subprocess.run(["git", "push", "-q", "origin", "HEAD:main"], cwd=work, check=True, capture_output=True)
+
+
+IDS = [f"01JBBBBBBBBBBBBBBBBBBBBBB{c}" for c in "0123456789"]
+
+
+def test_hostile_pulled_files_are_quarantined_and_never_served(pair: tuple[Env, Env], remote: Path) -> None:
+    a, b = pair
+    Path(b.vars["MEMORYD_CONFIG"]).write_text("max_content_bytes: 2048\n")
+    set_up(remote, a, b)
+    write(a, FACT)
+    synced(a)
+    secret = "Deploy key for staging is AKIAABCDEFGHIJKLMNOP and it rotates monthly on Mondays."
+    push_by_hand(remote, {
+        f"memories/{IDS[0]}.md": "/etc/passwd",                                        # a symlink
+        f"memories/{IDS[1]}.md": record_bytes(IDS[1], "Mismatched id record.", file_id=IDS[2]),
+        "notes/readme.md": record_bytes(IDS[3], "Outside the synced folders."),         # wrong folder
+        f"memories/{IDS[4]}.md": record_bytes(IDS[4], secret),                          # a credential
+        f"memories/{IDS[5]}.md": record_bytes(IDS[5], "Oversize quarantine canary. " * 200),
+        f"memories/{IDS[6]}.md": b"---\nid: [unclosed\n---\nUnparseable canary text.\n",
+        f"tombstones/{IDS[7]}.md": record_bytes(IDS[7], "A tombstone without removed_at."),
+        f"memories/{IDS[8]}.md": record_bytes(IDS[8], "The release train leaves every second Tuesday at noon."),
+    })
+    done = synced(b)
+    reasons = {row["path"]: row["reason"] for row in done["quarantined"]}
+    assert set(reasons) == {f"memories/{IDS[i]}.md" for i in (0, 1, 4, 5, 6)} | {
+        "notes/readme.md", f"tombstones/{IDS[7]}.md"}, reasons
+    assert reasons[f"memories/{IDS[0]}.md"] == "symbolic link"
+    assert reasons[f"memories/{IDS[1]}.md"] == "id does not match the file name"
+    assert "outside the synced folders" in reasons["notes/readme.md"]
+    assert reasons[f"memories/{IDS[4]}.md"].startswith("holds a credential (aws_access_key")
+    assert "max_content_bytes" in reasons[f"memories/{IDS[5]}.md"]
+    assert reasons[f"memories/{IDS[6]}.md"].startswith("not a record")
+    assert done["pulled"] == 2  # A's fact and the one good record of the hostile push
+    assert hits(b, "release train tuesday") == [IDS[8]]
+    for canary in ("canary", "AKIAABCDEFGHIJKLMNOP", "Mismatched", "Outside"):
+        assert hits(b, canary) == []
+    assert not any((b.home / "memories" / f"{IDS[i]}.md").exists() for i in (0, 1, 4, 5, 6))
+    assert tool(b, "memory_health")["sync"]["quarantined"] == 7
+    kept = b.home / "sync" / "quarantine"
+    assert len(list(kept.glob("*.bad"))) == 7 and not any(p.is_symlink() for p in kept.iterdir())
+    assert "AKIAABCDEFGHIJKLMNOP" not in json.dumps(b.events())
+    again = synced(b)  # reported once, not at every sync
+    assert again["quarantined"] == [] and again["quarantined_total"] == 7
+    on_a = synced(a)  # A checks for itself: its size cap is the default, so the long one fits there
+    assert on_a["pulled"] == 2 and on_a["quarantined_total"] == 6
+    assert sorted(hits(a, "oversize quarantine canary")) == [IDS[5]]
+
+
+# -- failures -------------------------------------------------------------------------------------------
+
+def test_a_missing_remote_is_one_clear_error_and_the_daemon_keeps_serving(
+        pair: tuple[Env, Env], remote: Path) -> None:
+    a, _b = pair
+    a.start_daemon()
+    missing = remote.parent / "nowhere.git"
+    done = sync(a, "init", str(missing))
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1 and "remote_unreachable" in done.stderr, done.stderr
+    assert not (a.home / "sync" / "repo").exists()
+    not_set_up = sync(a)
+    assert not_set_up.returncode == 1 and "sync init" in not_set_up.stderr
+    assert sync(a, "init", str(remote)).returncode == 0
+    memory_id = write(a, FACT)
+    remote.rename(missing)  # the remote goes away after set-up
+    failed = sync(a)
+    assert failed.returncode == 1 and "remote_unreachable" in failed.stderr and failed.stderr.count("\n") == 1
+    assert hits(a, "staging postgres port") == [memory_id]  # the daemon is unaffected
+    assert write(a, "The nightly backup runs at 02:00 UTC from the standby replica.")
+    assert "sync failed" in sync(a, "status").stdout or "failed" in sync(a, "status").stdout
+    missing.rename(remote)
+    back = synced(a)
+    assert back["status"] == "ok" and back["pushed"] == 2
+    events = kinds(a, "sync")
+    assert [e["status"] for e in events][-2:] == ["error", "ok"] and events[-2]["error"] == "remote_unreachable"
