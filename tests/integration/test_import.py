@@ -165,6 +165,17 @@ def test_exit_codes_daemon_down_and_unreadable_input(env: Env, tmp_path: Path) -
     assert env.memoryd("import", "mem0", NOTES).returncode == 2  # argparse: not a format
 
 
+def test_a_write_the_daemon_refuses_with_an_error_is_reported_and_the_rest_goes_on(env: Env, tmp_path: Path) -> None:
+    (env.base / "config.yaml").write_text("max_content_bytes: 1024\n")
+    env.start_daemon()
+    note = tmp_path / "n.md"
+    note.write_text("## Big\n\n" + "word " * 300 + "\n\n## Small\n\n- Releases are cut on Tuesdays.\n")
+    summary = run_import(env, "markdown", str(note), "--scope", "projects:x", code=1)
+    assert summary["counts"]["failed"] == 1 and summary["counts"]["committed"] == 1
+    [failed] = [r for r in summary["reasons"] if r["outcome"] == "failed"]
+    assert "content" in failed["reason"] and failed["items"][0]["origin"] == "n.md:3"
+
+
 class Terminal(io.StringIO):
     def isatty(self) -> bool:
         return True

@@ -141,9 +141,10 @@ def _run(ns: argparse.Namespace, drafts: list[Draft], summary: Summary) -> int:
         for draft in drafts:
             summary.outcomes.append(import_one(operator, draft, ns, waiting.get(draft.content.strip())))
             progress.step(summary.counts())
-    except MemorydError as exc:
+    except MemorydError as exc:  # per-draft errors are outcomes; this is the connection itself
         if not is_unavailable(exc):
-            raise
+            summary.stopped = exc.message
+            return REFUSED
         summary.stopped = f"the daemon is not running ({exc.message}); start it: memoryd serve --detach"
         return UNAVAILABLE
     finally:
