@@ -311,3 +311,115 @@ def test_a_missing_remote_is_one_clear_error_and_the_daemon_keeps_serving(
     assert back["status"] == "ok" and back["pushed"] == 2
     events = kinds(a, "sync")
     assert [e["status"] for e in events][-2:] == ["error", "ok"] and events[-2]["error"] == "remote_unreachable"
+
+
+# -- a sync held at its push: kill the daemon there, or let another machine push first ---------------
+
+HOLD_GIT = """#!/bin/sh
+# Test stand-in for git: a push waits while the hold file exists (the test decides when it goes on).
+case " $* " in
+  *" push "*)
+    if [ -e "$SYNC_TEST_HOLD" ]; then
+      touch "$SYNC_TEST_HOLD.reached"
+      while [ -e "$SYNC_TEST_HOLD" ]; do sleep 0.05; done
+    fi;;
+esac
+exec {git} "$@"
+"""
+
+
+def hold_pushes(env: Env) -> Path:
+    """Make `env`'s daemon run a git whose pushes wait on a hold file; returns the file (held)."""
+    import shutil
+
+    bin_dir = env.base / "bin"
+    bin_dir.mkdir()
+    wrapper = bin_dir / "git"
+    wrapper.write_text(HOLD_GIT.format(git=shutil.which("git")))
+    wrapper.chmod(0o755)
+    hold = env.base / "hold"
+    hold.touch()
+    env.vars.update(PATH=f"{bin_dir}:{os.environ['PATH']}", SYNC_TEST_HOLD=str(hold))
+    return hold
+
+
+def background_sync(env: Env) -> subprocess.Popen[str]:
+    import sys
+
+    return subprocess.Popen([sys.executable, "-m", "memoryd", "sync", "--json"], env=env.environ(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for(path: Path, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.02)
+
+
+def test_a_daemon_killed_mid_sync_is_consistent_after_restart(pair: tuple[Env, Env], remote: Path) -> None:
+    a, b = pair
+    hold = hold_pushes(a)
+    set_up(remote, a, b)
+    ids = [write(a, f"Service {name} listens on port {port} behind the internal load balancer.")
+           for name, port in (("alpha", 8101), ("bravo", 8102), ("charlie", 8103))]
+    waiting = background_sync(a)
+    wait_for(hold.with_name("hold.reached"))  # exported and committed in the clone, now pushing
+    assert admin(a, "sync")["joined"] is True  # one sync at a time: a second request joins it
+    during = write(a, "Service delta listens on port 8104 behind the internal load balancer.")  # still serving
+    a.kill_daemon()
+    hold.unlink()  # the orphaned push may still finish: the remote may or may not have the commit
+    time.sleep(0.5)
+    assert waiting.wait(timeout=30) != 0  # the waiting CLI hears the daemon is gone
+    git_dir = a.home / "sync" / "repo" / ".git"
+    (git_dir / "index.lock").write_text("")  # as if git itself had been killed mid-merge
+    (git_dir / "MERGE_HEAD").write_text("0" * 40 + "\n")
+    (a.home / "sync" / "repo" / "memories" / "stray.md").write_text("half-written export")
+    a.start_daemon()
+    health = tool(a, "memory_health")
+    assert health["hand_edited"]["total"] == 0 and health["unaccounted"]["total"] == 0
+    assert health["missing"]["total"] == 0
+    again = synced(a)
+    assert again["status"] == "ok" and "reset the clone" in again["repaired"]
+    assert not (git_dir / "MERGE_HEAD").exists() and not (git_dir / "index.lock").exists()
+    assert again["pushed"] == 4 and again["quarantined"] == []
+    assert synced(b)["pulled"] == 4
+    for memory_id in [*ids, during]:
+        assert tool(b, "memory_show", id=memory_id)["status"] == "live"
+    assert sorted(hits(b, "internal load balancer port")) == sorted([*ids, during])
+    assert synced(a)["pushed"] == 0
+
+
+def test_a_push_that_loses_a_race_pulls_merges_and_pushes_again(pair: tuple[Env, Env], remote: Path) -> None:
+    a, b = pair
+    hold = hold_pushes(a)
+    set_up(remote, a, b)
+    hold.unlink()
+    synced(a)  # the remote has a branch now
+    hold.touch()
+    on_a = write(a, "The release train leaves every second Tuesday at noon.")
+    on_b = write(b, "The nightly backup runs at 02:00 UTC from the standby replica.")
+    racing = background_sync(a)
+    wait_for(hold.with_name("hold.reached"))
+    assert synced(b)["pushed"] == 1  # B pushes first
+    hold.unlink()
+    out, err = racing.communicate(timeout=60)
+    assert racing.returncode == 0, err
+    result = json.loads(out)
+    assert result["attempts"] == 2 and result["pushed"] == 1 and result["pulled"] == 1
+    assert synced(b)["pulled"] == 1
+    for env in (a, b):
+        assert {on_a, on_b} <= {m["id"] for m in tool(env, "memory_list")["memories"]}
+
+
+def test_the_daemon_syncs_on_its_own_when_an_interval_is_set(pair: tuple[Env, Env], remote: Path) -> None:
+    a, b = pair
+    Path(b.vars["MEMORYD_CONFIG"]).write_text("sync_interval_seconds: 1\n")
+    set_up(remote, a, b)
+    memory_id = write(a, FACT)
+    synced(a)
+    deadline = time.monotonic() + 20
+    while hits(b, "staging postgres port") != [memory_id]:
+        assert time.monotonic() < deadline, "B never synced on its own"
+        time.sleep(0.2)
+    assert admin(b, "sync_status")["interval_seconds"] == 1
