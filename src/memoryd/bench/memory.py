@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 
 from memoryd.bench.kit import Bridge, Row, Throwaway, WireLoader, pcts, progress, row
+from memoryd.bench.sync import bench_sync
 
 VOCABULARY = 20_000
 ZIPF_OFFSET = 100
@@ -122,4 +123,4 @@ def bench_memory_tier(box: Throwaway, quick: bool) -> list[Row]:
     return rows
 
 
-BENCHES: list[Callable[[Throwaway, bool], list[Row]]] = [bench_memory_tier]
+BENCHES: list[Callable[[Throwaway, bool], list[Row]]] = [bench_memory_tier, bench_sync]

@@ -1,0 +1,74 @@
+"""Benchmark row: sync of 1,000 new memories each way between two stores through a local bare
+git repository — two throwaway daemons ("two machines"), each loaded with 1,000 memories of its
+own, then `memoryd sync` on A (push 1k), on B (pull 1k + push 1k, one sync) and on A again
+(pull 1k), each timed end to end as a user runs it (CLI start, the daemon's job, admission).
+
+Full bench only: it starts two more daemons and runs git over thousands of files.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from memoryd.bench.kit import Row, Throwaway, WireLoader, progress, row
+
+COUNT = 1_000
+TARGET_S = 10.0
+
+
+def _load(box: Throwaway, label: str, count: int) -> None:
+    """`count` distinct memories through the daemon's own write path, pipelined."""
+    loader = WireLoader(box.endpoint())
+    conn = f"sync-load-{label}"
+    loader.session(conn, f"/bench/{label}")
+    for n in range(count):
+        loader.call(conn, "memory_write", content=f"Machine {label} record {n} notes port {9000 + n} for "
+                    f"service s{label}{n} in zone z{n % 17}.", scopes=["projects:bench"], force=True,
+                    acknowledge_transient=True, acknowledge_scope_mismatch=True, acknowledge_credential=True)
+    loader.send(conn, "bye", {})
+    loader.drain()
+
+
+def _sync(box: Throwaway, *args: str) -> tuple[float, dict[str, object]]:
+    """Seconds for one `memoryd sync …` and its JSON result."""
+    began = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "memoryd", "sync", *args, "--json"], env=box.env,
+                          capture_output=True, text=True, timeout=600, check=False)
+    took = time.perf_counter() - began
+    if done.returncode != 0:
+        raise RuntimeError(f"memoryd sync {' '.join(args)} failed: {done.stderr.strip()}")
+    return took, json.loads(done.stdout)
+
+
+def bench_sync(box: Throwaway, quick: bool) -> list[Row]:
+    if quick:
+        return []
+    base = Path(tempfile.mkdtemp(prefix="mdbs", dir="/tmp"))
+    remote = base / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+    a, b = Throwaway(), Throwaway()
+    try:
+        for label, machine in (("a", a), ("b", b)):
+            machine.start()
+            _load(machine, label, COUNT)
+            _sync(machine, "init", str(remote))
+        progress(f"sync: two stores of {COUNT} memories each")
+        push_s, pushed = _sync(a)
+        both_s, crossed = _sync(b)
+        pull_s, pulled = _sync(a)
+        moved = (pushed.get("pushed"), crossed.get("pulled"), crossed.get("pushed"), pulled.get("pulled"))
+        ok = moved == (COUNT, COUNT, COUNT, COUNT)
+        return [row(f"sync of {COUNT:,} new memories each way", "1k + 1k",
+                    {"value": round(push_s + both_s + pull_s, 2), "unit": "s", "push_1k_s": round(push_s, 2),
+                     "pull_1k_and_push_1k_s": round(both_s, 2), "pull_1k_s": round(pull_s, 2),
+                     "moved": list(moved)}, f"<= {TARGET_S:g} s", ok and push_s + both_s + pull_s <= TARGET_S)]
+    finally:
+        a.close()
+        b.close()
+        shutil.rmtree(base, ignore_errors=True)
