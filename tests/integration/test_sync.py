@@ -98,8 +98,14 @@ def test_a_write_on_one_machine_is_found_on_the_other_after_both_sync(pair: tupl
     a, b = pair
     set_up(remote, a, b)
     memory_id = write(a, FACT)
+    op = operator(a)  # a session handoff: it names local sessions, so it stays on its machine
+    session_id = op.tool("memory_digest")["current_session"]["id"]
+    handoff = op.tool("memory_session_finish", session_id=session_id,
+                      handoff="Next: rotate the staging certificates.")["handoff_capsule"]
+    op.close()
     first = synced(a)
     assert first["status"] == "ok" and first["pushed"] == 1
+    assert not (a.home / "sync" / "repo" / "memories" / f"{handoff}.md").exists()
     second = synced(b)
     assert second["pulled"] == 1
 

@@ -17,7 +17,8 @@ GIT_TIMEOUT_S = 120.0
 # does: no hooks, no signing, no line-ending rewrites, no automatic gc in the middle of a sync.
 _SETTINGS = ("core.hooksPath=/dev/null", "commit.gpgsign=false", "tag.gpgsign=false",
              "core.autocrlf=false", "core.safecrlf=false", "gc.auto=0", "core.quotePath=false",
-             "advice.detachedHead=false", "init.defaultBranch=main")
+             "advice.detachedHead=false", "init.defaultBranch=main", "core.fsmonitor=false",
+             "protocol.ext.allow=never", "submodule.recurse=false")
 
 # stderr fragments → the failure kind a user sees. Checked in order: auth before reachability,
 # since an https auth failure also says "unable to access".

@@ -45,6 +45,9 @@ from memoryd.errors import InvalidParams, ResourceState, StorageError
 
 log = logging.getLogger("memoryd.daemon")
 POLL_S = 0.05           # how often the loop looks for a finished job while one runs
+# A scheduled sync that failed (remote down) is retried later and later, up to an hour, so a
+# short interval does not fill the log with the same error.
+MAX_RETRY_S = 3600.0
 MAX_ROWS = 20
 MAX_REMOTE_CHARS = 4096
 # One worker per store, outliving `Core.reload` (which rebuilds the state, not the thread).
@@ -87,6 +90,7 @@ class SyncState:
         self.last: dict[str, Any] | None = None
         self.requested: Job | None = None
         self.next_auto = math.inf
+        self.failures = 0  # scheduled syncs that failed in a row (their retry backs off)
 
     # -- the log's view ---------------------------------------------------------------------------
 
@@ -298,6 +302,10 @@ def finish(state: SyncState, result: Result) -> None:
         log.warning("sync: could not keep the last result: %s", exc)
     if result.status != "ok":
         log.warning("sync job %d failed: %s", result.number, (result.error or {}).get("message"))
+    state.failures = 0 if result.status == "ok" else state.failures + 1
+    interval = core.config.sync_interval_seconds
+    if interval > 0 and state.failures:
+        state.next_auto = core.clock() + min(MAX_RETRY_S, interval * 2 ** min(state.failures, 12))
 
 
 def current_version(tier: MemoryTier, memory_id: str) -> tuple[str, str] | None:
