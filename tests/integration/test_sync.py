@@ -429,3 +429,31 @@ def test_the_daemon_syncs_on_its_own_when_an_interval_is_set(pair: tuple[Env, En
         assert time.monotonic() < deadline, "B never synced on its own"
         time.sleep(0.2)
     assert admin(b, "sync_status")["interval_seconds"] == 1
+
+
+def test_a_rewritten_remote_history_is_merged_record_by_record(pair: tuple[Env, Env], remote: Path) -> None:
+    a, b = pair
+    set_up(remote, a, b)
+    kept = [write(a, FACT), write(b, "The nightly backup runs at 02:00 UTC from the standby replica.")]
+    synced(a)
+    synced(b)
+    synced(a)
+    # Someone replaces the remote's history: one orphan commit with one new record, force-pushed.
+    work = Path(tempfile.mkdtemp(prefix="mdh", dir="/tmp")) / "w"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(work)], check=True)
+    (work / "memories").mkdir()
+    (work / "memories" / f"{IDS[9]}.md").write_bytes(
+        record_bytes(IDS[9], "The release train leaves every second Tuesday at noon."))
+    subprocess.run(["git", *GIT_ID, "add", "-A"], cwd=work, check=True)
+    subprocess.run(["git", *GIT_ID, "commit", "-q", "-m", "rewrite"], cwd=work, check=True)
+    subprocess.run(["git", "push", "-q", "-f", str(remote), "HEAD:main"], cwd=work, check=True, capture_output=True)
+    on_a = synced(a)
+    assert on_a["status"] == "ok" and on_a["rewritten"] is True and on_a["pulled"] == 1
+    on_b = synced(b)
+    assert on_b["pulled"] == 1
+    for env in (a, b):
+        ids = {m["id"] for m in tool(env, "memory_list")["memories"]}
+        assert {*kept, IDS[9]} <= ids
+    tree = subprocess.run(["git", "ls-tree", "-r", "--name-only", "main"], cwd=remote, capture_output=True,
+                          text=True, check=True).stdout.split()
+    assert {f"memories/{i}.md" for i in [*kept, IDS[9]]} <= set(tree)  # nothing dropped from the remote

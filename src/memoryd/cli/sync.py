@@ -89,6 +89,9 @@ def result_lines(last: dict[str, Any]) -> list[str]:
              + (f", deferred {last['deferred']} (changed during the sync; next sync)" if last.get("deferred") else "")]
     if last.get("repaired"):
         lines.append(f"  {last['repaired']}")
+    if last.get("rewritten"):
+        lines.append("  the remote's history was rewritten or replaced since the last sync: merged record by "
+                     "record, nothing dropped")
     for row in last.get("conflicts_decided") or []:
         lines.append(f"  conflict {row['id']}: kept version {row['winner'][:12]} (rule: {row['rule']}), "
                      f"the other ({row['loser'][:12]}) kept under conflicts/")

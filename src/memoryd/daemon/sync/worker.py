@@ -45,6 +45,7 @@ REMOTE_REF = f"refs/remotes/origin/{BRANCH}"
 FOLDER_OF = {LIVE: "memories", TOMB: "tombstones"}
 TOP_FOLDERS = ("memories", "tombstones", "conflicts")
 EMPTY = "0" * 40
+BLOB_CHUNK = 2000
 
 
 @dataclass
@@ -89,6 +90,7 @@ class Result:
     deferred: int = 0                           # changed while the job ran: next sync
     attempts: int = 0
     repaired: str | None = None
+    rewritten: bool = False                     # the remote's history no longer holds what it held
     head: str | None = None
     remote: str | None = None
 
@@ -100,6 +102,7 @@ class Result:
                 "quarantined": [{k: q[k] for k in ("path", "reason", "blob")} for q in self.quarantined],
                 "quarantined_total": self.quarantined_total, "kept_local": self.kept_local,
                 "deferred": self.deferred, "attempts": self.attempts, "repaired": self.repaired,
+                "rewritten": self.rewritten,
                 "head": self.head, "remote": self.remote}
 
 
@@ -244,7 +247,10 @@ class Worker:
         exported = self.export(git, job, result)
         for attempt in range(1, PUSH_ATTEMPTS + 1):
             result.attempts = attempt
+            known = git.rev(REMOTE_REF)
             fetch(git)
+            if known is not None and not is_ancestor(git, known, git.rev(REMOTE_REF)):
+                result.rewritten = True  # force-pushed or replaced: merged record by record all the same
             if self.integrate(git, result):
                 break
         else:
@@ -360,9 +366,10 @@ class Worker:
     def scan(self, git: Git, job: Job, result: Result, start: str | None) -> None:
         """Check every file of the merged tree that the live store does not have yet."""
         entries = git.tree(git.rev("HEAD"))
-        unknown = [blob for _mode, blob in entries.values() if blob not in self.sha_of_blob]
-        for blob, data in git.blobs(sorted(set(unknown))).items():
-            self.sha_of_blob[blob] = sha256_hex(data)
+        unknown = sorted({blob for _mode, blob in entries.values() if blob not in self.sha_of_blob})
+        for chunk in range(0, len(unknown), BLOB_CHUNK):  # bounded reads: a first sync may see 100k
+            for blob, data in git.blobs(unknown[chunk:chunk + BLOB_CHUNK]).items():
+                self.sha_of_blob[blob] = sha256_hex(data)
         candidates: dict[str, tuple[str, str]] = {}
         for path, (mode, blob) in entries.items():
             sha = self.sha_of_blob.get(blob, "")
@@ -412,7 +419,13 @@ class Worker:
 # -- helpers on the clone ---------------------------------------------------------------------------
 
 def fetch(git: Git) -> None:
-    git.run("fetch", "-q", "--no-tags", "origin", "+refs/heads/*:refs/remotes/origin/*")
+    git.run("fetch", "-q", "--prune", "--no-tags", "origin", "+refs/heads/*:refs/remotes/origin/*")
+
+
+def is_ancestor(git: Git, older: str, newer: str | None) -> bool:
+    if newer is None:
+        return False
+    return git.run("merge-base", "--is-ancestor", older, newer, check=False).returncode == 0
 
 
 def merge_base(git: Git, ours: str, theirs: str) -> str | None:

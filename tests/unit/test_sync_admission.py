@@ -1,0 +1,81 @@
+"""What a pulled file must be (daemon/sync/admission.py) and how git's failures read (sync/git.py)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+
+import pytest
+
+from memoryd.daemon.memories.records import Memory, render_memory
+from memoryd.daemon.sync.admission import Refused, check, conflict_path, record_path
+from memoryd.daemon.sync.git import classify, environment
+
+ID, OTHER = "01JAAAAAAAAAAAAAAAAAAAAAAA", "01JAAAAAAAAAAAAAAAAAAAAAAB"
+MEMORY = Memory(id=ID, content="The staging database listens on port 5433.", scopes=("projects:x",),
+                category="fact", confidence="medium", source="explicit-statement",
+                created="2026-01-01T00:00:00.000Z", updated="2026-01-01T00:00:00.000Z", session_id="sess-1",
+                origin={})
+
+
+def refused(path: str, data: bytes, mode: str = "100644", cap: int = 4096) -> str:
+    with pytest.raises(Refused) as caught:
+        check(path, mode, data, cap)
+    return caught.value.reason
+
+
+def test_a_good_record_and_tombstone_are_admitted() -> None:
+    live = check(f"memories/{ID}.md", "100644", render_memory(MEMORY), 4096)
+    assert (live.memory_id, live.state, live.memory.content) == (ID, "live", MEMORY.content)
+    tomb = replace(MEMORY, removed_at="2026-01-02T00:00:00.000Z", removed_reason="gone")
+    assert check(f"tombstones/{ID}.md", "100644", render_memory(tomb), 4096).state == "tomb"
+
+
+def test_every_kind_of_bad_file_is_refused_with_a_reason() -> None:
+    good = render_memory(MEMORY)
+    assert refused(f"memories/{ID}.md", b"/etc/passwd", mode="120000") == "symbolic link"
+    assert refused(f"memories/{ID}.md", good, mode="160000").startswith("not a regular file")
+    assert "outside" in refused(f"notes/{ID}.md", good)
+    assert "outside" in refused(f"memories/sub/{ID}.md", good)
+    assert "outside" in refused("memories/not-a-ulid.md", good)
+    assert refused(f"memories/{OTHER}.md", good) == "id does not match the file name"
+    assert refused(f"memories/{ID}.md", b"---\nid: [oops\n---\nx").startswith("not a record")
+    assert refused(f"memories/{ID}.md", b"---\nid: &a x\nother: *a\n---\nx").startswith("not a record")
+    assert "max_content_bytes" in refused(f"memories/{ID}.md", render_memory(replace(MEMORY, content="x" * 5000)))
+    assert "size cap" in refused(f"memories/{ID}.md", b"x" * 200_000)
+    assert refused(f"tombstones/{ID}.md", good) == "a tombstone without removed_at"
+    secret = replace(MEMORY, content="The deploy key is AKIAABCDEFGHIJKLMNOP for staging.")
+    assert refused(f"memories/{ID}.md", render_memory(secret)).startswith("holds a credential")
+    handoff = replace(MEMORY, category="handoff", source="memory_session_finish")
+    assert "handoff" in refused(f"memories/{ID}.md", render_memory(handoff))
+
+
+def test_paths_name_records_and_kept_conflicts_exactly() -> None:
+    assert record_path(f"memories/{ID}.md") == (ID, "live")
+    assert record_path(f"tombstones/{ID}.md") == (ID, "tomb")
+    assert record_path(f"conflicts/{ID}/x.md") is None
+    sha = "a" * 64
+    assert conflict_path(f"conflicts/{ID}/{sha}.md") == (ID, sha)
+    assert conflict_path(f"conflicts/{ID}/{'A' * 64}.md") is None
+    assert conflict_path(f"conflicts/{ID}/{sha}.md/x") is None
+
+
+@pytest.mark.parametrize(("stderr", "kind"), [
+    ("fatal: '/tmp/nowhere.git' does not appear to be a git repository", "remote_unreachable"),
+    ("fatal: unable to access 'https://git.example/x.git/': Could not resolve host: git.example",
+     "remote_unreachable"),
+    ("git@host: Permission denied (publickey).\nfatal: Could not read from remote repository.", "auth_failed"),
+    ("fatal: Authentication failed for 'https://git.example/x.git/'", "auth_failed"),
+    ("fatal: could not read Username for 'https://git.example': terminal prompts disabled", "auth_failed"),
+    (" ! [rejected]        HEAD -> main (fetch first)\nerror: failed to push some refs", "push_race"),
+    ("fatal: bad object HEAD", "git_error"),
+])
+def test_git_failures_are_told_apart(stderr: str, kind: str) -> None:
+    assert classify(stderr) == kind
+
+
+def test_git_gets_its_own_identity_and_never_prompts() -> None:
+    env = environment("0123456789abcdef", "laptop")
+    assert env["GIT_AUTHOR_EMAIL"] == env["GIT_COMMITTER_EMAIL"] == "0123456789abcdef@memoryd.invalid"
+    assert env["GIT_TERMINAL_PROMPT"] == "0" and env["GIT_EDITOR"] == "true"
+    assert "BatchMode=yes" in env["GIT_SSH_COMMAND"] or "GIT_SSH_COMMAND" in os.environ  # the user's wins
