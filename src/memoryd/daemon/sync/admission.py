@@ -13,9 +13,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memoryd.daemon import store
-from memoryd.daemon.memories.gates import find_credentials
-from memoryd.daemon.memories.records import HANDOFF, Memory, from_meta
+from memoryd.daemon.memories.args import check_scope_list
+from memoryd.daemon.memories.gates import find_credentials, scan_taint
+from memoryd.daemon.memories.records import (
+    CATEGORIES,
+    CONFIDENCES,
+    HANDOFF,
+    Memory,
+    from_meta,
+)
 from memoryd.daemon.sync.merge import LIVE, TOMB
+from memoryd.errors import InvalidParams
 
 FOLDERS = {"memories": LIVE, "tombstones": TOMB}
 CONFLICTS = "conflicts"
@@ -63,6 +71,16 @@ def size_cap(max_content_bytes: int) -> int:
     return max_content_bytes + store.MAX_FRONTMATTER_BYTES + 16
 
 
+def check_values(memory: Memory) -> None:
+    """The values a write would have been held to: category, confidence, scopes."""
+    if memory.category not in CATEGORIES or memory.confidence not in CONFIDENCES:
+        raise Refused("a category or confidence memoryd does not know")
+    try:
+        check_scope_list("scopes", list(memory.scopes))
+    except InvalidParams:
+        raise Refused("a scope memoryd would not write") from None
+
+
 def check(path: str, mode: str, data: bytes, max_content_bytes: int) -> Admitted:
     """The record in `data` (pulled as `path` with git `mode`), or `Refused` saying why."""
     if mode == "120000":
@@ -90,7 +108,10 @@ def check(path: str, mode: str, data: bytes, max_content_bytes: int) -> Admitted
         raise Refused("a tombstone without removed_at" if state == TOMB else "a live memory with removed_at")
     if memory.category == HANDOFF:
         raise Refused("a handoff (handoffs stay on their machine)")
-    markers = find_credentials(body)
+    check_values(memory)
+    if scan_taint(body) and not memory.tainted:  # the sender's scan said clean: this one disagrees
+        raise Refused("prompt-injection markers in a record marked clean")
+    markers = find_credentials(body + "\n" + (memory.verification_note or "") + "\n" + (memory.removed_reason or ""))
     if markers:
         raise Refused(f"holds a credential ({', '.join(sorted({m['kind'] for m in markers}))})")
     return Admitted(memory_id, state, memory)
