@@ -90,6 +90,11 @@ def status_path() -> Path:
     return runtime_dir() / "memoryd.status"
 
 
+def starting_path() -> Path:
+    """Written while a daemon opens its store (progress), removed once it serves."""
+    return runtime_dir() / "memoryd.starting"
+
+
 def endpoint() -> str:
     """The daemon's ipc endpoint, refusing paths ZeroMQ would silently mangle."""
     path = str(socket_path())

@@ -84,14 +84,17 @@ def test_limit_caps_results_and_unknown_or_empty_queries_find_nothing(index: Sea
 
 
 def test_remove_drops_a_document_from_results_and_count(index: SearchIndex) -> None:
-    index.remove("m07")
+    index.remove("m07", *MEMORIES["m07"])
     assert len(index) == 11
     assert all(doc != "m07" for doc, _ in index.search("pgbouncer pooling", 5))
-    index.remove("m07")  # unknown ids are ignored
+    index.remove("m07", *MEMORIES["m07"])  # unknown ids are ignored
     assert len(index) == 11
 
 
-def test_re_adding_an_id_replaces_its_old_text(index: SearchIndex) -> None:
+def test_re_adding_an_id_after_removing_its_old_text_replaces_it(index: SearchIndex) -> None:
+    with pytest.raises(ValueError, match="already indexed"):
+        index.add("m06", "Indent with four spaces everywhere.", ["user:preferences"], "2026-02-01")
+    index.remove("m06", *MEMORIES["m06"])
     index.add("m06", "Indent with four spaces everywhere.", ["user:preferences"], "2026-02-01")
     assert len(index) == 12
     assert all(doc != "m06" for doc, _ in index.search("makefiles tabs", 5))
@@ -231,10 +234,10 @@ def test_an_index_restored_from_its_exported_state_answers_exactly_like_the_orig
     rng = random.Random(5)
     vocab = [f"term{i}" for i in range(80)] + ["stripe_client.py", "SENTRY_DSN", "deploying", "k8s"]
     index = SearchIndex()
-    for n in range(120):
-        index.add(f"{n:026d}", " ".join(rng.sample(vocab, rng.randint(3, 14))), ["projects:x", f"t:{n % 3}"],
-                  recency_ts=f"{n:04d}")
-    index.remove(f"{7:026d}")
+    texts = {f"{n:026d}": " ".join(rng.sample(vocab, rng.randint(3, 14))) for n in range(120)}
+    for n, (doc_id, content) in enumerate(texts.items()):
+        index.add(doc_id, content, ["projects:x", f"t:{n % 3}"], recency_ts=f"{n:04d}")
+    index.remove(f"{7:026d}", texts[f"{7:026d}"], ["projects:x", "t:1"])
     header = {"analyzer": 1, "files": "abc"}
     path = tmp_path / "search.index"
     path.write_bytes(cache.encode_index(header, index.export_state(), SearchIndex().export_state()))
@@ -247,6 +250,15 @@ def test_an_index_restored_from_its_exported_state_answers_exactly_like_the_orig
     probe = frozenset(["term1", "term2", "term3"])
     assert restored.similar(probe, 0.2) == index.similar(probe, 0.2)
     assert len(restored) == len(index) == 119
+    # Postings restored flat are inflated on use; changes to a restored index behave the same, and
+    # an export of a partly inflated index restores to the same answers again.
+    for target in (index, restored):
+        target.remove(f"{9:026d}", texts[f"{9:026d}"], ["projects:x", "t:0"])
+        target.add(f"{9:026d}", "term1 stripe_client.py rewritten", ["projects:x"], recency_ts="9999")
+    again = SearchIndex.from_state(restored.export_state())
+    for query in ["term1 term2", "stripe rewritten", "term40", "t:0"]:
+        assert again.search(query, 10) == restored.search(query, 10) == index.search(query, 10)
+    assert again.similar(probe, 0.2) == index.similar(probe, 0.2)
     assert cache.read_index(path, {"analyzer": 2, "files": "abc"}) is None  # another analyzer
     assert cache.read_index(path, {"analyzer": 1, "files": "abd"}) is None  # other files
     path.write_bytes(b"\x81garbage")

@@ -64,6 +64,15 @@ def cmd_status(ns: argparse.Namespace) -> int:
 
     status = spawn.read_status()
     live = _client_call("status") if status else None
+    starting = spawn.read_starting() if live is None else None
+    if starting is not None:  # opening a big store: say how far it got
+        if ns.json:
+            print(json.dumps({"running": False, "starting": starting}, indent=2))
+        else:
+            total = f"/{starting['total']:,}" if starting.get("total") else ""
+            print(f"memoryd: starting (pid {starting['pid']}, {starting.get('seconds')} s): "
+                  f"{starting.get('phase')} {starting.get('done', 0):,}{total}")
+        return 0
     if live is None:
         print(json.dumps({"running": False}) if ns.json else "memoryd: not running")
         return 1
@@ -259,6 +268,12 @@ def cmd_export(ns: argparse.Namespace) -> int:
     return export.main(ns.path)
 
 
+def cmd_reindex(ns: argparse.Namespace) -> int:
+    from memoryd.cli import reindex
+
+    return reindex.main()
+
+
 def cmd_episodes(ns: argparse.Namespace) -> int:
     from memoryd.cli import episodes as episodes_cli
 
@@ -360,6 +375,8 @@ def build_parser() -> argparse.ArgumentParser:
     export = sub.add_parser("export", help="write a portable archive of the store")
     export.add_argument("path", nargs="?")
     export.set_defaults(func=cmd_export)
+    sub.add_parser("reindex", help="rebuild state/ (caches, search index, checkpoint) from the files; "
+                   "daemon stopped").set_defaults(func=cmd_reindex)
     sub.add_parser("demo", help="two scripted agents through real bridges, in a throwaway store").set_defaults(func=cmd_demo)
     bench = sub.add_parser("bench", help="the benchmark: real bridges against a throwaway daemon")
     bench.add_argument("--json", action="store_true")

@@ -19,6 +19,8 @@ from memoryd.errors import DaemonUnavailable
 from memoryd.protocol import decode, encode, request
 
 SPAWN_WAIT_S = 5.0
+# How long a bridge waits for a daemon that shows start-up progress (a cold 100k-memory store).
+START_WAIT_S = 300.0
 PING_TIMEOUT_S = 0.5
 REASON_CHARS = 500  # the daemon's last log line quoted in an error
 
@@ -29,6 +31,16 @@ def read_status() -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def read_starting() -> dict[str, Any] | None:
+    """The progress of a daemon still opening its store ({pid, phase, done, total, seconds}),
+    while its process lives; None when no daemon is starting."""
+    try:
+        data = json.loads(paths.starting_path().read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and pid_alive(data.get("pid")) else None
 
 
 def pid_alive(pid: Any) -> bool:
@@ -121,14 +133,21 @@ def detach(endpoint: str, wait_s: float = SPAWN_WAIT_S) -> tuple[bool, str]:
         return True, f"already running (pid {(read_status() or {}).get('pid')})"
     since = _log_size()
     child = spawn(["serve"])
-    deadline = time.monotonic() + wait_s
+    began = time.monotonic()
+    deadline = began + wait_s
     while time.monotonic() < deadline:
         if daemon_running(endpoint):
             return True, f"running (pid {(read_status() or {}).get('pid')})"
         if child.poll() not in (None, 0) and not daemon_running(endpoint):
             reason = log_reason(since) or f"see {paths.daemon_log_file()}"
             return False, f"the daemon exited with {child.returncode}: {reason}"
+        if read_starting() is not None:  # a big store opening (this daemon or another): wait for it
+            deadline = max(deadline, min(time.monotonic() + 1.0, began + START_WAIT_S))
         time.sleep(0.02)
+    starting = read_starting()
+    if starting is not None:
+        return False, (f"the daemon is still starting after {time.monotonic() - began:.0f} s "
+                       f"({starting.get('phase')} {starting.get('done')}/{starting.get('total')})")
     return False, f"the daemon did not answer within {wait_s:g} s"
 
 
@@ -149,7 +168,7 @@ def ensure_daemon(endpoint: str, wait_s: float = SPAWN_WAIT_S) -> bool:
         since = _log_size()
         launcher = spawn(["serve", "--detach"])
         try:
-            launcher.wait(timeout=wait_s + 1)  # it returns once the daemon answers (or gave up)
+            launcher.wait(timeout=START_WAIT_S + 5)  # it returns once the daemon answers (or gave up)
         except subprocess.TimeoutExpired:
             launcher.kill()
             launcher.wait()
@@ -163,4 +182,4 @@ def ensure_daemon(endpoint: str, wait_s: float = SPAWN_WAIT_S) -> bool:
         raise error
 
 
-__all__ = ["PROTOCOL", "daemon_running", "detach", "ensure_daemon", "ping", "read_status", "spawn"]
+__all__ = ["PROTOCOL", "daemon_running", "detach", "ensure_daemon", "ping", "read_starting", "read_status", "spawn"]

@@ -23,18 +23,26 @@ from memoryd.config import Config
 from memoryd.daemon import store
 from memoryd.daemon.connections import Conn, Session, SessionTable
 from memoryd.daemon.episodes.journal import Journal
-from memoryd.daemon.eventlog import EventLog
+from memoryd.daemon.eventlog import EventLog, Resume
 from memoryd.errors import StorageError, StoreDamaged
 
 log = logging.getLogger("memoryd.daemon")
 
 Clock = Callable[[], float]
+# Start-up progress: (what is being done, how many so far, how many in all or 0 when unknown).
+Progress = Callable[[str, int, int], None]
+PROGRESS_EVERY = 4096  # items between two progress calls
+
+
+def no_progress(phase: str, done: int, total: int) -> None:
+    """The default: a start nobody watches."""
 # Events that are not a caller's tool call, so they do not count as session activity.
 NON_CALL_KINDS = frozenset({
     "daemon_start", "daemon_stop", "recovery", "session_start", "session_end", "session_attach",
     "pending_expired", "episode_prune", "reaper_run",
 })
 MAX_APPLIED_REQS = 50_000
+REPLAYED_FIELDS = ("kind", "status", "outcome", "memory_id", "pending_id", "episode_id")
 STORE_DIRS = ("memories", "tombstones", "episodes", "events", "state", "sessions")
 # After a full disk, writes are refused up front until the store's filesystem has this much free
 # again (so each refused write costs a statvfs, not a rollback and a reload).
@@ -42,7 +50,7 @@ RESUME_FREE_BYTES = 256 * 1024
 LOW_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 # What survives `reload`: runtime facts the log does not hold.
 _RUNTIME_FIELDS = ("started", "stats", "suspended", "reaper_stats", "next_ttl_check", "torn_bytes_truncated",
-                   "bad_files", "attach_tiers", "aborts", "low_space")
+                   "bad_files", "attach_tiers", "aborts", "low_space", "progress")
 
 
 def iso(t: float) -> str:
@@ -107,6 +115,7 @@ class Core:
         # only at what is new (O(new events), not O(journal)); `feed_base` is the id of entry 0.
         self.episode_feed: list[str] = []
         self.feed_base = 0
+        self.progress: Progress = no_progress  # lifecycle shows a start's progress (status, log)
 
     def now(self) -> str:
         return iso(self.clock())
@@ -124,6 +133,7 @@ class Core:
         except OSError as exc:  # a full buffer flushed into a full disk: the pass cannot commit
             self.abort()
             raise StorageError.from_os(exc, self.log.dir) from exc
+        self._note_run_ids(event)
         self.apply(event)
         return event
 
@@ -206,7 +216,7 @@ class Core:
         Files that cannot be changed are reported, never fatal, so a start cannot crash-loop."""
         self.files.strict = False
         try:
-            self.journal.load()
+            self.journal.load(self.progress)
             for extension in self.extensions:
                 try:
                     extension.load()
@@ -219,6 +229,16 @@ class Core:
             self.files.strict = True
         return report
 
+    def verify_files(self, budget: int | None) -> int:
+        """Compare up to `budget` (None: all) record files loaded unread from the caches at start
+        with the files themselves; returns how many remain. A start trusts the caches so it need
+        not stat 180k files; a hand edit made while the daemon was stopped is found here, a slice
+        per loop pass (reaper), at once when `memory_health` asks."""
+        left = self.journal.verify_some(budget)
+        if self.memories is not None:
+            left += self.memories.verify_some(budget)
+        return left
+
     def apply(self, event: dict[str, Any]) -> None:
         handler = _APPLIERS.get(event["kind"])
         if handler is not None:
@@ -228,8 +248,8 @@ class Core:
         session = self.sessions.get(event.get("session", ""))
         if session is not None and event["kind"] not in NON_CALL_KINDS:
             self.sessions.touch(session, event["ts"])
-        if "req" in event:
-            self.applied_reqs[event["req"]] = event
+        if "req" in event:  # kept small: only what a retry's replayer reads (server.REPLAYERS)
+            self.applied_reqs[event["req"]] = {k: event[k] for k in REPLAYED_FIELDS if k in event}
             if len(self.applied_reqs) > MAX_APPLIED_REQS:
                 self.applied_reqs.popitem(last=False)
 
@@ -261,8 +281,9 @@ class Core:
 
     # -- start-up ------------------------------------------------------------------------------
 
-    def open(self) -> dict[str, Any]:
+    def open(self, resume: Resume | None = None) -> dict[str, Any]:
         """Recovery at start: temp files, torn log tail, replay, reconcile files (docs/storage.md).
+        With `resume` (the state was restored from the checkpoint) only the log's tail is replayed.
 
         A store that cannot be written (full, immutable files) still opens: what recovery cannot
         touch is reported as a bad file, and a start whose own events cannot be made durable
@@ -270,16 +291,18 @@ class Core:
         for sub in STORE_DIRS:
             store.ensure_store_dir(self.root / sub)
         try:
-            torn = self.log.replay(self._replay)
+            torn = self.log.replay(self._replay, resume)
         except OSError as exc:  # a torn tail on a segment we may not shrink (chattr +a, read-only)
             raise StoreDamaged(f"the event log cannot be repaired ({exc}); make {exc.filename or self.log.dir} "
                                "writable, then start again", str(exc.filename or self.log.dir)) from exc
         self._mark = self.log.checkpoint()
         self.files.strict = False
-        temp_files = self.files.recover_temp_files(self.last_run_ids)
+        # A resumed start follows a clean stop that left no temp file and nothing ran since.
+        temp_files = self.files.recover_temp_files(self.last_run_ids, deep=resume is None)
         self.bad_files.extend(self.files.stuck)
         self.torn_bytes_truncated = torn
         report = {**temp_files, "torn_bytes_truncated": torn, "log_quarantined": len(self.log.quarantined),
+                  "replayed_from_seq": resume.seq if resume is not None else 0,
                   **self._load_files()}
         suspended = self._suspend_open_sessions()
         self.trim_feed()  # replay filled it with history no parked call waits for
@@ -294,17 +317,24 @@ class Core:
 
     def _replay(self, event: dict[str, Any]) -> None:
         """Apply a logged event, remembering the record ids the last run's events name."""
-        if event["kind"] == "daemon_start":
-            self.last_run_ids = set()
-        else:
-            for value in event.values():
-                for item in value if isinstance(value, list) else (value,):
-                    if type(item) is str and len(item) == 26 and store.is_ulid(item):
-                        self.last_run_ids.add(item)
-            if event.get("summary_sha"):  # a session record written in this run (sessions/records)
-                self.last_run_ids.add(event["session"])
+        if not event["seq"] % PROGRESS_EVERY:
+            self.progress("replaying the event log", event["seq"], 0)
+        self._note_run_ids(event)
         self.note_session_id(event.get("session"))
         self.apply(event)
+
+    def _note_run_ids(self, event: dict[str, Any]) -> None:
+        """Keep `last_run_ids`: the record ids named since the latest `daemon_start` (the temp
+        files recovery may roll forward). Live events count too, so a checkpoint holds them."""
+        if event["kind"] == "daemon_start":
+            self.last_run_ids = set()
+            return
+        for value in event.values():
+            for item in value if isinstance(value, list) else (value,):
+                if type(item) is str and len(item) == 26 and store.is_ulid(item):
+                    self.last_run_ids.add(item)
+        if event.get("summary_sha"):  # a session record written in this run (sessions/records)
+            self.last_run_ids.add(event["session"])
 
     def note_session_id(self, session_id: Any) -> None:
         """Keep `sess-<n>` minting above every session id seen anywhere — an event, an episode

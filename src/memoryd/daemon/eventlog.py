@@ -22,6 +22,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -31,6 +32,7 @@ GENESIS = "0" * 64
 QUARANTINED = "quarantined"   # the marker `log repair` leaves where it removed lines
 QUARANTINE_DIR = "quarantine"
 REPAIR_COMMAND = "memoryd stop && memoryd log repair"
+TAIL_BYTES = 1 << 16           # read from a segment's end to find its last line
 RESERVE_BYTES = 1 << 20        # kept allocated past the log's end: ~3,000 events on a full disk
 FALLOC_FL_KEEP_SIZE = 1
 _BASE_FIELDS = (("seq", int), ("ts", str), ("kind", str), ("prev", str), ("hash", str))
@@ -165,23 +167,63 @@ class EventLog:
         self._new_dir = False
         self._reserved_to = 0  # the segment's allocation reaches this offset (see `reserve`)
 
-    def replay(self, apply: Callable[[dict[str, Any]], None]) -> int:
-        """Feed every event to `apply`; returns the bytes of the torn tail it truncated.
+    def replay(self, apply: Callable[[dict[str, Any]], None], resume: Resume | None = None) -> int:
+        """Feed every event to `apply` — or, given a `resume` point from `resume_point`, only the
+        events after it; returns the bytes of the torn tail it truncated.
 
         Raises `LogDamaged` (before truncating anything) for a line that is neither whole and
         chained nor the torn tail, and for an event `apply` cannot take.
         """
         self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         files = segments(self.dir)
-        for index, path in enumerate(files):
+        first, offset = 0, 0
+        if resume is not None:
+            first, offset = resume.index, resume.offset
+            self.seq, self.last_hash, self.first_ts = resume.seq, resume.last_hash, resume.first_ts
+            self.quarantined = list(resume.quarantined)
+        for index in range(first, len(files)):
+            path = files[index]
             problem = _not_a_plain_file(path)
             if problem:
                 raise LogDamaged(path, 0, problem)
-            self._replay_segment(path, apply, index == len(files) - 1)
+            self._replay_segment(path, apply, index == len(files) - 1, offset if index == first else 0)
         return _truncate_torn_tail(files[-1]) if files else 0
 
-    def _replay_segment(self, path: Path, apply: Callable[[dict[str, Any]], None], last: bool) -> None:
+    def position(self) -> dict[str, Any]:
+        """Where the log ends now (after a sync): what a start may resume replay from, with each
+        segment's size and mtime so `resume_point` can tell the log was not touched since."""
+        listed = []
+        for path in segments(self.dir):
+            st = os.lstat(path)
+            listed.append([path.name, st.st_size, st.st_mtime_ns])
+        return {"seq": self.seq, "hash": self.last_hash, "first_ts": self.first_ts,
+                "quarantined": self.quarantined, "segments": listed}
+
+    def resume_point(self, position: dict[str, Any]) -> Resume | None:
+        """A `position` saved earlier, if the log is exactly as it was then: the same segments
+        with the same sizes and mtimes. Anything else — a crash after a later start, an edit, a
+        repair, a deleted segment — gives None, and the caller replays the whole log, which
+        checks every line. (Resuming after growth would leave a damaged line before the saved
+        position unseen; a start after a crash may be slow, never wrong.)"""
+        try:
+            listed = [(str(n), int(size), int(mtime)) for n, size, mtime in position["segments"]]
+            seq, last_hash = int(position["seq"]), str(position["hash"])
+            first_ts, quarantined = position["first_ts"], list(position["quarantined"])
+        except (KeyError, TypeError, ValueError):
+            return None
+        files = segments(self.dir)
+        if not listed or [p.name for p in files] != [n for n, _, _ in listed]:
+            return None
+        for path, (_, size, mtime) in zip(files, listed, strict=True):
+            st = os.lstat(path)
+            if (st.st_size, st.st_mtime_ns) != (size, mtime):
+                return None
+        return Resume(len(listed) - 1, listed[-1][1], seq, last_hash, first_ts, quarantined)
+
+    def _replay_segment(self, path: Path, apply: Callable[[dict[str, Any]], None], last: bool,
+                        offset: int = 0) -> None:
         with open(path, "rb") as handle:
+            handle.seek(offset)
             for number, raw in enumerate(handle, 1):
                 event, problem = _parse(raw)
                 if event is not None:
@@ -190,7 +232,7 @@ class EventLog:
                     # Whether this is the file's last line is asked only here, off the hot path.
                     if last and not handle.read(1) and _is_torn_tail(raw, True, True):
                         return
-                    raise LogDamaged(path, number, problem)
+                    raise LogDamaged(path, number + _lines_before(path, offset), problem)
                 assert event is not None
                 self.seq, self.last_hash = event["seq"], event["hash"]
                 self.first_ts = self.first_ts or event["ts"]
@@ -335,11 +377,51 @@ def _fallocate_function() -> Any:
 _fallocate = _fallocate_function()
 
 
-def _truncate_torn_tail(path: Path) -> int:
-    """Cut the last line if a crash left it partial or unparseable (docs/storage.md)."""
-    data = path.read_bytes()
-    if not data:
+@dataclass(frozen=True)
+class Resume:
+    """Where replay resumes: segment `index` at byte `offset`, after the event `seq`/`last_hash`."""
+
+    index: int
+    offset: int
+    seq: int
+    last_hash: str
+    first_ts: str | None
+    quarantined: list[dict[str, Any]]
+
+
+def _lines_before(path: Path, offset: int) -> int:
+    """How many lines precede byte `offset` (for error messages after a resumed replay)."""
+    if not offset:
         return 0
+    with open(path, "rb") as handle:
+        return handle.read(offset).count(b"\n")
+
+
+def _truncate_torn_tail(path: Path) -> int:
+    """Cut the last line if a crash left it partial or unparseable (docs/storage.md). Only the
+    segment's end is read: an event line is far shorter than TAIL_BYTES."""
+    size = path.stat().st_size
+    with open(path, "rb") as handle:
+        base = max(0, size - TAIL_BYTES)
+        handle.seek(base)
+        tail = handle.read()
+    if not tail:
+        return 0
+    if base and b"\n" not in tail[:-1]:  # a "line" longer than the window: judge the whole file
+        base, tail = 0, path.read_bytes()
+    data_len = base + len(tail)
+    keep = _kept_length(tail)
+    if keep == len(tail):
+        return 0
+    keep += base
+    with open(path, "r+b") as handle:
+        handle.truncate(keep)
+        os.fsync(handle.fileno())
+    return data_len - keep
+
+
+def _kept_length(data: bytes) -> int:
+    """How much of `data` (the segment's end) survives cutting a torn last line."""
     keep = len(data)
     if not data.endswith(b"\n"):
         keep = data.rfind(b"\n") + 1
@@ -349,12 +431,7 @@ def _truncate_torn_tail(path: Path) -> int:
             json.loads(data[last_start:])
         except ValueError:
             keep = last_start
-    if keep == len(data):
-        return 0
-    with open(path, "r+b") as handle:
-        handle.truncate(keep)
-        os.fsync(handle.fileno())
-    return len(data) - keep
+    return keep
 
 
 def _marker_summary(event: dict[str, Any], path: Path, line: int) -> dict[str, Any]:

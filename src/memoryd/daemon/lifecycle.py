@@ -7,20 +7,27 @@ socket from a live daemon: the flock is the only single-instance guard.
 from __future__ import annotations
 
 import fcntl
+import gc
 import json
 import logging
 import os
 import signal
 import socket
 import sys
+import time
 from pathlib import Path
 from typing import IO, Any
 
 from memoryd import PROTOCOL, __version__, config, paths
-from memoryd.daemon.core import Core, iso
+from memoryd.daemon import checkpoint
+from memoryd.daemon.core import Core, Progress, iso, no_progress
 from memoryd.errors import StorageError, StoreDamaged
 
 log = logging.getLogger("memoryd.daemon")
+
+# What `memoryd reindex` deletes and rebuilds: every derived file of `state/` (not pending.json,
+# the only copy of pending drafts).
+DERIVED_STATE = ("episodes.cache", "memories.cache", "search.index", checkpoint.NAME)
 
 
 class AlreadyRunning(Exception):
@@ -104,19 +111,18 @@ def run(foreground: bool = True) -> int:
         print(f"memoryd: {exc}", file=sys.stderr)
         return 2
     root = paths.ensure_private_dir(paths.store_root())
-    core = Core(root, settings)
-    core.attach_tiers = _attach_tiers  # `Core.reload` (after a failed commit) attaches them again
-    _attach_tiers(core)
     try:
-        report = core.open()
+        core, report = open_store(root, settings, StartProgress())
     except StoreDamaged as exc:  # refuse to start; the message names the file, line and repair
         log.error("memoryd cannot open the store: %s", exc.message)  # stderr / the daemon log
+        paths.starting_path().unlink(missing_ok=True)
         return 3
     log.info("store %s opened: %s", root, report)
     server = Server(core, endpoint, on_stop=remove_status)
     (runtime / "memoryd.sock").unlink(missing_ok=True)  # a stale socket of a dead daemon; we hold the lock
     server.bind()
     write_status(endpoint, root, core.started)
+    paths.starting_path().unlink(missing_ok=True)  # after the status file: no moment shows neither
     sd_notify("READY=1")
     server.wakeup_fd = _install_signal_wakeup()
 
@@ -133,6 +139,79 @@ def run(foreground: bool = True) -> int:
     return 0
 
 
+def open_store(root: Path, settings: config.Config, progress: Progress) -> tuple[Core, dict[str, Any]]:
+    """Recovery at start (docs/storage.md): from the checkpoint when it can be trusted, else a
+    full replay; returns the open core and the recovery report. Raises StoreDamaged."""
+    core = Core(root, settings)
+    core.attach_tiers = _attach_tiers  # `Core.reload` (after a failed commit) attaches them again
+    core.progress = progress
+    _attach_tiers(core)
+    # The cyclic GC would walk the growing heap again and again while a start builds a million
+    # objects (a third of a 100k start); what is loaded lives as long as the daemon: freeze it.
+    gc.disable()
+    try:
+        report = core.open(checkpoint.restore(core))
+    finally:
+        gc.freeze()
+        gc.enable()
+    core.progress = no_progress
+    return core, report
+
+
+class StartProgress:
+    """A start's progress where an operator can see it: `memoryd status` reads the starting
+    file (`paths.starting_path`), the daemon log gets a line every few seconds, and a bridge
+    that finds the file waits for this daemon instead of giving up (client/spawn.py)."""
+
+    FILE_EVERY_S, LOG_EVERY_S = 0.5, 5.0
+
+    def __init__(self) -> None:
+        self.began = time.monotonic()
+        self.file_at = self.log_at = 0.0
+        self._write("opening the store", 0, 0)
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - self.file_at >= self.FILE_EVERY_S:
+            self._write(phase, done, total)
+        if now - self.log_at >= self.LOG_EVERY_S and now - self.began >= self.LOG_EVERY_S:
+            self.log_at = now
+            log.info("starting: %s %s", phase, f"{done:,}/{total:,}" if total else f"{done:,}")
+
+    def _write(self, phase: str, done: int, total: int) -> None:
+        self.file_at = time.monotonic()
+        body = {"pid": os.getpid(), "phase": phase, "done": done, "total": total,
+                "seconds": round(self.file_at - self.began, 1)}
+        path = paths.starting_path()
+        tmp = path.with_name(path.name + ".tmp")
+        try:
+            with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as handle:
+                json.dump(body, handle)
+            os.replace(tmp, path)
+        except OSError as exc:  # progress is a courtesy: never a reason not to start
+            log.warning("could not write %s: %s", path, exc)
+
+
+def reindex(progress: Progress) -> dict[str, Any]:
+    """`memoryd reindex`: rebuild `state/` from the files with the daemon stopped — a cold start
+    (no cache, no checkpoint, the whole log replayed, every record parsed, the index rebuilt) and
+    a clean stop that writes them all again. Raises AlreadyRunning, ConfigError, StoreDamaged."""
+    paths.ensure_private_dir(paths.runtime_dir())
+    lock = take_lock(paths.lock_path())
+    try:
+        settings = config.load(paths.config_file())
+        root = paths.ensure_private_dir(paths.store_root())
+        for name in DERIVED_STATE:
+            (root / "state" / name).unlink(missing_ok=True)
+        core, report = open_store(root, settings, progress)
+        progress("writing the caches", 0, 0)
+        close_store(core)
+        return report
+    finally:
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        lock.close()
+
+
 def _attach_tiers(core: Core) -> None:
     """Let the tiers that keep their own indexes (memories, …) join replay and recovery."""
     from memoryd.daemon.memories.tier import attach
@@ -147,8 +226,17 @@ def _attach_tiers(core: Core) -> None:
 def _shutdown(core: Core, server: Any, lock: IO[str]) -> None:
     remove_status()
     sd_notify("STOPPING=1")
-    # A full or read-only store must not make the stop crash: the caches are only speed-ups, and
-    # a stop that cannot be logged is recovered like a crash at the next start.
+    close_store(core)
+    server.close()
+    fcntl.flock(lock, fcntl.LOCK_UN)
+    lock.close()
+    log.info("memoryd stopped")
+
+
+def close_store(core: Core) -> None:
+    """A clean stop: `daemon_stop`, the episode cache and the checkpoint, all made durable.
+    A full or read-only store must not make the stop crash: the caches are only speed-ups, and
+    a stop that cannot be logged is recovered like a crash at the next start."""
     for step in (lambda: core.record("daemon_stop", pid=os.getpid()), core.journal.save_cache):
         try:
             step()
@@ -156,10 +244,8 @@ def _shutdown(core: Core, server: Any, lock: IO[str]) -> None:
             log.warning("at stop: %s", exc.message)
     try:
         core.sync()
+        checkpoint.save(core)  # the log is durable and complete: the next start resumes here
+        core.sync()
         core.log.close()
     except (StorageError, OSError) as exc:
         log.error("could not record the stop (%s); the next start recovers", exc)
-    server.close()
-    fcntl.flock(lock, fcntl.LOCK_UN)
-    lock.close()
-    log.info("memoryd stopped")

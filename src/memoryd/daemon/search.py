@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from functools import lru_cache
@@ -54,15 +55,14 @@ def query_tokens(query: str) -> list[str]:
     return [term for term, weight, _ in text.query_terms(query) if weight == 1.0]
 
 
-class _Doc:
-    """What removal and similarity need to know about one indexed document."""
+_PAIR_TYPE = "I"
+_PAIR_BYTES = 2 * array(_PAIR_TYPE).itemsize
 
-    __slots__ = ("content_terms", "scope_terms", "set_size")
 
-    def __init__(self, content_terms: tuple[str, ...], scope_terms: tuple[str, ...], set_size: int):
-        self.content_terms = content_terms
-        self.scope_terms = scope_terms
-        self.set_size = set_size  # == len(text.token_set(content))
+def _unpack(packed: bytes) -> array[int]:
+    pairs = array(_PAIR_TYPE)
+    pairs.frombytes(packed)
+    return pairs
 
 
 class SearchIndex:
@@ -72,33 +72,52 @@ class SearchIndex:
     content-only overlaps, while BM25 scores their summed tf against the document length (its
     indexed content terms plus its scope terms).
     Every operation touches only the postings of the terms involved; nothing scans all documents.
+    The index keeps no per-document term lists (removal analyzes the text again), and postings
+    restored from a snapshot stay packed (one bytes object per term) until the term is first used, so a
+    start does not rebuild millions of small dicts it may never read (`_docs_of`).
     """
 
     def __init__(self) -> None:
-        self._content: dict[str, dict[str, int]] = {}
-        self._scope: dict[str, dict[str, int]] = {}
+        self._content: dict[str, dict[str, int] | bytes] = {}
+        self._scope: dict[str, dict[str, int] | bytes] = {}
         self._df: dict[str, int] = {}
-        self._docs: dict[str, _Doc] = {}
+        self._set_size: dict[str, int] = {}   # doc -> distinct content terms (== len(text.token_set))
         self._length: dict[str, int] = {}
         self._recency: dict[str, str] = {}
         self._total_length = 0
+        self._ids: list[str] = []             # what a flat posting's doc numbers refer to
 
     def __len__(self) -> int:
-        return len(self._docs)
+        return len(self._length)
 
     def __contains__(self, doc_id: object) -> bool:
-        return doc_id in self._docs
+        return doc_id in self._length
+
+    def _docs_of(self, postings: dict[str, Any], term: str) -> dict[str, int] | None:
+        """`{doc_id: tf}` of `term`, inflating a posting still in its stored packed form."""
+        docs = postings.get(term)
+        if type(docs) is bytes:
+            ids = self._ids
+            pairs = iter(_unpack(docs))
+            docs = postings[term] = {ids[i]: tf for i, tf in zip(pairs, pairs)}
+        return docs
+
+    @staticmethod
+    def _doc_count(postings: dict[str, Any], term: str) -> int:
+        docs = postings[term]
+        return len(docs) // _PAIR_BYTES if type(docs) is bytes else len(docs)
 
     # -- maintenance ---------------------------------------------------------------------------
 
     def add(
         self, doc_id: str, content: str, scopes: Iterable[str] = (), recency_ts: str = ""
     ) -> None:
-        """Index `content` and `scopes` under `doc_id`, replacing any earlier version of it.
+        """Index `content` and `scopes` under `doc_id` (which must not be indexed already).
 
         `recency_ts` (ISO-8601, compared as a string) breaks score ties, newer first.
         """
-        self.remove(doc_id)
+        if doc_id in self._length:
+            raise ValueError(f"{doc_id} is already indexed: remove it (with its old text) first")
         words = content_terms(content)
         content_tf = Counter(words)
         scope_tf = Counter(t for scope in scopes for t in scope_tokens(scope))
@@ -107,53 +126,54 @@ class SearchIndex:
         for term in content_tf.keys() | scope_tf.keys():
             self._df[term] = self._df.get(term, 0) + 1
         length = len(words) + sum(scope_tf.values())
-        self._docs[doc_id] = _Doc(tuple(content_tf), tuple(scope_tf), len(content_tf))
+        self._set_size[doc_id] = len(content_tf)
         self._length[doc_id] = length
         self._total_length += length
         self._recency[doc_id] = recency_ts
 
-    def remove(self, doc_id: str) -> None:
-        """Drop `doc_id` from the index; unknown ids are ignored."""
-        doc = self._docs.pop(doc_id, None)
-        if doc is None:
+    def remove(self, doc_id: str, content: str, scopes: Iterable[str] = ()) -> None:
+        """Drop `doc_id`, indexed from `content` and `scopes` (the same text `add` was given: the
+        analyzer is deterministic, so it names the same postings); unknown ids are ignored."""
+        if doc_id not in self._length:
             return
-        self._unpost(self._content, doc_id, doc.content_terms)
-        self._unpost(self._scope, doc_id, doc.scope_terms)
-        for term in set(doc.content_terms).union(doc.scope_terms):
+        content_keys = set(content_terms(content))
+        scope_keys = {t for scope in scopes for t in scope_tokens(scope)}
+        self._unpost(self._content, doc_id, content_keys)
+        self._unpost(self._scope, doc_id, scope_keys)
+        for term in content_keys | scope_keys:
             left = self._df[term] - 1
             if left:
                 self._df[term] = left
             else:
                 del self._df[term]
         self._total_length -= self._length.pop(doc_id)
-        del self._recency[doc_id]
+        del self._recency[doc_id], self._set_size[doc_id]
 
     def matching(self, query: str) -> set[str]:
         """Every document holding at least one query term (a search's pre-cap total)."""
         found: set[str] = set()
         for term, _, _ in text.query_terms(query):
             for postings in (self._content, self._scope):
-                found.update(postings.get(term, ()))
+                found.update(self._docs_of(postings, term) or ())
         return found
 
     def set_recency(self, doc_id: str, ts: str) -> None:
         """Update the tie-break timestamp of an indexed document (e.g. after an update)."""
-        if doc_id in self._docs:
+        if doc_id in self._recency:
             self._recency[doc_id] = ts
 
-    @staticmethod
-    def _post(postings: dict[str, dict[str, int]], doc_id: str, tf: Counter[str]) -> None:
+    def _post(self, postings: dict[str, Any], doc_id: str, tf: Counter[str]) -> None:
         for term, count in tf.items():
-            docs = postings.get(term)
+            docs = self._docs_of(postings, term)
             if docs is None:
                 postings[term] = {doc_id: count}
             else:
                 docs[doc_id] = count
 
-    @staticmethod
-    def _unpost(postings: dict[str, dict[str, int]], doc_id: str, terms: tuple[str, ...]) -> None:
+    def _unpost(self, postings: dict[str, Any], doc_id: str, terms: set[str]) -> None:
         for term in terms:
-            docs = postings[term]
+            docs = self._docs_of(postings, term)
+            assert docs is not None, "removal named a term the document was never indexed under"
             del docs[doc_id]
             if not docs:
                 del postings[term]
@@ -163,37 +183,54 @@ class SearchIndex:
     def export_state(self) -> dict[str, Any]:
         """Everything the index holds, as plain lists and dicts (the caller encodes and stores it).
 
-        Postings are flattened to `[doc index, tf, …]` against one `ids` list, so each doc id is
-        stored once, not once per term it holds.
+        Postings are packed as `[doc number, tf, …]` (unsigned 32-bit, native order: the file never
+        leaves this machine) against one `ids` list, so each doc id is stored once, not once per
+        term it holds, and a restored posting costs one bytes object; per-document values are
+        lists in `ids` order.
         """
-        ids = list(self._docs)
+        ids = list(self._length)
         position = {doc_id: i for i, doc_id in enumerate(ids)}
+        old_ids = self._ids
 
-        def flat(postings: dict[str, dict[str, int]]) -> dict[str, list[int]]:
-            return {term: [x for d, tf in docs.items() for x in (position[d], tf)]
-                    for term, docs in postings.items()}
+        def flat(postings: dict[str, Any]) -> dict[str, bytes]:
+            out: dict[str, bytes] = {}
+            for term, docs in postings.items():
+                if type(docs) is bytes:  # still as restored: renumber against the new id list
+                    pairs = _unpack(docs)
+                    pairs[0::2] = array(_PAIR_TYPE, (position[old_ids[x]] for x in pairs[0::2]))
+                    out[term] = pairs.tobytes()
+                else:
+                    out[term] = array(_PAIR_TYPE, [x for d, tf in docs.items() for x in (position[d], tf)]).tobytes()
+            return out
 
-        docs = [[list(self._docs[d].content_terms), list(self._docs[d].scope_terms), self._docs[d].set_size,
-                 self._length[d], self._recency[d]] for d in ids]
-        return {"ids": ids, "content": flat(self._content), "scope": flat(self._scope), "docs": docs}
+        return {"ids": ids, "content": flat(self._content), "scope": flat(self._scope), "df": self._df,
+                "set_size": [self._set_size[d] for d in ids], "length": [self._length[d] for d in ids],
+                "recency": [self._recency[d] for d in ids]}
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> SearchIndex:
         """The index `export_state` described; ValueError/TypeError/KeyError/IndexError if the state
-        is malformed (the caller then rebuilds from the records)."""
+        is malformed (the caller then rebuilds from the records). Postings stay packed until used."""
         index = cls()
         ids = state["ids"]
-        for posting_name, postings in (("content", index._content), ("scope", index._scope)):
-            for term, flat in state[posting_name].items():
-                pairs = iter(flat)
-                postings[term] = {ids[i]: tf for i, tf in zip(pairs, pairs)}
-        for doc_id, (content, scope, set_size, length, recency) in zip(ids, state["docs"], strict=True):
-            index._docs[doc_id] = _Doc(tuple(content), tuple(scope), set_size)
-            index._length[doc_id] = length
-            index._recency[doc_id] = recency
-            index._total_length += length
-            for term in set(content).union(scope):
-                index._df[term] = index._df.get(term, 0) + 1
+        if not (isinstance(ids, list) and all(type(d) is str for d in ids)):
+            raise TypeError("ids is not a list of strings")
+        n = len(ids)
+        for name in ("set_size", "length", "recency"):
+            if not isinstance(state[name], list) or len(state[name]) != n:
+                raise ValueError(f"{name} does not match ids")
+        for name in ("content", "scope", "df"):
+            if not isinstance(state[name], dict):
+                raise TypeError(f"{name} is not a mapping")
+        for name in ("content", "scope"):
+            if not all(type(v) is bytes and len(v) % _PAIR_BYTES == 0 for v in state[name].values()):
+                raise TypeError(f"a {name} posting is not packed pairs")
+        index._ids = ids
+        index._content, index._scope, index._df = state["content"], state["scope"], state["df"]
+        index._set_size = dict(zip(ids, state["set_size"], strict=True))
+        index._length = dict(zip(ids, state["length"], strict=True))
+        index._recency = dict(zip(ids, state["recency"], strict=True))
+        index._total_length = sum(index._length.values())
         return index
 
     # -- BM25 search ---------------------------------------------------------------------------
@@ -292,7 +329,7 @@ class SearchIndex:
         can catch up, so the remaining — common, long — posting lists only update known
         candidates instead of being walked (MaxScore pruning).
         """
-        n_docs = len(self._docs)
+        n_docs = len(self._length)
         avg_length = self._total_length / n_docs or 1.0
         # tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl)), with the constants hoisted.
         c_fixed = BM25_K1 * (1 - BM25_B)
@@ -349,7 +386,7 @@ class SearchIndex:
         return {doc_id: round(value, 2) for doc_id, value in share.items()}
 
     def _coverage(self, rows: list[tuple[str, float, str]], doc_ids: list[str]) -> dict[str, float]:
-        n_docs = max(1, len(self._docs))
+        n_docs = max(1, len(self._length))
         rarest = math.log(1 + (n_docs + 0.5) / 0.5)
         asked = {a: (self._idf(a, n_docs) if a in self._df else rarest) for _, w, a in rows if w == 1.0}
         total = sum(asked.values())
@@ -364,7 +401,8 @@ class SearchIndex:
         return out
 
     def _holds(self, doc_id: str, term: str) -> bool:
-        return doc_id in self._content.get(term, ()) or doc_id in self._scope.get(term, ())
+        content, scope = self._docs_of(self._content, term), self._docs_of(self._scope, term)
+        return (content is not None and doc_id in content) or (scope is not None and doc_id in scope)
 
     def _idf(self, term: str, n_docs: int) -> float:
         """BM25 idf in its non-negative form: ln(1 + (N - df + 0.5) / (df + 0.5))."""
@@ -373,8 +411,8 @@ class SearchIndex:
 
     def _term_tf(self, term: str) -> dict[str, int]:
         """`{doc_id: tf}` for `term` counting content and scopes together."""
-        content = self._content.get(term)
-        scope = self._scope.get(term)
+        content = self._docs_of(self._content, term)
+        scope = self._docs_of(self._scope, term)
         if scope is None:
             return content or {}
         if content is None:
@@ -403,7 +441,7 @@ class SearchIndex:
         if size == 0:
             return []
         postings = self._content
-        present = sorted((t for t in tokens if t in postings), key=lambda t: len(postings[t]))
+        present = sorted((t for t in tokens if t in postings), key=lambda t: self._doc_count(postings, t))
         exact_at = max(threshold, EXACT_SIMILARITY)
         exact_prefix = size - max(1, math.ceil(exact_at * size - 1e-9)) + 1 - (size - len(present))
         capped = size - max(1, math.ceil(threshold * size - 1e-9)) + 1 - (size - len(present))
@@ -413,7 +451,7 @@ class SearchIndex:
         overlap = self._count_overlaps(present, prefix)
         found = []
         for doc_id, shared in overlap.items():
-            jaccard = shared / (size + self._docs[doc_id].set_size - shared)
+            jaccard = shared / (size + self._set_size[doc_id] - shared)
             if jaccard >= threshold - 1e-12:
                 found.append((round(jaccard, SIMILARITY_DIGITS), self._recency[doc_id], doc_id))
         found.sort(reverse=True)
@@ -423,10 +461,10 @@ class SearchIndex:
         """Shared-token counts of every doc holding one of the first `prefix` terms of `present`."""
         overlap: dict[str, int] = {}
         for term in present[:prefix]:
-            for d in self._content[term]:
+            for d in self._docs_of(self._content, term) or ():
                 overlap[d] = overlap.get(d, 0) + 1
         for term in present[prefix:]:
-            docs = self._content[term]
+            docs = self._docs_of(self._content, term) or {}
             # Walk whichever side is smaller: a common term's postings can dwarf the candidates.
             if len(docs) < len(overlap):
                 for d in docs:

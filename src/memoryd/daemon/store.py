@@ -421,11 +421,18 @@ class FileStore:
         self._deletes.clear()
         self._rmdirs.clear()
 
-    def recover_temp_files(self, logged_ids: set[str]) -> dict[str, int]:
+    @property
+    def settled(self) -> bool:
+        """Nothing staged and no rename left to retry: no temp file of ours is on disk."""
+        return not self._staged and not self._unpublished
+
+    def recover_temp_files(self, logged_ids: set[str], deep: bool = True) -> dict[str, int]:
         """Recovery step 1: roll forward temp files whose record id the log names (they were
-        flushed before the log was synced); remove the rest, which no reply ever acknowledged."""
+        flushed before the log was synced); remove the rest, which no reply ever acknowledged.
+        `deep=False` skips the episode folders (tens of thousands of listings at scale): only
+        for a start after a clean stop that left the store `settled`, with nothing run since."""
         counts = {"temp_files_removed": 0, "temp_files_rolled_forward": 0}
-        for tmp in self.root.rglob(f"{TMP_PREFIX}*"):  # rglob does not descend into linked dirs
+        for tmp in self._temp_files(deep):
             if tmp.is_symlink() or not tmp.is_file():
                 continue  # not ours: never read, renamed or deleted
             final_name = tmp.name[len(TMP_PREFIX):].rsplit(".", 1)[0]
@@ -443,3 +450,14 @@ class FileStore:
             self._dirty_dirs.add(tmp.parent)
         counts["temp_files_stuck"] = len(self.stuck)
         return counts
+
+    def _temp_files(self, deep: bool) -> list[Path]:
+        if deep:
+            return list(self.root.rglob(f"{TMP_PREFIX}*"))  # rglob does not descend into linked dirs
+        found = []
+        for sub in ("memories", "tombstones", "episodes", "sessions", "state"):
+            directory = self.root / sub
+            if is_plain_dir(directory):
+                with os.scandir(directory) as listing:
+                    found += [Path(e.path) for e in listing if e.name.startswith(TMP_PREFIX)]
+        return found

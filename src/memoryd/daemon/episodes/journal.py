@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,7 +24,7 @@ from memoryd.daemon import store
 CACHE_VERSION = 1
 
 
-@dataclass
+@dataclass(slots=True)
 class Episode:
     id: str
     session_id: str
@@ -33,7 +34,11 @@ class Episode:
     scopes: tuple[str, ...]
     swarm_id: str | None
     worktree: str | None
-    path: Path
+    file: str  # its path; a `Path` is built on use (80k Path objects cost ~1 s at start)
+
+    @property
+    def path(self) -> Path:
+        return Path(self.file)
 
     @property
     def headline(self) -> str:
@@ -56,6 +61,8 @@ class Journal:
         self.by_session: dict[str, dict[str, Episode]] = {}
         self.bad_files: list[dict[str, str]] = []
         self.session_dirs: list[str] = []  # every `sess-<n>` name under episodes/, links included
+        self.stats: dict[str, tuple[int, int]] = {}  # episode id -> (size, mtime_ns) its file had
+        self.unverified: list[str] = []  # loaded from the cache; not yet checked against the file
 
     def add(self, episode: Episode) -> None:
         self.by_id[episode.id] = episode
@@ -63,6 +70,7 @@ class Journal:
 
     def remove(self, episode_id: str) -> Episode | None:
         episode = self.by_id.pop(episode_id, None)
+        self.stats.pop(episode_id, None)
         if episode is not None:
             self.by_session.get(episode.session_id, {}).pop(episode_id, None)
         return episode
@@ -85,62 +93,96 @@ class Journal:
         assert store.is_session_id(session_id) and store.is_ulid(episode_id)
         return self.dir / session_id / f"{episode_id}.md"
 
-    def load(self) -> None:
+    def load(self, progress: Callable[[str, int, int], None] | None = None) -> None:
         """Index every episode file; untrustworthy files are listed in `bad_files`, not loaded.
 
-        A file whose size and mtime match the index cache (`state/episodes.cache`, written at
-        stop) is taken from it instead of being parsed: 80k frontmatters cost ~5 s to parse.
+        A file the index cache (`state/episodes.cache`, written at stop) lists is taken from it
+        without even a `stat`: 80k frontmatters cost ~5 s to parse and 80k stats most of a
+        second. Whether those files still match the cache (a hand edit while the daemon was
+        stopped) is checked after start, a slice at a time (`verify_some`); other files are
+        parsed now.
         """
         if not store.is_plain_dir(self.dir):
             return
         cached = read_cache(self.cache_path)
-        for folder in sorted(self.dir.iterdir()):
-            if not store.is_session_id(folder.name):
-                continue
+        with os.scandir(self.dir) as listing:
+            folders = sorted((e for e in listing if store.is_session_id(e.name)), key=lambda e: e.name)
+        for number, folder in enumerate(folders, 1):
+            if progress is not None and not number % 256:
+                progress("indexing episodes", len(self.by_id), len(cached))
             self.session_dirs.append(folder.name)
-            if not store.is_plain_dir(folder):
-                self._bad(folder, "a symbolic link or not a directory; not followed")
+            if not folder.is_dir(follow_symlinks=False):
+                self._bad(Path(folder.path), "a symbolic link or not a directory; not followed")
                 continue
-            with os.scandir(folder) as entries:
+            with os.scandir(folder.path) as entries:
                 for entry in entries:
                     if not entry.name.endswith(".md") or entry.name.startswith("."):
                         continue
                     if not entry.is_file(follow_symlinks=False):
                         self._bad(Path(entry.path), "a symbolic link or not a regular file; not followed")
                         continue
-                    self._load_file(folder.name, Path(entry.path), entry.stat(follow_symlinks=False), cached)
+                    self._load_file(folder.name, entry, cached)
 
     def _bad(self, path: Path, reason: str) -> None:
         self.bad_files.append({"path": str(path), "reason": reason})
 
-    def _load_file(self, session_id: str, path: Path, stat: os.stat_result,
-                   cached: dict[str, list[Any]]) -> None:
-        hit = cached.get(f"{session_id}/{path.name}")
-        if hit and hit[0] == stat.st_size and hit[1] == stat.st_mtime_ns:
+    def _load_file(self, session_id: str, entry: os.DirEntry[str], cached: dict[str, list[Any]]) -> None:
+        hit = cached.get(f"{session_id}/{entry.name}")
+        if hit:
             with contextlib.suppress(TypeError, ValueError):
-                self.add(from_cache(hit, session_id, path))
+                episode = from_cache(hit, session_id, entry.path)
+                self.add(episode)
+                self.stats[episode.id] = (hit[0], hit[1])
+                self.unverified.append(episode.id)
                 return
+        self._parse_file(session_id, entry.path, entry.stat(follow_symlinks=False))
+
+    def _parse_file(self, session_id: str, path: str, stat: os.stat_result) -> None:
         try:
-            meta, body = store.parse(store.read_nofollow(path))
+            meta, body = store.parse(store.read_nofollow(Path(path)))
             episode = from_meta(meta, body, session_id, path)
         except (OSError, store.BadRecord, KeyError, TypeError, ValueError) as exc:
-            self._bad(path, str(exc)[:200])
+            self._bad(Path(path), str(exc)[:200])
             return
         self.add(episode)
+        self.stats[episode.id] = (stat.st_size, stat.st_mtime_ns)
+
+    def verify_some(self, budget: int | None) -> int:
+        """Check up to `budget` (None: all) cache-loaded episodes against their files; a file
+        changed since the cache was written is parsed again (or listed as bad). Returns how many
+        remain unchecked."""
+        todo = self.unverified
+        take = len(todo) if budget is None else min(budget, len(todo))
+        for _ in range(take):
+            episode = self.by_id.get(todo.pop())
+            if episode is None:
+                continue  # deleted since start (promoted, pruned)
+            try:
+                st = os.lstat(episode.file)
+            except OSError:
+                continue  # gone: a missing episode is the log's business (reconcile)
+            if (st.st_size, st.st_mtime_ns) != self.stats.get(episode.id):
+                self.remove(episode.id)
+                self._parse_file(episode.session_id, episode.file, st)
+        return len(todo)
 
     @property
     def cache_path(self) -> Path:
         return self.dir.parent / "state" / "episodes.cache"
 
     def save_cache(self) -> None:
-        """Write the index cache (derived data: losing it only costs a slower start)."""
+        """Write the index cache (derived data: losing it only costs a slower start). Stats are
+        those seen at load or taken once for files written since (`stats`), not 80k lstats."""
         rows = []
         for episode in self.by_id.values():
-            try:
-                stat = os.lstat(episode.path)
-            except OSError:
-                continue
-            rows.append([f"{episode.session_id}/{episode.path.name}", stat.st_size, stat.st_mtime_ns,
+            stat = self.stats.get(episode.id)
+            if stat is None:
+                try:
+                    st = os.lstat(episode.file)
+                except OSError:
+                    continue
+                stat = (st.st_size, st.st_mtime_ns)
+            rows.append([f"{episode.session_id}/{episode.id}.md", stat[0], stat[1],
                          episode.id, episode.session_id, episode.created, episode.takeaway,
                          episode.first_line, list(episode.scopes), episode.swarm_id, episode.worktree])
         self.files.write_file(self.cache_path, msgpack.packb({"v": CACHE_VERSION, "rows": rows}))
@@ -159,24 +201,26 @@ def read_cache(path: Path) -> dict[str, list[Any]]:
     return {row[0]: row[1:] for row in rows if isinstance(row, list) and len(row) == 11} if isinstance(rows, list) else {}
 
 
-def from_cache(row: list[Any], session_id: str, path: Path) -> Episode:
+def from_cache(row: list[Any], session_id: str, path: str) -> Episode:
     _size, _mtime, episode_id, owner, created, takeaway, line, scopes, swarm, worktree = row
-    if episode_id != path.stem or owner != session_id or not isinstance(created, str):
+    if not path.endswith(f"/{episode_id}.md") or owner != session_id or not isinstance(created, str):
         raise ValueError("cache row does not describe this file")
+    intern = sys.intern
     return Episode(id=episode_id, session_id=owner, created=created, takeaway=takeaway, first_line=line,
-                   scopes=tuple(scopes), swarm_id=swarm, worktree=worktree, path=path)
+                   scopes=tuple(intern(s) for s in scopes), swarm_id=swarm,
+                   worktree=intern(worktree) if type(worktree) is str else worktree, file=path)
 
 
-def from_meta(meta: dict[str, Any], body: str, session_id: str, path: Path) -> Episode:
+def from_meta(meta: dict[str, Any], body: str, session_id: str, path: str) -> Episode:
     episode_id = meta["id"]
-    if not store.is_ulid(episode_id) or path.stem != episode_id:
+    if not store.is_ulid(episode_id) or not path.endswith(f"/{episode_id}.md"):
         raise ValueError("id does not match the file name")
     created = timestamp_text(meta["created"])
     return Episode(
         id=episode_id, session_id=session_id, created=created,
         takeaway=meta.get("takeaway"), first_line=first_line(body),
         scopes=tuple(meta.get("scopes") or ()), swarm_id=meta.get("swarm_id"),
-        worktree=meta.get("worktree"), path=path,
+        worktree=meta.get("worktree"), file=path,
     )
 
 

@@ -1,15 +1,16 @@
 """A derived cache of parsed memory files (`state/memories.cache`), so a start with 100k memories
-does not re-read and re-parse 100k YAML frontmatters (~25 s → a few seconds, most of the rest
-being the search index rebuild).
+does not re-read and re-parse 100k YAML frontmatters (~25 s).
 
-Import contract: msgpack, memory_records. The cache is only ever a shortcut: an entry is used
-when its file's name, size and mtime still match, anything else is parsed from the file, and an
-unreadable cache is ignored. msgpack rather than pickle: a planted cache must not execute code.
+Import contract: msgpack, memory_records. The cache is only ever a shortcut: an entry is used for
+a file still listed under its name, and the file's size and mtime are compared with the entry
+after start, a slice at a time (`recovery.verify_some`), so a hand edit made while the daemon was
+stopped is still found; an unreadable cache is ignored. msgpack rather than pickle: a planted
+cache must not execute code.
 
-Format: a msgpack stream — a header `{"v": 1}`, then one entry per record file in ascending key
-order, `[key, size, mtime_ns, sha256 of the file, frontmatter mapping, body]` with key
-`m/<file>` (memories) or `t/<file>` (tombstones). The reader streams it alongside the sorted
-directory listing (a merge join), so the whole cache is never held in memory at once.
+Format: msgpack `{"v": 2, "scopes": [...], "origins": [...], "rows": [[key, size, mtime_ns,
+sha256 of the file, *memory fields]]}` with key `m/<file>` (memories) or `t/<file>` (tombstones),
+the fields of `records.ROW_FIELDS`, and scopes and origin as numbers into the two tables, so
+loading is one decode and one constructor call per memory, not a frontmatter check.
 """
 
 from __future__ import annotations
@@ -17,77 +18,39 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import msgpack
 
-from memoryd.daemon.memories.records import Memory, to_meta
+from memoryd.daemon import store
+from memoryd.daemon.memories.records import Memory, RowTables
 
 CACHE_NAME = "memories.cache"
-CACHE_VERSION = 1
-_READ_BUFFER_BYTES = 64 * 1024 * 1024  # the largest single entry the reader accepts
+CACHE_VERSION = 2
 
 
-class CacheReader:
-    """Entries looked up in ascending key order; anything unreadable ends the stream quietly."""
-
-    def __init__(self, path: Path) -> None:
-        self._file: IO[bytes] | None = None
-        self._next: list[Any] | None = None
-        try:
-            # O_NOFOLLOW: a planted symlink is no cache. Held across lookups; close() ends it.
-            self._file = os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb")
-        except OSError:
-            return
-        self._entries = msgpack.Unpacker(self._file, raw=False, max_buffer_size=_READ_BUFFER_BYTES)
-        header = self._read()
-        if isinstance(header, dict) and header.get("v") == CACHE_VERSION:
-            self._advance()
-
-    def _read(self) -> Any:
-        try:
-            return next(self._entries)
-        except (StopIteration, ValueError, msgpack.UnpackException, TypeError):
-            return None
-
-    def _advance(self) -> None:
-        entry = self._read()
-        ok = isinstance(entry, list) and len(entry) == 6 and isinstance(entry[0], str)
-        self._next = entry if ok else None
-
-    def lookup(self, key: str, stat: os.stat_result) -> tuple[dict[str, Any], str, str] | None:
-        """(frontmatter, body, sha) when the cache still describes this file exactly."""
-        while self._next is not None and self._next[0] < key:
-            self._advance()
-        entry = self._next
-        if entry is None or entry[0] != key:
-            return None
-        self._advance()
-        _, size, mtime_ns, sha, meta, body = entry
-        if size != stat.st_size or mtime_ns != stat.st_mtime_ns:
-            return None
-        if not (isinstance(meta, dict) and isinstance(sha, str) and isinstance(body, str)):
-            return None
-        return meta, body, sha
-
-    def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
+def read(path: Path) -> tuple[dict[str, list[Any]], RowTables]:
+    """The cache's rows by key, and the tables their scopes and origins point into; empty when
+    absent, unreadable or of another version."""
+    try:
+        data = msgpack.unpackb(store.read_nofollow(path), raw=False)
+        if not (isinstance(data, dict) and data.get("v") == CACHE_VERSION and isinstance(data.get("rows"), list)):
+            return {}, RowTables()
+        tables = RowTables(data["scopes"], data["origins"])
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, msgpack.UnpackException):
+        return {}, RowTables()
+    rows = {row[0]: row for row in data["rows"] if isinstance(row, list) and len(row) > 4 and isinstance(row[0], str)}
+    return rows, tables
 
 
-def entry_for(key: str, stat: tuple[int, int], memory: Memory, sha: str) -> list[Any]:
-    """A cache entry for a record whose file had `stat` (size, mtime_ns) when it was written or read.
-
-    The stat must be taken then, not when the cache is saved: a hand edit in between would
-    otherwise be cached under the old content and go unnoticed at the next start.
-    """
-    return [key, stat[0], stat[1], sha, to_meta(memory), memory.content]
-
-
-def encode(entries: Iterable[list[Any]]) -> bytes:
-    """The cache file's bytes; `entries` must come in ascending key order."""
-    packer = msgpack.Packer(use_bin_type=True)
-    return packer.pack({"v": CACHE_VERSION}) + b"".join(packer.pack(entry) for entry in entries)  # type: ignore[no-any-return]
+def encode(entries: Iterable[tuple[str, tuple[int, int], Memory, str]]) -> bytes:
+    """The cache file's bytes: one row per (key, (size, mtime_ns) of the file when it was written
+    or read, memory, sha256). The stat must be taken then, not when the cache is saved: a hand
+    edit in between would otherwise be cached under the old content and go unnoticed."""
+    tables = RowTables()
+    rows = [[key, stat[0], stat[1], sha, *tables.to_row(memory)] for key, stat, memory, sha in entries]
+    return msgpack.packb({"v": CACHE_VERSION, "scopes": tables.scopes, "origins": tables.origins, "rows": rows},  # type: ignore[no-any-return]
+                         use_bin_type=True)
 
 
 # -- the search index snapshot (`state/search.index`) ----------------------------------------------
@@ -98,7 +61,7 @@ def encode(entries: Iterable[list[Any]]) -> bytes:
 # index. msgpack, read with O_NOFOLLOW, for the same reasons as the parse cache.
 
 INDEX_NAME = "search.index"
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 _MAX_INDEX_BYTES = 2 * 1024 * 1024 * 1024
 
 

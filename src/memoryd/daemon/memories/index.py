@@ -49,11 +49,29 @@ class LiveIndex:
         if memory.category == HANDOFF:
             self.handoffs[sha256_hex(memory.content.encode())] = memory.id
 
+    def load(self, memories: list[Memory]) -> None:
+        """Index the memories a start read, in ascending id order, into an empty index (the text
+        index is restored or rebuilt whole afterwards). Projects are learned once per distinct
+        (scopes, origin) pair of objects."""
+        assert not self.order, "bulk load into an empty index only"
+        self.order = [m.id for m in memories]
+        learned: set[tuple[int, int]] = set()
+        for memory in memories:
+            self.by_repo.setdefault(memory.repo, set()).add(memory.id)
+            for link in memory.links:
+                self.backlinks.setdefault(link["target_id"], {})[memory.id] = link["type"]
+            key = (id(memory.scopes), id(memory.origin))
+            if key not in learned:
+                learned.add(key)
+                self._learn_projects(memory)
+            if memory.category == HANDOFF:
+                self.handoffs[sha256_hex(memory.content.encode())] = memory.id
+
     def add_text(self, memory: Memory) -> None:
         self.text.add(memory.id, memory.content, memory.scopes, memory.updated)
 
     def remove(self, memory: Memory) -> None:
-        self.text.remove(memory.id)
+        self.text.remove(memory.id, memory.content, memory.scopes)
         self.by_repo.get(memory.repo, set()).discard(memory.id)
         index = bisect.bisect_left(self.order, memory.id)
         if index < len(self.order) and self.order[index] == memory.id:
@@ -97,7 +115,7 @@ class TombIndex:
         self.text.add(memory.id, memory.content, memory.scopes, memory.removed_at or "")
 
     def remove(self, memory: Memory) -> None:
-        self.text.remove(memory.id)
+        self.text.remove(memory.id, memory.content, memory.scopes)
         key = (memory.removed_at or "", memory.id)
         index = bisect.bisect_left(self.order, key)
         if index < len(self.order) and self.order[index] == key:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
+import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -38,9 +39,10 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-@dataclass
+@dataclass(slots=True)
 class Memory:
-    """One durable record, live or tombstoned; `content` is kept in memory (reads need it)."""
+    """One durable record, live or tombstoned; `content` is kept in memory (reads need it).
+    Slotted: 100k of them with a `__dict__` each cost ~100 MB more."""
 
     id: str
     content: str
@@ -62,11 +64,12 @@ class Memory:
     anchor_session_id: str | None = None  # handoffs: the session they close
     removed_at: str | None = None
     removed_reason: str | None = None
+    repo: str | None = field(init=False, default=None, compare=False)
 
     def __post_init__(self) -> None:
         # Read on every search candidate, so computed once rather than per access.
         repo = self.origin.get("repo")
-        self.repo: str | None = repo if isinstance(repo, str) else None
+        self.repo = repo if isinstance(repo, str) else None
 
     @property
     def first_line(self) -> str:
@@ -182,6 +185,61 @@ def from_meta(meta: dict[str, Any], body: str, file_id: str) -> Memory:
         anchor_session_id=_opt_str(meta, "anchor_session_id"),
         removed_at=_opt_str(meta, "removed_at"), removed_reason=_opt_str(meta, "removed_reason"),
     )
+
+
+# Memory fields in their declared order, as the parse cache stores them (memories/cache.py);
+# `scopes` and `origin` are stored as numbers into tables of the distinct values.
+ROW_FIELDS = ("id", "content", "scopes", "category", "confidence", "source", "created", "updated", "session_id",
+              "origin", "last_verified_at", "verified_paths", "verified_commits", "verification_note", "links",
+              "tainted", "taint", "anchor_session_id", "removed_at", "removed_reason")
+
+
+class RowTables:
+    """The distinct scope lists and origins of a cache: 100k memories share a few hundred, so a
+    row stores a number and every memory loaded shares one tuple and one dict (never mutated:
+    records are replaced, not changed in place)."""
+
+    def __init__(self, scopes: list[Any] | None = None, origins: list[Any] | None = None) -> None:
+        intern = sys.intern
+        self.scopes: list[tuple[str, ...]] = [tuple(intern(s) for s in row) for row in scopes or ()]
+        self.origins: list[dict[str, Any]] = [
+            {intern(k): intern(v) if type(v) is str else None for k, v in row.items()} for row in origins or ()]
+        if not all(type(s) is str for row in self.scopes for s in row):
+            raise TypeError("a scope that is not a string")
+        self._scope_ix: dict[tuple[str, ...], int] = {}
+        self._origin_ix: dict[tuple[Any, ...], int] = {}
+
+    def to_row(self, memory: Memory) -> list[Any]:
+        values = [getattr(memory, f) for f in ROW_FIELDS]
+        values[2] = self._number(self._scope_ix, self.scopes, memory.scopes, memory.scopes)
+        values[9] = self._number(self._origin_ix, self.origins, tuple(memory.origin.items()), memory.origin)
+        return values
+
+    @staticmethod
+    def _number(index: dict[Any, int], table: list[Any], key: Any, value: Any) -> int:
+        number = index.get(key)
+        if number is None:
+            number = index[key] = len(table)
+            table.append(value)
+        return number
+
+    def from_row(self, row: list[Any]) -> Memory:
+        """A memory from a cache row written by `to_row` (the file was validated when it was read);
+        TypeError/ValueError/IndexError when the row is not what `to_row` writes."""
+        (memory_id, content, scopes, category, confidence, source, created, updated, session_id, origin,
+         last_verified_at, verified_paths, verified_commits, note, links, tainted, taint, anchor, removed_at,
+         removed_reason) = row
+        if not (type(memory_id) is str and type(content) is str and type(created) is str and type(updated) is str
+                and type(category) is str):
+            raise TypeError("a cache row with a field of the wrong type")
+        intern = sys.intern
+        return Memory(
+            id=memory_id, content=content, scopes=self.scopes[scopes], category=intern(category),
+            confidence=intern(confidence), source=intern(source), created=created, updated=updated,
+            session_id=session_id, origin=self.origins[origin], last_verified_at=last_verified_at,
+            verified_paths=verified_paths, verified_commits=verified_commits, verification_note=note,
+            links=links, tainted=bool(tainted), taint=taint, anchor_session_id=anchor, removed_at=removed_at,
+            removed_reason=removed_reason)
 
 
 # -- the pending snapshot ----------------------------------------------------------------------

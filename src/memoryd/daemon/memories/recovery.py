@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from memoryd.daemon import store, text
+from memoryd.daemon.core import PROGRESS_EVERY
 from memoryd.daemon.memories import cache as memory_cache
 from memoryd.daemon.memories.records import (
     Memory,
+    RowTables,
     decode_pending,
     from_meta,
     sha256_hex,
@@ -31,13 +33,10 @@ _BAD_RECORD = (OSError, store.BadRecord, KeyError, TypeError, ValueError, Unicod
 
 def load(tier: TierState) -> int:
     """Read every memory and tombstone file and the pending snapshot into `tier`; returns how
-    many files had to be parsed (the rest came from the cache)."""
-    cache = memory_cache.CacheReader(tier.cache_path)
+    many files had to be parsed (the rest came from the cache, to be checked by `verify_some`)."""
+    cached = memory_cache.read(tier.cache_path)
     parsed = [0]
-    try:
-        _load_dirs(tier, cache, parsed)
-    finally:
-        cache.close()
+    _load_dirs(tier, cached, parsed)
     tier.index_restored = load_text_indexes(tier)
     if not tier.index_restored:
         parsed[0] += 1  # so the caller saves a fresh snapshot
@@ -46,14 +45,15 @@ def load(tier: TierState) -> int:
     return parsed[0]
 
 
-def _load_dirs(tier: TierState, cache: memory_cache.CacheReader, parsed: list[int]) -> None:
-    # Live files first, then tombstones: the cache's key order (m/… < t/…), for its merge join.
-    for memory, sha, stat in read_dir(tier, tier.live_dir, "m", cache, parsed):
+def _load_dirs(tier: TierState, cached: tuple[dict[str, list[Any]], RowTables], parsed: list[int]) -> None:
+    live = []
+    for memory, sha, stat in read_dir(tier, tier.live_dir, "m", cached, parsed):
         check_against_log(tier, memory, sha)
-        tier.live[memory.id] = memory
         note_file(tier, memory.id, sha, stat)
-        tier.index.add(memory, text=False)
-    for memory, sha, stat in read_dir(tier, tier.tomb_dir, "t", cache, parsed):
+        live.append(memory)
+    tier.live.load(live)
+    tier.index.load(live)
+    for memory, sha, stat in read_dir(tier, tier.tomb_dir, "t", cached, parsed):
         if memory.id in tier.live:
             settle_double(tier, memory, sha, stat)
             continue
@@ -86,53 +86,119 @@ def load_text_indexes(tier: TierState) -> bool:
         except (KeyError, IndexError, TypeError, ValueError):
             pass
     tier.index.text, tier.tomb_index.text = SearchIndex(), SearchIndex()
-    for memory in tier.live.values():
+    for number, memory in enumerate(tier.live.values()):
+        if not number % PROGRESS_EVERY:
+            tier.core.progress("building the search index", number, len(tier.live))
         tier.index.add_text(memory)
     for memory in tier.tombstones.values():
         tier.tomb_index.add_text(memory)
     return False
 
 
-def read_dir(tier: TierState, directory: Path, kind: str, cache: memory_cache.CacheReader,
+def read_dir(tier: TierState, directory: Path, kind: str, cached: tuple[dict[str, list[Any]], RowTables],
              parsed: list[int]) -> Iterator[tuple[Memory, str, tuple[int, int]]]:
     """(memory, sha256 of its file, (size, mtime_ns)) for each good `<ulid>.md` in `directory`
-    (`kind` m or t); the rest go to bad_files."""
+    (`kind` m or t), in id order; the rest go to bad_files. A file the cache lists is taken from
+    it unread and unstatted (`tier.unverified` remembers to compare it with the file later)."""
     if not store.is_plain_dir(directory):
         return
     with os.scandir(directory) as listing:
         entries = sorted((e for e in listing if not e.name.startswith(store.TMP_PREFIX)), key=lambda e: e.name)
-    for entry in entries:
-        path = directory / entry.name
+    progress, phase = tier.core.progress, f"loading {'memories' if kind == 'm' else 'tombstones'}"
+    for number, entry in enumerate(entries):
+        if not number % PROGRESS_EVERY:
+            progress(phase, number, len(entries))
         try:
             if not entry.is_file(follow_symlinks=False):  # a link is never read (nor its target served)
-                raise store.LinkRefused(path)
-            # stat before the read: an edit in between makes the cache miss, not lie
-            stat = entry.stat(follow_symlinks=False)
-            memory, sha = _read_record(entry, kind, cache, parsed, stat)
+                raise store.LinkRefused(directory / entry.name)
+            if not entry.name.endswith(".md"):
+                raise ValueError("not a <ulid>.md record file")
+            found = _from_cache(cached[0].get(f"{kind}/{entry.name}"), cached[1], entry.name[:-3], kind)
+            if found is not None:
+                tier.unverified.append(found[0].id)
+                yield found
+                continue
+            # stat before the read: an edit in between makes the next start's check miss, not lie
+            st = entry.stat(follow_symlinks=False)
+            memory, sha = read_record(Path(entry.path), kind)
+            parsed[0] += 1
         except _BAD_RECORD as exc:
-            tier.bad_files.append({"path": str(path), "reason": str(exc)[:200]})
+            tier.bad_files.append({"path": str(directory / entry.name), "reason": str(exc)[:200]})
             continue
-        yield memory, sha, (stat.st_size, stat.st_mtime_ns)
+        yield memory, sha, (st.st_size, st.st_mtime_ns)
 
 
-def _read_record(entry: os.DirEntry[str], kind: str, cache: memory_cache.CacheReader,
-                 parsed: list[int], stat: os.stat_result) -> tuple[Memory, str]:
-    name = entry.name
-    if not name.endswith(".md"):
-        raise ValueError("not a <ulid>.md record file")
-    hit = cache.lookup(f"{kind}/{name}", stat)
-    if hit is not None:
-        meta, body, sha = hit
-    else:
-        data = store.read_nofollow(Path(entry.path))
-        (meta, body), sha = store.parse(data), sha256_hex(data)
-        parsed[0] += 1
-    memory = from_meta(meta, body, name[:-3])
+def _from_cache(row: list[Any] | None, tables: RowTables, file_id: str,
+                kind: str) -> tuple[Memory, str, tuple[int, int]] | None:
+    if row is None:
+        return None
+    try:
+        memory = tables.from_row(row[4:])
+        size, mtime_ns, sha = row[1], row[2], row[3]
+        if memory.id != file_id or type(size) is not int or type(mtime_ns) is not int or type(sha) is not str:
+            return None
+    except (TypeError, ValueError, IndexError):
+        return None
+    if (kind == "t") != (memory.removed_at is not None):
+        return None
+    return memory, sha, (size, mtime_ns)
+
+
+def read_record(path: Path, kind: str) -> tuple[Memory, str]:
+    """Parse one record file: (memory, sha256 of the file); a bad one raises one of _BAD_RECORD."""
+    data = store.read_nofollow(path)
+    (meta, body), sha = store.parse(data), sha256_hex(data)
+    memory = from_meta(meta, body, path.name[:-3])
     if kind == "t" and memory.removed_at is None:
         raise ValueError("a tombstone without removed_at")
     if kind == "m" and memory.removed_at is not None:  # a hand-moved tombstone is live here
         memory = replace(memory, removed_at=None, removed_reason=None)
     return memory, sha
+
+
+def verify_some(tier: TierState, budget: int | None) -> int:
+    """Compare up to `budget` (None: all) cache-loaded records with their files. A file whose
+    size or mtime differs from the cache's is read again: a changed sha means a hand edit while
+    the daemon was stopped, handled as recovery would have (the edited file is what gets
+    served, `hand_edited` lists it), and an unreadable one becomes a bad file. Records the
+    daemon wrote since start are skipped (their stat was dropped at the write). Returns how
+    many remain unchecked."""
+    todo = tier.unverified
+    take = len(todo) if budget is None else min(budget, len(todo))
+    for _ in range(take):
+        memory_id = todo.pop()
+        expected = tier.file_stat.get(memory_id)
+        memory, kind = (tier.live.get(memory_id), "m") if memory_id in tier.live else (
+            tier.tombstones.get(memory_id), "t")
+        if expected is None or memory is None:
+            continue
+        path = tier.live_path(memory_id) if kind == "m" else tier.tomb_path(memory_id)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue  # gone since start: the next start reports it missing
+        if (st.st_size, st.st_mtime_ns) != expected:
+            _recheck(tier, memory, path, kind, (st.st_size, st.st_mtime_ns))
+    return len(todo)
+
+
+def _recheck(tier: TierState, old: Memory, path: Path, kind: str, stat: tuple[int, int]) -> None:
+    index, records = (tier.index, tier.live) if kind == "m" else (tier.tomb_index, tier.tombstones)
+    try:
+        memory, sha = read_record(path, kind)
+    except _BAD_RECORD as exc:
+        index.remove(old)
+        del records[old.id]
+        tier.bad_files.append({"path": str(path), "reason": str(exc)[:200]})
+        tier.cache_stale = True
+        return
+    if sha != tier.sha_on_disk(old.id):
+        index.remove(old)
+        records[memory.id] = memory
+        index.add(memory)
+        check_against_log(tier, memory, sha)
+        tier.cache_stale = True
+    note_file(tier, memory.id, sha, stat)
 
 
 def note_file(tier: TierState, memory_id: str, sha: str, stat: tuple[int, int]) -> None:
@@ -158,12 +224,12 @@ def check_against_log(tier: TierState, memory: Memory, sha: str) -> None:
 
 def save_cache(tier: TierState) -> None:
     """Write the parse cache for every record file on disk now (staged; durable at the sync)."""
-    def entries() -> Iterator[list[Any]]:
+    def entries() -> Iterator[tuple[str, tuple[int, int], Memory, str]]:
         for kind, records in (("m", tier.live), ("t", tier.tombstones)):
             for memory_id in sorted(records):
                 sha, stat = tier.sha_on_disk(memory_id), tier.file_stat.get(memory_id)
                 if sha is not None and stat is not None:
-                    yield memory_cache.entry_for(f"{kind}/{memory_id}.md", stat, records[memory_id], sha)
+                    yield f"{kind}/{memory_id}.md", stat, records[memory_id], sha
     tier.core.files.write_file(tier.cache_path, memory_cache.encode(entries()))
     snapshot = memory_cache.encode_index(index_header(tier), tier.index.text.export_state(),
                                          tier.tomb_index.text.export_state())

@@ -91,6 +91,7 @@ def _curation(core: Core) -> dict[str, Any]:
 
 def memory_health(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     core, tier = call.core, tier_of(call.core)
+    core.verify_files(None)  # what a start took from the caches, checked now: the report is exact
     missing = sorted(set(tier.missing) | set(getattr(core, "missing_episodes", [])))
     return {
         "memories": len(tier.live),

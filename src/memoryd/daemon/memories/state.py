@@ -37,6 +37,7 @@ class TierState:
         self.file_stat: dict[str, tuple[int, int]] = {}  # memory id -> (size, mtime_ns) when written
         self._unstatted: set[str] = set()           # written this pass: stat them once renamed
         self.cache_stale = False                    # a record file changed since the cache was written
+        self.unverified: list[str] = []             # loaded from the cache, file not yet compared
         self.loaded = False                         # replay is over: events now are live ones
         self.live: LiveMemories = LiveMemories(self.project_of)
         self.tombstones: dict[str, Memory] = {}

@@ -46,6 +46,25 @@ class LiveMemories(dict[str, Memory]):
             return default[0]
         raise KeyError(key)
 
+    def load(self, memories: list[Memory]) -> None:
+        """Insert the memories a start read (none present yet), counting in one pass: the project
+        of each distinct (scopes, origin) pair of objects is worked out once (a start's memories
+        share those objects, see records.RowTables)."""
+        dict.update(self, ((m.id, m) for m in memories))
+        projects: dict[tuple[int, int], str | None] = {}
+        pairs: Counter[tuple[str, str]] = Counter()
+        for memory in memories:
+            key = (id(memory.scopes), id(memory.origin))
+            project = projects[key] if key in projects else projects.setdefault(key, self.project_of(memory))
+            pairs[(project or "(none)", memory.category)] += 1
+            if memory.category == "handoff":
+                self.handoffs.setdefault(project, set()).add(memory.id)
+        for (project_name, category), count in pairs.items():
+            self.by_project_category[(project_name, category)] += count
+            self.by_project[project_name] += count
+            self.by_category[category] += count
+        self._order.extend(m.id for m in memories)
+
     def _count(self, memory: Memory) -> None:
         project = self.project_of(memory)
         self.by_category[memory.category] += 1

@@ -9,6 +9,8 @@ The tier changes state only through the methods below; the tool handlers record 
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -270,6 +272,29 @@ class MemoryTier(TierState):
         else:
             self.episodes_pruned += len(event.get("episode_ids") or ())
 
+    # -- the checkpoint (daemon/checkpoint.py): the log-derived fields above, saved and restored --
+
+    def log_state(self) -> dict[str, Any]:
+        return {"logged_sha": self.logged_sha, "logged_state": self.logged_state,
+                "retrievals": dict(self.retrievals), "pending_seq": self.pending_seq,
+                "pending_logged": sorted(self.pending_logged), "pending_resolved": sorted(self.pending_resolved),
+                "pending_expired_total": self.pending_expired_total, "reaper_last_run": self.reaper_last_run,
+                "episodes_pruned": self.episodes_pruned, "expired": self.expired}
+
+    def restore_log_state(self, data: dict[str, Any]) -> Callable[[], None]:
+        """Decode everything first (a bad value raises before anything changes); the returned
+        function assigns it."""
+        states = {"live": "live", "tomb": "tomb"}  # one shared string each, not 100k copies
+        fields = {"logged_sha": {str(k): str(v) for k, v in data["logged_sha"].items()},
+                  "logged_state": {str(k): states[v] for k, v in data["logged_state"].items()},
+                  "retrievals": Counter({str(k): int(v) for k, v in data["retrievals"].items()}),
+                  "pending_seq": int(data["pending_seq"]), "pending_logged": set(data["pending_logged"]),
+                  "pending_resolved": set(data["pending_resolved"]),
+                  "pending_expired_total": int(data["pending_expired_total"]),
+                  "reaper_last_run": data["reaper_last_run"], "episodes_pruned": int(data["episodes_pruned"]),
+                  "expired": dict(data["expired"])}
+        return lambda: self.__dict__.update(fields)
+
     # -- start-up (memory_recovery): load files, then reconcile them with the log -----------------
 
     def load(self) -> None:
@@ -282,6 +307,10 @@ class MemoryTier(TierState):
 
     def reconcile(self) -> dict[str, Any]:
         return memory_recovery.reconcile(self)
+
+    def verify_some(self, budget: int | None) -> int:
+        """Compare cache-loaded records with their files after start (see recovery.verify_some)."""
+        return memory_recovery.verify_some(self, budget)
 
 
 def _pending_n(pending_id: str) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,13 @@ class SessionRecords:
     def apply(self, event: dict[str, Any]) -> None:
         if event["kind"] == "session_end" and event.get("summary_sha"):
             self.logged[event["session"]] = event["summary_sha"]
+
+    def log_state(self) -> dict[str, Any]:
+        return {"logged": self.logged}
+
+    def restore_log_state(self, data: dict[str, Any]) -> Callable[[], None]:
+        logged = {str(k): str(v) for k, v in data["logged"].items()}
+        return lambda: setattr(self, "logged", logged)
 
     def load(self) -> None:
         directory = self.core.root / DIR

@@ -1,0 +1,115 @@
+"""The checkpoint: the state the event log implies, saved with the log position it holds for, so
+a start replays only the events appended after it (docs/storage.md, 'Checkpoint').
+
+Written at a clean stop; read at start before replay. msgpack of plain values only (never
+pickle: a planted file must not be able to run code). It is used only when everything it rests
+on still holds — this format, the same set of core extensions, and a log untouched up to its
+position (`EventLog.resume_point`) — and only after it decoded whole; anything else means a
+full replay, which is always correct. What the files say (records, caches) is not in it: those
+are loaded after replay as before.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections import OrderedDict
+from typing import Any
+
+import msgpack
+
+from memoryd.daemon import store
+from memoryd.daemon.connections import Session, SessionTable
+from memoryd.daemon.core import Core
+from memoryd.daemon.eventlog import Resume
+
+log = logging.getLogger("memoryd.daemon")
+
+FORMAT = 1
+NAME = "checkpoint"
+# Session fields the log defines, in this order; the rest of a Session is runtime state.
+_SESSION_FIELDS = ("id", "worktree", "repo", "project", "client", "started_at", "last_active", "calls",
+                   "handoff_calls", "episodes_written", "episodes_promoted", "ended", "ended_at", "summary",
+                   "handoff_id")
+_SET_FIELDS = frozenset({"episodes_written", "episodes_promoted"})
+_BAD = (KeyError, TypeError, ValueError, IndexError, AttributeError, msgpack.UnpackException)
+
+
+def save(core: Core) -> None:
+    """Stage the checkpoint for the log as it ends now (call right after a sync, with nothing
+    appended since); durable at the next sync. Not when a rename is still pending (a temp file
+    of ours stays on disk): a start from a checkpoint skips the deep search for temp files."""
+    if not core.files.settled or not all(hasattr(ext, "log_state") for ext in core.extensions):
+        return  # (an extension that cannot save its state: every start replays the whole log)
+    state = {"v": FORMAT, "log": core.log.position(), "core": _core_state(core),
+             "extensions": {type(ext).__name__: ext.log_state() for ext in core.extensions}}
+    core.files.write_file(core.root / "state" / NAME, msgpack.packb(state, use_bin_type=True))
+
+
+def restore(core: Core) -> Resume | None:
+    """Fill `core` (and its extensions) from the checkpoint and return where replay resumes, or
+    None — leaving `core` untouched — when there is no checkpoint or it cannot be trusted."""
+    try:
+        state = msgpack.unpackb(store.read_nofollow(core.root / "state" / NAME), raw=False,
+                                strict_map_key=False)
+    except FileNotFoundError:
+        return None
+    except (OSError, *_BAD) as exc:
+        log.warning("the checkpoint is unreadable (%s); replaying the whole log", exc)
+        return None
+    names = {type(ext).__name__: ext for ext in core.extensions}
+    if not isinstance(state, dict) or state.get("v") != FORMAT or set(state.get("extensions") or ()) != set(names):
+        log.info("the checkpoint is from another version; replaying the whole log")
+        return None
+    resume = core.log.resume_point(state.get("log") or {})
+    if resume is None:
+        log.info("the event log changed since the checkpoint; replaying the whole log")
+        return None
+    try:
+        fields = _decode_core(state["core"])
+        apply_extensions = [names[name].restore_log_state(data) for name, data in state["extensions"].items()]
+    except _BAD as exc:
+        log.warning("the checkpoint does not decode (%s: %s); replaying the whole log", type(exc).__name__, exc)
+        return None
+    core.__dict__.update(fields)
+    for finish in apply_extensions:
+        finish()
+    return resume
+
+
+def _core_state(core: Core) -> dict[str, Any]:
+    table = core.sessions
+    return {
+        "sessions": [[sorted(v) if f in _SET_FIELDS else v for f in _SESSION_FIELDS
+                      for v in (getattr(s, f),)] for s in table.sessions.values()],
+        "by_worktree": [[worktree, list(ids)] for worktree, ids in table.by_worktree.items()],
+        "open_ids": list(table.open_ids), "last_n": table.last_n,
+        "logged_episodes": sorted(core.logged_episodes), "removed_episodes": sorted(core.removed_episodes),
+        "last_run_ids": sorted(core.last_run_ids),
+        "applied_reqs": [[req, event] for req, event in core.applied_reqs.items()],
+    }
+
+
+def _decode_core(data: dict[str, Any]) -> dict[str, Any]:
+    """The core's log-derived attributes, built whole before any is assigned."""
+    intern = sys.intern
+    sessions: dict[str, Session] = {}
+    for row in data["sessions"]:
+        values = dict(zip(_SESSION_FIELDS, row, strict=True))
+        for name in _SET_FIELDS:
+            values[name] = set(values[name])
+        session = Session(**values)
+        sessions[session.id] = session
+    table = SessionTable()
+    table.sessions = sessions
+    table.by_worktree = {wt: OrderedDict.fromkeys(ids) for wt, ids in data["by_worktree"]}
+    table.open_ids = dict.fromkeys(data["open_ids"])
+    table.last_n = int(data["last_n"])
+    if not all(sid in sessions for ids in table.by_worktree.values() for sid in ids):
+        raise ValueError("a worktree lists a session the checkpoint does not hold")
+    reqs: OrderedDict[str, dict[str, Any]] = OrderedDict(
+        (req, {k: intern(v) if type(v) is str else v for k, v in event.items()}) for req, event in data["applied_reqs"])
+    return {"sessions": table, "logged_episodes": set(data["logged_episodes"]),
+            "removed_episodes": set(data["removed_episodes"]), "last_run_ids": set(data["last_run_ids"]),
+            "applied_reqs": reqs}
+

@@ -1,0 +1,180 @@
+"""The start-up checkpoint (docs/storage.md, 'Checkpoint'): a start that restores it and replays
+nothing ends in exactly the state a full replay of the log builds, and anything that makes it
+untrustworthy — a log changed since, a crash, a damaged or foreign file — means a full replay.
+
+A real daemon makes the store (sessions, episodes, committed, pending, removed and restored
+memories, searches, a finished session); the comparison opens copies of it in-process, so both
+sides read the very same bytes.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+from pathlib import Path
+from typing import Any
+
+import anyio
+from harness import Env, call
+
+from memoryd.config import Config
+from memoryd.daemon import checkpoint, lifecycle
+from memoryd.daemon.core import Core
+
+WT = {"MEMORYD_WORKTREE": "/repo/ckpt"}
+
+
+def _populate(env: Env) -> None:
+    async def work() -> None:
+        async with env.session(**WT) as s:
+            first = await call(s, "memory_write", content="The deploy script lives in ops/deploy.sh.",
+                               scopes=["projects:ckpt"])
+            second = await call(s, "memory_write", content="Staging runs on port 8443 behind nginx.",
+                                scopes=["projects:ckpt"])
+            await call(s, "memory_write", content="The user seems to prefer short commit messages.",
+                       category="user-inference", scopes=["user:prefs"])
+            await call(s, "memory_remove", id=second["id"], reason="moved to 9443")
+            await call(s, "memory_restore", id=second["id"])
+            await call(s, "memory_search", query="deploy script")
+            await call(s, "memory_show", id=first["id"])
+            for i in range(3):
+                await call(s, "episode_write", body=f"step {i} of the migration", takeaway=f"step {i}")
+            await call(s, "memory_session_finish", session_id=(await call(s, "memory_session_start"))["session_id"],
+                       handoff="Next: finish the migration of ops/deploy.sh to the new runner.")
+        async with env.session(MEMORYD_WORKTREE="/repo/other") as s:
+            await call(s, "episode_write", body="another worktree", takeaway="elsewhere")
+            await call(s, "episode_handoff")
+
+    anyio.run(work)
+
+
+def _opened(home: Path, copy_to: Path, use_checkpoint: bool) -> tuple[Core, Any]:
+    shutil.copytree(home, copy_to, symlinks=True)
+    core = Core(copy_to, Config())
+    lifecycle._attach_tiers(core)
+    resume = checkpoint.restore(core) if use_checkpoint else None
+    core.open(resume)
+    core.log.close()
+    return core, resume
+
+
+def _state(core: Core) -> dict[str, Any]:
+    return {"core": checkpoint._core_state(core),
+            "extensions": {type(e).__name__: e.log_state() for e in core.extensions},
+            "log": (core.log.seq, core.log.last_hash, core.log.first_ts, core.log.quarantined),
+            "memories": sorted(core.memories.live), "tombstones": sorted(core.memories.tombstones),
+            "pending": sorted(core.memories.pending), "episodes": sorted(core.journal.by_id)}
+
+
+def _without_start_events(state: dict[str, Any]) -> dict[str, Any]:
+    """Both opens append their own daemon_start/recovery: compare what came before them."""
+    return {k: v for k, v in state.items() if k != "log"}
+
+
+def test_a_start_from_the_checkpoint_equals_a_full_replay(env: Env, tmp_path: Path) -> None:
+    env.start_daemon()
+    _populate(env)
+    assert env.memoryd("stop").returncode == 0
+    assert (env.home / "state" / checkpoint.NAME).exists()
+
+    restored, resume = _opened(env.home, tmp_path / "a", use_checkpoint=True)
+    replayed, _ = _opened(env.home, tmp_path / "b", use_checkpoint=False)
+    assert resume is not None and resume.seq == replayed.log.seq - 2  # all but the two start events
+    assert _without_start_events(_state(restored)) == _without_start_events(_state(replayed))
+    assert restored.log.seq == replayed.log.seq and restored.log.last_hash != ""
+    recovery = [e for e in env.events() if e["kind"] == "recovery"]
+    assert recovery and recovery[-1]["replayed_from_seq"] == 0  # the daemon's own first start
+
+
+def test_a_real_restart_resumes_from_the_checkpoint_and_keeps_every_answer(env: Env) -> None:
+    env.start_daemon()
+    _populate(env)
+
+    async def answers() -> tuple[Any, ...]:
+        async with env.session(**WT) as s:
+            search = await call(s, "memory_search", query="deploy script")
+            handoff = await call(s, "episode_handoff")
+            digest = await call(s, "memory_digest")
+            return ([h["id"] for h in search["results"]], handoff.get("prior_session", {}).get("id"),
+                    [h["id"] for h in digest.get("handoffs", [])])
+
+    before = anyio.run(answers)
+    assert env.memoryd("stop").returncode == 0
+    env.start_daemon()
+    recovery = [e for e in env.events() if e["kind"] == "recovery"][-1]
+    assert recovery["replayed_from_seq"] > 0
+    assert anyio.run(answers)[0] == before[0]
+    assert anyio.run(answers)[2] == before[2]
+
+
+def test_a_changed_log_a_crash_or_a_bad_checkpoint_means_a_full_replay(env: Env, tmp_path: Path) -> None:
+    env.start_daemon()
+    _populate(env)
+    assert env.memoryd("stop").returncode == 0
+    saved = (env.home / "state" / checkpoint.NAME).read_bytes()
+
+    # The log changed since the checkpoint (a later run that crashed): not trusted.
+    env.start_daemon()
+    env.kill_daemon(signal.SIGKILL)
+    _, resume = _opened(env.home, tmp_path / "crashed", use_checkpoint=True)
+    assert resume is None
+
+    # Garbage, or a checkpoint of another format: ignored, never fatal.
+    for content in (b"\x93not msgpack", b"\x81\xa1v\x63"):
+        (env.home / "state" / checkpoint.NAME).write_bytes(content)
+        _, resume = _opened(env.home, tmp_path / f"bad{len(content)}", use_checkpoint=True)
+        assert resume is None
+    (env.home / "state" / checkpoint.NAME).write_bytes(saved)
+
+    env.start_daemon()  # after the crash: a full replay, and serving as before
+    recovery = [e for e in env.events() if e["kind"] == "recovery"][-1]
+    assert recovery["replayed_from_seq"] == 0
+
+    async def found() -> list[str]:
+        async with env.session(**WT) as s:
+            return [h["content"] for h in (await call(s, "memory_search", query="deploy script"))["results"]]
+
+    assert any("ops/deploy.sh" in c for c in anyio.run(found))
+
+
+
+def test_reindex_rebuilds_every_derived_file_and_refuses_while_the_daemon_runs(env: Env) -> None:
+    env.start_daemon()
+    _populate(env)
+    running = env.memoryd("reindex")
+    assert running.returncode == 1 and "stop it first" in running.stderr
+    assert env.memoryd("stop").returncode == 0
+    state = env.home / "state"
+    pending_before = (state / "pending.json").read_bytes()
+    for name in ("memories.cache", "search.index", "episodes.cache", checkpoint.NAME):
+        (state / name).write_bytes(b"\x93stale garbage")
+
+    done = env.memoryd("reindex")
+    assert done.returncode == 0, done.stderr
+    assert "building the search index" in done.stderr and "reindexed 3 memories" in done.stdout  # two facts and the handoff
+    assert (state / "pending.json").read_bytes() == pending_before  # not derived: kept as it was
+    env.start_daemon()  # from the fresh checkpoint and caches: nothing replayed, nothing parsed
+    recovery = [e for e in env.events() if e["kind"] == "recovery"][-1]
+    assert recovery["replayed_from_seq"] > 0 and recovery["search_index_restored"] == 1
+
+    async def found() -> list[str]:
+        async with env.session(**WT) as s:
+            return [h["content"] for h in (await call(s, "memory_search", query="deploy script"))["results"]]
+
+    assert any("ops/deploy.sh" in c for c in anyio.run(found))
+
+
+def test_status_shows_a_start_in_progress(env: Env) -> None:
+    import json
+    import subprocess
+
+    sleeper = subprocess.Popen(["sleep", "30"])
+    env.procs.append(sleeper)
+    env.runtime.mkdir(parents=True, exist_ok=True)
+    (env.runtime / "memoryd.starting").write_text(json.dumps(
+        {"pid": sleeper.pid, "phase": "loading memories", "done": 40000, "total": 100000, "seconds": 2.5}))
+    shown = env.memoryd("status")
+    assert shown.returncode == 0 and "starting" in shown.stdout and "loading memories 40,000/100,000" in shown.stdout
+    sleeper.kill()
+    sleeper.wait()
+    assert env.memoryd("status").returncode == 1  # a dead pid's progress is not a start
