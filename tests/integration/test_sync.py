@@ -457,3 +457,19 @@ def test_a_rewritten_remote_history_is_merged_record_by_record(pair: tuple[Env, 
     tree = subprocess.run(["git", "ls-tree", "-r", "--name-only", "main"], cwd=remote, capture_output=True,
                           text=True, check=True).stdout.split()
     assert {f"memories/{i}.md" for i in [*kept, IDS[9]]} <= set(tree)  # nothing dropped from the remote
+
+
+def test_moving_to_a_new_remote_sends_every_record_there(pair: tuple[Env, Env], remote: Path) -> None:
+    import shutil
+
+    a, b = pair
+    set_up(remote, a)
+    memory_id = write(a, FACT)
+    assert synced(a)["pushed"] == 1
+    fresh = remote.parent / "fresh.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(fresh)], check=True)
+    shutil.rmtree(a.home / "sync" / "repo")  # start over with another remote, as the error says
+    assert sync(a, "init", str(fresh)).returncode == 0
+    assert synced(a)["pushed"] == 1
+    set_up(fresh, b)
+    assert synced(b)["pulled"] == 1 and hits(b, "staging postgres port") == [memory_id]

@@ -99,6 +99,10 @@ def result_lines(last: dict[str, Any]) -> list[str]:
         lines.append(f"  {last['conflicts']} kept version(s) wait to be settled: memoryd sync status")
     for row in last.get("quarantined") or []:
         lines.append(f"  quarantined {visible(row['path'])}: {row['reason']}")
+    for name in ("conflicts_decided", "quarantined"):
+        total, shown = last.get(f"{name}_total", last.get(f"{name}_new", 0)), len(last.get(name) or [])
+        if total > shown:
+            lines.append(f"  … {total - shown} more {name.replace('_', ' ')} (memoryd sync --json, or the event log)")
     if last.get("kept_local"):
         lines.append(f"  {last['kept_local']} record(s) hold a credential and stay on this machine")
     return lines

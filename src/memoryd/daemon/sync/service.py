@@ -50,6 +50,7 @@ POLL_S = 0.05           # how often the loop looks for a finished job while one 
 MAX_RETRY_S = 3600.0
 MAX_ROWS = 20
 MAX_REMOTE_CHARS = 4096
+EVENT_IDS = 100  # ids a `sync` event lists (with the total): a log line stays small
 # One worker per store, outliving `Core.reload` (which rebuilds the state, not the thread).
 _WORKERS: dict[Path, Worker] = {}
 
@@ -112,6 +113,12 @@ class SyncState:
             tier.logged_state[memory_id] = event["state"]
         if memory_id and event.get("device"):
             self.synced_from[memory_id] = event["device"]
+
+    def _on_init(self, event: dict[str, Any]) -> None:
+        """A new clone (maybe of another remote): nothing is agreed with it yet, so the next sync
+        offers every record, and the merge rule meets whatever the remote already holds."""
+        self.agreed.clear()
+        self.resolved.clear()
 
     def _on_local_change(self, event: dict[str, Any]) -> None:
         """A version written here (update, remove, …) is no longer the one a device sent."""
@@ -258,9 +265,12 @@ def _finish_safely(state: SyncState, result: Result) -> None:
         finish(state, result)
     except (StorageError, OSError):
         raise  # the timed pass undoes and retries it after a back-off
-    except Exception:
+    except Exception as exc:
         log.exception("sync: could not admit job %d; undone", result.number)
-        state.core.abort()
+        core = state.core
+        core.abort()  # rebuilds the state, with a fresh SyncState: tell the waiting CLI through it
+        state_of(core).last = {**result.summary(), "status": "error", "finished_at": core.now(),
+                               "error": {"kind": "internal_error", "message": f"not admitted: {exc!r}"[:300]}}
 
 
 def next_due_in(core: Core, now: float) -> float:
@@ -291,10 +301,14 @@ def finish(state: SyncState, result: Result) -> None:
         state.conflicts = result.conflicts
         state.quarantined_total = result.quarantined_total
     summary = {**result.summary(), "pulled": pulled, "deferred": result.deferred, "finished_at": core.now()}
-    core.record("sync", None, job=result.number, status=result.status,
+    if result.status == "ok" and result.kind == "init" and result.device:  # a fresh clone was made
+        core.record("sync_init", None, device=result.device, head=result.head)
+    core.record("sync", None, job=result.number, job_kind=result.kind, status=result.status,
                 error=(result.error or {}).get("kind"), pushed=len(result.pushed), pulled=pulled,
-                deferred=result.deferred, conflicts=[d["id"] for d in result.decided] or None,
-                quarantined=[q["blob"] for q in result.quarantined] or None, head=result.head)
+                deferred=result.deferred, conflicts=[d["id"] for d in result.decided[:EVENT_IDS]] or None,
+                conflicts_total=len(result.decided) or None,
+                quarantined=[q["blob"] for q in result.quarantined[:EVENT_IDS]] or None,
+                quarantined_total=len(result.quarantined) or None, head=result.head)
     state.last = summary
     try:
         state.layout.write_json(state.layout.last, summary)
@@ -469,6 +483,7 @@ _APPLIERS = {
     "sync_push": SyncState._agree,
     "sync_pull": SyncState._on_pull,
     "sync_resolve": SyncState._on_resolve,
+    "sync_init": SyncState._on_init,
     **dict.fromkeys(("update", "verify", "restore", "remove"), SyncState._on_local_change),
 }
 

@@ -46,6 +46,7 @@ FOLDER_OF = {LIVE: "memories", TOMB: "tombstones"}
 TOP_FOLDERS = ("memories", "tombstones", "conflicts")
 EMPTY = "0" * 40
 BLOB_CHUNK = 2000
+SUMMARY_ROWS = 100  # rows of each list a job's summary keeps (the totals are always there)
 
 
 @dataclass
@@ -93,13 +94,16 @@ class Result:
     rewritten: bool = False                     # the remote's history no longer holds what it held
     head: str | None = None
     remote: str | None = None
+    device: str | None = None
 
     def summary(self) -> dict[str, Any]:
-        """What the CLI prints and the status keeps (ids and counts, no content)."""
+        """What the CLI prints and the status keeps (ids and counts, no content; lists capped)."""
         return {"job": self.number, "kind": self.kind, "status": self.status, "error": self.error,
                 "pushed": len(self.pushed), "pulled": len(self.incoming),
-                "conflicts_decided": self.decided, "conflicts": sum(len(v) for v in self.conflicts.values()),
-                "quarantined": [{k: q[k] for k in ("path", "reason", "blob")} for q in self.quarantined],
+                "conflicts_decided": self.decided[:SUMMARY_ROWS], "conflicts_decided_total": len(self.decided),
+                "conflicts": sum(len(v) for v in self.conflicts.values()),
+                "quarantined": [{k: q[k] for k in ("path", "reason", "blob")} for q in self.quarantined[:SUMMARY_ROWS]],
+                "quarantined_new": len(self.quarantined),
                 "quarantined_total": self.quarantined_total, "kept_local": self.kept_local,
                 "deferred": self.deferred, "attempts": self.attempts, "repaired": self.repaired,
                 "rewritten": self.rewritten,
@@ -130,6 +134,14 @@ class Layout:
 
     def is_set_up(self) -> bool:
         return bool(self.read_config().get("remote")) and store.is_plain_dir(self.repo / ".git")
+
+
+def check_plain(layout: Layout) -> None:
+    """The sync folder and the clone must be real directories: a link there is never followed."""
+    for path in (layout.dir, layout.repo):
+        if os.path.islink(path) or (os.path.lexists(path) and not store.is_plain_dir(path)):
+            raise GitFailed("local_error", f"{path} is a symbolic link or not a directory; memoryd follows "
+                            "no link in its store: remove it, then memoryd sync init again")
 
 
 def write_atomic(path: Path, data: bytes) -> None:
@@ -207,6 +219,7 @@ class Worker:
 
     def init(self, job: Job, result: Result) -> None:
         layout, remote = self.layout, job.remote or ""
+        check_plain(layout)
         result.remote = remote
         current = layout.read_config().get("remote")
         if layout.is_set_up():
@@ -230,12 +243,13 @@ class Worker:
             shutil.rmtree(layout.repo, ignore_errors=True)
             raise
         layout.write_json(layout.config, {"remote": remote, "device_id": device_id, "device_name": name})
-        result.head = git.rev("HEAD")
+        result.head, result.device = git.rev("HEAD"), device_id
 
     # -- sync -------------------------------------------------------------------------------------
 
     def sync(self, job: Job, result: Result) -> None:
         layout = self.layout
+        check_plain(layout)
         config = layout.read_config()
         if not layout.is_set_up():
             raise GitFailed("not_set_up", "sync is not set up: run `memoryd sync init REMOTE` first")
