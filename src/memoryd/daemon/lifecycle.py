@@ -155,7 +155,19 @@ def open_store(root: Path, settings: config.Config, progress: Progress) -> tuple
         gc.freeze()
         gc.enable()
     core.progress = no_progress
+    _release_free_memory()
     return core, report
+
+
+def _release_free_memory() -> None:
+    """Give the C heap's free pages back to the system after loading (glibc only): decoding the
+    caches passes through ~100 MB at 100k memories that Python freed but malloc keeps."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 class StartProgress:

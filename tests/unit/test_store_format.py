@@ -1,0 +1,72 @@
+"""Record frontmatter written as `key: <JSON>` lines reads back exactly — with memoryd's parser and
+with a plain YAML loader — and everything outside that subset still goes through YAML."""
+
+from __future__ import annotations
+
+import random
+import string
+
+import pytest
+import yaml
+
+from memoryd.daemon import store
+from memoryd.errors import InvalidParams
+
+
+def _front(data: bytes) -> str:
+    return data.decode().split("---\n")[1]
+
+
+def _value(rng: random.Random, depth: int = 0) -> object:
+    kind = rng.randrange(7 if depth < 2 else 4)
+    if kind == 0:
+        return "".join(rng.choice(string.printable + "\x00\x1b\x7f") for _ in range(rng.randrange(12)))
+    if kind == 1:
+        return rng.choice([None, True, False, 0, -7, 2**70])
+    if kind == 2:
+        return rng.choice(["yes", "no", "on", "off", "null", "~", "1e3", "0x1F", "1_000", "007", "2026-01-01",
+                           "a: b", "- x", "# c", "&a", "*a", "!tag", "'q'", '"dq"', "back\\slash", "\\/", ""])
+    if kind == 3:
+        return rng.choice(["/home/jörg/ü", "emoji \U0001f600", "line\u2028sep", "nel\x85", 1.5])
+    if kind in (4, 5):
+        return [_value(rng, depth + 1) for _ in range(rng.randrange(4))]
+    return {f"k{i}": _value(rng, depth + 1) for i in range(rng.randrange(4))}
+
+
+def test_random_frontmatters_read_back_exactly_with_both_parsers() -> None:
+    rng = random.Random(3)
+    for _ in range(500):
+        meta = {f"key_{i}": _value(rng) for i in range(rng.randrange(1, 8))}
+        try:
+            data = store.render(meta, "body", "content")
+        except InvalidParams:
+            continue  # a value YAML cannot carry (e.g. NEL): refused, as before
+        assert store.parse(data) == (meta, "body")
+        assert yaml.load(_front(data), Loader=store._Loader) == meta
+
+
+def test_plain_ascii_records_use_json_lines_and_the_rest_yaml() -> None:
+    plain = store.render({"id": "01J00000000000000000000000", "scopes": ["projects:x"], "count": 3}, "b", "c")
+    assert _front(plain) == 'id: "01J00000000000000000000000"\nscopes: ["projects:x"]\ncount: 3\n'
+    fancy = store.render({"worktree": "/home/jörg"}, "b", "c")
+    assert _front(fancy) == "worktree: /home/jörg\n"
+
+
+@pytest.mark.parametrize("line", ['a: 1.5', 'a: "x\\/y"', 'a: "\\ud83d\\ude00"', 'a: 0x1F', 'a: yes', '# c',
+                                  'a: NaN', 'A: 1', 'a:  "x"'])
+def test_lines_json_and_yaml_could_read_differently_go_to_yaml(line: str) -> None:
+    assert store._parse_json_lines(line + "\n") is None or line == 'a:  "x"'
+    data = f"---\n{line}\n---\nbody".encode()
+    try:
+        expected = yaml.load(line + "\n", Loader=store._Loader)
+    except yaml.YAMLError:
+        return
+    if isinstance(expected, dict):
+        assert store.parse(data)[0] == expected
+
+
+@pytest.mark.parametrize("key", ["on", "off", "yes", "no", "true", "false", "null", "y", "n"])
+def test_keys_yaml_reads_as_booleans_or_null_are_left_to_yaml(key: str) -> None:
+    assert store._parse_json_lines(f'{key}: "x"\n') is None
+    data = store.render({key: "x"}, "b", "c")
+    assert store.parse(data)[0] == yaml.load(_front(data), Loader=store._Loader) == {key: "x"}
