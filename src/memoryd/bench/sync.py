@@ -13,10 +13,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
-from memoryd.bench.kit import Row, Throwaway, WireLoader, progress, row
+from memoryd.bench.kit import Bridge, Row, Throwaway, WireLoader, pcts, progress, row
 
 COUNT = 1_000
 TARGET_S = 10.0
@@ -46,6 +47,29 @@ def _sync(box: Throwaway, *args: str) -> tuple[float, dict[str, object]]:
     return took, json.loads(done.stdout)
 
 
+def _while_syncing(box: Throwaway) -> tuple[float, dict[str, object], list[float]]:
+    """One `memoryd sync` on `box`, and the latencies of memory_search calls an agent's bridge
+    makes meanwhile: the daemon must keep serving while git runs."""
+    bridge = Bridge(box.env, worktree="/bench/sync")
+    bridge.initialize()
+    latencies: list[float] = []
+    done = threading.Event()
+
+    def searching() -> None:
+        while not done.is_set():
+            latencies.append(bridge.timed("memory_search", query="service port zone"))
+
+    probe = threading.Thread(target=searching)
+    probe.start()
+    try:
+        took, result = _sync(box)
+    finally:
+        done.set()
+        probe.join()
+        bridge.close()
+    return took, result, latencies
+
+
 def bench_sync(box: Throwaway, quick: bool) -> list[Row]:
     if quick:
         return []
@@ -60,14 +84,16 @@ def bench_sync(box: Throwaway, quick: bool) -> list[Row]:
             _sync(machine, "init", str(remote))
         progress(f"sync: two stores of {COUNT} memories each")
         push_s, pushed = _sync(a)
-        both_s, crossed = _sync(b)
+        both_s, crossed, during = _while_syncing(b)
         pull_s, pulled = _sync(a)
         moved = (pushed.get("pushed"), crossed.get("pulled"), crossed.get("pushed"), pulled.get("pulled"))
         ok = moved == (COUNT, COUNT, COUNT, COUNT)
         return [row(f"sync of {COUNT:,} new memories each way", "1k + 1k",
                     {"value": round(push_s + both_s + pull_s, 2), "unit": "s", "push_1k_s": round(push_s, 2),
                      "pull_1k_and_push_1k_s": round(both_s, 2), "pull_1k_s": round(pull_s, 2),
-                     "moved": list(moved)}, f"<= {TARGET_S:g} s", ok and push_s + both_s + pull_s <= TARGET_S)]
+                     "moved": list(moved), "search_during_sync": {**pcts(during), "calls": len(during),
+                                                                  "max_ms": round(max(during) * 1000, 1)}},
+                    f"<= {TARGET_S:g} s", ok and push_s + both_s + pull_s <= TARGET_S)]
     finally:
         a.close()
         b.close()

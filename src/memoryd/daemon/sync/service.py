@@ -45,6 +45,7 @@ from memoryd.errors import InvalidParams, ResourceState, StorageError
 
 log = logging.getLogger("memoryd.daemon")
 POLL_S = 0.05           # how often the loop looks for a finished job while one runs
+ADMIT_BATCH = 200       # pulled records admitted per pass: a long pull never holds the loop
 # A scheduled sync that failed (remote down) is retried later and later, up to an hour, so a
 # short interval does not fill the log with the same error.
 MAX_RETRY_S = 3600.0
@@ -238,12 +239,17 @@ class SyncState:
 # -- the loop's timed pass (reaper.run_due) ------------------------------------------------------------
 
 def run_due(core: Core, now: float) -> None:
-    """Admit a finished job's result, or start a requested or scheduled one."""
+    """Admit a finished job's result (ADMIT_BATCH records a pass), or start a requested or
+    scheduled job."""
     state, worker = state_of(core), worker_for(core)
-    if worker.busy():
+    if worker.admitting is None and worker.busy():
         result = worker.take()
-        if result is not None:
-            _finish_safely(state, result)
+        if result is None:
+            return
+        worker.admitting = result
+        _safely(state, result, begin)
+    if worker.admitting is not None:
+        _safely(state, worker.admitting, admit_batch)
         return
     job = state.requested
     if job is None and now >= state.next_auto and state.layout.is_set_up():
@@ -258,17 +264,19 @@ def run_due(core: Core, now: float) -> None:
     worker.start(job)
 
 
-def _finish_safely(state: SyncState, result: Result) -> None:
-    """`finish`; a bug in it must not stop the daemon: what it staged is undone (`Core.abort`),
-    and the next sync offers the same records again."""
+def _safely(state: SyncState, result: Result, step: Callable[[SyncState, Result], None]) -> None:
+    """Run one step of taking `result` in; a bug in it must not stop the daemon: what it staged
+    is undone (`Core.abort`), the waiting CLI hears an error, and the next sync offers the same
+    records again. A storage error goes up: the timed pass undoes it and retries the step."""
     try:
-        finish(state, result)
+        step(state, result)
     except (StorageError, OSError):
-        raise  # the timed pass undoes and retries it after a back-off
+        raise
     except Exception as exc:
         log.exception("sync: could not admit job %d; undone", result.number)
         core = state.core
         core.abort()  # rebuilds the state, with a fresh SyncState: tell the waiting CLI through it
+        worker_for(core).admitting = None
         state_of(core).last = {**result.summary(), "status": "error", "finished_at": core.now(),
                                "error": {"kind": "internal_error", "message": f"not admitted: {exc!r}"[:300]}}
 
@@ -276,27 +284,44 @@ def _finish_safely(state: SyncState, result: Result) -> None:
 def next_due_in(core: Core, now: float) -> float:
     """Seconds until `run_due` has something to do (the loop's poll timeout)."""
     state = state_of(core)
-    if worker_for(core).busy():
+    worker = worker_for(core)
+    if worker.admitting is not None:
+        return 0.0
+    if worker.busy():
         return POLL_S
     if state.requested is not None:
         return 0.0
     return state.next_auto - now if state.layout.is_set_up() else math.inf
 
 
-def finish(state: SyncState, result: Result) -> None:
-    """Take a job's result into the live store and the log."""
-    core, tier = state.core, state.core.memories
+def begin(state: SyncState, result: Result) -> None:
+    """What this job pushed is what the clone and the store now agree on (events, no files)."""
     for memory_id, record_state, sha in result.pushed:
-        core.record("sync_push", None, memory_id=memory_id, state=record_state, sha=sha)
-    pulled = 0
-    for item in result.incoming:
+        state.core.record("sync_push", None, memory_id=memory_id, state=record_state, sha=sha)
+
+
+def admit_batch(state: SyncState, result: Result) -> None:
+    """Admit the next ADMIT_BATCH pulled records — a pass of their own, so agents are answered
+    between batches — and finish the job after the last."""
+    core, tier = state.core, state.core.memories
+    batch = result.incoming[result.position:result.position + ADMIT_BATCH]
+    for item in batch:
         if current_version(tier, item.memory_id) != item.expected:
             result.deferred += 1  # changed here while the job ran: the next sync decides
             continue
         put_record(tier, item.memory, item.data, item.state)
         core.record("sync_pull", None, memory_id=item.memory_id, state=item.state, sha=item.sha,
                     device=item.device)
-        pulled += 1
+        result.admitted += 1
+    result.position += len(batch)
+    if result.position >= len(result.incoming):
+        worker_for(core).admitting = None
+        finish(state, result)
+
+
+def finish(state: SyncState, result: Result) -> None:
+    """The job's end: conflicts and quarantine as the clone has them, its event, its summary."""
+    core, pulled = state.core, result.admitted
     if result.status == "ok" and result.kind == "sync":
         state.conflicts = result.conflicts
         state.quarantined_total = result.quarantined_total
@@ -378,9 +403,13 @@ def conflicts_in_clone(repo: Path) -> dict[str, list[str]]:
 
 # -- operator actions (the `admin` op) --------------------------------------------------------------
 
-def _running(core: Core) -> Job | None:
+def _running(core: Core) -> tuple[int, str] | None:
+    """(job number, kind) of the job that runs, is being admitted, or is about to start."""
     worker = worker_for(core)
-    return worker.running if worker.busy() else state_of(core).requested
+    if worker.admitting is not None:
+        return worker.admitting.number, worker.admitting.kind
+    job = worker.running if worker.busy() else state_of(core).requested
+    return None if job is None else (job.number, job.kind)
 
 
 def action_init(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[str, Any]:
@@ -403,7 +432,7 @@ def action_sync(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[str
     """Start a sync now, or join the one running: the answer names the job to wait for."""
     running = _running(core)
     if running is not None:
-        return {"job": running.number, "started": False, "joined": True}
+        return {"job": running[0], "started": False, "joined": True}
     state = state_of(core)
     if not state.layout.is_set_up():
         raise ResourceState("sync_not_set_up", "sync", "sync is not set up: run `memoryd sync init REMOTE` first")
@@ -417,7 +446,7 @@ def action_status(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[s
     running = _running(core)
     return {"set_up": state.layout.is_set_up(), "remote": config.get("remote"),
             "device": config.get("device_id"), "device_name": config.get("device_name"),
-            "running": None if running is None else {"job": running.number, "kind": running.kind},
+            "running": None if running is None else {"job": running[0], "kind": running[1]},
             "last": state.last, "conflicts": state.conflict_rows(), "quarantined": state.quarantined_total,
             "interval_seconds": core.config.sync_interval_seconds, "clone": str(state.layout.repo)}
 

@@ -95,6 +95,8 @@ class Result:
     head: str | None = None
     remote: str | None = None
     device: str | None = None
+    admitted: int = 0                           # pulled records the loop has admitted so far
+    position: int = 0                           # how far the loop's admission has got
 
     def summary(self) -> dict[str, Any]:
         """What the CLI prints and the status keeps (ids and counts, no content; lists capped)."""
@@ -181,6 +183,7 @@ class Worker:
         self.lock = threading.Lock()
         self.sha_of_blob: dict[str, str] = {}  # git blob id → sha256 of its bytes (both are stable)
         self.jobs = 0  # the last job number handed out (the CLI waits for its own)
+        self.admitting: Result | None = None  # a finished job the loop is admitting, batch by batch
 
     def start(self, job: Job) -> None:
         self.running = job
