@@ -473,3 +473,16 @@ def test_moving_to_a_new_remote_sends_every_record_there(pair: tuple[Env, Env], 
     assert synced(a)["pushed"] == 1
     set_up(fresh, b)
     assert synced(b)["pulled"] == 1 and hits(b, "staging postgres port") == [memory_id]
+
+
+def test_job_numbers_go_on_after_a_restart(pair: tuple[Env, Env], remote: Path) -> None:
+    a, _b = pair
+    set_up(remote, a)
+    for _ in range(3):
+        synced(a)
+    before = admin(a, "sync_status")["last"]["job"]
+    a.memoryd("stop")
+    a.start_daemon()
+    write(a, FACT)
+    after = synced(a)  # its own result, not the last one kept from before the restart
+    assert after["job"] > before and after["pushed"] == 1

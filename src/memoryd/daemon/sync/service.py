@@ -161,6 +161,11 @@ class SyncState:
             self.last = last if isinstance(last, dict) else None
         except (OSError, ValueError, store.BadRecord):
             self.last = None
+        if self.last is not None and isinstance(self.last.get("job"), int):
+            # Job numbers go on from the last one kept: a CLI waiting for "job n" after a
+            # restart must not take an older job's result for its own.
+            worker = worker_for(self.core)
+            worker.jobs = max(worker.jobs, self.last["job"])
         interval = self.core.config.sync_interval_seconds
         self.next_auto = self.core.clock() + interval if interval > 0 else math.inf
 

@@ -184,6 +184,7 @@ class Worker:
         self.sha_of_blob: dict[str, str] = {}  # git blob id → sha256 of its bytes (both are stable)
         self.jobs = 0  # the last job number handed out (the CLI waits for its own)
         self.admitting: Result | None = None  # a finished job the loop is admitting, batch by batch
+        self.device = ""  # this machine's device id, for commit messages (set by each sync)
 
     def start(self, job: Job) -> None:
         self.running = job
