@@ -141,6 +141,26 @@ def test_importers_are_pure_parsers_that_never_reach_the_daemon_or_a_client() ->
     assert wrong == []
 
 
+def test_sync_is_assembly_no_tier_or_machinery_imports_it() -> None:
+    """daemon/sync/ imports the tiers; they see it only through `core.extensions`."""
+    wrong = [(m, d) for m, deps in _graph().items()
+             if _layer(m) in MACHINERY | set(TIER_ORDER) for d in deps if _layer(d) == "sync"]
+    assert wrong == []
+
+
+def test_only_the_server_imports_zmq() -> None:
+    """The sync worker and the rest of the daemon never touch the wire (lazy imports included)."""
+    wrong = []
+    for name, path in _modules().items():
+        if not _within(name, "memoryd.daemon") or name == "memoryd.daemon.server":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            wrong += [(name, n) for n in names if n == "zmq" or n.startswith("zmq.")]
+    assert wrong == []
+
+
 def test_the_bridge_never_imports_the_daemon_cli_or_bench_even_transitively() -> None:
     graph = _graph()
     seen: set[str] = set()

@@ -6,6 +6,9 @@ Layers, each importing only the ones below it (tests/unit/test_layout.py holds t
                            start-up, signals, the status file
     catalogue, reaper,     the tool catalogue (joins the tiers' TOOLS), the timed passes, and the
     admin                  operator reads behind the CLI's `memories`/`pending`/`sessions` and the UI
+    sync/                  sync through a git remote: a worker thread runs git on a separate clone,
+                           the loop admits what it brings (docs/sync.md); tiers reach it only through
+                           the optional methods of `core.extensions` (health, digest, provenance)
     sessions/              tier: session brackets, handoff capture, the digest
     memories/              tier: durable memories behind the write gates (reads episodes: promote,
                            prior session)
