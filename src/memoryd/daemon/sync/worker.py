@@ -277,6 +277,9 @@ class Worker:
         result.pushed = exported
         result.head = git.rev("HEAD")
         self.scan(git, job, result, start)
+        # git's own upkeep, in this job (never detached: the next job must find no gc running);
+        # it acts only past thousands of loose objects, so most syncs pay one quick check.
+        git.run("-c", "gc.auto=6700", "-c", "gc.autoDetach=false", "gc", "--auto", "--quiet", check=False)
 
     def export(self, git: Git, job: Job, result: Result) -> list[tuple[str, str, str]]:
         """Write the records changed here into the clone and commit them; returns what went in."""
