@@ -251,6 +251,14 @@ def health_page(status: dict[str, Any], health: dict[str, Any], conflicts: dict[
                        ("hand_edited", "Hand-edited"), ("unaccounted", "Unaccounted"), ("missing", "Missing")):
         group = health.get(key) or {}
         sections += f'<h2>{e(title)} <span class=muted>({e(group.get("total", 0))})</span></h2>' + _brief_list(group)
+    sync = health.get("sync")
+    if sync:  # set up with `memoryd sync init` (docs/sync.md)
+        last = sync.get("last") or {}
+        info.append(("sync", e(f"{sync.get('remote')} · last {last.get('finished_at') or 'never'} "
+                               f"{last.get('status') or ''} · {sync.get('quarantined', 0)} quarantined")))
+        kept = sync.get("conflicts") or {}
+        sections += (f'<h2>Sync conflicts (kept versions) <span class=muted>({e(kept.get("total", 0))})</span></h2>'
+                     + _brief_list(kept))
     conflict_rows = "".join(f'<li>{mem_link(c["id"])} {e(c["first_line"])} <b>contradicts</b> '
                             f'{mem_link(c["target_id"])} {e(c["target_first_line"])}</li>'
                             for c in conflicts.get("conflicts", []))
