@@ -486,3 +486,29 @@ def test_job_numbers_go_on_after_a_restart(pair: tuple[Env, Env], remote: Path) 
     write(a, FACT)
     after = synced(a)  # its own result, not the last one kept from before the restart
     assert after["job"] > before and after["pushed"] == 1
+
+
+def test_an_auth_failure_is_one_clear_error_and_never_a_prompt(pair: tuple[Env, Env]) -> None:
+    import http.server
+    import threading
+
+    class Refuse(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # the stdlib handler's name for GET
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", 'Basic realm="memoryd test"')
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refuse)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    a, _b = pair
+    a.start_daemon()
+    try:
+        done = sync(a, "init", f"http://127.0.0.1:{server.server_address[1]}/memories.git")
+    finally:
+        server.shutdown()
+    assert done.returncode == 1 and "auth_failed" in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    assert write(a, FACT)  # the daemon is unaffected
