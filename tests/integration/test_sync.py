@@ -372,6 +372,7 @@ def test_a_daemon_killed_mid_sync_is_consistent_after_restart(pair: tuple[Env, E
     waiting = background_sync(a)
     wait_for(hold.with_name("hold.reached"))  # exported and committed in the clone, now pushing
     assert admin(a, "sync")["joined"] is True  # one sync at a time: a second request joins it
+    assert admin(a, "sync_status")["running"]["phase"].startswith("fetching, merging, pushing")
     during = write(a, "Service delta listens on port 8104 behind the internal load balancer.")  # still serving
     a.kill_daemon()
     hold.unlink()  # the orphaned push may still finish: the remote may or may not have the commit

@@ -47,15 +47,16 @@ def main(ns: argparse.Namespace) -> int:
 def _wait(operator: Any, job: int) -> dict[str, Any]:
     """Poll until job `job` (or a later one) has finished; its summary."""
     deadline = time.monotonic() + WAIT_LIMIT_S
-    said = False
+    said = ""
     while time.monotonic() < deadline:
         state = operator.admin("sync_status")
         last = state.get("last") or {}
         if isinstance(last.get("job"), int) and last["job"] >= job and not _still_running(state, job):
             return last
-        if not said and sys.stderr.isatty():
-            print("memoryd: syncing…", file=sys.stderr)
-            said = True
+        phase = str((state.get("running") or {}).get("phase") or "")
+        if phase and phase != said and sys.stderr.isatty():  # progress for a person, not for a pipe
+            print(f"memoryd: sync: {phase}…", file=sys.stderr)
+            said = phase
         time.sleep(POLL_S)
     raise TimeoutError(f"sync job {job} did not finish within {WAIT_LIMIT_S:g} s")
 

@@ -408,13 +408,16 @@ def conflicts_in_clone(repo: Path) -> dict[str, list[str]]:
 
 # -- operator actions (the `admin` op) --------------------------------------------------------------
 
-def _running(core: Core) -> tuple[int, str] | None:
-    """(job number, kind) of the job that runs, is being admitted, or is about to start."""
+def _running(core: Core) -> tuple[int, str, str] | None:
+    """(job number, kind, phase) of the job that runs, is being admitted, or is about to start."""
     worker = worker_for(core)
     if worker.admitting is not None:
-        return worker.admitting.number, worker.admitting.kind
-    job = worker.running if worker.busy() else state_of(core).requested
-    return None if job is None else (job.number, job.kind)
+        result = worker.admitting
+        return result.number, result.kind, f"admitting {result.position} of {len(result.incoming)} pulled records"
+    if worker.busy() and worker.running is not None:
+        return worker.running.number, worker.running.kind, worker.phase
+    job = state_of(core).requested
+    return None if job is None else (job.number, job.kind, "starting")
 
 
 def action_init(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[str, Any]:
@@ -451,7 +454,7 @@ def action_status(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[s
     running = _running(core)
     return {"set_up": state.layout.is_set_up(), "remote": config.get("remote"),
             "device": config.get("device_id"), "device_name": config.get("device_name"),
-            "running": None if running is None else {"job": running[0], "kind": running[1]},
+            "running": None if running is None else {"job": running[0], "kind": running[1], "phase": running[2]},
             "last": state.last, "conflicts": state.conflict_rows(), "quarantined": state.quarantined_total,
             "interval_seconds": core.config.sync_interval_seconds, "clone": str(state.layout.repo)}
 

@@ -185,9 +185,10 @@ class Worker:
         self.jobs = 0  # the last job number handed out (the CLI waits for its own)
         self.admitting: Result | None = None  # a finished job the loop is admitting, batch by batch
         self.device = ""  # this machine's device id, for commit messages (set by each sync)
+        self.phase = ""   # what the running job is doing, for `memoryd sync` (a plain str: atomic)
 
     def start(self, job: Job) -> None:
-        self.running = job
+        self.running, self.phase = job, "starting"
         self.thread = threading.Thread(target=self._run, args=(job,), name=f"memoryd-sync-{job.number}",
                                        daemon=True)
         self.thread.start()
@@ -262,10 +263,12 @@ class Worker:
         self.device = config["device_id"]
         result.repaired = repair(git, layout.repo)
         start = git.rev("HEAD")
+        self.phase = f"exporting {len(job.export)} changed records"
         exported = self.export(git, job, result)
         for attempt in range(1, PUSH_ATTEMPTS + 1):
             result.attempts = attempt
             known = git.rev(REMOTE_REF)
+            self.phase = "fetching, merging, pushing" + (f" (attempt {attempt})" if attempt > 1 else "")
             fetch(git)
             if known is not None and not is_ancestor(git, known, git.rev(REMOTE_REF)):
                 result.rewritten = True  # force-pushed or replaced: merged record by record all the same
@@ -276,6 +279,7 @@ class Worker:
                             "synced; run `memoryd sync` again")
         result.pushed = exported
         result.head = git.rev("HEAD")
+        self.phase = "checking pulled files"
         self.scan(git, job, result, start)
         # git's own upkeep, in this job (never detached: the next job must find no gc running);
         # it acts only past thousands of loose objects, so most syncs pay one quick check.
