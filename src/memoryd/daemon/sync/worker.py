@@ -391,7 +391,9 @@ class Worker:
     def scan(self, git: Git, job: Job, result: Result, start: str | None) -> None:
         """Check every file of the merged tree that the live store does not have yet."""
         entries = git.tree(git.rev("HEAD"))
-        unknown = sorted({blob for _mode, blob in entries.values() if blob not in self.sha_of_blob})
+        current = {blob for _mode, blob in entries.values()}
+        self.sha_of_blob = {b: s for b, s in self.sha_of_blob.items() if b in current}  # only this tree's
+        unknown = sorted(current - self.sha_of_blob.keys())
         for chunk in range(0, len(unknown), BLOB_CHUNK):  # bounded reads: a first sync may see 100k
             for blob, data in git.blobs(unknown[chunk:chunk + BLOB_CHUNK]).items():
                 self.sha_of_blob[blob] = sha256_hex(data)
