@@ -256,15 +256,17 @@ def run_due(core: Core, now: float) -> None:
     if worker.admitting is not None:
         _safely(state, worker.admitting, admit_batch)
         return
+    interval = core.config.sync_interval_seconds
     job = state.requested
-    if job is None and now >= state.next_auto and state.layout.is_set_up():
-        job = state.new_job("sync")
+    if job is None and now >= state.next_auto:  # only ever due with an interval set
+        state.next_auto = now + interval
+        if state.layout.is_set_up():
+            job = state.new_job("sync")
     if job is None:
         return
     state.requested = None
     if job.kind == "sync":
         state.snapshot(job)
-    interval = core.config.sync_interval_seconds
     state.next_auto = now + interval if interval > 0 else math.inf
     worker.start(job)
 
@@ -296,7 +298,7 @@ def next_due_in(core: Core, now: float) -> float:
         return POLL_S
     if state.requested is not None:
         return 0.0
-    return state.next_auto - now if state.layout.is_set_up() else math.inf
+    return state.next_auto - now  # inf without an interval: nothing read on the loop's hot path
 
 
 def begin(state: SyncState, result: Result) -> None:
