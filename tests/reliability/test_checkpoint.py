@@ -178,3 +178,30 @@ def test_status_shows_a_start_in_progress(env: Env) -> None:
     sleeper.kill()
     sleeper.wait()
     assert env.memoryd("status").returncode == 1  # a dead pid's progress is not a start
+
+
+def test_files_edited_while_stopped_are_found_by_the_check_after_start(env: Env) -> None:
+    import time
+
+    env.start_daemon()
+
+    async def write() -> str:
+        async with env.session(**WT) as s:
+            return str((await call(s, "memory_write", content="The cache server listens on port 6379.",
+                                   scopes=["projects:ckpt"]))["id"])
+
+    memory_id = anyio.run(write)
+    assert env.memoryd("stop").returncode == 0
+    path = env.home / "memories" / f"{memory_id}.md"
+    path.write_text(path.read_text().replace("6379", "6380 since the migration"))
+    env.start_daemon()  # the caches still describe the old file; nothing asks memory_health
+
+    async def search(query: str) -> list[str]:
+        async with env.session(**WT) as s:
+            return [h["id"] for h in (await call(s, "memory_search", query=query))["results"]]
+
+    deadline = time.monotonic() + 10
+    while anyio.run(search, "migration") != [memory_id]:  # the loop's idle slices reach it
+        assert time.monotonic() < deadline, "the edited file was never checked"
+        time.sleep(0.05)
+    assert anyio.run(search, "6379") == []
