@@ -29,7 +29,7 @@ WRITE_TARGETS_MS = {10_000: 2.0, 100_000: 3.0}
 SEARCH_TARGETS_MS = {1_000: (2.0, 5.0), 10_000: (2.0, 5.0), 100_000: (5.0, 15.0)}
 WARM_START_TARGETS_S = {10_000: 0.5, 100_000: 1.5}
 COLD_START_TARGETS_S = {10_000: 3.0, 100_000: 20.0}
-RSS_TARGETS_MB = {10_000: 100, 100_000: 300}
+RSS_TARGETS_MB = {10_000: 100.0, 100_000: 300.0}
 _SYLLABLES = ["ka", "lo", "mi", "ru", "te", "zo", "pa", "ne", "shi", "vo", "gu", "ra", "fe", "di", "mo", "xu"]
 
 

@@ -465,7 +465,7 @@ def action_resolve(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[
     """Settle a kept conflict: `current` keeps what the store has, `other` makes the newest kept
     loser the current version (a new version, stamped now, so it wins the next sync too)."""
     memory_id, keep = args.get("id"), args.get("keep", "current")
-    if not store.is_ulid(memory_id):
+    if not isinstance(memory_id, str) or not store.is_ulid(memory_id):
         raise InvalidParams("id", "must be a memory id")
     if keep not in ("current", "other"):
         raise InvalidParams("keep", "must be current or other")
