@@ -70,3 +70,18 @@ def test_keys_yaml_reads_as_booleans_or_null_are_left_to_yaml(key: str) -> None:
     assert store._parse_json_lines(f'{key}: "x"\n') is None
     data = store.render({key: "x"}, "b", "c")
     assert store.parse(data)[0] == yaml.load(_front(data), Loader=store._Loader) == {key: "x"}
+
+
+def test_the_memory_cache_row_follows_the_memory_fields_in_order() -> None:
+    import dataclasses
+
+    from memoryd.daemon.memories.records import ROW_FIELDS, Memory, RowTables
+
+    assert tuple(f.name for f in dataclasses.fields(Memory) if f.init) == ROW_FIELDS
+    memory = Memory("01J00000000000000000000000", "text", ("projects:x",), "fact", "high", "inferred",
+                    "2026-01-01T00:00:00.000Z", "2026-01-02T00:00:00.000Z", "sess-1", {"repo": "/r"},
+                    links=[{"type": "extends", "target_id": "01J00000000000000000000001"}], tainted=True,
+                    taint=["role-prefix"], removed_at="2026-01-03T00:00:00.000Z", removed_reason="old")
+    tables = RowTables()
+    row = tables.to_row(memory)
+    assert RowTables(tables.scopes, tables.origins).from_row(row) == memory

@@ -233,13 +233,10 @@ class RowTables:
                 and type(category) is str):
             raise TypeError("a cache row with a field of the wrong type")
         intern = sys.intern
-        return Memory(
-            id=memory_id, content=content, scopes=self.scopes[scopes], category=intern(category),
-            confidence=intern(confidence), source=intern(source), created=created, updated=updated,
-            session_id=session_id, origin=self.origins[origin], last_verified_at=last_verified_at,
-            verified_paths=verified_paths, verified_commits=verified_commits, verification_note=note,
-            links=links, tainted=bool(tainted), taint=taint, anchor_session_id=anchor, removed_at=removed_at,
-            removed_reason=removed_reason)
+        # Positional, in ROW_FIELDS order: 100k keyword calls cost ~0.3 s more at start.
+        return Memory(memory_id, content, self.scopes[scopes], intern(category), intern(confidence), intern(source),
+                      created, updated, session_id, self.origins[origin], last_verified_at, verified_paths,
+                      verified_commits, note, links, bool(tainted), taint, anchor, removed_at, removed_reason)
 
 
 # -- the pending snapshot ----------------------------------------------------------------------
