@@ -331,6 +331,16 @@ def _add_curation_parsers(sub: Any) -> None:
     ui.set_defaults(func=cmd_ui)
 
 
+def _add_store_parsers(sub: Any) -> None:
+    """`export` and `reindex`: the store's files as a whole."""
+    from memoryd.cli import reindex
+
+    export = sub.add_parser("export", help="write a portable archive of the store")
+    export.add_argument("path", nargs="?")
+    export.set_defaults(func=cmd_export)
+    reindex.add_parser(sub, cmd_reindex)
+
+
 def build_parser() -> argparse.ArgumentParser:
     import argparse
 
@@ -372,11 +382,7 @@ def build_parser() -> argparse.ArgumentParser:
     logcmd.add_argument("-f", "--follow", action="store_true")
     logcmd.add_argument("--json", action="store_true")
     logcmd.set_defaults(func=cmd_log)
-    export = sub.add_parser("export", help="write a portable archive of the store")
-    export.add_argument("path", nargs="?")
-    export.set_defaults(func=cmd_export)
-    sub.add_parser("reindex", help="rebuild state/ (caches, search index, checkpoint) from the files; "
-                   "daemon stopped").set_defaults(func=cmd_reindex)
+    _add_store_parsers(sub)
     sub.add_parser("demo", help="two scripted agents through real bridges, in a throwaway store").set_defaults(func=cmd_demo)
     bench = sub.add_parser("bench", help="the benchmark: real bridges against a throwaway daemon")
     bench.add_argument("--json", action="store_true")

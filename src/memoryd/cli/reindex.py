@@ -14,6 +14,11 @@ import time
 from typing import Any, TextIO
 
 
+def add_parser(sub: Any, func: Any) -> None:
+    sub.add_parser("reindex", help="rebuild state/ (caches, search index, checkpoint) from the files; "
+                   "daemon stopped").set_defaults(func=func)
+
+
 class Bar:
     """Progress on stderr: one line redrawn on a terminal, a line per phase otherwise."""
 

@@ -12,6 +12,7 @@ are loaded after replay as before.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections import OrderedDict
 from typing import Any
@@ -21,7 +22,7 @@ import msgpack
 from memoryd.daemon import store
 from memoryd.daemon.connections import Session, SessionTable
 from memoryd.daemon.core import Core
-from memoryd.daemon.eventlog import Resume
+from memoryd.daemon.eventlog import EventLog, Resume, segments
 
 log = logging.getLogger("memoryd.daemon")
 
@@ -41,7 +42,7 @@ def save(core: Core) -> None:
     of ours stays on disk): a start from a checkpoint skips the deep search for temp files."""
     if not core.files.settled or not all(hasattr(ext, "log_state") for ext in core.extensions):
         return  # (an extension that cannot save its state: every start replays the whole log)
-    state = {"v": FORMAT, "log": core.log.position(), "core": _core_state(core),
+    state = {"v": FORMAT, "log": log_position(core.log), "core": _core_state(core),
              "extensions": {type(ext).__name__: ext.log_state() for ext in core.extensions}}
     core.files.write_file(core.root / "state" / NAME, msgpack.packb(state, use_bin_type=True))
 
@@ -61,7 +62,7 @@ def restore(core: Core) -> Resume | None:
     if not isinstance(state, dict) or state.get("v") != FORMAT or set(state.get("extensions") or ()) != set(names):
         log.info("the checkpoint is from another version; replaying the whole log")
         return None
-    resume = core.log.resume_point(state.get("log") or {})
+    resume = resume_point(core.log, state.get("log") or {})
     if resume is None:
         log.info("the event log changed since the checkpoint; replaying the whole log")
         return None
@@ -75,6 +76,39 @@ def restore(core: Core) -> Resume | None:
     for finish in apply_extensions:
         finish()
     return resume
+
+
+def log_position(event_log: EventLog) -> dict[str, Any]:
+    """Where the log ends now (after a sync), with each segment's size and mtime so that
+    `resume_point` can tell the log was not touched since."""
+    listed = []
+    for path in segments(event_log.dir):
+        st = os.lstat(path)
+        listed.append([path.name, st.st_size, st.st_mtime_ns])
+    return {"seq": event_log.seq, "hash": event_log.last_hash, "first_ts": event_log.first_ts,
+            "quarantined": event_log.quarantined, "segments": listed}
+
+
+def resume_point(event_log: EventLog, position: dict[str, Any]) -> Resume | None:
+    """A `position` saved earlier, if the log is exactly as it was then: the same segments with
+    the same sizes and mtimes. Anything else — a crash after a later start, an edit, a repair, a
+    deleted segment — gives None, and the caller replays the whole log, which checks every line.
+    (Resuming after growth would leave a damaged line before the saved position unseen; a start
+    after a crash may be slow, never wrong.)"""
+    try:
+        listed = [(str(n), int(size), int(mtime)) for n, size, mtime in position["segments"]]
+        seq, last_hash = int(position["seq"]), str(position["hash"])
+        first_ts, quarantined = position["first_ts"], list(position["quarantined"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    files = segments(event_log.dir)
+    if not listed or [p.name for p in files] != [n for n, _, _ in listed]:
+        return None
+    for path, (_, size, mtime) in zip(files, listed, strict=True):
+        st = os.lstat(path)
+        if (st.st_size, st.st_mtime_ns) != (size, mtime):
+            return None
+    return Resume(len(listed) - 1, listed[-1][1], seq, last_hash, first_ts, quarantined)
 
 
 def _core_state(core: Core) -> dict[str, Any]:

@@ -168,8 +168,8 @@ class EventLog:
         self._reserved_to = 0  # the segment's allocation reaches this offset (see `reserve`)
 
     def replay(self, apply: Callable[[dict[str, Any]], None], resume: Resume | None = None) -> int:
-        """Feed every event to `apply` — or, given a `resume` point from `resume_point`, only the
-        events after it; returns the bytes of the torn tail it truncated.
+        """Feed every event to `apply` — or, given a `resume` point (`checkpoint.resume_point`),
+        only the events after it; returns the bytes of the torn tail it truncated.
 
         Raises `LogDamaged` (before truncating anything) for a line that is neither whole and
         chained nor the torn tail, and for an event `apply` cannot take.
@@ -188,37 +188,6 @@ class EventLog:
                 raise LogDamaged(path, 0, problem)
             self._replay_segment(path, apply, index == len(files) - 1, offset if index == first else 0)
         return _truncate_torn_tail(files[-1]) if files else 0
-
-    def position(self) -> dict[str, Any]:
-        """Where the log ends now (after a sync): what a start may resume replay from, with each
-        segment's size and mtime so `resume_point` can tell the log was not touched since."""
-        listed = []
-        for path in segments(self.dir):
-            st = os.lstat(path)
-            listed.append([path.name, st.st_size, st.st_mtime_ns])
-        return {"seq": self.seq, "hash": self.last_hash, "first_ts": self.first_ts,
-                "quarantined": self.quarantined, "segments": listed}
-
-    def resume_point(self, position: dict[str, Any]) -> Resume | None:
-        """A `position` saved earlier, if the log is exactly as it was then: the same segments
-        with the same sizes and mtimes. Anything else — a crash after a later start, an edit, a
-        repair, a deleted segment — gives None, and the caller replays the whole log, which
-        checks every line. (Resuming after growth would leave a damaged line before the saved
-        position unseen; a start after a crash may be slow, never wrong.)"""
-        try:
-            listed = [(str(n), int(size), int(mtime)) for n, size, mtime in position["segments"]]
-            seq, last_hash = int(position["seq"]), str(position["hash"])
-            first_ts, quarantined = position["first_ts"], list(position["quarantined"])
-        except (KeyError, TypeError, ValueError):
-            return None
-        files = segments(self.dir)
-        if not listed or [p.name for p in files] != [n for n, _, _ in listed]:
-            return None
-        for path, (_, size, mtime) in zip(files, listed, strict=True):
-            st = os.lstat(path)
-            if (st.st_size, st.st_mtime_ns) != (size, mtime):
-                return None
-        return Resume(len(listed) - 1, listed[-1][1], seq, last_hash, first_ts, quarantined)
 
     def _replay_segment(self, path: Path, apply: Callable[[dict[str, Any]], None], last: bool,
                         offset: int = 0) -> None:
