@@ -368,27 +368,20 @@ def put_record(tier: MemoryTier, memory: Memory, data: bytes, state: str) -> str
     memories/ and tombstones/ when it must — the ordering of `bury`/`unbury`: the new file is
     staged first and the old one's delete applied after the renames. Returns the file's sha256."""
     memory_id = memory.id
-    old_live, old_tomb = tier.live.get(memory_id), tier.tombstones.get(memory_id)
-    if state == LIVE:
-        sha = tier._write(tier.live_path(memory_id), data, memory_id)
-        if old_tomb is not None:
-            tier.core.files.delete_file(tier.tomb_path(memory_id))
-            tier.tomb_index.remove(old_tomb)
-            del tier.tombstones[memory_id]
-        if old_live is not None:
-            tier.index.remove(old_live)
-        tier.live[memory_id] = memory
-        tier.index.add(memory)
-    else:
-        sha = tier._write(tier.tomb_path(memory_id), data, memory_id)
-        if old_live is not None:
-            tier.core.files.delete_file(tier.live_path(memory_id))
-            tier.index.remove(old_live)
-            del tier.live[memory_id]
-        if old_tomb is not None:
-            tier.tomb_index.remove(old_tomb)
-        tier.tombstones[memory_id] = memory
-        tier.tomb_index.add(memory)
+    live = (tier.live, tier.index, tier.live_path(memory_id))
+    tomb = (tier.tombstones, tier.tomb_index, tier.tomb_path(memory_id))
+    (records, index, path), (other_records, other_index, other_path) = (live, tomb) if state == LIVE else (tomb, live)
+    sha = tier._write(path, data, memory_id)
+    moved = other_records.get(memory_id)
+    if moved is not None:  # the other folder held it: its file goes after the renames
+        tier.core.files.delete_file(other_path)
+        other_index.remove(moved)
+        del other_records[memory_id]
+    old = records.get(memory_id)
+    if old is not None:
+        index.remove(old)
+    records[memory_id] = memory
+    index.add(memory)
     return sha
 
 
