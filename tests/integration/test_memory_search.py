@@ -171,3 +171,20 @@ def test_a_deleted_cited_file_turns_the_verdict_to_spot_check_required(env: Env)
             health = await call(s, "memory_health")
             assert health["stale"]["items"][0]["id"] == memory["id"]
     anyio.run(main)
+
+
+def test_a_search_audit_event_reaches_the_log_soon_without_another_write(env: Env) -> None:
+    """A pass that logged only reads' audit events replies before its fsync; the event still lands
+    in the log within about a second (the loop's timer), with no other call to carry it."""
+    async def main() -> None:
+        async with env.session(**WT) as s:
+            await write(s, "The deploy script tags images with the git sha.", ["ops"])
+            before = sum(e["kind"] == "search" for e in env.events())
+            await call(s, "memory_search", query="deploy images")
+            deadline = anyio.current_time() + 10
+            while sum(e["kind"] == "search" for e in env.events()) == before:
+                assert anyio.current_time() < deadline, "the search event never reached the log"
+                await anyio.sleep(0.05)
+            health = await call(s, "memory_health")
+            assert health["log"]["chain_ok"] is True, health
+    anyio.run(main)

@@ -271,8 +271,11 @@ class EventLog:
 
     def checkpoint(self) -> tuple[Any, ...]:
         """Where the durable log ends now (call right after a sync): what `rollback` returns to."""
-        existing = segments(self.dir)
-        path = self.dir / f"{self._segment}.jsonl" if self._segment else (existing[-1] if existing else None)
+        if self._segment:  # the usual case, at every commit: no listing of the log's folder
+            path: Path | None = self.dir / f"{self._segment}.jsonl"
+        else:
+            existing = segments(self.dir)
+            path = existing[-1] if existing else None
         size = os.fstat(self._file.fileno()).st_size if self._file is not None else _size(path)
         return (self.seq, self.last_hash, self.first_ts, path, size)
 

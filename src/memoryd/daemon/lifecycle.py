@@ -111,6 +111,17 @@ def run(foreground: bool = True) -> int:
         print(f"memoryd: {exc}", file=sys.stderr)
         return 2
     root = paths.ensure_private_dir(paths.store_root())
+    # Handlers go in before the store opens: a SIGTERM during a long start, or just after the
+    # status file appears, must still end in a clean stop (the checkpoint), not the default kill.
+    serving: dict[str, Any] = {"server": None, "stop": False}
+
+    def stop(signum: int, frame: Any) -> None:
+        serving["stop"] = True
+        if serving["server"] is not None:
+            serving["server"].running = False
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     try:
         core, report = open_store(root, settings, StartProgress())
     except StoreDamaged as exc:  # refuse to start; the message names the file, line and repair
@@ -119,18 +130,14 @@ def run(foreground: bool = True) -> int:
         return 3
     log.info("store %s opened: %s", root, report)
     server = Server(core, endpoint, on_stop=remove_status)
+    server.running = not serving["stop"]
+    serving["server"] = server
+    server.wakeup_fd = _install_signal_wakeup()
     (runtime / "memoryd.sock").unlink(missing_ok=True)  # a stale socket of a dead daemon; we hold the lock
     server.bind()
     write_status(endpoint, root, core.started)
     paths.starting_path().unlink(missing_ok=True)  # after the status file: no moment shows neither
     sd_notify("READY=1")
-    server.wakeup_fd = _install_signal_wakeup()
-
-    def stop(signum: int, frame: Any) -> None:
-        server.running = False
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
     log.info("memoryd %s serving on %s (pid %d)", __version__, endpoint, os.getpid())
     try:
         server.serve_forever()
@@ -258,6 +265,7 @@ def close_store(core: Core) -> None:
         core.sync()
         checkpoint.save(core)  # the log is durable and complete: the next start resumes here
         core.sync()
+        core.files.sync_dirs()
         core.log.close()
     except (StorageError, OSError) as exc:
         log.error("could not record the stop (%s); the next start recovers", exc)

@@ -176,7 +176,7 @@ class Server:
             if not self.running:
                 break
         try:
-            self.core.sync()
+            self.core.sync(defer_reads=True)
         except StorageError as exc:  # the pass was undone: nobody in it may hear "committed"
             self.core.note_storage_error(exc)
             self._void_pass(exc)
@@ -199,7 +199,7 @@ class Server:
             self._timed_passes(now)
         outgoing = self.wake_parked(timed_out=True) if self.parked else []
         try:
-            self.core.sync()
+            self.core.sync(defer_reads=True)
         except StorageError as exc:  # undone; the jobs are due again after the back-off
             self._timers_failed(now, exc)
         self.send_all(outgoing)
@@ -244,6 +244,7 @@ class Server:
         deadlines = [p.parked.deadline - time.monotonic() for p in self.parked]
         deadlines.append(reaper.next_due_in(self.core, self.core.clock()))
         deadlines.append(self.core.config.heartbeat_seconds)
+        deadlines.append(self.core.sync_due_in())  # read events waiting for an fsync
         soonest = min(deadlines)
         return max(1, int(soonest * 1000)) if math.isfinite(soonest) else 1
 

@@ -398,9 +398,10 @@ class FileStore:
         self._rmdirs[path] = None
 
     def sync(self) -> None:
-        """Flush and publish in one go (for callers with no log to order against)."""
+        """Flush and publish in one go, durable at return (for callers with no log to order against)."""
         self.flush()
         self.publish()
+        self.sync_dirs()
 
     def flush(self, extra_fds: tuple[int, ...] = ()) -> None:
         """Make every staged temp file's bytes durable, with `extra_fds` (the log) in the same
@@ -408,7 +409,9 @@ class FileStore:
         staged = [fd for _tmp, fd in self._staged.values() if fd >= 0]
         fds = staged + list(extra_fds)
         try:
-            if fds and not (self._syncfs is not None and self._syncfs(fds[0]) == 0):
+            if fds and self._syncfs is not None and self._syncfs(fds[0]) == 0:
+                self._dirty_dirs.clear()  # the same journal commit holds the last publish's renames
+            else:
                 for fd in fds:
                     os.fsync(fd)
         finally:
@@ -435,6 +438,16 @@ class FileStore:
                 log.error("could not publish %s (%s); kept as %s, retried at every commit", path, exc, tmp.name)
         if not self._unpublished:
             self._apply_deletes()
+        if self._syncfs is None:  # else the next flush's `syncfs` makes them durable (see below)
+            self.sync_dirs()
+
+    def sync_dirs(self) -> None:
+        """Make the renames and deletes published so far durable (never raises).
+
+        Where `syncfs` works, `publish` leaves this to the next flush: its one journal commit also
+        holds the renames before it, and a crash in between loses nothing, because recovery rolls
+        forward the durable temp files (and finishes the deletes) that the durable log names. The
+        clean stop calls this, so a start after it finds no temp file (docs/storage.md)."""
         try:
             self._sync_dirs()
         except OSError as exc:
@@ -486,6 +499,11 @@ class FileStore:
         self._staged.clear()
         self._deletes.clear()
         self._rmdirs.clear()
+
+    @property
+    def idle(self) -> bool:
+        """Nothing staged, to delete or to publish again: a sync would only flush the log."""
+        return not (self._staged or self._deletes or self._rmdirs or self._unpublished)
 
     @property
     def settled(self) -> bool:

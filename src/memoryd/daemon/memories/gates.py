@@ -50,6 +50,8 @@ _PROVIDER_KEYS: list[tuple[str, re.Pattern[str], int]] = [
     ("jwt", re.compile(r"(?<![\w-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"), 3),
     ("bearer_token", re.compile(r"(?<!\w)Bearer\s+[A-Za-z0-9._~+/-]{20,}=*"), 7),
 ]
+# Every provider pattern above starts with one of these: text without any skips them all.
+_PROVIDER_PREFIX_RE = re.compile(r"sk-|gh[pousr]_|github_pat_|AKIA|ASIA|xox[abposr]-|glpat-|AIza|eyJ|Bearer")
 _PEM_RE = re.compile(
     r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
     r"(?:.*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|.{0,8192})",
@@ -80,13 +82,14 @@ _Hit = tuple[int, int, str, str]  # start, end, kind, replacement text
 
 def _provider_hits(text: str) -> list[_Hit]:
     hits: list[_Hit] = []
-    for kind, pattern, visible in _PROVIDER_KEYS:
-        for m in pattern.finditer(text):
-            hits.append((m.start(), m.end(), kind, m.group()[:visible] + "…" + REDACTED))
-    for m in _PEM_RE.finditer(text):
+    if _PROVIDER_PREFIX_RE.search(text):
+        for kind, pattern, visible in _PROVIDER_KEYS:
+            for m in pattern.finditer(text):
+                hits.append((m.start(), m.end(), kind, m.group()[:visible] + "…" + REDACTED))
+    for m in _PEM_RE.finditer(text) if "-----BEGIN" in text else ():
         header = text[m.start() : text.index("-----", m.start() + 5) + 5]
         hits.append((m.start(), m.end(), "private_key", header + "…" + REDACTED))
-    for m in _URL_PASSWORD_RE.finditer(text):
+    for m in _URL_PASSWORD_RE.finditer(text) if "://" in text else ():
         if not _PLACEHOLDER_RE.match(m.group(1)):
             hits.append((m.start(1), m.end(1), "url_password", REDACTED))
     return hits
