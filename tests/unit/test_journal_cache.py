@@ -34,7 +34,7 @@ def test_a_restart_reads_unchanged_episodes_from_the_cache(tmp_path: Path) -> No
 
 def test_a_hand_edited_episode_is_parsed_again_not_taken_from_the_cache(tmp_path: Path) -> None:
     first, ids = _store_with_episodes(tmp_path / "s")
-    path = first.journal.by_id[ids[0]].path
+    path = first.journal.path_of(first.journal.by_id[ids[0]])
     path.write_text(path.read_text().replace("takeaway 0", "edited by hand, longer"))
     os.utime(path, ns=(1, 1))
     again = Core(tmp_path / "s", Config())

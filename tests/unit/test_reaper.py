@@ -155,7 +155,7 @@ def test_pending_expiry_keeps_the_promoted_episode(tmp_path: Path, clock: Clock)
     assert reaper.pending_pass(core, clock.now + 3599) == []
     assert reaper.pending_pass(core, clock.now + 3601) == [held["pending_id"]]
     core.sync()
-    assert episode["id"] in core.journal.by_id and core.journal.by_id[episode["id"]].path.exists()
+    assert episode["id"] in core.journal.by_id and core.journal.path_of(core.journal.by_id[episode["id"]]).exists()
     assert held["pending_id"] not in core.memories.pending
 
 

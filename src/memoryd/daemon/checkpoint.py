@@ -21,12 +21,12 @@ import msgpack
 
 from memoryd.daemon import store
 from memoryd.daemon.connections import Session, SessionTable
-from memoryd.daemon.core import Core
+from memoryd.daemon.core import REPLAYED_FIELDS, Core
 from memoryd.daemon.eventlog import EventLog, Resume, segments
 
 log = logging.getLogger("memoryd.daemon")
 
-FORMAT = 1
+FORMAT = 2
 NAME = "checkpoint"
 # Session fields the log defines, in this order; the rest of a Session is runtime state.
 _SESSION_FIELDS = ("id", "worktree", "repo", "project", "client", "started_at", "last_active", "calls",
@@ -120,7 +120,7 @@ def _core_state(core: Core) -> dict[str, Any]:
         "open_ids": list(table.open_ids), "last_n": table.last_n,
         "logged_episodes": sorted(core.logged_episodes), "removed_episodes": sorted(core.removed_episodes),
         "last_run_ids": sorted(core.last_run_ids),
-        "applied_reqs": [[req, event] for req, event in core.applied_reqs.items()],
+        "applied_reqs": [[req, list(values)] for req, values in core.applied_reqs.items()],
     }
 
 
@@ -130,8 +130,8 @@ def _decode_core(data: dict[str, Any]) -> dict[str, Any]:
     sessions: dict[str, Session] = {}
     for row in data["sessions"]:
         values = dict(zip(_SESSION_FIELDS, row, strict=True))
-        for name in _SET_FIELDS:
-            values[name] = set(values[name])
+        for name in _SET_FIELDS:  # interned: the journal's episodes and logged_episodes share them
+            values[name] = set(map(intern, values[name]))
         session = Session(**values)
         sessions[session.id] = session
     table = SessionTable()
@@ -141,9 +141,12 @@ def _decode_core(data: dict[str, Any]) -> dict[str, Any]:
     table.last_n = int(data["last_n"])
     if not all(sid in sessions for ids in table.by_worktree.values() for sid in ids):
         raise ValueError("a worktree lists a session the checkpoint does not hold")
-    reqs: OrderedDict[str, dict[str, Any]] = OrderedDict(
-        (req, {k: intern(v) if type(v) is str else v for k, v in event.items()}) for req, event in data["applied_reqs"])
-    return {"sessions": table, "logged_episodes": set(data["logged_episodes"]),
-            "removed_episodes": set(data["removed_episodes"]), "last_run_ids": set(data["last_run_ids"]),
+    width = len(REPLAYED_FIELDS)
+    reqs: OrderedDict[str, tuple[Any, ...]] = OrderedDict(
+        (req, tuple(intern(v) if type(v) is str else v for v in values)) for req, values in data["applied_reqs"])
+    if any(len(values) != width for values in reqs.values()):
+        raise ValueError("a request key's fields do not match this version")
+    return {"sessions": table, "logged_episodes": set(map(intern, data["logged_episodes"])),
+            "removed_episodes": set(map(intern, data["removed_episodes"])), "last_run_ids": set(data["last_run_ids"]),
             "applied_reqs": reqs}
 

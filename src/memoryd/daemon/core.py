@@ -107,7 +107,7 @@ class Core:
         self.journal = Journal(root, self.files)
         self.logged_episodes: set[str] = set()      # ids an episode_write event names
         self.removed_episodes: set[str] = set()     # ids deleted by promote or prune
-        self.applied_reqs: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self.applied_reqs: OrderedDict[str, tuple[Any, ...]] = OrderedDict()  # req -> REPLAYED_FIELDS values
         self.last_run_ids: set[str] = set()   # record ids named since the last daemon_start
         self.suspended: dict[str, float] = {}  # session id -> reattach deadline after a restart
         self.next_ttl_check = 0.0             # the reaper's next episode-TTL pass (epoch s)
@@ -281,9 +281,14 @@ class Core:
         if session is not None and event["kind"] not in NON_CALL_KINDS:
             self.sessions.touch(session, event["ts"])
         if "req" in event:  # kept small: only what a retry's replayer reads (server.REPLAYERS)
-            self.applied_reqs[event["req"]] = {k: event[k] for k in REPLAYED_FIELDS if k in event}
+            self.applied_reqs[event["req"]] = tuple(event.get(k) for k in REPLAYED_FIELDS)  # not a dict: 50k of them
             if len(self.applied_reqs) > MAX_APPLIED_REQS:
                 self.applied_reqs.popitem(last=False)
+
+    def applied(self, req: str) -> dict[str, Any] | None:
+        """What the logged event of request `req` said, as far as a retry's replayer reads it."""
+        values = self.applied_reqs.get(req)
+        return None if values is None else {k: v for k, v in zip(REPLAYED_FIELDS, values) if v is not None}
 
     @property
     def feed_end(self) -> int:

@@ -66,14 +66,14 @@ def prune_session_episodes(core: Core, session_id: str) -> list[str]:
     cannot be removed (chattr +i, a read-only folder)."""
     episodes = core.journal.by_session.get(session_id, {})
     for episode in episodes.values():
-        store.check_changeable(episode.path, replacing=False)
+        store.check_changeable(core.journal.path_of(episode), replacing=False)
     ids = sorted(episodes)
     folder = None
     for episode_id in ids:
         gone = core.journal.remove(episode_id)
         if gone is not None:
-            core.files.delete_file(gone.path)
-            folder = gone.path.parent
+            core.files.delete_file(core.journal.path_of(gone))
+            folder = core.journal.path_of(gone).parent
     if folder is not None:
         core.files.delete_dir_if_empty(folder)
     core.journal.by_session.pop(session_id, None)

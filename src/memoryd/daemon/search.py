@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import sys
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -225,7 +226,7 @@ class SearchIndex:
         for name in ("content", "scope"):
             if not all(type(v) is bytes and len(v) % _PAIR_BYTES == 0 for v in state[name].values()):
                 raise TypeError(f"a {name} posting is not packed pairs")
-        index._ids = ids
+        index._ids = ids = list(map(sys.intern, ids))  # shared with the records' ids (100k strings)
         index._content, index._scope, index._df = state["content"], state["scope"], state["df"]
         index._set_size = dict(zip(ids, state["set_size"], strict=True))
         index._length = dict(zip(ids, state["length"], strict=True))

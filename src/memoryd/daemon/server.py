@@ -423,7 +423,7 @@ class Server:
         if tool is None:
             raise BadRequest(f"unknown tool {str(name)[:100]!r}", {"param": "name"}, kind="unknown_tool")
         req = f"{conn_id}:{args['_req_id']}"
-        applied = self.core.applied_reqs.get(req)
+        applied = self.core.applied(req)
         if applied is not None and tool.name in REPLAYERS:
             replayed = REPLAYERS[tool.name](self.core, applied)
             if replayed is not None:

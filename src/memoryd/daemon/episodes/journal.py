@@ -33,11 +33,8 @@ class Episode:
     scopes: tuple[str, ...]
     swarm_id: str | None
     worktree: str | None
-    file: str  # its path; a `Path` is built on use (80k Path objects cost ~1 s at start)
-
-    @property
-    def path(self) -> Path:
-        return Path(self.file)
+    # No path is kept: it is always `episodes/<session_id>/<id>.md` (`Journal.path_of`), and 80k
+    # path strings were ~10 MB of a large store's start.
 
     @property
     def headline(self) -> str:
@@ -55,6 +52,7 @@ def first_line(body: str) -> str:
 class Journal:
     def __init__(self, root: Path, files: store.FileStore) -> None:
         self.dir = root / "episodes"
+        self._prefix = str(self.dir) + os.sep
         self.files = files
         self.by_id: dict[str, Episode] = {}
         self.by_session: dict[str, dict[str, Episode]] = {}
@@ -81,9 +79,15 @@ class Journal:
     def all(self) -> Iterator[Episode]:
         return iter(self.by_id.values())
 
+    def file_of(self, episode: Episode) -> str:
+        return f"{self._prefix}{episode.session_id}/{episode.id}.md"
+
+    def path_of(self, episode: Episode) -> Path:
+        return Path(self.file_of(episode))
+
     def read_body(self, episode: Episode) -> str:
         try:
-            return store.parse(self.files.read_bytes(episode.path))[1]
+            return store.parse(self.files.read_bytes(self.path_of(episode)))[1]
         except (OSError, store.BadRecord, UnicodeDecodeError):
             return ""
 
@@ -129,8 +133,8 @@ class Journal:
                 self._bad(Path(entry.path), "a symbolic link or not a regular file; not followed")
                 continue
             row = cached.get(prefix + name)
-            episode = _from_row(row, session_id, name, entry.path) if row is not None else None
-            if episode is None:
+            episode = _from_row(row, session_id, name) if row is not None else None
+            if row is None or episode is None:
                 self._parse_file(session_id, entry.path, entry.stat(follow_symlinks=False))
                 continue
             by_id[episode.id] = bucket[episode.id] = episode
@@ -161,12 +165,12 @@ class Journal:
             if episode is None:
                 continue  # deleted since start (promoted, pruned)
             try:
-                st = os.lstat(episode.file)
+                st = os.lstat(self.file_of(episode))
             except OSError:
                 continue  # gone: a missing episode is the log's business (reconcile)
             if (st.st_size, st.st_mtime_ns) != self.stats.get(episode.id):
                 self.remove(episode.id)
-                self._parse_file(episode.session_id, episode.file, st)
+                self._parse_file(episode.session_id, self.file_of(episode), st)
         return len(todo)
 
     @property
@@ -181,7 +185,7 @@ class Journal:
             stat = self.stats.get(episode.id)
             if stat is None:
                 try:
-                    st = os.lstat(episode.file)
+                    st = os.lstat(self.file_of(episode))
                 except OSError:
                     continue
                 stat = (st.st_size, st.st_mtime_ns)
@@ -204,17 +208,18 @@ def read_cache(path: Path) -> dict[str, list[Any]]:
     return {row[0]: row for row in rows if isinstance(row, list) and len(row) == 11} if isinstance(rows, list) else {}
 
 
-def _from_row(row: list[Any], session_id: str, name: str, path: str) -> Episode | None:
-    """The episode a cache row describes, or None when it does not describe this file."""
+def _from_row(row: list[Any], session_id: str, name: str) -> Episode | None:
+    """The episode a cache row describes, or None when it does not describe this file. Ids are
+    interned: the checkpoint's sets of episode ids then share these strings."""
     _key, _size, _mtime, episode_id, owner, created, takeaway, line, scopes, swarm, worktree = row
     if owner != session_id or name != f"{episode_id}.md" or type(created) is not str or type(scopes) is not list:
         return None
     shared = _SHARED.get(worktree) if type(worktree) is str else None
     if shared is None and type(worktree) is str:
         shared = _SHARED.setdefault(worktree, sys.intern(worktree))
-    return Episode(id=episode_id, session_id=owner, created=created, takeaway=takeaway, first_line=line,
-                   scopes=tuple(map(sys.intern, scopes)) if scopes else (), swarm_id=swarm, worktree=shared,
-                   file=path)
+    return Episode(id=sys.intern(episode_id), session_id=session_id, created=created, takeaway=takeaway,
+                   first_line=line, scopes=tuple(map(sys.intern, scopes)) if scopes else (), swarm_id=swarm,
+                   worktree=shared)
 
 
 # Worktree strings seen in episode caches: one object each, shared by all their episodes.
@@ -230,7 +235,7 @@ def from_meta(meta: dict[str, Any], body: str, session_id: str, path: str) -> Ep
         id=episode_id, session_id=session_id, created=created,
         takeaway=meta.get("takeaway"), first_line=first_line(body),
         scopes=tuple(meta.get("scopes") or ()), swarm_id=meta.get("swarm_id"),
-        worktree=meta.get("worktree"), file=path,
+        worktree=meta.get("worktree"),
     )
 
 

@@ -85,7 +85,7 @@ def write_episode(core: Core, session: Session, body: str, takeaway: str | None,
     path = core.journal.path_for(session.id, episode_id)
     episode = Episode(id=episode_id, session_id=session.id, created=core.now(), takeaway=takeaway,
                       first_line=first_line(body), scopes=tuple(scopes), swarm_id=swarm,
-                      worktree=session.worktree, file=str(path))
+                      worktree=session.worktree)
     data = store.render(to_meta(episode, session.id), body, blame="takeaway")
     core.files.write_file(path, data, fresh=True)  # a new ULID: nothing there to be immutable
     core.record("episode_write", session, episode_id=episode_id, swarm_id=swarm, req=req)

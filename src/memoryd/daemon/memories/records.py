@@ -234,8 +234,9 @@ class RowTables:
             raise TypeError("a cache row with a field of the wrong type")
         intern = sys.intern
         # Positional, in ROW_FIELDS order: 100k keyword calls cost ~0.3 s more at start.
-        return Memory(memory_id, content, self.scopes[scopes], intern(category), intern(confidence), intern(source),
-                      created, updated, session_id, self.origins[origin], last_verified_at, verified_paths,
+        return Memory(intern(memory_id), content, self.scopes[scopes], intern(category), intern(confidence),
+                      intern(source), created, updated, intern(session_id) if type(session_id) is str else session_id,
+                      self.origins[origin], last_verified_at, verified_paths,
                       verified_commits, note, links, bool(tainted), taint, anchor, removed_at, removed_reason)
 
 

@@ -270,7 +270,7 @@ def finish_episode_deletions(tier: TierState) -> None:
     for episode_id in tier.core.removed_episodes & journal.by_id.keys():
         episode = journal.remove(episode_id)
         if episode is not None:
-            tier.core.files.delete_file(episode.path)
+            tier.core.files.delete_file(journal.path_of(episode))
 
 
 def reconcile(tier: TierState) -> dict[str, Any]:

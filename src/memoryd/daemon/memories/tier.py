@@ -9,6 +9,7 @@ The tier changes state only through the methods below; the tool handlers record 
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
@@ -285,8 +286,9 @@ class MemoryTier(TierState):
         """Decode everything first (a bad value raises before anything changes); the returned
         function assigns it."""
         states = {"live": "live", "tomb": "tomb"}  # one shared string each, not 100k copies
-        fields = {"logged_sha": {str(k): str(v) for k, v in data["logged_sha"].items()},
-                  "logged_state": {str(k): states[v] for k, v in data["logged_state"].items()},
+        intern = sys.intern  # ids shared with the records and the search index
+        fields = {"logged_sha": {intern(str(k)): str(v) for k, v in data["logged_sha"].items()},
+                  "logged_state": {intern(str(k)): states[v] for k, v in data["logged_state"].items()},
                   "retrievals": Counter({str(k): int(v) for k, v in data["retrievals"].items()}),
                   "pending_seq": int(data["pending_seq"]), "pending_logged": set(data["pending_logged"]),
                   "pending_resolved": set(data["pending_resolved"]),

@@ -150,8 +150,9 @@ def delete_episode(core: Core, episode: Episode) -> None:
     """Drop a promoted episode (its content lives on as a memory). The store applies the unlink
     after the memory's file is published, so a crash cannot lose both."""
     core.journal.remove(episode.id)
-    core.files.delete_file(episode.path)
-    core.files.delete_dir_if_empty(episode.path.parent)
+    path = core.journal.path_of(episode)
+    core.files.delete_file(path)
+    core.files.delete_dir_if_empty(path.parent)
 
 
 def memory_write_confirm(call: Call, args: dict[str, Any]) -> dict[str, Any]:
