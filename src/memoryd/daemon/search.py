@@ -60,7 +60,10 @@ _PAIR_TYPE = "I"
 _PAIR_BYTES = 2 * array(_PAIR_TYPE).itemsize
 
 
-def _unpack(packed: bytes) -> array[int]:
+_PACKED = (bytes, bytearray)  # a posting as restored (bytes), or restored and then added to
+
+
+def _unpack(packed: bytes | bytearray) -> array[int]:
     pairs = array(_PAIR_TYPE)
     pairs.frombytes(packed)
     return pairs
@@ -79,8 +82,8 @@ class SearchIndex:
     """
 
     def __init__(self) -> None:
-        self._content: dict[str, dict[str, int] | bytes] = {}
-        self._scope: dict[str, dict[str, int] | bytes] = {}
+        self._content: dict[str, dict[str, int] | bytes | bytearray] = {}
+        self._scope: dict[str, dict[str, int] | bytes | bytearray] = {}
         self._df: dict[str, int] = {}
         self._set_size: dict[str, int] = {}   # doc -> distinct content terms (== len(text.token_set))
         self._length: dict[str, int] = {}
@@ -97,7 +100,7 @@ class SearchIndex:
     def _docs_of(self, postings: dict[str, Any], term: str) -> dict[str, int] | None:
         """`{doc_id: tf}` of `term`, inflating a posting still in its stored packed form."""
         docs = postings.get(term)
-        if type(docs) is bytes:
+        if type(docs) in _PACKED:
             ids = self._ids
             pairs = iter(_unpack(docs))
             docs = postings[term] = {ids[i]: tf for i, tf in zip(pairs, pairs)}
@@ -106,7 +109,7 @@ class SearchIndex:
     @staticmethod
     def _doc_count(postings: dict[str, Any], term: str) -> int:
         docs = postings[term]
-        return len(docs) // _PAIR_BYTES if type(docs) is bytes else len(docs)
+        return len(docs) // _PAIR_BYTES if type(docs) in _PACKED else len(docs)
 
     # -- maintenance ---------------------------------------------------------------------------
 
@@ -122,8 +125,10 @@ class SearchIndex:
         words = content_terms(content)
         content_tf = Counter(words)
         scope_tf = Counter(t for scope in scopes for t in scope_tokens(scope))
-        self._post(self._content, doc_id, content_tf)
-        self._post(self._scope, doc_id, scope_tf)
+        number = len(self._ids)
+        self._ids.append(doc_id)
+        self._post(self._content, doc_id, number, content_tf)
+        self._post(self._scope, doc_id, number, scope_tf)
         for term in content_tf.keys() | scope_tf.keys():
             self._df[term] = self._df.get(term, 0) + 1
         length = len(words) + sum(scope_tf.values())
@@ -163,13 +168,17 @@ class SearchIndex:
         if doc_id in self._recency:
             self._recency[doc_id] = ts
 
-    def _post(self, postings: dict[str, Any], doc_id: str, tf: Counter[str]) -> None:
+    def _post(self, postings: dict[str, Any], doc_id: str, number: int, tf: Counter[str]) -> None:
         for term, count in tf.items():
-            docs = self._docs_of(postings, term)
+            docs = postings.get(term)
             if docs is None:
                 postings[term] = {doc_id: count}
-            else:
+            elif type(docs) is dict:
                 docs[doc_id] = count
+            else:  # still packed: append the pair (`number` in `_ids`), do not inflate thousands
+                if type(docs) is bytes:
+                    docs = postings[term] = bytearray(docs)
+                docs += array(_PAIR_TYPE, (number, count)).tobytes()
 
     def _unpost(self, postings: dict[str, Any], doc_id: str, terms: set[str]) -> None:
         for term in terms:
@@ -196,7 +205,7 @@ class SearchIndex:
         def flat(postings: dict[str, Any]) -> dict[str, bytes]:
             out: dict[str, bytes] = {}
             for term, docs in postings.items():
-                if type(docs) is bytes:  # still as restored: renumber against the new id list
+                if type(docs) in _PACKED:  # still packed: renumber against the new id list
                     pairs = _unpack(docs)
                     pairs[0::2] = array(_PAIR_TYPE, (position[old_ids[x]] for x in pairs[0::2]))
                     out[term] = pairs.tobytes()
