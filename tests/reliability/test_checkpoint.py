@@ -205,3 +205,33 @@ def test_files_edited_while_stopped_are_found_by_the_check_after_start(env: Env)
         assert time.monotonic() < deadline, "the edited file was never checked"
         time.sleep(0.05)
     assert anyio.run(search, "6379") == []
+
+
+def test_episode_files_added_or_deleted_while_stopped_are_found_after_a_resumed_start(env: Env) -> None:
+    """After a clean stop the start takes the session folders from the episode cache unlisted;
+    the folders are listed after start: a file dropped in by hand is indexed, a deleted one goes."""
+    env.start_daemon()
+
+    async def write() -> tuple[str, list[str]]:
+        async with env.session(**WT) as s:
+            ids = [(await call(s, "episode_write", body=f"note {i}", takeaway=f"note {i}"))["id"] for i in range(2)]
+            return str((await call(s, "episode_search", ids=ids))["episodes"][0]["session_id"]), ids
+
+    session_id, (kept, deleted) = anyio.run(write)
+    assert env.memoryd("stop").returncode == 0
+    folder = env.home / "episodes" / session_id
+    (folder / f"{deleted}.md").unlink()
+    added = "01" + "J" * 24
+    (folder / f"{added}.md").write_text(
+        f"---\nschema_version: 1\nid: {added}\ncreated: '2026-11-30T10:00:00.000Z'\nsession_id: {session_id}\n"
+        f"scopes: []\ntakeaway: added by hand\nswarm_id: null\nworktree: /repo/ckpt\n---\nadded by hand\n")
+    env.start_daemon()
+    recovery = [e for e in env.events() if e["kind"] == "recovery"][-1]
+    assert recovery["replayed_from_seq"] > 0  # resumed from the checkpoint: folders not listed at start
+
+    async def found() -> set[str]:
+        async with env.session(**WT) as s:
+            await call(s, "memory_health")  # finishes the after-start check at once
+            return {e["id"] for e in (await call(s, "episode_search", session_id=session_id))["episodes"]}
+
+    assert anyio.run(found) == {kept, added}

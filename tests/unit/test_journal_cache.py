@@ -17,7 +17,7 @@ def _store_with_episodes(root: Path) -> tuple[Core, list[str]]:
     ids = [write_episode(core, session, f"body {i}", f"takeaway {i}", ["a:b"], "swarm", None)["id"]
            for i in range(3)]
     core.sync()  # the episodes are on disk under their names, as at any stop
-    core.journal.save_cache()
+    core.journal.save_cache(core.log.seq)
     core.sync()
     core.log.close()
     return core, ids

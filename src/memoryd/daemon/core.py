@@ -243,12 +243,13 @@ class Core:
         self._mark = self.log.checkpoint()
         log.warning("state rebuilt from disk after a failed commit (%d events)", self.log.seq)
 
-    def _load_files(self) -> dict[str, Any]:
+    def _load_files(self, resumed: bool = False) -> dict[str, Any]:
         """Index the record files after replay (start and `reload`); returns the reconcile counts.
-        Files that cannot be changed are reported, never fatal, so a start cannot crash-loop."""
+        Files that cannot be changed are reported, never fatal, so a start cannot crash-loop.
+        `resumed`: the start follows a clean stop (checkpoint), whose caches list every file."""
         self.files.strict = False
         try:
-            self.journal.load(self.progress)
+            self.journal.load(self.progress, listed_at=self.log.seq if resumed else None)
             for extension in self.extensions:
                 try:
                     extension.load()
@@ -340,7 +341,7 @@ class Core:
         self.torn_bytes_truncated = torn
         report = {**temp_files, "torn_bytes_truncated": torn, "log_quarantined": len(self.log.quarantined),
                   "replayed_from_seq": resume.seq if resume is not None else 0,
-                  **self._load_files()}
+                  **self._load_files(resumed=resume is not None)}
         suspended = self._suspend_open_sessions()
         self.trim_feed()  # replay filled it with history no parked call waits for
         try:

@@ -256,7 +256,8 @@ def close_store(core: Core) -> None:
     """A clean stop: `daemon_stop`, the episode cache and the checkpoint, all made durable.
     A full or read-only store must not make the stop crash: the caches are only speed-ups, and
     a stop that cannot be logged is recovered like a crash at the next start."""
-    for step in (lambda: core.record("daemon_stop", pid=os.getpid()), core.journal.save_cache):
+    for step in (lambda: core.record("daemon_stop", pid=os.getpid()),
+                 lambda: core.journal.save_cache(core.log.seq)):
         try:
             step()
         except StorageError as exc:
