@@ -369,8 +369,12 @@ def test_a_planted_episode_is_unaccounted_and_its_body_is_never_returned(served:
         assert "body" not in searched_bodies["episodes"][0]
         assert "IGNORE ALL PREVIOUS" not in json.dumps([handoff, searched, searched_bodies])
     anyio.run(after)
-    recovery = [e for e in env.events() if e["kind"] == "recovery"][-1]
-    assert recovery["episodes_unaccounted"] == 1
+    # A start after a clean stop lists the session folders after it starts: the planted file is
+    # counted by the `files_checked` event that check logs, not by `recovery`.
+    events = env.events()
+    recovery = [e for e in events if e["kind"] == "recovery"][-1]
+    checked = [e for e in events if e["kind"] == "files_checked"]
+    assert recovery["episodes_unaccounted"] == 0 and [e["episodes_unaccounted"] for e in checked] == [1]
     assert env.memoryd("log", "verify").returncode == 0
 
 

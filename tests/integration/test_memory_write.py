@@ -229,6 +229,7 @@ def test_write_events_carry_ids_statuses_gates_and_hashes_only(env: Env) -> None
         committed = await write(s, DURABLE)
         await write(s, "We just shipped the new cache layer.")
         await call(s, "memory_search", query="pipeline signs wheels")
+        await call(s, "memory_health")  # a search's audit event waits for an fsync; health flushes it
         path = env.home / "memories" / f"{committed['id']}.md"
         import hashlib
         sha = hashlib.sha256(path.read_bytes()).hexdigest()

@@ -41,7 +41,7 @@ def no_progress(phase: str, done: int, total: int) -> None:
 # Events that are not a caller's tool call, so they do not count as session activity.
 NON_CALL_KINDS = frozenset({
     "daemon_start", "daemon_stop", "recovery", "session_start", "session_end", "session_attach",
-    "pending_expired", "episode_prune", "reaper_run",
+    "pending_expired", "episode_prune", "reaper_run", "files_checked",
 })
 # Audit events of reads (retrieval counts, docs/storage.md "Group commit"): a pass that logged only
 # these replies before its fsync, which waits up to READ_EVENTS_SYNC_S to share one with others.
@@ -270,7 +270,20 @@ class Core:
         left = self.journal.verify_some(budget)
         if self.memories is not None:
             left += self.memories.verify_some(budget)
+        if not left and (self.journal.found_late or self.journal.dropped_late):
+            self._record_late_finds()
         return left
+
+    def _record_late_finds(self) -> None:
+        """Log what the after-start check found in the episode folders, as the `recovery` event
+        would have had the start listed them (`files_checked`, docs/storage.md)."""
+        counts = {"local": 0, "untracked": 0, "unaccounted": 0}
+        found = [e for e in map(self.journal.by_id.get, self.journal.found_late) if e is not None]
+        for episode in found:
+            counts[self.provenance(episode.id, episode.created)] += 1
+        self.record("files_checked", None, episodes_parsed=len(found), episodes_untracked=counts["untracked"],
+                    episodes_unaccounted=counts["unaccounted"], episodes_dropped=self.journal.dropped_late)
+        self.journal.found_late, self.journal.dropped_late = [], 0
 
     def apply(self, event: dict[str, Any]) -> None:
         handler = _APPLIERS.get(event["kind"])

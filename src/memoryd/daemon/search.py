@@ -100,7 +100,7 @@ class SearchIndex:
     def _docs_of(self, postings: dict[str, Any], term: str) -> dict[str, int] | None:
         """`{doc_id: tf}` of `term`, inflating a posting still in its stored packed form."""
         docs = postings.get(term)
-        if type(docs) in _PACKED:
+        if isinstance(docs, _PACKED):
             ids = self._ids
             pairs = iter(_unpack(docs))
             docs = postings[term] = {ids[i]: tf for i, tf in zip(pairs, pairs)}

@@ -62,6 +62,10 @@ class Journal:
         self.stats: dict[str, tuple[int, int]] = {}  # episode id -> (size, mtime_ns) its file had
         self.unverified: list[str] = []  # loaded from the cache; not yet checked against the file
         self.unlisted: list[str] = []  # session folders taken from the cache, not yet listed
+        # What the after-start check found that a start would have: episodes parsed (new or
+        # changed files) and cache-loaded episodes whose file was gone; `Core.verify_files` logs it.
+        self.found_late: list[str] = []
+        self.dropped_late = 0
 
     def add(self, episode: Episode) -> None:
         self.by_id[episode.id] = episode
@@ -170,7 +174,7 @@ class Journal:
     def _bad(self, path: Path, reason: str) -> None:
         self.bad_files.append({"path": str(path), "reason": reason})
 
-    def _parse_file(self, session_id: str, path: str, stat: os.stat_result) -> None:
+    def _parse_file(self, session_id: str, path: str, stat: os.stat_result, late: bool = False) -> None:
         try:
             meta, body = store.parse(store.read_nofollow(Path(path)))
             episode = from_meta(meta, body, session_id, path)
@@ -179,6 +183,8 @@ class Journal:
             return
         self.add(episode)
         self.stats[episode.id] = (stat.st_size, stat.st_mtime_ns)
+        if late:
+            self.found_late.append(episode.id)
 
     def verify_some(self, budget: int | None) -> int:
         """Check up to `budget` (None: all) cache-loaded episodes against their files; a file
@@ -194,12 +200,13 @@ class Journal:
                 st = os.lstat(self.file_of(episode))
             except FileNotFoundError:  # deleted while the daemon was stopped: as if never listed
                 self.remove(episode.id)
+                self.dropped_late += 1
                 continue
             except OSError:
                 continue
             if (st.st_size, st.st_mtime_ns) != self.stats.get(episode.id):
                 self.remove(episode.id)
-                self._parse_file(episode.session_id, self.file_of(episode), st)
+                self._parse_file(episode.session_id, self.file_of(episode), st, late=True)
         spent = take
         while self.unlisted and (budget is None or spent < budget):
             self._list_folder(self.unlisted.pop())
@@ -221,7 +228,7 @@ class Journal:
             if not entry.is_file(follow_symlinks=False):
                 self._bad(Path(entry.path), "a symbolic link or not a regular file; not followed")
                 continue
-            self._parse_file(session_id, entry.path, entry.stat(follow_symlinks=False))
+            self._parse_file(session_id, entry.path, entry.stat(follow_symlinks=False), late=True)
 
     @property
     def cache_path(self) -> Path:
