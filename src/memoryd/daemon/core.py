@@ -17,7 +17,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +74,7 @@ def parse_iso(ts: str) -> float:
     seconds = float("0." + frac) if frac else 0.0
     if len(base) == 19 and base[10] == "T":  # our own stamps: the C parser (strptime is ~10x slower)
         try:
-            return datetime.fromisoformat(base).replace(tzinfo=timezone.utc).timestamp() + seconds
+            return datetime.fromisoformat(base).replace(tzinfo=UTC).timestamp() + seconds
         except ValueError:
             pass
     import calendar
