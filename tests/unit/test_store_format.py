@@ -85,3 +85,21 @@ def test_the_memory_cache_row_follows_the_memory_fields_in_order() -> None:
     tables = RowTables()
     row = tables.to_row(memory)
     assert RowTables(tables.scopes, tables.origins).from_row(row) == memory
+
+
+def test_minted_ulids_are_what_python_ulid_reads() -> None:
+    """Ids are minted by `store.mint_ulid`; python-ulid, an independent implementation, must read
+    each back with the same millisecond, and ids of later milliseconds must sort after."""
+    from ulid import ULID
+
+    rng = random.Random(11)
+    minted = []
+    for _ in range(2000):
+        when = rng.uniform(0, 2**47 / 1000)
+        text = store.mint_ulid(when)
+        assert store.is_ulid(text)
+        assert ULID.from_str(text).milliseconds == int(when * 1000)
+        minted.append((int(when * 1000), text))
+    minted.sort()
+    assert all(a[1] < b[1] for a, b in zip(minted, minted[1:]) if a[0] < b[0])
+    assert len({text for _, text in minted}) == len(minted)

@@ -15,7 +15,7 @@ from typing import Any
 OPEN = "open"
 
 
-@dataclass
+@dataclass(slots=True)
 class Session:
     id: str
     worktree: str | None

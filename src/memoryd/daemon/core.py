@@ -15,7 +15,7 @@ import math
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -107,7 +107,7 @@ class Core:
         self.journal = Journal(root, self.files)
         self.logged_episodes: set[str] = set()      # ids an episode_write event names
         self.removed_episodes: set[str] = set()     # ids deleted by promote or prune
-        self.applied_reqs: OrderedDict[str, tuple[Any, ...]] = OrderedDict()  # req -> REPLAYED_FIELDS values
+        self.applied_reqs: OrderedDict[str, Sequence[Any]] = OrderedDict()  # req -> REPLAYED_FIELDS values
         self.last_run_ids: set[str] = set()   # record ids named since the last daemon_start
         self.suspended: dict[str, float] = {}  # session id -> reattach deadline after a restart
         self.next_ttl_check = 0.0             # the reaper's next episode-TTL pass (epoch s)

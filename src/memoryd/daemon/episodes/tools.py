@@ -9,7 +9,6 @@ import re
 import time
 from typing import Any
 
-from ulid import ULID
 
 from memoryd.daemon import store
 from memoryd.daemon.connections import Session
@@ -81,7 +80,7 @@ def episode_write(call: Call, args: dict[str, Any]) -> dict[str, Any]:
 def write_episode(core: Core, session: Session, body: str, takeaway: str | None,
                   scopes: list[str], swarm: str | None, req: str | None) -> dict[str, Any]:
     now = core.clock()
-    episode_id = str(ULID.from_timestamp(now))
+    episode_id = store.mint_ulid(now)
     path = core.journal.path_for(session.id, episode_id)
     episode = Episode(id=episode_id, session_id=session.id, created=core.now(), takeaway=takeaway,
                       first_line=first_line(body), scopes=tuple(scopes), swarm_id=swarm,

@@ -16,8 +16,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ulid import ULID
 
+from memoryd.daemon import store
 from memoryd.daemon.connections import Session
 from memoryd.daemon.core import Core
 from memoryd.daemon.memories import recovery as memory_recovery
@@ -59,7 +59,7 @@ class MemoryTier(TierState):
         return self.tomb_index.text.similar(tokens, threshold)
 
     def new_id(self) -> str:
-        return str(ULID.from_timestamp(self.core.clock()))
+        return store.mint_ulid(self.core.clock())
 
     def origin_of(self, identity: dict[str, Any], session: Session | None) -> dict[str, Any]:
         """Where a record comes from: the session's identity plus the worktree's HEAD (cached)."""
