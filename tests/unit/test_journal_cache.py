@@ -1,4 +1,5 @@
-"""The episode index cache speeds up start without ever hiding a changed file."""
+"""The episode index cache speeds up start without ever hiding a changed file: sessions come back
+packed and are decoded on first use."""
 
 from __future__ import annotations
 
@@ -11,11 +12,14 @@ from memoryd.daemon.episodes.tools import write_episode
 
 
 def _store_with_episodes(root: Path) -> tuple[Core, list[str]]:
+    """Three episodes of a session in /w (swarm "swarm"), one of a session in /v."""
     core = Core(root, Config())
     core.open()
     session = core.start_session({"worktree": "/w"}, "c1")
     ids = [write_episode(core, session, f"body {i}", f"takeaway {i}", ["a:b"], "swarm", None)["id"]
            for i in range(3)]
+    other = core.start_session({"worktree": "/v"}, "c2")
+    ids.append(write_episode(core, other, "elsewhere", "other worktree", [], None, None)["id"])
     core.sync()  # the episodes are on disk under their names, as at any stop
     core.journal.save_cache(core.log.seq)
     core.sync()
@@ -26,6 +30,43 @@ def _store_with_episodes(root: Path) -> tuple[Core, list[str]]:
 def test_a_restart_reads_unchanged_episodes_from_the_cache(tmp_path: Path) -> None:
     first, ids = _store_with_episodes(tmp_path / "s")
     assert first.journal.cache_path.exists()
+    again = Core(tmp_path / "s", Config())
+    again.open()
+    assert len(again.journal._packed) == 2 and not again.journal._live  # nothing decoded yet
+    assert set(again.journal.by_id.keys()) == set(ids) and ids[0] in again.journal.by_id
+    assert again.journal.count_in_worktree("/w") == 3 and again.journal.count_in_worktree("/v") == 1
+    assert sorted(n for _, n, _ in again.journal.summaries()) == [1, 3]
+    assert len(again.journal._packed) == 2
+    assert [e.id for e in again.journal.matching("/v")] == [ids[3]]  # only /v's session is decoded
+    assert len(again.journal._packed) == 1
+    for episode_id in ids:
+        assert again.journal.by_id[episode_id] == first.journal.by_id[episode_id]
+    assert not again.journal._packed
+
+
+def test_unchanged_files_leave_sessions_packed_through_the_check_and_the_next_save(tmp_path: Path) -> None:
+    first, ids = _store_with_episodes(tmp_path / "s")
+    again = Core(tmp_path / "s", Config())
+    again.open()
+    assert again.journal.verify_some(None) == 0
+    assert len(again.journal._packed) == 2 and not again.journal.found_late and not again.journal.dropped_late
+    again.journal.save_cache(again.log.seq)
+    again.sync()
+    third = Core(tmp_path / "s", Config())
+    third.open()
+    assert {i: third.journal.by_id[i] for i in ids} == {i: first.journal.by_id[i] for i in ids}
+
+
+def test_a_damaged_cache_row_is_replaced_by_its_file(tmp_path: Path) -> None:
+    import msgpack
+
+    first, ids = _store_with_episodes(tmp_path / "s")
+    data = msgpack.unpackb(first.journal.cache_path.read_bytes())
+    for entry in data["sessions"]:
+        rows = msgpack.unpackb(entry[5])
+        rows[0][2] = 12345  # `created` is not text
+        entry[5] = msgpack.packb(rows)
+    first.journal.cache_path.write_bytes(msgpack.packb(data))
     again = Core(tmp_path / "s", Config())
     again.open()
     for episode_id in ids:
@@ -39,9 +80,11 @@ def test_a_hand_edited_episode_is_parsed_again_not_taken_from_the_cache(tmp_path
     os.utime(path, ns=(1, 1))
     again = Core(tmp_path / "s", Config())
     again.open()  # cache rows are trusted at start; the files are checked after it, in slices
-    assert again.journal.verify_some(1) == 2
+    assert again.journal.by_id[ids[0]].takeaway == "takeaway 0"
+    assert again.journal.verify_some(1) == 1  # one session per slice of this size
     again.journal.verify_some(None)
     assert again.journal.by_id[ids[0]].takeaway == "edited by hand, longer"
+    assert again.journal.found_late == [ids[0]]
     assert again.journal.by_id[ids[1]] == first.journal.by_id[ids[1]]
 
 

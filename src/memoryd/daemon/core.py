@@ -395,11 +395,9 @@ class Core:
             self.sessions.last_n = max(self.sessions.last_n, int(session_id.split("-", 1)[1]))
 
     def _reconcile_episodes(self) -> dict[str, Any]:
-        counts = {"local": 0, "untracked": 0, "unaccounted": 0}
         for session_id in self.journal.session_dirs:
             self.note_session_id(session_id)
-        for episode in self.journal.all():
-            counts[self.provenance(episode.id, episode.created)] += 1
+        counts = self.journal.provenance_counts(self.provenance, self.logged_episodes)
         missing = self.logged_episodes - self.removed_episodes - self.journal.by_id.keys()
         self.missing_episodes = sorted(missing)
         return {"episodes_untracked": counts["untracked"], "episodes_unaccounted": counts["unaccounted"],

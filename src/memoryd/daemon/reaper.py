@@ -49,22 +49,19 @@ def expired_episode_sessions(core: Core, now: float) -> list[dict[str, Any]]:
     """Sessions whose newest episode is older than the TTL; open sessions are exempt."""
     cutoff = iso(now - core.config.episode_ttl_days * 86400)
     due = []
-    for session_id, episodes in core.journal.by_session.items():
-        if not episodes:
+    for session_id, count, newest in core.journal.summaries():
+        if newest >= cutoff:
             continue
         session = core.sessions.get(session_id)
-        if session is not None and session.is_open:
-            continue
-        newest = max(e.created for e in episodes.values())
-        if newest < cutoff:
-            due.append({"session": session_id, "episodes": len(episodes), "newest": newest})
+        if session is None or not session.is_open:
+            due.append({"session": session_id, "episodes": count, "newest": newest})
     return due
 
 
 def prune_session_episodes(core: Core, session_id: str) -> list[str]:
     """Delete a session's episodes; `StorageError` before anything changed when one of the files
     cannot be removed (chattr +i, a read-only folder)."""
-    episodes = core.journal.by_session.get(session_id, {})
+    episodes = core.journal.session(session_id)
     for episode in episodes.values():
         store.check_changeable(core.journal.path_of(episode), replacing=False)
     ids = sorted(episodes)
@@ -76,7 +73,6 @@ def prune_session_episodes(core: Core, session_id: str) -> list[str]:
             folder = core.journal.path_of(gone).parent
     if folder is not None:
         core.files.delete_dir_if_empty(folder)
-    core.journal.by_session.pop(session_id, None)
     core.record("episode_prune", None, owner=session_id, episode_ids=ids)
     return ids
 

@@ -536,9 +536,9 @@ class Server:
             return {"session": session, "episodes": [
                 {**episode_view(self.core, e, with_body=False), "swarm_id": e.swarm_id}
                 for e in self.core.journal.of_session(session)]}
-        rows = [{"session": sid, "episodes": len(eps), "newest": max(e.created for e in eps.values()),
+        rows = [{"session": sid, "episodes": count, "newest": newest,
                  "ended": getattr(self.core.sessions.get(sid), "ended", "unknown")}
-                for sid, eps in self.core.journal.by_session.items() if eps]
+                for sid, count, newest in self.core.journal.summaries()]
         return {"sessions": sorted(rows, key=lambda r: r["newest"], reverse=True)}
 
     # -- parked calls ----------------------------------------------------------------------------

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator, KeysView, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -20,7 +21,7 @@ import msgpack
 
 from memoryd.daemon import store
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 FOLDER_LISTING_COST = 10  # a folder listing, in `verify_some` budget units (one unit: an lstat)
 
 
@@ -50,40 +51,129 @@ def first_line(body: str) -> str:
     return ""
 
 
+@dataclass(slots=True)
+class Packed:
+    """A session's episodes as the index cache holds them, not yet turned into objects: their
+    ids (in file order), what the reaper, `episode_search` and the counts need to know without
+    decoding them, and the msgpack of their rows ([size, mtime_ns, created, takeaway,
+    first_line, scopes, swarm_id, worktree], one per id)."""
+    ids: tuple[str, ...]
+    newest: str
+    worktrees: dict[str | None, int]  # worktree -> episodes in it
+    swarms: tuple[str, ...]
+    rows: bytes
+
+    def entries(self) -> list[tuple[str, list[Any]]]:
+        return list(zip(self.ids, msgpack.unpackb(self.rows, raw=False), strict=True))
+
+
+class EpisodeIndex(Mapping[str, Episode]):
+    """`journal.by_id`: every episode by id, whether or not its session is decoded yet. Looking
+    one up decodes its session; membership, length and `keys()` do not."""
+
+    def __init__(self, journal: Journal) -> None:
+        self._journal = journal
+
+    def __getitem__(self, episode_id: str) -> Episode:
+        found = self._journal.get(episode_id)
+        if found is None:
+            raise KeyError(episode_id)
+        return found
+
+    def __contains__(self, episode_id: object) -> bool:
+        return episode_id in self._journal.owner
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._journal.owner)
+
+    def __len__(self) -> int:
+        return len(self._journal.owner)
+
+    def keys(self) -> KeysView[str]:  # type: ignore[override]
+        return self._journal.owner.keys()
+
+
 class Journal:
+    """Episodes by session. A start after a clean stop leaves each session *packed* (its cache
+    rows, ~1/5 of the objects' memory) and decodes it on first use: most sessions of a large
+    store are never read again before the TTL prunes them (docs/storage.md, 'Episodes')."""
+
     def __init__(self, root: Path, files: store.FileStore) -> None:
         self.dir = root / "episodes"
         self._prefix = str(self.dir) + os.sep
         self.files = files
-        self.by_id: dict[str, Episode] = {}
-        self.by_session: dict[str, dict[str, Episode]] = {}
+        self.owner: dict[str, str] = {}  # every episode id -> its session, decoded or not
+        self.by_id = EpisodeIndex(self)
+        self._live: dict[str, dict[str, Episode]] = {}  # decoded sessions
+        self._packed: dict[str, Packed] = {}
         self.bad_files: list[dict[str, str]] = []
         self.session_dirs: list[str] = []  # every `sess-<n>` name under episodes/, links included
-        self.stats: dict[str, tuple[int, int]] = {}  # episode id -> (size, mtime_ns) its file had
-        self.unverified: list[str] = []  # loaded from the cache; not yet checked against the file
+        self.stats: dict[str, tuple[int, int]] = {}  # decoded episode id -> (size, mtime_ns) its file had
+        self.unverified: list[str] = []  # sessions loaded from the cache, files not yet compared
         self.unlisted: list[str] = []  # session folders taken from the cache, not yet listed
         # What the after-start check found that a start would have: episodes parsed (new or
         # changed files) and cache-loaded episodes whose file was gone; `Core.verify_files` logs it.
         self.found_late: list[str] = []
         self.dropped_late = 0
 
-    def add(self, episode: Episode) -> None:
-        self.by_id[episode.id] = episode
-        self.by_session.setdefault(episode.session_id, {})[episode.id] = episode
+    # -- reading ---------------------------------------------------------------------------------
 
-    def remove(self, episode_id: str) -> Episode | None:
-        episode = self.by_id.pop(episode_id, None)
-        self.stats.pop(episode_id, None)
-        if episode is not None:
-            self.by_session.get(episode.session_id, {}).pop(episode_id, None)
-        return episode
+    def session(self, session_id: str) -> dict[str, Episode]:
+        """A session's episodes by id (decoded now if packed); empty when it has none."""
+        bucket = self._live.get(session_id)
+        if bucket is not None:
+            return bucket
+        if session_id in self._packed:
+            return self._unpack(session_id)
+        return {}
+
+    def get(self, episode_id: str) -> Episode | None:
+        session_id = self.owner.get(episode_id)
+        return None if session_id is None else self.session(session_id).get(episode_id)
 
     def of_session(self, session_id: str) -> list[Episode]:
         """A session's live episodes, oldest first (ULIDs sort by creation time)."""
-        return sorted(self.by_session.get(session_id, {}).values(), key=lambda e: (e.created, e.id))
+        return sorted(self.session(session_id).values(), key=lambda e: (e.created, e.id))
 
     def all(self) -> Iterator[Episode]:
-        return iter(self.by_id.values())
+        """Every episode (decodes every packed session)."""
+        for session_id in list(self._packed):
+            self._unpack(session_id)
+        return (e for bucket in list(self._live.values()) for e in bucket.values())
+
+    def matching(self, worktree: Any = ..., swarm: str | None = None) -> Iterator[Episode]:
+        """Every episode that may be in `worktree` (... : any) and `swarm` (None: any); only the
+        packed sessions whose summary says they hold such an episode are decoded."""
+        for session_id, packed in list(self._packed.items()):
+            if (worktree is ... or worktree in packed.worktrees) and (swarm is None or swarm in packed.swarms):
+                self._unpack(session_id)
+        return (e for bucket in list(self._live.values()) for e in bucket.values())
+
+    def summaries(self) -> Iterator[tuple[str, int, str]]:
+        """(session, episodes, newest created) for each session holding episodes, none decoded."""
+        for session_id, packed in self._packed.items():
+            yield session_id, len(packed.ids), packed.newest
+        for session_id, bucket in self._live.items():
+            if bucket:
+                yield session_id, len(bucket), max(e.created for e in bucket.values())
+
+    def count_in_worktree(self, worktree: str | None) -> int:
+        return (sum(p.worktrees.get(worktree, 0) for p in self._packed.values())
+                + sum(1 for bucket in self._live.values() for e in bucket.values() if e.worktree == worktree))
+
+    def provenance_counts(self, provenance: Callable[[str, str], str], logged: set[str]) -> dict[str, int]:
+        """How many episodes `provenance` calls local, untracked and unaccounted. A packed session
+        whose ids the log all names is counted local without decoding it."""
+        counts = {"local": 0, "untracked": 0, "unaccounted": 0}
+        for session_id, packed in list(self._packed.items()):
+            if logged.issuperset(packed.ids):
+                counts["local"] += len(packed.ids)
+            else:
+                self._unpack(session_id)
+        for bucket in self._live.values():
+            for episode in bucket.values():
+                counts[provenance(episode.id, episode.created)] += 1
+        return counts
 
     def file_of(self, episode: Episode) -> str:
         return f"{self._prefix}{episode.session_id}/{episode.id}.md"
@@ -102,59 +192,97 @@ class Journal:
         assert store.is_session_id(session_id) and store.is_ulid(episode_id)
         return self.dir / session_id / f"{episode_id}.md"
 
+    # -- changes ---------------------------------------------------------------------------------
+
+    def add(self, episode: Episode) -> None:
+        self.session(episode.session_id)  # a packed session is decoded before it changes
+        self._live.setdefault(episode.session_id, {})[episode.id] = episode
+        self.owner[episode.id] = episode.session_id
+
+    def remove(self, episode_id: str) -> Episode | None:
+        session_id = self.owner.get(episode_id)
+        if session_id is None:
+            return None
+        bucket = self.session(session_id)
+        episode = bucket.pop(episode_id, None)
+        self.owner.pop(episode_id, None)
+        self.stats.pop(episode_id, None)
+        if not bucket:
+            self._live.pop(session_id, None)
+        return episode
+
+    def _unpack(self, session_id: str) -> dict[str, Episode]:
+        """Decode a packed session; a row that does not describe its file (a damaged cache) is
+        replaced by parsing the file."""
+        packed = self._packed.pop(session_id)
+        bucket = self._live.setdefault(session_id, {})
+        for episode_id, row in packed.entries():
+            episode = _from_row(row, session_id, episode_id)
+            if episode is None:
+                self.owner.pop(episode_id, None)
+                self._parse_existing(session_id, episode_id)
+                continue
+            bucket[episode.id] = episode
+            self.stats[episode.id] = (row[0], row[1])
+        return bucket
+
+    def _adopt(self, session_id: str, packed: Packed) -> None:
+        self._packed[session_id] = packed
+        self.owner.update(dict.fromkeys(packed.ids, session_id))
+
+    # -- start -----------------------------------------------------------------------------------
+
     def load(self, progress: Callable[[str, int, int], None] | None = None, listed_at: int | None = None) -> None:
         """Index every episode file; untrustworthy files are listed in `bad_files`, not loaded.
 
-        A file the index cache (`state/episodes.cache`, written at stop) lists is taken from it
-        without even a `stat`: 80k frontmatters cost ~5 s to parse and 80k stats most of a
-        second. Whether those files still match the cache (a hand edit while the daemon was
-        stopped) is checked after start, a slice at a time (`verify_some`); other files are
-        parsed now.
+        A session the index cache (`state/episodes.cache`, written at stop) holds is taken from
+        it packed, without a `stat` of its files: 80k frontmatters cost ~5 s to parse, 80k stats
+        most of a second and 80k objects ~0.5 s and ~70 MB. Whether those files still match the
+        cache (a hand edit while the daemon was stopped) is checked after start, a slice at a
+        time (`verify_some`); other files are parsed now.
 
         `listed_at`: on a start resumed from the checkpoint, the log's seq. A cache saved at that
         seq was written by the same clean stop, so it names every episode file there was; the
         session folders are then listed after start too (11k folder listings took 0.2 s with
         warm caches, 2 s cold), and a file added by hand while the daemon was stopped is found
-        then (`verify_some`).
+        then (`verify_some`). Otherwise a folder whose files are exactly the cached ones stays
+        packed, and any other is read now.
         """
         if not store.is_plain_dir(self.dir):
             return
         cached, saved_at = read_cache(self.cache_path)
-        grouped = _by_folder(cached) if listed_at is not None and saved_at == listed_at else None
+        trusted = listed_at is not None and saved_at == listed_at
         with os.scandir(self.dir) as listing:
             folders = sorted((e for e in listing if store.is_session_id(e.name)), key=lambda e: e.name)
         for number, folder in enumerate(folders, 1):
             if progress is not None and not number % 256:
-                progress("indexing episodes", len(self.by_id), len(cached))
-            self.session_dirs.append(folder.name)
+                progress("indexing episodes", len(self.owner), len(cached))
+            name = folder.name
+            self.session_dirs.append(name)
             if not folder.is_dir(follow_symlinks=False):
                 self._bad(Path(folder.path), "a symbolic link or not a directory; not followed")
                 continue
-            if grouped is not None and self._load_cached(folder.name, grouped.get(folder.name, [])):
-                self.unlisted.append(folder.name)
+            packed = cached.get(name)
+            if trusted and packed is not None:
+                self._adopt(name, packed)
+                self.unverified.append(name)
+                self.unlisted.append(name)
                 continue
             with os.scandir(folder.path) as entries:
-                self._load_folder(folder.name, list(entries), cached)
+                self._load_folder(name, list(entries), packed)
 
-    def _load_cached(self, session_id: str, rows: list[tuple[str, list[Any]]]) -> bool:
-        """A session's episodes from its cache rows alone; False (nothing added) when a row does
-        not describe its file, so the folder is listed and read now instead."""
-        episodes = [_from_row(row, session_id, name) for name, row in rows]
-        if None in episodes:
-            return False
-        bucket = self.by_session.setdefault(session_id, {})
-        for episode, (_name, row) in zip(episodes, rows, strict=True):
-            assert episode is not None
-            self.by_id[episode.id] = bucket[episode.id] = episode
-            self.stats[episode.id] = (row[1], row[2])
-            self.unverified.append(episode.id)
-        return True
-
-    def _load_folder(self, session_id: str, entries: list[os.DirEntry[str]], cached: dict[str, list[Any]]) -> None:
-        """One session's folder: cached rows become episodes directly (the hot loop of a warm
-        start with 80k episodes, hence inlined), the other files are parsed."""
-        prefix, by_id, stats, unverified = session_id + "/", self.by_id, self.stats, self.unverified
-        bucket = self.by_session.setdefault(session_id, {})
+    def _load_folder(self, session_id: str, entries: list[os.DirEntry[str]], packed: Packed | None) -> None:
+        """One session's folder: packed as cached when it holds exactly the cached files, else
+        cached rows become episodes and the other files are parsed."""
+        names = [e.name for e in entries if e.name.endswith(".md") and not e.name.startswith(".")]
+        if packed is not None and sorted(names) == sorted(f"{i}.md" for i in packed.ids) and all(
+                e.is_file(follow_symlinks=False) for e in entries if e.name in names):
+            self._adopt(session_id, packed)
+            self.unverified.append(session_id)
+            return
+        rows = dict(packed.entries()) if packed is not None else {}
+        bucket = self._live.setdefault(session_id, {})
+        from_cache = False
         for entry in entries:
             name = entry.name
             if not name.endswith(".md") or name.startswith("."):
@@ -162,14 +290,19 @@ class Journal:
             if not entry.is_file(follow_symlinks=False):
                 self._bad(Path(entry.path), "a symbolic link or not a regular file; not followed")
                 continue
-            row = cached.get(prefix + name)
-            episode = _from_row(row, session_id, name) if row is not None else None
+            row = rows.get(name[:-3])
+            episode = _from_row(row, session_id, name[:-3]) if row is not None else None
             if row is None or episode is None:
                 self._parse_file(session_id, entry.path, entry.stat(follow_symlinks=False))
                 continue
-            by_id[episode.id] = bucket[episode.id] = episode
-            stats[episode.id] = (row[1], row[2])
-            unverified.append(episode.id)
+            bucket[episode.id] = episode
+            self.owner[episode.id] = session_id
+            self.stats[episode.id] = (row[0], row[1])
+            from_cache = True
+        if from_cache:
+            self.unverified.append(session_id)
+        if not bucket:
+            self._live.pop(session_id, None)
 
     def _bad(self, path: Path, reason: str) -> None:
         self.bad_files.append({"path": str(path), "reason": reason})
@@ -186,32 +319,48 @@ class Journal:
         if late:
             self.found_late.append(episode.id)
 
+    def _parse_existing(self, session_id: str, episode_id: str, late: bool = False) -> None:
+        path = f"{self._prefix}{session_id}/{episode_id}.md"
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return
+        self._parse_file(session_id, path, st, late)
+
+    # -- after start -----------------------------------------------------------------------------
+
     def verify_some(self, budget: int | None) -> int:
-        """Check up to `budget` (None: all) cache-loaded episodes against their files; a file
-        changed since the cache was written is parsed again (or listed as bad). Returns how many
-        remain unchecked."""
-        todo = self.unverified
-        take = len(todo) if budget is None else min(budget, len(todo))
-        for _ in range(take):
-            episode = self.by_id.get(todo.pop())
-            if episode is None:
-                continue  # deleted since start (promoted, pruned)
-            try:
-                st = os.lstat(self.file_of(episode))
-            except FileNotFoundError:  # deleted while the daemon was stopped: as if never listed
-                self.remove(episode.id)
-                self.dropped_late += 1
-                continue
-            except OSError:
-                continue
-            if (st.st_size, st.st_mtime_ns) != self.stats.get(episode.id):
-                self.remove(episode.id)
-                self._parse_file(episode.session_id, self.file_of(episode), st, late=True)
-        spent = take
+        """Check the files of cache-loaded sessions against the cache, until about `budget` lstats
+        (None: all) are spent; a file changed since is parsed again (or listed as bad), a file
+        gone is dropped, and the folders not listed at start are listed. A packed session whose
+        files all match stays packed. Returns how many sessions remain to check."""
+        spent = 0
+        while self.unverified and (budget is None or spent < budget):
+            spent += self._verify_session(self.unverified.pop())
         while self.unlisted and (budget is None or spent < budget):
             self._list_folder(self.unlisted.pop())
             spent += FOLDER_LISTING_COST
-        return len(todo) + len(self.unlisted)
+        return len(self.unverified) + len(self.unlisted)
+
+    def _verify_session(self, session_id: str) -> int:
+        packed = self._packed.get(session_id)
+        if packed is not None:
+            stats = [(episode_id, (row[0], row[1])) for episode_id, row in packed.entries()]
+        else:
+            stats = [(i, self.stats[i]) for i in self._live.get(session_id, {}) if i in self.stats]
+        for episode_id, seen in stats:
+            path = f"{self._prefix}{session_id}/{episode_id}.md"
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:  # deleted while the daemon was stopped: as if never listed
+                if self.remove(episode_id) is not None:
+                    self.dropped_late += 1
+                continue
+            except OSError:
+                continue
+            if (st.st_size, st.st_mtime_ns) != seen and self.remove(episode_id) is not None:
+                self._parse_file(session_id, path, st, late=True)
+        return max(1, len(stats))
 
     def _list_folder(self, session_id: str) -> None:
         """Parse what a session folder holds beyond its cached episodes (or list as bad)."""
@@ -220,25 +369,39 @@ class Journal:
                 entries = list(listing)
         except OSError:
             return  # pruned since start, or replaced: the next start lists it
-        known = self.by_session.get(session_id, {})
+        owner = self.owner
         for entry in entries:
             name = entry.name
-            if not name.endswith(".md") or name.startswith(".") or name[:-3] in known:
+            if not name.endswith(".md") or name.startswith(".") or owner.get(name[:-3]) == session_id:
                 continue
             if not entry.is_file(follow_symlinks=False):
                 self._bad(Path(entry.path), "a symbolic link or not a regular file; not followed")
                 continue
             self._parse_file(session_id, entry.path, entry.stat(follow_symlinks=False), late=True)
 
+    # -- the cache -------------------------------------------------------------------------------
+
     @property
     def cache_path(self) -> Path:
         return self.dir.parent / "state" / "episodes.cache"
 
     def save_cache(self, log_seq: int) -> None:
-        """Write the index cache (derived data: losing it only costs a slower start). Stats are
-        those seen at load or taken once for files written since (`stats`), not 80k lstats."""
-        rows = []
-        for episode in self.by_id.values():
+        """Write the index cache (derived data: losing it only costs a slower start). A packed
+        session is written back as it was read; stats are those seen at load or taken once for
+        files written since (`stats`), not 80k lstats."""
+        sessions = [[sid, list(p.ids), p.newest, list(p.worktrees.items()), list(p.swarms), p.rows]
+                    for sid, p in self._packed.items()]
+        for session_id, bucket in self._live.items():
+            packed = self._pack(bucket)
+            if packed is not None:
+                sessions.append([session_id, list(packed.ids), packed.newest, list(packed.worktrees.items()),
+                                 list(packed.swarms), packed.rows])
+        self.files.write_file(self.cache_path, msgpack.packb(
+            {"v": CACHE_VERSION, "seq": log_seq, "sessions": sessions}, use_bin_type=True))
+
+    def _pack(self, bucket: dict[str, Episode]) -> Packed | None:
+        ids, rows, listed = [], [], []
+        for episode in bucket.values():
             stat = self.stats.get(episode.id)
             if stat is None:
                 try:
@@ -246,47 +409,63 @@ class Journal:
                 except OSError:
                     continue
                 stat = (st.st_size, st.st_mtime_ns)
-            rows.append([f"{episode.session_id}/{episode.id}.md", stat[0], stat[1],
-                         episode.id, episode.session_id, episode.created, episode.takeaway,
-                         episode.first_line, list(episode.scopes), episode.swarm_id, episode.worktree])
-        self.files.write_file(self.cache_path, msgpack.packb({"v": CACHE_VERSION, "seq": log_seq, "rows": rows}))
+            ids.append(episode.id)
+            listed.append(episode)
+            rows.append([stat[0], stat[1], episode.created, episode.takeaway, episode.first_line,
+                         list(episode.scopes), episode.swarm_id, episode.worktree])
+        if not ids:
+            return None
+        return Packed(ids=tuple(ids), newest=max(e.created for e in listed),
+                      worktrees=dict(Counter(e.worktree for e in listed)),
+                      swarms=tuple({e.swarm_id for e in listed if e.swarm_id is not None}),
+                      rows=msgpack.packb(rows, use_bin_type=True))
 
 
-def read_cache(path: Path) -> tuple[dict[str, list[Any]], int | None]:
-    """The index cache by "<session>/<file>", and the log seq it was saved at; empty when
-    missing or unreadable (msgpack, not pickle: a planted cache must not run code)."""
+def read_cache(path: Path) -> tuple[dict[str, Packed], int | None]:
+    """The index cache by session, and the log seq it was saved at; empty when missing or
+    unreadable (msgpack, not pickle: a planted cache must not run code). Each session's rows
+    stay packed; a malformed session entry is left out (its folder is read instead)."""
     try:
         data = msgpack.unpackb(store.read_nofollow(path), raw=False)
     except (OSError, ValueError, msgpack.UnpackException):
         return {}, None
-    if not isinstance(data, dict) or data.get("v") != CACHE_VERSION or not isinstance(data.get("rows"), list):
+    if not isinstance(data, dict) or data.get("v") != CACHE_VERSION or not isinstance(data.get("sessions"), list):
         return {}, None
     seq = data.get("seq")
-    rows = {row[0]: row for row in data["rows"] if isinstance(row, list) and len(row) == 11 and type(row[0]) is str}
-    return rows, seq if type(seq) is int else None
+    sessions = {}
+    for entry in data["sessions"]:
+        try:
+            session_id, ids, newest, worktrees, swarms, rows = entry
+            if not (store.is_session_id(session_id) and type(newest) is str and type(rows) is bytes
+                    and all(type(i) is str for i in ids)):
+                continue
+            sessions[session_id] = Packed(ids=tuple(map(sys.intern, ids)), newest=newest,
+                                          worktrees={_shared(w): int(n) for w, n in worktrees},
+                                          swarms=tuple(swarms), rows=rows)
+        except (TypeError, ValueError):
+            continue
+    return sessions, seq if type(seq) is int else None
 
 
-def _by_folder(cached: dict[str, list[Any]]) -> dict[str, list[tuple[str, list[Any]]]]:
-    """Cache rows by session folder, each with its file name."""
-    grouped: dict[str, list[tuple[str, list[Any]]]] = {}
-    for key, row in cached.items():
-        folder, _, name = key.partition("/")
-        grouped.setdefault(folder, []).append((name, row))
-    return grouped
+def _shared(worktree: Any) -> Any:
+    """One string object per worktree, however many episodes and summaries name it."""
+    if type(worktree) is not str:
+        return worktree
+    return _SHARED.get(worktree) or _SHARED.setdefault(worktree, sys.intern(worktree))
 
 
-def _from_row(row: list[Any], session_id: str, name: str) -> Episode | None:
-    """The episode a cache row describes, or None when it does not describe this file. Ids are
-    interned: the checkpoint's sets of episode ids then share these strings."""
-    _key, _size, _mtime, episode_id, owner, created, takeaway, line, scopes, swarm, worktree = row
-    if owner != session_id or name != f"{episode_id}.md" or type(created) is not str or type(scopes) is not list:
+def _from_row(row: list[Any], session_id: str, episode_id: str) -> Episode | None:
+    """The episode a cache row describes, or None when the row is malformed. Ids are interned:
+    the checkpoint's sets of episode ids then share these strings."""
+    try:
+        _size, _mtime, created, takeaway, line, scopes, swarm, worktree = row
+    except (TypeError, ValueError):
         return None
-    shared = _SHARED.get(worktree) if type(worktree) is str else None
-    if shared is None and type(worktree) is str:
-        shared = _SHARED.setdefault(worktree, sys.intern(worktree))
+    if not store.is_ulid(episode_id) or type(created) is not str or type(scopes) is not list:
+        return None
     return Episode(id=sys.intern(episode_id), session_id=session_id, created=created, takeaway=takeaway,
                    first_line=line, scopes=tuple(map(sys.intern, scopes)) if scopes else (), swarm_id=swarm,
-                   worktree=shared)
+                   worktree=_shared(worktree))
 
 
 # Worktree strings seen in episode caches: one object each, shared by all their episodes.

@@ -253,11 +253,16 @@ def episode_handoff(call: Call, args: dict[str, Any]) -> dict[str, Any]:
 
 # -- episode_search ---------------------------------------------------------------------------
 
+def _search_worktree(call: Call, args: dict[str, Any]) -> Any:
+    """The worktree an auto-scoped search keeps to; ... (any) when it names its owners."""
+    by_owner = args["swarm_id"] or args["session_id"] or args["ids"]
+    return call.session.worktree if args["auto_scope"] and not by_owner else ...
+
+
 def _search_filter(call: Call, args: dict[str, Any]) -> Any:
     cutoff = since_cutoff(args["since"], call.core.clock()) if args["since"] else None
     ids = set(args["ids"] or [])
-    by_owner = args["swarm_id"] or args["session_id"] or ids
-    worktree = call.session.worktree if args["auto_scope"] and not by_owner else ...
+    worktree = _search_worktree(call, args)
     disabled = call.session.disabled_scopes
 
     def accept(e: Episode) -> bool:
@@ -271,24 +276,25 @@ def _search_filter(call: Call, args: dict[str, Any]) -> Any:
     return accept
 
 
-def _candidates(core: Core, args: dict[str, Any]) -> Any:
+def _candidates(core: Core, args: dict[str, Any], worktree: Any) -> Any:
+    """Where the matches can be: packed sessions of other worktrees and swarms stay packed."""
     if args["ids"]:
-        return (core.journal.by_id[i] for i in args["ids"] if i in core.journal.by_id)
+        return (e for e in map(core.journal.get, args["ids"]) if e is not None)
     if args["session_id"]:
-        return iter(core.journal.by_session.get(args["session_id"], {}).values())
-    return core.journal.all()
+        return iter(core.journal.session(args["session_id"]).values())
+    return core.journal.matching(worktree, args["swarm_id"])
 
 
 def episode_search(call: Call, args: dict[str, Any]) -> dict[str, Any] | Parked:
     core = call.core
-    accept = _search_filter(call, args)
+    accept, worktree = _search_filter(call, args), _search_worktree(call, args)
     with_body = args["include_bodies"] if args["include_bodies"] is not None else bool(args["ids"])
     core.record("episode_search", call.session, wait_for=args["wait_for"])
 
     found = {"total": 0}  # what the last full search counted (the parked check starts from it)
 
     def run(timed_out: bool | None) -> dict[str, Any] | None:
-        matches = sorted((e for e in _candidates(core, args) if accept(e)), key=lambda e: (e.created, e.id))
+        matches = sorted((e for e in _candidates(core, args, worktree) if accept(e)), key=lambda e: (e.created, e.id))
         found["total"] = len(matches)
         if timed_out is False and len(matches) < args["wait_for"]:
             return None

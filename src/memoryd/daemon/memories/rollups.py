@@ -35,7 +35,7 @@ def memory_scope_overview(call: Call, args: dict[str, Any]) -> dict[str, Any]:
         "tombstones": sum(1 for t in tier.tombstones.values() if keep(t)),
         "pending_writes": sum(1 for p in tier.pending.values() if p.session_id == session.id),
         "disabled_scopes": sorted(session.disabled_scopes),
-        "episodes_in_worktree": sum(1 for e in core.journal.all() if e.worktree == session.worktree),
+        "episodes_in_worktree": core.journal.count_in_worktree(session.worktree),
     }
 
 
@@ -97,7 +97,7 @@ def memory_health(call: Call, args: dict[str, Any]) -> dict[str, Any]:
         "memories": len(tier.live),
         **_curation(core),
         "pending_expired": tier.pending_expired_total,
-        "episode_sessions": sum(1 for eps in core.journal.by_session.values() if eps),
+        "episode_sessions": sum(1 for _ in core.journal.summaries()),
         "log": {"events": core.log.seq, "chain_ok": chain_tail_ok(core),
                 "torn_bytes_truncated": core.torn_bytes_truncated,
                 "quarantined": _capped(core.log.quarantined)},

@@ -206,7 +206,7 @@ def _recent_takeaways(core: Core, session: Session, cap: int) -> dict[str, Any]:
     total = 0
     disabled = session.disabled_scopes
     for owner in core.sessions.walk_back(session.worktree, skip=""):
-        episodes = [e for e in core.journal.by_session.get(owner.id, {}).values()
+        episodes = [e for e in core.journal.session(owner.id).values()
                     if not is_hidden(e.scopes, disabled)]
         total += len(episodes)
         if len(rows) < cap:
