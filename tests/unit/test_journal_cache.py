@@ -94,3 +94,18 @@ def test_a_garbage_cache_is_ignored(tmp_path: Path) -> None:
     again = Core(tmp_path / "s", Config())
     again.open()
     assert set(ids) <= set(again.journal.by_id)
+
+
+def test_undecodable_cache_rows_mean_the_files_are_read(tmp_path: Path) -> None:
+    import msgpack
+
+    first, ids = _store_with_episodes(tmp_path / "s")
+    data = msgpack.unpackb(first.journal.cache_path.read_bytes())
+    data["sessions"][0][5] = b"\xc1 not msgpack"
+    data["sessions"][1][5] = msgpack.packb([])  # fewer rows than ids
+    first.journal.cache_path.write_bytes(msgpack.packb(data))
+    again = Core(tmp_path / "s", Config())
+    again.open()
+    again.journal.verify_some(None)
+    for episode_id in ids:
+        assert again.journal.by_id[episode_id] == first.journal.by_id[episode_id]

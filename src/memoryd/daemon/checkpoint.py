@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 from collections import OrderedDict
 from typing import Any
 
@@ -26,7 +25,7 @@ from memoryd.daemon.eventlog import EventLog, Resume, segments
 
 log = logging.getLogger("memoryd.daemon")
 
-FORMAT = 2
+FORMAT = 3
 NAME = "checkpoint"
 # Session fields the log defines, in this order; the rest of a Session is runtime state.
 _SESSION_FIELDS = ("id", "worktree", "repo", "project", "client", "started_at", "last_active", "calls",
@@ -113,12 +112,17 @@ def resume_point(event_log: EventLog, position: dict[str, Any]) -> Resume | None
 
 def _core_state(core: Core) -> dict[str, Any]:
     table = core.sessions
+    logged = sorted(core.logged_episodes)
+    position = {episode_id: i for i, episode_id in enumerate(logged)}
+
+    def ids(values: set[str]) -> list[Any]:  # a logged id by its position in `logged_episodes`
+        return [position.get(v, v) for v in sorted(values)]
     return {
-        "sessions": [[sorted(v) if f in _SET_FIELDS else v for f in _SESSION_FIELDS
+        "sessions": [[ids(v) if f in _SET_FIELDS else v for f in _SESSION_FIELDS
                       for v in (getattr(s, f),)] for s in table.sessions.values()],
         "by_worktree": [[worktree, list(ids)] for worktree, ids in table.by_worktree.items()],
         "open_ids": list(table.open_ids), "last_n": table.last_n,
-        "logged_episodes": sorted(core.logged_episodes), "removed_episodes": sorted(core.removed_episodes),
+        "logged_episodes": logged, "removed_episodes": sorted(core.removed_episodes),
         "last_run_ids": sorted(core.last_run_ids),
         "applied_reqs": [[req, list(values)] for req, values in core.applied_reqs.items()],
     }
@@ -126,15 +130,19 @@ def _core_state(core: Core) -> dict[str, Any]:
 
 def _decode_core(data: dict[str, Any]) -> dict[str, Any]:
     """The core's log-derived attributes, built whole before any is assigned. Plain loops: this
-    is most of a warm start's decoding (11k sessions, 50k request keys in a large store)."""
-    intern = sys.intern
+    is most of a warm start's decoding (11k sessions, 50k request keys in a large store). A
+    session's episode ids come as positions in `logged_episodes`, so the 88k ids of a large
+    store exist once, shared by the sets, without interning each."""
+    logged = data["logged_episodes"]
+    if not all(type(i) is str for i in logged):
+        raise ValueError("an episode id is not text")
     written, promoted, width = _SESSION_FIELDS.index("episodes_written"), _SESSION_FIELDS.index("episodes_promoted"), len(_SESSION_FIELDS)
     sessions: dict[str, Session] = {}
     for row in data["sessions"]:
         if len(row) != width:
             raise ValueError("a session's fields do not match this version")
-        # interned: the journal's episodes and logged_episodes share these ids
-        row[written], row[promoted] = set(map(intern, row[written])), set(map(intern, row[promoted]))
+        row[written] = {logged[i] if type(i) is int else str(i) for i in row[written]}
+        row[promoted] = {logged[i] if type(i) is int else str(i) for i in row[promoted]}
         session = Session(*row)  # the log-defined fields lead Session, in _SESSION_FIELDS order
         sessions[session.id] = session
     table = SessionTable()
@@ -144,8 +152,8 @@ def _decode_core(data: dict[str, Any]) -> dict[str, Any]:
     table.last_n = int(data["last_n"])
     if not all(sid in sessions for ids in table.by_worktree.values() for sid in ids):
         raise ValueError("a worktree lists a session the checkpoint does not hold")
-    return {"sessions": table, "logged_episodes": set(map(intern, data["logged_episodes"])),
-            "removed_episodes": set(map(intern, data["removed_episodes"])), "last_run_ids": set(data["last_run_ids"]),
+    return {"sessions": table, "logged_episodes": set(logged),
+            "removed_episodes": set(data["removed_episodes"]), "last_run_ids": set(data["last_run_ids"]),
             "applied_reqs": _decode_requests(data["applied_reqs"])}
 
 

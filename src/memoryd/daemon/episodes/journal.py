@@ -63,8 +63,16 @@ class Packed:
     swarms: tuple[str, ...]
     rows: bytes
 
-    def entries(self) -> list[tuple[str, list[Any]]]:
-        return list(zip(self.ids, msgpack.unpackb(self.rows, raw=False), strict=True))
+    def entries(self) -> list[tuple[str, Any]]:
+        """(id, row) pairs; every row None when the rows do not decode to one per id (a
+        damaged cache: the files are read instead)."""
+        try:
+            rows = msgpack.unpackb(self.rows, raw=False)
+        except (ValueError, msgpack.UnpackException):
+            rows = None
+        if type(rows) is not list or len(rows) != len(self.ids):
+            rows = [None] * len(self.ids)
+        return list(zip(self.ids, rows))
 
 
 class EpisodeIndex(Mapping[str, Episode]):
@@ -226,9 +234,13 @@ class Journal:
             self.stats[episode.id] = (row[0], row[1])
         return bucket
 
-    def _adopt(self, session_id: str, packed: Packed) -> None:
+    def _adopt(self, session_id: str, packed: Packed) -> bool:
+        try:
+            self.owner.update(dict.fromkeys(packed.ids, session_id))
+        except TypeError:  # an id msgpack decoded as a map: not a cache we wrote
+            return False
         self._packed[session_id] = packed
-        self.owner.update(dict.fromkeys(packed.ids, session_id))
+        return True
 
     # -- start -----------------------------------------------------------------------------------
 
@@ -263,8 +275,7 @@ class Journal:
                 self._bad(Path(folder.path), "a symbolic link or not a directory; not followed")
                 continue
             packed = cached.get(name)
-            if trusted and packed is not None:
-                self._adopt(name, packed)
+            if trusted and packed is not None and self._adopt(name, packed):
                 self.unverified.append(name)
                 self.unlisted.append(name)
                 continue
@@ -276,8 +287,7 @@ class Journal:
         cached rows become episodes and the other files are parsed."""
         names = [e.name for e in entries if e.name.endswith(".md") and not e.name.startswith(".")]
         if packed is not None and sorted(names) == sorted(f"{i}.md" for i in packed.ids) and all(
-                e.is_file(follow_symlinks=False) for e in entries if e.name in names):
-            self._adopt(session_id, packed)
+                e.is_file(follow_symlinks=False) for e in entries if e.name in names) and self._adopt(session_id, packed):
             self.unverified.append(session_id)
             return
         rows = dict(packed.entries()) if packed is not None else {}
@@ -345,7 +355,8 @@ class Journal:
     def _verify_session(self, session_id: str) -> int:
         packed = self._packed.get(session_id)
         if packed is not None:
-            stats = [(episode_id, (row[0], row[1])) for episode_id, row in packed.entries()]
+            stats = [(episode_id, (row[0], row[1]) if type(row) is list and len(row) == 8 else None)
+                     for episode_id, row in packed.entries()]
         else:
             stats = [(i, self.stats[i]) for i in self._live.get(session_id, {}) if i in self.stats]
         for episode_id, seen in stats:
@@ -424,24 +435,23 @@ class Journal:
 def read_cache(path: Path) -> tuple[dict[str, Packed], int | None]:
     """The index cache by session, and the log seq it was saved at; empty when missing or
     unreadable (msgpack, not pickle: a planted cache must not run code). Each session's rows
-    stay packed; a malformed session entry is left out (its folder is read instead)."""
+    stay packed, checked when decoded (`_from_row`); a session entry of the wrong shape is left
+    out (its folder is read instead). Ids are not interned here: for 88k that was half of this."""
     try:
-        data = msgpack.unpackb(store.read_nofollow(path), raw=False)
+        data = msgpack.unpackb(store.read_nofollow(path), raw=False, use_list=False)
     except (OSError, ValueError, msgpack.UnpackException):
         return {}, None
-    if not isinstance(data, dict) or data.get("v") != CACHE_VERSION or not isinstance(data.get("sessions"), list):
+    if not isinstance(data, dict) or data.get("v") != CACHE_VERSION or not isinstance(data.get("sessions"), tuple):
         return {}, None
     seq = data.get("seq")
     sessions = {}
     for entry in data["sessions"]:
         try:
             session_id, ids, newest, worktrees, swarms, rows = entry
-            if not (store.is_session_id(session_id) and type(newest) is str and type(rows) is bytes
-                    and all(type(i) is str for i in ids)):
-                continue
-            sessions[session_id] = Packed(ids=tuple(map(sys.intern, ids)), newest=newest,
-                                          worktrees={_shared(w): int(n) for w, n in worktrees},
-                                          swarms=tuple(swarms), rows=rows)
+            counts = dict(worktrees)
+            if (type(ids) is tuple and type(newest) is str and type(rows) is bytes and type(swarms) is tuple
+                    and all(type(n) is int for n in counts.values())):
+                sessions[session_id] = Packed(ids=ids, newest=newest, worktrees=counts, swarms=swarms, rows=rows)
         except (TypeError, ValueError):
             continue
     return sessions, seq if type(seq) is int else None
