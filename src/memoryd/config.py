@@ -7,7 +7,6 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 
 class ConfigError(ValueError):
@@ -99,6 +98,8 @@ def load(path: Path) -> Config:
     file (unreadable, not UTF-8, not YAML, not a mapping) is a `ConfigError`, never a traceback."""
     if not path.exists():
         return Config()
+    import yaml  # here, not at the top: without a config file the daemon's start skips it (~40 ms)
+
     try:
         raw = yaml.safe_load(path.read_bytes().decode("utf-8")) or {}
     except UnicodeDecodeError as exc:

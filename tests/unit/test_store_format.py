@@ -42,7 +42,7 @@ def test_random_frontmatters_read_back_exactly_with_both_parsers() -> None:
         except InvalidParams:
             continue  # a value YAML cannot carry (e.g. NEL): refused, as before
         assert store.parse(data) == (meta, "body")
-        assert yaml.load(_front(data), Loader=store._Loader) == meta
+        assert yaml.load(_front(data), Loader=store._yaml()[1]) == meta
 
 
 def test_plain_ascii_records_use_json_lines_and_the_rest_yaml() -> None:
@@ -58,7 +58,7 @@ def test_lines_json_and_yaml_could_read_differently_go_to_yaml(line: str) -> Non
     assert store._parse_json_lines(line + "\n") is None or line == 'a:  "x"'
     data = f"---\n{line}\n---\nbody".encode()
     try:
-        expected = yaml.load(line + "\n", Loader=store._Loader)
+        expected = yaml.load(line + "\n", Loader=store._yaml()[1])
     except yaml.YAMLError:
         return
     if isinstance(expected, dict):
@@ -69,7 +69,7 @@ def test_lines_json_and_yaml_could_read_differently_go_to_yaml(line: str) -> Non
 def test_keys_yaml_reads_as_booleans_or_null_are_left_to_yaml(key: str) -> None:
     assert store._parse_json_lines(f'{key}: "x"\n') is None
     data = store.render({key: "x"}, "b", "c")
-    assert store.parse(data)[0] == yaml.load(_front(data), Loader=store._Loader) == {key: "x"}
+    assert store.parse(data)[0] == yaml.load(_front(data), Loader=store._yaml()[1]) == {key: "x"}
 
 
 def test_the_memory_cache_row_follows_the_memory_fields_in_order() -> None:

@@ -395,10 +395,10 @@ class Core:
             self.sessions.last_n = max(self.sessions.last_n, int(session_id.split("-", 1)[1]))
 
     def _reconcile_episodes(self) -> dict[str, Any]:
-        for session_id in self.journal.session_dirs:
-            self.note_session_id(session_id)
+        if self.journal.session_dirs:  # listed as `sess-<n>` names: note the largest n once
+            self.note_session_id(max(self.journal.session_dirs, key=lambda name: int(name[5:])))
         counts = self.journal.provenance_counts(self.provenance, self.logged_episodes)
-        missing = self.logged_episodes - self.removed_episodes - self.journal.by_id.keys()
+        missing = (self.logged_episodes - self.removed_episodes).difference(self.journal.owner)
         self.missing_episodes = sorted(missing)
         return {"episodes_untracked": counts["untracked"], "episodes_unaccounted": counts["unaccounted"],
                 "episodes_missing": len(missing), "bad_files": len(self.journal.bad_files) + len(self.bad_files)}

@@ -1,6 +1,6 @@
 """Record files: markdown with YAML frontmatter, written atomically and durably.
 
-Import contract: stdlib + yaml + errors; knows nothing of sessions, tools or the wire.
+Import contract: stdlib + yaml (on first use) + errors; knows nothing of sessions, tools or the wire.
 No path under the store is followed through a symbolic link: reads open with O_NOFOLLOW and
 every directory between the root and a file is checked with lstat before a write or delete
 (`LinkRefused`), so a planted link can neither leak a file from outside nor get one deleted.
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import functools
 import json
 import logging
 import os
@@ -25,16 +26,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from memoryd.errors import InvalidParams, StorageError, StoreDamaged
-
-try:  # libyaml is ~7x faster; fall back to pure Python when it is absent
-    from yaml import CSafeDumper as _Dumper
-    from yaml import CSafeLoader as _Loader
-except ImportError:  # pragma: no cover
-    from yaml import SafeDumper as _Dumper  # type: ignore[assignment]
-    from yaml import SafeLoader as _Loader  # type: ignore[assignment]
 
 log = logging.getLogger("memoryd.daemon")
 MAX_FRONTMATTER_BYTES = 64 * 1024
@@ -192,6 +184,21 @@ def is_session_id(value: Any) -> bool:
     return isinstance(value, str) and bool(SESSION_RE.fullmatch(value))
 
 
+@functools.cache
+def _yaml() -> tuple[Any, Any, Any]:
+    """PyYAML with its loader and dumper, imported on first use: the frontmatter memoryd writes
+    and reads is `key: <JSON>` lines (below), and the import was ~40 ms of every daemon start."""
+    import yaml
+
+    try:  # libyaml is ~7x faster; fall back to pure Python when it is absent
+        from yaml import CSafeDumper as dumper
+        from yaml import CSafeLoader as loader
+    except ImportError:  # pragma: no cover
+        from yaml import SafeDumper as dumper  # type: ignore[assignment]
+        from yaml import SafeLoader as loader  # type: ignore[assignment]
+    return yaml, loader, dumper
+
+
 def render(meta: dict[str, Any], body: str, blame: str) -> bytes:
     """Serialize a record; refuse (naming `blame`) a frontmatter over 64 KiB or one that
     does not parse back to what was written.
@@ -203,8 +210,9 @@ def render(meta: dict[str, Any], body: str, blame: str) -> bytes:
     """
     front = _json_lines(meta)  # exact by construction (tests/unit/test_store_format.py reads it back)
     if front is None:
-        front = yaml.dump(meta, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=1_000_000)
-        if yaml.load(front, Loader=_Loader) != meta:
+        yaml, loader, dumper = _yaml()
+        front = yaml.dump(meta, Dumper=dumper, sort_keys=False, allow_unicode=True, width=1_000_000)
+        if yaml.load(front, Loader=loader) != meta:
             raise InvalidParams(blame, "the value does not survive a YAML round trip")
     raw = front.encode()
     if len(raw) > MAX_FRONTMATTER_BYTES:
@@ -282,8 +290,9 @@ def parse(data: bytes) -> tuple[dict[str, Any], str]:
         return meta, data[end + 5 :].decode("utf-8", errors="replace")
     if _ALIAS_HINT.search(text) and _has_anchor_or_tag(text):
         raise BadRecord("frontmatter uses YAML anchors, aliases or tags")
+    yaml, loader, _ = _yaml()
     try:
-        meta = yaml.load(text, Loader=_Loader)
+        meta = yaml.load(text, Loader=loader)
     except (yaml.YAMLError, RecursionError, ValueError) as exc:
         raise BadRecord(f"frontmatter does not parse: {type(exc).__name__}") from exc
     if not isinstance(meta, dict):
@@ -293,8 +302,9 @@ def parse(data: bytes) -> tuple[dict[str, Any], str]:
 
 def _has_anchor_or_tag(text: str) -> bool:
     # Only reached when the text holds '&', '*' or '!': walk the parser's events, which name anchors.
+    yaml, loader, _ = _yaml()
     try:
-        for event in yaml.parse(text, Loader=_Loader):
+        for event in yaml.parse(text, Loader=loader):
             if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
                 return True
             if getattr(event, "tag", None) and not getattr(event, "implicit", (True,))[0]:
