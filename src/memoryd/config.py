@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 
-
 class ConfigError(ValueError):
     """A config file the daemon refuses to start with; the message names the key."""
 

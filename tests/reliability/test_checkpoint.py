@@ -235,3 +235,17 @@ def test_episode_files_added_or_deleted_while_stopped_are_found_after_a_resumed_
             return {e["id"] for e in (await call(s, "episode_search", session_id=session_id))["episodes"]}
 
     assert anyio.run(found) == {kept, added}
+
+
+def test_request_keys_stay_packed_until_a_connection_they_name_calls(env: Env, tmp_path: Path) -> None:
+    env.start_daemon()
+    _populate(env)
+    assert env.memoryd("stop").returncode == 0
+    full, _ = _opened(env.home, tmp_path / "full", use_checkpoint=False)
+    restored, resume = _opened(env.home, tmp_path / "ckpt", use_checkpoint=True)
+    assert resume is not None and restored.cold_reqs is not None and not restored.applied_reqs
+    req, values = next(iter(full.applied_reqs.items()))
+    assert restored.applied(f"{'0' * 24}:1") is None and restored.cold_reqs is not None  # a new bridge
+    assert restored.applied(req) == full.applied(req) is not None  # its connection calls again: decoded
+    assert restored.cold_reqs is None
+    assert {k: tuple(v) for k, v in restored.applied_reqs.items()} == dict(full.applied_reqs)

@@ -3,6 +3,7 @@ with a plain YAML loader — and everything outside that subset still goes throu
 
 from __future__ import annotations
 
+import itertools
 import random
 import string
 
@@ -101,5 +102,5 @@ def test_minted_ulids_are_what_python_ulid_reads() -> None:
         assert ULID.from_str(text).milliseconds == int(when * 1000)
         minted.append((int(when * 1000), text))
     minted.sort()
-    assert all(a[1] < b[1] for a, b in zip(minted, minted[1:]) if a[0] < b[0])
+    assert all(a[1] < b[1] for a, b in itertools.pairwise(minted) if a[0] < b[0])
     assert len({text for _, text in minted}) == len(minted)

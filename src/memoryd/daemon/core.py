@@ -108,6 +108,11 @@ class Core:
         self.logged_episodes: set[str] = set()      # ids an episode_write event names
         self.removed_episodes: set[str] = set()     # ids deleted by promote or prune
         self.applied_reqs: OrderedDict[str, Sequence[Any]] = OrderedDict()  # req -> REPLAYED_FIELDS values
+        # Older request keys a checkpoint restored, still packed (a thunk that decodes them), and
+        # the connections they belong to: decoded only when one of those connections calls again
+        # (a bridge resending across the restart), or at the next checkpoint (`thaw_requests`).
+        self.cold_reqs: Callable[[], OrderedDict[str, Sequence[Any]]] | None = None
+        self.cold_conns: frozenset[str] = frozenset()
         self.last_run_ids: set[str] = set()   # record ids named since the last daemon_start
         self.suspended: dict[str, float] = {}  # session id -> reattach deadline after a restart
         self.next_ttl_check = 0.0             # the reaper's next episode-TTL pass (epoch s)
@@ -302,7 +307,27 @@ class Core:
     def applied(self, req: str) -> dict[str, Any] | None:
         """What the logged event of request `req` said, as far as a retry's replayer reads it."""
         values = self.applied_reqs.get(req)
+        if values is None and self.cold_reqs is not None and req.partition(":")[0] in self.cold_conns:
+            self.thaw_requests()
+            values = self.applied_reqs.get(req)
         return None if values is None else {k: v for k, v in zip(REPLAYED_FIELDS, values) if v is not None}
+
+    def thaw_requests(self) -> None:
+        """Decode the checkpoint's request keys into `applied_reqs`, before the newer ones. Keys
+        that do not decode are dropped with a warning: a retry from before the restart would
+        then run again, as it would with no checkpoint holding it."""
+        thunk, self.cold_reqs, self.cold_conns = self.cold_reqs, None, frozenset()
+        if thunk is None:
+            return
+        try:
+            older = thunk()
+        except (TypeError, ValueError) as exc:
+            log.warning("the checkpoint's request keys do not decode (%s); dropped", exc)
+            return
+        older.update(self.applied_reqs)
+        while len(older) > MAX_APPLIED_REQS:
+            older.popitem(last=False)
+        self.applied_reqs = older
 
     @property
     def feed_end(self) -> int:
@@ -464,7 +489,7 @@ def _on_episode_gone(core: Core, event: dict[str, Any]) -> None:
     core.removed_episodes.update(ids)
     owner = core.sessions.get(event.get("owner", ""))
     if owner is not None and event["kind"] != "episode_prune":
-        owner.episodes_promoted.update(ids)
+        owner.episodes_promoted = {*owner.episodes_promoted, *ids}
 
 
 _APPLIERS: dict[str, Callable[[Core, dict[str, Any]], None]] = {

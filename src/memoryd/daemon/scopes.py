@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 
 
 def under(scope: str, parent: str) -> bool:
@@ -10,7 +11,7 @@ def under(scope: str, parent: str) -> bool:
     return scope == parent or scope.startswith(parent + ":")
 
 
-def is_hidden(scopes: Iterable[str], disabled: set[str]) -> bool:
+def is_hidden(scopes: Iterable[str], disabled: AbstractSet[str]) -> bool:
     """A record is hidden when any of its scopes is disabled or nested below a disabled scope."""
     if not disabled:
         return False

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Set as AbstractSet
 from typing import Any
-
 
 from memoryd.daemon import store
 from memoryd.daemon.connections import Session
@@ -178,11 +178,11 @@ def _fitted(views: list[dict[str, Any]], omitted: list[str],
     return views, marker
 
 
-def visible_episodes(core: Core, session: Session, disabled: set[str]) -> list[Episode]:
+def visible_episodes(core: Core, session: Session, disabled: AbstractSet[str]) -> list[Episode]:
     return [e for e in core.journal.of_session(session.id) if not is_hidden(e.scopes, disabled)]
 
 
-def empty_cause(core: Core, session: Session, disabled: set[str]) -> str:
+def empty_cause(core: Core, session: Session, disabled: AbstractSet[str]) -> str:
     """Why the immediately-prior session left nothing visible: the note of docs/tools.md."""
     live = core.journal.of_session(session.id)
     written = session.episodes_written
@@ -336,13 +336,13 @@ def _waiter(core: Core, accept: Any, run: Any, found: dict[str, int], cursor: in
 # -- scope disable / enable -------------------------------------------------------------------
 
 def memory_scope_disable(call: Call, args: dict[str, Any]) -> dict[str, Any]:
-    call.session.disabled_scopes.add(args["scope"])
+    call.session.disabled_scopes = {*call.session.disabled_scopes, args["scope"]}
     call.core.record("scope_disable", call.session, scope=args["scope"])
     return {"disabled_scopes": sorted(call.session.disabled_scopes)}
 
 
 def memory_scope_enable(call: Call, args: dict[str, Any]) -> dict[str, Any]:
-    call.session.disabled_scopes.discard(args["scope"])
+    call.session.disabled_scopes = call.session.disabled_scopes - {args["scope"]}
     call.core.record("scope_enable", call.session, scope=args["scope"])
     return {"disabled_scopes": sorted(call.session.disabled_scopes)}
 

@@ -16,7 +16,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-
 from memoryd.daemon import store
 from memoryd.daemon.connections import Session
 from memoryd.daemon.core import Core

@@ -154,7 +154,7 @@ def take_unseen(session: Session, ids: Any, limit: Any) -> list[str]:
         return []
     cap = limit if isinstance(limit, int) and limit > 0 else 3
     fresh = [i for i in dict.fromkeys(x for x in ids if isinstance(x, str)) if i not in session.injected][:cap]
-    session.injected.update(fresh)
+    session.injected = {*session.injected, *fresh}
     return fresh
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import Counter
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from memoryd.daemon.connections import Session
@@ -115,7 +116,7 @@ class _MemoryScan:
     live map keeps (O(answer), a project filter included: the session-start hook asks for its
     project's digest on every start); with disabled scopes, from one pass over the store."""
 
-    def __init__(self, core: Core, disabled: set[str], project: str | None) -> None:
+    def __init__(self, core: Core, disabled: AbstractSet[str], project: str | None) -> None:
         live = core.memories.live
         self.sessions = core.sessions
         self.live = live
