@@ -1,4 +1,5 @@
-"""The episode index: every episode file's frontmatter, kept in memory, bodies read on demand.
+"""The episode index: every episode file's frontmatter, kept in memory (packed per session until
+first used after a start; docs/storage.md, 'Packed episodes'), bodies read on demand.
 
 Import contract: store only. Provenance is not stored here: it comes from the event log's
 index in `core` (an episode file says nothing trustworthy about how it got there).
