@@ -254,7 +254,8 @@ class Core:
         `resumed`: the start follows a clean stop (checkpoint), whose caches list every file."""
         self.files.strict = False
         try:
-            self.journal.load(self.progress, listed_at=self.log.seq if resumed else None)
+            self.journal.load(self.progress, listed_at=self.log.seq if resumed else None,
+                              known_ids=self.logged_episodes)
             for extension in self.extensions:
                 try:
                     extension.load()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterator, KeysView, Mapping
+from collections.abc import Callable, Iterable, Iterator, KeysView, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -60,7 +60,7 @@ class Packed:
     first_line, scopes, swarm_id, worktree], one per id)."""
     ids: tuple[str, ...]
     newest: str
-    worktrees: dict[str | None, int]  # worktree -> episodes in it
+    worktrees: tuple[tuple[str | None, int], ...]  # (worktree, episodes in it): a dict each was 2 MB
     swarms: tuple[str, ...]
     rows: bytes
 
@@ -154,7 +154,8 @@ class Journal:
         """Every episode that may be in `worktree` (... : any) and `swarm` (None: any); only the
         packed sessions whose summary says they hold such an episode are decoded."""
         for session_id, packed in list(self._packed.items()):
-            if (worktree is ... or worktree in packed.worktrees) and (swarm is None or swarm in packed.swarms):
+            if ((worktree is ... or any(w == worktree for w, _ in packed.worktrees))
+                    and (swarm is None or swarm in packed.swarms)):
                 self._unpack(session_id)
         return (e for bucket in list(self._live.values()) for e in bucket.values())
 
@@ -167,7 +168,7 @@ class Journal:
                 yield session_id, len(bucket), max(e.created for e in bucket.values())
 
     def count_in_worktree(self, worktree: str | None) -> int:
-        return (sum(p.worktrees.get(worktree, 0) for p in self._packed.values())
+        return (sum(n for p in self._packed.values() for w, n in p.worktrees if w == worktree)
                 + sum(1 for bucket in self._live.values() for e in bucket.values() if e.worktree == worktree))
 
     def provenance_counts(self, provenance: Callable[[str, str], str], logged: set[str]) -> dict[str, int]:
@@ -245,7 +246,8 @@ class Journal:
 
     # -- start -----------------------------------------------------------------------------------
 
-    def load(self, progress: Callable[[str, int, int], None] | None = None, listed_at: int | None = None) -> None:
+    def load(self, progress: Callable[[str, int, int], None] | None = None, listed_at: int | None = None,
+             known_ids: Iterable[str] = ()) -> None:
         """Index every episode file; untrustworthy files are listed in `bad_files`, not loaded.
 
         A session the index cache (`state/episodes.cache`, written at stop) holds is taken from
@@ -260,10 +262,15 @@ class Journal:
         warm caches, 2 s cold), and a file added by hand while the daemon was stopped is found
         then (`verify_some`). Otherwise a folder whose files are exactly the cached ones stays
         packed, and any other is read now.
+
+        `known_ids`: the episode ids the log names (the checkpoint's strings); a cached id equal
+        to one is kept as that object, so 88k ids are not held twice (6.6 MB).
         """
         if not store.is_plain_dir(self.dir):
             return
-        cached, saved_at = read_cache(self.cache_path)
+        known = dict(zip(known_ids, known_ids))  # built at C speed; dropped after the load
+        cached, saved_at = read_cache(self.cache_path, known or None)
+        del known
         trusted = listed_at is not None and saved_at == listed_at
         with os.scandir(self.dir) as listing:
             folders = sorted((e for e in listing if store.is_session_id(e.name)), key=lambda e: e.name)
@@ -401,12 +408,12 @@ class Journal:
         """Write the index cache (derived data: losing it only costs a slower start). A packed
         session is written back as it was read; stats are those seen at load or taken once for
         files written since (`stats`), not 80k lstats."""
-        sessions = [[sid, list(p.ids), p.newest, list(p.worktrees.items()), list(p.swarms), p.rows]
+        sessions = [[sid, list(p.ids), p.newest, list(p.worktrees), list(p.swarms), p.rows]
                     for sid, p in self._packed.items()]
         for session_id, bucket in self._live.items():
             packed = self._pack(bucket)
             if packed is not None:
-                sessions.append([session_id, list(packed.ids), packed.newest, list(packed.worktrees.items()),
+                sessions.append([session_id, list(packed.ids), packed.newest, list(packed.worktrees),
                                  list(packed.swarms), packed.rows])
         self.files.write_file(self.cache_path, msgpack.packb(
             {"v": CACHE_VERSION, "seq": log_seq, "sessions": sessions}, use_bin_type=True))
@@ -428,16 +435,17 @@ class Journal:
         if not ids:
             return None
         return Packed(ids=tuple(ids), newest=max(e.created for e in listed),
-                      worktrees=dict(Counter(e.worktree for e in listed)),
+                      worktrees=tuple(Counter(e.worktree for e in listed).items()),
                       swarms=tuple({e.swarm_id for e in listed if e.swarm_id is not None}),
                       rows=msgpack.packb(rows, use_bin_type=True))
 
 
-def read_cache(path: Path) -> tuple[dict[str, Packed], int | None]:
+def read_cache(path: Path, canonical: dict[str, str] | None = None) -> tuple[dict[str, Packed], int | None]:
     """The index cache by session, and the log seq it was saved at; empty when missing or
     unreadable (msgpack, not pickle: a planted cache must not run code). Each session's rows
     stay packed, checked when decoded (`_from_row`); a session entry of the wrong shape is left
-    out (its folder is read instead). Ids are not interned here: for 88k that was half of this."""
+    out (its folder is read instead). Ids are not interned here (for 88k that was half of this):
+    `canonical`, when given, maps an id to the string object to keep for it."""
     try:
         data = msgpack.unpackb(store.read_nofollow(path), raw=False, use_list=False)
     except (OSError, ValueError, msgpack.UnpackException):
@@ -449,10 +457,11 @@ def read_cache(path: Path) -> tuple[dict[str, Packed], int | None]:
     for entry in data["sessions"]:
         try:
             session_id, ids, newest, worktrees, swarms, rows = entry
-            counts = dict(worktrees)
             if (type(ids) is tuple and type(newest) is str and type(rows) is bytes and type(swarms) is tuple
-                    and all(type(n) is int for n in counts.values())):
-                sessions[session_id] = Packed(ids=ids, newest=newest, worktrees=counts, swarms=swarms, rows=rows)
+                    and type(worktrees) is tuple and all(type(n) is int for _, n in worktrees)):
+                if canonical is not None:  # the log's copy of each id, so the 88k are not held twice
+                    ids = tuple(map(canonical.get, ids, ids))
+                sessions[session_id] = Packed(ids=ids, newest=newest, worktrees=worktrees, swarms=swarms, rows=rows)
         except (TypeError, ValueError):
             continue
     return sessions, seq if type(seq) is int else None
