@@ -72,9 +72,10 @@ class MemoryTier(TierState):
 
     # -- file-backed changes (the caller records the event that names the returned sha) ----------
 
-    def _write(self, path: Path, data: bytes, memory_id: str | None = None) -> str:
-        """Stage `data` for `path` (durable at the pass's group commit); returns its sha256."""
-        self.core.files.write_file(path, data)
+    def _write(self, path: Path, data: bytes, memory_id: str | None = None, fresh: bool = False) -> str:
+        """Stage `data` for `path` (durable at the pass's group commit); returns its sha256.
+        `fresh`: a name just minted, so there is no file whose flags to probe (`write_file`)."""
+        self.core.files.write_file(path, data, fresh=fresh)
         sha = sha256_hex(data)
         if memory_id is not None:  # the caller logs `sha`, so logged_sha will describe the file
             self.file_sha.pop(memory_id, None)
@@ -96,8 +97,9 @@ class MemoryTier(TierState):
         self._unstatted.clear()
 
     def commit(self, memory: Memory) -> str:
-        """Write a new live memory's file and index it; returns the file's sha256."""
-        sha = self._write(self.live_path(memory.id), render_memory(memory), memory.id)
+        """Write a new live memory's file (its id just minted by `new_id`) and index it; returns
+        the file's sha256."""
+        sha = self._write(self.live_path(memory.id), render_memory(memory), memory.id, fresh=True)
         self.live[memory.id] = memory
         self.index.add(memory)
         return sha
