@@ -109,3 +109,24 @@ def test_undecodable_cache_rows_mean_the_files_are_read(tmp_path: Path) -> None:
     again.journal.verify_some(None)
     for episode_id in ids:
         assert again.journal.by_id[episode_id] == first.journal.by_id[episode_id]
+
+
+def test_a_version_1_cache_is_still_read_after_an_upgrade(tmp_path: Path) -> None:
+    """The cache of the release before packed sessions: one row per file."""
+    import msgpack
+
+    first, ids = _store_with_episodes(tmp_path / "s")
+    rows = []
+    for episode_id in ids:
+        e = first.journal.by_id[episode_id]
+        st = os.lstat(first.journal.file_of(e))
+        rows.append([f"{e.session_id}/{e.id}.md", st.st_size, st.st_mtime_ns, e.id, e.session_id, e.created,
+                     e.takeaway, e.first_line, list(e.scopes), e.swarm_id, e.worktree])
+    first.journal.cache_path.write_bytes(msgpack.packb({"v": 1, "seq": first.log.seq, "rows": rows}))
+    again = Core(tmp_path / "s", Config())
+    again.open()
+    assert len(again.journal._packed) == 2 and not again.journal._live  # taken from the cache, not parsed
+    assert again.journal.count_in_worktree("/w") == 3
+    assert again.journal.verify_some(None) == 0 and not again.journal.found_late
+    for episode_id in ids:
+        assert again.journal.by_id[episode_id] == first.journal.by_id[episode_id]

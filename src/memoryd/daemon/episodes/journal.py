@@ -450,7 +450,9 @@ def read_cache(path: Path, canonical: dict[str, str] | None = None) -> tuple[dic
         data = msgpack.unpackb(store.read_nofollow(path), raw=False, use_list=False)
     except (OSError, ValueError, msgpack.UnpackException):
         return {}, None
-    if not isinstance(data, dict) or data.get("v") != CACHE_VERSION or not isinstance(data.get("sessions"), tuple):
+    if isinstance(data, dict) and data.get("v") == 1 and isinstance(data.get("rows"), tuple):
+        data = {**data, "sessions": _from_version_1(data["rows"])}
+    elif not isinstance(data, dict) or data.get("v") != CACHE_VERSION or not isinstance(data.get("sessions"), tuple):
         return {}, None
     seq = data.get("seq")
     sessions = {}
@@ -465,6 +467,21 @@ def read_cache(path: Path, canonical: dict[str, str] | None = None) -> tuple[dic
         except (TypeError, ValueError):
             continue
     return sessions, seq if type(seq) is int else None
+
+
+def _from_version_1(rows: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Session entries from a version-1 cache (one row per file: key, size, mtime, id, session,
+    created, takeaway, first_line, scopes, swarm, worktree), so the first start after an upgrade
+    does not parse every episode file again (88k took ~40 s here). Rows of another shape are left
+    out: their files are read."""
+    grouped: dict[str, list[tuple[Any, ...]]] = {}
+    for row in rows:
+        if type(row) is tuple and len(row) == 11 and type(row[4]) is str and type(row[5]) is str:
+            grouped.setdefault(row[4], []).append(row)
+    return tuple((session_id, tuple(r[3] for r in group), max(r[5] for r in group),
+                  tuple(Counter(r[10] for r in group).items()), tuple({r[9] for r in group if r[9] is not None}),
+                  msgpack.packb([[*r[1:3], *r[5:]] for r in group], use_bin_type=True))
+                 for session_id, group in grouped.items())
 
 
 def _shared(worktree: Any) -> Any:
