@@ -25,7 +25,7 @@ from memoryd.daemon.eventlog import EventLog, Resume, segments
 
 log = logging.getLogger("memoryd.daemon")
 
-FORMAT = 4
+FORMAT = 5
 NAME = "checkpoint"
 # Session fields the log defines, in this order; the rest of a Session is runtime state.
 _SESSION_FIELDS = ("id", "worktree", "repo", "project", "client", "started_at", "last_active", "calls",
@@ -41,8 +41,12 @@ def save(core: Core) -> None:
     of ours stays on disk): a start from a checkpoint skips the deep search for temp files."""
     if not core.files.settled or not all(hasattr(ext, "log_state") for ext in core.extensions):
         return  # (an extension that cannot save its state: every start replays the whole log)
-    state = {"v": FORMAT, "log": log_position(core.log), "core": _core_state(core),
-             "extensions": {type(ext).__name__: ext.log_state() for ext in core.extensions}}
+    try:
+        state = {"v": FORMAT, "log": log_position(core.log), "core": _core_state(core),
+                 "extensions": {type(ext).__name__: ext.log_state() for ext in core.extensions}}
+    except (KeyError, ValueError) as exc:  # a broken invariant must not break the stop
+        log.error("no checkpoint written (%s: %s); the next start replays the whole log", type(exc).__name__, exc)
+        return
     core.files.write_file(core.root / "state" / NAME, msgpack.packb(state, use_bin_type=True))
 
 
