@@ -244,8 +244,51 @@ def test_request_keys_stay_packed_until_a_connection_they_name_calls(env: Env, t
     full, _ = _opened(env.home, tmp_path / "full", use_checkpoint=False)
     restored, resume = _opened(env.home, tmp_path / "ckpt", use_checkpoint=True)
     assert resume is not None and restored.cold_reqs is not None and not restored.applied_reqs
-    req, values = next(iter(full.applied_reqs.items()))
+    req = next(iter(full.applied_reqs))
     assert restored.applied(f"{'0' * 24}:1") is None and restored.cold_reqs is not None  # a new bridge
     assert restored.applied(req) == full.applied(req) is not None  # its connection calls again: decoded
     assert restored.cold_reqs is None
     assert {k: tuple(v) for k, v in restored.applied_reqs.items()} == dict(full.applied_reqs)
+
+
+def test_memory_files_added_or_deleted_while_stopped_are_found_after_a_resumed_start(env: Env) -> None:
+    """After a clean stop the checkpoint vouches for the parse cache, so the start takes every
+    record from it without listing memories/; the folder is listed after start: a file deleted
+    by hand is dropped (and `missing`), one dropped in by hand is indexed (and `unaccounted`)."""
+    env.start_daemon()
+
+    async def write() -> list[str]:
+        async with env.session(**WT) as s:
+            return [str((await call(s, "memory_write", content=text, scopes=["projects:ckpt"]))["id"])
+                    for text in ("The build cache lives in /var/cache/ckpt-build.",
+                                 "Release tags are signed with the ops GPG key.")]
+
+    kept, deleted = anyio.run(write)
+    assert env.memoryd("stop").returncode == 0
+    folder = env.home / "memories"
+    (folder / f"{deleted}.md").unlink()
+    planted = "01" + "K" * 24
+    (folder / f"{planted}.md").write_text((folder / f"{kept}.md").read_text().replace(kept, planted).replace(
+        "The build cache lives in /var/cache/ckpt-build.", "Nightly dumps are copied to the cold bucket."))
+    env.start_daemon()
+    recovery = [e for e in env.events() if e["kind"] == "recovery"][-1]
+    assert recovery["replayed_from_seq"] > 0 and recovery["memory_folders_deferred"] == 1
+    assert recovery["memories_missing"] == 0  # not known yet: the folder was not listed
+
+    async def after_check() -> tuple[dict[str, Any], list[str], list[str]]:
+        async with env.session(**WT) as s:
+            health = await call(s, "memory_health")  # finishes the after-start check at once
+            gone = [h["id"] for h in (await call(s, "memory_search", query="GPG key release tags"))["results"]]
+            new = [h["id"] for h in (await call(s, "memory_search", query="nightly dumps cold bucket"))["results"]]
+            return health, gone, new
+
+    health, gone, new = anyio.run(after_check)
+    assert [m["id"] for m in health["missing"]["items"]] == [deleted] and deleted not in gone
+    assert planted in [m["id"] for m in health["unaccounted"]["items"]] and planted in new
+    checked = [e for e in env.events() if e["kind"] == "files_checked"][-1]
+    assert checked["memories_parsed"] == 1 and checked["memories_dropped"] == 1
+    assert env.memoryd("stop").returncode == 0
+    env.start_daemon()  # the stop rewrote the cache: the next start takes both from it
+    recovery = [e for e in env.events() if e["kind"] == "recovery"][-1]
+    assert recovery["memory_folders_deferred"] == 1 and recovery["memories"] == 2
+    assert recovery["memories_missing"] == 1 and recovery["memories_unaccounted"] == 1

@@ -25,7 +25,7 @@ from memoryd.daemon.eventlog import EventLog, Resume, segments
 
 log = logging.getLogger("memoryd.daemon")
 
-FORMAT = 5
+FORMAT = 6
 NAME = "checkpoint"
 # Session fields the log defines, in this order; the rest of a Session is runtime state.
 _SESSION_FIELDS = ("id", "worktree", "repo", "project", "client", "started_at", "last_active", "calls",

@@ -274,22 +274,31 @@ class Core:
         not stat 180k files; a hand edit made while the daemon was stopped is found here, a slice
         per loop pass (reaper), at once when `memory_health` asks."""
         left = self.journal.verify_some(budget)
-        if self.memories is not None:
-            left += self.memories.verify_some(budget)
-        if not left and (self.journal.found_late or self.journal.dropped_late):
+        memories = self.memories
+        if memories is not None:
+            left += memories.verify_some(budget)
+        late = (self.journal.found_late or self.journal.dropped_late
+                or (memories is not None and (memories.found_late or memories.dropped_late)))
+        if not left and late:
             self._record_late_finds()
         return left
 
     def _record_late_finds(self) -> None:
-        """Log what the after-start check found in the episode folders, as the `recovery` event
-        would have had the start listed them (`files_checked`, docs/storage.md)."""
+        """Log what the after-start check found in the episode and memory folders, as the
+        `recovery` event would have had the start listed them (`files_checked`, docs/storage.md)."""
         counts = {"local": 0, "untracked": 0, "unaccounted": 0}
         found = [e for e in map(self.journal.by_id.get, self.journal.found_late) if e is not None]
         for episode in found:
             counts[self.provenance(episode.id, episode.created)] += 1
+        memories = self.memories
+        memory_counts = {} if memories is None else {
+            "memories_parsed": len(memories.found_late), "memories_dropped": memories.dropped_late}
         self.record("files_checked", None, episodes_parsed=len(found), episodes_untracked=counts["untracked"],
-                    episodes_unaccounted=counts["unaccounted"], episodes_dropped=self.journal.dropped_late)
+                    episodes_unaccounted=counts["unaccounted"], episodes_dropped=self.journal.dropped_late,
+                    **memory_counts)
         self.journal.found_late, self.journal.dropped_late = [], 0
+        if memories is not None:
+            memories.found_late, memories.dropped_late = [], 0
 
     def apply(self, event: dict[str, Any]) -> None:
         handler = _APPLIERS.get(event["kind"])

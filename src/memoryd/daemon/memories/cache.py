@@ -7,10 +7,12 @@ after start, a slice at a time (`recovery.verify_some`), so a hand edit made whi
 stopped is still found; an unreadable cache is ignored. msgpack rather than pickle: a planted
 cache must not execute code.
 
-Format: msgpack `{"v": 2, "scopes": [...], "origins": [...], "rows": [[key, size, mtime_ns,
+Format: msgpack `{"v": 2, "gen": <random hex>, "scopes": [...], "origins": [...], "rows": [[key, size, mtime_ns,
 sha256 of the file, *memory fields]]}` with key `m/<file>` (memories) or `t/<file>` (tombstones),
 the fields of `records.ROW_FIELDS`, and scopes and origin as numbers into the two tables, so
-loading is one decode and one constructor call per memory, not a frontmatter check.
+loading is one decode and one constructor call per memory, not a frontmatter check. `gen` names
+this save: a checkpoint that names it vouches that the cache lists every record file the daemon
+knew at that clean stop (docs/storage.md, 'Recovery at start').
 """
 
 from __future__ import annotations
@@ -29,27 +31,29 @@ CACHE_NAME = "memories.cache"
 CACHE_VERSION = 2
 
 
-def read(path: Path) -> tuple[dict[str, list[Any]], RowTables]:
-    """The cache's rows by key, and the tables their scopes and origins point into; empty when
-    absent, unreadable or of another version."""
+def read(path: Path) -> tuple[dict[str, list[Any]], RowTables, str | None]:
+    """The cache's rows by key, the tables their scopes and origins point into, and the save's
+    `gen`; empty when absent, unreadable or of another version."""
     try:
         data = msgpack.unpackb(store.read_nofollow(path), raw=False)
         if not (isinstance(data, dict) and data.get("v") == CACHE_VERSION and isinstance(data.get("rows"), list)):
-            return {}, RowTables()
+            return {}, RowTables(), None
         tables = RowTables(data["scopes"], data["origins"])
     except (OSError, ValueError, TypeError, KeyError, AttributeError, msgpack.UnpackException):
-        return {}, RowTables()
+        return {}, RowTables(), None
     rows = {row[0]: row for row in data["rows"] if isinstance(row, list) and len(row) > 4 and isinstance(row[0], str)}
-    return rows, tables
+    gen = data.get("gen")
+    return rows, tables, gen if type(gen) is str and len(rows) == len(data["rows"]) else None
 
 
-def encode(entries: Iterable[tuple[str, tuple[int, int], Memory, str]]) -> bytes:
+def encode(entries: Iterable[tuple[str, tuple[int, int], Memory, str]], gen: str) -> bytes:
     """The cache file's bytes: one row per (key, (size, mtime_ns) of the file when it was written
     or read, memory, sha256). The stat must be taken then, not when the cache is saved: a hand
     edit in between would otherwise be cached under the old content and go unnoticed."""
     tables = RowTables()
     rows = [[key, stat[0], stat[1], sha, *tables.to_row(memory)] for key, stat, memory, sha in entries]
-    return msgpack.packb({"v": CACHE_VERSION, "scopes": tables.scopes, "origins": tables.origins, "rows": rows},  # type: ignore[no-any-return]
+    return msgpack.packb({"v": CACHE_VERSION, "gen": gen, "scopes": tables.scopes, "origins": tables.origins,  # type: ignore[no-any-return]
+                          "rows": rows},
                          use_bin_type=True)
 
 

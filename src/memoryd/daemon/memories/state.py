@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from memoryd.daemon import store
 from memoryd.daemon.core import Core
@@ -38,6 +39,15 @@ class TierState:
         self._unstatted: set[str] = set()           # written this pass: stat them once renamed
         self.cache_stale = False                    # a record file changed since the cache was written
         self.unverified: list[str] = []             # loaded from the cache, file not yet compared
+        # The parse cache's `gen` when it lists exactly the records here (None: it does not); a
+        # checkpoint saves it, and a start whose cache has the checkpoint's gen takes every record
+        # from it without listing the folders, which are listed after start instead (`unlisted`).
+        self.cache_gen: str | None = None
+        self.trusted_gen: str | None = None         # the gen the restored checkpoint vouches for
+        self.unlisted: list[str] = []               # "m" / "t": folders still to list after start
+        self.listing: Any = None                    # the open scandir of the folder being listed
+        self.found_late: list[str] = []             # files the after-start check parsed
+        self.dropped_late = 0                       # cache-loaded records whose file was gone
         self.loaded = False                         # replay is over: events now are live ones
         self.live: LiveMemories = LiveMemories(self.project_of)
         self.tombstones: dict[str, Memory] = {}

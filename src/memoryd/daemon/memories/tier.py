@@ -285,7 +285,8 @@ class MemoryTier(TierState):
                 "retrievals": dict(self.retrievals), "pending_seq": self.pending_seq,
                 "pending_logged": sorted(self.pending_logged), "pending_resolved": sorted(self.pending_resolved),
                 "pending_expired_total": self.pending_expired_total, "reaper_last_run": self.reaper_last_run,
-                "episodes_pruned": self.episodes_pruned, "expired": self.expired}
+                "episodes_pruned": self.episodes_pruned, "expired": self.expired,
+                "cache_gen": None if self.cache_stale else self.cache_gen}
 
     def restore_log_state(self, data: dict[str, Any]) -> Callable[[], None]:
         """Decode everything first (a bad value raises before anything changes); the returned
@@ -302,7 +303,8 @@ class MemoryTier(TierState):
                   "pending_resolved": set(data["pending_resolved"]),
                   "pending_expired_total": int(data["pending_expired_total"]),
                   "reaper_last_run": data["reaper_last_run"], "episodes_pruned": int(data["episodes_pruned"]),
-                  "expired": dict(data["expired"])}
+                  "expired": dict(data["expired"]),
+                  "trusted_gen": data["cache_gen"] if type(data["cache_gen"]) is str else None}
         return lambda: self.__dict__.update(fields)
 
     # -- start-up (memory_recovery): load files, then reconcile them with the log -----------------
