@@ -75,13 +75,15 @@ def encode_index(header: dict[str, Any], live: dict[str, Any], tombs: dict[str, 
 
 
 def read_index(path: Path, header: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """The (live, tombstone) index states stored at `path` if its header matches `header`
-    exactly; None when absent, unreadable, of another version or describing other files."""
+    """The (live, tombstone) index states stored at `path` if its header has this version and
+    every field of `header`; None when absent, unreadable, of another version or describing
+    other files."""
     try:
         with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as file:
             unpacker = msgpack.Unpacker(file, raw=False, max_buffer_size=_MAX_INDEX_BYTES)
             stored = next(unpacker)
-            if stored != {"v": INDEX_VERSION, **header}:
+            expected = {"v": INDEX_VERSION, **header}
+            if not isinstance(stored, dict) or any(stored.get(k) != v for k, v in expected.items()):
                 return None
             live, tombs = next(unpacker)
     except (OSError, StopIteration, ValueError, TypeError, msgpack.UnpackException):
