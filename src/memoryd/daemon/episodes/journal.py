@@ -144,12 +144,6 @@ class Journal:
         """A session's live episodes, oldest first (ULIDs sort by creation time)."""
         return sorted(self.session(session_id).values(), key=lambda e: (e.created, e.id))
 
-    def all(self) -> Iterator[Episode]:
-        """Every episode (decodes every packed session)."""
-        for session_id in list(self._packed):
-            self._unpack(session_id)
-        return (e for bucket in list(self._live.values()) for e in bucket.values())
-
     def matching(self, worktree: Any = ..., swarm: str | None = None) -> Iterator[Episode]:
         """Every episode that may be in `worktree` (... : any) and `swarm` (None: any); only the
         packed sessions whose summary says they hold such an episode are decoded."""
