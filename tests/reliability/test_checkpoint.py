@@ -292,3 +292,23 @@ def test_memory_files_added_or_deleted_while_stopped_are_found_after_a_resumed_s
     recovery = [e for e in env.events() if e["kind"] == "recovery"][-1]
     assert recovery["memory_folders_deferred"] == 1 and recovery["memories"] == 2
     assert recovery["memories_missing"] == 1 and recovery["memories_unaccounted"] == 1
+
+
+def test_a_restored_session_keeps_its_episode_ids_compact_until_it_writes_again(env: Env, tmp_path: Path) -> None:
+    from memoryd.daemon.episodes.tools import write_episode
+
+    env.start_daemon()
+    _populate(env)
+    assert env.memoryd("stop").returncode == 0
+    shutil.copytree(env.home, tmp_path / "a", symlinks=True)
+    core = Core(tmp_path / "a", Config())
+    lifecycle._attach_tiers(core)
+    core.open(checkpoint.restore(core))
+    try:
+        owner = next(s for s in core.sessions.sessions.values() if s.episodes_written)
+        before = set(owner.episodes_written)
+        assert type(owner.episodes_written) is tuple and len(before) == len(owner.episodes_written)
+        new = write_episode(core, owner, "one more step", "more", [], None, None)["id"]
+        assert owner.episodes_written == before | {new} and type(owner.episodes_written) is set
+    finally:
+        core.log.close()

@@ -147,7 +147,7 @@ def _decode_core(data: dict[str, Any]) -> dict[str, Any]:
     for row in data["sessions"]:
         if len(row) != width:
             raise ValueError("a session's fields do not match this version")
-        row[written] = {logged[i] if type(i) is int else str(i) for i in row[written]}
+        row[written] = tuple({logged[i] if type(i) is int else str(i) for i in row[written]})
         row[promoted] = {logged[i] if type(i) is int else str(i) for i in row[promoted]} or frozenset()
         session = Session(*row)  # the log-defined fields lead Session, in _SESSION_FIELDS order
         sessions[session.id] = session

@@ -27,7 +27,9 @@ class Session:
     last_active: str
     calls: int = 0
     handoff_calls: int = 0
-    episodes_written: set[str] = field(default_factory=set)
+    # A set while the session writes; a tuple when restored from a checkpoint (~100 B against
+    # ~700 B for 8 ids: 11k closed sessions held 7 MB of sets), turned into a set if it grows.
+    episodes_written: set[str] | tuple[str, ...] = field(default_factory=set)
     # The sets below are replaced, never changed in place, and start as one shared empty
     # frozenset: 11k sessions restored from a checkpoint held ~7 MB of empty sets.
     episodes_promoted: AbstractSet[str] = frozenset()

@@ -482,7 +482,10 @@ def _on_episode_write(core: Core, event: dict[str, Any]) -> None:
     core.episode_feed.append(event["episode_id"])
     session = core.sessions.get(event["session"])
     if session is not None:
-        session.episodes_written.add(event["episode_id"])
+        written = session.episodes_written
+        if type(written) is not set:  # a restored session's tuple (see Session): a set once it grows
+            written = session.episodes_written = set(written)
+        written.add(event["episode_id"])
 
 
 def _on_episode_handoff(core: Core, event: dict[str, Any]) -> None:

@@ -189,7 +189,7 @@ def empty_cause(core: Core, session: Session, disabled: AbstractSet[str]) -> str
     if live:
         return (f"all-scope-hidden: the prior session {session.id}'s {len(live)} takeaway(s) are all "
                 "in scopes you disabled; enable them with memory_scope_enable")
-    if written and written <= session.episodes_promoted:
+    if written and all(i in session.episodes_promoted for i in written):
         return (f"promoted-out: the prior session {session.id}'s {len(written)} takeaway(s) were promoted "
                 "to durable memories; find them with memory_search")
     if written:
