@@ -8,6 +8,7 @@ from pathlib import Path
 
 from memoryd.config import Config
 from memoryd.daemon.core import Core
+from memoryd.daemon.episodes.journal import Journal, read_cache
 from memoryd.daemon.episodes.tools import write_episode
 
 
@@ -25,6 +26,13 @@ def _store_with_episodes(root: Path) -> tuple[Core, list[str]]:
     core.sync()
     core.log.close()
     return core, ids
+
+
+def _as_version_2(journal: Journal) -> dict[str, object]:
+    """The cache as the previous release wrote it (one msgpack map, rows inline), for editing."""
+    sessions, seq = read_cache(journal.cache_path)
+    return {"v": 2, "seq": seq, "sessions": [[sid, list(p.ids), p.newest, [list(w) for w in p.worktrees],
+                                              list(p.swarms), p.row_bytes()] for sid, p in sessions.items()]}
 
 
 def test_a_restart_reads_unchanged_episodes_from_the_cache(tmp_path: Path) -> None:
@@ -61,7 +69,7 @@ def test_a_damaged_cache_row_is_replaced_by_its_file(tmp_path: Path) -> None:
     import msgpack
 
     first, ids = _store_with_episodes(tmp_path / "s")
-    data = msgpack.unpackb(first.journal.cache_path.read_bytes())
+    data = _as_version_2(first.journal)
     for entry in data["sessions"]:
         rows = msgpack.unpackb(entry[5])
         rows[0][2] = 12345  # `created` is not text
@@ -100,7 +108,7 @@ def test_undecodable_cache_rows_mean_the_files_are_read(tmp_path: Path) -> None:
     import msgpack
 
     first, ids = _store_with_episodes(tmp_path / "s")
-    data = msgpack.unpackb(first.journal.cache_path.read_bytes())
+    data = _as_version_2(first.journal)
     data["sessions"][0][5] = b"\xc1 not msgpack"
     data["sessions"][1][5] = msgpack.packb([])  # fewer rows than ids
     first.journal.cache_path.write_bytes(msgpack.packb(data))
@@ -127,6 +135,48 @@ def test_a_version_1_cache_is_still_read_after_an_upgrade(tmp_path: Path) -> Non
     again.open()
     assert len(again.journal._packed) == 2 and not again.journal._live  # taken from the cache, not parsed
     assert again.journal.count_in_worktree("/w") == 3
+    assert again.journal.verify_some(None) == 0 and not again.journal.found_late
+    for episode_id in ids:
+        assert again.journal.by_id[episode_id] == first.journal.by_id[episode_id]
+
+
+def test_packed_rows_stay_in_the_cache_file_until_decoded(tmp_path: Path) -> None:
+    """A start keeps only the summaries; the rows are read from the file it opened, even after a
+    save has replaced that file."""
+    first, ids = _store_with_episodes(tmp_path / "s")
+    again = Core(tmp_path / "s", Config())
+    again.open()
+    assert all(p.rows is None and p.source is not None for p in again.journal._packed.values())
+    again.journal.save_cache(again.log.seq)  # replaced by rename while sessions are still packed
+    again.sync()
+    assert again.journal.verify_some(None) == 0 and len(again.journal._packed) == 2
+    for episode_id in ids:
+        assert again.journal.by_id[episode_id] == first.journal.by_id[episode_id]
+
+
+def test_a_cache_cut_short_means_the_files_are_read(tmp_path: Path) -> None:
+    first, ids = _store_with_episodes(tmp_path / "s")
+    data = first.journal.cache_path.read_bytes()
+    first.journal.cache_path.write_bytes(data[:-20])  # the last session's rows are cut
+    again = Core(tmp_path / "s", Config())
+    again.open()
+    again.journal.verify_some(None)
+    for episode_id in ids:
+        assert again.journal.by_id[episode_id] == first.journal.by_id[episode_id]
+    first.journal.cache_path.write_bytes(data[:40])  # the header itself is cut
+    third = Core(tmp_path / "s", Config())
+    third.open()
+    assert not third.journal._packed and set(ids) <= set(third.journal.by_id)
+
+
+def test_a_version_2_cache_is_still_read(tmp_path: Path) -> None:
+    import msgpack
+
+    first, ids = _store_with_episodes(tmp_path / "s")
+    first.journal.cache_path.write_bytes(msgpack.packb(_as_version_2(first.journal)))
+    again = Core(tmp_path / "s", Config())
+    again.open()
+    assert len(again.journal._packed) == 2 and not again.journal._live
     assert again.journal.verify_some(None) == 0 and not again.journal.found_late
     for episode_id in ids:
         assert again.journal.by_id[episode_id] == first.journal.by_id[episode_id]

@@ -32,6 +32,8 @@ _SESSION_FIELDS = ("id", "worktree", "repo", "project", "client", "started_at", 
                    "handoff_calls", "episodes_written", "episodes_promoted", "ended", "ended_at", "summary",
                    "handoff_id")
 _SET_FIELDS = frozenset({"episodes_written", "episodes_promoted"})
+# Fields most sessions share a value of (a worktree, a project, "closed"): one string object each.
+_SHARED_FIELDS = tuple(_SESSION_FIELDS.index(f) for f in ("worktree", "repo", "project", "client", "ended"))
 _BAD = (KeyError, TypeError, ValueError, IndexError, AttributeError, msgpack.UnpackException)
 
 
@@ -144,11 +146,14 @@ def _decode_core(data: dict[str, Any]) -> dict[str, Any]:
         raise ValueError("an episode id is not text")
     written, promoted, width = _SESSION_FIELDS.index("episodes_written"), _SESSION_FIELDS.index("episodes_promoted"), len(_SESSION_FIELDS)
     sessions: dict[str, Session] = {}
+    shared: dict[Any, Any] = {}
     for row in data["sessions"]:
         if len(row) != width:
             raise ValueError("a session's fields do not match this version")
-        row[written] = tuple({logged[i] if type(i) is int else str(i) for i in row[written]})
-        row[promoted] = {logged[i] if type(i) is int else str(i) for i in row[promoted]} or frozenset()
+        for i in _SHARED_FIELDS:
+            row[i] = shared.setdefault(row[i], row[i])
+        row[written] = _logged_ids(row[written], logged)
+        row[promoted] = set(_logged_ids(row[promoted], logged)) if row[promoted] else frozenset()
         session = Session(*row)  # the log-defined fields lead Session, in _SESSION_FIELDS order
         sessions[session.id] = session
     table = SessionTable()
@@ -161,6 +166,14 @@ def _decode_core(data: dict[str, Any]) -> dict[str, Any]:
     return {"sessions": table, "logged_episodes": set(logged),
             "removed_episodes": set(data["removed_episodes"]), "last_run_ids": set(data["last_run_ids"]),
             **_cold_requests(data["applied_reqs"], data["req_conns"])}
+
+
+def _logged_ids(positions: list[Any], logged: list[str]) -> tuple[str, ...]:
+    """Episode ids saved as positions in `logged_episodes` (an id the log does not name: as text)."""
+    try:
+        return tuple(map(logged.__getitem__, positions))  # C speed: 11k sessions, 88k ids
+    except TypeError:
+        return tuple(logged[i] if type(i) is int else str(i) for i in positions)
 
 
 def _cold_requests(packed: bytes, conns: list[str]) -> dict[str, Any]:
