@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from memoryd.config import Config
 from memoryd.daemon.core import Core
 from memoryd.daemon.episodes.journal import Journal, read_cache
@@ -180,3 +182,53 @@ def test_a_version_2_cache_is_still_read(tmp_path: Path) -> None:
     assert again.journal.verify_some(None) == 0 and not again.journal.found_late
     for episode_id in ids:
         assert again.journal.by_id[episode_id] == first.journal.by_id[episode_id]
+
+
+def _cold(root: Path, minimum: int | None) -> Core:
+    """A start with no index cache; `minimum` (not None) lets the prefetch helper run."""
+    (root / "state" / "episodes.cache").unlink(missing_ok=True)
+    core = Core(root, Config())
+    if minimum is not None:
+        core.journal.prefetch(minimum)
+        assert core.journal._helper is not None
+    core.open()
+    return core
+
+
+def test_a_start_without_the_cache_parses_episodes_in_a_helper_process(tmp_path: Path) -> None:
+    first, ids = _store_with_episodes(tmp_path / "s")
+    sessions = sorted({first.journal.by_id[i].session_id for i in ids})
+    bad = tmp_path / "s" / "episodes" / sessions[0] / "01ARZ3NDEKTSV4RRFFQ69G5FAV.md"
+    bad.write_text("---\nnot: [closed\n---\nbody\n")
+    helped = _cold(tmp_path / "s", minimum=1)
+    assert helped.journal._helper is None  # waited for and adopted
+    assert not helped.journal.unverified  # parsed during this start: nothing to check after it
+    assert set(helped.journal._packed) == {sessions[1]}  # the folder with the bad file was read here
+    assert [b["path"] for b in helped.journal.bad_files] == [str(bad)]
+    plain = _cold(tmp_path / "s", minimum=None)
+    assert {i: helped.journal.by_id[i] for i in ids} == {i: plain.journal.by_id[i] for i in ids}
+    assert [b["path"] for b in plain.journal.bad_files] == [str(bad)]
+
+
+def test_a_failed_helper_costs_only_its_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memoryd.daemon.episodes import journal
+
+    first, ids = _store_with_episodes(tmp_path / "s")
+
+    def broken(*args: object) -> bytes:
+        raise OSError("the helper could not write")  # raised in the forked helper only
+    monkeypatch.setattr(journal, "encode_cache", broken)
+    again = _cold(tmp_path / "s", minimum=1)
+    assert not again.journal._packed and again.journal._helper is None
+    for episode_id in ids:
+        assert again.journal.by_id[episode_id] == first.journal.by_id[episode_id]
+
+
+def test_no_helper_for_a_small_store_or_when_the_cache_exists(tmp_path: Path) -> None:
+    _store_with_episodes(tmp_path / "s")
+    core = Core(tmp_path / "s", Config())
+    core.journal.prefetch(1)  # the cache is there: it is read instead
+    assert core.journal._helper is None
+    (tmp_path / "s" / "state" / "episodes.cache").unlink()
+    core.journal.prefetch(3)  # two sessions
+    assert core.journal._helper is None

@@ -114,6 +114,7 @@ class Core:
         self.cold_reqs: Callable[[], OrderedDict[str, Sequence[Any]]] | None = None
         self.cold_conns: frozenset[str] = frozenset()
         self.last_run_ids: set[str] = set()   # record ids named since the last daemon_start
+        self._noted_session: Any = None  # the last session id `note_session_id` counted
         self.suspended: dict[str, float] = {}  # session id -> reattach deadline after a restart
         self.next_ttl_check = 0.0             # the reaper's next episode-TTL pass (epoch s)
         self.reaper_stats: dict[str, Any] = {"last_run": None, "episodes_pruned": 0}
@@ -254,13 +255,13 @@ class Core:
         `resumed`: the start follows a clean stop (checkpoint), whose caches list every file."""
         self.files.strict = False
         try:
-            self.journal.load(self.progress, listed_at=self.log.seq if resumed else None,
-                              known_ids=self.logged_episodes)
-            for extension in self.extensions:
+            for extension in self.extensions:  # first: meanwhile a prefetch helper parses episodes
                 try:
                     extension.load()
                 except StorageError as exc:  # only its parse cache could not be staged
                     log.warning("a cache could not be written: %s", exc.message)
+            self.journal.load(self.progress, listed_at=self.log.seq if resumed else None,
+                              known_ids=self.logged_episodes)
             report = self._reconcile_episodes()
             for extension in self.extensions:
                 report.update(extension.reconcile())
@@ -310,7 +311,7 @@ class Core:
         if session is not None and event["kind"] not in NON_CALL_KINDS:
             self.sessions.touch(session, event["ts"])
         if "req" in event:  # kept small: only what a retry's replayer reads (server.REPLAYERS)
-            self.applied_reqs[event["req"]] = tuple(event.get(k) for k in REPLAYED_FIELDS)  # not a dict: 50k of them
+            self.applied_reqs[event["req"]] = tuple(map(event.get, REPLAYED_FIELDS))  # not a dict: 50k of them
             if len(self.applied_reqs) > MAX_APPLIED_REQS:
                 self.applied_reqs.popitem(last=False)
 
@@ -376,6 +377,8 @@ class Core:
         serves reads and refuses writes until space returns (`writable`)."""
         for sub in STORE_DIRS:
             store.ensure_store_dir(self.root / sub)
+        if resume is None:  # no checkpoint: the episode files may be parsed while the log replays
+            self.journal.prefetch()
         try:
             torn = self.log.replay(self._replay, resume)
         except OSError as exc:  # a torn tail on a segment we may not shrink (chattr +a, read-only)
@@ -415,10 +418,14 @@ class Core:
         if event["kind"] == "daemon_start":
             self.last_run_ids = set()
             return
+        ids, is_id = self.last_run_ids, store.ULID_RE.fullmatch  # every event of a replay: kept lean
         for value in event.values():
-            for item in value if isinstance(value, list) else (value,):
-                if type(item) is str and len(item) == 26 and store.is_ulid(item):
-                    self.last_run_ids.add(item)
+            kind = type(value)
+            if kind is str:
+                if len(value) == 26 and is_id(value):
+                    ids.add(value)
+            elif kind is list:
+                ids.update(v for v in value if type(v) is str and len(v) == 26 and is_id(v))
         if event.get("summary_sha"):  # a session record written in this run (sessions/records)
             self.last_run_ids.add(event["session"])
 
@@ -426,10 +433,15 @@ class Core:
         """Keep `sess-<n>` minting above every session id seen anywhere — an event, an episode
         folder, a session record — so an id is never reused, even if a `session_start` was lost
         to a quarantined log line."""
-        if store.is_session_id(session_id):
+        if session_id != self._noted_session and store.is_session_id(session_id):
+            self._noted_session = session_id  # most events name the one before's session
             self.sessions.last_n = max(self.sessions.last_n, int(session_id.split("-", 1)[1]))
 
     def _reconcile_episodes(self) -> dict[str, Any]:
+        for episode_id in self.removed_episodes & self.journal.by_id.keys():  # outlived a crash
+            episode = self.journal.remove(episode_id)
+            if episode is not None:
+                self.files.delete_file(self.journal.path_of(episode))
         if self.journal.session_dirs:  # listed as `sess-<n>` names: note the largest n once
             self.note_session_id(max(self.journal.session_dirs, key=lambda name: int(name[5:])))
         counts = self.journal.provenance_counts(self.provenance, self.logged_episodes)

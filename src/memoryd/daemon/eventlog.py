@@ -38,7 +38,8 @@ FALLOC_FL_KEEP_SIZE = 1
 _BASE_FIELDS = (("seq", int), ("ts", str), ("kind", str), ("prev", str), ("hash", str))
 _SESSION_RE = re.compile(r"sess-[1-9][0-9]{0,17}")
 _GOOD_SESSIONS: set[str] = set()  # ids already checked: a replay sees each one many times
-_DECODE = json.JSONDecoder().decode
+_DECODER = json.JSONDecoder()
+_DECODE, _SCAN = _DECODER.decode, _DECODER.scan_once  # type: ignore[attr-defined]  # the C scanner (not in the stubs)
 # Fields the core appliers index by name: an event without them cannot be replayed.
 _REQUIRED = {"session_start": ("session",), "session_end": ("session", "reason"),
              "episode_write": ("session", "episode_id")}
@@ -114,7 +115,13 @@ def _parse(raw: bytes) -> tuple[dict[str, Any], None] | tuple[None, str]:
     if not raw.endswith(b"\n"):
         return None, "a line without its newline"
     try:
-        event = _DECODE(raw.decode())
+        text = raw.decode()
+        try:  # the C scanner straight away: what `decode` adds is a whitespace skip, each line
+            event, end = _SCAN(text, 0)
+        except StopIteration:
+            end = -1
+        if end != len(text) - 1:
+            event = _DECODE(text)  # space around the object, or data after it (raises)
     except ValueError:  # JSONDecodeError and UnicodeDecodeError
         return None, "the line does not parse as JSON"
     problem = event_problem(event)

@@ -24,6 +24,7 @@ from memoryd.daemon import store
 
 CACHE_VERSION = 3
 FOLDER_LISTING_COST = 10  # a folder listing, in `verify_some` budget units (one unit: an lstat)
+PREFETCH_MIN_SESSIONS = 500  # fewer session folders parse in well under a second: no helper
 
 
 @dataclass(slots=True)
@@ -150,6 +151,7 @@ class Journal:
         # changed files) and cache-loaded episodes whose file was gone; `Core.verify_files` logs it.
         self.found_late: list[str] = []
         self.dropped_late = 0
+        self._helper: tuple[int, int] | None = None  # (pid, fd) of the prefetch helper, while it runs
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -289,7 +291,10 @@ class Journal:
         if not store.is_plain_dir(self.dir):
             return
         known = dict(zip(known_ids, known_ids))  # built at C speed; dropped after the load
-        cached, saved_at = read_cache(self.cache_path, known or None)
+        fresh = self._helper is not None  # rows the helper parsed during this start: nothing to verify
+        if progress is not None and fresh:
+            progress("indexing episodes (helper)", 0, 0)
+        cached, saved_at = self._helper_result(known or None) if fresh else read_cache(self.cache_path, known or None)
         del known
         trusted = listed_at is not None and saved_at == listed_at
         with os.scandir(self.dir) as listing:
@@ -308,15 +313,18 @@ class Journal:
                 self.unlisted.append(name)
                 continue
             with os.scandir(folder.path) as entries:
-                self._load_folder(name, list(entries), packed)
+                self._load_folder(name, list(entries), packed, fresh)
 
-    def _load_folder(self, session_id: str, entries: list[os.DirEntry[str]], packed: Packed | None) -> None:
+    def _load_folder(self, session_id: str, entries: list[os.DirEntry[str]], packed: Packed | None,
+                     fresh: bool = False) -> None:
         """One session's folder: packed as cached when it holds exactly the cached files, else
-        cached rows become episodes and the other files are parsed."""
+        cached rows become episodes and the other files are parsed. `fresh`: the rows were
+        parsed during this start (`prefetch`), so they need no check after it."""
         names = [e.name for e in entries if e.name.endswith(".md") and not e.name.startswith(".")]
         if packed is not None and sorted(names) == sorted(f"{i}.md" for i in packed.ids) and all(
                 e.is_file(follow_symlinks=False) for e in entries if e.name in names) and self._adopt(session_id, packed):
-            self.unverified.append(session_id)
+            if not fresh:
+                self.unverified.append(session_id)
             return
         rows = dict(packed.entries()) if packed is not None else {}
         bucket = self._live.setdefault(session_id, {})
@@ -337,7 +345,7 @@ class Journal:
             self.owner[episode.id] = session_id
             self.stats[episode.id] = (row[0], row[1])
             from_cache = True
-        if from_cache:
+        if from_cache and not fresh:
             self.unverified.append(session_id)
         if not bucket:
             self._live.pop(session_id, None)
@@ -347,7 +355,7 @@ class Journal:
 
     def _parse_file(self, session_id: str, path: str, stat: os.stat_result, late: bool = False) -> None:
         try:
-            meta, body = store.parse(store.read_nofollow(Path(path)))
+            meta, body = store.parse(store.read_nofollow(path))
             episode = from_meta(meta, body, session_id, path)
         except (OSError, store.BadRecord, KeyError, TypeError, ValueError) as exc:
             self._bad(Path(path), str(exc)[:200])
@@ -364,6 +372,59 @@ class Journal:
         except OSError:
             return
         self._parse_file(session_id, path, st, late)
+
+    # -- a start without the cache: a helper process --------------------------------------------
+
+    def prefetch(self, minimum: int = PREFETCH_MIN_SESSIONS) -> None:
+        """On a start without the index cache (a cold start, `memoryd reindex`) in a store of at
+        least `minimum` sessions, fork a helper that parses every episode file — most of such a
+        start — while this process replays the log. The helper writes what the cache would hold
+        to an anonymous file, which `load` adopts (folders are still listed and compared here).
+        A helper that fails costs nothing but its time: `load` then parses the files itself."""
+        if (self._helper is not None or not hasattr(os, "fork") or self.cache_path.exists()
+                or not store.is_plain_dir(self.dir)):
+            return
+        with os.scandir(self.dir) as listing:
+            if sum(1 for e in listing if store.is_session_id(e.name)) < minimum:
+                return
+        fd = _anonymous_file()
+        pid = os.fork()
+        if pid == 0:  # the helper: reads files, writes only to `fd`, never returns
+            status = 1
+            try:
+                helper = Journal(self.dir.parent, self.files)
+                helper.load()
+                packed = ((sid, helper._pack(bucket)) for sid, bucket in helper._live.items())
+                data = memoryview(encode_cache(-1, [(sid, p) for sid, p in packed if p is not None]))
+                while data:
+                    data = data[os.write(fd, data):]
+                status = 0
+            finally:
+                os._exit(status)
+        self._helper = (pid, fd)
+
+    def _helper_result(self, canonical: dict[str, str] | None) -> tuple[dict[str, Packed], int | None]:
+        """What the helper parsed, once it has exited; {} when it failed (the files are read)."""
+        assert self._helper is not None
+        pid, fd = self._helper
+        self._helper = None
+        _, status = os.waitpid(pid, 0)
+        try:
+            if os.waitstatus_to_exitcode(status) != 0:
+                raise ValueError(f"the episode helper exited with status {status}")
+            source, header = _read_header(fd)
+        except (OSError, ValueError, msgpack.UnpackException) as exc:
+            os.close(fd)
+            import logging
+
+            logging.getLogger("memoryd").warning("%s; the episode files are parsed here instead", exc)
+            return {}, None
+        sessions = {}
+        for entry in header["sessions"] if isinstance(header, dict) else ():
+            packed = _packed_entry(entry, source, canonical)
+            if packed is not None:
+                sessions[entry[0]] = packed
+        return sessions, None
 
     # -- after start -----------------------------------------------------------------------------
 
@@ -507,31 +568,48 @@ def _open_cache(path: Path) -> tuple[CacheFile | None, Any]:
     """(the open file, the header) of a format-3 cache; (None, the whole map) of an older one."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        size = os.fstat(fd).st_size
-        start = os.pread(fd, _HEAD, 0)
-        if not start.startswith(CACHE_MAGIC):
-            os.close(fd)
-            fd = -1
+        if os.pread(fd, len(CACHE_MAGIC), 0) != CACHE_MAGIC:
             return None, msgpack.unpackb(store.read_nofollow(path), raw=False, use_list=False)
+    except BaseException:
+        os.close(fd)
+        raise
+    return _read_header(fd)
+
+
+def _read_header(fd: int) -> tuple[CacheFile, Any]:
+    """(a `CacheFile` that now owns `fd`, the header) of a format-3 cache; closes `fd` and
+    raises ValueError or an unpack error when it is not one."""
+    try:
+        start = os.pread(fd, _HEAD, 0)
+        if not start.startswith(CACHE_MAGIC) or len(start) != _HEAD:
+            raise ValueError("not an episode index cache")
         length = int.from_bytes(start[len(CACHE_MAGIC):], "little")
-        if _HEAD + length > size:
+        if _HEAD + length > os.fstat(fd).st_size:
             raise ValueError("the cache header is cut short")
         header = msgpack.unpackb(os.pread(fd, length, _HEAD), raw=False, use_list=False)
-        source = CacheFile(fd, _HEAD + length)  # closes fd when the last packed session lets go
-        fd = -1
-        return source, header
-    finally:
-        if fd >= 0:
-            os.close(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    return CacheFile(fd, _HEAD + length), header  # closes fd when the last packed session lets go
+
+
+def _anonymous_file() -> int:
+    """A read-write file no one else can open, gone when closed (memfd on Linux)."""
+    if hasattr(os, "memfd_create"):
+        return os.memfd_create("memoryd-episodes", os.MFD_CLOEXEC)
+    import tempfile
+
+    with tempfile.TemporaryFile() as handle:
+        return os.dup(handle.fileno())
 
 
 def _packed_entry(entry: Any, source: CacheFile | None, canonical: dict[str, str] | None) -> Packed | None:
     try:
         if source is None:
-            session_id, ids, newest, worktrees, swarms, rows = entry
+            _, ids, newest, worktrees, swarms, rows = entry  # entry[0], the session, is the caller's key
             span: tuple[int, int] = (0, 0)
         else:
-            session_id, ids, newest, worktrees, swarms, offset, length = entry
+            _, ids, newest, worktrees, swarms, offset, length = entry
             rows, span = None, (offset, length)
             if type(offset) is not int or type(length) is not int or offset < 0 or length < 0:
                 return None

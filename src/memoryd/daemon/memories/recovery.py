@@ -60,7 +60,6 @@ def load(tier: TierState) -> int:
     if not tier.index_restored:
         parsed[0] += 1  # so the caller saves a fresh snapshot
     load_pending(tier)
-    finish_episode_deletions(tier)
     return parsed[0]
 
 
@@ -396,15 +395,6 @@ def load_pending(tier: TierState) -> None:
         staged = pending.id in tier.pending_logged and pending.id not in tier.pending_resolved
         if staged and pending.id not in tier.expired:
             tier.pending[pending.id] = pending
-
-
-def finish_episode_deletions(tier: TierState) -> None:
-    """Episodes the log says were deleted (promoted or pruned) whose file outlived a crash."""
-    journal = tier.core.journal
-    for episode_id in tier.core.removed_episodes & journal.by_id.keys():
-        episode = journal.remove(episode_id)
-        if episode is not None:
-            tier.core.files.delete_file(journal.path_of(episode))
 
 
 def reconcile(tier: TierState) -> dict[str, Any]:
