@@ -312,3 +312,38 @@ def test_a_restored_session_keeps_its_episode_ids_compact_until_it_writes_again(
         assert owner.episodes_written == before | {new} and type(owner.episodes_written) is set
     finally:
         core.log.close()
+
+
+def test_a_cold_start_with_helper_processes_equals_one_without(env: Env, tmp_path: Path,
+                                                              monkeypatch: Any) -> None:
+    """With no state/, helpers parse the episode and memory files while the log replays; the
+    daemon must end up exactly where it would have parsing them itself, bad and edited files
+    included, and keep the helpers' caches for the next start."""
+    from memoryd.daemon.episodes import journal
+    from memoryd.daemon.memories import recovery
+
+    env.start_daemon()
+    _populate(env)
+    assert env.memoryd("stop").returncode == 0
+    for name in lifecycle.DERIVED_STATE:
+        (env.home / "state" / name).unlink()
+    live = sorted((env.home / "memories").glob("*.md"))
+    live[0].write_text(live[0].read_text().replace("ops/deploy.sh", "ops/deploy2.sh"))  # a hand edit
+    (env.home / "memories" / "01ARZ3NDEKTSV4RRFFQ69G5FAV.md").write_text("---\nnot: [closed\n---\nx\n")
+    plain, _ = _opened(env.home, tmp_path / "plain", use_checkpoint=False)
+    monkeypatch.setattr(journal, "PREFETCH_MIN_SESSIONS", 1)
+    monkeypatch.setattr(recovery, "PREFETCH_MIN_RECORDS", 1)
+    helped, _ = _opened(env.home, tmp_path / "helped", use_checkpoint=False)
+    assert helped.journal._helper is None and helped.memories.helper is None  # both were used
+    assert not helped.memories.unverified and not helped.journal.unverified
+    states = [_without_start_events(_state(core)) for core in (helped, plain)]
+    assert states[0]["extensions"]["MemoryTier"].pop("cache_gen") is not None  # the helper's cache
+    states[1]["extensions"]["MemoryTier"].pop("cache_gen")  # (a random name for each save)
+    assert states[0] == states[1]
+    for core in (helped, plain):
+        assert [b["path"].rsplit("/", 1)[1] for b in core.memories.bad_files] == ["01ARZ3NDEKTSV4RRFFQ69G5FAV.md"]
+        assert core.memories.hand_edited == [live[0].name[:-3]]
+    assert helped.memories.index.text.search("deploy2 nginx", limit=5) == plain.memories.index.text.search("deploy2 nginx", limit=5)
+    assert helped.memories.index_restored  # the helper's snapshot, checked against the files here
+    assert (tmp_path / "helped" / "state" / "memories.cache").exists()
+    assert (tmp_path / "helped" / "state" / "episodes.cache").exists() is False  # written at stop

@@ -15,7 +15,7 @@ import memoryd
 
 SRC = Path(memoryd.__file__).resolve().parent
 MACHINERY = {"core", "tool", "validate", "connections", "search", "text", "scopes", "store",
-             "eventlog"}
+             "eventlog", "helper"}
 TIER_ORDER = ["episodes", "memories", "sessions"]  # each may import only those before it
 
 

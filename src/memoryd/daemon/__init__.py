@@ -15,10 +15,11 @@ Layers, each importing only the ones below it (tests/unit/test_layout.py holds t
     episodes/              tier: the journal and its tools
     core, tool, validate   the domain state and its one change path; what a tool is; argument checks
     connections, search,   sessions and connections; the BM25 index; the text analyzer; scope rules;
-    text, scopes,          atomic files; the hash-chained log
-    store, eventlog
+    text, scopes,          atomic files; the hash-chained log; the forked helpers that parse
+    store, eventlog,       record files during a start without state/
+    helper
 
 One exception, on purpose: `core` holds the episode journal (`episodes.journal`, which imports
-only `store`), because every tier reads episodes through it.
+only `store` and `helper`), because every tier reads episodes through it.
 The design is in docs/architecture.md.
 """

@@ -377,8 +377,11 @@ class Core:
         serves reads and refuses writes until space returns (`writable`)."""
         for sub in STORE_DIRS:
             store.ensure_store_dir(self.root / sub)
-        if resume is None:  # no checkpoint: the episode files may be parsed while the log replays
+        if resume is None:  # no checkpoint: record files may be parsed in helpers while the log replays
             self.journal.prefetch()
+            for extension in self.extensions:
+                if hasattr(extension, "prefetch"):
+                    extension.prefetch()
         try:
             torn = self.log.replay(self._replay, resume)
         except OSError as exc:  # a torn tail on a segment we may not shrink (chattr +a, read-only)

@@ -20,7 +20,7 @@ from typing import Any
 
 import msgpack
 
-from memoryd.daemon import store
+from memoryd.daemon import helper, store
 
 CACHE_VERSION = 3
 FOLDER_LISTING_COST = 10  # a folder listing, in `verify_some` budget units (one unit: an lstat)
@@ -151,7 +151,7 @@ class Journal:
         # changed files) and cache-loaded episodes whose file was gone; `Core.verify_files` logs it.
         self.found_late: list[str] = []
         self.dropped_late = 0
-        self._helper: tuple[int, int] | None = None  # (pid, fd) of the prefetch helper, while it runs
+        self._helper: helper.Helper | None = None  # the prefetch helper, while it runs
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -375,7 +375,7 @@ class Journal:
 
     # -- a start without the cache: a helper process --------------------------------------------
 
-    def prefetch(self, minimum: int = PREFETCH_MIN_SESSIONS) -> None:
+    def prefetch(self, minimum: int | None = None) -> None:
         """On a start without the index cache (a cold start, `memoryd reindex`) in a store of at
         least `minimum` sessions, fork a helper that parses every episode file — most of such a
         start — while this process replays the log. The helper writes what the cache would hold
@@ -385,36 +385,23 @@ class Journal:
                 or not store.is_plain_dir(self.dir)):
             return
         with os.scandir(self.dir) as listing:
-            if sum(1 for e in listing if store.is_session_id(e.name)) < minimum:
+            if sum(1 for e in listing if store.is_session_id(e.name)) < (
+                    PREFETCH_MIN_SESSIONS if minimum is None else minimum):
                 return
-        fd = _anonymous_file()
-        pid = os.fork()
-        if pid == 0:  # the helper: reads files, writes only to `fd`, never returns
-            status = 1
-            try:
-                helper = Journal(self.dir.parent, self.files)
-                helper.load()
-                packed = ((sid, helper._pack(bucket)) for sid, bucket in helper._live.items())
-                data = memoryview(encode_cache(-1, [(sid, p) for sid, p in packed if p is not None]))
-                while data:
-                    data = data[os.write(fd, data):]
-                status = 0
-            finally:
-                os._exit(status)
-        self._helper = (pid, fd)
+        def work(fd: int) -> None:  # in the helper: reads files, writes only to `fd`
+            parsed = Journal(self.dir.parent, self.files)
+            parsed.load()
+            packed = ((sid, parsed._pack(bucket)) for sid, bucket in parsed._live.items())
+            helper.write_all(fd, encode_cache(-1, [(sid, p) for sid, p in packed if p is not None]))
+        self._helper = helper.start(work)
 
     def _helper_result(self, canonical: dict[str, str] | None) -> tuple[dict[str, Packed], int | None]:
         """What the helper parsed, once it has exited; {} when it failed (the files are read)."""
         assert self._helper is not None
-        pid, fd = self._helper
-        self._helper = None
-        _, status = os.waitpid(pid, 0)
+        running, self._helper = self._helper, None
         try:
-            if os.waitstatus_to_exitcode(status) != 0:
-                raise ValueError(f"the episode helper exited with status {status}")
-            source, header = _read_header(fd)
+            source, header = _read_header(helper.finish(running))  # closes the file if it is bad
         except (OSError, ValueError, msgpack.UnpackException) as exc:
-            os.close(fd)
             import logging
 
             logging.getLogger("memoryd").warning("%s; the episode files are parsed here instead", exc)
@@ -591,16 +578,6 @@ def _read_header(fd: int) -> tuple[CacheFile, Any]:
         os.close(fd)
         raise
     return CacheFile(fd, _HEAD + length), header  # closes fd when the last packed session lets go
-
-
-def _anonymous_file() -> int:
-    """A read-write file no one else can open, gone when closed (memfd on Linux)."""
-    if hasattr(os, "memfd_create"):
-        return os.memfd_create("memoryd-episodes", os.MFD_CLOEXEC)
-    import tempfile
-
-    with tempfile.TemporaryFile() as handle:
-        return os.dup(handle.fileno())
 
 
 def _packed_entry(entry: Any, source: CacheFile | None, canonical: dict[str, str] | None) -> Packed | None:

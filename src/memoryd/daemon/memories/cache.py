@@ -17,6 +17,7 @@ knew at that clean stop (docs/storage.md, 'Recovery at start').
 
 from __future__ import annotations
 
+import io
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -35,11 +36,19 @@ def read(path: Path) -> tuple[dict[str, list[Any]], RowTables, str | None]:
     """The cache's rows by key, the tables their scopes and origins point into, and the save's
     `gen`; empty when absent, unreadable or of another version."""
     try:
-        data = msgpack.unpackb(store.read_nofollow(path), raw=False)
+        return decode(store.read_nofollow(path))
+    except OSError:
+        return {}, RowTables(), None
+
+
+def decode(raw: bytes) -> tuple[dict[str, list[Any]], RowTables, str | None]:
+    """`read` of the cache's bytes."""
+    try:
+        data = msgpack.unpackb(raw, raw=False)
         if not (isinstance(data, dict) and data.get("v") == CACHE_VERSION and isinstance(data.get("rows"), list)):
             return {}, RowTables(), None
         tables = RowTables(data["scopes"], data["origins"])
-    except (OSError, ValueError, TypeError, KeyError, AttributeError, msgpack.UnpackException):
+    except (ValueError, TypeError, KeyError, AttributeError, msgpack.UnpackException):
         return {}, RowTables(), None
     rows = {row[0]: row for row in data["rows"] if isinstance(row, list) and len(row) > 4 and isinstance(row[0], str)}
     gen = data.get("gen")
@@ -74,12 +83,13 @@ def encode_index(header: dict[str, Any], live: dict[str, Any], tombs: dict[str, 
     return packer.pack({"v": INDEX_VERSION, **header}) + packer.pack([live, tombs])  # type: ignore[no-any-return]
 
 
-def read_index(path: Path, header: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
+def read_index(path: Path | bytes, header: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """The (live, tombstone) index states stored at `path` if its header has this version and
     every field of `header`; None when absent, unreadable, of another version or describing
     other files."""
     try:
-        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as file:
+        with (io.BytesIO(path) if isinstance(path, bytes)  # a start helper's snapshot
+              else os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb")) as file:
             unpacker = msgpack.Unpacker(file, raw=False, max_buffer_size=_MAX_INDEX_BYTES)
             stored = next(unpacker)
             expected = {"v": INDEX_VERSION, **header}

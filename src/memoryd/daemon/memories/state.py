@@ -48,6 +48,7 @@ class TierState:
         self.listing: Any = None                    # the open scandir of the folder being listed
         self.found_late: list[str] = []             # files the after-start check parsed
         self.dropped_late = 0                       # cache-loaded records whose file was gone
+        self.helper: Any = None                     # the prefetch helper (recovery.prefetch), while it runs
         self.loaded = False                         # replay is over: events now are live ones
         self.live: LiveMemories = LiveMemories(self.project_of)
         self.tombstones: dict[str, Memory] = {}

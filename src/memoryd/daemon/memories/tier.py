@@ -309,6 +309,10 @@ class MemoryTier(TierState):
 
     # -- start-up (memory_recovery): load files, then reconcile them with the log -----------------
 
+    def prefetch(self) -> None:
+        """Before the log replays on a start with no parse cache: see recovery.prefetch."""
+        memory_recovery.prefetch(self)
+
     def load(self) -> None:
         """Read every memory and tombstone file and the pending snapshot (after log replay)."""
         parsed = memory_recovery.load(self)

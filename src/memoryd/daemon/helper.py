@@ -1,0 +1,68 @@
+"""Helper processes for a start without `state/` (a cold start, `memoryd reindex`): parsing the
+record files is most of such a start, and it can run on the other core while the daemon replays
+the log (docs/storage.md, 'Recovery at start').
+
+A helper is a fork that reads files and writes bytes to an anonymous file, nothing else: it never
+touches the store, the log or the runtime files, and leaves with `os._exit`. Its result is only
+ever a cache the daemon checks as it would its own; a helper that fails costs only its time.
+
+Import contract: stdlib only.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+Helper = tuple[int, int]  # (pid, the anonymous file it writes)
+
+
+def start(work: Callable[[int], None]) -> Helper | None:
+    """Run `work(fd)` in a forked child; None where there is no fork."""
+    if not hasattr(os, "fork"):
+        return None
+    fd = _anonymous_file()
+    pid = os.fork()
+    if pid == 0:
+        status = 1
+        try:
+            work(fd)
+            status = 0
+        finally:
+            os._exit(status)
+    return pid, fd
+
+
+def finish(helper: Helper) -> int:
+    """Wait for the helper; the file it wrote (the caller closes it). ValueError if it failed."""
+    pid, fd = helper
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        os.close(fd)
+        raise ValueError(f"a start helper exited with status {code}")
+    return fd
+
+
+def write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def read_all(fd: int) -> bytes:
+    size = os.fstat(fd).st_size
+    data = os.pread(fd, size, 0)
+    if len(data) != size:
+        raise ValueError("a start helper's file was cut short")
+    return data
+
+
+def _anonymous_file() -> int:
+    """A read-write file no one else can open, gone when closed (memfd on Linux)."""
+    if hasattr(os, "memfd_create"):
+        return os.memfd_create("memoryd-helper", os.MFD_CLOEXEC)
+    import tempfile
+
+    with tempfile.TemporaryFile() as handle:
+        return os.dup(handle.fileno())
