@@ -8,8 +8,46 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import Any, cast
 
 from memoryd.daemon.text import STOPWORDS, word_tokens
+
+
+class _Lazy:
+    """A pattern compiled on first use, then called as fast as the compiled one: its methods are
+    copied onto the instance. The ~40 patterns below took ~20 ms to compile, a tenth of a daemon
+    start; the memory tier compiles them in its first slice after start (`compile_patterns`)."""
+
+    _METHODS = ("search", "match", "fullmatch", "finditer", "findall", "sub", "split")
+
+    def __init__(self, pattern: str, flags: int) -> None:
+        self._args = (pattern, flags)
+
+    def compile(self) -> None:
+        if "_compiled" not in self.__dict__:
+            compiled = re.compile(*self._args)
+            self.__dict__.update({m: getattr(compiled, m) for m in self._METHODS}, _compiled=compiled)
+
+    def __getattr__(self, name: str) -> Any:  # only until compiled, and for rarer attributes
+        if name.startswith("__") or name in ("_args", "_compiled"):
+            raise AttributeError(name)
+        self.compile()
+        return getattr(self._compiled, name)
+
+
+_LAZY: list[_Lazy] = []
+
+
+def _re(pattern: str, flags: int = 0) -> re.Pattern[str]:
+    lazy = _Lazy(pattern, flags)
+    _LAZY.append(lazy)
+    return cast("re.Pattern[str]", lazy)
+
+
+def compile_patterns() -> None:
+    """Compile every gate pattern now (idempotent), rather than in the first write's time."""
+    for lazy in _LAZY:
+        lazy.compile()
 
 __all__ = [
     "cited_paths", "find_credentials", "find_scope_mismatches", "find_transient_markers",
@@ -39,26 +77,26 @@ def _window(text: str, start: int, end: int, radius: int) -> str:
 
 # (kind, pattern, visible prefix length). Only the fixed provider prefix is ever shown.
 _PROVIDER_KEYS: list[tuple[str, re.Pattern[str], int]] = [
-    ("anthropic_key", re.compile(r"(?<![\w-])sk-ant-[A-Za-z0-9_-]{20,}"), 7),
-    ("openai_key", re.compile(r"(?<![\w-])sk-(?!ant-)(?:proj-)?[A-Za-z0-9_-]{20,}"), 3),
-    ("github_token", re.compile(r"(?<!\w)gh[pousr]_[A-Za-z0-9]{30,}"), 4),
-    ("github_token", re.compile(r"(?<!\w)github_pat_[A-Za-z0-9_]{30,}"), 11),
-    ("aws_access_key", re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Za-z0-9])"), 4),
-    ("slack_token", re.compile(r"(?<![\w-])xox[abposr]-[A-Za-z0-9-]{10,}"), 5),
-    ("gitlab_token", re.compile(r"(?<![\w-])glpat-[A-Za-z0-9_-]{20,}"), 6),
-    ("google_api_key", re.compile(r"(?<![\w-])AIza[0-9A-Za-z_-]{35}"), 4),
-    ("jwt", re.compile(r"(?<![\w-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"), 3),
-    ("bearer_token", re.compile(r"(?<!\w)Bearer\s+[A-Za-z0-9._~+/-]{20,}=*"), 7),
+    ("anthropic_key", _re(r"(?<![\w-])sk-ant-[A-Za-z0-9_-]{20,}"), 7),
+    ("openai_key", _re(r"(?<![\w-])sk-(?!ant-)(?:proj-)?[A-Za-z0-9_-]{20,}"), 3),
+    ("github_token", _re(r"(?<!\w)gh[pousr]_[A-Za-z0-9]{30,}"), 4),
+    ("github_token", _re(r"(?<!\w)github_pat_[A-Za-z0-9_]{30,}"), 11),
+    ("aws_access_key", _re(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Za-z0-9])"), 4),
+    ("slack_token", _re(r"(?<![\w-])xox[abposr]-[A-Za-z0-9-]{10,}"), 5),
+    ("gitlab_token", _re(r"(?<![\w-])glpat-[A-Za-z0-9_-]{20,}"), 6),
+    ("google_api_key", _re(r"(?<![\w-])AIza[0-9A-Za-z_-]{35}"), 4),
+    ("jwt", _re(r"(?<![\w-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"), 3),
+    ("bearer_token", _re(r"(?<!\w)Bearer\s+[A-Za-z0-9._~+/-]{20,}=*"), 7),
 ]
 # Every provider pattern above starts with one of these: text without any skips them all.
-_PROVIDER_PREFIX_RE = re.compile(r"sk-|gh[pousr]_|github_pat_|AKIA|ASIA|xox[abposr]-|glpat-|AIza|eyJ|Bearer")
-_PEM_RE = re.compile(
+_PROVIDER_PREFIX_RE = _re(r"sk-|gh[pousr]_|github_pat_|AKIA|ASIA|xox[abposr]-|glpat-|AIza|eyJ|Bearer")
+_PEM_RE = _re(
     r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
     r"(?:.*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|.{0,8192})",
     re.DOTALL,
 )
-_URL_PASSWORD_RE = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s/:@]+:([^\s/@]+)@", re.IGNORECASE)
-_ASSIGNMENT_RE = re.compile(
+_URL_PASSWORD_RE = _re(r"\b[a-z][a-z0-9+.-]*://[^\s/:@]+:([^\s/@]+)@", re.IGNORECASE)
+_ASSIGNMENT_RE = _re(
     r"""(?<![A-Za-z0-9_])
     (?P<key>(?:[A-Za-z0-9]+[_.-])*
         (?:password|passwd|passphrase|secret|token|api[_-]?key|apikey|access[_-]?key
@@ -68,7 +106,7 @@ _ASSIGNMENT_RE = re.compile(
     re.IGNORECASE | re.VERBOSE,
 )
 # Values that say "a secret goes here" rather than being one.
-_PLACEHOLDER_RE = re.compile(
+_PLACEHOLDER_RE = _re(
     r"""^(?:none|null|nil|undefined|true|false|empty|n/?a|tbd|todo|hidden|secret|password|token
     |[x*._•…-]+|<[^>]*>|\[[^\]]*\]|\{\{.*\}\}|\$\{?[a-z_][a-z0-9_]*\}?
     |%\(?[a-z_]+\)?s?|%[a-z_]+%
@@ -176,7 +214,7 @@ _TRANSIENT_PHRASES = """currently|right now|for now|at the moment|at present|tod
 |last night|last week|next week|we just|i just|just now|the latest|in progress|in the middle of
 |work in progress|wip|unpushed|uncommitted changes|commits ahead|commits behind|now uses|the new
 |so far|for the time being|as things stand|recently"""
-_PHRASES_RE = re.compile(
+_PHRASES_RE = _re(
     r"(?<![\w'’])(?:"
     + "|".join(
         re.escape(p).replace(r"\ ", r"\s+").replace("'", "['’]")
@@ -191,7 +229,7 @@ _MONTH = (
 )
 _WEEKDAY = r"(?:mon|tues|wednes|thurs|fri|satur|sun)day"
 # "as of" fires only for dates and relative days; "as of 2.7.0" is a version pin and stays silent.
-_AS_OF_RE = re.compile(
+_AS_OF_RE = _re(
     r"(?<!\w)as\s+of\s+(?:"
     r"\d{4}-\d{1,2}(?:-\d{1,2})?(?:[T ][\d:.]+Z?)?"
     r"|\d{1,2}/\d{1,2}/\d{2,4}"
@@ -203,7 +241,7 @@ _AS_OF_RE = re.compile(
     r")(?![\w.]\d|\w)",
     re.IGNORECASE,
 )
-_SHA_RE = re.compile(
+_SHA_RE = _re(
     r"(?<![\w./#@-])(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}(?![\w/-]|\.\w)"
 )
 _SENTENCE_OPENERS = " \t\"'([{*_>#•`“‘-"
@@ -307,7 +345,7 @@ def find_scope_mismatches(
 # ---------------------------------------------------------------------------------------------
 # Gate 4: groundedness
 
-_SENTENCE_SPLIT_RE = re.compile(r"(?<=[.!?])\s+|\n+")
+_SENTENCE_SPLIT_RE = _re(r"(?<=[.!?])\s+|\n+")
 
 
 def _fold(word: str) -> str:
@@ -343,31 +381,31 @@ def find_ungrounded_claims(text: str, transcript: str) -> list[dict[str, object]
 # Taint scan (flags, never blocks)
 
 _TAINT_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
-    ("ignore-instructions", re.compile(
+    ("ignore-instructions", _re(
         r"\b(?:ignore|disregard|forget|override)\s+(?:(?:all|any|the|your|of|my)\s+)*"
         r"(?:previous|prior|above|earlier|preceding|former|original|system)\s+"
         r"(?:instructions?|prompts?|directions?|rules|guidelines|context|messages?)", re.I)),
-    ("role-prefix", re.compile(
+    ("role-prefix", _re(
         r"^[ \t]*(?:system|assistant|user|developer|human)[ \t]*:"
         r"|<\|[a-z_]+\|>|\[/?INST\]|<</?SYS>>|</?system>", re.I | re.M)),
-    ("tool-call-json", re.compile(
+    ("tool-call-json", _re(
         r"\{\s*\"(?:tool|tool_name|function)\"\s*:|\"(?:function_call|tool_calls|tool_use)\"\s*:"
         r"|\{\s*\"name\"\s*:\s*\"[^\"]*\"\s*,\s*\"(?:arguments|parameters|input)\"\s*:"
         r"|<(?:tool_call|function_calls?|invoke)\b", re.I)),
-    ("you-must-now", re.compile(
+    ("you-must-now", _re(
         r"\byou\s+(?:must|should|will|are\s+to)\s+now\b"
         r"|\bfrom\s+now\s+on,?\s+you\s+(?:must|will|should|are)\b", re.I)),
-    ("new-instructions", re.compile(
+    ("new-instructions", _re(
         r"\byour\s+new\s+(?:instructions|task|role|goal)\s+(?:is|are)\b|\bnew\s+instructions\s*:",
         re.I)),
-    ("self-certified-trust", re.compile(
+    ("self-certified-trust", _re(
         r"\bthis\s+(?:memory|message|content|note|instruction|text|record)\s+(?:is|has\s+been)\s+"
         r"(?:trusted|verified|safe|authori[sz]ed|approved)\b|\btrusted\s+source\b"
         r"|\bauthori[sz]ed\s+by\s+(?:the\s+)?"
         r"(?:user|admin|administrator|developer|owner|operator)\b",
         re.I)),
     # Zero-width and bidi controls hide text from the human reviewing a memory.
-    ("hidden-unicode", re.compile("[\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")),
+    ("hidden-unicode", _re("[\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")),
 ]
 
 
@@ -379,12 +417,12 @@ def scan_taint(text: str) -> list[str]:
 # ---------------------------------------------------------------------------------------------
 # Cited paths (for path drift)
 
-_TOKEN_SPLIT_RE = re.compile(r"[^\s()\[\]<>\"'`,;=|{}]+")
+_TOKEN_SPLIT_RE = _re(r"[^\s()\[\]<>\"'`,;=|{}]+")
 # `\Z`, not `$`: Python's `$` also matches before a final newline.
-_SEGMENT_RE = re.compile(r"^[\w.+@~-]+\Z")
-_DOMAIN_RE = re.compile(r"^[a-z0-9-]+(?:\.[a-z0-9-]+)*\.[a-z]{2,}\Z", re.IGNORECASE)
-_EXTENSION_RE = re.compile(r".\.[A-Za-z0-9]{1,8}\Z")
-_LINE_SUFFIX_RE = re.compile(r"(?::\d+)+\Z|#L\d+(?:-L?\d+)?\Z")
+_SEGMENT_RE = _re(r"^[\w.+@~-]+\Z")
+_DOMAIN_RE = _re(r"^[a-z0-9-]+(?:\.[a-z0-9-]+)*\.[a-z]{2,}\Z", re.IGNORECASE)
+_EXTENSION_RE = _re(r".\.[A-Za-z0-9]{1,8}\Z")
+_LINE_SUFFIX_RE = _re(r"(?::\d+)+\Z|#L\d+(?:-L?\d+)?\Z")
 
 
 def _as_path(token: str) -> str | None:

@@ -20,7 +20,7 @@ from memoryd.daemon import store
 from memoryd.daemon.connections import Session
 from memoryd.daemon.core import Core
 from memoryd.daemon.memories import recovery as memory_recovery
-from memoryd.daemon.memories.gates import find_credentials, scan_taint
+from memoryd.daemon.memories.gates import compile_patterns, find_credentials, scan_taint
 from memoryd.daemon.memories.records import (
     HANDOFF,
     HANDOFF_SOURCE,
@@ -45,6 +45,8 @@ def attach(core: Core) -> MemoryTier:
 
 class MemoryTier(TierState):
     """The tier's changes: file-backed writes, pending writes and the event appliers."""
+
+    patterns_compiled = False  # the gates' regexes (gates.compile_patterns), after start
 
     # -- what the gate chain asks (memory_gates_chain.TierView) ----------------------------------
 
@@ -325,7 +327,11 @@ class MemoryTier(TierState):
         return memory_recovery.reconcile(self)
 
     def verify_some(self, budget: int | None) -> int:
-        """Compare cache-loaded records with their files after start (see recovery.verify_some)."""
+        """Compare cache-loaded records with their files after start (see recovery.verify_some).
+        The first pass also compiles the gate patterns: not at start, nor in the first write."""
+        if not self.patterns_compiled:
+            compile_patterns()
+            self.patterns_compiled = True
         return memory_recovery.verify_some(self, budget)
 
 
