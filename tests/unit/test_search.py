@@ -276,3 +276,27 @@ def test_an_index_restored_from_its_exported_state_answers_exactly_like_the_orig
     assert cache.read_index(path, {"analyzer": 1, "files": "abd"}) is None  # other files
     path.write_bytes(b"\x81garbage")
     assert cache.read_index(path, header) is None
+
+
+def test_a_built_index_equals_one_added_to_a_document_at_a_time() -> None:
+    """`build` (a start with no snapshot) gives exactly what `add` would, and the built index,
+    packed from the start, takes adds and removes and snapshots like any other."""
+    rng = random.Random(11)
+    vocab = [f"w{i}" for i in range(60)] + ["stripe_client.py", "BM25", "ipc"]
+    docs = [(f"{n:026d}", " ".join(rng.choices(vocab, k=rng.randint(1, 20))),
+             rng.choice([[], ["projects:x"], ["projects:x", "topic:w3-w4"]]), f"2026-01-{n % 28 + 1:02d}")
+            for n in range(300)]
+    added = SearchIndex()
+    for doc in docs:
+        added.add(*doc)
+    built = SearchIndex.build(iter(docs))
+    assert built.export_state() == added.export_state()
+    probe = token_set(docs[7][1])
+    for target in (added, built):
+        target.remove(docs[3][0], docs[3][1], docs[3][2])
+        target.add("9" * 26, "w1 w2 stripe_client.py", ["projects:x"], "2027-01-01")
+    for query in ["w1 w2", "stripe client", "projects:x w40", "topic:w3-w4", "bm25 ipc"]:
+        assert built.search(query, 20) == added.search(query, 20)
+        assert built.matching(query) == added.matching(query)
+    assert built.similar(probe, 0.2) == added.similar(probe, 0.2) and len(built) == len(added)
+    assert SearchIndex.from_state(built.export_state()).export_state() == added.export_state()

@@ -201,11 +201,14 @@ class SearchIndex:
         ids = list(self._length)
         position = {doc_id: i for i, doc_id in enumerate(ids)}
         old_ids = self._ids
+        same_numbers = ids == old_ids  # nothing removed since the numbering: packed pairs stay valid
 
         def flat(postings: dict[str, Any]) -> dict[str, bytes]:
             out: dict[str, bytes] = {}
             for term, docs in postings.items():
-                if type(docs) in _PACKED:  # still packed: renumber against the new id list
+                if type(docs) in _PACKED and same_numbers:
+                    out[term] = bytes(docs)
+                elif type(docs) in _PACKED:  # still packed: renumber against the new id list
                     pairs = _unpack(docs)
                     pairs[0::2] = array(_PAIR_TYPE, (position[old_ids[x]] for x in pairs[0::2]))
                     out[term] = pairs.tobytes()
@@ -216,6 +219,44 @@ class SearchIndex:
         return {"ids": ids, "content": flat(self._content), "scope": flat(self._scope), "df": self._df,
                 "set_size": [self._set_size[d] for d in ids], "length": [self._length[d] for d in ids],
                 "recency": [self._recency[d] for d in ids]}
+
+    @classmethod
+    def build(cls, docs: Iterable[tuple[str, str, Iterable[str], str]],
+              progress: Callable[[int], None] | None = None) -> SearchIndex:
+        """The index of `docs` ((doc_id, content, scopes, recency_ts) each, ids distinct), built
+        straight into the packed form a snapshot restores: what `add` would give, in ~2/3 of the
+        time, with no per-term dicts, and a snapshot of it is a copy of its postings (a cold start
+        at 100k memories: add 5.9 s + export 1.2 s against build 4.6 s + export ~0.1 s)."""
+        content: dict[str, list[int]] = {}
+        scope: dict[str, list[int]] = {}
+        df: dict[str, int] = {}
+        ids: list[str] = []
+        set_size: list[int] = []
+        length: list[int] = []
+        recency: list[str] = []
+        for number, (doc_id, words_of, scopes, recency_ts) in enumerate(docs):
+            if progress is not None and not number % 10_000:
+                progress(number)
+            words = content_terms(words_of)
+            content_tf = Counter(words)
+            scope_tf = Counter(t for s in scopes for t in scope_tokens(s))
+            for postings, tf in ((content, content_tf), (scope, scope_tf)):
+                for term, count in tf.items():
+                    pairs = postings.get(term)
+                    if pairs is None:
+                        postings[term] = [number, count]
+                    else:
+                        pairs += (number, count)
+            for term in content_tf.keys() | scope_tf.keys():
+                df[term] = df.get(term, 0) + 1
+            ids.append(doc_id)
+            set_size.append(len(content_tf))
+            length.append(len(words) + sum(scope_tf.values()))
+            recency.append(recency_ts)
+        return cls.from_state({
+            "ids": ids, "df": df, "set_size": set_size, "length": length, "recency": recency,
+            "content": {t: array(_PAIR_TYPE, v).tobytes() for t, v in content.items()},
+            "scope": {t: array(_PAIR_TYPE, v).tobytes() for t, v in scope.items()}})
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> SearchIndex:

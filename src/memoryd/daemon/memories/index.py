@@ -8,7 +8,7 @@ structural ones (which repo, which projects exist, who links here, paging order)
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from memoryd.daemon.memories.records import HANDOFF, Memory, sha256_hex
 from memoryd.daemon.search import SearchIndex
@@ -68,7 +68,15 @@ class LiveIndex:
                 self.handoffs[sha256_hex(memory.content.encode())] = memory.id
 
     def add_text(self, memory: Memory) -> None:
-        self.text.add(memory.id, memory.content, memory.scopes, memory.updated)
+        self.text.add(*self._doc(memory))
+
+    def build_text(self, memories: Iterable[Memory], progress: Callable[[int], None] | None = None) -> None:
+        """A new text index of `memories` in one go (start-up without a snapshot)."""
+        self.text = SearchIndex.build(map(self._doc, memories), progress)
+
+    @staticmethod
+    def _doc(memory: Memory) -> tuple[str, str, tuple[str, ...], str]:
+        return memory.id, memory.content, memory.scopes, memory.updated
 
     def remove(self, memory: Memory) -> None:
         self.text.remove(memory.id, memory.content, memory.scopes)
@@ -112,7 +120,14 @@ class TombIndex:
         bisect.insort(self.order, (memory.removed_at or "", memory.id))
 
     def add_text(self, memory: Memory) -> None:
-        self.text.add(memory.id, memory.content, memory.scopes, memory.removed_at or "")
+        self.text.add(*self._doc(memory))
+
+    def build_text(self, memories: Iterable[Memory]) -> None:
+        self.text = SearchIndex.build(map(self._doc, memories))
+
+    @staticmethod
+    def _doc(memory: Memory) -> tuple[str, str, tuple[str, ...], str]:
+        return memory.id, memory.content, memory.scopes, memory.removed_at or ""
 
     def remove(self, memory: Memory) -> None:
         self.text.remove(memory.id, memory.content, memory.scopes)

@@ -148,13 +148,9 @@ def load_text_indexes(tier: TierState, snapshot: bytes | None = None) -> bool:
                 return True
         except (KeyError, IndexError, TypeError, ValueError):
             pass
-    tier.index.text, tier.tomb_index.text = SearchIndex(), SearchIndex()
-    for number, memory in enumerate(tier.live.values()):
-        if not number % PROGRESS_EVERY:
-            tier.core.progress("building the search index", number, len(tier.live))
-        tier.index.add_text(memory)
-    for memory in tier.tombstones.values():
-        tier.tomb_index.add_text(memory)
+    total = len(tier.live)
+    tier.index.build_text(tier.live.values(), lambda done: tier.core.progress("building the search index", done, total))
+    tier.tomb_index.build_text(tier.tombstones.values())
     return False
 
 
