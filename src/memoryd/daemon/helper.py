@@ -12,6 +12,7 @@ Import contract: stdlib only.
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Callable
 
 Helper = tuple[int, int]  # (pid, the anonymous file it writes)
@@ -22,10 +23,12 @@ def start(work: Callable[[int], None]) -> Helper | None:
     if not hasattr(os, "fork"):
         return None
     fd = _anonymous_file()
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:
         status = 1
         try:
+            _die_with(parent)
             work(fd)
             status = 0
         finally:
@@ -56,6 +59,18 @@ def read_all(fd: int) -> bytes:
     if len(data) != size:
         raise ValueError("a start helper's file was cut short")
     return data
+
+
+def _die_with(parent: int) -> None:
+    """Linux: end this helper if the daemon dies (SIGKILL mid-start): no orphan parses on."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:  # it died before that took hold
+        os._exit(1)
 
 
 def _anonymous_file() -> int:
