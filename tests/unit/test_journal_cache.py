@@ -10,7 +10,8 @@ import pytest
 
 from memoryd.config import Config
 from memoryd.daemon.core import Core
-from memoryd.daemon.episodes.journal import Journal, read_cache
+from memoryd.daemon.episodes.cache import read_cache
+from memoryd.daemon.episodes.journal import Journal
 from memoryd.daemon.episodes.tools import write_episode
 
 

@@ -20,6 +20,7 @@ Layers, each importing only the ones below it (tests/unit/test_layout.py holds t
     helper
 
 One exception, on purpose: `core` holds the episode journal (`episodes.journal`, which imports
-only `store` and `helper`), because every tier reads episodes through it.
+only `store`, `helper` and its cache format, `episodes.cache`), because every tier reads
+episodes through it.
 The design is in docs/architecture.md.
 """

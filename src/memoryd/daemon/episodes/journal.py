@@ -21,8 +21,14 @@ from typing import Any
 import msgpack
 
 from memoryd.daemon import helper, store
+from memoryd.daemon.episodes.cache import (
+    Packed,
+    encode_cache,
+    read_cache,
+    read_header,
+    sessions_of,
+)
 
-CACHE_VERSION = 3
 FOLDER_LISTING_COST = 10  # a folder listing, in `verify_some` budget units (one unit: an lstat)
 PREFETCH_MIN_SESSIONS = 500  # fewer session folders parse in well under a second: no helper
 
@@ -51,56 +57,6 @@ def first_line(body: str) -> str:
         if line.strip():
             return line.strip()[:500]
     return ""
-
-
-class CacheFile:
-    """The index cache a start read, kept open: packed sessions read their rows from it when
-    decoded, so ~10 MB of rows (at 88k episodes) stay in the page cache, not on the heap. A
-    later save replaces the file by rename; this descriptor still reads the one it opened."""
-
-    def __init__(self, fd: int, base: int) -> None:
-        self.fd, self.base = fd, base  # base: where the rows region starts
-
-    def read(self, offset: int, length: int) -> bytes | None:
-        try:
-            data = os.pread(self.fd, length, self.base + offset)
-        except OSError:
-            return None
-        return data if len(data) == length else None
-
-    def __del__(self) -> None:
-        os.close(self.fd)
-
-
-@dataclass(slots=True)
-class Packed:
-    """A session's episodes as the index cache holds them, not yet turned into objects: their
-    ids (in file order), what the reaper, `episode_search` and the counts need to know without
-    decoding them, and the msgpack of their rows ([size, mtime_ns, created, takeaway,
-    first_line, scopes, swarm_id, worktree], one per id) — in memory, or at `span` (offset,
-    length) of `source`, the open cache file."""
-    ids: tuple[str, ...]
-    newest: str
-    worktrees: tuple[tuple[str | None, int], ...]  # (worktree, episodes in it): a dict each was 2 MB
-    swarms: tuple[str, ...]
-    rows: bytes | None
-    span: tuple[int, int] = (0, 0)
-    source: CacheFile | None = None
-
-    def row_bytes(self) -> bytes | None:
-        return self.rows if self.source is None else self.source.read(*self.span)
-
-    def entries(self) -> list[tuple[str, Any]]:
-        """(id, row) pairs; every row None when the rows do not decode to one per id (a
-        damaged cache: the files are read instead)."""
-        data = self.row_bytes()
-        try:
-            rows = None if data is None else msgpack.unpackb(data, raw=False)
-        except (ValueError, msgpack.UnpackException):
-            rows = None
-        if type(rows) is not list or len(rows) != len(self.ids):
-            rows = [None] * len(self.ids)
-        return list(zip(self.ids, rows))
 
 
 class EpisodeIndex(Mapping[str, Episode]):
@@ -400,18 +356,13 @@ class Journal:
         assert self._helper is not None
         running, self._helper = self._helper, None
         try:
-            source, header = _read_header(helper.finish(running))  # closes the file if it is bad
+            source, header = read_header(helper.finish(running))  # closes the file if it is bad
         except (OSError, ValueError, msgpack.UnpackException) as exc:
             import logging
 
             logging.getLogger("memoryd").warning("%s; the episode files are parsed here instead", exc)
             return {}, None
-        sessions = {}
-        for entry in header["sessions"] if isinstance(header, dict) else ():
-            packed = _packed_entry(entry, source, canonical)
-            if packed is not None:
-                sessions[entry[0]] = packed
-        return sessions, None
+        return sessions_of(header.get("sessions", ()) if isinstance(header, dict) else (), source, canonical), None
 
     # -- after start -----------------------------------------------------------------------------
 
@@ -503,117 +454,6 @@ class Journal:
                       worktrees=tuple(Counter(e.worktree for e in listed).items()),
                       swarms=tuple({e.swarm_id for e in listed if e.swarm_id is not None}),
                       rows=msgpack.packb(rows, use_bin_type=True))
-
-
-# Cache format 3: this magic, the header's length (8 bytes, little-endian), the header (msgpack:
-# {"v", "seq", "sessions": [[id, ids, newest, worktrees, swarms, offset, length]]}), then each
-# session's rows at its offset, read only when the session is decoded.
-CACHE_MAGIC = b"memoryd-episodes\n"
-_HEAD = len(CACHE_MAGIC) + 8
-
-
-def encode_cache(log_seq: int, sessions: list[tuple[str, Packed]]) -> bytes:
-    blobs, header, offset = [], [], 0
-    for session_id, packed in sessions:
-        rows = packed.row_bytes()
-        if rows is None:  # its rows are unreadable now: the next start reads that folder
-            continue
-        header.append([session_id, list(packed.ids), packed.newest, list(packed.worktrees),
-                       list(packed.swarms), offset, len(rows)])
-        blobs.append(rows)
-        offset += len(rows)
-    head = msgpack.packb({"v": CACHE_VERSION, "seq": log_seq, "sessions": header}, use_bin_type=True)
-    return b"".join([CACHE_MAGIC, len(head).to_bytes(8, "little"), head, *blobs])
-
-
-def read_cache(path: Path, canonical: dict[str, str] | None = None) -> tuple[dict[str, Packed], int | None]:
-    """The index cache by session, and the log seq it was saved at; empty when missing or
-    unreadable (msgpack, not pickle: a planted cache must not run code). Only the header is
-    read: each session's rows stay in the file until decoded, and are checked then (`_from_row`);
-    a session entry of the wrong shape is left out (its folder is read instead). Ids are not
-    interned here (for 88k that was half of this): `canonical`, when given, maps an id to the
-    string object to keep for it. Caches of formats 1 and 2 (one msgpack map) are still read."""
-    try:
-        source, data = _open_cache(path)
-    except (OSError, ValueError, msgpack.UnpackException):
-        return {}, None
-    if isinstance(data, dict) and data.get("v") == 1 and isinstance(data.get("rows"), tuple):
-        data = {**data, "v": 2, "sessions": _from_version_1(data["rows"])}
-    if not isinstance(data, dict) or data.get("v") != (2 if source is None else CACHE_VERSION) or \
-            not isinstance(data.get("sessions"), tuple):
-        return {}, None
-    seq = data.get("seq")
-    sessions = {}
-    for entry in data["sessions"]:
-        packed = _packed_entry(entry, source, canonical)
-        if packed is not None:
-            sessions[entry[0]] = packed
-    return sessions, seq if type(seq) is int else None
-
-
-def _open_cache(path: Path) -> tuple[CacheFile | None, Any]:
-    """(the open file, the header) of a format-3 cache; (None, the whole map) of an older one."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        if os.pread(fd, len(CACHE_MAGIC), 0) != CACHE_MAGIC:
-            return None, msgpack.unpackb(store.read_nofollow(path), raw=False, use_list=False)
-    except BaseException:
-        os.close(fd)
-        raise
-    return _read_header(fd)
-
-
-def _read_header(fd: int) -> tuple[CacheFile, Any]:
-    """(a `CacheFile` that now owns `fd`, the header) of a format-3 cache; closes `fd` and
-    raises ValueError or an unpack error when it is not one."""
-    try:
-        start = os.pread(fd, _HEAD, 0)
-        if not start.startswith(CACHE_MAGIC) or len(start) != _HEAD:
-            raise ValueError("not an episode index cache")
-        length = int.from_bytes(start[len(CACHE_MAGIC):], "little")
-        if _HEAD + length > os.fstat(fd).st_size:
-            raise ValueError("the cache header is cut short")
-        header = msgpack.unpackb(os.pread(fd, length, _HEAD), raw=False, use_list=False)
-    except BaseException:
-        os.close(fd)
-        raise
-    return CacheFile(fd, _HEAD + length), header  # closes fd when the last packed session lets go
-
-
-def _packed_entry(entry: Any, source: CacheFile | None, canonical: dict[str, str] | None) -> Packed | None:
-    try:
-        if source is None:
-            _, ids, newest, worktrees, swarms, rows = entry  # entry[0], the session, is the caller's key
-            span: tuple[int, int] = (0, 0)
-        else:
-            _, ids, newest, worktrees, swarms, offset, length = entry
-            rows, span = None, (offset, length)
-            if type(offset) is not int or type(length) is not int or offset < 0 or length < 0:
-                return None
-        if (type(ids) is not tuple or type(newest) is not str or type(swarms) is not tuple
-                or type(worktrees) is not tuple or not all(type(n) is int for _, n in worktrees)
-                or (source is None and type(rows) is not bytes)):
-            return None
-    except (TypeError, ValueError):
-        return None
-    if canonical is not None:  # the log's copy of each id, so the 88k are not held twice
-        ids = tuple(map(canonical.get, ids, ids))
-    return Packed(ids=ids, newest=newest, worktrees=worktrees, swarms=swarms, rows=rows, span=span, source=source)
-
-
-def _from_version_1(rows: tuple[Any, ...]) -> tuple[Any, ...]:
-    """Session entries from a version-1 cache (one row per file: key, size, mtime, id, session,
-    created, takeaway, first_line, scopes, swarm, worktree), so the first start after an upgrade
-    does not parse every episode file again (88k took ~40 s here). Rows of another shape are left
-    out: their files are read."""
-    grouped: dict[str, list[tuple[Any, ...]]] = {}
-    for row in rows:
-        if type(row) is tuple and len(row) == 11 and type(row[4]) is str and type(row[5]) is str:
-            grouped.setdefault(row[4], []).append(row)
-    return tuple((session_id, tuple(r[3] for r in group), max(r[5] for r in group),
-                  tuple(Counter(r[10] for r in group).items()), tuple({r[9] for r in group if r[9] is not None}),
-                  msgpack.packb([[*r[1:3], *r[5:]] for r in group], use_bin_type=True))
-                 for session_id, group in grouped.items())
 
 
 def _shared(worktree: Any) -> Any:
