@@ -1,14 +1,16 @@
 """The episode index: every episode file's frontmatter, kept in memory (packed per session until
 first used after a start; docs/storage.md, 'Packed episodes'), bodies read on demand.
 
-Import contract: store only. Provenance is not stored here: it comes from the event log's
-index in `core` (an episode file says nothing trustworthy about how it got there).
+Import contract: store, helper and the cache format (`episodes.cache`). Provenance is not
+stored here: it comes from the event log's index in `core` (an episode file says nothing
+trustworthy about how it got there).
 Symlinked session folders and episode files are listed in `bad_files` and never indexed, so
 nothing reads them and the TTL reaper never deletes through them.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections import Counter
@@ -28,6 +30,8 @@ from memoryd.daemon.episodes.cache import (
     read_header,
     sessions_of,
 )
+
+log = logging.getLogger("memoryd.daemon")
 
 FOLDER_LISTING_COST = 10  # a folder listing, in `verify_some` budget units (one unit: an lstat)
 PREFETCH_MIN_SESSIONS = 500  # fewer session folders parse in well under a second: no helper
@@ -344,6 +348,7 @@ class Journal:
             if sum(1 for e in listing if store.is_session_id(e.name)) < (
                     PREFETCH_MIN_SESSIONS if minimum is None else minimum):
                 return
+
         def work(fd: int) -> None:  # in the helper: reads files, writes only to `fd`
             parsed = Journal(self.dir.parent, self.files)
             parsed.load()
@@ -358,9 +363,7 @@ class Journal:
         try:
             source, header = read_header(helper.finish(running))  # closes the file if it is bad
         except (OSError, ValueError, msgpack.UnpackException) as exc:
-            import logging
-
-            logging.getLogger("memoryd").warning("%s; the episode files are parsed here instead", exc)
+            log.warning("%s; the episode files are parsed here instead", exc)
             return {}, None
         return sessions_of(header.get("sessions", ()) if isinstance(header, dict) else (), source, canonical), None
 
