@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+from pathlib import Path
 
 import pytest
 
@@ -300,3 +301,14 @@ def test_a_built_index_equals_one_added_to_a_document_at_a_time() -> None:
         assert built.matching(query) == added.matching(query)
     assert built.similar(probe, 0.2) == added.similar(probe, 0.2) and len(built) == len(added)
     assert SearchIndex.from_state(built.export_state()).export_state() == added.export_state()
+
+
+def test_a_cache_or_snapshot_planted_as_a_link_is_ignored_not_followed(tmp_path: Path) -> None:
+    from memoryd.daemon.memories import cache
+
+    (tmp_path / "elsewhere").write_bytes(b"\x80")
+    for name in ("memories.cache", "search.index"):
+        (tmp_path / name).symlink_to(tmp_path / "elsewhere")
+    rows, _, gen = cache.read(tmp_path / "memories.cache")
+    assert rows == {} and gen is None
+    assert cache.read_index(tmp_path / "search.index", {"analyzer": 1}) is None

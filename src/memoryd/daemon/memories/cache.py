@@ -36,9 +36,10 @@ def read(path: Path) -> tuple[dict[str, list[Any]], RowTables, str | None]:
     """The cache's rows by key, the tables their scopes and origins point into, and the save's
     `gen`; empty when absent, unreadable or of another version."""
     try:
-        return decode(store.read_nofollow(path))
-    except OSError:
+        raw = store.read_nofollow(path)
+    except (OSError, ValueError):  # ValueError: LinkRefused, a planted link is never read
         return {}, RowTables(), None
+    return decode(raw)
 
 
 def decode(raw: bytes) -> tuple[dict[str, list[Any]], RowTables, str | None]:
