@@ -207,8 +207,8 @@ def test_long_content_becomes_a_window_around_the_first_query_term() -> None:
 # -- record files ----------------------------------------------------------------------------------
 
 def test_a_memory_file_round_trips_through_render_and_parse() -> None:
-    original = memory(links=[{"type": "extends", "target_id": "01J0000000000000000000000B"}], tainted=True,
-                      taint=["role-prefix"], last_verified_at="2026-02-01T00:00:00.000Z", verified_paths=["a/b.py"])
+    original = memory(links=({"type": "extends", "target_id": "01J0000000000000000000000B"},), tainted=True,
+                      taint=("role-prefix",), last_verified_at="2026-02-01T00:00:00.000Z", verified_paths=("a/b.py",))
     meta, body = store.parse(render_memory(original))
     assert from_meta(meta, body, original.id) == original
 
@@ -250,7 +250,7 @@ def test_scope_and_link_and_verification_rules() -> None:
         check_links(live, [{"type": "extends", "target_id": target}], self_id=target)
     with pytest.raises(InvalidParams):
         check_verified(None, ["XYZ"])
-    assert check_verified(["a.py"], ["abc1234"]) == (["a.py"], ["abc1234"])
+    assert check_verified(["a.py"], ["abc1234"]) == (("a.py",), ("abc1234",))
 
 
 # -- indexes ----------------------------------------------------------------------------------------

@@ -81,11 +81,35 @@ def test_the_memory_cache_row_follows_the_memory_fields_in_order() -> None:
     assert tuple(f.name for f in dataclasses.fields(Memory) if f.init) == ROW_FIELDS
     memory = Memory("01J00000000000000000000000", "text", ("projects:x",), "fact", "high", "inferred",
                     "2026-01-01T00:00:00.000Z", "2026-01-02T00:00:00.000Z", "sess-1", {"repo": "/r"},
-                    links=[{"type": "extends", "target_id": "01J00000000000000000000001"}], tainted=True,
-                    taint=["role-prefix"], removed_at="2026-01-03T00:00:00.000Z", removed_reason="old")
+                    links=({"type": "extends", "target_id": "01J00000000000000000000001"},), tainted=True,
+                    taint=("role-prefix",), removed_at="2026-01-03T00:00:00.000Z", removed_reason="old")
     tables = RowTables()
     row = tables.to_row(memory)
     assert RowTables(tables.scopes, tables.origins).from_row(row) == memory
+
+
+def test_a_cached_record_shares_its_empty_fields_and_unchanged_stamp() -> None:
+    """Through the cache file's bytes, a record's list fields come back as tuples, every empty
+    one the shared `()`, and `updated` is the `created` string itself when the two are equal
+    (the compaction behind the 100k RSS target)."""
+    import dataclasses
+
+    from memoryd.daemon.memories import cache
+    from memoryd.daemon.memories.records import Memory
+
+    plain = Memory("01J00000000000000000000000", "text", ("projects:x",), "fact", "high", "inferred",
+                   "2026-01-01T00:00:00.000Z", "2026-01-01T00:00:00.000Z", "sess-1", {"repo": "/r"})
+    linked = dataclasses.replace(plain, id="01J00000000000000000000002", updated="2026-01-02T00:00:00.000Z",
+                              links=({"type": "extends", "target_id": plain.id},), verified_paths=("a.py",))
+    raw = cache.encode([("m/%s.md" % m.id, (1, 2), m, "0" * 64) for m in (plain, linked)], "gen")
+    rows, tables, gen = cache.decode(raw)
+    back = {m.id: m for m in (tables.from_row(row[4:]) for row in rows.values())}
+    assert back == {plain.id: plain, linked.id: linked} and gen == "gen"
+    loaded = back[plain.id]
+    assert loaded.links is () and loaded.taint is () and loaded.verified_paths is () and loaded.verified_commits is ()
+    assert loaded.updated is loaded.created
+    assert back[linked.id].links == ({"type": "extends", "target_id": plain.id},)
+    assert back[linked.id].verified_paths == ("a.py",) and back[linked.id].updated != back[linked.id].created
 
 
 def test_minted_ulids_are_what_python_ulid_reads() -> None:

@@ -85,16 +85,16 @@ def check_links(live: dict[str, Any], links: list[Any] | None, self_id: str | No
     return list({(x["type"], x["target_id"]): x for x in checked}.values())
 
 
-def check_verified(paths: list[str] | None, commits: list[str] | None) -> tuple[list[str], list[str]]:
+def check_verified(paths: list[str] | None, commits: list[str] | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """memory_verify's evidence lists: at most 64 each; paths ≤ 4096 chars; commits hex SHAs."""
-    paths, commits = list(paths or []), list(commits or [])
-    for name, items in (("verified_paths", paths), ("verified_commits", commits)):
+    path_list, commit_list = tuple(paths or ()), tuple(commits or ())
+    for name, items in (("verified_paths", path_list), ("verified_commits", commit_list)):
         if len(items) > MAX_VERIFIED_ITEMS:
             raise InvalidParams(name, f"at most {MAX_VERIFIED_ITEMS} items")
-    for i, path in enumerate(paths):
+    for i, path in enumerate(path_list):
         if not path.strip() or len(path) > MAX_PATH_CHARS:
             raise InvalidParams(f"verified_paths[{i}]", f"must be a non-empty path of at most {MAX_PATH_CHARS} chars")
-    for i, commit in enumerate(commits):
+    for i, commit in enumerate(commit_list):
         if not _COMMIT_RE.fullmatch(commit):
             raise InvalidParams(f"verified_commits[{i}]", "must be a commit SHA (7-40 lowercase hex)")
-    return paths, commits
+    return path_list, commit_list

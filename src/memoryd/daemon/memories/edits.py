@@ -87,8 +87,8 @@ def memory_update(call: Call, args: dict[str, Any]) -> dict[str, Any]:
             core.record("update", call.session, memory_id=memory.id, status=gate.status, gate=gate.kind)
             return {**refused, "id": memory.id}
         taint = scan_taint(content)
-        changes.update(content=content, tainted=bool(taint), taint=taint, last_verified_at=None,
-                       verified_paths=[], verified_commits=[], verification_note=None)
+        changes.update(content=content, tainted=bool(taint), taint=tuple(taint), last_verified_at=None,
+                       verified_paths=(), verified_commits=(), verification_note=None)
     new = replace(memory, **changes, updated=tier.next_updated(memory.updated))
     sha = tier.rewrite(memory, new)
     core.record("update", call.session, memory_id=memory.id, status="updated", sha=sha,

@@ -35,7 +35,7 @@ log = logging.getLogger("memoryd.daemon")
 _BAD_RECORD = (OSError, store.BadRecord, KeyError, TypeError, ValueError, UnicodeDecodeError)
 
 
-Cached = tuple[dict[str, list[Any]], RowTables, str | None]
+Cached = tuple[dict[str, tuple[Any, ...]], RowTables, str | None]
 
 
 def load(tier: TierState) -> int:
@@ -187,7 +187,7 @@ def read_dir(tier: TierState, directory: Path, kind: str, cached: Cached,
         yield memory, sha, (st.st_size, st.st_mtime_ns)
 
 
-def _from_cache(row: list[Any] | None, tables: RowTables, file_id: str,
+def _from_cache(row: tuple[Any, ...] | None, tables: RowTables, file_id: str,
                 kind: str) -> tuple[Memory, str, tuple[int, int]] | None:
     if row is None:
         return None

@@ -168,7 +168,7 @@ class MemoryTier(TierState):
         memory = Memory(id=self.new_id(), content=text, scopes=tuple(unique(scopes)), category=HANDOFF,
                         confidence="high", source=HANDOFF_SOURCE, created=now, updated=now,
                         session_id=session.id, origin=self.origin_of(identity, session),
-                        tainted=bool(taint), taint=taint, anchor_session_id=session.id)
+                        tainted=bool(taint), taint=tuple(taint), anchor_session_id=session.id)
         sha = self.commit(memory)
         self.core.record("write", session, status="committed", gate="handoff", memory_id=memory.id, sha=sha)
         return memory.id, False

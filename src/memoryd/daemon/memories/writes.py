@@ -64,7 +64,7 @@ def new_memory(tier: MemoryTier, draft: Draft, origin: dict[str, Any], session_i
     taint = gates.scan_taint(draft.content)
     return Memory(id=tier.new_id(), content=draft.content, scopes=tuple(draft.scopes), category=draft.category,
                   confidence=draft.confidence, source=draft.source, created=now, updated=now,
-                  session_id=session_id, origin=origin, links=list(draft.links), tainted=bool(taint), taint=taint)
+                  session_id=session_id, origin=origin, links=tuple(draft.links), tainted=bool(taint), taint=tuple(taint))
 
 
 def committed_view(tier: MemoryTier, memory: Memory, draft: Draft | None = None) -> dict[str, Any]:
@@ -92,7 +92,7 @@ def stage_pending(call: Call, draft: Draft, reason: str, episode_id: str | None)
     tier = tier_of(call.core)
     probe = Memory(id="0" * 26, content=draft.content, scopes=tuple(draft.scopes), category=draft.category,
                    confidence=draft.confidence, source=draft.source, created="", updated="",
-                   session_id=call.session.id, origin={}, links=draft.links)
+                   session_id=call.session.id, origin={}, links=tuple(draft.links))
     render_memory(probe)  # refuse an oversized frontmatter now, not at confirm time
     pending = PendingWrite(id=tier.next_pending_id(), session_id=call.session.id,
                            preview=draft.content[:PREVIEW_CHARS], created=call.core.now(),
