@@ -227,6 +227,28 @@ def test_similar_is_exact_in_the_duplicate_band_on_random_corpora() -> None:
         assert set(naive) <= related  # the related call never loses a duplicate
 
 
+def test_dropping_candidates_that_cannot_reach_the_threshold_changes_no_answer(monkeypatch) -> None:
+    """`similar` drops a candidate once the terms left cannot lift it to the threshold; on
+    corpora large enough for that to run (hundreds of candidates), every answer equals the one
+    counted without dropping, and the duplicate band still equals the naive scan."""
+    from memoryd.daemon import search
+
+    rng = random.Random(23)
+    vocab = [f"w{i}" for i in range(90)]
+    idx, sets = SearchIndex(), {}
+    for n in range(1500):
+        words = " ".join(rng.sample(vocab[: rng.choice((30, 90))], rng.randint(4, 16)))
+        idx.add(f"{n:026d}", words)
+        sets[f"{n:026d}"] = token_set(words)
+    probes = [token_set(" ".join(rng.sample(vocab, rng.randint(4, 16)))) for _ in range(60)]
+    pruned = {(i, t): idx.similar(p, t) for i, p in enumerate(probes) for t in (0.2, 0.4, 0.7)}
+    monkeypatch.setattr(search, "PRUNE_FROM", 10**9)
+    assert pruned == {(i, t): idx.similar(p, t) for i, p in enumerate(probes) for t in (0.2, 0.4, 0.7)}
+    assert any(len(found) > 1 for found in pruned.values())
+    for i, probe in enumerate(probes):
+        assert sorted(d for d, _ in pruned[(i, 0.7)]) == sorted(d for d, s in sets.items() if similarity(probe, s) >= 0.7)
+
+
 def test_an_index_restored_from_its_exported_state_answers_exactly_like_the_original(tmp_path) -> None:
     import random
 

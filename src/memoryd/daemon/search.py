@@ -33,6 +33,7 @@ COVERAGE_BASE = 0.5
 # `similar`: exact at or above this Jaccard; below it, candidates share one of the rarest few.
 EXACT_SIMILARITY = 0.7
 RELATED_PREFIX = 5
+PRUNE_FROM = 100  # fewer candidates than this are cheaper to count than to prune (`_count_overlaps`)
 
 @lru_cache(maxsize=4096)
 def scope_tokens(scope: str) -> tuple[str, ...]:
@@ -491,7 +492,7 @@ class SearchIndex:
         size = len(tokens)
         if size == 0:
             return []
-        postings = self._content
+        postings, floor = self._content, threshold - 1e-12
         present = sorted((t for t in tokens if t in postings), key=lambda t: self._doc_count(postings, t))
         exact_at = max(threshold, EXACT_SIMILARITY)
         exact_prefix = size - max(1, math.ceil(exact_at * size - 1e-9)) + 1 - (size - len(present))
@@ -499,22 +500,39 @@ class SearchIndex:
         prefix = max(exact_prefix, min(capped, RELATED_PREFIX))
         if prefix <= 0:
             return []
-        overlap = self._count_overlaps(present, prefix)
+        overlap = self._count_overlaps(present, prefix, lambda other: _least_shared(size, other, floor))
         found = []
         for doc_id, shared in overlap.items():
             jaccard = shared / (size + self._set_size[doc_id] - shared)
-            if jaccard >= threshold - 1e-12:
+            if jaccard >= floor:
                 found.append((round(jaccard, SIMILARITY_DIGITS), self._recency[doc_id], doc_id))
         found.sort(reverse=True)
         return [(doc_id, sim) for sim, _, doc_id in found]
 
-    def _count_overlaps(self, present: list[str], prefix: int) -> dict[str, int]:
-        """Shared-token counts of every doc holding one of the first `prefix` terms of `present`."""
+    def _count_overlaps(self, present: list[str], prefix: int, least: Callable[[int], int]) -> dict[str, int]:
+        """Shared-token counts of the docs holding one of the first `prefix` terms of `present`
+        that can still reach the threshold. `least(n)`: the fewest tokens a doc of `n` distinct
+        tokens must share. Before each later term, a doc that would fall short even if it held
+        every term left is dropped: most candidates share one rare word and little else, so the
+        walk soon covers tens of docs, not thousands (the `related` band's cost at 100k)."""
         overlap: dict[str, int] = {}
         for term in present[:prefix]:
             for d in self._docs_of(self._content, term) or ():
                 overlap[d] = overlap.get(d, 0) + 1
-        for term in present[prefix:]:
+        rest = present[prefix:]
+        needs: dict[str, int] = {}
+        short = 0  # the largest shortfall: nobody is dropped while more terms than that are left
+        if len(overlap) >= PRUNE_FROM:
+            sizes = self._set_size
+            by_size = {n: least(n) for n in {sizes[d] for d in overlap}}
+            needs = {d: by_size[sizes[d]] for d in overlap}
+            short = max(needs[d] - n for d, n in overlap.items())
+        for left, term in zip(range(len(rest), 0, -1), rest):
+            if short > left:  # someone can no longer make it
+                overlap = {d: n for d, n in overlap.items() if n + left >= needs[d]}
+                short = max((needs[d] - n for d, n in overlap.items()), default=0)
+            if not overlap:
+                break
             docs = self._docs_of(self._content, term) or {}
             # Walk whichever side is smaller: a common term's postings can dwarf the candidates.
             if len(docs) < len(overlap):
@@ -526,3 +544,12 @@ class SearchIndex:
                     if d in docs:
                         overlap[d] += 1
         return overlap
+
+
+def _least_shared(size: int, other: int, floor: float) -> int:
+    """The fewest shared tokens that give two sets of `size` and `other` tokens a Jaccard
+    similarity of at least `floor` (more than either holds when none can)."""
+    shared = max(1, math.ceil(floor * (size + other) / (1 + floor)) - 1)
+    while shared / (size + other - shared) < floor:  # the same test `similar` applies at the end
+        shared += 1
+    return shared
