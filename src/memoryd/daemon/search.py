@@ -520,17 +520,13 @@ class SearchIndex:
             for d in self._docs_of(self._content, term) or ():
                 overlap[d] = overlap.get(d, 0) + 1
         rest = present[prefix:]
-        needs: dict[str, int] = {}
-        short = 0  # the largest shortfall: nobody is dropped while more terms than that are left
-        if len(overlap) >= PRUNE_FROM:
-            sizes = self._set_size
-            by_size = {n: least(n) for n in {sizes[d] for d in overlap}}
-            needs = {d: by_size[sizes[d]] for d in overlap}
-            short = max(needs[d] - n for d, n in overlap.items())
+        sizes, need = self._set_size, _ByTokens(least)
+        # The largest shortfall: while more terms than that are left, nobody can be dropped.
+        short = max(need[sizes[d]] - n for d, n in overlap.items()) if len(overlap) >= PRUNE_FROM else 0
         for left, term in zip(range(len(rest), 0, -1), rest):
-            if short > left:  # someone can no longer make it
-                overlap = {d: n for d, n in overlap.items() if n + left >= needs[d]}
-                short = max((needs[d] - n for d, n in overlap.items()), default=0)
+            if short > left:
+                overlap = {d: n for d, n in overlap.items() if n + left >= need[sizes[d]]}
+                short = max((need[sizes[d]] - n for d, n in overlap.items()), default=0)
             if not overlap:
                 break
             docs = self._docs_of(self._content, term) or {}
@@ -544,6 +540,18 @@ class SearchIndex:
                     if d in docs:
                         overlap[d] += 1
         return overlap
+
+
+class _ByTokens(dict[int, int]):
+    """`least(n)` by `n`, each worked out once per call of `similar` (sets have few sizes)."""
+
+    def __init__(self, least: Callable[[int], int]) -> None:
+        super().__init__()
+        self.least = least
+
+    def __missing__(self, tokens: int) -> int:
+        self[tokens] = found = self.least(tokens)
+        return found
 
 
 def _least_shared(size: int, other: int, floor: float) -> int:
