@@ -294,6 +294,39 @@ def test_memory_files_added_or_deleted_while_stopped_are_found_after_a_resumed_s
     assert recovery["memories_missing"] == 1 and recovery["memories_unaccounted"] == 1
 
 
+def test_stray_temp_files_after_a_clean_stop_are_swept_once_the_daemon_serves(env: Env) -> None:
+    """A resumed start does not list the folders for temp files (a clean stop leaves none of
+    ours): a stray one dropped in while stopped is removed by the first check after start,
+    and a whole record the log names is rolled forward, as a start would have."""
+    env.start_daemon()
+
+    async def write() -> str:
+        async with env.session(**WT) as s:
+            return str((await call(s, "memory_write", content="The metrics agent ships to port 9125.",
+                                   scopes=["projects:ckpt"]))["id"])
+
+    memory_id = anyio.run(write)
+    assert env.memoryd("stop").returncode == 0
+    folder = env.home / "memories"
+    record = (folder / f"{memory_id}.md").read_bytes()
+    (folder / f"{memory_id}.md").unlink()
+    whole = folder / f".tmp-{memory_id}.md.0000beef"
+    whole.write_bytes(record)  # as if the rename had not happened
+    stray = folder / ".tmp-01K00000000000000000000000.md.deadbeef"
+    stray.write_bytes(b"half a record")
+    env.start_daemon()
+    recovery = [e for e in env.events() if e["kind"] == "recovery"][-1]
+    assert recovery["replayed_from_seq"] > 0 and recovery["temp_files_swept"] == "after start"
+
+    async def health() -> dict[str, Any]:
+        async with env.session(**WT) as s:
+            return await call(s, "memory_health")  # runs the after-start check at once
+
+    anyio.run(health)
+    assert not stray.exists() and not whole.exists()
+    assert (folder / f"{memory_id}.md").read_bytes() == record
+
+
 def test_a_restored_session_keeps_its_episode_ids_compact_until_it_writes_again(env: Env, tmp_path: Path) -> None:
     from memoryd.daemon.episodes.tools import write_episode
 

@@ -362,9 +362,11 @@ def test_a_rename_that_fails_after_the_commit_is_retried_not_lost(tmp_path: Path
     files = FileStore(root)
     files.write_file(record, b"new")
     files.delete_file(other)
+    files.recover_temp_files(set(), deep=False)  # a sweep while serving (`Core.verify_files`) ...
     pin(pinned, record)
-    files.flush()
+    files.flush()  # ... left the staged file alone
     files.publish()  # EPERM on the rename: logged, kept
+    files.recover_temp_files(set(), deep=False)  # and the one whose rename is to be retried
     assert record.read_bytes() == b"old" and files.read_bytes(record) == b"new" and files.exists(record)
     assert other.exists(), "a delete ran ahead of the rename it follows"
     unpin(record)

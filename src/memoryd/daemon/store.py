@@ -547,11 +547,14 @@ class FileStore:
         """Recovery step 1: roll forward temp files whose record id the log names (they were
         flushed before the log was synced); remove the rest, which no reply ever acknowledged.
         `deep=False` skips the episode folders (tens of thousands of listings at scale): only
-        for a start after a clean stop that left the store `settled`, with nothing run since."""
+        for a start after a clean stop that left the store `settled`, with nothing run since.
+        A temp file this daemon still holds (staged, or a rename to retry) is left alone: the
+        sweep may run while serving (`Core.verify_files`)."""
         counts = {"temp_files_removed": 0, "temp_files_rolled_forward": 0}
+        ours = {tmp for tmp, _fd in self._staged.values()} | set(self._unpublished.values())
         for tmp in self._temp_files(deep):
-            if tmp.is_symlink() or not tmp.is_file():
-                continue  # not ours: never read, renamed or deleted
+            if tmp in ours or tmp.is_symlink() or not tmp.is_file():
+                continue  # in flight, or not ours: never read, renamed or deleted
             final_name = tmp.name[len(TMP_PREFIX):].rsplit(".", 1)[0]
             roll = final_name.split(".", 1)[0] in logged_ids and _is_whole_record(tmp)
             try:
