@@ -263,8 +263,7 @@ class Core:
                     extension.load()
                 except StorageError as exc:  # only its parse cache could not be staged
                     log.warning("a cache could not be written: %s", exc.message)
-            self.journal.load(self.progress, listed_at=self.log.seq if resumed else None,
-                              known_ids=self.logged_episodes)
+            self.journal.load(self.progress, listed_at=self.log.seq if resumed else None)
             report = self._reconcile_episodes()
             for extension in self.extensions:
                 report.update(extension.reconcile())

@@ -91,13 +91,13 @@ def encode_cache(log_seq: int, sessions: list[tuple[str, Packed]]) -> bytes:
     return b"".join([CACHE_MAGIC, len(head).to_bytes(8, "little"), head, *blobs])
 
 
-def read_cache(path: Path, canonical: dict[str, str] | None = None) -> tuple[dict[str, Packed], int | None]:
+def read_cache(path: Path) -> tuple[dict[str, Packed], int | None]:
     """The index cache by session, and the log seq it was saved at; empty when missing or
     unreadable (msgpack, not pickle: a planted cache must not run code). Only the header is
     read: each session's rows stay in the file until decoded, and are checked then (`_from_row`);
     a session entry of the wrong shape is left out (its folder is read instead). Ids are not
-    interned here (for 88k that was half of this): `canonical`, when given, maps an id to the
-    string object to keep for it. Caches of formats 1 and 2 (one msgpack map) are still read."""
+    interned (for 88k that was half of this). Caches of formats 1 and 2 (one msgpack map) are
+    still read."""
     try:
         source, data = _open_cache(path)
     except (OSError, ValueError, msgpack.UnpackException):
@@ -108,14 +108,14 @@ def read_cache(path: Path, canonical: dict[str, str] | None = None) -> tuple[dic
             not isinstance(data.get("sessions"), tuple):
         return {}, None
     seq = data.get("seq")
-    return sessions_of(data["sessions"], source, canonical), seq if type(seq) is int else None
+    return sessions_of(data["sessions"], source), seq if type(seq) is int else None
 
 
-def sessions_of(entries: Any, source: CacheFile | None, canonical: dict[str, str] | None) -> dict[str, Packed]:
+def sessions_of(entries: Any, source: CacheFile | None) -> dict[str, Packed]:
     """The header's session entries that have the right shape, by session."""
     sessions = {}
     for entry in entries:
-        packed = _packed_entry(entry, source, canonical)
+        packed = _packed_entry(entry, source)
         if packed is not None:
             sessions[entry[0]] = packed
     return sessions
@@ -150,7 +150,7 @@ def read_header(fd: int) -> tuple[CacheFile, Any]:
     return CacheFile(fd, _HEAD + length), header  # closes fd when the last packed session lets go
 
 
-def _packed_entry(entry: Any, source: CacheFile | None, canonical: dict[str, str] | None) -> Packed | None:
+def _packed_entry(entry: Any, source: CacheFile | None) -> Packed | None:
     try:
         if source is None:
             _, ids, newest, worktrees, swarms, rows = entry  # entry[0], the session, is the caller's key
@@ -166,8 +166,6 @@ def _packed_entry(entry: Any, source: CacheFile | None, canonical: dict[str, str
             return None
     except (TypeError, ValueError):
         return None
-    if canonical is not None:  # the log's copy of each id, so the 88k are not held twice
-        ids = tuple(map(canonical.get, ids, ids))
     return Packed(ids=ids, newest=newest, worktrees=worktrees, swarms=swarms, rows=rows, span=span, source=source)
 
 
