@@ -112,6 +112,16 @@ def test_a_cached_record_shares_its_empty_fields_and_unchanged_stamp() -> None:
     assert back[linked.id].verified_paths == ("a.py",) and back[linked.id].updated != back[linked.id].created
 
 
+def test_all_ulids_checks_every_id_in_one_call_exactly_as_is_ulid() -> None:
+    from memoryd.daemon.store import all_ulids, is_ulid
+
+    good = "01K00000000000000000000000"
+    cases = [[], [good], [good, good.replace("0", "Z")], [good, "x"], [good[:-1] + "U"],
+             [good + "\n" + good], [good + "\n" + good, ""], [good, good + "0"], [good[:25]]]
+    for ids in cases:
+        assert all_ulids(ids) == all(is_ulid(i) for i in ids), ids
+
+
 def test_minted_ulids_are_what_python_ulid_reads() -> None:
     """Ids are minted by `store.mint_ulid`; python-ulid, an independent implementation, must read
     each back with the same millisecond, and ids of later milliseconds must sort after."""
