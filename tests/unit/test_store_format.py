@@ -101,12 +101,13 @@ def test_a_cached_record_shares_its_empty_fields_and_unchanged_stamp() -> None:
                    "2026-01-01T00:00:00.000Z", "2026-01-01T00:00:00.000Z", "sess-1", {"repo": "/r"})
     linked = dataclasses.replace(plain, id="01J00000000000000000000002", updated="2026-01-02T00:00:00.000Z",
                               links=({"type": "extends", "target_id": plain.id},), verified_paths=("a.py",))
-    raw = cache.encode([("m/%s.md" % m.id, (1, 2), m, "0" * 64) for m in (plain, linked)], "gen")
+    raw = cache.encode([(f"m/{m.id}.md", (1, 2), m, "0" * 64) for m in (plain, linked)], "gen")
     rows, tables, gen = cache.decode(raw)
     back = {m.id: m for m in (tables.from_row(row[4:]) for row in rows.values())}
     assert back == {plain.id: plain, linked.id: linked} and gen == "gen"
     loaded = back[plain.id]
-    assert loaded.links is () and loaded.taint is () and loaded.verified_paths is () and loaded.verified_commits is ()
+    shared = ()  # the one empty tuple
+    assert all(field is shared for field in (loaded.links, loaded.taint, loaded.verified_paths, loaded.verified_commits))
     assert loaded.updated is loaded.created
     assert back[linked.id].links == ({"type": "extends", "target_id": plain.id},)
     assert back[linked.id].verified_paths == ("a.py",) and back[linked.id].updated != back[linked.id].created
