@@ -71,6 +71,19 @@ def _without_start_events(state: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in state.items() if k != "log"}
 
 
+def _write_one_and_stop(env: Env, content: str) -> str:
+    """Start a daemon, write one memory through a session, stop cleanly; the memory's id."""
+    env.start_daemon()
+
+    async def write() -> str:
+        async with env.session(**WT) as s:
+            return str((await call(s, "memory_write", content=content, scopes=["projects:ckpt"]))["id"])
+
+    memory_id = anyio.run(write)
+    assert env.memoryd("stop").returncode == 0
+    return memory_id
+
+
 def test_a_start_from_the_checkpoint_equals_a_full_replay(env: Env, tmp_path: Path) -> None:
     env.start_daemon()
     _populate(env)
@@ -183,15 +196,7 @@ def test_status_shows_a_start_in_progress(env: Env) -> None:
 def test_files_edited_while_stopped_are_found_by_the_check_after_start(env: Env) -> None:
     import time
 
-    env.start_daemon()
-
-    async def write() -> str:
-        async with env.session(**WT) as s:
-            return str((await call(s, "memory_write", content="The cache server listens on port 6379.",
-                                   scopes=["projects:ckpt"]))["id"])
-
-    memory_id = anyio.run(write)
-    assert env.memoryd("stop").returncode == 0
+    memory_id = _write_one_and_stop(env, "The cache server listens on port 6379.")
     path = env.home / "memories" / f"{memory_id}.md"
     path.write_text(path.read_text().replace("6379", "6380 since the migration"))
     env.start_daemon()  # the caches still describe the old file; nothing asks memory_health
@@ -298,15 +303,7 @@ def test_stray_temp_files_after_a_clean_stop_are_swept_once_the_daemon_serves(en
     """A resumed start does not list the folders for temp files (a clean stop leaves none of
     ours): a stray one dropped in while stopped is removed by the first check after start,
     and a whole record the log names is rolled forward, as a start would have."""
-    env.start_daemon()
-
-    async def write() -> str:
-        async with env.session(**WT) as s:
-            return str((await call(s, "memory_write", content="The metrics agent ships to port 9125.",
-                                   scopes=["projects:ckpt"]))["id"])
-
-    memory_id = anyio.run(write)
-    assert env.memoryd("stop").returncode == 0
+    memory_id = _write_one_and_stop(env, "The metrics agent ships to port 9125.")
     folder = env.home / "memories"
     record = (folder / f"{memory_id}.md").read_bytes()
     (folder / f"{memory_id}.md").unlink()
