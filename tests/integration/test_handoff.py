@@ -435,3 +435,39 @@ def test_prior_session_is_open_while_its_bridge_lives_and_closed_after_a_clean_e
         assert done["prior_session"]["ended_at"] >= mine["created"]
         assert done["prior_session"]["ended_at"].endswith("Z")
     anyio.run(main)
+
+
+def test_an_episode_file_deleted_by_hand_is_missing_after_either_kind_of_start(served: Env) -> None:
+    """A deleted episode file is `missing` in memory_health: after a crash (the start lists the
+    folders) and after a clean stop (the after-start check finds it). A copy of another episode
+    under a second session folder (one id, two files) does not hide the deleted one."""
+    env = served
+
+    async def write_three() -> list[dict[str, Any]]:
+        with anyio.fail_after(WAIT_S):
+            async with env.session(MEMORYD_WORKTREE="/w/gone") as s:
+                return [await write(s, f"body {i}", takeaway=f"takeaway {i}") for i in range(3)]
+
+    async def health() -> dict[str, Any]:
+        with anyio.fail_after(WAIT_S):
+            async with env.session(MEMORYD_WORKTREE="/w/gone") as s:
+                return await call(s, "memory_health")
+
+    episodes = anyio.run(write_three)
+    folder = env.home / "episodes" / episodes[0]["session_id"]
+    env.kill_daemon()
+    (folder / f"{episodes[0]['id']}.md").unlink()
+    twin = env.home / "episodes" / "sess-900"
+    twin.mkdir()
+    (twin / f"{episodes[1]['id']}.md").write_bytes((folder / f"{episodes[1]['id']}.md").read_bytes())
+    env.start_daemon()
+    recovery = [e for e in env.events() if e["kind"] == "recovery"][-1]
+    assert recovery["replayed_from_seq"] == 0 and recovery["episodes_missing"] == 1
+    assert [m["id"] for m in anyio.run(health)["missing"]["items"]] == [episodes[0]["id"]]
+
+    assert env.memoryd("stop").returncode == 0
+    (folder / f"{episodes[2]['id']}.md").unlink()
+    env.start_daemon()
+    recovery = [e for e in env.events() if e["kind"] == "recovery"][-1]
+    assert recovery["replayed_from_seq"] > 0
+    assert [m["id"] for m in anyio.run(health)["missing"]["items"]] == sorted([episodes[0]["id"], episodes[2]["id"]])

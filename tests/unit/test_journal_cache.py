@@ -122,6 +122,23 @@ def test_undecodable_cache_rows_mean_the_files_are_read(tmp_path: Path) -> None:
         assert again.journal.by_id[episode_id] == first.journal.by_id[episode_id]
 
 
+def test_a_cached_id_that_is_not_text_means_that_folder_is_read(tmp_path: Path) -> None:
+    """A cached session whose ids are not all text (here one decodes as a map) is left out of
+    the cache as read: its folder is read instead, and the start does not crash."""
+    import msgpack
+
+    first, ids = _store_with_episodes(tmp_path / "s")
+    data = _as_version_2(first.journal)
+    w_session = next(i for i, entry in enumerate(data["sessions"]) if len(entry[1]) == 3)
+    data["sessions"][w_session][1] = [*data["sessions"][w_session][1][:2], {"not": "an id"}]
+    first.journal.cache_path.write_bytes(msgpack.packb(data))
+    again = Core(tmp_path / "s", Config())
+    again.open()
+    assert set(again.journal.owner) == set(ids)
+    for episode_id in ids:
+        assert again.journal.by_id[episode_id] == first.journal.by_id[episode_id]
+
+
 def test_a_version_1_cache_is_still_read_after_an_upgrade(tmp_path: Path) -> None:
     """The cache of the release before packed sessions: one row per file."""
     import msgpack

@@ -311,6 +311,8 @@ class Core:
         self.record("files_checked", None, episodes_parsed=len(found), episodes_untracked=counts["untracked"],
                     episodes_unaccounted=counts["unaccounted"], episodes_dropped=self.journal.dropped_late,
                     **memory_counts)
+        if self.journal.dropped_late:  # a cached file that is gone: `missing` if the log names it
+            self.missing_episodes = sorted((self.logged_episodes - self.removed_episodes).difference(self.journal.owner))
         self.journal.found_late, self.journal.dropped_late = [], 0
         if memories is not None:
             memories.found_late, memories.dropped_late = [], 0
@@ -462,13 +464,26 @@ class Core:
             episode = self.journal.remove(episode_id)
             if episode is not None:
                 self.files.delete_file(self.journal.path_of(episode))
-        if self.journal.session_dirs:  # listed as `sess-<n>` names: note the largest n once
-            self.note_session_id(max(self.journal.session_dirs, key=lambda name: int(name[5:])))
+        if self.journal.session_dirs:  # `sess-<n>` names, no leading zeros: the longest is the largest
+            width = max(map(len, self.journal.session_dirs))
+            self.note_session_id(max(name for name in self.journal.session_dirs if len(name) == width))
         counts = self.journal.provenance_counts(self.provenance, self.logged_episodes)
-        missing = (self.logged_episodes - self.removed_episodes).difference(self.journal.owner)
-        self.missing_episodes = sorted(missing)
+        self.missing_episodes = self._missing_episodes(counts)
+        missing = self.missing_episodes
         return {"episodes_untracked": counts["untracked"], "episodes_unaccounted": counts["unaccounted"],
                 "episodes_missing": len(missing), "bad_files": len(self.journal.bad_files) + len(self.bad_files)}
+
+    def _missing_episodes(self, counts: dict[str, int]) -> list[str]:
+        """Logged, not removed, and with no file: sorted. When every file's id is distinct (the
+        counts add up to the ids owned) and as many logged ids have a file as are logged and
+        not removed, none is missing, and the set difference over 88k ids (~50 ms of a warm
+        start at 10k) is not computed."""
+        logged, removed, owner = self.logged_episodes, self.removed_episodes, self.journal.owner
+        local = counts["local"]  # owned ids that are logged; removed ones were dropped just above
+        if local + counts["untracked"] + counts["unaccounted"] == len(owner) and \
+                local == len(logged) - sum(1 for i in removed if i in logged):
+            return []
+        return sorted((logged - removed).difference(owner))
 
     def _suspend_open_sessions(self) -> int:
         grace_until = self.clock() + 3 * self.config.heartbeat_seconds

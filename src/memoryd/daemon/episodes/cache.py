@@ -112,12 +112,22 @@ def read_cache(path: Path) -> tuple[dict[str, Packed], int | None]:
 
 
 def sessions_of(entries: Any, source: CacheFile | None) -> dict[str, Packed]:
-    """The header's session entries that have the right shape, by session."""
+    """The header's session entries that have the right shape, by session. Format 3's entries
+    are checked in this loop, not a call each: 11k entries took 45 ms that way, 4 µs apiece."""
+    if source is None:
+        return {entry[0]: packed for entry in entries if (packed := _packed_entry(entry, None)) is not None}
     sessions = {}
     for entry in entries:
-        packed = _packed_entry(entry, source)
-        if packed is not None:
-            sessions[entry[0]] = packed
+        try:
+            session_id, ids, newest, worktrees, swarms, offset, length = entry
+            if (type(ids) is not tuple or type(newest) is not str or type(swarms) is not tuple
+                    or type(offset) is not int or type(length) is not int or offset < 0 or length < 0
+                    or type(worktrees) is not tuple or any(type(n) is not int for _, n in worktrees)):
+                continue
+            "".join(ids)  # TypeError unless every id is text: at C speed, ~1 ms for 88k
+        except (TypeError, ValueError):
+            continue
+        sessions[session_id] = Packed(ids, newest, worktrees, swarms, None, (offset, length), source)
     return sessions
 
 
@@ -150,23 +160,18 @@ def read_header(fd: int) -> tuple[CacheFile, Any]:
     return CacheFile(fd, _HEAD + length), header  # closes fd when the last packed session lets go
 
 
-def _packed_entry(entry: Any, source: CacheFile | None) -> Packed | None:
+def _packed_entry(entry: Any, source: None) -> Packed | None:
+    """A format-2 session entry (its rows inline), or None when it has the wrong shape."""
     try:
-        if source is None:
-            _, ids, newest, worktrees, swarms, rows = entry  # entry[0], the session, is the caller's key
-            span: tuple[int, int] = (0, 0)
-        else:
-            _, ids, newest, worktrees, swarms, offset, length = entry
-            rows, span = None, (offset, length)
-            if type(offset) is not int or type(length) is not int or offset < 0 or length < 0:
-                return None
+        _, ids, newest, worktrees, swarms, rows = entry  # entry[0], the session, is the caller's key
         if (type(ids) is not tuple or type(newest) is not str or type(swarms) is not tuple
                 or type(worktrees) is not tuple or not all(type(n) is int for _, n in worktrees)
-                or (source is None and type(rows) is not bytes)):
+                or type(rows) is not bytes):
             return None
+        "".join(ids)  # TypeError unless every id is text
     except (TypeError, ValueError):
         return None
-    return Packed(ids=ids, newest=newest, worktrees=worktrees, swarms=swarms, rows=rows, span=span, source=source)
+    return Packed(ids=ids, newest=newest, worktrees=worktrees, swarms=swarms, rows=rows)
 
 
 def _from_version_1(rows: tuple[Any, ...]) -> tuple[Any, ...]:
