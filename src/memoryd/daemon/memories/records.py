@@ -245,6 +245,24 @@ class RowTables:
                       self.origins[origin], last_verified_at, verified_paths,
                       verified_commits, note, links, bool(tainted), taint, anchor, removed_at, removed_reason)
 
+    def from_columns(self, columns: Sequence[Sequence[Any]]) -> list[Memory]:
+        """The memories of a cache's `ROW_FIELDS` columns, as `from_row` makes them one at a
+        time, with the same checks, column by column at C speed (100k rows: ~0.3 s one by one);
+        TypeError/ValueError/IndexError when a column is not what `to_row` writes."""
+        (ids, content, scopes, category, confidence, source, created, updated, session_id, origin,
+         last_verified_at, verified_paths, verified_commits, note, links, tainted, taint, anchor, removed_at,
+         removed_reason) = columns
+        if not all(not c or set(map(type, c)) == {str} for c in (ids, content, created, updated, category)):
+            raise TypeError("a cache column with a field of the wrong type")
+        intern = sys.intern
+        return list(map(Memory, map(intern, ids), content, map(self.scopes.__getitem__, scopes),
+                        map(intern, category), map(intern, confidence), map(intern, source), created,
+                        [c if u == c else u for c, u in zip(created, updated)],
+                        [intern(s) if type(s) is str else s for s in session_id],
+                        map(self.origins.__getitem__, origin), last_verified_at, verified_paths,
+                        verified_commits, note, links, map(bool, tainted), taint, anchor, removed_at,
+                        removed_reason))
+
 
 # -- the pending snapshot ----------------------------------------------------------------------
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import operator
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ log = logging.getLogger("memoryd.daemon")
 _BAD_RECORD = (OSError, store.BadRecord, KeyError, TypeError, ValueError, UnicodeDecodeError)
 
 
-Cached = tuple[dict[str, tuple[Any, ...]], RowTables, str | None]
+Cached = tuple[Mapping[str, tuple[Any, ...]], RowTables, str | None]
 
 
 def load(tier: TierState) -> int:
@@ -76,32 +77,65 @@ def _load_cached(tier: TierState, cached: Cached) -> bool:
     """Every record from the cache alone, unlisted; False (nothing loaded) when a row does not
     decode, so the folders are listed after all. Kept lean: 100k records at a warm start."""
     rows, tables, _ = cached
-    found = []
+    try:
+        found = (_from_columns(rows.columns, tables) if isinstance(rows, memory_cache.ColumnRows)
+                 else _from_rows(rows, tables))
+    except (TypeError, ValueError, IndexError):
+        return False
+    if found is None:
+        return False
+    memories, shas, stats = found
+    ids = [memory.id for memory in memories]
+    if len(set(ids)) != len(ids) or not store.all_ulids(ids):
+        return False  # an id twice (live and tombstone: the listing settles doubles), or not an id
+    tier.unverified.extend(ids)
+    tier.file_stat.update(zip(ids, stats))
+    logged = tier.logged_sha
+    if not all(map(operator.eq, map(logged.get, ids), shas)):  # rare: a file no event names, or edited by hand
+        for memory, sha in zip(memories, shas):
+            if logged.get(memory.id) != sha:
+                check_against_log(tier, memory, sha)
+                tier.file_sha[memory.id] = sha
+    live = [memory for memory in memories if memory.removed_at is None]
+    if len(live) != len(memories):
+        for memory in memories:
+            if memory.removed_at is not None:
+                tier.tombstones[memory.id] = memory
+                tier.tomb_index.add(memory, text=False)
+    tier.live.load(live)
+    tier.index.load(live)
+    return True
+
+
+Found = tuple[list[Memory], Sequence[str], list[tuple[int, int]]]  # records, their files' shas and stats
+
+
+def _from_columns(columns: tuple[tuple[Any, ...], ...], tables: RowTables) -> Found | None:
+    """Format 3: the records, their files' shas and stats, column by column. A key must be
+    `m/<id>.md` for a live record and `t/<id>.md` for a tombstone, as `_from_cache` checks."""
+    keys, sizes, mtimes, shas = columns[:4]
+    memories = tables.from_columns(columns[4:])
+    if not (memory_cache.all_of_type(sizes, int) and memory_cache.all_of_type(mtimes, int)
+            and memory_cache.all_of_type(shas, str)):
+        return None
+    if not all(key == f"{'m' if m.removed_at is None else 't'}/{m.id}.md" for key, m in zip(keys, memories)):
+        return None
+    return memories, shas, list(zip(sizes, mtimes))
+
+
+def _from_rows(rows: Mapping[str, tuple[Any, ...]], tables: RowTables) -> Found | None:
+    """Format 2: the same, a row at a time."""
+    memories, shas, stats = [], [], []
     for key, row in rows.items():
         kind = key[:1]
         entry = (_from_cache(row, tables, key[2:-3], kind)
                  if key[1:2] == "/" and key.endswith(".md") and kind in ("m", "t") else None)
         if entry is None:
-            return False
-        found.append((kind, entry))
-    ids = [entry[0].id for _, entry in found]
-    if len(set(ids)) != len(ids) or not store.all_ulids(ids):
-        return False  # an id twice (live and tombstone: the listing settles doubles), or not an id
-    tier.unverified.extend(ids)
-    logged, file_stat, live = tier.logged_sha, tier.file_stat, []
-    for kind, (memory, sha, stat) in found:
-        file_stat[memory.id] = stat
-        if logged.get(memory.id) != sha:  # rare: a file no event names, or one edited by hand
-            check_against_log(tier, memory, sha)
-            tier.file_sha[memory.id] = sha
-        if kind == "m":
-            live.append(memory)
-        else:
-            tier.tombstones[memory.id] = memory
-            tier.tomb_index.add(memory, text=False)
-    tier.live.load(live)
-    tier.index.load(live)
-    return True
+            return None
+        memories.append(entry[0])
+        shas.append(entry[1])
+        stats.append(entry[2])
+    return memories, shas, stats
 
 
 def _load_dirs(tier: TierState, cached: Cached, parsed: list[int]) -> None:
