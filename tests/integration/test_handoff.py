@@ -471,3 +471,36 @@ def test_an_episode_file_deleted_by_hand_is_missing_after_either_kind_of_start(s
     recovery = [e for e in env.events() if e["kind"] == "recovery"][-1]
     assert recovery["replayed_from_seq"] > 0
     assert [m["id"] for m in anyio.run(health)["missing"]["items"]] == sorted([episodes[0]["id"], episodes[2]["id"]])
+
+
+def test_session_folders_made_while_stopped_are_found_after_a_clean_start(served: Env) -> None:
+    """After a clean stop the start takes every session from the cache and lists episodes/
+    after it serves: a folder planted meanwhile is still read (its episode counted by
+    `files_checked`), a new session never takes a planted folder's name, and a cached session
+    whose folder became a link is let go as a bad file."""
+    env = served
+    genuine = write_genuine_then_stop(env, "/w/root")
+    planted_ids = [plant_episode(env, f"sess-{n}", time.time(), f"planted {n}", f"planted {n}", "/w/root")
+                   for n in range(2, 6)]
+    folder = env.home / "episodes" / genuine["session_id"]
+    moved = env.home / "moved-away"
+    folder.rename(moved)
+    folder.symlink_to(moved, target_is_directory=True)
+    env.start_daemon()
+
+    async def after() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        with anyio.fail_after(WAIT_S):
+            async with env.session(MEMORYD_WORKTREE="/w/root") as s:
+                mine = await write(s, "after the restart")
+                health = await call(s, "memory_health")  # finishes the after-start check
+                searched = await call(s, "episode_search", ids=[*planted_ids, genuine["id"]])
+                return mine, health, searched
+
+    mine, health, searched = anyio.run(after)
+    assert mine["session_id"] not in {f"sess-{n}" for n in range(2, 6)} | {genuine["session_id"]}
+    assert sorted(e["id"] for e in searched["episodes"]) == sorted(planted_ids)
+    assert any(genuine["session_id"] in b["path"] for b in health["bad_files"]["items"])
+    recovery = [e for e in env.events() if e["kind"] == "recovery"][-1]
+    checked = [e for e in env.events() if e["kind"] == "files_checked"]
+    assert recovery["replayed_from_seq"] > 0 and recovery["episodes_unaccounted"] == 0
+    assert checked and checked[-1]["episodes_parsed"] == 4 and checked[-1]["episodes_dropped"] == 1

@@ -242,6 +242,27 @@ def test_episode_files_added_or_deleted_while_stopped_are_found_after_a_resumed_
     assert anyio.run(found) == {kept, added}
 
 
+def test_a_new_session_never_takes_the_name_of_a_folder_made_while_stopped(env: Env) -> None:
+    """A start after a clean stop lists episodes/ only after it serves; a session started before
+    that listing still skips every `sess-<n>` folder made by hand while the daemon was stopped."""
+    _write_one_and_stop(env, "Deploys run from the ops runner.")
+    last = max(int(e["session"][5:]) for e in env.events() if e["kind"] == "session_start")
+    planted = [f"sess-{n}" for n in range(last + 1, last + 4)]
+    for name in planted:
+        (env.home / "episodes" / name).mkdir(parents=True)
+    core = Core(env.home, Config())
+    lifecycle._attach_tiers(core)
+    core.open(checkpoint.restore(core))
+    try:
+        assert core.journal.root_unlisted  # resumed: episodes/ not listed yet
+        assert core.start_session({"worktree": "/repo/ckpt"}, "c1").id == f"sess-{last + 4}"
+        core.verify_files(None)
+        assert not core.journal.root_unlisted
+        assert core.start_session({"worktree": "/repo/ckpt"}, "c2").id == f"sess-{last + 5}"
+    finally:
+        core.log.close()
+
+
 def test_request_keys_stay_packed_until_a_connection_they_name_calls(env: Env, tmp_path: Path) -> None:
     env.start_daemon()
     _populate(env)

@@ -281,6 +281,7 @@ class Core:
         if self.temp_sweep_ids is not None:
             self._sweep_temp_files(self.temp_sweep_ids)
         left = self.journal.verify_some(budget)
+        self._note_session_dirs()
         memories = self.memories
         if memories is not None:
             left += memories.verify_some(budget)
@@ -464,14 +465,19 @@ class Core:
             episode = self.journal.remove(episode_id)
             if episode is not None:
                 self.files.delete_file(self.journal.path_of(episode))
-        if self.journal.session_dirs:  # `sess-<n>` names, no leading zeros: the longest is the largest
-            width = max(map(len, self.journal.session_dirs))
-            self.note_session_id(max(name for name in self.journal.session_dirs if len(name) == width))
+        self._note_session_dirs()
         counts = self.journal.provenance_counts(self.provenance, self.logged_episodes)
         self.missing_episodes = self._missing_episodes(counts)
         missing = self.missing_episodes
         return {"episodes_untracked": counts["untracked"], "episodes_unaccounted": counts["unaccounted"],
                 "episodes_missing": len(missing), "bad_files": len(self.journal.bad_files) + len(self.bad_files)}
+
+    def _note_session_dirs(self) -> None:
+        """Keep minting above every session folder the journal listed since the last call."""
+        dirs, self.journal.session_dirs = self.journal.session_dirs, []
+        if dirs:  # `sess-<n>` names, no leading zeros: the longest is the largest
+            width = max(map(len, dirs))
+            self.note_session_id(max(name for name in dirs if len(name) == width))
 
     def _missing_episodes(self, counts: dict[str, int]) -> list[str]:
         """Logged, not removed, and with no file: sorted. When every file's id is distinct (the
@@ -495,7 +501,11 @@ class Core:
 
     def start_session(self, identity: dict[str, Any], conn_id: str) -> Session:
         fields = {k: identity.get(k) for k in ("worktree", "repo", "project", "client")}
-        event = self.record("session_start", None, session=self.sessions.next_id(), conn=conn_id, **fields)
+        session_id = self.sessions.next_id()
+        while self.journal.root_unlisted and os.path.lexists(self.journal.dir / session_id):
+            self.note_session_id(session_id)  # a folder made while stopped, before episodes/ is listed
+            session_id = self.sessions.next_id()
+        event = self.record("session_start", None, session=session_id, conn=conn_id, **fields)
         session = self.sessions.sessions[event["session"]]
         session.conn = conn_id
         return session

@@ -107,6 +107,7 @@ class Journal:
         self.stats: dict[str, tuple[int, int]] = {}  # decoded episode id -> (size, mtime_ns) its file had
         self.unverified: list[str] = []  # sessions loaded from the cache, files not yet compared
         self.unlisted: list[str] = []  # session folders taken from the cache, not yet listed
+        self.root_unlisted = False  # episodes/ itself not listed yet (a start after a clean stop)
         # What the after-start check found that a start would have: episodes parsed (new or
         # changed files) and cache-loaded episodes whose file was gone; `Core.verify_files` logs it.
         self.found_late: list[str] = []
@@ -236,11 +237,12 @@ class Journal:
         time (`verify_some`); other files are parsed now.
 
         `listed_at`: on a start resumed from the checkpoint, the log's seq. A cache saved at that
-        seq was written by the same clean stop, so it names every episode file there was; the
-        session folders are then listed after start too (11k folder listings took 0.2 s with
-        warm caches, 2 s cold), and a file added by hand while the daemon was stopped is found
-        then (`verify_some`). Otherwise a folder whose files are exactly the cached ones stays
-        packed, and any other is read now.
+        seq was written by the same clean stop, so it names every episode file there was; then
+        neither episodes/ nor the session folders are listed now but after start (11k folder
+        listings took 0.2 s with warm caches, 2 s cold; listing episodes/ and matching its 11k
+        names with the cache ~50 ms), and a file or folder added by hand while the daemon was
+        stopped is found then (`verify_some`). Otherwise a folder whose files are exactly the
+        cached ones stays packed, and any other is read now.
 
         The cache's ids are kept as decoded, not mapped to the log's copies of the same ids
         (the checkpoint's): that mapping was ~0.1 s of a 10k start, for ~7 MB of RSS (88k ids
@@ -252,7 +254,14 @@ class Journal:
         if progress is not None and fresh:
             progress("indexing episodes (helper)", 0, 0)
         cached, saved_at = self._helper_result() if fresh else read_cache(self.cache_path)
-        trusted = listed_at is not None and saved_at == listed_at
+        if listed_at is not None and saved_at == listed_at:
+            names = sorted(cached)
+            for name in names:
+                self._adopt(name, cached[name])
+            self.unverified.extend(names)
+            self.unlisted.extend(names)
+            self.root_unlisted = True
+            return
         with os.scandir(self.dir) as listing:
             folders = sorted((e for e in listing if store.is_session_id(e.name)), key=lambda e: e.name)
         for number, folder in enumerate(folders, 1):
@@ -263,14 +272,8 @@ class Journal:
             if not folder.is_dir(follow_symlinks=False):
                 self._bad(Path(folder.path), "a symbolic link or not a directory; not followed")
                 continue
-            packed = cached.get(name)
-            if trusted and packed is not None:
-                self._adopt(name, packed)
-                self.unverified.append(name)
-                self.unlisted.append(name)
-                continue
             with os.scandir(folder.path) as entries:
-                self._load_folder(name, list(entries), packed, fresh)
+                self._load_folder(name, list(entries), cached.get(name), fresh)
 
     def _load_folder(self, session_id: str, entries: list[os.DirEntry[str]], packed: Packed | None,
                      fresh: bool = False) -> None:
@@ -375,10 +378,35 @@ class Journal:
         spent = 0
         while self.unverified and (budget is None or spent < budget):
             spent += self._verify_session(self.unverified.pop())
+        if self.root_unlisted and (budget is None or spent < budget):
+            spent += self._list_root()
         while self.unlisted and (budget is None or spent < budget):
             self._list_folder(self.unlisted.pop())
             spent += FOLDER_LISTING_COST
-        return len(self.unverified) + len(self.unlisted)
+        return len(self.unverified) + len(self.unlisted) + self.root_unlisted
+
+    def _list_root(self) -> int:
+        """List episodes/ after a start that took every session from the cache: a folder added
+        while the daemon was stopped is listed next (its files parsed as found late), and a
+        cached session whose folder is now a link or a file is let go (its episodes dropped,
+        the entry a bad file), as the start's own listing would have done. Returns its cost."""
+        self.root_unlisted = False
+        try:
+            with os.scandir(self.dir) as listing:
+                entries = [e for e in listing if store.is_session_id(e.name)]
+        except OSError:
+            return FOLDER_LISTING_COST
+        for entry in entries:
+            name = entry.name
+            self.session_dirs.append(name)
+            if not entry.is_dir(follow_symlinks=False):
+                self._bad(Path(entry.path), "a symbolic link or not a directory; not followed")
+                for episode_id in [i for i, sid in self.owner.items() if sid == name]:
+                    if self.remove(episode_id) is not None:
+                        self.dropped_late += 1
+            elif name not in self._packed and name not in self._live:
+                self.unlisted.append(name)
+        return FOLDER_LISTING_COST + len(entries) // 100
 
     def _verify_session(self, session_id: str) -> int:
         packed = self._packed.get(session_id)
@@ -403,6 +431,8 @@ class Journal:
 
     def _list_folder(self, session_id: str) -> None:
         """Parse what a session folder holds beyond its cached episodes (or list as bad)."""
+        if not store.is_plain_dir(self.dir / session_id):
+            return  # pruned since start, or replaced by a link (`_list_root` lets its episodes go)
         try:
             with os.scandir(self.dir / session_id) as listing:
                 entries = list(listing)
