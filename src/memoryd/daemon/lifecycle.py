@@ -12,7 +12,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import sys
 import time
 from pathlib import Path
@@ -77,6 +76,8 @@ def sd_notify(message: str) -> None:
         return
     if address.startswith("@"):
         address = "\0" + address[1:]
+    import socket  # only under systemd
+
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
         try:
             sock.sendto(message.encode(), address)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import bisect
 import os
-import subprocess
 import time
 from dataclasses import dataclass
 from functools import lru_cache
@@ -91,6 +90,8 @@ class GitProbe:
 
 
 def _git(worktree: str, *args: str) -> str | None:
+    import subprocess  # here, not at the top: a daemon start does not run git (imports are ~1/3 of a warm start)
+
     try:
         out = subprocess.run(["git", "-C", worktree, *args], capture_output=True, text=True, check=False,
                              timeout=GIT_TIMEOUT_S, env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})

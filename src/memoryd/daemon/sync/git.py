@@ -9,8 +9,11 @@ A failure is a `GitFailed` whose `kind` says what happened in words a user can a
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import subprocess
 
 GIT_TIMEOUT_S = 120.0
 # Settings that make git non-interactive and keep the user's config from changing what a sync
@@ -82,6 +85,8 @@ class Git:
 
     def run(self, *args: str, stdin: bytes | None = None, check: bool = True,
             timeout: float = GIT_TIMEOUT_S) -> subprocess.CompletedProcess[bytes]:
+        import subprocess  # here: only a store that syncs runs git (a daemon start does not)
+
         command = ["git", *[part for setting in _SETTINGS for part in ("-c", setting)], *args]
         try:
             done = subprocess.run(command, check=False, cwd=self.repo, env=self.env, input=stdin, capture_output=True,

@@ -25,8 +25,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
-import socket
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -166,6 +164,8 @@ def device_identity(layout: Layout) -> tuple[str, str]:
         device_id = secrets.token_hex(8)
     name = config.get("device_name")
     if not isinstance(name, str) or not name:
+        import socket  # here: only a store that syncs names its device (imports are ~1/3 of a start)
+
         name = "".join(c for c in socket.gethostname() if c.isalnum() or c in "-_.")[:64] or "device"
     return device_id, name
 
@@ -232,6 +232,8 @@ class Worker:
                 raise GitFailed("already_set_up", f"sync is already set up with {current}; remove "
                                 f"{layout.dir} to start over with another remote")
             return
+        import shutil  # here: only setting sync up needs it (imports are ~1/3 of a daemon start)
+
         device_id, name = device_identity(layout)
         shutil.rmtree(layout.repo, ignore_errors=True)  # a half-made clone of an earlier attempt
         layout.repo.mkdir(mode=0o700, parents=True)
