@@ -142,7 +142,7 @@ def _decode_core(data: dict[str, Any]) -> dict[str, Any]:
     session's episode ids come as positions in `logged_episodes`, so the 88k ids of a large
     store exist once, shared by the sets, without interning each."""
     logged = data["logged_episodes"]
-    if not all(type(i) is str for i in logged):
+    if not store.all_of_type(logged, str):
         raise ValueError("an episode id is not text")
     written, promoted, width = _SESSION_FIELDS.index("episodes_written"), _SESSION_FIELDS.index("episodes_promoted"), len(_SESSION_FIELDS)
     sessions: dict[str, Session] = {}
@@ -179,7 +179,7 @@ def _logged_ids(positions: list[Any], logged: list[str]) -> tuple[str, ...]:
 def _cold_requests(packed: bytes, conns: list[str]) -> dict[str, Any]:
     """The request keys stay packed until a connection they name calls again (`Core.applied`):
     decoding 50k of them was ~0.1 s and ~20 MB of a start that new bridges never need."""
-    if type(packed) is not bytes or not all(type(c) is str for c in conns):
+    if type(packed) is not bytes or not store.all_of_type(conns, str):
         raise ValueError("the request keys are not packed as this version packs them")
 
     def thaw() -> OrderedDict[str, Any]:

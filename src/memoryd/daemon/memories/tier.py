@@ -294,8 +294,8 @@ class MemoryTier(TierState):
         """Decode everything first (a bad value raises before anything changes); the returned
         function assigns it."""
         ids, shas, states = data["logged_ids"], data["logged_shas"], data["logged_states"]
-        if not (len(ids) == len(shas) == len(states) and all(type(i) is str for i in ids)
-                and all(type(s) is str for s in shas)):
+        if not (len(ids) == len(shas) == len(states) and store.all_of_type(ids, str)
+                and store.all_of_type(shas, str)):
             raise ValueError("the logged memory columns do not match")
         ids = list(map(sys.intern, ids))  # shared with the records and the search index
         fields = {"logged_sha": dict(zip(ids, shas)),
