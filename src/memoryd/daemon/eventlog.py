@@ -46,7 +46,12 @@ _REQUIRED = {"session_start": ("session",), "session_end": ("session", "reason")
 
 
 def canonical(event: dict[str, Any]) -> str:
-    return json.dumps(event, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _CANONICAL(event)
+
+
+# One encoder, made once: `json.dumps` with these options builds a new one per call (~2.5 µs of
+# the ~10 µs an event's encoding takes, twice per event: the hash, then the line).
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
 
 
 def chain_hash(prev: str, event: dict[str, Any]) -> str:

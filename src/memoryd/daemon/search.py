@@ -115,15 +115,17 @@ class SearchIndex:
     # -- maintenance ---------------------------------------------------------------------------
 
     def add(
-        self, doc_id: str, content: str, scopes: Iterable[str] = (), recency_ts: str = ""
+        self, doc_id: str, content: str, scopes: Iterable[str] = (), recency_ts: str = "",
+        terms: list[str] | None = None,
     ) -> None:
         """Index `content` and `scopes` under `doc_id` (which must not be indexed already).
 
-        `recency_ts` (ISO-8601, compared as a string) breaks score ties, newer first.
+        `recency_ts` (ISO-8601, compared as a string) breaks score ties, newer first. `terms`:
+        `content_terms(content)`, when the caller analyzed the content already.
         """
         if doc_id in self._length:
             raise ValueError(f"{doc_id} is already indexed: remove it (with its old text) first")
-        words = content_terms(content)
+        words = content_terms(content) if terms is None else terms
         content_tf = Counter(words)
         scope_tf = Counter(t for scope in scopes for t in scope_tokens(scope))
         number = len(self._ids)

@@ -51,13 +51,21 @@ class Draft:
     related_at: float = 0.40
 
     def __post_init__(self) -> None:
+        self._terms: list[str] | None = None
         self._tokens: frozenset[str] | None = None
         self._similar: list[tuple[str, float]] | None = None
 
     @property
+    def terms(self) -> list[str]:
+        """The content's index terms (`text.analyze`): analyzed once for dedup and the index."""
+        if self._terms is None:
+            self._terms = text.analyze(self.content)
+        return self._terms
+
+    @property
     def tokens(self) -> frozenset[str]:
         if self._tokens is None:
-            self._tokens = text.token_set(self.content)
+            self._tokens = frozenset(self.terms)  # = text.token_set(content)
         return self._tokens
 
     def similar(self, tier: TierView) -> list[tuple[str, float]]:

@@ -35,10 +35,11 @@ class LiveIndex:
         self.projects: dict[str, str | None] = {}             # known project -> a worktree of it
         self.handoffs: dict[str, str] = {}                    # sha256(content) -> handoff id
 
-    def add(self, memory: Memory, text: bool = True) -> None:
-        """Index `memory`; `text=False` leaves the text index alone (start-up restores it whole)."""
+    def add(self, memory: Memory, text: bool = True, terms: list[str] | None = None) -> None:
+        """Index `memory`; `text=False` leaves the text index alone (start-up restores it whole).
+        `terms`: its content's `text.analyze`, when the caller has them."""
         if text:
-            self.add_text(memory)
+            self.add_text(memory, terms)
         self.by_repo.setdefault(memory.repo, set()).add(memory.id)
         index = bisect.bisect_left(self.order, memory.id)
         if index == len(self.order) or self.order[index] != memory.id:
@@ -67,8 +68,8 @@ class LiveIndex:
             if memory.category == HANDOFF:
                 self.handoffs[sha256_hex(memory.content.encode())] = memory.id
 
-    def add_text(self, memory: Memory) -> None:
-        self.text.add(*self._doc(memory))
+    def add_text(self, memory: Memory, terms: list[str] | None = None) -> None:
+        self.text.add(*self._doc(memory), terms=terms)
 
     def build_text(self, memories: Iterable[Memory], progress: Callable[[int], None] | None = None) -> None:
         """A new text index of `memories` in one go (start-up without a snapshot)."""

@@ -9,6 +9,7 @@ The tier changes state only through the methods below; the tool handlers record 
 
 from __future__ import annotations
 
+import os
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -92,18 +93,18 @@ class MemoryTier(TierState):
         for memory_id in self._unstatted:
             path = self.tomb_path(memory_id) if memory_id in self.tombstones else self.live_path(memory_id)
             try:
-                stat = path.lstat()
+                stat = os.lstat(path)
             except OSError:
                 continue
             self.file_stat[memory_id] = (stat.st_size, stat.st_mtime_ns)
         self._unstatted.clear()
 
-    def commit(self, memory: Memory) -> str:
+    def commit(self, memory: Memory, terms: list[str] | None = None) -> str:
         """Write a new live memory's file (its id just minted by `new_id`) and index it; returns
-        the file's sha256."""
+        the file's sha256. `terms`: its content's `text.analyze`, when the caller has them."""
         sha = self._write(self.live_path(memory.id), render_memory(memory), memory.id, fresh=True)
         self.live[memory.id] = memory
-        self.index.add(memory)
+        self.index.add(memory, terms=terms)
         return sha
 
     def rewrite(self, old: Memory, new: Memory) -> str:

@@ -124,7 +124,7 @@ def submit(call: Call, draft: Draft, req: str | None, episode_id: str | None = N
                     overrides=overrides, req=req)
         return pending_view(pending)
     memory = new_memory(tier, draft, tier.origin_of(call.identity, call.session), call.session.id)
-    sha = tier.commit(memory)
+    sha = tier.commit(memory, draft.terms)
     core.record("write", call.session, status="committed", memory_id=memory.id, sha=sha,
                 overrides=overrides, tainted=memory.tainted or None, req=req)
     return committed_view(tier, memory, draft)
