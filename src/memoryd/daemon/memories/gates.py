@@ -409,9 +409,34 @@ _TAINT_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
 ]
 
 
+# Words a pattern cannot match without, as `_folded` writes them: a text holding none of them
+# skips that pattern's regex. Running all seven was ~35 µs of a ~0.9 ms write, and most text
+# holds none of these words. (Keep each tuple in step with its pattern: tests/unit/test_gates.py
+# checks the scan against the bare regexes.)
+_TAINT_NEEDS: dict[str, tuple[str, ...]] = {
+    "ignore-instructions": ("ignore", "disregard", "forget", "override"),
+    "role-prefix": (":", "<|", "inst]", "sys>>", "system>"),
+    "you-must-now": ("now",),
+    "new-instructions": ("new",),
+    "self-certified-trust": ("trusted", "verified", "safe", "authori", "approved"),
+}
+
+
+def _folded(text: str) -> str:
+    """`text` as `re.IGNORECASE` sees an ASCII letter: case-folded (so `ſ` is `s` and the Kelvin
+    sign `k`), and with the dotted capital and dotless `i`, which fold to something else, as `i`."""
+    return text.casefold().replace("\u0131", "i").replace("\u0307", "")
+
+
 def scan_taint(text: str) -> list[str]:
     """Prompt-injection reasons found in `text`, each once, in a fixed order; [] when clean."""
-    return [reason for reason, pattern in _TAINT_PATTERNS if pattern.search(text)]
+    folded = _folded(text)
+    found = []
+    for reason, pattern in _TAINT_PATTERNS:
+        needs = _TAINT_NEEDS.get(reason)
+        if (needs is None or any(word in folded for word in needs)) and pattern.search(text):
+            found.append(reason)
+    return found
 
 
 # ---------------------------------------------------------------------------------------------
