@@ -67,8 +67,8 @@ def iso(t: float) -> str:
     if whole != _iso_second[0]:  # a write stamps the same second 2-3 times: format it once
         tm = time.gmtime(whole)
         # Zero-padded by hand: strftime's %Y gives "999" for year 999, which breaks string ordering.
-        _iso_second = (whole, f"{tm.tm_year:04d}-{tm.tm_mon:02d}-{tm.tm_mday:02d}T"
-                              f"{tm.tm_hour:02d}:{tm.tm_min:02d}:{tm.tm_sec:02d}")
+        second = f"{tm.tm_year:04d}-{tm.tm_mon:02d}-{tm.tm_mday:02d}T{tm.tm_hour:02d}:{tm.tm_min:02d}:{tm.tm_sec:02d}"
+        _iso_second = (whole, second)
     return f"{_iso_second[1]}.{min(999, int((t - whole) * 1000)):03d}Z"
 
 
