@@ -24,7 +24,7 @@ import time
 from typing import Any
 
 from memoryd.client.wire import Wire, WireError
-from memoryd.protocol import decode, encode, request
+from memoryd.protocol import decode_reply, encode, request
 
 EVENTS = ("session-start", "prompt", "stop", "session-end")
 MAX_STDIN_BYTES = 64 * 1024
@@ -144,7 +144,7 @@ class Daemon:
         self.last_id += 1
         self.wire.send(encode(request(self.last_id, op, args, self.conn_id)))
         while True:
-            reply = decode(self.wire.recv())
+            reply = decode_reply(self.wire.recv())
             if isinstance(reply, dict) and reply.get("id") == self.last_id:
                 break
         if not reply.get("ok"):

@@ -15,9 +15,11 @@ import zmq
 from memoryd import PROTOCOL, __version__, paths
 from memoryd.client import spawn
 from memoryd.errors import DaemonUnavailable, MemorydError, from_wire
-from memoryd.protocol import decode, encode_request
+from memoryd.protocol import decode_reply, encode_request
 
 CALL_TIMEOUT_S = 10.0
+# pyzmq's flag and option enums cost microseconds per use; the per-call paths pass plain ints.
+_NOBLOCK, _EVENTS, _POLLIN = int(zmq.NOBLOCK), int(zmq.EVENTS), int(zmq.POLLIN)
 
 
 class Connection:
@@ -84,20 +86,20 @@ class Connection:
         if self.sock is None:
             return False
         try:
-            self.sock.send(frame, zmq.NOBLOCK)
+            self.sock.send(frame, _NOBLOCK)
         except zmq.Again:
             return False
         return True
 
     def recv_ready(self) -> list[dict[str, Any]]:
         replies = []
-        while self.sock is not None:
+        while self.sock is not None and self.sock.get(_EVENTS) & _POLLIN:  # cheaper than a zmq.Again
             try:
-                frame = self.sock.recv(zmq.NOBLOCK)
+                frame = self.sock.recv(_NOBLOCK)
             except zmq.Again:
                 break
             try:
-                reply = decode(frame)
+                reply = decode_reply(frame)
             except MemorydError:
                 continue
             if isinstance(reply, dict) and isinstance(reply.get("id"), int):

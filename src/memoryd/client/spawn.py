@@ -16,7 +16,7 @@ from typing import Any
 
 from memoryd import PROTOCOL, paths
 from memoryd.errors import DaemonUnavailable
-from memoryd.protocol import decode, encode, request
+from memoryd.protocol import decode_reply, encode, request
 
 SPAWN_WAIT_S = 5.0
 # How long a bridge waits for a daemon that shows start-up progress (a cold 100k-memory store).
@@ -72,7 +72,7 @@ def ping(endpoint: str, timeout_s: float = PING_TIMEOUT_S) -> dict[str, Any] | N
         sock.send(encode(request(1, "status", {}, "ping-" + os.urandom(6).hex())))
         if not sock.poll(int(timeout_s * 1000)):
             return None
-        reply = decode(sock.recv())
+        reply = decode_reply(sock.recv())
         return reply.get("result") if isinstance(reply, dict) and reply.get("ok") else None
     except zmq.ZMQError:
         return None

@@ -60,6 +60,12 @@ REPLY_CACHE_SIZE = 256
 # past the budget the oldest go, but the newest reply is always kept.
 REPLY_CACHE_BYTES = 4 * 1024 * 1024
 TIMERS_BACKOFF_S = 5.0  # after a timed pass failed on the store (see `_timed_passes`)
+# The timed passes run when a job is due, and this soon after a request (which may have made one
+# due sooner): under load they run about once per this interval, not once per request.
+TIMERS_AFTER_REQUEST_S = 0.01
+# pyzmq's flag and option enums cost microseconds per use; the loop's per-frame calls pass ints.
+_NOBLOCK, _SNDMORE = int(zmq.NOBLOCK), int(zmq.SNDMORE)
+_EVENTS, _RCVMORE, _POLLIN = int(zmq.EVENTS), int(zmq.RCVMORE), int(zmq.POLLIN)
 # Parked `wait_for` calls each hold a closure and are checked when episodes arrive.
 MAX_PARKED_PER_CONN = 16
 MAX_PARKED = 1024
@@ -112,6 +118,7 @@ class Server:
         self.parked: list[ParkedCall] = []
         self.reply_bytes: dict[str, int] = {}  # conn id -> bytes in its reply cache
         self.timers_resume_at = 0.0  # core clock; a failed timed pass backs off until then
+        self.timers_at = 0.0  # core clock; when the timed passes run next (see `run_timers`)
         # This pass's replies that a failed commit must take back, where they go, and where the
         # calls it parked begin in `parked` (see `_void_pass`).
         self._pass_replies: list[tuple[str, int, list[bytes]]] = []
@@ -165,12 +172,11 @@ class Server:
         feed_before = self.core.feed_end
         self._pass_replies, self._pass_out, self._parked_mark = [], outgoing, len(self.parked)
         self.core.space_checked = False
+        router = self.router
         for _ in range(MAX_BATCH):
-            try:
-                frames = self.router.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
+            if not router.get(_EVENTS) & _POLLIN:  # cheaper than ending on a zmq.Again
                 break
-            reply = self.handle_frames(frames)
+            reply = self.handle_frames(self._recv_frames())
             if reply is not None:
                 outgoing.append(reply)
             if not self.running:
@@ -185,18 +191,31 @@ class Server:
             outgoing.extend(self.wake_parked(timed_out=False))
         self.core.trim_feed()  # every parked call has now looked at every new episode
         self.send_all(outgoing)
+        self.timers_at = min(self.timers_at, self.core.clock() + TIMERS_AFTER_REQUEST_S)
+
+    def _recv_frames(self) -> list[bytes]:
+        router = self.router
+        frames = [router.recv(_NOBLOCK)]
+        while router.get(_RCVMORE):
+            frames.append(router.recv(_NOBLOCK))
+        return frames
 
     def send_all(self, outgoing: list[list[bytes]]) -> None:
+        router = self.router
         for frames in outgoing:
             try:
-                self.router.send_multipart(frames, zmq.NOBLOCK)
+                for frame in frames[:-1]:
+                    router.send(frame, _SNDMORE | _NOBLOCK)
+                router.send(frames[-1], _NOBLOCK)
             except zmq.ZMQError:  # the peer is gone or its queue is full: it will retry
                 pass
 
     def run_timers(self) -> None:
         now = self.core.clock()
-        if now >= self.timers_resume_at:
+        if now >= self.timers_at and now >= self.timers_resume_at:
             self._timed_passes(now)
+            wait = min(reaper.next_due_in(self.core, now), self.core.config.heartbeat_seconds)
+            self.timers_at = now + wait
         outgoing = self.wake_parked(timed_out=True) if self.parked else []
         try:
             self.core.sync(defer_reads=True)
@@ -242,8 +261,7 @@ class Server:
 
     def _timeout_ms(self) -> int:
         deadlines = [p.parked.deadline - time.monotonic() for p in self.parked]
-        deadlines.append(reaper.next_due_in(self.core, self.core.clock()))
-        deadlines.append(self.core.config.heartbeat_seconds)
+        deadlines.append(max(self.timers_at, self.timers_resume_at) - self.core.clock())
         deadlines.append(self.core.sync_due_in())  # read events waiting for an fsync
         soonest = min(deadlines)
         return max(1, int(soonest * 1000)) if math.isfinite(soonest) else 1

@@ -313,12 +313,15 @@ class Bridge:
         os.set_blocking(0, False)
         drain_until = None
         self.on_lines(self.reader.take())  # lines that arrived together with the first one
+        poller, polled = zmq.Poller(), None
         while not self.eof or (self.pending and time.monotonic() < drain_until):  # type: ignore[operator]
-            poller = zmq.Poller()
-            poller.register(0, zmq.POLLIN)
-            if self.conn is not None and self.conn.sock is not None:
-                poller.register(self.conn.sock, zmq.POLLIN)
-                poller.register(self.conn.monitor, zmq.POLLIN)
+            sockets = (self.conn.sock, self.conn.monitor) if self.conn is not None else (None, None)
+            if sockets != polled:  # connected, or reconnected on new sockets: poll those
+                poller, polled = zmq.Poller(), sockets
+                poller.register(0, zmq.POLLIN)
+                if sockets[0] is not None:
+                    poller.register(sockets[0], zmq.POLLIN)
+                    poller.register(sockets[1], zmq.POLLIN)
             ready = dict(poller.poll(250))
             if self.conn is not None and self.conn.monitor in ready and self.conn.daemon_went_away():
                 self.recover()
