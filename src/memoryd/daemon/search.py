@@ -300,13 +300,20 @@ class SearchIndex:
         query word should not beat one holding all of them). Equal rounded scores put the newer
         recency first, then the larger doc_id.
         """
+        return [(doc_id, score) for doc_id, score, _ in self.ranked_hits(query, limit, accept)]
+
+    def ranked_hits(
+        self, query: str, limit: int, accept: Callable[[str], bool] | None = None
+    ) -> list[tuple[str, float, float]]:
+        """`search`'s hits as `(doc_id, score, relevance)`: the coverage the reranking computed is
+        each hit's `relevance` too, so a caller that shows both does not compute it twice."""
         rows = text.query_terms(query)
         hits = self.bm25(query, max(limit, RERANK_DEPTH), accept)
         share = self._coverage(rows, [doc_id for doc_id, _ in hits])
         final = [(round(score * (COVERAGE_BASE + share[d]), SCORE_DIGITS), self._recency[d], d)
                  for d, score in hits]
         final.sort(reverse=True)
-        return [(d, score) for score, _, d in final[:limit]]
+        return [(d, score, round(share[d], 2)) for score, _, d in final[:limit]]
 
     def bm25(
         self, query: str, limit: int, accept: Callable[[str], bool] | None = None
@@ -439,24 +446,22 @@ class SearchIndex:
         share = self._coverage(text.query_terms(query), list(doc_ids))
         return {doc_id: round(value, 2) for doc_id, value in share.items()}
 
-    def _coverage(self, rows: list[tuple[str, float, str]], doc_ids: list[str]) -> dict[str, float]:
+    def _coverage(self, rows: tuple[tuple[str, float, str], ...], doc_ids: list[str]) -> dict[str, float]:
         n_docs = max(1, len(self._length))
         rarest = math.log(1 + (n_docs + 0.5) / 0.5)
         asked = {a: (self._idf(a, n_docs) if a in self._df else rarest) for _, w, a in rows if w == 1.0}
         total = sum(asked.values())
+        holders = [(self._docs_of(self._content, term) or {}, self._docs_of(self._scope, term) or {}, weight, source)
+                   for term, weight, source in rows]
         out: dict[str, float] = {}
         for doc_id in doc_ids:
             credit: dict[str, float] = {}
-            for term, weight, source in rows:
-                if weight > credit.get(source, 0.0) and self._holds(doc_id, term):
+            for content, scope, weight, source in holders:
+                if weight > credit.get(source, 0.0) and (doc_id in content or doc_id in scope):
                     credit[source] = weight
             got = sum(asked.get(a, 0.0) * c for a, c in credit.items())
             out[doc_id] = got / total if total else 0.0
         return out
-
-    def _holds(self, doc_id: str, term: str) -> bool:
-        content, scope = self._docs_of(self._content, term), self._docs_of(self._scope, term)
-        return (content is not None and doc_id in content) or (scope is not None and doc_id in scope)
 
     def _idf(self, term: str, n_docs: int) -> float:
         """BM25 idf in its non-negative form: ln(1 + (N - df + 0.5) / (df + 0.5))."""

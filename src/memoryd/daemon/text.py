@@ -178,10 +178,12 @@ def equivalents(term: str) -> tuple[str, ...]:
     return _EQUIVALENT.get(term, ())
 
 
-def query_terms(query: str) -> list[tuple[str, float, str]]:
+@lru_cache(maxsize=256)
+def query_terms(query: str) -> tuple[tuple[str, float, str], ...]:
     """`(term, weight, asked)` for a query: its analyzed terms (weight 1), any scope written whole
     (`projects:x`), then the equivalents of each (weight `EXPANSION_WEIGHT`). `asked` is the term
-    the caller typed that a row stands for, so relevance can credit an equivalent to it."""
+    the caller typed that a row stands for, so relevance can credit an equivalent to it. Cached:
+    one search asks for them four times (rank, rerank, relevance, the total)."""
     typed = list(dict.fromkeys(analyze(query) + [m for m in _SCOPE_RE.findall(query.lower()) if ":" in m]))
     rows = [(term, 1.0, term) for term in typed]
     seen = set(typed)
@@ -190,4 +192,4 @@ def query_terms(query: str) -> list[tuple[str, float, str]]:
             if other not in seen:
                 seen.add(other)
                 rows.append((other, EXPANSION_WEIGHT, term))
-    return rows
+    return tuple(rows)

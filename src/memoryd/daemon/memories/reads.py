@@ -131,13 +131,12 @@ def memory_search(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     def accept(doc_id: str) -> bool:
         return keep(live[doc_id])
 
-    hits = tier.index.text.search(query, args["max_results"], accept)
+    hits = tier.index.text.ranked_hits(query, args["max_results"], accept)
     filtered = bool(scopes or args["category"] or since or call.session.disabled_scopes)
     capped = len(hits) >= args["max_results"]
     total = count_matches(tier, query, accept, repos, filtered) if capped else len(hits)
     terms = word_tokens(query)
-    relevance = tier.index.text.relevance(query, (doc_id for doc_id, _ in hits))
-    results = [hit_view(core, live[doc_id], score, relevance[doc_id], terms) for doc_id, score in hits]
+    results = [hit_view(core, live[doc_id], score, relevance, terms) for doc_id, score, relevance in hits]
     core.record("search", call.session, query_hash=hashlib.sha256(query.encode()).hexdigest()[:16],
                 query_len=len(query), hits=len(results), total=total, ids=[r["id"] for r in results])
     return {"results": results, "total": total, "framing": "data"}
