@@ -118,6 +118,34 @@ def test_pending_writes_expire_after_their_ttl_and_are_logged(env: Env) -> None:
     assert [e["pending_id"] for e in expired] == [pending_id(events(env))]
 
 
+def test_pending_writes_expire_while_calls_keep_the_daemon_busy(env: Env) -> None:
+    """The timed passes run when a job is due, not only when the loop idles: a client keeping
+    the daemon's queue full for longer than the TTL must not hold the expiry back."""
+    from memoryd.bench.kit import WireLoader
+
+    configure(env, "pending_ttl_seconds: 1\n")
+    staged: list[str] = []
+
+    async def main() -> None:
+        async with env.session(**WT) as s:
+            staged.append((await stage(s))["pending_id"])
+            status = env.status()
+            assert status is not None
+            wire = WireLoader(status["endpoint"])
+            wire.session("busy", "/w/busy")
+            for _ in range(100):  # then one more for each answer: the daemon's queue never empties
+                wire.send("busy", "heartbeat", {})
+            expired_by = time.monotonic() + 1.6
+            while time.monotonic() < expired_by:
+                wire.sock.recv()
+                wire.sent -= 1
+                wire.send("busy", "heartbeat", {})
+            wire.drain()
+            assert (await call(s, "memory_health"))["pending_expired"] == 1  # the reaper ran meanwhile
+    anyio.run(main)
+    assert [e["pending_id"] for e in events(env) if e["kind"] == "pending_expired"] == staged
+
+
 def pending_id(rows: list[dict[str, Any]]) -> str:
     return next(e["pending_id"] for e in rows if e.get("status") == "pending")
 

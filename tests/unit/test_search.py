@@ -301,6 +301,40 @@ def test_an_index_restored_from_its_exported_state_answers_exactly_like_the_orig
     assert cache.read_index(path, header) is None
 
 
+def test_a_snapshot_whose_columns_disagree_is_refused_not_misread() -> None:
+    """The content postings are one blob cut at stored ends, in the order of `terms`: a column
+    cut short, shifted or out of step with the others must fail the restore (the caller then
+    rebuilds), never hand a term another term's postings."""
+    from array import array
+
+    index = SearchIndex()
+    for n, content in enumerate(["alpha beta gamma", "beta delta", "gamma epsilon alpha", "zeta"]):
+        index.add(f"{n:026d}", content, ["projects:x"], recency_ts=f"{n:04d}")
+    state = index.export_state()
+    assert SearchIndex.from_state(state).search("alpha gamma", 5) == index.search("alpha gamma", 5)
+    ends = array("Q")
+    ends.frombytes(state["stored_ends"])
+    terms = state["terms"].split("\n")
+
+    def with_ends(values: list[int]) -> bytes:
+        return array("Q", values).tobytes()
+    broken = [
+        {"stored": state["stored"][:-8]},                                # the blob cut short
+        {"stored_ends": state["stored_ends"][:-8]},                      # one end missing
+        {"stored_ends": state["stored_ends"][:-3]},                      # not whole ends
+        {"stored_ends": with_ends([ends[1], ends[0], *ends[2:]])},       # out of order
+        {"stored_ends": with_ends([ends[0] + 4, *ends[1:]])},            # a posting of half a pair
+        {"df": state["df"][:-4]},                                        # df one term short
+        {"terms": state["terms"] + "\nextra"},                           # a term too many
+        {"terms": "\n".join([terms[1], *terms[1:]])},                    # a term twice
+        {"terms": None},
+        {"scope": {"projects:x": b"\x01\x02\x03"}},                      # a scope posting cut
+    ]
+    for change in broken:
+        with pytest.raises((ValueError, TypeError)):
+            SearchIndex.from_state({**state, **change})
+
+
 def test_a_built_index_equals_one_added_to_a_document_at_a_time() -> None:
     """`build` (a start with no snapshot) gives exactly what `add` would, and the built index,
     packed from the start, takes adds and removes and snapshots like any other."""

@@ -14,7 +14,8 @@ from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from functools import lru_cache
-from operator import itemgetter
+from itertools import accumulate
+from operator import itemgetter, le
 from typing import Any
 
 from memoryd.daemon import text
@@ -62,12 +63,23 @@ _PAIR_BYTES = 2 * array(_PAIR_TYPE).itemsize
 
 
 _PACKED = (bytes, bytearray)  # a posting as restored (bytes), or restored and then added to
+_END_TYPE = "Q"  # where each stored content posting ends in the snapshot's one blob of them
+_TERM_SEP = "\n"  # joins the snapshot's terms; the analyzer never puts whitespace in a term
+_PAIR_REMAINDER = bytes(b % _PAIR_BYTES for b in range(256))  # 256 % 8 == 0: a low byte's is the end's
 
 
 def _unpack(packed: bytes | bytearray) -> array[int]:
     pairs = array(_PAIR_TYPE)
     pairs.frombytes(packed)
     return pairs
+
+
+def _array(typecode: str, packed: Any) -> array[int]:
+    if type(packed) is not bytes:
+        raise TypeError("a snapshot column is not packed")
+    column = array(typecode)
+    column.frombytes(packed)  # ValueError unless whole items
+    return column
 
 
 class SearchIndex:
@@ -78,13 +90,16 @@ class SearchIndex:
     indexed content terms plus its scope terms).
     Every operation touches only the postings of the terms involved; nothing scans all documents.
     The index keeps no per-document term lists (removal analyzes the text again), and postings
-    restored from a snapshot stay packed (one bytes object per term) until the term is first used, so a
+    restored from a snapshot stay packed (slices of one blob) until the term is first used, so a
     start does not rebuild millions of small dicts it may never read (`_docs_of`).
     """
 
     def __init__(self) -> None:
-        self._content: dict[str, dict[str, int] | bytes | bytearray] = {}
+        # A content posting is a dict once used; until then its number in `_stored` (restored,
+        # untouched) or its packed bytes (restored, then added to). Scope postings are few: bytes.
+        self._content: dict[str, dict[str, int] | bytearray | int] = {}
         self._scope: dict[str, dict[str, int] | bytes | bytearray] = {}
+        self._stored, self._stored_ends = b"", array(_END_TYPE)
         self._df: dict[str, int] = {}
         self._set_size: dict[str, int] = {}   # doc -> distinct content terms (== len(text.token_set))
         self._length: dict[str, int] = {}
@@ -101,15 +116,23 @@ class SearchIndex:
     def _docs_of(self, postings: dict[str, Any], term: str) -> dict[str, int] | None:
         """`{doc_id: tf}` of `term`, inflating a posting still in its stored packed form."""
         docs = postings.get(term)
+        if type(docs) is int:
+            docs = self._stored_posting(docs)
         if isinstance(docs, _PACKED):
             ids = self._ids
             pairs = iter(_unpack(docs))
             docs = postings[term] = {ids[i]: tf for i, tf in zip(pairs, pairs)}
         return docs
 
-    @staticmethod
-    def _doc_count(postings: dict[str, Any], term: str) -> int:
+    def _stored_posting(self, number: int) -> bytes:
+        ends = self._stored_ends
+        return self._stored[ends[number - 1] if number else 0:ends[number]]
+
+    def _doc_count(self, postings: dict[str, Any], term: str) -> int:
         docs = postings[term]
+        if type(docs) is int:
+            ends = self._stored_ends
+            return (ends[docs] - (ends[docs - 1] if docs else 0)) // _PAIR_BYTES
         return len(docs) // _PAIR_BYTES if type(docs) in _PACKED else len(docs)
 
     # -- maintenance ---------------------------------------------------------------------------
@@ -179,8 +202,8 @@ class SearchIndex:
             elif type(docs) is dict:
                 docs[doc_id] = count
             else:  # still packed: append the pair (`number` in `_ids`), do not inflate thousands
-                if type(docs) is bytes:
-                    docs = postings[term] = bytearray(docs)
+                if type(docs) is not bytearray:
+                    docs = postings[term] = bytearray(self._stored_posting(docs) if type(docs) is int else docs)
                 docs += array(_PAIR_TYPE, (number, count)).tobytes()
 
     def _unpost(self, postings: dict[str, Any], doc_id: str, terms: set[str]) -> None:
@@ -194,34 +217,45 @@ class SearchIndex:
     # -- snapshot (a derived cache; docs/storage.md, "state/") ---------------------------------
 
     def export_state(self) -> dict[str, Any]:
-        """Everything the index holds, as plain lists and dicts (the caller encodes and stores it).
+        """Everything the index holds, as plain lists, dicts and packed columns (the caller encodes
+        and stores it).
 
         Postings are packed as `[doc number, tf, …]` (unsigned 32-bit, native order: the file never
         leaves this machine) against one `ids` list, so each doc id is stored once, not once per
-        term it holds, and a restored posting costs one bytes object; per-document values are
-        lists in `ids` order.
+        term it holds. The content postings are one blob with where each ends, in the order of
+        `terms`; the scope postings (a handful of terms) are a map of packed postings; `df`
+        follows `terms` (content terms, then scope-only ones). Per-document values are lists in
+        `ids` order.
         """
         ids = list(self._length)
         position = {doc_id: i for i, doc_id in enumerate(ids)}
         old_ids = self._ids
         same_numbers = ids == old_ids  # nothing removed since the numbering: packed pairs stay valid
 
-        def flat(postings: dict[str, Any]) -> dict[str, bytes]:
-            out: dict[str, bytes] = {}
-            for term, docs in postings.items():
-                if type(docs) in _PACKED and same_numbers:
-                    out[term] = bytes(docs)
-                elif type(docs) in _PACKED:  # still packed: renumber against the new id list
-                    pairs = _unpack(docs)
-                    pairs[0::2] = array(_PAIR_TYPE, (position[old_ids[x]] for x in pairs[0::2]))
-                    out[term] = pairs.tobytes()
-                else:
-                    out[term] = array(_PAIR_TYPE, [x for d, tf in docs.items() for x in (position[d], tf)]).tobytes()
-            return out
+        def packed(docs: dict[str, int] | bytes | bytearray | int) -> bytes:
+            if type(docs) is int:
+                docs = self._stored_posting(docs)
+            if type(docs) in _PACKED and same_numbers:
+                return bytes(docs)  # type: ignore[arg-type]
+            if type(docs) in _PACKED:  # still packed: renumber against the new id list
+                pairs = _unpack(docs)  # type: ignore[arg-type]
+                pairs[0::2] = array(_PAIR_TYPE, (position[old_ids[x]] for x in pairs[0::2]))
+                return pairs.tobytes()
+            return array(_PAIR_TYPE, [x for d, tf in docs.items() for x in (position[d], tf)]).tobytes()  # type: ignore[union-attr]
 
-        return {"ids": ids, "content": flat(self._content), "scope": flat(self._scope), "df": self._df,
+        return {"ids": ids, **self._columns({t: packed(d) for t, d in self._content.items()},
+                                            {t: packed(d) for t, d in self._scope.items()}, self._df),
                 "set_size": [self._set_size[d] for d in ids], "length": [self._length[d] for d in ids],
                 "recency": [self._recency[d] for d in ids]}
+
+    @staticmethod
+    def _columns(content: dict[str, bytes], scope: dict[str, bytes], df: dict[str, int]) -> dict[str, Any]:
+        """The postings and document frequencies of a snapshot: a start decodes a few large
+        objects, not a bytes object and a key per term (110k terms: ~0.2 s)."""
+        terms = [*content, *(t for t in scope if t not in content)]
+        return {"terms": _TERM_SEP.join(terms), "stored": b"".join(content.values()),
+                "stored_ends": array(_END_TYPE, accumulate(map(len, content.values()))).tobytes(),
+                "df": array(_PAIR_TYPE, [df[t] for t in terms]).tobytes(), "scope": scope}
 
     @classmethod
     def build(cls, docs: Iterable[tuple[str, str, Iterable[str], str]],
@@ -257,9 +291,9 @@ class SearchIndex:
             length.append(len(words) + sum(scope_tf.values()))
             recency.append(recency_ts)
         return cls.from_state({
-            "ids": ids, "df": df, "set_size": set_size, "length": length, "recency": recency,
-            "content": {t: array(_PAIR_TYPE, v).tobytes() for t, v in content.items()},
-            "scope": {t: array(_PAIR_TYPE, v).tobytes() for t, v in scope.items()}})
+            "ids": ids, "set_size": set_size, "length": length, "recency": recency,
+            **cls._columns({t: array(_PAIR_TYPE, v).tobytes() for t, v in content.items()},
+                           {t: array(_PAIR_TYPE, v).tobytes() for t, v in scope.items()}, df)})
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> SearchIndex:
@@ -273,19 +307,40 @@ class SearchIndex:
         for name in ("set_size", "length", "recency"):
             if not isinstance(state[name], list) or len(state[name]) != n:
                 raise ValueError(f"{name} does not match ids")
-        for name in ("content", "scope", "df"):
-            if not isinstance(state[name], dict):
-                raise TypeError(f"{name} is not a mapping")
-        for name in ("content", "scope"):
-            if not all(type(v) is bytes and len(v) % _PAIR_BYTES == 0 for v in state[name].values()):
-                raise TypeError(f"a {name} posting is not packed pairs")
+        index._content, index._df = cls._restore_terms(state)
+        index._stored, index._stored_ends = state["stored"], _array(_END_TYPE, state["stored_ends"])
+        scope = state["scope"]
+        if not (isinstance(scope, dict) and all(type(v) is bytes and len(v) % _PAIR_BYTES == 0 for v in scope.values())):
+            raise TypeError("a scope posting is not packed pairs")
+        index._scope = scope
         index._ids = ids = list(map(sys.intern, ids))  # shared with the records' ids (100k strings)
-        index._content, index._scope, index._df = state["content"], state["scope"], state["df"]
         index._set_size = dict(zip(ids, state["set_size"], strict=True))
         index._length = dict(zip(ids, state["length"], strict=True))
         index._recency = dict(zip(ids, state["recency"], strict=True))
         index._total_length = sum(index._length.values())
         return index
+
+    @staticmethod
+    def _restore_terms(state: dict[str, Any]) -> tuple[dict[str, int], dict[str, int]]:
+        """(content term -> its number among the stored postings, term -> df), after checking
+        that the columns agree: every posting whole pairs, in order, inside the blob."""
+        joined, stored = state["terms"], state["stored"]
+        if type(joined) is not str or type(stored) is not bytes:
+            raise TypeError("the terms or the postings are not packed")
+        terms = joined.split(_TERM_SEP) if joined else []
+        ends, df = _array(_END_TYPE, state["stored_ends"]), _array(_PAIR_TYPE, state["df"])
+        if len(df) != len(terms) or len(ends) > len(terms) or (ends[-1] if ends else 0) != len(stored):
+            raise ValueError("the term columns do not match")
+        # Every end whole pairs — read off each end's low byte, at C speed — and none before the
+        # one it follows.
+        low_bytes = state["stored_ends"][0 if sys.byteorder == "little" else ends.itemsize - 1::ends.itemsize]
+        if low_bytes.translate(_PAIR_REMAINDER).strip(b"\0") or not all(map(le, ends, ends[1:])):
+            raise ValueError("a stored posting is not whole pairs")
+        content = dict(zip(terms, range(len(ends))))
+        df_of = dict(zip(terms, df))
+        if len(content) != len(ends) or len(df_of) != len(terms):
+            raise ValueError("a term is listed twice")
+        return content, df_of
 
     # -- BM25 search ---------------------------------------------------------------------------
 
