@@ -43,9 +43,9 @@ def decode(frame: bytes) -> Any:
 
 
 def decode_reply(frame: bytes) -> Any:
-    """`decode` without the nesting walk, for the daemon's replies: they come from a peer the
-    kernel says runs as us, built by our own code from checked requests, and walking a search's
-    reply would cost the bridge ~40 µs a call."""
+    """`decode` without the nesting walk, for the daemon's replies: they come through the user's
+    0700 runtime directory from our own code, built from requests it checked, and walking a
+    search's reply would cost the bridge ~40 µs a call."""
     if len(frame) > MAX_FRAME_BYTES:
         raise BadRequest(f"frame of {len(frame)} bytes is over the {MAX_FRAME_BYTES}-byte limit")
     try:
