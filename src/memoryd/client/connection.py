@@ -93,7 +93,7 @@ class Connection:
 
     def recv_ready(self) -> list[dict[str, Any]]:
         replies = []
-        while self.sock is not None and self.sock.get(_EVENTS) & _POLLIN:  # cheaper than a zmq.Again
+        while self.sock is not None and int(self.sock.get(_EVENTS)) & _POLLIN:  # cheaper than a zmq.Again
             try:
                 frame = self.sock.recv(_NOBLOCK)
             except zmq.Again:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from functools import lru_cache
 from itertools import accumulate
 from operator import itemgetter, le
-from typing import Any
+from typing import Any, cast
 
 from memoryd.daemon import text
 
@@ -63,6 +63,7 @@ _PAIR_BYTES = 2 * array(_PAIR_TYPE).itemsize
 
 
 _PACKED = (bytes, bytearray)  # a posting as restored (bytes), or restored and then added to
+ContentPosting = dict[str, int] | bytearray | int  # see SearchIndex.__init__
 _END_TYPE = "Q"  # where each stored content posting ends in the snapshot's one blob of them
 _TERM_SEP = "\n"  # joins the snapshot's terms; the analyzer never puts whitespace in a term
 _PAIR_REMAINDER = bytes(b % _PAIR_BYTES for b in range(256))  # 256 % 8 == 0: a low byte's is the end's
@@ -97,7 +98,7 @@ class SearchIndex:
     def __init__(self) -> None:
         # A content posting is a dict once used; until then its number in `_stored` (restored,
         # untouched) or its packed bytes (restored, then added to). Scope postings are few: bytes.
-        self._content: dict[str, dict[str, int] | bytearray | int] = {}
+        self._content: dict[str, ContentPosting] = {}
         self._scope: dict[str, dict[str, int] | bytes | bytearray] = {}
         self._stored, self._stored_ends = b"", array(_END_TYPE)
         self._df: dict[str, int] = {}
@@ -321,7 +322,7 @@ class SearchIndex:
         return index
 
     @staticmethod
-    def _restore_terms(state: dict[str, Any]) -> tuple[dict[str, int], dict[str, int]]:
+    def _restore_terms(state: dict[str, Any]) -> tuple[dict[str, ContentPosting], dict[str, int]]:
         """(content term -> its number among the stored postings, term -> df), after checking
         that the columns agree: every posting whole pairs, in order, inside the blob."""
         joined, stored = state["terms"], state["stored"]
@@ -336,7 +337,7 @@ class SearchIndex:
         low_bytes = state["stored_ends"][0 if sys.byteorder == "little" else ends.itemsize - 1::ends.itemsize]
         if low_bytes.translate(_PAIR_REMAINDER).strip(b"\0") or not all(map(le, ends, ends[1:])):
             raise ValueError("a stored posting is not whole pairs")
-        content = dict(zip(terms, range(len(ends))))
+        content = cast(dict[str, ContentPosting], dict(zip(terms, range(len(ends)))))
         df_of = dict(zip(terms, df))
         if len(content) != len(ends) or len(df_of) != len(terms):
             raise ValueError("a term is listed twice")

@@ -174,7 +174,7 @@ class Server:
         self.core.space_checked = False
         router = self.router
         for _ in range(MAX_BATCH):
-            if not router.get(_EVENTS) & _POLLIN:  # cheaper than ending on a zmq.Again
+            if not int(router.get(_EVENTS)) & _POLLIN:  # cheaper than ending on a zmq.Again
                 break
             reply = self.handle_frames(self._recv_frames())
             if reply is not None:
