@@ -356,7 +356,7 @@ def test_a_restored_session_keeps_its_episode_ids_compact_until_it_writes_again(
     lifecycle._attach_tiers(core)
     core.open(checkpoint.restore(core))
     try:
-        owner = next(s for s in core.sessions.sessions.values() if s.episodes_written)
+        owner = next(s for s in core.sessions.every().values() if s.episodes_written)
         before = set(owner.episodes_written)
         assert type(owner.episodes_written) is tuple and len(before) == len(owner.episodes_written)
         new = write_episode(core, owner, "one more step", "more", [], None, None)["id"]

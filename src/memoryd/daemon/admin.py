@@ -134,8 +134,8 @@ def sessions(core: Core, args: dict[str, Any]) -> dict[str, Any]:
     if worktree is not None:
         ids = list(reversed(table.by_worktree.get(worktree, {})))
     else:
-        ids = [s.id for s in sorted(table.sessions.values(), key=lambda s: s.last_active, reverse=True)]
-    rows = [table.sessions[sid] for sid in ids]
+        ids = [s.id for s in sorted(table.every().values(), key=lambda s: s.last_active, reverse=True)]
+    rows = [s for sid in ids if (s := table.get(sid)) is not None]
     if not args.get("include_operator"):
         rows = [s for s in rows if not _is_operator(s)]
     return {"sessions": [session_row(core, s) for s in rows[:limit]], "total": len(rows), "framing": "data"}
@@ -153,7 +153,7 @@ def worktrees(core: Core, args: dict[str, Any]) -> dict[str, Any]:
     """Each worktree that has agent sessions: how many, and the newest activity; newest first."""
     rows = []
     for worktree, ids in core.sessions.by_worktree.items():
-        agents = [core.sessions.sessions[sid] for sid in ids if not _is_operator(core.sessions.sessions[sid])]
+        agents = [s for sid in ids if (s := core.sessions.get(sid)) is not None and not _is_operator(s)]
         if agents:
             rows.append({"worktree": worktree, "sessions": len(agents),
                          "last_active": max(s.last_active for s in agents)})

@@ -14,6 +14,9 @@ from __future__ import annotations
 import logging
 import os
 from collections import OrderedDict
+from collections.abc import Callable
+from itertools import chain
+from operator import itemgetter
 from typing import Any
 
 import msgpack
@@ -34,6 +37,8 @@ _SESSION_FIELDS = ("id", "worktree", "repo", "project", "client", "started_at", 
 _SET_FIELDS = frozenset({"episodes_written", "episodes_promoted"})
 # Fields most sessions share a value of (a worktree, a project, "closed"): one string object each.
 _SHARED_FIELDS = tuple(_SESSION_FIELDS.index(f) for f in ("worktree", "repo", "project", "client", "ended"))
+_ID_FIELD, _WRITTEN, _PROMOTED = (_SESSION_FIELDS.index(f) for f in ("id", "episodes_written", "episodes_promoted"))
+_ID = itemgetter(_ID_FIELD)
 _BAD = (KeyError, TypeError, ValueError, IndexError, AttributeError, msgpack.UnpackException)
 
 
@@ -126,7 +131,7 @@ def _core_state(core: Core) -> dict[str, Any]:
         return [position.get(v, v) for v in sorted(values)]
     return {
         "sessions": [[ids(v) if f in _SET_FIELDS else v for f in _SESSION_FIELDS
-                      for v in (getattr(s, f),)] for s in table.sessions.values()],
+                      for v in (getattr(s, f),)] for s in table.every().values()],
         "by_worktree": [[worktree, list(ids)] for worktree, ids in table.by_worktree.items()],
         "open_ids": list(table.open_ids), "last_n": table.last_n,
         "logged_episodes": logged, "removed_episodes": sorted(core.removed_episodes),
@@ -137,35 +142,53 @@ def _core_state(core: Core) -> dict[str, Any]:
 
 
 def _decode_core(data: dict[str, Any]) -> dict[str, Any]:
-    """The core's log-derived attributes, built whole before any is assigned. Plain loops: this
-    is most of a warm start's decoding (11k sessions, 50k request keys in a large store). A
-    session's episode ids come as positions in `logged_episodes`, so the 88k ids of a large
-    store exist once, shared by the sets, without interning each."""
+    """The core's log-derived attributes, built whole before any is assigned. A session's
+    episode ids come as positions in `logged_episodes`, so the 88k ids of a large store exist
+    once, shared by the sets, without interning each. Closed sessions stay rows until read
+    (`SessionTable.get`), checked here at C speed: a row that would not decode must mean a full
+    replay now, not an error later."""
     logged = data["logged_episodes"]
     if not store.all_of_type(logged, str):
         raise ValueError("an episode id is not text")
-    written, promoted, width = _SESSION_FIELDS.index("episodes_written"), _SESSION_FIELDS.index("episodes_promoted"), len(_SESSION_FIELDS)
-    sessions: dict[str, Session] = {}
-    shared: dict[Any, Any] = {}
-    for row in data["sessions"]:
-        if len(row) != width:
-            raise ValueError("a session's fields do not match this version")
-        for i in _SHARED_FIELDS:
-            row[i] = shared.setdefault(row[i], row[i])
-        row[written] = _logged_ids(row[written], logged)
-        row[promoted] = set(_logged_ids(row[promoted], logged)) if row[promoted] else frozenset()
-        session = Session(*row)  # the log-defined fields lead Session, in _SESSION_FIELDS order
-        sessions[session.id] = session
+    rows = data["sessions"]
+    if not (type(rows) is list and all(type(row) is list for row in rows)
+            and set(map(len, rows)) <= {len(_SESSION_FIELDS)} and store.all_of_type(list(map(_ID, rows)), str)):
+        raise ValueError("a session's fields do not match this version")
+    for column in (_WRITTEN, _PROMOTED):  # positions in `logged`, or ids the log does not name
+        numbers = list(chain.from_iterable(map(itemgetter(column), rows)))
+        if not store.all_of_type(numbers, int):
+            numbers = [p for p in numbers if type(p) is not str]
+        if not store.all_of_type(numbers, int) or (numbers and not 0 <= min(numbers) <= max(numbers) < len(logged)):
+            raise ValueError("a session names an episode by a position the checkpoint does not hold")
     table = SessionTable()
-    table.sessions = sessions
+    table.rows = {row[_ID_FIELD]: row for row in rows}
+    table.thaw = _thawer(logged)
     table.by_worktree = {wt: OrderedDict.fromkeys(ids) for wt, ids in data["by_worktree"]}
     table.open_ids = dict.fromkeys(data["open_ids"])
     table.last_n = int(data["last_n"])
-    if not all(sid in sessions for ids in table.by_worktree.values() for sid in ids):
+    if len(table.rows) != len(rows) or not all(
+            sid in table.rows for ids in (table.by_worktree.values()) for sid in ids):
         raise ValueError("a worktree lists a session the checkpoint does not hold")
+    for session_id in table.open_ids:  # read now: liveness and suspension walk them
+        if table.get(session_id) is None:
+            raise ValueError("an open session the checkpoint does not hold")
     return {"sessions": table, "logged_episodes": set(logged),
             "removed_episodes": set(data["removed_episodes"]), "last_run_ids": set(data["last_run_ids"]),
             **_cold_requests(data["applied_reqs"], data["req_conns"])}
+
+
+def _thawer(logged: list[str]) -> Callable[[list[Any]], Session]:
+    """A checkpoint row -> its Session, with the positions of its episodes resolved in `logged`
+    and the values most sessions share (a worktree, "closed") shared."""
+    shared: dict[Any, Any] = {}
+
+    def thaw(row: list[Any]) -> Session:
+        for i in _SHARED_FIELDS:
+            row[i] = shared.setdefault(row[i], row[i])
+        row[_WRITTEN] = _logged_ids(row[_WRITTEN], logged)
+        row[_PROMOTED] = set(_logged_ids(row[_PROMOTED], logged)) if row[_PROMOTED] else frozenset()
+        return Session(*row)  # the log-defined fields lead Session, in _SESSION_FIELDS order
+    return thaw
 
 
 def _logged_ids(positions: list[Any], logged: list[str]) -> tuple[str, ...]:

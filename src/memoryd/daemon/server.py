@@ -502,7 +502,7 @@ class Server:
 
     def op_status(self, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
         core = self.core
-        counts = {"episodes": len(core.journal.by_id), "sessions": len(core.sessions.sessions),
+        counts = {"episodes": len(core.journal.by_id), "sessions": len(core.sessions),
                   "events": core.log.seq}
         memories = core.memories
         if memories is not None:

@@ -31,6 +31,7 @@ from memoryd.daemon.memories.records import ROW_FIELDS, Memory, RowTables
 
 CACHE_NAME = "memories.cache"
 CACHE_VERSION = 3
+_SCOPES, _ORIGIN = (4 + ROW_FIELDS.index(name) for name in ("scopes", "origin"))  # their columns
 
 
 def read(path: Path) -> tuple[Mapping[str, tuple[Any, ...]], RowTables, str | None]:
@@ -82,6 +83,11 @@ class ColumnRows(Mapping[str, tuple[Any, ...]]):
         # every key a distinct string: each row is then one entry (a gen is trusted only then)
         self.complete = store.all_of_type(keys, str) and len(set(keys)) == len(keys)
         self._by_key: dict[str, tuple[Any, ...]] | None = None
+
+    def groups(self) -> list[tuple[Any, Any]]:
+        """Per row, its scopes' and origin's numbers in the tables: equal for exactly the rows
+        whose records share both objects (`stats.LiveMemories.load`)."""
+        return list(zip(self.columns[_SCOPES], self.columns[_ORIGIN]))
 
     def rows(self) -> dict[str, tuple[Any, ...]]:
         if self._by_key is None:

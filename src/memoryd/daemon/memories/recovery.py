@@ -96,13 +96,15 @@ def _load_cached(tier: TierState, cached: Cached) -> bool:
             if logged.get(memory.id) != sha:
                 check_against_log(tier, memory, sha)
                 tier.file_sha[memory.id] = sha
+    groups = rows.groups() if isinstance(rows, memory_cache.ColumnRows) else None
     live = [memory for memory in memories if memory.removed_at is None]
     if len(live) != len(memories):
         for memory in memories:
             if memory.removed_at is not None:
                 tier.tombstones[memory.id] = memory
                 tier.tomb_index.add(memory, text=False)
-    tier.live.load(live)
+        groups = None if groups is None else [g for g, m in zip(groups, memories) if m.removed_at is None]
+    tier.live.load(live, groups)
     tier.index.load(live)
     return True
 

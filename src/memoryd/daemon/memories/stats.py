@@ -11,10 +11,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterator
+from itertools import compress
 from operator import attrgetter
 from typing import Any
 
 Memory = Any  # memory_records.Memory; kept loose to avoid an import cycle
+HANDOFF = "handoff"  # memory_records.HANDOFF
+_ID, _CATEGORY, _SCOPES, _ORIGIN = (attrgetter(name) for name in ("id", "category", "scopes", "origin"))
 
 
 class LiveMemories(dict[str, Memory]):
@@ -47,31 +50,33 @@ class LiveMemories(dict[str, Memory]):
             return default[0]
         raise KeyError(key)
 
-    def load(self, memories: list[Memory]) -> None:
-        """Insert the memories a start read (none present yet), counting in one pass: the project
-        of each distinct (scopes, origin) pair of objects is worked out once (a start's memories
-        share those objects, see records.RowTables)."""
-        dict.update(self, ((m.id, m) for m in memories))
-        projects: dict[tuple[int, int], str | None] = {}
-        pairs: Counter[tuple[str, str]] = Counter()
-        for memory in memories:
-            key = (id(memory.scopes), id(memory.origin))
-            project = projects[key] if key in projects else projects.setdefault(key, self.project_of(memory))
-            pairs[(project or "(none)", memory.category)] += 1
-            if memory.category == "handoff":
-                self.handoffs.setdefault(project, set()).add(memory.id)
-        for (project_name, category), count in pairs.items():
-            self.by_project_category[(project_name, category)] += count
-            self.by_project[project_name] += count
+    def load(self, memories: list[Memory], groups: list[Any] | None = None) -> None:
+        """Insert the memories a start read (none present yet), counted column by column at C
+        speed (at 100k, ~110 ms against ~150 for one Python loop per record). `groups`: per
+        memory, a key shared by exactly the memories that share its scopes and origin objects
+        (a start's memories share those, see records.RowTables), so each group's project is
+        worked out once; the objects' identities when not given."""
+        ids = list(map(_ID, memories))
+        dict.update(self, zip(ids, memories))
+        if groups is None:
+            groups = list(zip(map(id, map(_SCOPES, memories)), map(id, map(_ORIGIN, memories))))
+        projects = {group: self.project_of(memory) for group, memory in dict(zip(groups, memories)).items()}
+        categories = list(map(_CATEGORY, memories))
+        for (project, category), count in Counter(zip(map(projects.__getitem__, groups), categories)).items():
+            name = project or "(none)"
+            self.by_project_category[(name, category)] += count
+            self.by_project[name] += count
             self.by_category[category] += count
-        self._order.extend(m.id for m in memories)
+        for memory in compress(memories, map(HANDOFF.__eq__, categories)):
+            self.handoffs.setdefault(self.project_of(memory), set()).add(memory.id)
+        self._order.extend(ids)
 
     def _count(self, memory: Memory) -> None:
         project = self.project_of(memory)
         self.by_category[memory.category] += 1
         self.by_project[project or "(none)"] += 1
         self.by_project_category[(project or "(none)", memory.category)] += 1
-        if memory.category == "handoff":
+        if memory.category == HANDOFF:
             self.handoffs.setdefault(project, set()).add(memory.id)
 
     def _forget(self, memory: Memory) -> None:
@@ -86,7 +91,7 @@ class LiveMemories(dict[str, Memory]):
         for counter, key in counters:
             if counter[key] <= 0:
                 del counter[key]
-        if memory.category == "handoff":
+        if memory.category == HANDOFF:
             self.handoffs.get(project, set()).discard(memory.id)
 
     def sort_by_updated(self) -> None:
