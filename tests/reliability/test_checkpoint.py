@@ -365,6 +365,40 @@ def test_a_restored_session_keeps_its_episode_ids_compact_until_it_writes_again(
         core.log.close()
 
 
+def test_closed_sessions_stay_rows_until_read_and_a_bad_row_means_a_full_replay(env: Env, tmp_path: Path) -> None:
+    import msgpack
+
+    env.start_daemon()
+    _populate(env)
+    assert env.memoryd("stop").returncode == 0
+    restored, _ = _opened(env.home, tmp_path / "a", use_checkpoint=True)
+    replayed, _ = _opened(env.home, tmp_path / "b", use_checkpoint=False)
+    table = restored.sessions
+    closed = [sid for sid in table.rows if sid not in table.open_ids]
+    assert closed and not table.open_ids.keys() & table.rows.keys()  # open ones are read at start
+    assert len(table) == len(replayed.sessions)
+    walked = list(table.walk_back("/repo/ckpt", skip=""))  # a handoff walk reads them on demand
+    assert walked and all(s.id not in table.rows for s in walked)
+    def fields(session: Any) -> list[Any]:  # a restored session holds its ids as a tuple, not a set
+        return [set(v) if f in checkpoint._SET_FIELDS else v
+                for f in checkpoint._SESSION_FIELDS for v in (getattr(session, f),)]
+    for session in walked:
+        assert fields(session) == fields(replayed.sessions.get(session.id))
+
+    saved = msgpack.unpackb((env.home / "state" / checkpoint.NAME).read_bytes(), raw=False, strict_map_key=False)
+    written = checkpoint._SESSION_FIELDS.index("episodes_written")
+    damaged = [lambda rows: rows[0].append("one field too many"),
+               lambda rows: rows[0].__setitem__(0, 7),  # an id that is not text
+               lambda rows: rows[0].__setitem__(written, [10**6]),  # an episode the checkpoint lacks
+               lambda rows: rows[0].__setitem__(written, [-1])]
+    for n, damage in enumerate(damaged):
+        state = msgpack.unpackb(msgpack.packb(saved), raw=False, strict_map_key=False)
+        damage(state["core"]["sessions"])
+        (env.home / "state" / checkpoint.NAME).write_bytes(msgpack.packb(state, use_bin_type=True))
+        _, resume = _opened(env.home, tmp_path / f"damaged{n}", use_checkpoint=True)
+        assert resume is None, n
+
+
 def test_a_cold_start_with_helper_processes_equals_one_without(env: Env, tmp_path: Path,
                                                               monkeypatch: Any) -> None:
     """With no state/, helpers parse the episode and memory files while the log replays; the
