@@ -5,7 +5,8 @@ from __future__ import annotations
 import itertools
 
 from memoryd.daemon.memories.records import Memory, render_memory
-from memoryd.daemon.sync.merge import LIVE, TOMB, Version, pick, stamp_of, three_way
+from memoryd.daemon.sync.layout import LIVE, TOMB
+from memoryd.daemon.sync.merge import Version, pick, stamp_of, three_way
 
 ID = "01JAAAAAAAAAAAAAAAAAAAAAAA"
 

@@ -21,7 +21,6 @@ import json
 import logging
 import os
 import re
-import secrets
 import stat
 from collections.abc import Sequence
 from json.encoder import encode_basestring_ascii as _json_string
@@ -173,7 +172,7 @@ def mint_ulid(when: float) -> str:
     """A new ULID for `when` (Unix seconds): 48 bits of Unix milliseconds, then 80 random bits, in Crockford
     base32. Minted here rather than with python-ulid, whose import (it reads its own package
     metadata) was ~60 ms of a daemon start of ~0.5 s budget."""
-    value = int(when * 1000) << 80 | int.from_bytes(secrets.token_bytes(10), "big")
+    value = int(when * 1000) << 80 | int.from_bytes(os.urandom(10), "big")
     return "".join([_CROCKFORD[value >> shift & 31] for shift in _ULID_SHIFTS])
 
 
@@ -416,7 +415,7 @@ class FileStore:
             self.ensure_dir(path.parent)
         if self.strict and not fresh:
             check_changeable(path, replacing=True)
-        tmp = path.parent / f"{TMP_PREFIX}{path.name}.{secrets.token_hex(4)}"
+        tmp = path.parent / f"{TMP_PREFIX}{path.name}.{os.urandom(4).hex()}"
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except OSError as exc:  # a full disk (inodes), a read-only or immutable directory

@@ -12,7 +12,6 @@ import hashlib
 import logging
 import operator
 import os
-import secrets
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -414,7 +413,7 @@ def encode_caches(tier: TierState) -> tuple[bytes, bytes]:
                 sha, stat = tier.sha_on_disk(memory_id), tier.file_stat.get(memory_id)
                 if sha is not None and stat is not None:
                     yield f"{kind}/{memory_id}.md", stat, records[memory_id], sha
-    gen = secrets.token_hex(8)
+    gen = os.urandom(8).hex()
     cache = memory_cache.encode(entries(), gen)
     tier.cache_gen = gen
     snapshot = memory_cache.encode_index({**index_header(tier), "gen": gen}, tier.index.text.export_state(),

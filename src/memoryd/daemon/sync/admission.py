@@ -22,11 +22,10 @@ from memoryd.daemon.memories.records import (
     Memory,
     from_meta,
 )
-from memoryd.daemon.sync.merge import LIVE, TOMB
+from memoryd.daemon.sync.layout import CONFLICTS, LIVE, TOMB
 from memoryd.errors import InvalidParams
 
 FOLDERS = {"memories": LIVE, "tombstones": TOMB}
-CONFLICTS = "conflicts"
 REGULAR_MODES = ("100644", "100755")
 
 

@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memoryd.daemon import store
-
-LIVE, TOMB = "live", "tomb"
+from memoryd.daemon.sync.layout import TOMB
 
 
 @dataclass(frozen=True)

@@ -24,23 +24,17 @@ import math
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memoryd.daemon import store
 from memoryd.daemon.connections import Conn
 from memoryd.daemon.core import Core
 from memoryd.daemon.memories.records import HANDOFF, Memory, render_memory
 from memoryd.daemon.memories.tier import MemoryTier
-from memoryd.daemon.sync import admission
-from memoryd.daemon.sync.merge import LIVE, TOMB, Version
-from memoryd.daemon.sync.worker import (
-    FOLDER_OF,
-    Job,
-    Layout,
-    Result,
-    Worker,
-    count_quarantined,
-)
+from memoryd.daemon.sync.layout import CONFLICTS, LIVE, TOMB, Layout, count_quarantined
+
+if TYPE_CHECKING:
+    from memoryd.daemon.sync.worker import Job, Result, Worker
 from memoryd.errors import InvalidParams, ResourceState, StorageError
 
 log = logging.getLogger("memoryd.daemon")
@@ -57,8 +51,12 @@ _WORKERS: dict[Path, Worker] = {}
 
 
 def worker_for(core: Core) -> Worker:
+    """This store's worker, made (and the worker, git and merge code imported) at its first use:
+    a daemon that never syncs never loads them."""
     worker = _WORKERS.get(core.root)
     if worker is None:
+        from memoryd.daemon.sync.worker import Worker
+
         worker = _WORKERS[core.root] = Worker(core.root)
     return worker
 
@@ -217,6 +215,8 @@ class SyncState:
     # -- jobs -----------------------------------------------------------------------------------------
 
     def new_job(self, kind: str, remote: str | None = None) -> Job:
+        from memoryd.daemon.sync.worker import Job
+
         worker = worker_for(self.core)
         worker.jobs += 1
         return Job(worker.jobs, kind, remote=remote, max_content_bytes=self.core.config.max_content_bytes)
@@ -246,14 +246,14 @@ class SyncState:
 def run_due(core: Core, now: float) -> None:
     """Admit a finished job's result (ADMIT_BATCH records a pass), or start a requested or
     scheduled job."""
-    state, worker = state_of(core), worker_for(core)
-    if worker.admitting is None and worker.busy():
+    state, worker = state_of(core), _WORKERS.get(core.root)
+    if worker is not None and worker.admitting is None and worker.busy():
         result = worker.take()
         if result is None:
             return
         worker.admitting = result
         _safely(state, result, begin)
-    if worker.admitting is not None:
+    if worker is not None and worker.admitting is not None:
         _safely(state, worker.admitting, admit_batch)
         return
     interval = core.config.sync_interval_seconds
@@ -268,7 +268,7 @@ def run_due(core: Core, now: float) -> None:
     if job.kind == "sync":
         state.snapshot(job)
     state.next_auto = now + interval if interval > 0 else math.inf
-    worker.start(job)
+    worker_for(core).start(job)
 
 
 def _safely(state: SyncState, result: Result, step: Callable[[SyncState, Result], None]) -> None:
@@ -290,11 +290,10 @@ def _safely(state: SyncState, result: Result, step: Callable[[SyncState, Result]
 
 def next_due_in(core: Core, now: float) -> float:
     """Seconds until `run_due` has something to do (the loop's poll timeout)."""
-    state = state_of(core)
-    worker = worker_for(core)
-    if worker.admitting is not None:
+    state, worker = state_of(core), _WORKERS.get(core.root)
+    if worker is not None and worker.admitting is not None:
         return 0.0
-    if worker.busy():
+    if worker is not None and worker.busy():
         return POLL_S
     if state.requested is not None:
         return 0.0
@@ -388,14 +387,16 @@ def put_record(tier: MemoryTier, memory: Memory, data: bytes, state: str) -> str
 def conflicts_in_clone(repo: Path) -> dict[str, list[str]]:
     """The kept losers in the clone's working tree (`conflicts/<id>/<sha256>.md`)."""
     found: dict[str, list[str]] = {}
-    top = repo / admission.CONFLICTS
+    top = repo / CONFLICTS
     if not store.is_plain_dir(top):
         return found
+    from memoryd.daemon.sync import admission
+
     for folder in sorted(top.iterdir()):
         if not store.is_plain_dir(folder):
             continue
         for entry in sorted(folder.iterdir()):
-            named = admission.conflict_path(f"{admission.CONFLICTS}/{folder.name}/{entry.name}")
+            named = admission.conflict_path(f"{CONFLICTS}/{folder.name}/{entry.name}")
             if named is not None and entry.is_file() and not entry.is_symlink():
                 found.setdefault(named[0], []).append(named[1])
     return found
@@ -405,11 +406,11 @@ def conflicts_in_clone(repo: Path) -> dict[str, list[str]]:
 
 def _running(core: Core) -> tuple[int, str, str] | None:
     """(job number, kind, phase) of the job that runs, is being admitted, or is about to start."""
-    worker = worker_for(core)
-    if worker.admitting is not None:
+    worker = _WORKERS.get(core.root)
+    if worker is not None and worker.admitting is not None:
         result = worker.admitting
         return result.number, result.kind, f"admitting {result.position} of {len(result.incoming)} pulled records"
-    if worker.busy() and worker.running is not None:
+    if worker is not None and worker.busy() and worker.running is not None:
         return worker.running.number, worker.running.kind, worker.phase
     job = state_of(core).requested
     return None if job is None else (job.number, job.kind, "starting")
@@ -477,11 +478,15 @@ def action_resolve(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[
 
 
 def _restore_loser(state: SyncState, memory_id: str, shas: list[str]) -> dict[str, Any]:
+    from memoryd.daemon.sync import admission
+    from memoryd.daemon.sync.merge import Version
+    from memoryd.daemon.sync.worker import FOLDER_OF
+
     tier: MemoryTier = state.core.memories
     versions = []
     for sha in shas:
         try:
-            data = store.read_nofollow(state.layout.repo / admission.CONFLICTS / memory_id / f"{sha}.md")
+            data = store.read_nofollow(state.layout.repo / CONFLICTS / memory_id / f"{sha}.md")
             meta, _body = store.parse(data)
         except (OSError, store.BadRecord, UnicodeDecodeError):
             continue

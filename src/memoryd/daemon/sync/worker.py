@@ -35,7 +35,15 @@ from memoryd.daemon.memories.gates import find_credentials
 from memoryd.daemon.memories.records import Memory, sha256_hex
 from memoryd.daemon.sync import admission
 from memoryd.daemon.sync.git import Git, GitFailed
-from memoryd.daemon.sync.merge import LIVE, TOMB, Version, pick, three_way
+from memoryd.daemon.sync.layout import (
+    CONFLICTS,
+    LIVE,
+    TOMB,
+    Layout,
+    count_quarantined,
+    write_atomic,
+)
+from memoryd.daemon.sync.merge import Version, pick, three_way
 
 PUSH_ATTEMPTS = 3
 BRANCH = "main"
@@ -112,48 +120,12 @@ class Result:
 
 # -- the sync folder --------------------------------------------------------------------------------
 
-class Layout:
-    """`$MEMORYD_HOME/sync/`: config.json (remote, device), repo/ (the clone), quarantine/."""
-
-    def __init__(self, root: Path) -> None:
-        self.dir = root / "sync"
-        self.repo = self.dir / "repo"
-        self.config = self.dir / "config.json"
-        self.quarantine = self.dir / "quarantine"
-        self.last = self.dir / "last.json"
-
-    def read_config(self) -> dict[str, Any]:
-        try:
-            raw = json.loads(store.read_nofollow(self.config))
-        except (OSError, ValueError, store.BadRecord):
-            return {}
-        return raw if isinstance(raw, dict) else {}
-
-    def write_json(self, path: Path, value: dict[str, Any]) -> None:
-        write_atomic(path, json.dumps(value, indent=1, sort_keys=True).encode())
-
-    def is_set_up(self) -> bool:
-        return bool(self.read_config().get("remote")) and store.is_plain_dir(self.repo / ".git")
-
-
 def check_plain(layout: Layout) -> None:
     """The sync folder and the clone must be real directories: a link there is never followed."""
     for path in (layout.dir, layout.repo):
         if os.path.islink(path) or (os.path.lexists(path) and not store.is_plain_dir(path)):
             raise GitFailed("local_error", f"{path} is a symbolic link or not a directory; memoryd follows "
                             "no link in its store: remove it, then memoryd sync init again")
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` (a link at `path` is replaced, never followed)."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    tmp = path.parent / f".sync-{secrets.token_hex(4)}-{path.name}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
 
 
 def device_identity(layout: Layout) -> tuple[str, str]:
@@ -378,7 +350,7 @@ class Worker:
             if decision.winner is other:
                 changes += replace_lines(o, t)
             loser = t if decision.winner is mine else o
-            changes.append(f"100644 {loser[2]}\t{admission.CONFLICTS}/{memory_id}/{decision.loser.sha}.md")
+            changes.append(f"100644 {loser[2]}\t{CONFLICTS}/{memory_id}/{decision.loser.sha}.md")
             result.decided.append({"id": memory_id, "winner": decision.winner.sha,
                                    "loser": decision.loser.sha, "rule": decision.rule})
         if changes:
@@ -501,7 +473,7 @@ def place(repo: Path, memory_id: str, state: str, data: bytes) -> None:
 
 
 def keep_loser(repo: Path, memory_id: str, data: bytes) -> None:
-    write_atomic(repo / admission.CONFLICTS / memory_id / f"{sha256_hex(data)}.md", data)
+    write_atomic(repo / CONFLICTS / memory_id / f"{sha256_hex(data)}.md", data)
 
 
 def read_clone_record(repo: Path, memory_id: str) -> Version | None:
@@ -556,14 +528,6 @@ def last_devices(git: Git, start: str | None, paths: list[str]) -> dict[str, str
             if name in wanted and name not in found and device:
                 found[name] = device
     return found
-
-
-def count_quarantined(layout: Layout) -> int:
-    try:
-        with open(layout.quarantine / "index.jsonl", encoding="utf-8") as handle:
-            return sum(1 for line in handle if line.strip())
-    except OSError:
-        return 0
 
 
 def _holds_credential(data: bytes) -> bool:

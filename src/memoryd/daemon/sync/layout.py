@@ -1,0 +1,60 @@
+"""The sync folder and the names both sides of sync use: what the daemon needs at every start,
+without the worker, git and the merge rule (imported only once a store syncs: a start's imports
+are about a third of it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from memoryd.daemon import store
+
+LIVE, TOMB = "live", "tomb"  # a record's two states, in events and in the merge rule
+CONFLICTS = "conflicts"  # the clone's folder of kept losers: conflicts/<id>/<sha256>.md
+
+
+class Layout:
+    """`$MEMORYD_HOME/sync/`: config.json (remote, device), repo/ (the clone), quarantine/."""
+
+    def __init__(self, root: Path) -> None:
+        self.dir = root / "sync"
+        self.repo = self.dir / "repo"
+        self.config = self.dir / "config.json"
+        self.quarantine = self.dir / "quarantine"
+        self.last = self.dir / "last.json"
+
+    def read_config(self) -> dict[str, Any]:
+        try:
+            raw = json.loads(store.read_nofollow(self.config))
+        except (OSError, ValueError, store.BadRecord):
+            return {}
+        return raw if isinstance(raw, dict) else {}
+
+    def write_json(self, path: Path, value: dict[str, Any]) -> None:
+        write_atomic(path, json.dumps(value, indent=1, sort_keys=True).encode())
+
+    def is_set_up(self) -> bool:
+        return bool(self.read_config().get("remote")) and store.is_plain_dir(self.repo / ".git")
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` (a link at `path` is replaced, never followed)."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    tmp = path.parent / f".sync-{os.urandom(4).hex()}-{path.name}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def count_quarantined(layout: Layout) -> int:
+    try:
+        with open(layout.quarantine / "index.jsonl", encoding="utf-8") as handle:
+            return sum(1 for line in handle if line.strip())
+    except OSError:
+        return 0
