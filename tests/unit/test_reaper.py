@@ -172,3 +172,18 @@ def test_the_log_starts_a_new_monthly_segment_and_the_chain_runs_across(tmp_path
     names = sorted(p.name for p in (core.root / "events").glob("*.jsonl"))
     assert names == ["2026-12.jsonl", "2027-01.jsonl"]
     assert eventlog.verify(core.root / "events")["ok"] is True
+
+
+def test_the_check_after_start_runs_on_idle_turns_and_once_a_second_under_load(core: Core, clock: Clock,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    slices: list[float] = []
+    monkeypatch.setattr(core, "verify_files", lambda budget: slices.append(clock.now) or 0)
+    reaper.run_due(core, clock.now, idle=True)
+    assert slices == [T0]  # an idle turn: a slice
+    for step in range(1, 10):  # calls keep the loop busy: no slice for a second
+        clock.now = T0 + step * 0.1
+        reaper.run_due(core, clock.now, idle=False)
+    assert slices == [T0]
+    clock.now = T0 + reaper.VERIFY_UNDER_LOAD_S
+    reaper.run_due(core, clock.now, idle=False)
+    assert slices == [T0, T0 + reaper.VERIFY_UNDER_LOAD_S]  # ... then one, so the check ends

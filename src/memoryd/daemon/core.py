@@ -56,8 +56,9 @@ STORE_DIRS = ("memories", "tombstones", "episodes", "events", "state", "sessions
 RESUME_FREE_BYTES = 256 * 1024
 LOW_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 # What survives `reload`: runtime facts the log does not hold.
-_RUNTIME_FIELDS = ("started", "stats", "suspended", "reaper_stats", "next_ttl_check", "torn_bytes_truncated",
-                   "bad_files", "attach_tiers", "aborts", "low_space", "progress", "temp_sweep_ids")
+_RUNTIME_FIELDS = ("started", "stats", "suspended", "reaper_stats", "next_ttl_check", "verified_at",
+                   "torn_bytes_truncated", "bad_files", "attach_tiers", "aborts", "low_space", "progress",
+                   "temp_sweep_ids")
 
 
 def iso(t: float) -> str:
@@ -123,6 +124,7 @@ class Core:
         self._noted_session: Any = None  # the last session id `note_session_id` counted
         self.suspended: dict[str, float] = {}  # session id -> reattach deadline after a restart
         self.next_ttl_check = 0.0             # the reaper's next episode-TTL pass (epoch s)
+        self.verified_at = 0.0                # the last slice of the check after start (reaper)
         self.reaper_stats: dict[str, Any] = {"last_run": None, "episodes_pruned": 0}
         self.started = clock()
         self.stats = {"dropped_frames": 0, "bad_requests": 0}

@@ -165,7 +165,7 @@ class Server:
                 self.answer_zap()
             if self.router in ready:
                 self.run_pass()
-            self.run_timers()
+            self.run_timers(idle=not ready)
 
     def run_pass(self) -> None:
         outgoing: list[list[bytes]] = []
@@ -210,10 +210,11 @@ class Server:
             except zmq.ZMQError:  # the peer is gone or its queue is full: it will retry
                 pass
 
-    def run_timers(self) -> None:
+    def run_timers(self, idle: bool = True) -> None:
+        """The timed passes when due; `idle`: the poll found nothing to do (no call waits)."""
         now = self.core.clock()
         if now >= self.timers_at and now >= self.timers_resume_at:
-            self._timed_passes(now)
+            self._timed_passes(now, idle)
             wait = min(reaper.next_due_in(self.core, now), self.core.config.heartbeat_seconds)
             self.timers_at = now + wait
         outgoing = self.wake_parked(timed_out=True) if self.parked else []
@@ -223,7 +224,7 @@ class Server:
             self._timers_failed(now, exc)
         self.send_all(outgoing)
 
-    def _timed_passes(self, now: float) -> None:
+    def _timed_passes(self, now: float, idle: bool) -> None:
         """Liveness, hook idleness and the reaper's jobs. One that fails on the store (a full disk
         under a fallback handoff, an undeletable episode) is undone with everything since the
         last commit and retried after TIMERS_BACKOFF_S, so a lasting fault cannot spin the loop."""
@@ -235,7 +236,7 @@ class Server:
             for conn_id in lost:
                 self.parked = [p for p in self.parked if p.conn_id != conn_id]
                 self.reply_bytes.pop(conn_id, None)
-            reaper.run_due(self.core, now)
+            reaper.run_due(self.core, now, idle)
         except (StorageError, OSError) as exc:
             if self.core.aborts == aborts:
                 self.core.abort()
