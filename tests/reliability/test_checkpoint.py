@@ -58,6 +58,17 @@ def _opened(home: Path, copy_to: Path, use_checkpoint: bool) -> tuple[Core, Any]
     return core, resume
 
 
+def _restored_and_replayed(env: Env, tmp_path: Path) -> tuple[Core, Any, Core]:
+    """A populated store stopped cleanly, opened twice: from its checkpoint (with the resume
+    point) and by a full replay."""
+    env.start_daemon()
+    _populate(env)
+    assert env.memoryd("stop").returncode == 0
+    restored, resume = _opened(env.home, tmp_path / "restored", use_checkpoint=True)
+    replayed, _ = _opened(env.home, tmp_path / "replayed", use_checkpoint=False)
+    return restored, resume, replayed
+
+
 def _state(core: Core) -> dict[str, Any]:
     return {"core": checkpoint._core_state(core),
             "extensions": {type(e).__name__: e.log_state() for e in core.extensions},
@@ -85,13 +96,8 @@ def _write_one_and_stop(env: Env, content: str) -> str:
 
 
 def test_a_start_from_the_checkpoint_equals_a_full_replay(env: Env, tmp_path: Path) -> None:
-    env.start_daemon()
-    _populate(env)
-    assert env.memoryd("stop").returncode == 0
+    restored, resume, replayed = _restored_and_replayed(env, tmp_path)
     assert (env.home / "state" / checkpoint.NAME).exists()
-
-    restored, resume = _opened(env.home, tmp_path / "a", use_checkpoint=True)
-    replayed, _ = _opened(env.home, tmp_path / "b", use_checkpoint=False)
     assert resume is not None and resume.seq == replayed.log.seq - 2  # all but the two start events
     assert _without_start_events(_state(restored)) == _without_start_events(_state(replayed))
     assert restored.log.seq == replayed.log.seq and restored.log.last_hash != ""
@@ -264,11 +270,7 @@ def test_a_new_session_never_takes_the_name_of_a_folder_made_while_stopped(env: 
 
 
 def test_request_keys_stay_packed_until_a_connection_they_name_calls(env: Env, tmp_path: Path) -> None:
-    env.start_daemon()
-    _populate(env)
-    assert env.memoryd("stop").returncode == 0
-    full, _ = _opened(env.home, tmp_path / "full", use_checkpoint=False)
-    restored, resume = _opened(env.home, tmp_path / "ckpt", use_checkpoint=True)
+    restored, resume, full = _restored_and_replayed(env, tmp_path)
     assert resume is not None and restored.cold_reqs is not None and not restored.applied_reqs
     req = next(iter(full.applied_reqs))
     assert restored.applied(f"{'0' * 24}:1") is None and restored.cold_reqs is not None  # a new bridge
@@ -368,11 +370,7 @@ def test_a_restored_session_keeps_its_episode_ids_compact_until_it_writes_again(
 def test_closed_sessions_stay_rows_until_read_and_a_bad_row_means_a_full_replay(env: Env, tmp_path: Path) -> None:
     import msgpack
 
-    env.start_daemon()
-    _populate(env)
-    assert env.memoryd("stop").returncode == 0
-    restored, _ = _opened(env.home, tmp_path / "a", use_checkpoint=True)
-    replayed, _ = _opened(env.home, tmp_path / "b", use_checkpoint=False)
+    restored, _, replayed = _restored_and_replayed(env, tmp_path)
     table = restored.sessions
     closed = [sid for sid in table.rows if sid not in table.open_ids]
     assert closed and not table.open_ids.keys() & table.rows.keys()  # open ones are read at start
