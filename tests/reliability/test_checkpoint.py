@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import msgpack
+import pytest
 from harness import Env, call
 
 from memoryd.config import Config
@@ -367,9 +369,7 @@ def test_a_restored_session_keeps_its_episode_ids_compact_until_it_writes_again(
         core.log.close()
 
 
-def test_closed_sessions_stay_rows_until_read_and_a_bad_row_means_a_full_replay(env: Env, tmp_path: Path) -> None:
-    import msgpack
-
+def test_closed_sessions_stay_packed_until_read_and_a_damaged_checkpoint_means_a_full_replay(env: Env, tmp_path: Path) -> None:
     restored, _, replayed = _restored_and_replayed(env, tmp_path)
     table = restored.sessions
     closed = [sid for sid in table.rows if sid not in table.open_ids]
@@ -383,18 +383,19 @@ def test_closed_sessions_stay_rows_until_read_and_a_bad_row_means_a_full_replay(
     for session in walked:
         assert fields(session) == fields(replayed.sessions.get(session.id))
 
-    saved = msgpack.unpackb((env.home / "state" / checkpoint.NAME).read_bytes(), raw=False, strict_map_key=False)
-    written = checkpoint._SESSION_FIELDS.index("episodes_written")
-    damaged = [lambda rows: rows[0].append("one field too many"),
-               lambda rows: rows[0].__setitem__(0, 7),  # an id that is not text
-               lambda rows: rows[0].__setitem__(written, [10**6]),  # an episode the checkpoint lacks
-               lambda rows: rows[0].__setitem__(written, [-1])]
-    for n, damage in enumerate(damaged):
-        state = msgpack.unpackb(msgpack.packb(saved), raw=False, strict_map_key=False)
-        damage(state["core"]["sessions"])
-        (env.home / "state" / checkpoint.NAME).write_bytes(msgpack.packb(state, use_bin_type=True))
+    saved = (env.home / "state" / checkpoint.NAME).read_bytes()
+    flipped = bytearray(saved)
+    flipped[len(saved) // 2] ^= 0x20  # one bit, anywhere: the checksum no longer holds
+    for n, damaged in enumerate([bytes(flipped), saved[:-1], saved[:-4], saved + b"\0"]):
+        (env.home / "state" / checkpoint.NAME).write_bytes(damaged)
         _, resume = _opened(env.home, tmp_path / f"damaged{n}", use_checkpoint=True)
         assert resume is None, n
+    thaw = restored.sessions.thaw
+    assert thaw is not None
+    bad_rows = [msgpack.packb(["sess-1"]), msgpack.packb([*([None] * 9), [10**6], *([None] * 5)])]
+    for row in bad_rows:  # a row this version did not write: an error, never a wrong session
+        with pytest.raises(ValueError):
+            thaw(row)
 
 
 def test_a_cold_start_with_helper_processes_equals_one_without(env: Env, tmp_path: Path,

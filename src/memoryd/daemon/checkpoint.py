@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import logging
 import os
+import zlib
 from collections import OrderedDict
 from collections.abc import Callable
-from itertools import chain
-from operator import itemgetter
 from typing import Any
 
 import msgpack
@@ -28,7 +27,7 @@ from memoryd.daemon.eventlog import EventLog, Resume, segments
 
 log = logging.getLogger("memoryd.daemon")
 
-FORMAT = 6
+FORMAT = 7  # 7: sessions as packed rows; the file ends with the CRC-32 of what precedes it
 NAME = "checkpoint"
 # Session fields the log defines, in this order; the rest of a Session is runtime state.
 _SESSION_FIELDS = ("id", "worktree", "repo", "project", "client", "started_at", "last_active", "calls",
@@ -37,8 +36,7 @@ _SESSION_FIELDS = ("id", "worktree", "repo", "project", "client", "started_at", 
 _SET_FIELDS = frozenset({"episodes_written", "episodes_promoted"})
 # Fields most sessions share a value of (a worktree, a project, "closed"): one string object each.
 _SHARED_FIELDS = tuple(_SESSION_FIELDS.index(f) for f in ("worktree", "repo", "project", "client", "ended"))
-_ID_FIELD, _WRITTEN, _PROMOTED = (_SESSION_FIELDS.index(f) for f in ("id", "episodes_written", "episodes_promoted"))
-_ID = itemgetter(_ID_FIELD)
+_WRITTEN, _PROMOTED = _SESSION_FIELDS.index("episodes_written"), _SESSION_FIELDS.index("episodes_promoted")
 _BAD = (KeyError, TypeError, ValueError, IndexError, AttributeError, msgpack.UnpackException)
 
 
@@ -54,14 +52,15 @@ def save(core: Core) -> None:
     except (KeyError, ValueError) as exc:  # a broken invariant must not break the stop
         log.error("no checkpoint written (%s: %s); the next start replays the whole log", type(exc).__name__, exc)
         return
-    core.files.write_file(core.root / "state" / NAME, msgpack.packb(state, use_bin_type=True))
+    packed = msgpack.packb(state, use_bin_type=True)
+    core.files.write_file(core.root / "state" / NAME, packed + zlib.crc32(packed).to_bytes(4, "little"))
 
 
 def restore(core: Core) -> Resume | None:
     """Fill `core` (and its extensions) from the checkpoint and return where replay resumes, or
     None — leaving `core` untouched — when there is no checkpoint or it cannot be trusted."""
     try:
-        state = msgpack.unpackb(store.read_nofollow(core.root / "state" / NAME), raw=False,
+        state = msgpack.unpackb(_checked(store.read_nofollow(core.root / "state" / NAME)), raw=False,
                                 strict_map_key=False)
     except FileNotFoundError:
         return None
@@ -86,6 +85,15 @@ def restore(core: Core) -> Resume | None:
     for finish in apply_extensions:
         finish()
     return resume
+
+
+def _checked(data: bytes) -> bytes:
+    """The checkpoint's msgpack, once its CRC-32 shows the bytes are the ones saved (a row is
+    decoded only when read, long after the start: damage must be found now)."""
+    body, crc = data[:-4], data[-4:]
+    if len(data) < 4 or zlib.crc32(body).to_bytes(4, "little") != crc:
+        raise ValueError("the checkpoint's checksum does not match")
+    return body
 
 
 def log_position(event_log: EventLog) -> dict[str, Any]:
@@ -130,8 +138,9 @@ def _core_state(core: Core) -> dict[str, Any]:
     def ids(values: set[str]) -> list[Any]:  # a logged id by its position in `logged_episodes`
         return [position.get(v, v) for v in sorted(values)]
     return {
-        "sessions": [[ids(v) if f in _SET_FIELDS else v for f in _SESSION_FIELDS
-                      for v in (getattr(s, f),)] for s in table.every().values()],
+        "session_ids": list(table.every()),
+        "sessions": [msgpack.packb([ids(v) if f in _SET_FIELDS else v for f in _SESSION_FIELDS
+                                    for v in (getattr(s, f),)], use_bin_type=True) for s in table.sessions.values()],
         "by_worktree": [[worktree, list(ids)] for worktree, ids in table.by_worktree.items()],
         "open_ids": list(table.open_ids), "last_n": table.last_n,
         "logged_episodes": logged, "removed_episodes": sorted(core.removed_episodes),
@@ -144,24 +153,18 @@ def _core_state(core: Core) -> dict[str, Any]:
 def _decode_core(data: dict[str, Any]) -> dict[str, Any]:
     """The core's log-derived attributes, built whole before any is assigned. A session's
     episode ids come as positions in `logged_episodes`, so the 88k ids of a large store exist
-    once, shared by the sets, without interning each. Closed sessions stay rows until read
-    (`SessionTable.get`), checked here at C speed: a row that would not decode must mean a full
-    replay now, not an error later."""
+    once, shared by the sets, without interning each. Closed sessions stay packed rows until
+    read (`SessionTable.get`): unpacking 11k rows of 15 fields was ~28 ms of every start, and the
+    file's checksum (`_checked`) already vouches for their bytes."""
     logged = data["logged_episodes"]
     if not store.all_of_type(logged, str):
         raise ValueError("an episode id is not text")
-    rows = data["sessions"]
-    if not (type(rows) is list and all(type(row) is list for row in rows)
-            and set(map(len, rows)) <= {len(_SESSION_FIELDS)} and store.all_of_type(list(map(_ID, rows)), str)):
-        raise ValueError("a session's fields do not match this version")
-    for column in (_WRITTEN, _PROMOTED):  # positions in `logged`, or ids the log does not name
-        numbers = list(chain.from_iterable(map(itemgetter(column), rows)))
-        if not store.all_of_type(numbers, int):
-            numbers = [p for p in numbers if type(p) is not str]
-        if not store.all_of_type(numbers, int) or (numbers and not 0 <= min(numbers) <= max(numbers) < len(logged)):
-            raise ValueError("a session names an episode by a position the checkpoint does not hold")
+    session_ids, rows = data["session_ids"], data["sessions"]
+    if not (type(rows) is list and len(session_ids) == len(rows) and store.all_of_type(session_ids, str)
+            and store.all_of_type(rows, bytes)):
+        raise ValueError("the sessions are not packed as this version packs them")
     table = SessionTable()
-    table.rows = {row[_ID_FIELD]: row for row in rows}
+    table.rows = dict(zip(session_ids, rows))
     table.thaw = _thawer(logged)
     table.by_worktree = {wt: OrderedDict.fromkeys(ids) for wt, ids in data["by_worktree"]}
     table.open_ids = dict.fromkeys(data["open_ids"])
@@ -177,12 +180,16 @@ def _decode_core(data: dict[str, Any]) -> dict[str, Any]:
             **_cold_requests(data["applied_reqs"], data["req_conns"])}
 
 
-def _thawer(logged: list[str]) -> Callable[[list[Any]], Session]:
-    """A checkpoint row -> its Session, with the positions of its episodes resolved in `logged`
-    and the values most sessions share (a worktree, "closed") shared."""
+def _thawer(logged: list[str]) -> Callable[[bytes], Session]:
+    """A checkpoint's packed row -> its Session, with the positions of its episodes resolved in
+    `logged` and the values most sessions share (a worktree, "closed") shared. ValueError for a
+    row this version did not write (the file's checksum held: a bug, never a damaged file)."""
     shared: dict[Any, Any] = {}
 
-    def thaw(row: list[Any]) -> Session:
+    def thaw(packed: bytes) -> Session:
+        row = msgpack.unpackb(packed, raw=False)
+        if type(row) is not list or len(row) != len(_SESSION_FIELDS):
+            raise ValueError("a session's fields do not match this version")
         for i in _SHARED_FIELDS:
             row[i] = shared.setdefault(row[i], row[i])
         row[_WRITTEN] = _logged_ids(row[_WRITTEN], logged)
@@ -193,10 +200,11 @@ def _thawer(logged: list[str]) -> Callable[[list[Any]], Session]:
 
 def _logged_ids(positions: list[Any], logged: list[str]) -> tuple[str, ...]:
     """Episode ids saved as positions in `logged_episodes` (an id the log does not name: as text)."""
-    try:
-        return tuple(map(logged.__getitem__, positions))  # C speed: 11k sessions, 88k ids
-    except TypeError:
-        return tuple(logged[i] if type(i) is int else str(i) for i in positions)
+    if all(type(i) is int and 0 <= i < len(logged) for i in positions):
+        return tuple(map(logged.__getitem__, positions))
+    if not all(type(i) is str or (type(i) is int and 0 <= i < len(logged)) for i in positions):
+        raise ValueError("a session names an episode by a position the checkpoint does not hold")
+    return tuple(i if type(i) is str else logged[i] for i in positions)
 
 
 def _cold_requests(packed: bytes, conns: list[str]) -> dict[str, Any]:
