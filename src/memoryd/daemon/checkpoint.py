@@ -170,7 +170,7 @@ def _decode_core(data: dict[str, Any]) -> dict[str, Any]:
     table.open_ids = dict.fromkeys(data["open_ids"])
     table.last_n = int(data["last_n"])
     if len(table.rows) != len(rows) or not all(
-            sid in table.rows for ids in (table.by_worktree.values()) for sid in ids):
+            sid in table.rows for ids in table.by_worktree.values() for sid in ids):
         raise ValueError("a worktree lists a session the checkpoint does not hold")
     for session_id in table.open_ids:  # read now: liveness and suspension walk them
         if table.get(session_id) is None:
