@@ -15,8 +15,9 @@ from itertools import compress
 from operator import attrgetter
 from typing import Any
 
+from memoryd.daemon.memories.records import HANDOFF
+
 Memory = Any  # memory_records.Memory; kept loose to avoid an import cycle
-HANDOFF = "handoff"  # memory_records.HANDOFF
 _ID, _CATEGORY, _SCOPES, _ORIGIN = (attrgetter(name) for name in ("id", "category", "scopes", "origin"))
 
 
