@@ -221,11 +221,32 @@ def test_a_start_without_the_cache_parses_episodes_in_a_helper_process(tmp_path:
     helped = _cold(tmp_path / "s", minimum=1)
     assert helped.journal._helper is None  # waited for and adopted
     assert not helped.journal.unverified  # parsed during this start: nothing to check after it
-    assert set(helped.journal._packed) == {sessions[1]}  # the folder with the bad file was read here
+    assert not helped.journal.unlisted  # listed during this start, by the helper, and not again
+    assert set(helped.journal._packed) == set(sessions)  # the bad file is reported, the rest packed
     assert [b["path"] for b in helped.journal.bad_files] == [str(bad)]
     plain = _cold(tmp_path / "s", minimum=None)
     assert {i: helped.journal.by_id[i] for i in ids} == {i: plain.journal.by_id[i] for i in ids}
     assert [b["path"] for b in plain.journal.bad_files] == [str(bad)]
+
+
+def test_temp_files_the_helper_saw_are_settled_and_their_folders_read_again(tmp_path: Path) -> None:
+    """The helper lists the session folders for recovery too: a temp file whose episode the log
+    names is rolled forward and indexed, a stray one removed, as a start without it would."""
+    first, ids = _store_with_episodes(tmp_path / "s")
+    crashed = first.journal.path_of(first.journal.by_id[ids[1]])  # flushed, logged, not renamed
+    temp = crashed.with_name(f".tmp-{crashed.name}.0a1b2c3d")
+    crashed.rename(temp)
+    stray = first.journal.path_of(first.journal.by_id[ids[3]]).with_name(".tmp-01ARZ3NDEKTSV4RRFFQ69G5FAV.md.00")
+    stray.write_text("---\nhalf")
+    (tmp_path / "s" / "state" / "episodes.cache").unlink()
+    helped = Core(tmp_path / "s", Config())
+    helped.journal.prefetch(1)
+    report = helped.open()
+    assert report["temp_files_rolled_forward"] == 1 and report["temp_files_removed"] == 1
+    assert crashed.exists() and not temp.exists() and not stray.exists()
+    for episode_id in ids:
+        assert helped.journal.by_id[episode_id] == first.journal.by_id[episode_id]
+    assert not helped.journal.bad_files and not helped.journal.unverified
 
 
 def test_a_failed_helper_costs_only_its_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

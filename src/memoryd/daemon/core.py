@@ -271,8 +271,13 @@ class Core:
                     extension.load()
                 except StorageError as exc:  # only its parse cache could not be staged
                     log.warning("a cache could not be written: %s", exc.message)
+            report: dict[str, Any] = {}
+            if self.journal.prefetching:  # it listed the episode folders: settle the temp files it saw there
+                found = self.journal.finish_prefetch()
+                report["session_temp_files"] = self._settle_temp_files(
+                    self.last_run_ids, deep=found is None, found=found)
             self.journal.load(self.progress, listed_at=self.log.seq if resumed else None)
-            report = self._reconcile_episodes()
+            report.update(self._reconcile_episodes())
             for extension in self.extensions:
                 report.update(extension.reconcile())
         finally:
@@ -301,11 +306,15 @@ class Core:
 
     def _sweep_temp_files(self, logged_ids: set[str]) -> None:
         self.temp_sweep_ids = None
-        stuck = len(self.files.stuck)
-        counts = self.files.recover_temp_files(logged_ids, deep=False)
-        self.bad_files.extend(self.files.stuck[stuck:])
+        counts = self._settle_temp_files(logged_ids, deep=False)
         if counts["temp_files_removed"] or counts["temp_files_rolled_forward"]:
             log.warning("stray temp files found after start: %s", counts)
+
+    def _settle_temp_files(self, logged_ids: set[str], deep: bool, found: list[str] | None = None) -> dict[str, int]:
+        """Recover temp files (`FileStore.recover_temp_files`); those it cannot touch are bad files."""
+        counts = self.files.recover_temp_files(logged_ids, deep, found)
+        self.bad_files.extend(self.files.stuck[len(self.files.stuck) - counts["temp_files_stuck"]:])
+        return counts
 
     def _record_late_finds(self) -> None:
         """Log what the after-start check found in the episode and memory folders, as the
@@ -415,15 +424,16 @@ class Core:
         self._mark = self.log.checkpoint()
         self.files.strict = False
         temp_files: dict[str, Any]
-        if resume is None:
-            temp_files = self.files.recover_temp_files(self.last_run_ids)
-            self.bad_files.extend(self.files.stuck)
+        if resume is None:  # the episode folders' own: once the prefetch helper has listed them
+            temp_files = self._settle_temp_files(self.last_run_ids, deep=not self.journal.prefetching)
         else:  # after a clean stop no temp file of ours is left: a stray one can wait for the loop
             temp_files, self.temp_sweep_ids = {"temp_files_swept": "after start"}, self.last_run_ids
         self.torn_bytes_truncated = torn
         report = {**temp_files, "torn_bytes_truncated": torn, "log_quarantined": len(self.log.quarantined),
                   "replayed_from_seq": resume.seq if resume is not None else 0,
                   **self._load_files(resumed=resume is not None)}
+        for key, count in report.pop("session_temp_files", {}).items():
+            report[key] += count
         suspended = self._suspend_open_sessions()
         self.trim_feed()  # replay filled it with history no parked call waits for
         try:

@@ -11,7 +11,7 @@ import os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgpack
 
@@ -77,7 +77,30 @@ CACHE_MAGIC = b"memoryd-episodes\n"
 _HEAD = len(CACHE_MAGIC) + 8
 
 
-def encode_cache(log_seq: int, sessions: list[tuple[str, Packed]]) -> bytes:
+class Listing(NamedTuple):
+    """What a prefetch helper found in episodes/ beside the episodes it packed: every session
+    folder's name, the files it could not index (`bad_files` entries) and the temp files it
+    saw. Only ever in the anonymous file a helper hands over, never in `state/`."""
+    dirs: tuple[str, ...]
+    bad: tuple[dict[str, str], ...]
+    temp: tuple[str, ...]
+
+    @classmethod
+    def of(cls, value: Any) -> Listing:
+        """The listing a helper's cache header holds; ValueError when it has another shape."""
+        if type(value) is not dict:
+            raise ValueError("its result holds no listing")
+        dirs, bad, temp = value.get("dirs"), value.get("bad"), value.get("temp")
+        if (type(dirs) is not tuple or type(bad) is not tuple or type(temp) is not tuple
+                or not all(type(d) is str for d in (*dirs, *temp))
+                or not all(type(b) is dict and type(b.get("path")) is str and type(b.get("reason")) is str
+                           for b in bad)):
+            raise ValueError("its listing has the wrong shape")
+        return cls(dirs, bad, temp)
+
+
+def encode_cache(log_seq: int, sessions: list[tuple[str, Packed]], listing: dict[str, Any] | None = None) -> bytes:
+    """The cache file's bytes; a prefetch helper adds what it listed (`Listing`)."""
     blobs, header, offset = [], [], 0
     for session_id, packed in sessions:
         rows = packed.row_bytes()
@@ -87,7 +110,8 @@ def encode_cache(log_seq: int, sessions: list[tuple[str, Packed]]) -> bytes:
                        list(packed.swarms), offset, len(rows)])
         blobs.append(rows)
         offset += len(rows)
-    head = msgpack.packb({"v": CACHE_VERSION, "seq": log_seq, "sessions": header}, use_bin_type=True)
+    head = msgpack.packb({"v": CACHE_VERSION, "seq": log_seq, "sessions": header,
+                          **({"listing": listing} if listing is not None else {})}, use_bin_type=True)
     return b"".join([CACHE_MAGIC, len(head).to_bytes(8, "little"), head, *blobs])
 
 

@@ -24,6 +24,7 @@ import msgpack
 
 from memoryd.daemon import helper, store
 from memoryd.daemon.episodes.cache import (
+    Listing,
     Packed,
     encode_cache,
     read_cache,
@@ -113,6 +114,8 @@ class Journal:
         self.found_late: list[str] = []
         self.dropped_late = 0
         self._helper: helper.Helper | None = None  # the prefetch helper, while it runs
+        self._prefetched: tuple[dict[str, Packed], Listing | None] | None = None  # what it found
+        self.temp_files: list[str] = []  # temp files seen in session folders as they were listed
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -250,10 +253,18 @@ class Journal:
         """
         if not store.is_plain_dir(self.dir):
             return
-        fresh = self._helper is not None  # rows the helper parsed during this start: nothing to verify
+        fresh = self.prefetching  # rows the helper parsed during this start: nothing to verify
         if progress is not None and fresh:
             progress("indexing episodes (helper)", 0, 0)
-        cached, saved_at = self._helper_result() if fresh else read_cache(self.cache_path)
+        if fresh:
+            self.finish_prefetch()
+            assert self._prefetched is not None
+            (cached, listing), saved_at, self._prefetched = self._prefetched, None, None
+            if listing is not None:
+                self._adopt_listing(cached, listing)
+                return
+        else:
+            cached, saved_at = read_cache(self.cache_path)
         if listed_at is not None and saved_at == listed_at:
             names = sorted(cached)
             for name in names:
@@ -293,6 +304,8 @@ class Journal:
         for entry in entries:
             name = entry.name
             if not name.endswith(".md") or name.startswith("."):
+                if name.startswith(store.TMP_PREFIX):
+                    self.temp_files.append(entry.path)
                 continue
             if not entry.is_file(follow_symlinks=False):
                 self._bad(Path(entry.path), "a symbolic link or not a regular file; not followed")
@@ -300,7 +313,7 @@ class Journal:
             row = rows.get(name[:-3])
             episode = _from_row(row, session_id, name[:-3]) if row is not None else None
             if row is None or episode is None:
-                self._parse_file(session_id, entry.path, entry.stat(follow_symlinks=False))
+                self._parse_file(session_id, entry.path)
                 continue
             bucket[episode.id] = episode
             self.owner[episode.id] = session_id
@@ -314,10 +327,14 @@ class Journal:
     def _bad(self, path: Path, reason: str) -> None:
         self.bad_files.append({"path": str(path), "reason": reason})
 
-    def _parse_file(self, session_id: str, path: str, stat: os.stat_result, late: bool = False) -> None:
+    def _parse_file(self, session_id: str, path: str, late: bool = False) -> None:
+        """Index the episode file at `path`; one that is gone by now is let be, a bad one listed."""
         try:
-            meta, body = store.parse(store.read_nofollow(path))
+            data, stat = store.read_with_stat(path)
+            meta, body = store.parse(data)
             episode = from_meta(meta, body, session_id, path)
+        except FileNotFoundError:
+            return
         except (OSError, store.BadRecord, KeyError, TypeError, ValueError) as exc:
             self._bad(Path(path), str(exc)[:200])
             return
@@ -326,13 +343,8 @@ class Journal:
         if late:
             self.found_late.append(episode.id)
 
-    def _parse_existing(self, session_id: str, episode_id: str, late: bool = False) -> None:
-        path = f"{self._prefix}{session_id}/{episode_id}.md"
-        try:
-            st = os.lstat(path)
-        except OSError:
-            return
-        self._parse_file(session_id, path, st, late)
+    def _parse_existing(self, session_id: str, episode_id: str) -> None:
+        self._parse_file(session_id, f"{self._prefix}{session_id}/{episode_id}.md")
 
     # -- a start without the cache: a helper process --------------------------------------------
 
@@ -354,19 +366,54 @@ class Journal:
             parsed = Journal(self.dir.parent, self.files)
             parsed.load()
             packed = ((sid, parsed._pack(bucket)) for sid, bucket in parsed._live.items())
-            helper.write_all(fd, encode_cache(-1, [(sid, p) for sid, p in packed if p is not None]))
+            listing = {"dirs": parsed.session_dirs, "bad": parsed.bad_files, "temp": parsed.temp_files}
+            helper.write_all(fd, encode_cache(-1, [(sid, p) for sid, p in packed if p is not None], listing))
         self._helper = helper.start(work)
 
-    def _helper_result(self) -> tuple[dict[str, Packed], int | None]:
-        """What the helper parsed, once it has exited; {} when it failed (the files are read)."""
+    @property
+    def prefetching(self) -> bool:
+        """A prefetch helper runs, or has run and its result waits for `load`."""
+        return self._helper is not None or self._prefetched is not None
+
+    def finish_prefetch(self) -> list[str] | None:
+        """Wait for the prefetch helper; the temp files it saw in the session folders, which it
+        listed for this start so that neither temp-file recovery nor `load` lists them again
+        (11k folders: ~0.2 s each time, with the kernel's caches warm). None when it failed:
+        `load` then lists and parses everything here."""
+        if self._helper is not None:
+            self._prefetched = self._helper_result()
+        listing = self._prefetched[1] if self._prefetched is not None else None
+        return listing.temp if listing is not None else None
+
+    def _helper_result(self) -> tuple[dict[str, Packed], Listing | None]:
+        """What the helper parsed and found, once it has exited; ({}, None) when it failed."""
         assert self._helper is not None
         running, self._helper = self._helper, None
         try:
             source, header = read_header(helper.finish(running))  # closes the file if it is bad
-        except (OSError, ValueError, msgpack.UnpackException) as exc:
-            log.warning("%s; the episode files are parsed here instead", exc)
+            if not isinstance(header, dict):
+                raise ValueError("its result is not a cache")
+            listing = Listing.of(header.get("listing"))
+        except (OSError, ValueError, TypeError, msgpack.UnpackException) as exc:
+            log.warning("episode prefetch: %s; the episode files are parsed here instead", exc)
             return {}, None
-        return sessions_of(header.get("sessions", ()) if isinstance(header, dict) else (), source), None
+        return sessions_of(header.get("sessions", ()), source), listing
+
+    def _adopt_listing(self, cached: dict[str, Packed], listing: Listing) -> None:
+        """Take what the prefetch helper parsed and listed during this start, packed, without
+        listing episodes/ or a session folder again. A folder it saw a temp file in was changed
+        since by temp-file recovery (a roll-forward adds an episode file): that one is listed."""
+        self.session_dirs.extend(listing.dirs)
+        self.bad_files.extend(listing.bad)
+        changed = {os.path.basename(os.path.dirname(path)) for path in listing.temp}
+        for name in sorted(cached.keys() - changed):
+            self._adopt(name, cached[name])
+        for name in sorted(changed):
+            try:
+                with os.scandir(self.dir / name) as entries:
+                    self._load_folder(name, list(entries), cached.get(name), fresh=True)
+            except OSError:
+                continue
 
     # -- after start -----------------------------------------------------------------------------
 
@@ -426,7 +473,7 @@ class Journal:
             except OSError:
                 continue
             if (st.st_size, st.st_mtime_ns) != seen and self.remove(episode_id) is not None:
-                self._parse_file(session_id, path, st, late=True)
+                self._parse_file(session_id, path, late=True)
         return max(1, len(stats))
 
     def _list_folder(self, session_id: str) -> None:
@@ -446,7 +493,7 @@ class Journal:
             if not entry.is_file(follow_symlinks=False):
                 self._bad(Path(entry.path), "a symbolic link or not a regular file; not followed")
                 continue
-            self._parse_file(session_id, entry.path, entry.stat(follow_symlinks=False), late=True)
+            self._parse_file(session_id, entry.path, late=True)
 
     # -- the cache -------------------------------------------------------------------------------
 

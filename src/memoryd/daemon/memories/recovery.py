@@ -215,14 +215,12 @@ def read_dir(tier: TierState, directory: Path, kind: str, cached: Cached,
                 tier.unverified.append(found[0].id)
                 yield found
                 continue
-            # stat before the read: an edit in between makes the next start's check miss, not lie
-            st = entry.stat(follow_symlinks=False)
-            memory, sha = read_record(entry.path, kind)
+            memory, sha, stat = read_record(entry.path, kind)
             parsed[0] += 1
         except _BAD_RECORD as exc:
             tier.bad_files.append({"path": str(directory / entry.name), "reason": str(exc)[:200]})
             continue
-        yield memory, sha, (st.st_size, st.st_mtime_ns)
+        yield memory, sha, stat
 
 
 def _from_cache(row: tuple[Any, ...] | None, tables: RowTables, file_id: str,
@@ -241,17 +239,18 @@ def _from_cache(row: tuple[Any, ...] | None, tables: RowTables, file_id: str,
     return memory, sha, (size, mtime_ns)
 
 
-def read_record(path: Path | str, kind: str) -> tuple[Memory, str]:
-    """Parse one record file: (memory, sha256 of the file); a bad one raises one of _BAD_RECORD.
-    `path` may be a plain string: 100k `Path` objects were ~2 s of a cold start."""
-    data = store.read_nofollow(path)
+def read_record(path: Path | str, kind: str) -> tuple[Memory, str, tuple[int, int]]:
+    """Parse one record file: (memory, sha256 of the file, (size, mtime_ns) it had before the
+    read: an edit in between makes the next start's check read it again); a bad one raises one
+    of _BAD_RECORD. `path` may be a plain string: 100k `Path` objects were ~2 s of a cold start."""
+    data, st = store.read_with_stat(path)
     (meta, body), sha = store.parse(data), sha256_hex(data)
     memory = from_meta(meta, body, os.path.basename(path)[:-3])
     if kind == "t" and memory.removed_at is None:
         raise ValueError("a tombstone without removed_at")
     if kind == "m" and memory.removed_at is not None:  # a hand-moved tombstone is live here
         memory = replace(memory, removed_at=None, removed_reason=None)
-    return memory, sha
+    return memory, sha, (st.st_size, st.st_mtime_ns)
 
 
 def verify_some(tier: TierState, budget: int | None) -> int:
@@ -332,8 +331,7 @@ def _found_late(tier: TierState, directory: Path, entry: os.DirEntry[str], kind:
             raise store.LinkRefused(directory / entry.name)
         if not entry.name.endswith(".md"):
             raise ValueError("not a <ulid>.md record file")
-        st = entry.stat(follow_symlinks=False)
-        memory, sha = read_record(Path(entry.path), kind)
+        memory, sha, stat = read_record(entry.path, kind)
     except _BAD_RECORD as exc:
         tier.bad_files.append({"path": str(directory / entry.name), "reason": str(exc)[:200]})
         return
@@ -343,7 +341,6 @@ def _found_late(tier: TierState, directory: Path, entry: os.DirEntry[str], kind:
         return
     tier.cache_stale = True
     tier.found_late.append(memory.id)
-    stat = (st.st_size, st.st_mtime_ns)
     if kind == "t" and memory.id in tier.live:
         settle_double(tier, memory, sha, stat)
         return
@@ -360,7 +357,7 @@ def _found_late(tier: TierState, directory: Path, entry: os.DirEntry[str], kind:
 def _recheck(tier: TierState, old: Memory, path: Path, kind: str, stat: tuple[int, int]) -> None:
     index, records = (tier.index, tier.live) if kind == "m" else (tier.tomb_index, tier.tombstones)
     try:
-        memory, sha = read_record(path, kind)
+        memory, sha, _ = read_record(path, kind)
     except _BAD_RECORD as exc:
         index.remove(old)
         del records[old.id]
