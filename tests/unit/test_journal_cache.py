@@ -238,6 +238,8 @@ def test_temp_files_the_helper_saw_are_settled_and_their_folders_read_again(tmp_
     crashed.rename(temp)
     stray = first.journal.path_of(first.journal.by_id[ids[3]]).with_name(".tmp-01ARZ3NDEKTSV4RRFFQ69G5FAV.md.00")
     stray.write_text("---\nhalf")
+    bad = crashed.with_name("01ARZ3NDEKTSV4RRFFQ69G5FAV.md")  # beside the temp file: its folder is read again
+    bad.write_text("---\nnot: [closed\n---\nbody\n")
     (tmp_path / "s" / "state" / "episodes.cache").unlink()
     helped = Core(tmp_path / "s", Config())
     helped.journal.prefetch(1)
@@ -246,7 +248,8 @@ def test_temp_files_the_helper_saw_are_settled_and_their_folders_read_again(tmp_
     assert crashed.exists() and not temp.exists() and not stray.exists()
     for episode_id in ids:
         assert helped.journal.by_id[episode_id] == first.journal.by_id[episode_id]
-    assert not helped.journal.bad_files and not helped.journal.unverified
+    assert [b["path"] for b in helped.journal.bad_files] == [str(bad)]  # once, though seen twice
+    assert not helped.journal.unverified
 
 
 def test_a_failed_helper_costs_only_its_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

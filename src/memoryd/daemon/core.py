@@ -310,7 +310,8 @@ class Core:
         if counts["temp_files_removed"] or counts["temp_files_rolled_forward"]:
             log.warning("stray temp files found after start: %s", counts)
 
-    def _settle_temp_files(self, logged_ids: set[str], deep: bool, found: list[str] | None = None) -> dict[str, int]:
+    def _settle_temp_files(self, logged_ids: set[str], deep: bool,
+                           found: tuple[str, ...] | None = None) -> dict[str, int]:
         """Recover temp files (`FileStore.recover_temp_files`); those it cannot touch are bad files."""
         counts = self.files.recover_temp_files(logged_ids, deep, found)
         self.bad_files.extend(self.files.stuck[len(self.files.stuck) - counts["temp_files_stuck"]:])

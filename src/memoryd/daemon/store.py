@@ -601,7 +601,7 @@ class FileStore:
         return not self._staged and not self._unpublished
 
     def recover_temp_files(self, logged_ids: set[str], deep: bool = True,
-                           found: list[str] | None = None) -> dict[str, int]:
+                           found: tuple[str, ...] | None = None) -> dict[str, int]:
         """Recovery step 1: roll forward temp files whose record id the log names (they were
         flushed before the log was synced); remove the rest, which no reply ever acknowledged.
         `deep=False` skips the episode folders (tens of thousands of listings at scale): for a

@@ -259,9 +259,9 @@ class Journal:
         if fresh:
             self.finish_prefetch()
             assert self._prefetched is not None
-            (cached, listing), saved_at, self._prefetched = self._prefetched, None, None
-            if listing is not None:
-                self._adopt_listing(cached, listing)
+            (cached, seen), saved_at, self._prefetched = self._prefetched, None, None
+            if seen is not None:
+                self._adopt_listing(cached, seen)
                 return
         else:
             cached, saved_at = read_cache(self.cache_path)
@@ -375,7 +375,7 @@ class Journal:
         """A prefetch helper runs, or has run and its result waits for `load`."""
         return self._helper is not None or self._prefetched is not None
 
-    def finish_prefetch(self) -> list[str] | None:
+    def finish_prefetch(self) -> tuple[str, ...] | None:
         """Wait for the prefetch helper; the temp files it saw in the session folders, which it
         listed for this start so that neither temp-file recovery nor `load` lists them again
         (11k folders: ~0.2 s each time, with the kernel's caches warm). None when it failed:
@@ -392,7 +392,7 @@ class Journal:
         try:
             source, header = read_header(helper.finish(running))  # closes the file if it is bad
             if not isinstance(header, dict):
-                raise ValueError("its result is not a cache")
+                raise TypeError("its result is not a cache")
             listing = Listing.of(header.get("listing"))
         except (OSError, ValueError, TypeError, msgpack.UnpackException) as exc:
             log.warning("episode prefetch: %s; the episode files are parsed here instead", exc)
@@ -403,9 +403,10 @@ class Journal:
         """Take what the prefetch helper parsed and listed during this start, packed, without
         listing episodes/ or a session folder again. A folder it saw a temp file in was changed
         since by temp-file recovery (a roll-forward adds an episode file): that one is listed."""
-        self.session_dirs.extend(listing.dirs)
-        self.bad_files.extend(listing.bad)
         changed = {os.path.basename(os.path.dirname(path)) for path in listing.temp}
+        self.session_dirs.extend(listing.dirs)
+        self.bad_files.extend(bad for bad in listing.bad  # a changed folder's are found again below
+                              if os.path.basename(os.path.dirname(bad["path"])) not in changed)
         for name in sorted(cached.keys() - changed):
             self._adopt(name, cached[name])
         for name in sorted(changed):
