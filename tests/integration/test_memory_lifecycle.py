@@ -372,6 +372,31 @@ def _index_restored(env: Env) -> int:
     return [e for e in env.events() if e["kind"] == "recovery"][-1]["search_index_restored"]
 
 
+def test_a_cold_start_writes_its_caches_after_it_serves_and_a_crash_keeps_them(env: Env) -> None:
+    """The caches a start without state/ builds are written on the loop's first idle turn,
+    durably: a SIGKILL right after still leaves the next start a search index to restore."""
+    serve(env)
+
+    async def first() -> None:
+        async with env.session(**WT) as s:
+            for fact in FACTS[:3]:
+                await write(s, fact)
+    anyio.run(first)
+    assert env.memoryd("stop").returncode == 0
+    for name in ("memories.cache", "search.index", "checkpoint", "episodes.cache"):
+        (env.home / "state" / name).unlink(missing_ok=True)
+    serve(env)
+    cache = env.home / "state" / "search.index"
+    deadline = time.monotonic() + 10
+    while not cache.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert cache.exists() and (env.home / "state" / "memories.cache").exists()
+    assert _index_restored(env) == 0  # built at that start
+    env.kill_daemon()  # they are renamed into place after their sync: durable once there
+    serve(env)
+    assert _index_restored(env) == 1
+
+
 def test_a_clean_restart_restores_the_search_index_and_a_changed_file_forces_a_rebuild(env: Env) -> None:
     serve(env)
 

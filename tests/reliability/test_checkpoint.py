@@ -429,5 +429,9 @@ def test_a_cold_start_with_helper_processes_equals_one_without(env: Env, tmp_pat
         assert core.memories.hand_edited == [live[0].name[:-3]]
     assert helped.memories.index.text.search("deploy2 nginx", limit=5) == plain.memories.index.text.search("deploy2 nginx", limit=5)
     assert helped.memories.index_restored  # the helper's snapshot, checked against the files here
-    assert (tmp_path / "helped" / "state" / "memories.cache").exists()
+    cache = tmp_path / "helped" / "state" / "memories.cache"
+    assert not cache.exists()  # the helper's caches are written on the first idle turn after start
+    helped.memories.save_built_caches()
+    helped.files.sync()
+    assert cache.exists() and (tmp_path / "helped" / "state" / "search.index").exists()
     assert (tmp_path / "helped" / "state" / "episodes.cache").exists() is False  # written at stop

@@ -66,8 +66,7 @@ def load(tier: TierState) -> int:
     if not tier.index_restored:
         parsed[0] += 1  # so the caller saves a fresh snapshot
     elif helped and parsed[0] == 0:  # the helper's cache and snapshot are this start's: keep them
-        tier.core.files.write_file(tier.cache_path, helped[0])
-        tier.core.files.write_file(tier.index_path, helped[1])
+        tier.save_after_start = lambda: _write_caches(tier, *helped)
     load_pending(tier)
     return parsed[0]
 
@@ -396,7 +395,10 @@ def check_against_log(tier: TierState, memory: Memory, sha: str) -> None:
 
 def save_cache(tier: TierState) -> None:
     """Write the parse cache for every record file on disk now (staged; durable at the sync)."""
-    cache, snapshot = encode_caches(tier)
+    _write_caches(tier, *encode_caches(tier))
+
+
+def _write_caches(tier: TierState, cache: bytes, snapshot: bytes) -> None:
     tier.core.files.write_file(tier.cache_path, cache)
     tier.core.files.write_file(tier.index_path, snapshot)
 

@@ -9,6 +9,7 @@ The tier changes state only through the methods below; the tool handlers record 
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections import Counter
@@ -33,7 +34,9 @@ from memoryd.daemon.memories.records import (
 )
 from memoryd.daemon.memories.state import TierState
 from memoryd.daemon.scopes import unique
-from memoryd.errors import InvalidParams, ResourceState
+from memoryd.errors import InvalidParams, ResourceState, StorageError
+
+log = logging.getLogger("memoryd.daemon")
 
 
 def attach(core: Core) -> MemoryTier:
@@ -266,6 +269,7 @@ class MemoryTier(TierState):
 
     def _on_daemon_stop(self, event: dict[str, Any]) -> None:
         """A clean stop (not its replay): refresh the parse cache so the next start is fast."""
+        self.save_built_caches()  # the stop's checkpoint may name the gen of the helper's cache
         if self.loaded and self.cache_stale:
             self.after_sync()
             memory_recovery.save_cache(self)
@@ -322,7 +326,17 @@ class MemoryTier(TierState):
         self.live.sort_by_updated()
         self.loaded = True
         if parsed:  # so the next start is fast even if this daemon never stops cleanly
-            memory_recovery.save_cache(self)
+            self.save_after_start = lambda: memory_recovery.save_cache(self)
+
+    def save_built_caches(self) -> None:
+        """Write the caches this start built (`save_after_start`), once; a full disk only costs
+        the next start its speed."""
+        save, self.save_after_start = self.save_after_start, None
+        if save is not None:
+            try:
+                save()
+            except StorageError as exc:
+                log.warning("the memory caches could not be written: %s", exc.message)
 
     def reconcile(self) -> dict[str, Any]:
         return memory_recovery.reconcile(self)
@@ -333,6 +347,7 @@ class MemoryTier(TierState):
         if not self.patterns_compiled:
             compile_patterns()
             self.patterns_compiled = True
+        self.save_built_caches()
         return memory_recovery.verify_some(self, budget)
 
 
