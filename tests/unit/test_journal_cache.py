@@ -266,6 +266,24 @@ def test_a_failed_helper_costs_only_its_time(tmp_path: Path, monkeypatch: pytest
         assert again.journal.by_id[episode_id] == first.journal.by_id[episode_id]
 
 
+def test_a_helper_result_without_its_listing_means_listing_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A result the daemon cannot use whole is not used at all: the folders are listed here,
+    temp files included, as a start without a helper would."""
+    from memoryd.daemon.episodes import journal
+
+    first, ids = _store_with_episodes(tmp_path / "s")
+    crashed = first.journal.path_of(first.journal.by_id[ids[0]])
+    temp = crashed.with_name(f".tmp-{crashed.name}.0a1b2c3d")
+    crashed.rename(temp)
+    encode = journal.encode_cache
+    monkeypatch.setattr(journal, "encode_cache", lambda seq, sessions, listing=None: encode(seq, sessions))
+    again = _cold(tmp_path / "s", minimum=1)
+    assert not again.journal._packed and again.journal._helper is None  # parsed here instead
+    assert crashed.exists() and not temp.exists()  # the deep temp-file scan ran after all
+    for episode_id in ids:
+        assert again.journal.by_id[episode_id] == first.journal.by_id[episode_id]
+
+
 def test_no_helper_for_a_small_store_or_when_the_cache_exists(tmp_path: Path) -> None:
     _store_with_episodes(tmp_path / "s")
     core = Core(tmp_path / "s", Config())
