@@ -118,11 +118,9 @@ def read_nofollow(path: Path | str) -> bytes:
 
 
 def read_with_stat(path: Path | str) -> tuple[bytes, os.stat_result]:
-    """The bytes of the regular file at `path` and its stat, taken on the open file before the
-    read (so an edit in between shows as a changed file next time, never as an unchanged one);
-    `LinkRefused` when it is a symlink or not a file. One `read` of the size `fstat` gave, and
-    no `lstat` of the path: a cold start reads 100k files, and the two calls saved are a third
-    of that."""
+    """The bytes of the regular file at `path` and its `fstat`, taken before the read (an edit in
+    between shows as a change next time); `LinkRefused` for a symlink or non-file. No `lstat`
+    and one `read`: a third less time over the 100k files of a cold start."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError as exc:
@@ -135,10 +133,7 @@ def read_with_stat(path: Path | str) -> tuple[bytes, os.stat_result]:
             raise LinkRefused(path)
         data = os.read(fd, st.st_size + 1)
         if len(data) != st.st_size:  # it grew or shrank since, or the read was short: read to the end
-            chunks = [data]
-            while chunk := os.read(fd, 1 << 20):
-                chunks.append(chunk)
-            data = b"".join(chunks)
+            data += b"".join(iter(lambda: os.read(fd, 1 << 20), b""))
         return data, st
     finally:
         os.close(fd)
