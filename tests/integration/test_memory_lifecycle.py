@@ -5,6 +5,7 @@ changed behind the daemon's back. All through the official MCP client → bridge
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -395,6 +396,37 @@ def test_a_cold_start_writes_its_caches_after_it_serves_and_a_crash_keeps_them(e
     env.kill_daemon()  # they are renamed into place after their sync: durable once there
     serve(env)
     assert _index_restored(env) == 1
+
+
+def test_a_cold_start_reads_every_record_file_without_touching_its_access_time(env: Env) -> None:
+    """A start without state/ reads every record; under `relatime` each first read would dirty
+    the file's inode and the start's first commit would write them all back (O_NOATIME)."""
+    serve(env)
+
+    async def first() -> None:
+        async with env.session(**WT) as s:
+            for fact in FACTS[:3]:
+                await write(s, fact)
+    anyio.run(first)
+    assert env.memoryd("stop").returncode == 0
+    for name in ("memories.cache", "search.index", "checkpoint", "episodes.cache"):
+        (env.home / "state" / name).unlink(missing_ok=True)
+    files = sorted((env.home / "memories").glob("*.md"))
+    assert len(files) == 3
+    for path in files:  # an access time before the last change: `relatime` would update it
+        mtime = path.stat().st_mtime_ns
+        os.utime(path, ns=(mtime - 10**9, mtime))
+    before = {path: path.stat().st_atime_ns for path in files}
+    serve(env)
+
+    async def second() -> None:
+        async with env.session(**WT) as s:
+            listed = await call(s, "memory_list")
+            assert listed["total"] == 3
+            await call(s, "memory_show", id=listed["memories"][0]["id"])
+    anyio.run(second)
+    assert _index_restored(env) == 0  # the files were parsed at that start, not a cache
+    assert {path: path.stat().st_atime_ns for path in files} == before
 
 
 def test_a_clean_restart_restores_the_search_index_and_a_changed_file_forces_a_rebuild(env: Env) -> None:

@@ -139,3 +139,23 @@ def test_minted_ulids_are_what_python_ulid_reads() -> None:
     minted.sort()
     assert all(a[1] < b[1] for a, b in itertools.pairwise(minted) if a[0] < b[0])
     assert len({text for _, text in minted}) == len(minted)
+
+
+def test_a_read_falls_back_without_o_noatime_where_the_kernel_refuses_it(tmp_path, monkeypatch) -> None:
+    """O_NOATIME is only for the files' owner (EPERM otherwise): the read then goes on without
+    it, and later reads do not ask again."""
+    path = tmp_path / "record.md"
+    path.write_bytes(b"body")
+    real_open, refused = store.os.open, []
+
+    def fussy_open(name, flags, *args):  # type: ignore[no-untyped-def]
+        if flags & getattr(store.os, "O_NOATIME", 0):
+            refused.append(name)
+            raise PermissionError(1, "Operation not permitted", name)
+        return real_open(name, flags, *args)
+
+    monkeypatch.setattr(store, "_noatime", getattr(store.os, "O_NOATIME", 0))
+    monkeypatch.setattr(store.os, "open", fussy_open)
+    assert store.read_nofollow(path) == b"body"
+    assert store.read_nofollow(path) == b"body"
+    assert store._noatime == 0 and len(refused) == (1 if hasattr(store.os, "O_NOATIME") else 0)
