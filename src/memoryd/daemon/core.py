@@ -121,6 +121,7 @@ class Core:
         self.cold_reqs: Callable[[], OrderedDict[str, Sequence[Any]]] | None = None
         self.cold_conns: frozenset[str] = frozenset()
         self.last_run_ids: set[str] = set()   # record ids named since the last daemon_start
+        self.run_ids_from = 0  # replay notes them from this seq on (`EventLog.last_seq_of`)
         self._noted_session: Any = None  # the last session id `note_session_id` counted
         self.suspended: dict[str, float] = {}  # session id -> reattach deadline after a restart
         self.next_ttl_check = 0.0             # the reaper's next episode-TTL pass (epoch s)
@@ -413,6 +414,7 @@ class Core:
         for sub in STORE_DIRS:
             store.ensure_store_dir(self.root / sub)
         if resume is None:  # no checkpoint: record files may be parsed in helpers while the log replays
+            self.run_ids_from = self.log.last_seq_of("daemon_start")
             self.journal.prefetch()
             for extension in self.extensions:
                 if hasattr(extension, "prefetch"):
@@ -450,7 +452,8 @@ class Core:
         """Apply a logged event, remembering the record ids the last run's events name."""
         if not event["seq"] % PROGRESS_EVERY:
             self.progress("replaying the event log", event["seq"], 0)
-        self._note_run_ids(event)
+        if event["seq"] >= self.run_ids_from:  # before the last daemon_start: reset there anyway
+            self._note_run_ids(event)
         self.note_session_id(event.get("session"))
         self.apply(event)
 

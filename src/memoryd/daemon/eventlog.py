@@ -33,6 +33,7 @@ QUARANTINED = "quarantined"   # the marker `log repair` leaves where it removed 
 QUARANTINE_DIR = "quarantine"
 REPAIR_COMMAND = "memoryd stop && memoryd log repair"
 TAIL_BYTES = 1 << 16           # read from a segment's end to find its last line
+HINT_WINDOW = 8 << 20          # how far back from the end `last_seq_of` searches (~25k events)
 RESERVE_BYTES = 1 << 20        # kept allocated past the log's end: ~3,000 events on a full disk
 FALLOC_FL_KEEP_SIZE = 1
 _BASE_FIELDS = (("seq", int), ("ts", str), ("kind", str), ("prev", str), ("hash", str))
@@ -200,6 +201,26 @@ class EventLog:
                 raise LogDamaged(path, 0, problem)
             self._replay_segment(path, apply, index == len(files) - 1, offset if index == first else 0)
         return _truncate_torn_tail(files[-1]) if files else 0
+
+    def last_seq_of(self, kind: str) -> int:
+        """The seq of the last whole event of `kind` in the newest segment's last HINT_WINDOW
+        bytes, found by a byte search (canonical lines spell `"kind":"<kind>"` one way, and a
+        value cannot: its quotes are escaped); 0 when there is none there, the line does not read
+        as an event, or it is the segment's last line (a torn tail replay may cut: then it would
+        never be reached). The window bounds the search when the event is far back or absent."""
+        files = segments(self.dir)
+        if not files or _not_a_plain_file(files[-1]):
+            return 0
+        with open(files[-1], "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            base = max(0, size - HINT_WINDOW)
+            data = os.pread(handle.fileno(), size - base, base)
+        at = data.rfind(b'"kind":' + json.dumps(kind).encode())
+        begin, end = data.rfind(b"\n", 0, at) + 1, data.find(b"\n", at)
+        if at < 0 or (begin == 0 and base > 0) or end < 0 or end + 1 >= len(data):
+            return 0
+        event, _ = _parse(data[begin : end + 1])
+        return event["seq"] if event is not None and event["kind"] == kind else 0
 
     def _replay_segment(self, path: Path, apply: Callable[[dict[str, Any]], None], last: bool,
                         offset: int = 0) -> None:
