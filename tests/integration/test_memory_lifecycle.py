@@ -373,9 +373,8 @@ def _index_restored(env: Env) -> int:
     return [e for e in env.events() if e["kind"] == "recovery"][-1]["search_index_restored"]
 
 
-def test_a_cold_start_writes_its_caches_after_it_serves_and_a_crash_keeps_them(env: Env) -> None:
-    """The caches a start without state/ builds are written on the loop's first idle turn,
-    durably: a SIGKILL right after still leaves the next start a search index to restore."""
+def _three_facts_then_no_state(env: Env) -> None:
+    """Three memories written, a clean stop, then state/ emptied: the next start is a cold one."""
     serve(env)
 
     async def first() -> None:
@@ -386,6 +385,12 @@ def test_a_cold_start_writes_its_caches_after_it_serves_and_a_crash_keeps_them(e
     assert env.memoryd("stop").returncode == 0
     for name in ("memories.cache", "search.index", "checkpoint", "episodes.cache"):
         (env.home / "state" / name).unlink(missing_ok=True)
+
+
+def test_a_cold_start_writes_its_caches_after_it_serves_and_a_crash_keeps_them(env: Env) -> None:
+    """The caches a start without state/ builds are written on the loop's first idle turn,
+    durably: a SIGKILL right after still leaves the next start a search index to restore."""
+    _three_facts_then_no_state(env)
     serve(env)
     cache = env.home / "state" / "search.index"
     deadline = time.monotonic() + 10
@@ -401,16 +406,7 @@ def test_a_cold_start_writes_its_caches_after_it_serves_and_a_crash_keeps_them(e
 def test_a_cold_start_reads_every_record_file_without_touching_its_access_time(env: Env) -> None:
     """A start without state/ reads every record; under `relatime` each first read would dirty
     the file's inode and the start's first commit would write them all back (O_NOATIME)."""
-    serve(env)
-
-    async def first() -> None:
-        async with env.session(**WT) as s:
-            for fact in FACTS[:3]:
-                await write(s, fact)
-    anyio.run(first)
-    assert env.memoryd("stop").returncode == 0
-    for name in ("memories.cache", "search.index", "checkpoint", "episodes.cache"):
-        (env.home / "state" / name).unlink(missing_ok=True)
+    _three_facts_then_no_state(env)
     files = sorted((env.home / "memories").glob("*.md"))
     assert len(files) == 3
     for path in files:  # an access time before the last change: `relatime` would update it

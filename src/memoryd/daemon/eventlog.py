@@ -203,18 +203,15 @@ class EventLog:
         return _truncate_torn_tail(files[-1]) if files else 0
 
     def last_seq_of(self, kind: str) -> int:
-        """The seq of the last whole event of `kind` in the newest segment's last HINT_WINDOW
-        bytes, found by a byte search (canonical lines spell `"kind":"<kind>"` one way, and a
-        value cannot: its quotes are escaped); 0 when there is none there, the line does not read
-        as an event, or it is the segment's last line (a torn tail replay may cut: then it would
-        never be reached). The window bounds the search when the event is far back or absent."""
+        """The seq of the last whole `kind` event in the newest segment's last HINT_WINDOW bytes,
+        by a byte search (a value cannot spell `"kind":"<kind>"`: its quotes are escaped); 0 if
+        none, or if it is the last line (a torn tail replay may cut, so never reached)."""
         files = segments(self.dir)
         if not files or _not_a_plain_file(files[-1]):
             return 0
         with open(files[-1], "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
-            base = max(0, size - HINT_WINDOW)
-            data = os.pread(handle.fileno(), size - base, base)
+            base = max(0, os.fstat(handle.fileno()).st_size - HINT_WINDOW)
+            data = os.pread(handle.fileno(), HINT_WINDOW, base)
         at = data.rfind(b'"kind":' + json.dumps(kind).encode())
         begin, end = data.rfind(b"\n", 0, at) + 1, data.find(b"\n", at)
         if at < 0 or (begin == 0 and base > 0) or end < 0 or end + 1 >= len(data):
