@@ -4,7 +4,9 @@ packed and are decoded on first use."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -292,3 +294,100 @@ def test_no_helper_for_a_small_store_or_when_the_cache_exists(tmp_path: Path) ->
     (tmp_path / "s" / "state" / "episodes.cache").unlink()
     core.journal.prefetch(3)  # two sessions
     assert core.journal._helper is None
+
+
+def _store_of_six_sessions(root: Path) -> tuple[Core, list[str], Path, Path]:
+    """Six sessions of two episodes each, no index cache; one folder holds a bad file, another
+    an episode whose write crashed after the flush (its temp file, which the log names)."""
+    core = Core(root, Config())
+    core.open()
+    ids = []
+    for n in range(6):
+        session = core.start_session({"worktree": f"/w{n}"}, f"c{n}")
+        ids += [write_episode(core, session, f"body {n}.{i}", f"takeaway {n}.{i}", [], None, None)["id"]
+                for i in range(2)]
+    core.sync()
+    core.log.close()
+    bad = core.journal.path_of(core.journal.by_id[ids[4]]).with_name("01ARZ3NDEKTSV4RRFFQ69G5FAV.md")
+    bad.write_text("---\nnot: [closed\n---\nbody\n")
+    crashed = core.journal.path_of(core.journal.by_id[ids[8]])
+    crashed.rename(crashed.with_name(f".tmp-{crashed.name}.0a1b2c3d"))
+    return core, ids, bad, crashed
+
+
+def _shared_start(root: Path, monkeypatch: pytest.MonkeyPatch, take: object) -> tuple[Core, list[str]]:
+    """A cold start whose episode parse is shared in one-folder chunks, `take` standing in for
+    `helper.Shares.take`; returns the started core and the folders this process parsed."""
+    from memoryd.daemon import helper
+    from memoryd.daemon.episodes import journal
+
+    here, parsed_here = os.getpid(), []
+    load_entry = journal.Journal._load_entry
+
+    def counted(self: Journal, folder: os.DirEntry[str], *args: Any, **kwargs: Any) -> None:
+        if os.getpid() == here:
+            parsed_here.append(folder.name)
+        load_entry(self, folder, *args, **kwargs)
+    monkeypatch.setattr(journal, "SHARE_CHUNK", 1)
+    monkeypatch.setattr(journal.Journal, "_load_entry", counted)
+    monkeypatch.setattr(helper.Shares, "take", take)
+    core = Core(root, Config())
+    core.journal.prefetch(1)
+    report = core.open()
+    assert report["temp_files_rolled_forward"] == 1 and report["temp_files_removed"] == 0
+    return core, parsed_here
+
+
+def _same_as_a_start_without_helper(core: Core, ids: list[str], bad: Path, crashed: Path) -> None:
+    assert core.journal._helper is None and not core.journal.unverified and not core.journal.unlisted
+    assert crashed.exists() and sorted(core.journal.by_id.keys()) == sorted(ids)
+    assert [b["path"] for b in core.journal.bad_files] == [str(bad)]  # once, whoever found it
+    plain = Core(core.root, Config())
+    plain.open()
+    for episode_id in ids:
+        assert core.journal.by_id[episode_id] == plain.journal.by_id[episode_id]
+    assert sorted(core.journal.session_dirs) == sorted(plain.journal.session_dirs)
+
+
+def test_the_daemon_parses_the_folders_its_helper_has_not_reached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once its own part of the start is done, the daemon takes session folders from the end
+    the helper has not reached; the start indexes each episode once, as without a helper."""
+    import time
+
+    from memoryd.daemon import helper
+
+    _, ids, bad, crashed = _store_of_six_sessions(tmp_path / "s")
+    take = helper.Shares.take
+
+    def late_helper(self: helper.Shares, taker: int) -> Iterator[int]:
+        deadline = time.monotonic() + 10  # the helper begins only once the daemon has taken a chunk
+        while taker == helper.HELPER and not self.marks[self.count - 1] and time.monotonic() < deadline:
+            time.sleep(0.001)
+        yield from take(self, taker)
+    core, parsed_here = _shared_start(tmp_path / "s", monkeypatch, late_helper)
+    assert parsed_here and len(set(parsed_here)) == len(parsed_here)
+    _same_as_a_start_without_helper(core, ids, bad, crashed)
+
+
+@pytest.mark.parametrize("last", ["helper", "daemon"])
+def test_a_chunk_both_took_is_indexed_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, last: str) -> None:
+    """Where the helper and the daemon meet, both may take a chunk: its episodes, bad files and
+    temp files count once. Here both take every chunk, one after the other."""
+    import time
+
+    from memoryd.daemon import helper
+
+    _, ids, bad, crashed = _store_of_six_sessions(tmp_path / "s")
+    final = helper.HELPER if last == "helper" else helper.DAEMON
+
+    def greedy(self: helper.Shares, taker: int) -> Iterator[int]:
+        deadline = time.monotonic() + 10  # the last taker waits for the other to take them all
+        while taker == final and time.monotonic() < deadline and not all(
+                self.marks[i] == helper.HELPER + helper.DAEMON - final for i in range(self.count)):
+            time.sleep(0.001)
+        for index in range(self.count):
+            self.marks[index] = taker
+            yield index
+    core, parsed_here = _shared_start(tmp_path / "s", monkeypatch, greedy)
+    assert len(parsed_here) == 6
+    _same_as_a_start_without_helper(core, ids, bad, crashed)

@@ -11,11 +11,13 @@ Import contract: stdlib only.
 
 from __future__ import annotations
 
+import mmap
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 Helper = tuple[int, int]  # (pid, the anonymous file it writes)
+HELPER, DAEMON = 1, 2  # who took a chunk of shared work (`Shares`)
 
 
 def start(work: Callable[[int], None]) -> Helper | None:
@@ -45,6 +47,27 @@ def finish(helper: Helper) -> int:
         os.close(fd)
         raise ValueError(f"a start helper exited with status {code}")
     return fd
+
+
+class Shares:
+    """Work a helper and the daemon share: `count` chunks, which the helper takes from the front
+    and the daemon, once its own part of the start is done, from the back, each marked in a byte
+    of memory both processes map. Where they meet both may take the same chunk: each does it
+    whole, so the caller keeps one of the two (equal) results."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.marks = mmap.mmap(-1, max(count, 1))  # anonymous and shared: the fork maps the same bytes
+
+    def take(self, taker: int) -> Iterator[int]:
+        """The chunks `taker` (HELPER or DAEMON) claims, each marked before it is handed out;
+        it stops at the first one the other has marked."""
+        order = range(self.count) if taker == HELPER else range(self.count - 1, -1, -1)
+        for index in order:
+            if self.marks[index]:
+                return
+            self.marks[index] = taker
+            yield index
 
 
 def write_all(fd: int, data: bytes) -> None:
