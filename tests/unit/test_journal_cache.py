@@ -391,3 +391,21 @@ def test_a_chunk_both_took_is_indexed_once(tmp_path: Path, monkeypatch: pytest.M
     core, parsed_here = _shared_start(tmp_path / "s", monkeypatch, greedy)
     assert len(parsed_here) == 6
     _same_as_a_start_without_helper(core, ids, bad, crashed)
+
+
+def test_a_session_folder_that_cannot_be_listed_is_a_bad_file_not_a_failed_start(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first, ids = _store_with_episodes(tmp_path / "s")
+    (tmp_path / "s" / "state" / "episodes.cache").unlink()
+    locked = first.journal.path_of(first.journal.by_id[ids[3]]).parent
+    scandir = os.scandir
+
+    def refusing(path: Any = ".") -> Any:
+        if str(path) == str(locked):
+            raise PermissionError(13, "Permission denied", str(path))
+        return scandir(path)
+    monkeypatch.setattr(os, "scandir", refusing)
+    for minimum in (None, 1):  # parsed here, and shared with a helper
+        again = _cold(tmp_path / "s", minimum)
+        assert again.journal.bad_files == [{"path": str(locked), "reason": "cannot be listed (Permission denied)"}]
+        assert sorted(again.journal.by_id.keys()) == sorted(ids[:3])

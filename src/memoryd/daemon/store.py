@@ -649,6 +649,9 @@ class FileStore:
         found = []
         for directory in folders:
             if is_plain_dir(directory):
-                with os.scandir(directory) as listing:
-                    found += [Path(e.path) for e in listing if e.name.startswith(TMP_PREFIX)]
+                try:
+                    with os.scandir(directory) as listing:
+                        found += [Path(e.path) for e in listing if e.name.startswith(TMP_PREFIX)]
+                except OSError:  # unreadable: a session folder is reported by the episode index (bad file)
+                    continue
         return found

@@ -288,8 +288,13 @@ class Journal:
         if not folder.is_dir(follow_symlinks=False):
             self._bad(Path(folder.path), "a symbolic link or not a directory; not followed")
             return
-        with os.scandir(folder.path) as entries:
-            self._load_folder(folder.name, list(entries), packed, fresh)
+        try:
+            with os.scandir(folder.path) as listing:
+                entries = list(listing)
+        except OSError as exc:  # unreadable, or gone since episodes/ was listed: never a failed start
+            self._bad(Path(folder.path), f"cannot be listed ({exc.strerror})")
+            return
+        self._load_folder(folder.name, entries, packed, fresh)
 
     def _load_folder(self, session_id: str, entries: list[os.DirEntry[str]], packed: Packed | None,
                      fresh: bool = False) -> None:
