@@ -1,7 +1,8 @@
 """The episode index: every episode file's frontmatter, kept in memory (packed per session until
 first used after a start; docs/storage.md, 'Packed episodes'), bodies read on demand.
 
-Import contract: store, helper and the cache format (`episodes.cache`). Provenance is not
+Import contract: store, helper, the cache format (`episodes.cache`) and the record
+(`episodes.episode`). Provenance is not
 stored here: it comes from the event log's index in `core` (an episode file says nothing
 trustworthy about how it got there).
 Symlinked session folders and episode files are listed in `bad_files` and never indexed, so
@@ -12,11 +13,8 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 from collections import Counter
 from collections.abc import Callable, Iterator, KeysView, Mapping
-from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -31,38 +29,13 @@ from memoryd.daemon.episodes.cache import (
     read_header,
     sessions_of,
 )
+from memoryd.daemon.episodes.episode import Episode, from_meta, from_row
 
 log = logging.getLogger("memoryd.daemon")
 
 FOLDER_LISTING_COST = 10  # a folder listing, in `verify_some` budget units (one unit: an lstat)
 PREFETCH_MIN_SESSIONS = 500  # fewer session folders parse in well under a second: no helper
 SHARE_CHUNK = 16  # session folders per chunk of a shared parse: ~3 ms of work at 8 episodes each
-
-
-@dataclass(slots=True)
-class Episode:
-    id: str
-    session_id: str
-    created: str
-    takeaway: str | None
-    first_line: str
-    scopes: tuple[str, ...]
-    swarm_id: str | None
-    worktree: str | None
-    # No path is kept: it is always `episodes/<session_id>/<id>.md` (`Journal.path_of`), and 80k
-    # path strings were ~10 MB of a large store's start.
-
-    @property
-    def headline(self) -> str:
-        """The takeaway, or the body's first line when the writer gave none."""
-        return self.takeaway if self.takeaway else self.first_line
-
-
-def first_line(body: str) -> str:
-    for line in body.splitlines():
-        if line.strip():
-            return line.strip()[:500]
-    return ""
 
 
 class EpisodeIndex(Mapping[str, Episode]):
@@ -215,7 +188,7 @@ class Journal:
         packed = self._packed.pop(session_id)
         bucket = self._live.setdefault(session_id, {})
         for episode_id, row in packed.entries():
-            episode = _from_row(row, session_id, episode_id)
+            episode = from_row(row, session_id, episode_id)
             if episode is None:
                 self.owner.pop(episode_id, None)
                 self._parse_existing(session_id, episode_id)
@@ -321,7 +294,7 @@ class Journal:
                 self._bad(Path(entry.path), "a symbolic link or not a regular file; not followed")
                 continue
             row = rows.get(name[:-3])
-            episode = _from_row(row, session_id, name[:-3]) if row is not None else None
+            episode = from_row(row, session_id, name[:-3]) if row is not None else None
             if row is None or episode is None:
                 self._parse_file(session_id, entry.path)
                 continue
@@ -566,59 +539,3 @@ class Journal:
                       worktrees=tuple(Counter(e.worktree for e in listed).items()),
                       swarms=tuple({e.swarm_id for e in listed if e.swarm_id is not None}),
                       rows=msgpack.packb(rows, use_bin_type=True))
-
-
-def _shared(worktree: Any) -> Any:
-    """One string object per worktree, however many episodes and summaries name it."""
-    if type(worktree) is not str:
-        return worktree
-    return _SHARED.get(worktree) or _SHARED.setdefault(worktree, sys.intern(worktree))
-
-
-def _from_row(row: list[Any], session_id: str, episode_id: str) -> Episode | None:
-    """The episode a cache row describes, or None when the row is malformed. Ids are interned:
-    the checkpoint's sets of episode ids then share these strings."""
-    try:
-        _size, _mtime, created, takeaway, line, scopes, swarm, worktree = row
-    except (TypeError, ValueError):
-        return None
-    if not store.is_ulid(episode_id) or type(created) is not str or type(scopes) is not list:
-        return None
-    return Episode(id=sys.intern(episode_id), session_id=session_id, created=created, takeaway=takeaway,
-                   first_line=line, scopes=tuple(map(sys.intern, scopes)) if scopes else (), swarm_id=swarm,
-                   worktree=_shared(worktree))
-
-
-# Worktree strings seen in episode caches: one object each, shared by all their episodes.
-_SHARED: dict[str, str] = {}
-
-
-def from_meta(meta: dict[str, Any], body: str, session_id: str, path: str) -> Episode:
-    episode_id = meta["id"]
-    if not store.is_ulid(episode_id) or not path.endswith(f"/{episode_id}.md"):
-        raise ValueError("id does not match the file name")
-    created = timestamp_text(meta["created"])
-    return Episode(
-        id=episode_id, session_id=session_id, created=created,
-        takeaway=meta.get("takeaway"), first_line=first_line(body),
-        scopes=tuple(meta.get("scopes") or ()), swarm_id=meta.get("swarm_id"),
-        worktree=meta.get("worktree"),
-    )
-
-
-def timestamp_text(value: Any) -> str:
-    """A frontmatter timestamp as ISO text: hand-written files may hold a bare YAML timestamp."""
-    if isinstance(value, datetime):
-        utc = value.astimezone(timezone.utc) if value.tzinfo else value
-        return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
-    if isinstance(value, str):
-        return value
-    raise ValueError("created is not a timestamp")
-
-
-def to_meta(episode: Episode, session_id: str) -> dict[str, Any]:
-    return {
-        "schema_version": 1, "id": episode.id, "created": episode.created,
-        "session_id": session_id, "scopes": list(episode.scopes), "takeaway": episode.takeaway,
-        "swarm_id": episode.swarm_id, "worktree": episode.worktree,
-    }

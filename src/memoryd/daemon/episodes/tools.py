@@ -13,7 +13,7 @@ from typing import Any
 from memoryd.daemon import store
 from memoryd.daemon.connections import Session
 from memoryd.daemon.core import Call, Core, parse_iso
-from memoryd.daemon.episodes.journal import Episode, first_line, to_meta
+from memoryd.daemon.episodes.episode import Episode, first_line, to_meta
 from memoryd.daemon.scopes import is_hidden, matches_any, unique
 from memoryd.daemon.tool import (
     ANY_LIST,

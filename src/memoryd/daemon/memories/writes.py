@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from memoryd.daemon.core import Call, Core, iso
-from memoryd.daemon.episodes.journal import Episode
+from memoryd.daemon.episodes.episode import Episode
 from memoryd.daemon.memories import gates
 from memoryd.daemon.memories.args import (
     check_id,
