@@ -7,6 +7,7 @@ swarm_id and the coordinator parks one `episode_search(wait_for=N)` until N have
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -325,4 +326,52 @@ def test_a_parked_search_does_not_hold_up_other_calls_on_the_same_bridge(served:
                         await parked_done.wait()
         assert answer["timed_out"] is False
         assert ids(answer) == [wake["id"]]
+    anyio.run(main)
+
+
+# -- a cold start of a store with many sessions --------------------------------------------------
+
+PLANTED_SESSIONS = 600  # over the 500 at which a cold start forks a helper and shares the parse
+
+
+def _plant_sessions(episodes: Path, now: float) -> list[str]:
+    """Session folders made by hand before the log began (untracked), one episode each, in the
+    cohort "swarm-cold"; returns their ids."""
+    planted = []
+    for n in range(PLANTED_SESSIONS):
+        session, episode_id = f"sess-{900_000 + n}", str(ULID())
+        folder = episodes / session
+        folder.mkdir()
+        meta = {"schema_version": 1, "id": episode_id, "created": iso_ms(now - 3600 - n), "session_id": session,
+                "scopes": [], "takeaway": f"planted {n}", "swarm_id": "swarm-cold", "worktree": "/w/cold"}
+        (folder / f"{episode_id}.md").write_text(f"---\n{yaml.safe_dump(meta, sort_keys=False)}---\nbody {n}\n")
+        planted.append(episode_id)
+    (episodes / "sess-900007" / ("01" + "K" * 24 + ".md")).write_text("---\nnot: [closed\n---\nx\n")
+    return planted
+
+
+def test_a_cold_start_of_many_sessions_indexes_every_episode_once(env: Env) -> None:
+    """With no state/ and over 500 session folders, the daemon and a forked helper share the
+    episode parse (docs/storage.md): through a real bridge every episode is there once, the
+    written ones and the planted ones, and the bad file is reported."""
+    async def main() -> None:
+        with anyio.fail_after(WAIT_S):
+            async with env.session(MEMORYD_WORKTREE="/w/cold", MEMORYD_SWARM_ID="swarm-cold") as s:
+                written = [(await write(s, f"written {i}"))["id"] for i in range(2)]
+            assert env.memoryd("stop").returncode == 0
+            planted = _plant_sessions(env.home / "episodes", time.time())
+            for path in (env.home / "state").iterdir():
+                if path.name != "pending.json":
+                    path.unlink()
+            async with env.session(MEMORYD_WORKTREE="/w/cold") as s:  # the bridge starts the daemon
+                found = await call(s, "episode_search", swarm_id="swarm-cold", max_results=200,
+                                   since="7d", include_bodies=False)
+                digest = await call(s, "memory_digest")
+                health = await call(s, "memory_health")
+        assert found["total"] == len(written) + PLANTED_SESSIONS
+        assert digest["counts"]["episodes"] == len(written) + PLANTED_SESSIONS
+        shown = ids(found)
+        assert len(set(shown)) == len(shown) == 200 and set(shown) <= set(written) | set(planted)
+        assert health["bad_files"]["total"] == 1
+        assert [e for e in env.events() if e["kind"] == "recovery"][-1]["episodes_untracked"] == PLANTED_SESSIONS
     anyio.run(main)
