@@ -134,6 +134,28 @@ def test_an_unknown_or_malformed_uri_is_resource_not_found_naming_it(served: Env
     anyio.run(main)
 
 
+@pytest.mark.parametrize("mode", ["legacy", MODERN])
+def test_a_3mb_uri_is_refused_as_too_long_and_never_echoed_back(served: Env, mode: str) -> None:
+    huge = URI_PREFIX + "A" * 3_000_000
+    long_unknown = URI_PREFIX + "B" * 1000  # under the cap: not found, named by a cut echo
+
+    async def main() -> None:
+        async with Client(served.bridge_params(), mode=mode) as client:
+            with pytest.raises(MCPError) as caught:
+                await client.read_resource(huge)
+            error = caught.value.error
+            assert error.code == -32602 and error.data["reason"] == "too long"
+            assert error.data["length"] == len(huge)
+            assert len(error.message) < 300 and "AAAA" not in json.dumps(error.model_dump())
+            with pytest.raises(MCPError) as caught:
+                await client.read_resource(long_unknown)
+            error = caught.value.error
+            assert len(error.message) < 300 and error.message.endswith("…")
+            assert "B" * 300 not in json.dumps(error.model_dump())
+            await client.read_resource(URI_PREFIX + await write_memory(client, "The bridge still reads."))
+    anyio.run(main)
+
+
 def test_resources_list_pages_with_a_cursor_and_every_memory_appears_once(served: Env) -> None:
     from memoryd.mcp_bridge.resources import PAGE_SIZE
 

@@ -290,6 +290,10 @@ class Bridge:
         if not isinstance(uri, str):
             return self.fail(ask, INVALID_PARAMS, "resources/read needs a 'uri' string",
                              {"param": "uri", "reason": "is required"})
+        if len(uri) > resources.MAX_URI_CHARS:
+            return self.fail(ask, INVALID_PARAMS,
+                             f"'uri' is too long ({len(uri)} characters; at most {resources.MAX_URI_CHARS})",
+                             {"param": "uri", "reason": "too long", "length": len(uri)})
         memory_id = resources.memory_id(uri)
         if memory_id is None:
             return self.fail(ask, *self.not_found(ask, uri))
@@ -302,7 +306,7 @@ class Bridge:
 
     @staticmethod
     def not_found(ask: Ask, uri: str) -> tuple[int, str, Any]:
-        return revision.not_found_code(ask.modern), f"Resource not found: {uri}", {"uri": uri}
+        return revision.not_found_code(ask.modern), f"Resource not found: {resources.echo(uri)}", {"uri": resources.echo(uri)}
 
     def resource_templates(self, ask: Ask, params: dict[str, Any]) -> None:
         self.answer(ask, resources.templates_result())
