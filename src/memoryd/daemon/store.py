@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import functools
 import json
 import logging
 import os
@@ -27,6 +26,7 @@ from json.encoder import encode_basestring_ascii as _json_string
 from pathlib import Path
 from typing import Any
 
+from memoryd import safe_yaml
 from memoryd.errors import InvalidParams, StorageError, StoreDamaged
 
 log = logging.getLogger("memoryd.daemon")
@@ -224,19 +224,10 @@ def is_session_id(value: Any) -> bool:
     return isinstance(value, str) and bool(SESSION_RE.fullmatch(value))
 
 
-@functools.cache
 def _yaml() -> tuple[Any, Any, Any]:
-    """PyYAML with its loader and dumper, imported on first use: the frontmatter memoryd writes
+    """PyYAML with its safe loader and dumper, imported on first use: the frontmatter memoryd writes
     and reads is `key: <JSON>` lines (below), and the import was ~40 ms of every daemon start."""
-    import yaml
-
-    try:  # libyaml is ~7x faster; fall back to pure Python when it is absent
-        from yaml import CSafeDumper as dumper
-        from yaml import CSafeLoader as loader
-    except ImportError:  # pragma: no cover
-        from yaml import SafeDumper as dumper  # type: ignore[assignment]
-        from yaml import SafeLoader as loader  # type: ignore[assignment]
-    return yaml, loader, dumper
+    return safe_yaml.yaml_kit()
 
 
 def render(meta: dict[str, Any], body: str, blame: str) -> bytes:
@@ -362,30 +353,13 @@ def parse(data: bytes) -> tuple[dict[str, Any], str]:
     meta = _parse_json_lines(text)
     if meta is not None:
         return meta, data[end + 5 :].decode("utf-8", errors="replace")
-    if _ALIAS_HINT.search(text) and _has_anchor_or_tag(text):
-        raise BadRecord("frontmatter uses YAML anchors, aliases or tags")
-    yaml, loader, _ = _yaml()
-    try:
-        meta = yaml.load(text, Loader=loader)
-    except (yaml.YAMLError, RecursionError, ValueError) as exc:
-        raise BadRecord(f"frontmatter does not parse: {type(exc).__name__}") from exc
+    try:  # only text holding '&', '*' or '!' can hold an anchor, alias or tag: walk its events first
+        meta = safe_yaml.load(text, walk=bool(_ALIAS_HINT.search(text)))
+    except safe_yaml.YAMLRefused as exc:
+        raise BadRecord(f"frontmatter: {exc.reason}") from exc
     if not isinstance(meta, dict):
         raise BadRecord("frontmatter is not a mapping")
     return meta, data[end + 5 :].decode("utf-8", errors="replace")
-
-
-def _has_anchor_or_tag(text: str) -> bool:
-    # Only reached when the text holds '&', '*' or '!': walk the parser's events, which name anchors.
-    yaml, loader, _ = _yaml()
-    try:
-        for event in yaml.parse(text, Loader=loader):
-            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
-                return True
-            if getattr(event, "tag", None) and not getattr(event, "implicit", (True,))[0]:
-                return True
-    except (yaml.YAMLError, RecursionError) as exc:
-        raise BadRecord(f"frontmatter does not parse: {type(exc).__name__}") from exc
-    return False
 
 
 class FileStore:

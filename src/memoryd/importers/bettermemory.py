@@ -26,8 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from memoryd import safe_yaml
 from memoryd.errors import BadImportInput
 from memoryd.importers.draft import (
     CATEGORIES,
@@ -90,12 +89,11 @@ def split_frontmatter(path: Path, text: str) -> tuple[dict[str, Any], str]:
     end = next((i for i in range(1, len(lines)) if lines[i].strip() == "---"), None)
     if end is None:
         raise BadImportInput(path, "the frontmatter has no closing '---'", 1)
-    try:
-        meta = yaml.safe_load("".join(lines[1:end]))
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 2 if mark is not None else 2  # +1 for the opening fence, +1 one-based
-        raise BadImportInput(path, f"frontmatter is not YAML: {exc.problem or exc}", line) from None
+    try:  # anchors (a few hundred bytes can expand to gigabytes) and deep nesting are refused unbuilt
+        meta = safe_yaml.load("".join(lines[1:end]))
+    except safe_yaml.YAMLRefused as exc:
+        line = exc.line + 1 if exc.line is not None else 2  # +1 for the opening fence
+        raise BadImportInput(path, f"frontmatter: {exc.reason}", line) from None
     if not isinstance(meta, dict):
         raise BadImportInput(path, "the frontmatter is not a mapping", 2)
     return meta, "".join(lines[end + 1:])

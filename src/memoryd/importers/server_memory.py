@@ -77,11 +77,10 @@ def _items(path: Path, text: str) -> list[tuple[int, dict[str, Any]]]:
     if stripped.startswith("{") and '"entities"' in stripped[:200]:
         try:
             graph = json.loads(stripped)
-        except ValueError:
+        except (ValueError, RecursionError):  # read line by line below, which names the line
             graph = None
         if isinstance(graph, dict) and "entities" in graph:
-            return [(1, {**e, "type": "entity"}) for e in graph.get("entities") or []] + \
-                   [(1, {**r, "type": "relation"}) for r in graph.get("relations") or []]
+            return _graph_items(path, graph, "entities", "entity") + _graph_items(path, graph, "relations", "relation")
     items = []
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -90,10 +89,20 @@ def _items(path: Path, text: str) -> list[tuple[int, dict[str, Any]]]:
             item = json.loads(line)
         except ValueError as exc:
             raise BadImportInput(path, f"not a JSON object: {exc}", number) from None
+        except RecursionError:  # the decoder's guard against deep nesting; no graph nests so
+            raise BadImportInput(path, "JSON nested too deeply", number) from None
         if not isinstance(item, dict):
             raise BadImportInput(path, "not a JSON object", number)
         items.append((number, item))
     return items
+
+
+def _graph_items(path: Path, graph: dict[str, Any], key: str, kind: str) -> list[tuple[int, dict[str, Any]]]:
+    """A `read_graph` answer's `entities` or `relations`: a list of objects, each typed `kind`."""
+    items = graph.get(key) or []
+    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+        raise BadImportInput(path, f"{key!r} is not a list of JSON objects", 1)
+    return [(1, {**i, "type": kind}) for i in items]
 
 
 def _add_entity(path: Path, number: int, item: dict[str, Any], entities: dict[str, Entity]) -> None:

@@ -1,0 +1,77 @@
+"""YAML from files memoryd did not write itself: record frontmatter, another tool's store.
+
+A few hundred bytes of anchors and aliases expand to gigabytes once loaded ("billion laughs"),
+and deep nesting runs the composer out of recursion. Both are visible in the parser's event
+stream before any object is built, so `check` walks the events (streaming, constant memory) and
+refuses the first anchor, alias or explicit tag, or nesting past `MAX_DEPTH`, naming its line.
+
+Import contract: stdlib, and yaml on first use (the store's cold start does not pay for it).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+MAX_DEPTH = 64  # memoryd's and bettermemory's frontmatter nest 2 or 3 levels
+
+
+class YAMLRefused(ValueError):
+    """YAML that is not loaded: unsafe (anchor, alias, tag, depth) or not YAML; `line` is 1-based
+    within the text given (None when the parser gives no position)."""
+
+    def __init__(self, reason: str, line: int | None = None) -> None:
+        super().__init__(reason)
+        self.reason, self.line = reason, line
+
+
+@functools.cache
+def yaml_kit() -> tuple[Any, Any, Any]:
+    """PyYAML with its safe loader and dumper, imported on first use (the import is ~40 ms)."""
+    import yaml
+
+    try:  # libyaml is ~7x faster; fall back to pure Python when it is absent
+        from yaml import CSafeDumper as dumper
+        from yaml import CSafeLoader as loader
+    except ImportError:  # pragma: no cover
+        from yaml import SafeDumper as dumper  # type: ignore[assignment]
+        from yaml import SafeLoader as loader  # type: ignore[assignment]
+    return yaml, loader, dumper
+
+
+def check(text: str, max_depth: int = MAX_DEPTH) -> None:
+    """YAMLRefused at the first anchor, alias, explicit tag or nesting deeper than `max_depth`,
+    or when `text` does not parse."""
+    yaml, loader, _ = yaml_kit()
+    depth = 0
+    try:
+        for event in yaml.parse(text, Loader=loader):
+            line = event.start_mark.line + 1 if event.start_mark else None
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+                raise YAMLRefused("YAML anchors and aliases are not accepted", line)
+            if getattr(event, "tag", None) is not None:
+                raise YAMLRefused("explicit YAML tags are not accepted", line)
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > max_depth:
+                    raise YAMLRefused(f"nested deeper than {max_depth} levels", line)
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        raise YAMLRefused(f"not YAML: {exc.problem or exc}", mark.line + 1 if mark else None) from None
+    except (yaml.YAMLError, RecursionError) as exc:
+        raise YAMLRefused(f"not YAML: {type(exc).__name__}") from None
+
+
+def load(text: str, max_depth: int = MAX_DEPTH, walk: bool = True) -> Any:
+    """`text` loaded with the safe loader; YAMLRefused when `check` refuses it or it does not load.
+    `walk=False` skips the event walk, for text the caller knows holds no '&', '*' or '!' (then
+    libyaml's own nesting limit and the RecursionError catch bound the depth)."""
+    if walk:
+        check(text, max_depth)
+    yaml, loader, _ = yaml_kit()
+    try:
+        return yaml.load(text, Loader=loader)
+    except (yaml.YAMLError, RecursionError, ValueError) as exc:  # a bad date, an int too long
+        raise YAMLRefused(f"not YAML: {type(exc).__name__}") from None
