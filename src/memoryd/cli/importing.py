@@ -29,13 +29,13 @@ import argparse
 import json
 import sys
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from memoryd.cli.memories import OK, REFUSED, UNAVAILABLE, USAGE, one_line, visible
 from memoryd.errors import MemorydError
-from memoryd.importers import FORMATS, Draft, read
+from memoryd.importers import FORMATS, Draft, Skipped, read
 
 CLIENT = "memoryd-import"
 SHOWN_PER_REASON = 5
@@ -63,6 +63,7 @@ class Summary:
     path: str
     outcomes: list[Outcome] = field(default_factory=list)
     stopped: str | None = None  # why the import ended early (the daemon went away)
+    skipped: Skipped = field(default_factory=list)  # links the parser did not follow
 
     def counts(self) -> dict[str, int]:
         found = Counter(o.bucket for o in self.outcomes)
@@ -80,13 +81,14 @@ class Summary:
 
     def as_json(self) -> dict[str, Any]:
         return {"format": self.fmt, "path": self.path, "total": len(self.outcomes), "counts": self.counts(),
-                "reasons": self.reasons(), "stopped": self.stopped,
+                "reasons": self.reasons(), "stopped": self.stopped, "skipped": _skipped_json(self.skipped),
                 "committed_ids": [o.memory_id for o in self.outcomes if o.bucket == "committed"],
                 "pending": [_item(o) for o in self.outcomes if o.bucket == "pending"]}
 
 
 def _item(outcome: Outcome) -> dict[str, Any]:
-    item = {"origin": outcome.draft.origin, "title": outcome.draft.title}
+    item = {"origin": outcome.draft.origin,
+            "title": shown_title(outcome.draft, secret_found=outcome.reason == "credential_warning")}
     if outcome.memory_id:
         item["id"] = outcome.memory_id
     if outcome.pending_id:
@@ -94,17 +96,42 @@ def _item(outcome: Outcome) -> dict[str, Any]:
     return item
 
 
+def shown_title(draft: Draft, secret_found: bool = False) -> str:
+    """The draft's title for a report, every secret in it masked the way the credential gate shows
+    it (`AKIA…[REDACTED]`). The whole text is masked before its first line is cut, so no cut
+    leaves a piece of a secret the scan would no longer see. When the daemon found a secret
+    (`secret_found`) that this scan does not, no text is shown at all."""
+    from memoryd.daemon.memories.gates import redact_credentials
+
+    masked = redact_credentials(draft.content)
+    if secret_found and masked == draft.content:
+        return "[text withheld: it holds a secret]"
+    return replace(draft, content=masked).title
+
+
+def _skipped_json(skipped: Skipped) -> list[dict[str, str]]:
+    return [{"path": path, "reason": reason} for path, reason in skipped]
+
+
+def _skipped_lines(skipped: Skipped) -> list[str]:
+    lines = [f"skipped: {path}: {reason}" for path, reason in skipped[:SHOWN_PER_REASON]]
+    if len(skipped) > SHOWN_PER_REASON:
+        lines.append(f"  … and {len(skipped) - SHOWN_PER_REASON} more skipped")
+    return lines
+
+
 # -- entry ------------------------------------------------------------------------------------------
 
 def main(ns: argparse.Namespace) -> int:
+    skipped: Skipped = []
     try:
-        drafts = read(ns.format, ns.path, ns.scope or project_scope(ns))
+        drafts = read(ns.format, ns.path, ns.scope or project_scope(ns), skipped)
     except MemorydError as exc:
         print(f"memoryd import: {exc.message}", file=sys.stderr)
         return USAGE
     if ns.dry_run:
-        return _print_plan(ns, drafts)
-    summary = Summary(ns.format, str(ns.path))
+        return _print_plan(ns, drafts, skipped)
+    summary = Summary(ns.format, str(ns.path), skipped=skipped)
     code = _run(ns, drafts, summary)
     _print_summary(ns, summary)
     return code
@@ -282,23 +309,25 @@ def _print_summary(ns: argparse.Namespace, summary: Summary) -> None:
     if counts["pending"]:
         lines.append("pending writes expire (pending_ttl_seconds); confirm with: memoryd pending confirm ID, "
                      "or re-run with --confirm-pending")
+    lines += _skipped_lines(summary.skipped)
     if counts["committed"] or counts["removed"]:
         lines.append(f"see them: memoryd memories list --scope import:{summary.fmt}")
     print(visible("\n".join(lines)))
 
 
-def plan(fmt: str, path: str, drafts: list[Draft]) -> dict[str, Any]:
-    """What an import would write: counts per category and scope, the first few drafts."""
-    return {"format": fmt, "path": path, "dry_run": True, "total": len(drafts),
+def plan(fmt: str, path: str, drafts: list[Draft], skipped: Skipped) -> dict[str, Any]:
+    """What an import would write: counts per category and scope, the first few drafts (secrets
+    masked), the links passed over."""
+    return {"format": fmt, "path": path, "dry_run": True, "total": len(drafts), "skipped": _skipped_json(skipped),
             "removed": sum(1 for d in drafts if d.removed_reason),
             "by_category": dict(Counter(d.category for d in drafts)),
             "by_scope": dict(Counter(s for d in drafts for s in d.scopes)),
-            "items": [{"origin": d.origin, "category": d.category, "scopes": list(d.scopes), "title": d.title,
+            "items": [{"origin": d.origin, "category": d.category, "scopes": list(d.scopes), "title": shown_title(d),
                        **({"removed": True} if d.removed_reason else {})} for d in drafts[:PLAN_ITEMS]]}
 
 
-def _print_plan(ns: argparse.Namespace, drafts: list[Draft]) -> int:
-    shown = plan(ns.format, str(ns.path), drafts)
+def _print_plan(ns: argparse.Namespace, drafts: list[Draft], skipped: Skipped) -> int:
+    shown = plan(ns.format, str(ns.path), drafts, skipped)
     if ns.json:
         print(json.dumps(shown, indent=2))
         return OK
@@ -312,6 +341,7 @@ def _print_plan(ns: argparse.Namespace, drafts: list[Draft]) -> int:
                      f"{one_line(item['title'], 60)}{mark}")
     if shown["total"] > len(shown["items"]):
         lines.append(f"  … and {shown['total'] - len(shown['items'])} more")
+    lines += _skipped_lines(skipped)
     print(visible("\n".join(line for line in lines if line)))
     return OK
 

@@ -18,41 +18,46 @@ from pathlib import Path
 from memoryd.errors import BadImportInput
 from memoryd.importers.draft import Draft, check_scopes, with_scopes
 
-__all__ = ["FORMATS", "Draft", "read"]
+__all__ = ["FORMATS", "Draft", "Skipped", "read"]
 
 
-def _bettermemory(path: Path) -> list[Draft]:
+# (path, why) of each file or folder a parser passed over, for the import report
+Skipped = list[tuple[str, str]]
+
+
+def _bettermemory(path: Path, skipped: Skipped) -> list[Draft]:
     from memoryd.importers import bettermemory
 
-    return bettermemory.read(path)
+    return bettermemory.read(path, skipped)
 
 
-def _server_memory(path: Path) -> list[Draft]:
+def _server_memory(path: Path, skipped: Skipped) -> list[Draft]:
     from memoryd.importers import server_memory
 
     return server_memory.read(path)
 
 
-def _markdown(path: Path) -> list[Draft]:
+def _markdown(path: Path, skipped: Skipped) -> list[Draft]:
     from memoryd.importers import markdown
 
-    return markdown.read(path)
+    return markdown.read(path, skipped)
 
 
 # format name → (parser, what PATH is); the CLI's choices and help come from here.
-FORMATS: dict[str, tuple[Callable[[Path], list[Draft]], str]] = {
+FORMATS: dict[str, tuple[Callable[[Path, Skipped], list[Draft]], str]] = {
     "bettermemory": (_bettermemory, "its store directory (BETTERMEMORY_DIR, ~/.claude-memory)"),
     "server-memory": (_server_memory, "the knowledge graph file (MEMORY_FILE_PATH, memory.jsonl)"),
     "markdown": (_markdown, "a .md file (CLAUDE.md, AGENTS.md, notes) or a folder of them"),
 }
 
 
-def read(fmt: str, path: str | Path, extra_scopes: Iterable[str] = ()) -> list[Draft]:
+def read(fmt: str, path: str | Path, extra_scopes: Iterable[str] = (), skipped: Skipped | None = None) -> list[Draft]:
     """Every draft of `path` read as `fmt`, with `extra_scopes` added to each; BadImportInput
-    (naming the file and line) when the input cannot be read as that format."""
+    (naming the file and line) when the input cannot be read as that format. Files passed over
+    (symbolic links, which are never followed inside a folder) are added to `skipped`."""
     if fmt not in FORMATS:
         raise BadImportInput(fmt, f"unknown format; one of {', '.join(FORMATS)}")
     target = Path(path)
     if not target.exists():
         raise BadImportInput(target, "no such file or directory")
-    return with_scopes(FORMATS[fmt][0](target), check_scopes(extra_scopes))
+    return with_scopes(FORMATS[fmt][0](target, [] if skipped is None else skipped), check_scopes(extra_scopes))

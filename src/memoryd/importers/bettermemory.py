@@ -43,29 +43,36 @@ SOURCE_SCOPE = "import:bettermemory"
 SCHEMA_VERSION = 1  # the newest frontmatter shape this reader knows
 
 
-def read(root: Path) -> list[Draft]:
+def read(root: Path, skipped: list[tuple[str, str]]) -> list[Draft]:
     """Live memories and tombstones of a store directory (or one memory file), oldest first."""
-    files = [root] if root.is_file() else _memory_files(root)
+    files = [root] if root.is_file() else _memory_files(root, skipped)
     if not files:
         raise BadImportInput(root, "no bettermemory memory files here (expected <date>-<slug>-<id>.md "
                              "files with YAML frontmatter, as in BETTERMEMORY_DIR)")
-    parsed = [_parse(path) for path in files]
+    parsed = [_parse(path, follow_link=path == root) for path in files]
     parsed.sort(key=lambda pair: (pair[0], pair[1].origin))
     return [draft for _, draft in parsed]
 
 
-def _memory_files(root: Path) -> list[Path]:
-    """The store's memory files: top-level `*.md` and `.tombstones/*.md`; never a symlink, nor
-    a file bettermemory itself quarantined (a pulled file it refused to serve)."""
+def _memory_files(root: Path, skipped: list[tuple[str, str]]) -> list[Path]:
+    """The store's memory files: top-level `*.md` and `.tombstones/*.md`; never a symlink (it
+    could point anywhere; reported in `skipped`), nor a file bettermemory itself quarantined (a
+    pulled file it refused to serve)."""
     refused = _quarantined(root)
 
     def plain(entry: Path) -> bool:
-        return entry.suffix == ".md" and not entry.name.startswith(".") and entry.name not in refused \
-            and entry.is_file() and not entry.is_symlink()
+        if entry.suffix != ".md" or entry.name.startswith(".") or entry.name in refused:
+            return False
+        if entry.is_symlink():
+            skipped.append((str(entry), "a symbolic link (not followed)"))
+            return False
+        return entry.is_file()
 
     files = sorted(e for e in root.iterdir() if plain(e))
     tombstones = root / TOMBSTONES
-    if tombstones.is_dir() and not tombstones.is_symlink():
+    if tombstones.is_symlink():
+        skipped.append((str(tombstones), "a symbolic link to a folder (not followed)"))
+    elif tombstones.is_dir():
         files += sorted(e for e in tombstones.iterdir() if plain(e))
     return files
 
@@ -74,8 +81,8 @@ def _quarantined(root: Path) -> set[str]:
     """File names in the store's `.quarantine.json` (`{"files": {name: {...}}}`); bettermemory
     reads a damaged sidecar as empty, and so does this."""
     try:
-        payload = json.loads((root / QUARANTINE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        payload = json.loads(read_text(root / QUARANTINE, follow_link=False))
+    except (BadImportInput, ValueError, RecursionError):
         return set()
     files = payload.get("files") if isinstance(payload, dict) else None
     return set(files) if isinstance(files, dict) else set()
@@ -99,9 +106,9 @@ def split_frontmatter(path: Path, text: str) -> tuple[dict[str, Any], str]:
     return meta, "".join(lines[end + 1:])
 
 
-def _parse(path: Path) -> tuple[str, Draft]:
+def _parse(path: Path, follow_link: bool) -> tuple[str, Draft]:
     """(created, draft) of one memory or tombstone file."""
-    meta, body = split_frontmatter(path, read_text(path))
+    meta, body = split_frontmatter(path, read_text(path, follow_link))
     content = body.strip()
     version = meta.get("schema_version", 1)
     if not isinstance(version, int) or version > SCHEMA_VERSION:

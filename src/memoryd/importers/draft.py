@@ -5,7 +5,10 @@ Import contract: the stdlib and the shared modules (`memoryd.errors`); never `me
 
 from __future__ import annotations
 
+import errno
+import os
 import re
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -19,6 +22,7 @@ CATEGORIES = ("fact", "user-inference", "ambient")
 CONFIDENCES = ("high", "medium", "low")
 SOURCES = ("explicit-statement", "inferred", "user-correction")
 TITLE_CHARS = 72
+MAX_FILE_BYTES = 64 << 20  # far above any memory store or notes file; bounds what one read holds
 
 
 @dataclass(frozen=True)
@@ -73,12 +77,24 @@ def check_scopes(scopes: Iterable[str]) -> list[str]:
     return scopes
 
 
-def read_text(path: Path) -> str:
-    """A file as UTF-8, or BadImportInput saying why not."""
+def read_text(path: Path, follow_link: bool = True) -> str:
+    """A regular file as UTF-8, or BadImportInput saying why not. Opened without blocking (a FIFO
+    would hang the import) and checked to be a regular file before it is read (`/dev/zero` never
+    ends); at most MAX_FILE_BYTES. `follow_link=False` refuses a symbolic link at the last step:
+    for files found in a folder, which could point anywhere."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | (0 if follow_link else os.O_NOFOLLOW)
     try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        line = path.read_bytes()[: exc.start].count(b"\n") + 1
-        raise BadImportInput(path, "not UTF-8 text", line) from None
+        with open(os.open(path, flags), "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise BadImportInput(path, "not a regular file")
+            data = handle.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
+        if exc.errno == errno.ELOOP and not follow_link:
+            raise BadImportInput(path, "a symbolic link (not followed)") from None
         raise BadImportInput(path, f"cannot read: {exc.strerror or exc}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise BadImportInput(path, f"over the {MAX_FILE_BYTES >> 20} MiB an import reads from one file")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadImportInput(path, "not UTF-8 text", data[: exc.start].count(b"\n") + 1) from None

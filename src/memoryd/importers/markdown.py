@@ -20,6 +20,7 @@ text only.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -55,19 +56,41 @@ class Section:
     blocks: list[Block] = field(default_factory=list)
 
 
-def read(target: Path) -> list[Draft]:
+def read(target: Path, skipped: list[tuple[str, str]]) -> list[Draft]:
     """Drafts of one `.md` file, or of every `.md` file under a folder (hidden ones skipped)."""
     if target.is_file():
         return _file_drafts(target, target.name)
-    files = sorted(p for p in target.rglob("*.md")
-                   if p.is_file() and not any(part.startswith(".") for part in p.relative_to(target).parts))
+    files = _note_files(target, skipped)
     if not files:
         raise BadImportInput(target, "no .md files here")
-    return [d for path in files for d in _file_drafts(path, str(path.relative_to(target)))]
+    return [d for path in files for d in _file_drafts(path, str(path.relative_to(target)), follow_link=False)]
 
 
-def _file_drafts(path: Path, label: str) -> list[Draft]:
-    text = read_text(path)
+def _note_files(root: Path, skipped: list[tuple[str, str]]) -> list[Path]:
+    """The `.md` files below `root`, hidden files and folders left out. A symbolic link, file or
+    folder, at any depth is never followed but reported in `skipped`: it can point anywhere
+    (`passwd.md -> /etc/passwd`), and what is imported may be synced to other machines."""
+    found: list[Path] = []
+    for folder, dirs, files in os.walk(root):  # a linked folder is listed in `dirs`, never entered
+        here = Path(folder)
+        dirs.sort()  # os.walk descends in this order: the report and the drafts come out stable
+        for name in [*dirs]:
+            if name.startswith(".") or (here / name).is_symlink():
+                dirs.remove(name)
+                if not name.startswith("."):
+                    skipped.append((str(here / name), "a symbolic link to a folder (not followed)"))
+        for name in sorted(files):
+            if name.startswith(".") or not name.endswith(".md"):
+                continue
+            if (here / name).is_symlink():
+                skipped.append((str(here / name), "a symbolic link (not followed)"))
+            elif (here / name).is_file():
+                found.append(here / name)
+    return sorted(found)
+
+
+def _file_drafts(path: Path, label: str, follow_link: bool = True) -> list[Draft]:
+    text = read_text(path, follow_link)
     if "\x00" in text:
         raise BadImportInput(path, "a binary file, not markdown", text[: text.index("\x00")].count("\n") + 1)
     found: list[tuple[int, str]] = []

@@ -50,8 +50,8 @@ def compile_patterns() -> None:
         lazy.compile()
 
 __all__ = [
-    "cited_paths", "find_credentials", "find_scope_mismatches", "find_transient_markers",
-    "find_ungrounded_claims", "scan_taint",
+    "cited_paths", "credential_hits", "find_credentials", "find_scope_mismatches", "find_transient_markers",
+    "find_ungrounded_claims", "redact_credentials", "scan_taint",
 ]
 
 REDACTED = "[REDACTED]"
@@ -172,14 +172,30 @@ def _non_overlapping(hits: list[_Hit]) -> list[_Hit]:
     return kept
 
 
+def credential_hits(text: str) -> list[_Hit]:
+    """Every secret in `text` as (start, end, kind, replacement), by position, none overlapping.
+    A private key's hit runs from BEGIN through END (or 8 KiB on, when END is missing)."""
+    provider = _non_overlapping(_provider_hits(text))
+    return _non_overlapping(provider + _assignment_hits(text, provider))
+
+
+def redact_credentials(text: str) -> str:
+    """`text` with every secret replaced as find_credentials' snippets show it (a provider's fixed
+    prefix, then [REDACTED]): for reports that name what was refused, e.g. `memoryd import`."""
+    out, cursor = [], 0
+    for start, end, _, replacement in credential_hits(text):
+        out += [text[cursor:start], replacement]
+        cursor = end
+    return "".join(out) + text[cursor:]
+
+
 def find_credentials(text: str) -> list[dict[str, str]]:
     """Secrets in `text` as `[{kind, snippet}]`, in text order.
 
     Every detected secret is redacted from the whole text before any snippet is cut, so a snippet
     never holds a secret it found, even one sitting next to another.
     """
-    provider = _non_overlapping(_provider_hits(text))
-    hits = _non_overlapping(provider + _assignment_hits(text, provider))
+    hits = credential_hits(text)
     parts: list[str] = []
     spans: list[tuple[int, int, str]] = []
     cursor = length = 0
