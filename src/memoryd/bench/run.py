@@ -125,13 +125,19 @@ def run(quick: bool) -> list[Row]:
 
 
 def render(rows: list[Row]) -> str:
-    lines = [f"{'metric':38} {'size':18} {'p50/value':>12} {'p99':>10}  {'target':22} met"]
-    for r in rows:
-        value = f"{r['p50_ms']} ms" if "p50_ms" in r and "value" not in r else f"{r.get('value')} {r.get('unit', '')}"
-        p99 = f"{r['p99_ms']} ms" if "p99_ms" in r else ""
-        lines.append(f"{r['metric']:38} {r['size']:18} {value:>12} {p99:>10}  {r['target']:22} "
-                     f"{'yes' if r['met'] else 'NO'}")
-    return "\n".join(lines)
+    """A table whose columns are as wide as their widest cell (metric names and sizes vary a lot);
+    the number columns right-aligned."""
+    header = ["metric", "size", "p50/value", "p99", "target", "met"]
+    cells = [header] + [[str(r["metric"]), str(r["size"]), _value(r), f"{r['p99_ms']} ms" if "p99_ms" in r else "",
+                         str(r["target"]), "yes" if r["met"] else "NO"] for r in rows]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(header))]
+    right = {2, 3}
+    return "\n".join("  ".join(cell.rjust(w) if i in right else cell.ljust(w)
+                               for i, (cell, w) in enumerate(zip(line, widths))).rstrip() for line in cells)
+
+
+def _value(r: Row) -> str:
+    return f"{r['p50_ms']} ms" if "p50_ms" in r and "value" not in r else f"{r.get('value')} {r.get('unit', '')}".strip()
 
 
 def main(ns: argparse.Namespace) -> int:

@@ -218,13 +218,22 @@ def _entry_matches(current: Any, wanted: dict[str, Any]) -> bool:
     return isinstance(current, dict) and all(current.get(k) == v for k, v in wanted.items())
 
 
+# What this process wrote to each file: a second write of one command (Codex: the bridge entry,
+# then the hooks feature flag, both in config.toml) must not back up memoryd's own first write
+# over the user's original in `<file>.bak`.
+_WRITTEN: dict[Path, str] = {}
+
+
 def _atomic_write(path: Path, text: str) -> None:
-    """Replace `path` with `text` in one rename, keeping its mode and a copy of it at `<path>.bak`."""
+    """Replace `path` with `text` in one rename, keeping its mode and, unless the file is still
+    what this process wrote, a copy of it at `<path>.bak`."""
     mode = NEW_CONFIG_MODE
     if path.exists():
         mode = path.stat().st_mode & 0o777
-        shutil.copy2(path, path.with_name(path.name + ".bak"))
+        if _WRITTEN.get(path) != path.read_text(encoding="utf-8", errors="replace"):
+            shutil.copy2(path, path.with_name(path.name + ".bak"))
     files.replace_text(path, text, mode)
+    _WRITTEN[path] = text
 
 
 def _config_target(spec: ClientSpec) -> Path:

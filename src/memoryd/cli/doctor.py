@@ -25,15 +25,7 @@ from memoryd.cli import clients
 
 Status = Literal["ok", "warn", "fail"]
 MIN_PYTHON = (3, 11)
-# (import name, distribution name) of every package the daemon or the bridge imports at run time.
-RUNTIME_PACKAGES = (
-    ("zmq", "pyzmq"),
-    ("msgpack", "msgpack"),
-    ("ulid", "python-ulid"),
-    ("platformdirs", "platformdirs"),
-    ("yaml", "PyYAML"),
-)
-REINSTALL_FIX = "reinstall memoryd's dependencies: pip install -e ."
+REINSTALL_FIX = "reinstall memoryd with its dependencies (pip install -e . in a clone; pipx/uv: install it again)"
 
 
 @dataclass(frozen=True)
@@ -67,8 +59,34 @@ def _check_package(module: str, dist: str) -> Check:
     return Check(name, "ok", f"{dist} {version}")
 
 
+def runtime_requirements() -> list[str]:
+    """The distribution names memoryd itself requires, from its installed metadata (extras, such
+    as the test-only python-ulid and mcp, left out), so this list cannot drift from pyproject."""
+    import re
+
+    found = []
+    for requirement in importlib.metadata.requires("memoryd") or []:
+        spec, _, marker = requirement.partition(";")
+        if "extra" not in marker:
+            found.append(re.split(r"[\s<>=!~\[(]", spec.strip(), maxsplit=1)[0])
+    return found
+
+
+def import_name(dist: str) -> str:
+    """The top-level module `dist` installs (PyStemmer -> Stemmer, pyzmq -> zmq), else its name."""
+    wanted = dist.lower().replace("_", "-")
+    modules = [module for module, dists in importlib.metadata.packages_distributions().items()
+               if any(d.lower().replace("_", "-") == wanted for d in dists) and not module.startswith("_")]
+    return min(modules, key=len) if modules else dist.replace("-", "_")
+
+
 def check_packages() -> list[Check]:
-    return [_check_package(module, dist) for module, dist in RUNTIME_PACKAGES]
+    try:
+        dists = runtime_requirements()
+    except importlib.metadata.PackageNotFoundError:
+        return [Check("packages", "fail", "memoryd is not installed as a package, so its requirements are unknown",
+                      REINSTALL_FIX)]
+    return [_check_package(import_name(dist), dist) for dist in dists]
 
 
 def _runtime_dir_source(runtime: Path) -> tuple[Status, str, str]:

@@ -33,6 +33,8 @@ def main(ns: argparse.Namespace) -> int:
     result = _ask({"action": "list", "session": ns.session})
     if ns.json:
         print(json.dumps(result, indent=2))
+    elif not result.get("episodes" if ns.session else "sessions"):
+        print(f"no episodes{f' in session {ns.session}' if ns.session else ''}")
     elif ns.session:
         for e in result["episodes"]:
             print(f"{e['created']}  {e['id']}  [{e['provenance']}]  {e['takeaway']}")

@@ -27,12 +27,11 @@ def _client_call(op: str, args: dict[str, Any] | None = None, timeout_s: float =
 
 
 def cmd_serve(ns: argparse.Namespace) -> int:
-    return _serve(ns.detach)
+    return _serve(ns.detach, ns.log_format)
 
 
-def _serve(detach: bool) -> int:
+def _serve(detach: bool, log_format: str = "text") -> int:
     import gc
-    import logging
 
     # No cyclic GC while the daemon's modules load and its store opens: what they build lives as
     # long as the daemon (`lifecycle.open_store` freezes it, then turns the GC back on). The
@@ -40,10 +39,9 @@ def _serve(detach: bool) -> int:
     gc.disable()
     from memoryd.daemon import lifecycle
 
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    lifecycle.configure_logging(log_format)
     if detach:
-        return _detach_and_wait()
+        return _detach_and_wait(serve_args=["--log-format", log_format])
     return lifecycle.run()
 
 
@@ -52,12 +50,12 @@ def _serve(detach: bool) -> int:
 RESTART_WAIT_S = 30.0
 
 
-def _detach_and_wait(wait_s: float | None = None) -> int:
+def _detach_and_wait(wait_s: float | None = None, serve_args: list[str] | None = None) -> int:
     """Spawn the daemon in the background and return once it (or one started meanwhile) answers."""
     from memoryd import paths
     from memoryd.client import spawn
 
-    ok, message = spawn.detach(paths.endpoint(), wait_s or spawn.SPAWN_WAIT_S)
+    ok, message = spawn.detach(paths.endpoint(), wait_s or spawn.SPAWN_WAIT_S, serve_args or [])
     print(f"memoryd: {message}; log: {paths.daemon_log_file()}", file=sys.stderr)
     return 0 if ok else 1
 
@@ -357,6 +355,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command")
     serve = sub.add_parser("serve", help="run the daemon (foreground unless --detach)")
     serve.add_argument("--detach", action="store_true", help="run in the background, logging to the daemon log")
+    serve.add_argument("--log-format", choices=["text", "json"], default="text",
+                       help="the daemon log's lines: readable text (default) or one JSON object each")
     serve.set_defaults(func=cmd_serve)
     sub.add_parser("mcp", help="run the stdio MCP bridge").set_defaults(func=cmd_mcp)
     for name, func in (("status", cmd_status), ("stop", cmd_stop), ("restart", cmd_restart)):
@@ -410,6 +410,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The `memoryd` command; a reader that stops early (`memoryd status | head -1`) ends it quietly."""
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to say
+        return 0
+
+
+def _main(argv: list[str] | None) -> int:
     from memoryd import paths
 
     paths.quiet_platformdirs()

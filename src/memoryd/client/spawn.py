@@ -120,7 +120,7 @@ def log_reason(since: int) -> str | None:
     return lines[-1][:REASON_CHARS] if lines else None
 
 
-def detach(endpoint: str, wait_s: float = SPAWN_WAIT_S) -> tuple[bool, str]:
+def detach(endpoint: str, wait_s: float = SPAWN_WAIT_S, serve_args: list[str] | tuple[str, ...] = ()) -> tuple[bool, str]:
     """`serve --detach`: start the daemon as a grandchild and return once it answers.
 
     The daemon is spawned by this short-lived process, which then exits, so the daemon is
@@ -132,7 +132,7 @@ def detach(endpoint: str, wait_s: float = SPAWN_WAIT_S) -> tuple[bool, str]:
     if daemon_running(endpoint):
         return True, f"already running (pid {(read_status() or {}).get('pid')})"
     since = _log_size()
-    child = spawn(["serve"])
+    child = spawn(["serve", *serve_args])
     began = time.monotonic()
     deadline = began + wait_s
     while time.monotonic() < deadline:

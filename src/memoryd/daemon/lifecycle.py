@@ -29,6 +29,40 @@ log = logging.getLogger("memoryd.daemon")
 DERIVED_STATE = ("episodes.cache", "memories.cache", "search.index", checkpoint.NAME)
 
 
+# The start report in the text log: these counts always, how the start went, and then only the
+# counters that are not zero (the ones worth a look: bad files, repairs, hand edits).
+_REPORT_COUNTS = ("memories", "tombstones", "pending_reloaded")
+_REPORT_HOW = ("replayed_from_seq", "search_index_restored", "memory_folders_deferred", "temp_files_swept",
+               "session_records")
+
+
+def configure_logging(log_format: str = "text") -> None:
+    """The daemon log: readable lines, or (`--log-format json`) one JSON object per line, the
+    start report's counters as fields, for a log shipper."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_JsonFormatter() if log_format == "json" else
+                         logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
+
+
+class _JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        line = {"ts": iso(record.created), "level": record.levelname.lower(), "logger": record.name,
+                "message": record.getMessage(), **getattr(record, "fields", {})}
+        return json.dumps(line, default=str)
+
+
+def report_line(report: dict[str, Any]) -> str:
+    """The start report in words, e.g. `12 memories, 1 tombstones, 0 pending reloaded; log
+    replayed from seq 3; bad files 2`."""
+    words = [", ".join(f"{report.get(key, 0):,} {key.replace('_', ' ')}" for key in _REPORT_COUNTS)]
+    seq = report.get("replayed_from_seq")
+    words.append(f"log replayed from seq {seq}" if seq else "log replayed from the start")
+    found = [f"{key.replace('_', ' ')} {value}" for key, value in report.items()
+             if value and key not in _REPORT_COUNTS and key not in _REPORT_HOW]
+    return "; ".join([*words, *found])
+
+
 class AlreadyRunning(Exception):
     def __init__(self, pid: int | None) -> None:
         super().__init__(f"already running (pid {pid})" if pid else "already running")
@@ -129,7 +163,7 @@ def run(foreground: bool = True) -> int:
         log.error("memoryd cannot open the store: %s", exc.message)  # stderr / the daemon log
         paths.starting_path().unlink(missing_ok=True)
         return 3
-    log.info("store %s opened: %s", root, report)
+    log.info("store %s opened: %s", root, report_line(report), extra={"fields": {"store": str(root), **report}})
     server = Server(core, endpoint, on_stop=remove_status)
     server.running = not serving["stop"]
     serving["server"] = server

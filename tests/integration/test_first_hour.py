@@ -1,0 +1,107 @@
+"""Issue 31, "trust on first contact": what a new user hit in the first hour, each through the
+real CLI and a real daemon on a throwaway store."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import subprocess
+import sys
+
+from harness import Env
+
+from memoryd.bench.run import render
+from memoryd.cli import doctor
+from memoryd.daemon.lifecycle import report_line
+
+
+def _fresh_home(env: Env) -> dict[str, str]:
+    """HOME and XDG config inside the throwaway base: no real client config is read or written."""
+    home = env.base / "home"
+    home.mkdir(exist_ok=True)
+    return {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "CODEX_HOME": str(home / ".codex")}
+
+
+# -- 1. doctor on a plain install ------------------------------------------------------------------
+
+def test_doctor_checks_exactly_the_distributions_runtime_requirements() -> None:
+    wanted = [r.split(";")[0] for r in importlib.metadata.requires("memoryd") or [] if "extra" not in r]
+    names = doctor.runtime_requirements()
+    assert len(names) == len(wanted) and all(w.startswith(n) for n, w in zip(names, wanted))
+    assert "python-ulid" not in names and "PyStemmer" in names  # a test extra is not a runtime need
+    checked = {c.name for c in doctor.check_packages()}
+    assert "package Stemmer" in checked and "package ulid" not in checked
+
+
+def test_doctor_exits_0_on_a_healthy_store_with_and_without_the_daemon(env: Env) -> None:
+    home = _fresh_home(env)
+    first = env.memoryd("doctor", "--json", **home)
+    assert first.returncode == 0, first.stdout
+    env.start_daemon()
+    report = json.loads(env.memoryd("doctor", "--json", **home).stdout)
+    assert report["ok"] and report["counts"]["fail"] == 0
+    assert any(c["name"] == "daemon" and c["status"] == "ok" and "running" in c["detail"] for c in report["checks"])
+
+
+# -- 8. small things a user notices -----------------------------------------------------------------
+
+def _closed_reader(env: Env, *args: str) -> subprocess.CompletedProcess[bytes]:
+    """Run `memoryd ARGS` with its stdout a pipe whose reader is already gone (`| head` that quit)."""
+    proc = subprocess.Popen([sys.executable, "-m", "memoryd", *args], env=env.environ(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=30)
+    return subprocess.CompletedProcess(args, proc.returncode, b"", err)
+
+
+def test_a_reader_that_stops_early_gets_no_traceback(daemon: Env) -> None:
+    for args in (("status",), ("memories", "list"), ("--help",)):
+        result = _closed_reader(daemon, *args)
+        assert b"Traceback" not in result.stderr and b"BrokenPipe" not in result.stderr, result.stderr
+        assert result.returncode == 0
+
+
+def test_episodes_list_says_when_there_are_none(daemon: Env) -> None:
+    listed = daemon.memoryd("episodes", "list")
+    assert listed.returncode == 0 and listed.stdout.strip() == "no episodes"
+    one = daemon.memoryd("episodes", "list", "sess-99")
+    assert one.stdout.strip() == "no episodes in session sess-99"
+
+
+def test_bench_table_columns_line_up_whatever_the_cell_widths() -> None:
+    rows = [{"metric": "hook session-start (process end to end)", "size": "-", "p50_ms": 77.6, "p99_ms": 91.6,
+             "target": "<= 150 ms", "met": True},
+            {"metric": "bridge RSS", "size": "100,000 memories", "value": 22.5, "unit": "MB", "target": "<= 30 MB",
+             "met": False}]
+    lines = render(rows).splitlines()
+    starts = [[line.index(cell) for cell in ("<= ", "yes" if i == 1 else "NO" if i == 2 else "met")]
+              for i, line in enumerate(lines) if i]
+    assert len({s[0] for s in starts}) == 1 and len({s[1] for s in starts}) == 1
+    assert lines[0].index("target") == starts[0][0]
+    assert lines[1].index("ms ") + 2 == lines[2].index("MB") + 2  # numbers right-aligned on their unit
+
+
+def test_the_daemon_start_line_is_words_and_json_only_when_asked(env: Env) -> None:
+    env.start_daemon()
+    assert env.memoryd("stop").returncode == 0
+    text = env.daemon_log()
+    line = next(ln for ln in text.splitlines() if " opened: " in ln)
+    assert "{" not in line and "0 memories, 0 tombstones" in line
+    assert env.memoryd("serve", "--detach", "--log-format", "json").returncode == 0
+    assert env.memoryd("stop").returncode == 0
+    log = (env.home / "log" / "memoryd.log").read_text().splitlines()
+    opened = [json.loads(ln) for ln in log if ln.startswith("{") and "opened" in ln]
+    assert opened and opened[-1]["memories"] == 0 and opened[-1]["level"] == "info"
+    assert report_line({"memories": 3, "tombstones": 0, "bad_files": 2, "replayed_from_seq": 0}) == \
+        "3 memories, 0 tombstones, 0 pending reloaded; log replayed from the start; bad files 2"
+
+
+def test_codex_init_keeps_no_backup_of_a_file_it_wrote_itself(env: Env) -> None:
+    home = _fresh_home(env)
+    assert env.memoryd("init", "--client", "codex", **home).returncode == 0
+    codex = env.base / "home" / ".codex"
+    assert (codex / "config.toml").exists() and not list(codex.glob("*.bak"))
+    (codex / "config.toml").write_text('model = "o3"\n')  # the user's own file: a rerun backs it up
+    assert env.memoryd("init", "--client", "codex", **home).returncode == 0
+    assert (codex / "config.toml.bak").read_text() == 'model = "o3"\n'
