@@ -3,7 +3,7 @@ chromedriver (no browser download at test time), against a real daemon on a temp
 
 Each page is loaded and screenshotted to tests/ui/artifacts/; search as you type, remove and
 restore, confirm a pending write and the live feed are driven through the page as a person would;
-the guards (token, Host, CSRF, Origin) are checked with plain HTTP; a memory holding `<script>`
+the guards (one-time code, session cookie and secret path, Host, CSRF, Origin) are checked with plain HTTP; a memory holding `<script>`
 must render as text and never run.
 """
 
@@ -14,7 +14,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -49,10 +48,13 @@ def _free_port() -> int:
 
 
 class View:
-    """The running web view: its base URL, token, the seeded ids and the browser on it."""
+    """The running web view: its base URL (with the launch's secret path), the spent one-time URL,
+    the seeded ids and the browser on it."""
 
-    def __init__(self, env: Env, base: str, token: str, ids: dict[str, Any], driver: Any) -> None:
-        self.env, self.base, self.token, self.ids, self.driver = env, base, token, ids, driver
+    def __init__(self, env: Env, base: str, code_url: str, ids: dict[str, Any], driver: Any) -> None:
+        self.env, self.base, self.code_url, self.ids, self.driver = env, base, code_url, ids, driver
+        self.root = base.split("/", 3)[0] + "//" + base.split("/", 3)[2]  # http://127.0.0.1:port
+        self.cookie = f"memoryd_ui_{self.root.rsplit(':', 1)[1]}"
 
     def get(self, path: str) -> None:
         self.driver.get(self.base + path)
@@ -89,14 +91,14 @@ def view() -> Iterator[View]:
         line = proc.stdout.readline() if proc.stdout else ""
         assert line.startswith("memoryd ui: http://127.0.0.1:"), line
         url = line.split(": ", 1)[1].strip()
-        token = url.split("token=", 1)[1]
+        assert url.startswith(f"http://127.0.0.1:{port}/?code="), url
         options = webdriver.ChromeOptions()
         options.binary_location = CHROMIUM
         for flag in (*FLAGS, f"--user-data-dir={profile}"):
             options.add_argument(flag)
         driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=CHROMEDRIVER), options=options)
-        driver.get(url)  # the first load trades the token for a cookie
-        yield View(env, f"http://127.0.0.1:{port}", token, ids, driver)
+        driver.get(url)  # the first load trades the one-time code for a cookie and a secret path
+        yield View(env, driver.current_url.rsplit("/memories", 1)[0], url, ids, driver)
     finally:
         if driver is not None:
             driver.quit()
@@ -106,9 +108,11 @@ def view() -> Iterator[View]:
         shutil.rmtree(profile, ignore_errors=True)
 
 
-def test_the_first_load_sets_a_cookie_and_drops_the_token_from_the_address(view: View) -> None:
-    assert view.driver.current_url == view.base + "/memories"
-    assert view.driver.get_cookie(f"memoryd_ui_{view.base.rsplit(':', 1)[1]}")["httpOnly"] is True
+def test_the_first_load_sets_a_path_scoped_cookie_and_drops_the_code_from_the_address(view: View) -> None:
+    secret_path = view.base[len(view.root):]
+    assert len(secret_path) == 33 and view.driver.current_url == view.base + "/memories"
+    cookie = view.driver.get_cookie(view.cookie)
+    assert cookie["httpOnly"] is True and cookie["sameSite"] == "Strict" and cookie["path"] == secret_path
 
 
 @pytest.mark.parametrize("name,path,heading", [
@@ -219,8 +223,10 @@ def test_a_stored_script_renders_as_text_and_never_runs(view: View) -> None:
 
 
 def _http(view: View, path: str, method: str = "GET", headers: dict[str, str] | None = None,
-          body: bytes | None = None) -> tuple[int, str]:
-    request = urllib.request.Request(view.base + path, data=body, method=method, headers=headers or {})
+          body: bytes | None = None, root: bool = False) -> tuple[int, str]:
+    """One plain request to a page (under the secret path, or at the bare root when `root`)."""
+    url = (view.root if root else view.base) + path
+    request = urllib.request.Request(url, data=body, method=method, headers=headers or {})
     try:
         with urllib.request.urlopen(request, timeout=10) as answer:
             return answer.status, answer.read().decode()
@@ -228,17 +234,20 @@ def _http(view: View, path: str, method: str = "GET", headers: dict[str, str] | 
         return exc.code, exc.read().decode()
 
 
-def test_requests_without_the_token_with_a_foreign_host_or_without_csrf_are_refused(view: View) -> None:
-    cookie = {"Cookie": f"memoryd_ui_{view.base.rsplit(':', 1)[1]}={view.token}"}
+def test_requests_without_the_cookie_with_a_foreign_host_or_without_csrf_are_refused(view: View) -> None:
+    cookie = {"Cookie": f"{view.cookie}={view.driver.get_cookie(view.cookie)['value']}"}
+    view.get(f"/memory/{view.ids['replica']}")
+    csrf = view.driver.find_element(By.NAME, "csrf").get_attribute("value")
     assert _http(view, "/memories")[0] == 403
-    assert _http(view, "/memories?token=wrong")[0] == 403
+    assert _http(view, "/memories", headers=cookie, root=True)[0] == 403  # the cookie without the path
+    assert _http(view, "/?code=wrong", root=True)[0] == 403
     assert _http(view, "/events/stream")[0] == 403
     assert _http(view, "/memories", headers={**cookie})[0] == 200
-    status, body = _http(view, "/memories", headers={**cookie, "Host": f"evil.example:{view.base.rsplit(':', 1)[1]}"})
+    status, body = _http(view, "/memories", headers={**cookie, "Host": f"evil.example:{view.root.rsplit(':', 1)[1]}"})
     assert status == 403 and "foreign Host" in body
     target = f"/memory/{view.ids['replica']}/remove"
     assert _http(view, target, "POST", cookie, b"reason=x")[0] == 403  # no CSRF field
-    assert _http(view, target, "POST", {}, f"csrf={view.token}".encode())[0] == 403  # no cookie, no token
+    assert _http(view, target, "POST", {}, f"csrf={csrf}".encode())[0] == 403  # no cookie
     evil = {**cookie, "Origin": "http://evil.example"}
-    assert _http(view, target, "POST", evil, f"csrf={view.token}".encode())[0] == 403
+    assert _http(view, target, "POST", evil, f"csrf={csrf}".encode())[0] == 403
     assert not [e for e in view.env.events() if e["kind"] == "remove" and e.get("memory_id") == view.ids["replica"]]

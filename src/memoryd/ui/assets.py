@@ -70,6 +70,7 @@ dl.fields dt { color: var(--muted); } dl.fields dd { margin: 0; word-break: brea
 JS = """
 'use strict';
 (function () {
+  // Every URL here is relative: it resolves against the page's <base href>, the launch's secret path.
   // Search as you type: the server renders the results (escaped); we swap them in.
   const form = document.getElementById('memory-filters');
   if (form) {
@@ -78,7 +79,7 @@ JS = """
       const params = new URLSearchParams(new FormData(form));
       params.set('fragment', '1');
       const mine = ++seq;
-      fetch('/memories?' + params.toString(), {credentials: 'same-origin'})
+      fetch('memories?' + params.toString(), {credentials: 'same-origin'})
         .then(r => r.text())
         .then(html => {
           if (mine !== seq) return;  // an older answer arriving late must not win
@@ -86,7 +87,7 @@ JS = """
           const doc = new DOMParser().parseFromString(html, 'text/html');
           holder.replaceChildren(...doc.body.childNodes);
           params.delete('fragment');
-          history.replaceState(null, '', '/memories?' + params.toString());
+          history.replaceState(null, '', 'memories?' + params.toString());
         });
     };
     form.addEventListener('input', () => { clearTimeout(timer); timer = setTimeout(refresh, 180); });
@@ -97,7 +98,7 @@ JS = """
   if (feed) {
     const body = feed.querySelector('tbody');
     const state = document.getElementById('feed-state');
-    const source = new EventSource('/events/stream');
+    const source = new EventSource('events/stream');
     const cell = (row, text) => { const td = document.createElement('td'); td.textContent = text; row.appendChild(td); };
     source.addEventListener('open', () => { state.textContent = 'live'; state.className = 'ok'; });
     source.addEventListener('error', () => { state.textContent = 'reconnecting…'; state.className = 'bad'; });

@@ -3,7 +3,9 @@
 Contract: every value that comes from the daemon goes through `e()` (html.escape, quotes included)
 before it reaches the page — memories and handoffs are agent-written text, so a stored `<script>`
 must show as text. Nothing here computes what a tool already computes; it only lays results out.
-Every form that changes something carries the per-launch token as its CSRF field.
+Every form that changes something carries the per-launch CSRF value (server.py derives it).
+Every link is relative and resolves against `<base href>`, the launch's secret path prefix: the
+session cookie is scoped to that path, so the pages have no fixed address (see server.py).
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 CATEGORIES = ("fact", "user-inference", "ambient", "handoff")
-NAV = (("memories", "/memories", "Memories"), ("pending", "/pending", "Pending"),
-       ("sessions", "/sessions", "Sessions"), ("health", "/health", "Health"), ("events", "/events", "Live feed"))
+NAV = (("memories", "memories", "Memories"), ("pending", "pending", "Pending"),
+       ("sessions", "sessions", "Sessions"), ("health", "health", "Health"), ("events", "events", "Live feed"))
 
 
 def e(value: Any) -> str:
@@ -23,17 +25,19 @@ def e(value: Any) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
-def layout(title: str, active: str, body: str, notice: str | None = None, error: str | None = None) -> str:
+def layout(title: str, active: str, body: str, notice: str | None = None, error: str | None = None,
+           base: str = "") -> str:
     links = "".join(f'<a href="{href}" class="{"on" if key == active else ""}">{label}</a>'
                     for key, href, label in NAV)
     banners = (f'<div class="notice">{e(notice)}</div>' if notice else "") + \
               (f'<div class="banner">{e(error)}</div>' if error else "")
     return ("<!doctype html><html lang=en><head><meta charset=utf-8>"
+            + (f'<base href="{e(base)}">' if base else "") +
             '<meta name=viewport content="width=device-width, initial-scale=1">'
-            f"<title>{e(title)} · memoryd</title><link rel=stylesheet href=/static/app.css></head><body>"
+            f"<title>{e(title)} · memoryd</title><link rel=stylesheet href=static/app.css></head><body>"
             f'<header><span class=brand>memoryd</span><nav>{links}</nav></header>'
             f"<main>{banners}<h1>{e(title)}</h1>{body}</main>"
-            "<script src=/static/app.js></script></body></html>")
+            "<script src=static/app.js></script></body></html>")
 
 
 def csrf(token: str) -> str:
@@ -55,20 +59,20 @@ def verdict(value: Any) -> str:
 
 
 def mem_link(memory_id: Any, text: Any = None) -> str:
-    return f'<a class=mono href="/memory/{quote(str(memory_id))}">{e(text if text is not None else memory_id)}</a>'
+    return f'<a class=mono href="memory/{quote(str(memory_id))}">{e(text if text is not None else memory_id)}</a>'
 
 
 def session_link(session_id: Any) -> str:
     if not session_id:
         return '<span class=muted>-</span>'
-    return f'<a class=mono href="/session/{quote(str(session_id))}">{e(session_id)}</a>'
+    return f'<a class=mono href="session/{quote(str(session_id))}">{e(session_id)}</a>'
 
 
 # -- memories ----------------------------------------------------------------------------------------
 
 def memory_filters(q: str, scope: str, project: str, category: str, removed: bool) -> str:
     options = "".join(f'<option value="{c}"{" selected" if c == category else ""}>{c}</option>' for c in CATEGORIES)
-    return ('<form id=memory-filters class=filters method=get action=/memories role=search>'
+    return ('<form id=memory-filters class=filters method=get action=memories role=search>'
             f'<input type=search name=q value="{e(q)}" placeholder="Search memories (as you type)" '
             'autocomplete=off autofocus aria-label=Search>'
             f'<input type=text name=scope value="{e(scope)}" placeholder="scope, e.g. projects:web" aria-label=Scope>'
@@ -143,10 +147,10 @@ def memory_page(memory: dict[str, Any], history: dict[str, Any], token: str, **b
     events = "".join(f"<tr><td>{ts(ev.get('ts'))}</td><td>{e(ev.get('kind'))}</td><td>{e(ev.get('status'))}</td>"
                      f"<td>{session_link(ev.get('session'))}</td><td class=mono>{e(ev.get('seq'))}</td></tr>"
                      for ev in history.get("events", []))
-    action = (f'<form class=inline method=post action="/memory/{quote(memory["id"])}/remove">{csrf(token)}'
+    action = (f'<form class=inline method=post action="memory/{quote(memory["id"])}/remove">{csrf(token)}'
               '<input type=text name=reason placeholder="reason (kept with the tombstone)" size=36>'
               '<button class=danger id=remove>Remove</button></form>') if live else \
-             (f'<form class=inline method=post action="/memory/{quote(memory["id"])}/restore">{csrf(token)}'
+             (f'<form class=inline method=post action="memory/{quote(memory["id"])}/restore">{csrf(token)}'
               '<button class=primary id=restore>Restore</button></form>')
     body = (f'<div class="card head"><span class=mono id=memory-id>{e(memory["id"])}</span>{action}</div>'
             f'<div class=card><h2>Content</h2><pre class=content id=content>{e(memory.get("content"))}</pre></div>'
@@ -169,9 +173,9 @@ def pending_page(result: dict[str, Any], token: str, **banners: Any) -> str:
     rows = ""
     for p in result["pending"]:
         pid = quote(p["pending_id"])
-        buttons = (f'<form class=inline method=post action="/pending/{pid}/confirm">{csrf(token)}'
+        buttons = (f'<form class=inline method=post action="pending/{pid}/confirm">{csrf(token)}'
                    f'<button class=primary name=confirm>Confirm</button></form> '
-                   f'<form class=inline method=post action="/pending/{pid}/cancel">{csrf(token)}'
+                   f'<form class=inline method=post action="pending/{pid}/cancel">{csrf(token)}'
                    f'<button class=danger name=cancel>Cancel</button></form>')
         expired = ' <span class=bad>expired</span>' if p.get("expired") else ""
         rows += (f'<tr data-id="{e(p["pending_id"])}"><td class=mono>{e(p["pending_id"])}</td>'
@@ -190,10 +194,10 @@ def pending_page(result: dict[str, Any], token: str, **banners: Any) -> str:
 # -- sessions -----------------------------------------------------------------------------------------
 
 def sessions_page(worktrees: dict[str, Any], sessions: dict[str, Any], selected: str | None, **banners: Any) -> str:
-    side = f'<a href="/sessions" class="{"" if selected else "on"}">all worktrees</a>'
+    side = f'<a href="sessions" class="{"" if selected else "on"}">all worktrees</a>'
     for w in worktrees["worktrees"]:
         name = w["worktree"] if w["worktree"] is not None else "(no worktree)"
-        href = "/sessions?" + urlencode({"worktree": w["worktree"] or ""})
+        href = "sessions?" + urlencode({"worktree": w["worktree"] or ""})
         side += (f'<a href="{e(href)}" class="{"on" if w["worktree"] == selected else ""}">{e(name)} '
                  f'<span class=muted>({e(w["sessions"])})</span></a>')
     items = "".join(session_item(s) for s in sessions["sessions"]) or '<p class=muted>No sessions.</p>'
@@ -289,5 +293,5 @@ def events_page(**banners: Any) -> str:
     return layout("Live feed", "events", body, **banners)
 
 
-def error_page(status: int, message: str) -> str:
-    return layout(f"{status}", "", f'<div class=banner id=error>{e(message)}</div>')
+def error_page(status: int, message: str, base: str = "") -> str:
+    return layout(f"{status}", "", f'<div class=banner id=error>{e(message)}</div>', base=base)

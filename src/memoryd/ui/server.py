@@ -7,17 +7,33 @@ install, audit or keep in step (so there is no `memoryd[ui]` extra).
 Guards, each on every request:
 - bound to 127.0.0.1 only; the Host header must name that address (or `localhost`) and our port,
   which refuses DNS-rebinding pages that resolve their own name to 127.0.0.1;
-- a random token per launch, in the URL printed (and opened) at start; the first load trades it
-  for an HttpOnly, SameSite=Strict cookie and redirects to the same page without it;
-- a change (POST) also needs the token as its `csrf` form field or `X-Memoryd-Token` header, and
-  an `Origin`, when sent, that is this server;
+- a random secret per launch that never leaves this process; what goes out is derived from it:
+  - one-time codes: the URL printed, and the one handed to the browser (its argv is readable by
+    other users with `ps`), are `/?code=…`, each a different code good for one load; that load
+    trades it for the session cookie and a redirect, and the code is then spent (403 after);
+  - the session cookie `memoryd_ui_<port>` = HMAC(secret, "session:<port>"), HttpOnly,
+    SameSite=Strict, and scoped with `Path=` to a secret path prefix, HMAC(secret, "path:<port>"),
+    under which every page lives. Why the path: cookies do not isolate by port, so a cookie with
+    `Path=/` goes to every server on 127.0.0.1 the browser visits (checked in Chromium, where even a
+    `__Host-`/Secure cookie is sent to other ports over http); a server on another port that
+    received it could replay it here. Scoped to a path it never learns, it never receives it.
+    (`__Host-` is not used: it demands `Path=/`, and Secure over plain http is not honoured by
+    every browser.) A request needs both the prefix and the cookie;
+- a change (POST) also needs the CSRF value (a third HMAC, never the secret) as its `csrf` form
+  field or `X-Memoryd-Token` header, and an `Origin`, when sent, that is this server;
 - every page is rendered with escaped text (pages.py) under a Content-Security-Policy that allows
   only our own script and stylesheet files, no inline code, no framing.
+
+Connections: each socket read or write times out after MEMORYD_UI_READ_TIMEOUT_S (default 20 s),
+so a half-sent request or an idle kept-alive connection frees its thread; at most MAX_CONNECTIONS
+are served at once, and one over the cap is closed unanswered rather than given a thread. The
+live feed only writes, and its pings every FEED_PING_S find a vanished reader within the timeout.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import hmac
 import json
 import os
@@ -27,7 +43,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -43,12 +58,15 @@ MAX_BODY = 64 * 1024
 FEED_BACKLOG = 20
 FEED_POLL_S = 0.25
 FEED_PING_S = 10.0
+READ_TIMEOUT_S = 20.0
+MAX_CONNECTIONS = 64
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
-                               "img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+                               "img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'self'",
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
-    # Not no-referrer: with it Chromium sends `Origin: null` on our own form posts.
+    # Not no-referrer: with it Chromium sends `Origin: null` on our own form posts. same-origin also
+    # keeps the secret path out of the Referer of any request to another port.
     "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
@@ -70,20 +88,57 @@ class Refused(Exception):
 
 
 class UI:
-    """What every request handler shares: the daemon connection, the token, the store's log dir."""
+    """What every request handler shares: the daemon connection, the values derived from the
+    launch secret (path prefix, session cookie, CSRF), the unspent one-time codes, the log dir."""
 
-    def __init__(self, operator: Operator, port: int, token: str, events_dir: Path) -> None:
+    def __init__(self, operator: Operator, port: int, secret: str, events_dir: Path,
+                 read_timeout_s: float = READ_TIMEOUT_S) -> None:
         self.operator = operator
         self.port = port
-        self.token = token
         self.events_dir = events_dir
+        self.read_timeout_s = read_timeout_s
         self.stopping = threading.Event()
         self.hosts = {f"{HOST}:{port}", f"localhost:{port}"}
         self.origins = {f"http://{h}" for h in self.hosts}
         self.cookie = f"memoryd_ui_{port}"
+        def derive(purpose: str) -> str:  # bound to this port: another launch's values are worthless here
+            return hmac.new(secret.encode(), f"{purpose}:{port}".encode(), hashlib.sha256).hexdigest()
 
-    def token_ok(self, candidate: str | None) -> bool:
-        return candidate is not None and hmac.compare_digest(candidate.encode(), self.token.encode())
+        self.prefix = "/" + derive("path")[:32]
+        self.session = derive("session")
+        self.csrf = derive("csrf")
+        self.codes: set[str] = set()
+        self.codes_lock = threading.Lock()
+
+    def new_code(self) -> str:
+        code = secrets.token_urlsafe(24)
+        with self.codes_lock:
+            self.codes.add(code)
+        return code
+
+    def spend_code(self, code: str) -> bool:
+        """True once per code: the first load with it wins, every later one is refused."""
+        with self.codes_lock:
+            if code in self.codes:
+                self.codes.discard(code)
+                return True
+        return False
+
+    def url(self, code: str) -> str:
+        return f"http://{HOST}:{self.port}/?code={code}"
+
+    def session_ok(self, candidate: str | None) -> bool:
+        return candidate is not None and hmac.compare_digest(candidate.encode(), self.session.encode())
+
+    def csrf_ok(self, candidate: str | None) -> bool:
+        return candidate is not None and hmac.compare_digest(candidate.encode(), self.csrf.encode())
+
+    def inside(self, path: str) -> str | None:
+        """The page path under our secret prefix (`/memories` for `<prefix>/memories`), else None."""
+        head, rest = path[:len(self.prefix)], path[len(self.prefix):]
+        if not hmac.compare_digest(head.encode(), self.prefix.encode()) or not (rest == "" or rest.startswith("/")):
+            return None
+        return rest or "/"
 
 
 # -- the live feed: follow the store's event log, read-only -------------------------------------------
@@ -141,24 +196,38 @@ class Handler(BaseHTTPRequestHandler):
     ui: UI  # set on the subclass made per server
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
-        pass  # the token rides in the first URL; keep request lines out of the terminal
+        pass  # codes ride in URLs and the secret prefix in every path; keep them out of the terminal
 
     # -- guards ------------------------------------------------------------------------------------
 
-    def guard(self, change: bool) -> dict[str, list[str]]:
-        """The Host check and the token (query or cookie); for a change, CSRF and Origin too.
-        Returns the query parameters."""
+    def guard(self, change: bool) -> tuple[str | None, dict[str, list[str]]]:
+        """The Host check, then (page path, query): the path is None for a one-time code to spend,
+        else the page under our prefix, for a request carrying the session cookie. For a change,
+        the Origin too (the CSRF value is checked with the form)."""
         ui = self.ui
         if self.headers.get("Host", "") not in ui.hosts:
             raise Refused(403, "foreign Host header: this server answers only 127.0.0.1 / localhost")
-        query = parse_qs(urlsplit(self.path).query)
-        if not (ui.token_ok(_first(query, "token")) or ui.token_ok(self._cookie())):
-            raise Refused(403, "missing or wrong token: open the URL `memoryd ui` printed")
+        parts = urlsplit(self.path)
+        query = parse_qs(parts.query)
+        if not change and parts.path == "/" and "code" in query:
+            return None, query
+        page = ui.inside(parts.path)
+        if page is None or not ui.session_ok(self._cookie()):
+            raise Refused(403, "not signed in: open the one-time URL `memoryd ui` printed (restart it for a new one)")
+        self.base = ui.prefix + "/"  # from here on, pages and error pages may link inside
         if change:
             origin = self.headers.get("Origin")
             if origin is not None and origin not in ui.origins:
                 raise Refused(403, "cross-origin change refused")
-        return query
+        return page, query
+
+    def spend(self, query: dict[str, list[str]]) -> None:
+        """Trade a one-time code for the session cookie, scoped to our secret path, and land inside."""
+        if not self.ui.spend_code(_first(query, "code") or ""):
+            raise Refused(403, "this one-time code is spent or wrong: restart `memoryd ui` for a new URL")
+        print("memoryd ui: a browser signed in with a one-time code", file=sys.stderr, flush=True)
+        cookie = f"{self.ui.cookie}={self.ui.session}; HttpOnly; SameSite=Strict; Path={self.ui.prefix}"
+        self.redirect("/memories", {"Set-Cookie": cookie})
 
     def _cookie(self) -> str | None:
         for part in self.headers.get("Cookie", "").split(";"):
@@ -181,7 +250,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def _form(self) -> dict[str, list[str]]:
         form = parse_qs(self.body.decode("utf-8", "replace")) if self.body else {}
-        if not (self.ui.token_ok(_first(form, "csrf")) or self.ui.token_ok(self.headers.get("X-Memoryd-Token"))):
+        if not (self.ui.csrf_ok(_first(form, "csrf")) or self.ui.csrf_ok(self.headers.get("X-Memoryd-Token"))):
             raise Refused(403, "missing or wrong CSRF token")
         return form
 
@@ -199,8 +268,9 @@ class Handler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(data)
 
-    def redirect(self, location: str, extra: dict[str, str] | None = None) -> None:
-        self.send(303, "", extra={"Location": location, **(extra or {})})
+    def redirect(self, page: str, extra: dict[str, str] | None = None) -> None:
+        """See other: `page` is a path under our prefix (`/memories`)."""
+        self.send(303, "", extra={"Location": self.ui.prefix + page, **(extra or {})})
 
     def do_GET(self) -> None:
         self._run(change=False)
@@ -209,20 +279,15 @@ class Handler(BaseHTTPRequestHandler):
         self._run(change=True)
 
     def _run(self, change: bool) -> None:
-        self.body = b""
+        self.body, self.base = b"", ""
         try:
             if change:
                 self.body = self._read_body()
-            query = self.guard(change)
-            if not change and _first(query, "token") is not None:
-                # Trade the URL's token for a cookie and drop it from the address bar and history.
-                parts = urlsplit(self.path)
-                rest = "&".join(p for p in parts.query.split("&") if not p.startswith("token="))
-                cookie = f"{self.ui.cookie}={self.ui.token}; HttpOnly; SameSite=Strict; Path=/"
-                self.redirect(parts.path + (f"?{rest}" if rest else ""), {"Set-Cookie": cookie})
+            path, query = self.guard(change)
+            if path is None:
+                self.spend(query)
                 return
             route = ROUTES_POST if change else ROUTES_GET
-            path = urlsplit(self.path).path
             for prefix, handler in route:
                 by_prefix = len(prefix) > 1 and prefix.endswith("/")
                 if path == prefix or (by_prefix and path.startswith(prefix)):
@@ -230,18 +295,18 @@ class Handler(BaseHTTPRequestHandler):
                     return
             raise Refused(404, "no such page")
         except Refused as exc:
-            self.send(exc.status, pages.error_page(exc.status, exc.message))
+            self.send(exc.status, pages.error_page(exc.status, exc.message, self.base))
         except MemorydError as exc:
             status = 503 if is_unavailable(exc) else 404 if exc.code == -32002 else 400 if exc.code == -32602 else 500
             text = "the daemon is not running (memoryd serve --detach)" if status == 503 else exc.message
-            self.send(status, pages.error_page(status, text))
+            self.send(status, pages.error_page(status, text, self.base))
         except (BrokenPipeError, ConnectionResetError):
             pass
 
     # -- pages ---------------------------------------------------------------------------------------
 
     def banners(self, query: dict[str, list[str]]) -> dict[str, Any]:
-        return {"notice": NOTICES.get(_first(query, "done") or "")}
+        return {"notice": NOTICES.get(_first(query, "done") or ""), "base": self.base}
 
     def page_root(self, rest: str, query: dict[str, list[str]]) -> None:
         self.redirect("/memories")
@@ -279,7 +344,7 @@ class Handler(BaseHTTPRequestHandler):
     def page_memory(self, rest: str, query: dict[str, list[str]]) -> None:
         memory = self.ui.operator.tool("memory_show", id=rest)
         history = self.ui.operator.admin("history", id=rest)
-        self.send(200, pages.memory_page(memory, history, self.ui.token, **self.banners(query)))
+        self.send(200, pages.memory_page(memory, history, self.ui.csrf, **self.banners(query)))
 
     def act_memory(self, rest: str, query: dict[str, list[str]]) -> None:
         form = self._form()
@@ -299,7 +364,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def page_pending(self, rest: str, query: dict[str, list[str]]) -> None:
         result = self.ui.operator.admin("pending")
-        self.send(200, pages.pending_page(result, self.ui.token, **self.banners(query)))
+        self.send(200, pages.pending_page(result, self.ui.csrf, **self.banners(query)))
 
     def act_pending(self, rest: str, query: dict[str, list[str]]) -> None:
         self._form()
@@ -354,7 +419,7 @@ class Handler(BaseHTTPRequestHandler):
                 else:
                     continue
                 self.wfile.flush()
-        except (BrokenPipeError, ConnectionResetError):
+        except (BrokenPipeError, ConnectionResetError, TimeoutError):  # gone, or stopped reading
             return
 
 
@@ -375,12 +440,47 @@ def _first(query: dict[str, list[str]], key: str) -> str | None:
 
 # -- running it ---------------------------------------------------------------------------------------
 
-def make_server(ui: UI) -> ThreadingHTTPServer:
-    """The HTTP server on 127.0.0.1:ui.port (never another interface); handler threads are daemons."""
-    handler = type("BoundHandler", (Handler,), {"ui": ui})
-    server = ThreadingHTTPServer((HOST, ui.port), handler)
-    server.daemon_threads = True
-    return server
+class Server(ThreadingHTTPServer):
+    """A thread per connection, at most MAX_CONNECTIONS of them: past the cap a connection is
+    closed unanswered, so a flood of idle sockets cannot pin an unbounded number of threads."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type[Handler]) -> None:
+        super().__init__(address, handler)
+        self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)  # starts the thread
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+
+def make_server(ui: UI) -> Server:
+    """The HTTP server on 127.0.0.1:ui.port (never another interface). `timeout` is the stdlib's
+    per-socket timeout: a read (or write) stalled that long ends the connection and frees its thread."""
+    handler = type("BoundHandler", (Handler,), {"ui": ui, "timeout": ui.read_timeout_s})
+    return Server((HOST, ui.port), handler)
+
+
+def read_timeout_s() -> float:
+    """MEMORYD_UI_READ_TIMEOUT_S when it is a positive number (tests shorten it), else READ_TIMEOUT_S."""
+    try:
+        value = float(os.environ.get("MEMORYD_UI_READ_TIMEOUT_S", READ_TIMEOUT_S))
+    except ValueError:
+        return READ_TIMEOUT_S
+    return value if value > 0 else READ_TIMEOUT_S
 
 
 def _keepalive(ui: UI, period_s: float) -> None:
@@ -405,7 +505,7 @@ def main(ns: argparse.Namespace) -> int:
         print("memoryd: the daemon is not running; start it: memoryd serve --detach", file=sys.stderr)
         return 3
     port = ns.port or default_port()
-    ui = UI(operator, port, secrets.token_urlsafe(24), Path(status["store"]) / "events")
+    ui = UI(operator, port, secrets.token_urlsafe(32), Path(status["store"]) / "events", read_timeout_s())
     try:
         server = make_server(ui)
     except OSError as exc:
@@ -413,13 +513,13 @@ def main(ns: argparse.Namespace) -> int:
               "pick another port with --port", file=sys.stderr)
         operator.close()
         return 1
-    url = f"http://{HOST}:{port}/memories?token={ui.token}"
-    print(f"memoryd ui: {url}", flush=True)
-    print("(this URL holds the access token; Ctrl-C stops the view)", file=sys.stderr, flush=True)
+    print(f"memoryd ui: {ui.url(ui.new_code())}", flush=True)
+    print("(a one-time URL: its first load signs a browser in, then it is spent; Ctrl-C stops the view)",
+          file=sys.stderr, flush=True)
     if not ns.no_open and _has_desktop():
         import webbrowser
 
-        webbrowser.open(url)
+        webbrowser.open(ui.url(ui.new_code()))  # its own code: the browser's argv is readable by `ps`
     period = float((operator.conn.hello or {}).get("heartbeat_s", 5)) if operator.conn else 5.0
     threading.Thread(target=_keepalive, args=(ui, period), daemon=True).start()
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown, daemon=True).start())
