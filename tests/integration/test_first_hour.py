@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import os
 import subprocess
 import sys
+from typing import Any
 
 from harness import Env
 
@@ -105,3 +107,81 @@ def test_codex_init_keeps_no_backup_of_a_file_it_wrote_itself(env: Env) -> None:
     (codex / "config.toml").write_text('model = "o3"\n')  # the user's own file: a rerun backs it up
     assert env.memoryd("init", "--client", "codex", **home).returncode == 0
     assert (codex / "config.toml.bak").read_text() == 'model = "o3"\n'
+
+
+# -- 3. ids people can type -------------------------------------------------------------------------
+
+def _agent(env: Env) -> Any:
+    from test_memories_cli import Agent
+
+    return Agent(env)
+
+
+def test_memory_verbs_take_a_unique_prefix_like_git(daemon: Env) -> None:
+    agent = _agent(daemon)
+    memory = agent.write("Deploys go through the staging cluster first.")["id"]
+    others = [agent.write(f"Note {n}: the {word} service owns its own schema.")["id"]
+              for n, word in enumerate(("billing", "search", "auth"))]
+    ids = [memory, *others]
+    unique = next(memory[:n] for n in range(6, 27) if sum(i.startswith(memory[:n]) for i in ids) == 1)
+    shown = daemon.memoryd("memories", "show", unique.lower())
+    assert shown.returncode == 0 and memory in shown.stdout and "staging cluster" in shown.stdout
+    assert daemon.memoryd("memories", "rm", unique, "--reason", "obsolete").returncode == 0
+    restored = daemon.memoryd("memories", "restore", unique)  # a removed memory's prefix resolves too
+    assert restored.returncode == 0 and f"restored {memory}" in restored.stdout
+    shared = os.path.commonprefix(ids)
+    if len(shared) >= 6:  # ids minted within ~4 minutes share their first 6 characters
+        ambiguous = daemon.memoryd("memories", "show", shared)
+        assert ambiguous.returncode == 2 and "ambiguous" in ambiguous.stderr
+        assert all(i in ambiguous.stderr for i in ids) and "staging cluster" in ambiguous.stderr
+    short = daemon.memoryd("memories", "show", "01J")
+    assert short.returncode == 2 and "too short" in short.stderr and "6 characters" in short.stderr
+    readme = daemon.memoryd("memories", "show", "01J…")
+    assert readme.returncode == 2 and "not a memory id" in readme.stderr
+    none = daemon.memoryd("memories", "show", "7ZZZZZZZ")
+    assert none.returncode == 1 and "no memory id starts with" in none.stderr
+    agent.conn.close()
+
+
+# -- 4. edit, not only remove -----------------------------------------------------------------------
+
+def test_memories_edit_with_content_updates_through_the_tool_and_keeps_history(daemon: Env) -> None:
+    agent = _agent(daemon)
+    memory = agent.write("Deploys go through the staging cluster first.")["id"]
+    edited = daemon.memoryd("memories", "edit", memory[:10], "--content", "Deploys go through staging-2 first.")
+    assert edited.returncode == 0, edited.stderr
+    assert f"updated {memory}" in edited.stdout
+    shown = json.loads(daemon.memoryd("memories", "show", memory, "--json").stdout)
+    assert shown["content"] == "Deploys go through staging-2 first."
+    assert [e["status"] for e in shown["history"] if e["kind"] == "update"] == ["updated"]
+    same = daemon.memoryd("memories", "edit", memory, "--content", "Deploys go through staging-2 first.")
+    assert same.returncode == 0 and "unchanged" in same.stdout
+    agent.conn.close()
+
+
+def test_memories_edit_refused_by_a_gate_says_why_and_writes_nothing(daemon: Env) -> None:
+    agent = _agent(daemon)
+    memory = agent.write("The staging database lives on db-staging.internal.")["id"]
+    before = (daemon.home / "memories" / f"{memory}.md").read_bytes()
+    secret = "The staging password is AKIAIOSFODNN7EXAMPLE and secret wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+    refused = daemon.memoryd("memories", "edit", memory, "--content", secret)
+    assert refused.returncode == 1 and "not saved: credential" in refused.stdout and "nothing was written" in refused.stdout
+    assert (daemon.home / "memories" / f"{memory}.md").read_bytes() == before
+    empty = daemon.memoryd("memories", "edit", memory, "--content", "  ")
+    assert empty.returncode == 2 and "empty" in empty.stderr
+    agent.conn.close()
+
+
+def test_memories_edit_opens_the_editor_and_saves_what_it_wrote(daemon: Env) -> None:
+    agent = _agent(daemon)
+    memory = agent.write("Deploys go through the staging cluster first.")["id"]
+    editor = daemon.base / "editor.sh"  # an $EDITOR that rewrites the file it is given
+    editor.write_text("#!/bin/sh\nsed -i 's/staging cluster/canary ring/' \"$1\"\n")
+    editor.chmod(0o700)
+    done = daemon.memoryd("memories", "edit", memory, EDITOR=str(editor), VISUAL="")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(daemon.memoryd("memories", "show", memory, "--json").stdout)["content"] == \
+        "Deploys go through the canary ring first."
+    failing = daemon.memoryd("memories", "edit", memory, EDITOR="false", VISUAL="")
+    assert failing.returncode == 1 and "editor exited with 1" in failing.stderr
+    agent.conn.close()

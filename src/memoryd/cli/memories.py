@@ -1,8 +1,8 @@
-"""`memoryd memories list|search|show|rm|restore` and `memoryd pending [confirm|cancel ID]`: see
+"""`memoryd memories list|search|show|rm|restore|edit` and `memoryd pending [confirm|cancel ID]`: see
 and curate durable memory from the terminal, through the daemon (the only writer).
 
 Every verb calls the agents' own tools (memory_list, memory_search, memory_show, memory_remove,
-memory_restore, memory_list_tombstones) or an `admin` read (pending writes of every session, the
+memory_restore, memory_update, memory_list_tombstones) or an `admin` read (pending writes of every session, the
 log's history of a memory), so the terminal shows exactly what the tools show. `--json` prints the
 daemon's result unchanged (the tool contracts in docs/tools.md are the stable schema).
 
@@ -41,10 +41,22 @@ def run(verb: Callable[[Any, argparse.Namespace], int], ns: argparse.Namespace) 
             print(f"memoryd: the daemon is not running ({exc.message}); start it: memoryd serve --detach",
                   file=sys.stderr)
             return UNAVAILABLE
-        print(f"memoryd: {exc.message}", file=sys.stderr)
+        print(f"memoryd: {visible(exc.message)}", file=sys.stderr)
+        for candidate in (exc.data or {}).get("candidates") or []:  # an ambiguous id prefix
+            print(f"  {candidate['id']}  {candidate['status']:7}  {one_line(visible(candidate['first_line']), 80)}",
+                  file=sys.stderr)
         return USAGE if exc.code == INVALID_PARAMS else REFUSED
     finally:
         operator.close()
+
+
+def full_id(op: Any, typed: str) -> str:
+    """The memory id the user means: a whole id as typed, or a unique prefix of at least six
+    characters, resolved by the daemon (admin `resolve_id`: too short, ambiguous and unknown
+    prefixes are typed errors there, so the web view resolves the same way)."""
+    if len(typed) == 26:
+        return typed
+    return str(op.admin("resolve_id", prefix=typed)["id"])
 
 
 def emit(ns: argparse.Namespace, result: Any, lines: Callable[[Any], list[str]]) -> None:
@@ -162,20 +174,21 @@ def _status(event: dict[str, Any]) -> str:
 
 
 def cmd_show(op: Any, ns: argparse.Namespace) -> int:
-    memory = op.tool("memory_show", id=ns.id)
-    history = op.admin("history", id=ns.id)
+    memory_id = full_id(op, ns.id)
+    memory = op.tool("memory_show", id=memory_id)
+    history = op.admin("history", id=memory_id)
     emit(ns, {**memory, "history": history["events"]} if ns.json else memory, lambda m: show_lines(m, history))
     return OK
 
 
 def cmd_rm(op: Any, ns: argparse.Namespace) -> int:
-    result = op.tool("memory_remove", id=ns.id, reason=ns.reason or DEFAULT_REASON)
+    result = op.tool("memory_remove", id=full_id(op, ns.id), reason=ns.reason or DEFAULT_REASON)
     emit(ns, result, lambda r: [f"removed {r['id']} (memoryd memories restore {r['id']} brings it back)"])
     return OK
 
 
 def cmd_restore(op: Any, ns: argparse.Namespace) -> int:
-    result = op.tool("memory_restore", id=ns.id)
+    result = op.tool("memory_restore", id=full_id(op, ns.id))
     if result.get("status") != "restored":
         emit(ns, result, lambda r: [f"not restored: {r['status']}: {r.get('hint', '')}"]
              + [f"  {m['id']}  {m.get('snippet', '')}" for m in r.get("matches", [])])
@@ -184,8 +197,67 @@ def cmd_restore(op: Any, ns: argparse.Namespace) -> int:
     return OK
 
 
+def cmd_edit(op: Any, ns: argparse.Namespace) -> int:
+    """Change a memory's content through `memory_update`: compare-and-set on the `updated` it was
+    read at (an agent's edit in between is not overwritten), the same gates as an agent's edit,
+    and the update in the memory's history. A refusal writes nothing."""
+    memory = op.tool("memory_show", id=full_id(op, ns.id))
+    if memory.get("status") == "removed":
+        print(f"memoryd: {memory['id']} is removed; restore it first (memoryd memories restore {memory['id']})",
+              file=sys.stderr)
+        return REFUSED
+    draft = ns.content if ns.content is not None else edit_in_editor(memory)
+    if draft is None:
+        return REFUSED
+    if not draft.strip():
+        print("memoryd: the new content is empty; nothing written (memoryd memories rm removes a memory)",
+              file=sys.stderr)
+        return USAGE
+    if draft.strip() == (memory.get("content") or "").strip():
+        emit(ns, {"status": "unchanged", "id": memory["id"]}, lambda r: [f"{r['id']}: unchanged, nothing written"])
+        return OK
+    result = op.tool("memory_update", id=memory["id"], content=draft, expected_updated=memory.get("updated"),
+                     acknowledge_transient=ns.acknowledge_transient or None)
+    if result.get("status") != "updated":
+        emit(ns, result, lambda r: [f"not saved: {r['status']}: " + (r.get("hint") or r.get("message") or (
+            f"the memory changed since it was read (now {r.get('current_updated')}); edit again")),
+            "nothing was written"])
+        return REFUSED
+    emit(ns, result, lambda r: [f"updated {r['id']} ({r['updated']})"])
+    return OK
+
+
+def edit_in_editor(memory: dict[str, Any]) -> str | None:
+    """The content after $VISUAL / $EDITOR (else vi) edited it in a private temp file; None when the
+    editor failed (the message says so)."""
+    import os
+    import shlex
+    import subprocess
+    import tempfile
+
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+    fd, path = tempfile.mkstemp(prefix=f"memoryd-{memory['id']}-", suffix=".md")  # 0600
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(memory.get("content") or "")
+        try:
+            code = subprocess.run([*shlex.split(editor), path], check=False).returncode
+        except OSError as exc:
+            print(f"memoryd: cannot run the editor {editor!r} ($EDITOR): {exc}; or use --content TEXT",
+                  file=sys.stderr)
+            return None
+        if code != 0:
+            print(f"memoryd: the editor exited with {code}; nothing written", file=sys.stderr)
+            return None
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    finally:
+        os.unlink(path)
+
+
 MEMORY_VERBS: dict[str, Callable[[Any, argparse.Namespace], int]] = {
     "list": cmd_list, "search": cmd_search, "show": cmd_show, "rm": cmd_rm, "restore": cmd_restore,
+    "edit": cmd_edit,
 }
 
 
@@ -227,13 +299,18 @@ def add_parsers(sub: Any, memories_func: Callable[..., int], pending_func: Calla
     verbs = memories.add_subparsers(dest="action", required=True)
     for name, text in (("list", "newest first"), ("search", "ranked search (all repos)"),
                        ("show", "one memory: fields, staleness, provenance, links, history"),
-                       ("rm", "move a memory to a tombstone"), ("restore", "bring a removed memory back")):
+                       ("rm", "move a memory to a tombstone"), ("restore", "bring a removed memory back"),
+                       ("edit", "change a memory's content ($EDITOR, or --content)")):
         verb = verbs.add_parser(name, help=text)
         verb.add_argument("--json", action="store_true", help="the daemon's result as JSON")
         if name == "search":
             verb.add_argument("query")
-        if name in ("show", "rm", "restore"):
-            verb.add_argument("id")
+        if name in ("show", "rm", "restore", "edit"):
+            verb.add_argument("id", help="a memory id, or a unique prefix of it (6+ characters)")
+        if name == "edit":
+            verb.add_argument("--content", help="the new content (instead of opening $EDITOR)")
+            verb.add_argument("--acknowledge-transient", action="store_true",
+                              help="save content the transient gate flags (a state that will not last)")
         if name in ("list", "search"):
             verb.add_argument("--scope", action="append", help="a scope (nested ones match); repeatable")
             verb.add_argument("--project", help="shorthand for --scope projects:NAME")

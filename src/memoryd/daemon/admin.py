@@ -203,7 +203,48 @@ def conflicts(core: Core, args: dict[str, Any]) -> dict[str, Any]:
     return {"conflicts": rows[:MAX_ROWS], "total": len(rows), "framing": "data"}
 
 
+# -- ids people type ----------------------------------------------------------------------------------
+
+MIN_PREFIX = 6
+_CROCKFORD = frozenset("0123456789ABCDEFGHJKMNPQRSTVWXYZ")  # the characters of a ULID
+MAX_CANDIDATES = 10
+
+
+def resolve_id(core: Core, args: dict[str, Any]) -> dict[str, Any]:
+    """The memory (live or removed) whose id starts with `prefix`, like git's short hashes: at least
+    MIN_PREFIX characters, any case. Ambiguous → InvalidParams listing the candidates; none →
+    `unknown_memory`. A whole id comes back as it is (the tool then says whether it exists)."""
+    prefix = args.get("prefix")
+    if not isinstance(prefix, str) or not prefix.strip():
+        raise InvalidParams("id", "must be a memory id or a prefix of one")
+    wanted = prefix.strip().upper()
+    if len(wanted) >= 26:
+        return {"id": wanted, "prefix": prefix}
+    if not _CROCKFORD.issuperset(wanted):
+        raise InvalidParams("id", f"{prefix!r} is not a memory id: ids use 0-9 and A-Z without I, L, O, U")
+    if len(wanted) < MIN_PREFIX:
+        raise InvalidParams("id", f"{prefix!r} is too short: give at least {MIN_PREFIX} characters of the id")
+    tier = core.memories
+    found = sorted(i for ids in (tier.live, tier.tombstones) for i in ids if i.startswith(wanted))
+    if not found:
+        raise ResourceState("unknown_memory", prefix, f"no memory id starts with {prefix!r}")
+    if len(found) > 1:
+        shown = [{"id": i, "status": "live" if i in tier.live else "removed", "first_line": _first_line(core, i)}
+                 for i in found[:MAX_CANDIDATES]]
+        error = InvalidParams("id", f"{prefix!r} is ambiguous: {len(found)} memories start with it; "
+                              f"give more characters: " + ", ".join(i for i in found[:MAX_CANDIDATES]))
+        error.data["candidates"] = shown
+        raise error
+    return {"id": found[0], "prefix": prefix}
+
+
+def _first_line(core: Core, memory_id: str) -> str:
+    memory = core.memories.live.get(memory_id) or core.memories.tombstones.get(memory_id)
+    return first_line_of(memory.content) if memory is not None else ""
+
+
 READERS = {
+    "resolve_id": resolve_id,
     "pending": pending,
     "sessions": sessions,
     "session": session,
