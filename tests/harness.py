@@ -26,7 +26,7 @@ from mcp.client.stdio import stdio_client
 class Env:
     """A throwaway store + runtime dir (short paths: ipc paths over ~107 bytes fail)."""
 
-    def __init__(self) -> None:
+    def __init__(self, meaning: bool = False) -> None:
         self.base = Path(tempfile.mkdtemp(prefix="md", dir="/tmp"))
         self.home = self.base / "h"
         self.runtime = self.base / "r"
@@ -37,6 +37,8 @@ class Env:
             "PYTHONUNBUFFERED": "1",
         }
         self.procs: list[subprocess.Popen[bytes]] = []
+        if not meaning:  # the encoder's thread costs ~1.5 s of CPU per daemon: on only where tested
+            (self.base / "config.yaml").write_text("search_by_meaning: false\n")
 
     def environ(self, **extra: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}

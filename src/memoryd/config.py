@@ -33,6 +33,8 @@ class Config:
     hook_last_words: bool = True
     # Sync through a git remote (docs/sync.md): seconds between the daemon's own syncs; 0 = off.
     sync_interval_seconds: int = 0
+    # Search by meaning (docs/search.md): a sentence encoder in the daemon; off, search is lexical.
+    search_by_meaning: bool = True
 
 
 # Claude Code truncates hook context above 10,000 chars; a budget above it would be cut blind.

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 import time
 from typing import Any
@@ -280,16 +281,24 @@ def prompt(daemon: Daemon, data: dict[str, Any]) -> str | None:
     if not isinstance(text, str) or not prompt_query(text):
         return None
     settings = daemon.settings
-    floor = float(settings.get("prompt_min_relevance", 0.6))
     hits = daemon.tool("memory_search", query=prompt_query(text), max_results=SEARCH_DEPTH)["results"]
-    strong = [h for h in hits if float(h.get("relevance", 0.0)) >= floor]
+    strong = gate(hits, settings)
     if not strong:
         return None
     fresh = daemon.hook("take_unseen", ids=[h["id"] for h in strong],
                         limit=int(settings.get("prompt_max_hits", 3)))["ids"]
     chosen = [h for h in strong if h["id"] in fresh]
-    if not chosen:
-        return None
+    return prompt_context(chosen, settings) if chosen else None
+
+
+def gate(hits: list[dict[str, Any]], settings: dict[str, Any]) -> list[dict[str, Any]]:
+    """The hits worth putting in front of the agent: a hit whose words cover the prompt (relevance
+    at the floor), or one the encoder finds close in meaning (docs/search.md, "The prompt gate")."""
+    floor = float(settings.get("prompt_min_relevance", 0.6))
+    return [h for h in hits if float(h.get("relevance", 0.0)) >= floor]
+
+
+def prompt_context(chosen: list[dict[str, Any]], settings: dict[str, Any]) -> str:
     budget = min(int(settings.get("prompt_chars", 1500)), 10_000)
     room = (budget - len(PROMPT_HEADER) - 1) // len(chosen) - 1
     return clip("\n".join([PROMPT_HEADER, *(hit_line(h, room) for h in chosen)]), budget)
@@ -313,18 +322,43 @@ def assistant_text(entry: Any) -> str | None:
     return None
 
 
+def transcript_tail(path: str) -> tuple[bytes, bool] | None:
+    """At most TRANSCRIPT_TAIL_BYTES from the end of the regular file at `path`, and whether the
+    read started mid-file; None for anything else.
+
+    The path comes from hook stdin, so it may name a FIFO (an open would block until killed) or
+    a device (`/dev/zero` never ends). A symlink is followed: stdin could name its target just as
+    well, so refusing it protects nothing, and only what parses as an assistant message is kept.
+    What counts is where it ends: a regular file, checked before the open (so no device is even
+    opened) and again on the open descriptor (it may have been swapped in between). Non-blocking,
+    so even a FIFO swapped in cannot hang the hook."""
+    path = os.path.expanduser(path)
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        return None
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        start = max(0, info.st_size - TRANSCRIPT_TAIL_BYTES)
+        return os.pread(fd, TRANSCRIPT_TAIL_BYTES, start), start > 0
+    finally:
+        os.close(fd)
+
+
 def last_from_transcript(path: Any) -> str | None:
     """The last assistant text in a JSONL transcript, reading only its tail."""
     if not isinstance(path, str) or not path:
         return None
     try:
-        with open(os.path.expanduser(path), "rb") as handle:
-            size = handle.seek(0, os.SEEK_END)
-            handle.seek(max(0, size - TRANSCRIPT_TAIL_BYTES))
-            lines = handle.read().splitlines()
-    except OSError:
+        tail = transcript_tail(path)
+    except (OSError, ValueError):  # ValueError: a NUL in the path
         return None
-    if len(lines) > 1 and size > TRANSCRIPT_TAIL_BYTES:
+    if tail is None:
+        return None
+    data, cut = tail
+    lines = data.splitlines()
+    if len(lines) > 1 and cut:
         lines = lines[1:]  # the first line of the tail is cut
     for line in reversed(lines):
         try:

@@ -401,6 +401,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluation.add_argument("--set", help="a relevance set (YAML); default: the shipped recall set")
     evaluation.add_argument("--json", action="store_true")
     evaluation.add_argument("--verbose", action="store_true", help="list every query that missed rank 1")
+    evaluation.add_argument("--prompts", help="typed prompts for the prompt gate (YAML); default: the shipped set")
+    evaluation.add_argument("--lexical", action="store_true", help="search by words only (search_by_meaning off)")
     evaluation.set_defaults(func=cmd_eval)
     _add_curation_parsers(sub)
     from memoryd.cli import sync

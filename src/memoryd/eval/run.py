@@ -16,6 +16,7 @@ import argparse
 import json
 import math
 import sys
+import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -23,12 +24,18 @@ from typing import Any
 import yaml
 
 from memoryd.bench.kit import Bridge, Throwaway, progress
+from memoryd.cli.hooks import SEARCH_DEPTH as HOOK_DEPTH
+from memoryd.cli.hooks import gate, prompt_context, prompt_query
 from memoryd.config import Config
 
 DEFAULT_SET = Path(__file__).with_name("recall_set.yaml")
+# Typed prompts for the prompt hook's gate, labelled against DEFAULT_SET's memories.
+DEFAULT_PROMPTS = Path(__file__).with_name("prompts_typed.yaml")
 SEARCH_DEPTH = 10
 # The prompt hook injects a hit only at or above this relevance (share of the asked terms' idf).
 HOOK_RELEVANCE = Config().hook_prompt_min_relevance
+GATE_SETTINGS = {"prompt_min_relevance": HOOK_RELEVANCE, "prompt_max_hits": Config().hook_prompt_max_hits,
+                 "prompt_chars": Config().hook_prompt_chars}
 ACKNOWLEDGE = {"transient_warning": "acknowledge_transient", "scope_mismatch": "acknowledge_scope_mismatch",
                "ungrounded": "acknowledge_ungrounded", "credential_warning": "acknowledge_credential"}
 
@@ -41,6 +48,15 @@ def load_set(path: Path) -> dict[str, Any]:
         if missing:
             raise ValueError(f"query {query['q']!r} names unknown memories {missing}")
     return data  # type: ignore[no-any-return]
+
+
+def load_prompts(path: Path, data: dict[str, Any]) -> list[dict[str, Any]]:
+    prompts: list[dict[str, Any]] = yaml.safe_load(path.read_text())["prompts"]
+    keys = {m["key"] for m in data["memories"]}
+    unknown = [p["related"] for p in prompts if p["related"] and p["related"] not in keys]
+    if unknown:
+        raise ValueError(f"prompts name unknown memories {unknown[:5]}")
+    return prompts
 
 
 def write_memory(bridge: Bridge, memory: dict[str, Any], outcomes: dict[str, int]) -> str:
@@ -74,8 +90,24 @@ def score_query(ranked: list[str], relevant: list[str]) -> dict[str, float]:
             "mrr": 1 / rank if rank else 0.0, "ndcg@10": dcg / ideal}
 
 
-def evaluate(data: dict[str, Any]) -> dict[str, Any]:
+def wait_for_vectors(bridge: Bridge, count: int, timeout_s: float = 600) -> str:
+    """Block until the daemon has a meaning vector for `count` memories (or says it cannot);
+    returns the state it ended in, so a report says whether meaning took part."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        meaning = bridge.call("memory_health").get("search_by_meaning", {})
+        state = str(meaning.get("state"))
+        if state in ("off",) or state.startswith("unavailable") or meaning.get("vectors", 0) >= count:
+            return state
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the daemon embedded {meaning.get('vectors')} of {count} memories in {timeout_s:g} s")
+        time.sleep(0.2)
+
+
+def evaluate(data: dict[str, Any], prompts: list[dict[str, Any]], lexical: bool = False) -> dict[str, Any]:
     box = Throwaway()
+    if lexical:
+        Path(box.env["MEMORYD_CONFIG"]).write_text("search_by_meaning: false\n")
     bridges: dict[str | None, Bridge] = {}
     try:
         box.start()
@@ -91,13 +123,17 @@ def evaluate(data: dict[str, Any]) -> dict[str, Any]:
         progress(f"eval: writing {len(data['memories'])} memories")
         outcomes: dict[str, int] = {}
         key_of = {write_memory(bridge_for(m.get("project")), m, outcomes): m["key"] for m in data["memories"]}
+        meaning = wait_for_vectors(bridge_for(None), len(key_of))
         progress(f"eval: {len(data['queries'])} queries")
         rows = [run_query(bridge_for(q.get("project")), q, key_of) for q in data["queries"]]
+        progress(f"eval: {len(prompts)} typed prompts")
+        prompt_rows = [run_prompt(bridge_for(p.get("project")), p, key_of) for p in prompts]
     finally:
         for bridge in bridges.values():
             bridge.close()
         box.close()
-    return {"write_outcomes": outcomes, "queries": rows, "summary": summarize(rows)}
+    return {"write_outcomes": outcomes, "search_by_meaning": meaning, "queries": rows, "summary": summarize(rows),
+            "prompts": prompt_rows, "prompt_gate": summarize_prompts(prompt_rows)}
 
 
 def run_query(bridge: Bridge, query: dict[str, Any], key_of: dict[str, str]) -> dict[str, Any]:
@@ -113,6 +149,37 @@ def run_query(bridge: Bridge, query: dict[str, Any], key_of: dict[str, str]) -> 
     else:
         row["silent"] = float(top_relevance < HOOK_RELEVANCE)
     return row
+
+
+def run_prompt(bridge: Bridge, prompt: dict[str, Any], key_of: dict[str, str]) -> dict[str, Any]:
+    """What the prompt hook would inject for one typed prompt: its search, then its gate."""
+    hits = bridge.call("memory_search", query=prompt_query(prompt["prompt"]), max_results=HOOK_DEPTH)["results"]
+    chosen = gate(hits, GATE_SETTINGS)
+    injected = [key_of.get(h["id"], "?") for h in chosen]
+    row = {"prompt": prompt["prompt"], "kind": prompt["kind"], "split": prompt["split"], "related": prompt["related"],
+           "injected": injected, "chars": len(prompt_context(chosen, GATE_SETTINGS)) if chosen else 0,
+           "top": [{"key": key_of.get(h["id"], "?"), "relevance": h.get("relevance"),
+                    "similarity": h.get("similarity")} for h in hits[:3]]}
+    if prompt["related"]:
+        row["right"] = float(prompt["related"] in injected)
+    else:
+        row["silent"] = float(not injected)
+    return row
+
+
+def summarize_prompts(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """`{split: {related_right, unrelated_silent, mean/max chars, n}}` for tune, heldout, all."""
+    out: dict[str, dict[str, float]] = {}
+    for split in ("tune", "heldout", "all"):
+        members = [r for r in rows if split in (r["split"], "all")]
+        related = [r["right"] for r in members if "right" in r]
+        unrelated = [r["silent"] for r in members if "silent" in r]
+        spoke = [r["chars"] for r in members if r["chars"]]
+        out[split] = {"related_right": round(sum(related) / max(1, len(related)), 3),
+                      "unrelated_silent": round(sum(unrelated) / max(1, len(unrelated)), 3),
+                      "mean_chars": round(sum(spoke) / max(1, len(spoke))), "max_chars": max(spoke, default=0),
+                      "n_related": len(related), "n_unrelated": len(unrelated)}
+    return out
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
@@ -141,7 +208,12 @@ def render(report: dict[str, Any]) -> str:
             else:
                 lines.append(f"  {kind:12} {m['n']:>4} {m['hit@1']:>6.3f} {m['recall@1']:>6.3f} {m['recall@5']:>6.3f} "
                              f"{m['mrr']:>6.3f} {m['ndcg@10']:>8.3f} {m['hook_hit']:>9.3f}")
-    lines.append(f"\nwrite outcomes: {report['write_outcomes']}")
+    lines.append("\nprompt gate (typed prompts: related -> right memory injected; unrelated -> silent):")
+    for split, m in report["prompt_gate"].items():
+        lines.append(f"  {split:8} related right {m['related_right']:.3f} (n={m['n_related']})  "
+                     f"unrelated silent {m['unrelated_silent']:.3f} (n={m['n_unrelated']})  "
+                     f"chars mean {m['mean_chars']} max {m['max_chars']}")
+    lines.append(f"\nwrite outcomes: {report['write_outcomes']}; search by meaning: {report['search_by_meaning']}")
     return "\n".join(lines).lstrip("\n")
 
 
@@ -149,10 +221,11 @@ def main(ns: argparse.Namespace) -> int:
     path = Path(ns.set) if ns.set else DEFAULT_SET
     try:
         data = load_set(path)
+        prompts = load_prompts(Path(ns.prompts) if ns.prompts else DEFAULT_PROMPTS, data)
     except (OSError, ValueError, KeyError, TypeError, yaml.YAMLError) as exc:
         print(f"memoryd eval: bad set {path}: {exc}", file=sys.stderr)
         return 2
-    report = evaluate(data)
+    report = evaluate(data, prompts, lexical=ns.lexical)
     if ns.json:
         print(json.dumps(report if ns.verbose else {k: v for k, v in report.items() if k != "queries"}, indent=2))
     else:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from memoryd.daemon.memories.records import HANDOFF, Memory, sha256_hex
 from memoryd.daemon.search import SearchIndex
@@ -34,12 +35,15 @@ class LiveIndex:
         self.backlinks: dict[str, dict[str, str]] = {}        # target -> {source: link type}
         self.projects: dict[str, str | None] = {}             # known project -> a worktree of it
         self.handoffs: dict[str, str] = {}                    # sha256(content) -> handoff id
+        self.semantic: Any = None                             # memories.semantic.Semantic: vectors follow changes
 
     def add(self, memory: Memory, text: bool = True, terms: list[str] | None = None) -> None:
         """Index `memory`; `text=False` leaves the text index alone (start-up restores it whole).
         `terms`: its content's `text.analyze`, when the caller has them."""
         if text:
             self.add_text(memory, terms)
+        if self.semantic is not None:
+            self.semantic.changed(memory)
         self.by_repo.setdefault(memory.repo, set()).add(memory.id)
         index = bisect.bisect_left(self.order, memory.id)
         if index == len(self.order) or self.order[index] != memory.id:
@@ -81,6 +85,8 @@ class LiveIndex:
 
     def remove(self, memory: Memory) -> None:
         self.text.remove(memory.id, memory.content, memory.scopes)
+        if self.semantic is not None:
+            self.semantic.removed(memory.id)
         self.by_repo.get(memory.repo, set()).discard(memory.id)
         index = bisect.bisect_left(self.order, memory.id)
         if index < len(self.order) and self.order[index] == memory.id:

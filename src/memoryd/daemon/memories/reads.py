@@ -15,7 +15,7 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from memoryd.daemon.core import Call, Core, parse_iso
+from memoryd.daemon.core import Call, Core, parse_stamp
 from memoryd.daemon.episodes.tools import resolve_prior
 from memoryd.daemon.memories.args import check_id, check_scope_list
 from memoryd.daemon.memories.records import Memory
@@ -32,6 +32,13 @@ MAX_CURSOR_CHARS = 512
 HIT_CONTENT_CHARS = 1000
 SNIPPET_LEAD_CHARS = 200
 MAX_PAGE_BODY_BYTES = 2_000_000  # keeps a with_bodies page well inside the 4 MiB frame
+# Reciprocal-rank fusion of the lexical and the meaning ranking (`ranked`): each list's best
+# FUSE_DEPTH count, a hit's share 1 / (RRF_K + rank) weighted per list. Tuned on the eval set's
+# tune split only (docs/benchmark.md, "Search quality").
+FUSE_DEPTH = 20
+RRF_K = 10
+LEXICAL_WEIGHT = 1.0
+MEANING_WEIGHT = 1.0
 
 
 # -- shared views ----------------------------------------------------------------------------------
@@ -42,7 +49,7 @@ def taint_fields(memory: Memory) -> dict[str, Any]:
 
 def staleness_fields(core: Core, memory: Memory) -> dict[str, Any]:
     tier = tier_of(core)
-    found = assess(memory, core.clock(), tier.probe, core.config.verification_stale_days, parse_iso)
+    found = assess(memory, core.clock(), tier.probe, core.config.verification_stale_days, parse_stamp)
     fields: dict[str, Any] = {"staleness_verdict": found.verdict, "age_days": found.age_days}
     if found.path_drift is not None:
         fields["path_drift"] = found.path_drift
@@ -106,17 +113,46 @@ def since_prior_cutoff(call: Call) -> str | None:
     return prior.started_at if prior is not None else None
 
 
-def hit_view(core: Core, memory: Memory, score: float, relevance: float, terms: list[str]) -> dict[str, Any]:
+def hit_view(core: Core, memory: Memory, score: float, relevance: float, terms: list[str],
+             similarity: float | None = None) -> dict[str, Any]:
     content, cut = hit_content(memory.content, terms)
     view: dict[str, Any] = {"id": memory.id, "content": content, "scopes": list(memory.scopes),
                             "category": memory.category, "confidence": memory.confidence,
                             "created": memory.created, "updated": memory.updated, "score": score,
                             "relevance": relevance}
+    if similarity is not None:
+        view["similarity"] = similarity
     if cut:
         view["truncated"] = True
     view.update(staleness_fields(core, memory))
     view.update(taint_fields(memory))
     return view
+
+
+def ranked(tier: MemoryTier, query: str, limit: int, accept: Callable[[str], bool]
+           ) -> list[tuple[str, float, float, float | None]]:
+    """`(id, score, relevance, similarity)` best first: BM25 (identifiers, exact terms) fused with
+    the encoder's cosine (meaning) by reciprocal rank (docs/search.md, "Meaning"). Until the
+    encoder is loaded, or with search by meaning off, the lexical ranking alone (similarity None)."""
+    lexical = tier.index.text.ranked_hits(query, max(limit, FUSE_DEPTH), accept)
+    vector = tier.semantic.embed_query(query) if tier.core.config.search_by_meaning else None
+    if vector is None:
+        return [(d, score, relevance, None) for d, score, relevance in lexical[:limit]]
+    meaning = dict(tier.semantic.nearest(vector, max(limit, FUSE_DEPTH), accept))
+    fused: dict[str, float] = {}
+    for rank, (doc_id, _, _) in enumerate(lexical):
+        fused[doc_id] = LEXICAL_WEIGHT / (RRF_K + rank)
+    for rank, doc_id in enumerate(meaning):
+        fused[doc_id] = fused.get(doc_id, 0.0) + MEANING_WEIGHT / (RRF_K + rank)
+    order = sorted(fused, key=lambda d: (-fused[d], d))[:limit]
+    relevance = {d: r for d, _, r in lexical}
+    unranked = [d for d in order if d not in relevance]
+    relevance.update(tier.index.text.relevance(query, unranked) if unranked else {})
+    similarity = dict(meaning)
+    missing = [d for d in order if d not in similarity]
+    if missing:
+        similarity.update(tier.semantic.similarity(vector, missing))
+    return [(d, round(fused[d] * 1000, 4), relevance[d], similarity.get(d)) for d in order]
 
 
 def memory_search(call: Call, args: dict[str, Any]) -> dict[str, Any]:
@@ -131,12 +167,13 @@ def memory_search(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     def accept(doc_id: str) -> bool:
         return keep(live[doc_id])
 
-    hits = tier.index.text.ranked_hits(query, args["max_results"], accept)
+    hits = ranked(tier, query, args["max_results"], accept)
     filtered = bool(scopes or args["category"] or since or call.session.disabled_scopes)
     capped = len(hits) >= args["max_results"]
     total = count_matches(tier, query, accept, repos, filtered) if capped else len(hits)
     terms = word_tokens(query)
-    results = [hit_view(core, live[doc_id], score, relevance, terms) for doc_id, score, relevance in hits]
+    results = [hit_view(core, live[doc_id], score, relevance, terms, similarity)
+               for doc_id, score, relevance, similarity in hits]
     core.record("search", call.session, query_hash=hashlib.sha256(query.encode()).hexdigest()[:16],
                 query_len=len(query), hits=len(results), total=total, ids=[r["id"] for r in results])
     return {"results": results, "total": total, "framing": "data"}

@@ -12,7 +12,7 @@ from collections import Counter
 from typing import Any
 
 from memoryd.daemon import eventlog
-from memoryd.daemon.core import Call, Core, parse_iso
+from memoryd.daemon.core import Call, Core, parse_stamp
 from memoryd.daemon.memories.reads import caller_repos, memory_filter
 from memoryd.daemon.memories.records import Memory
 from memoryd.daemon.memories.staleness import DAY_S, REQUIRED, assess
@@ -78,12 +78,12 @@ def _curation(core: Core) -> dict[str, Any]:
     tier, now = tier_of(core), core.clock()
     stale, tainted, unread = [], [], []
     for memory in tier.live.values():
-        found = assess(memory, now, tier.probe, core.config.verification_stale_days, parse_iso)
+        found = assess(memory, now, tier.probe, core.config.verification_stale_days, parse_stamp)
         if found.verdict == REQUIRED:
             stale.append(_brief(memory, age_days=found.age_days))
         if memory.tainted:
             tainted.append(_brief(memory, taint=list(memory.taint)))
-        old = now - parse_iso(memory.created) > NEVER_RETRIEVED_DAYS * DAY_S
+        old = now - parse_stamp(memory.created) > NEVER_RETRIEVED_DAYS * DAY_S
         if old and not tier.retrievals.get(memory.id):
             unread.append(_brief(memory, created=memory.created))
     return {"stale": _capped(stale), "tainted": _capped(tainted), "never_retrieved": _capped(unread)}
@@ -102,6 +102,7 @@ def memory_health(call: Call, args: dict[str, Any]) -> dict[str, Any]:
                 "torn_bytes_truncated": core.torn_bytes_truncated,
                 "quarantined": _capped(core.log.quarantined)},
         "reaper": {"last_run": tier.reaper_last_run, "episodes_pruned": tier.episodes_pruned},
+        "search_by_meaning": tier.semantic.health() if core.config.search_by_meaning else {"state": "off"},
         "bad_files": _capped(tier.bad_files + core.journal.bad_files + core.bad_files),
         "hand_edited": _capped([{"id": i} for i in tier.hand_edited]),
         "unaccounted": _capped([{"id": i} for i in tier.unaccounted]),

@@ -17,6 +17,7 @@ from memoryd.daemon.core import Core
 from memoryd.daemon.memories import cache as memory_cache
 from memoryd.daemon.memories.index import LiveIndex, TombIndex, project_scope_name
 from memoryd.daemon.memories.records import Memory, PendingWrite
+from memoryd.daemon.memories.semantic import Semantic
 from memoryd.daemon.memories.staleness import GitProbe
 from memoryd.daemon.memories.stats import LiveMemories
 
@@ -58,10 +59,12 @@ class TierState:
         self.live: LiveMemories = LiveMemories(self.project_of)
         self.tombstones: dict[str, Memory] = {}
         self.index = LiveIndex()
+        self.semantic = Semantic(core.root / "state" / "vectors.bin", core.files.write_file)
+        self.index.semantic = self.semantic
         self.tomb_index = TombIndex()
         self.pending: dict[str, PendingWrite] = {}
         self.expired: dict[str, str] = {}          # expired pending id -> owner session
-        self.probe = GitProbe()
+        self.probe = GitProbe(str(core.root))  # git never runs inside the store (the sync clone)
         # Derived from the event log as it is appended (and replayed at start):
         self.logged_sha: dict[str, str] = {}       # memory id -> sha256 of the last file logged
         self.logged_state: dict[str, str] = {}     # memory id -> "live" | "tomb"

@@ -147,7 +147,10 @@ class MemoryTier(TierState):
 
         now = self.core.clock()
         if self.core.now() <= previous:
-            now = parse_iso(previous) + 0.001
+            try:
+                now = parse_iso(previous) + 0.001
+            except ValueError:  # not a stamp (a hand edit: `zzzz` sorts after every one): now is after it
+                pass
         return iso(now)
 
     # -- the session-finish handoff (docs/tools.md) ------------------------------------------------
@@ -270,6 +273,9 @@ class MemoryTier(TierState):
     def _on_daemon_stop(self, event: dict[str, Any]) -> None:
         """A clean stop (not its replay): refresh the parse cache so the next start is fast."""
         self.save_built_caches()  # the stop's checkpoint may name the gen of the helper's cache
+        if self.semantic.dirty:
+            self.semantic.save()
+        self.semantic.close()
         if self.loaded and self.cache_stale:
             self.after_sync()
             memory_recovery.save_cache(self)
@@ -348,7 +354,16 @@ class MemoryTier(TierState):
             compile_patterns()
             self.patterns_compiled = True
         self.save_built_caches()
+        self.pump_vectors()
         return memory_recovery.verify_some(self, budget)
+
+    def pump_vectors(self) -> None:
+        """Search by meaning: start its thread on the first idle turn, then take in its vectors."""
+        if not self.core.config.search_by_meaning:
+            return
+        self.semantic.start(self.live.values())
+        live = self.live
+        self.semantic.pump(lambda memory_id: m.updated if (m := live.get(memory_id)) is not None else None)
 
 
 # A record's logged state in the checkpoint: one character each; one shared string each in memory.

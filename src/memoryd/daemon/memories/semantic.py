@@ -1,0 +1,241 @@
+"""Meaning vectors of the live memories: embedded by a background thread, read by the loop.
+
+Why (docs/search.md, "Meaning"): a typed prompt rarely repeats a memory's words; a sentence
+encoder finds it by what it says. The rules that keep it off every budget:
+- nothing here runs on a start or a write's path: the first idle turn after a start starts one
+  thread, which loads the encoder (numpy is imported there, never by the bridge or the hooks),
+  reads `state/vectors.bin`, and embeds what that file lacks, newest changes first;
+- the loop owns the matrix; the thread only hands results over (`pump` applies them on an idle
+  turn), so a search never sees a half-written row; a result whose memory changed meanwhile is
+  dropped, and its newer text is already queued;
+- a memory without its vector yet is still found lexically: `nearest` covers the rows it has;
+- rows are float16 (half the memory of float32), widened a chunk at a time for the dot products.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("memoryd.daemon")
+
+MAGIC = b"MDVEC1\n"
+SAVE_EVERY_S = 30.0      # a start that embedded a large backlog saves its progress this often
+BATCH = 8                # texts per forward pass: a query waits at most for one batch's GIL share
+CHUNK = 8192             # rows widened to float32 at a time in `nearest`
+
+
+class Semantic:
+    """Vectors by memory id; `state` is off, loading, ready or `unavailable: …`."""
+
+    def __init__(self, path: Path, write: Callable[[Path, bytes], None]) -> None:
+        self.path = path
+        self.write = write                        # the store's staged write (durable at group commit)
+        self.state = "off"
+        self.encoder: Any = None
+        self.rows: dict[str, int] = {}
+        self.ids: list[str | None] = []
+        self.stamps: list[str] = []
+        self.matrix: Any = None                   # numpy float16 (capacity, dims)
+        self.free: list[int] = []
+        self.dirty = False
+        self.saved_at = 0.0
+        self._inbox: queue.SimpleQueue[tuple[str, str, str] | None] = queue.SimpleQueue()
+        self._outbox: deque[tuple[str, Any]] = deque()
+        self._thread: threading.Thread | None = None
+
+    # -- the loop's side ---------------------------------------------------------------------
+
+    def start(self, live: Iterable[Any]) -> None:
+        """Start the thread with what is live now; later changes arrive through `changed`."""
+        if self._thread is not None:
+            return
+        snapshot = [(m.id, m.updated, m.content) for m in live]
+        self.state = "loading"
+        self._thread = threading.Thread(target=self._run, args=(snapshot,), name="memoryd-encoder", daemon=True)
+        self._thread.start()
+
+    def changed(self, memory: Any) -> None:
+        if self._thread is not None:
+            self._inbox.put((memory.id, memory.updated, memory.content))
+
+    def removed(self, memory_id: str) -> None:
+        row = self.rows.pop(memory_id, None)
+        if row is not None:
+            self.ids[row] = None
+            self.matrix[row] = 0
+            self.free.append(row)
+            self.dirty = True
+
+    def pump(self, current: Callable[[str], str | None]) -> int:
+        """Apply what the thread has finished; `current(id)` is a live memory's `updated` (None:
+        gone). Returns how many vectors were applied."""
+        applied = 0
+        while self._outbox:
+            kind, payload = self._outbox.popleft()
+            if kind == "ready":
+                self.encoder, self.state = payload, "ready"
+            elif kind == "failed":
+                self.state = f"unavailable: {payload}"
+                log.warning("search by meaning is off: %s", payload)
+            else:
+                ids, stamps, vectors = payload
+                for i, (memory_id, stamp) in enumerate(zip(ids, stamps)):
+                    if current(memory_id) == stamp:
+                        self._put(memory_id, stamp, vectors[i])
+                        applied += 1
+        if self.dirty and time.monotonic() - self.saved_at >= SAVE_EVERY_S and self._inbox.empty():
+            self.save()
+        return applied
+
+    def waiting(self) -> bool:
+        return bool(self._outbox)
+
+    def _put(self, memory_id: str, stamp: str, vector: Any) -> None:
+        import numpy as np
+
+        row = self.rows.get(memory_id)
+        if row is None:
+            if self.free:
+                row = self.free.pop()
+            else:
+                row = len(self.ids)
+                if self.matrix is None or row >= len(self.matrix):
+                    grown = np.zeros((max(1024, row * 2), vector.shape[-1]), np.float16)
+                    if self.matrix is not None:
+                        grown[:row] = self.matrix[:row]
+                    self.matrix = grown
+                self.ids.append(None)
+                self.stamps.append("")
+            self.rows[memory_id] = row
+        self.ids[row] = memory_id
+        self.stamps[row] = stamp
+        self.matrix[row] = vector
+        self.dirty = True
+
+    def embed_query(self, text: str) -> Any:
+        """The query's unit vector, or None while the encoder is not loaded."""
+        return self.encoder.encode_one(text) if self.encoder is not None else None
+
+    def nearest(self, vector: Any, limit: int, accept: Callable[[str], bool]) -> list[tuple[str, float]]:
+        """Up to `limit` `(id, cosine)` pairs, best first, among the rows `accept` lets through."""
+        import numpy as np
+
+        count = len(self.ids)
+        if vector is None or not count:
+            return []
+        scores = np.empty(count, np.float32)
+        for start in range(0, count, CHUNK):
+            scores[start:start + CHUNK] = self.matrix[start:min(count, start + CHUNK)].astype(np.float32) @ vector
+        hits: list[tuple[str, float]] = []
+        depth = min(count, limit * 4)
+        while True:
+            top = np.argpartition(-scores, depth - 1)[:depth] if depth < count else np.arange(count)
+            hits = []
+            for row in top[np.argsort(-scores[top], kind="stable")]:
+                memory_id = self.ids[row]
+                if memory_id is not None and accept(memory_id):
+                    hits.append((memory_id, round(float(scores[row]), 4)))
+                    if len(hits) >= limit:
+                        return hits
+            if depth >= count:
+                return hits
+            depth = min(count, depth * 4)
+
+    def similarity(self, vector: Any, memory_ids: list[str]) -> dict[str, float]:
+        """The cosine of each memory that has a vector (the rest are left out)."""
+        import numpy as np
+
+        rows = [(m, self.rows[m]) for m in memory_ids if m in self.rows]
+        if not rows:
+            return {}
+        scores = self.matrix[[r for _, r in rows]].astype(np.float32) @ vector
+        return {m: round(float(s), 4) for (m, _), s in zip(rows, scores)}
+
+    def health(self) -> dict[str, Any]:
+        return {"state": self.state, "vectors": len(self.rows)}
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._inbox.put(None)
+
+    # -- persistence --------------------------------------------------------------------------
+
+    def save(self) -> None:
+        """Write every vector held now (staged: durable at the pass's group commit)."""
+        from memoryd.daemon.encoder import WEIGHTS_SHA256
+
+        rows = [(i, memory_id) for i, memory_id in enumerate(self.ids) if memory_id is not None]
+        header = json.dumps({"model": WEIGHTS_SHA256, "dims": 0 if self.matrix is None else self.matrix.shape[1],
+                             "ids": [m for _, m in rows], "stamps": [self.stamps[i] for i, _ in rows]}).encode()
+        body = self.matrix[[i for i, _ in rows]].tobytes() if rows else b""
+        self.write(self.path, MAGIC + len(header).to_bytes(8, "little") + header + body)
+        self.dirty, self.saved_at = False, time.monotonic()
+
+    # -- the thread's side --------------------------------------------------------------------
+
+    def _run(self, snapshot: list[tuple[str, str, str]]) -> None:
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # one core: the loop keeps the other
+        try:
+            from memoryd.daemon.encoder import Encoder, EncoderUnavailable
+
+            encoder = Encoder.load()
+        except (ImportError, EncoderUnavailable) as exc:
+            self._outbox.append(("failed", str(exc) or type(exc).__name__))
+            return
+        self._outbox.append(("ready", encoder))
+        todo = self._reuse_saved(snapshot)
+        while True:
+            batch = self._next_batch(todo)
+            if batch is None:
+                return
+            vectors = encoder.encode([text for _, _, text in batch])
+            self._outbox.append(("vectors", ([i for i, _, _ in batch], [s for _, s, _ in batch], vectors)))
+
+    def _next_batch(self, todo: list[tuple[str, str, str]]) -> list[tuple[str, str, str]] | None:
+        """New changes first, then the backlog; blocks while there is nothing to do."""
+        batch: list[tuple[str, str, str]] = []
+        while len(batch) < BATCH:
+            try:
+                item = self._inbox.get(block=not batch and not todo)
+            except queue.Empty:
+                break
+            if item is None:
+                return None
+            batch.append(item)
+        while len(batch) < BATCH and todo:
+            batch.append(todo.pop())
+        return batch
+
+    def _reuse_saved(self, snapshot: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+        """Hand over the saved vectors that still match; returns what must be embedded (oldest first,
+        so `pop` takes the newest)."""
+        import numpy as np
+
+        from memoryd.daemon.encoder import WEIGHTS_SHA256
+
+        saved: dict[str, tuple[str, int]] = {}
+        matrix = None
+        try:
+            with open(self.path, "rb") as handle:
+                if handle.read(len(MAGIC)) == MAGIC:
+                    header = json.loads(handle.read(int.from_bytes(handle.read(8), "little")))
+                    if header.get("model") == WEIGHTS_SHA256 and header["ids"]:
+                        matrix = np.frombuffer(handle.read(), np.float16).reshape(len(header["ids"]), header["dims"])
+                        saved = {m: (s, i) for i, (m, s) in enumerate(zip(header["ids"], header["stamps"]))}
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log.warning("state/vectors.bin is unreadable (%s): embedding every memory again", exc)
+        keep = [(m, s) for m, s, _ in snapshot if saved.get(m, ("",))[0] == s]
+        if keep and matrix is not None:
+            rows = [saved[m][1] for m, _ in keep]
+            self._outbox.append(("vectors", ([m for m, _ in keep], [s for _, s in keep], matrix[rows])))
+        kept = {m for m, _ in keep}
+        return [item for item in snapshot if item[0] not in kept]
