@@ -15,6 +15,7 @@ Import contract: core, connections, memories (gates, tier), scopes — no zmq, n
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from memoryd.daemon.connections import Session
@@ -26,7 +27,13 @@ IDLE_END_S = 12 * 3600       # an ownerless hook session (no bridge, no session-
 IDLE_CHECK_S = 60.0
 FALLBACK_HEADER = ("[captured by the memoryd session-end hook: the agent's last message of a session "
                    "that ended without writing a handoff]")
-WITHHELD = "[line withheld: it looked like a credential]"
+WITHHELD = "[withheld: it looked like a credential]"
+# Last words are scanned from at most this many trailing chars: a wire client may send 4 MiB, and
+# scanning that on the request path would stall the loop. Far wider than the kept window, so a
+# private key cut off here (its BEGIN line lost) cannot reach into what is kept.
+SCAN_CHARS = 64 * 1024
+PEM_END_RE = re.compile(r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")  # gates' _PEM_RE end
+FIRST_WORD_RE = re.compile(r"^\S*\s*")
 
 
 class ClientSessions:
@@ -63,25 +70,57 @@ class ClientSessions:
 # -- last words ------------------------------------------------------------------------------------
 
 def scrub(text: str) -> str | None:
-    """`text` capped to its last LAST_WORDS_CHARS chars, lines holding a credential withheld;
-    None when nothing is left or a secret still shows (fail closed)."""
-    from memoryd.daemon.memories.gates import find_credentials
+    """`text` as last words: every line holding a credential withheld, then the last
+    LAST_WORDS_CHARS chars kept; None when nothing is left or a secret still shows (fail closed).
 
-    text = text.strip()
-    if len(text) > LAST_WORDS_CHARS:
-        text = "…" + text[-LAST_WORDS_CHARS:]
+    Scanned before it is cut: a token the cut splits (`p_<36 chars>` of a `ghp_` one) is no longer
+    recognisable. A private key is withheld BEGIN through END — its body lines look like nothing —
+    and to the end of the text when END is missing. The cut then drops its first, partial word,
+    so what was next to the cut cannot be a token's tail either."""
+    from memoryd.daemon.memories.gates import credential_hits, find_credentials
+
+    text = _cut(text.strip(), SCAN_CHARS)
+    text = _withhold(text, credential_hits(text))
     if find_credentials(text):
-        text = "\n".join(WITHHELD if find_credentials(line) else line for line in text.splitlines())
-        if find_credentials(text):
-            return None
-    return text or None
+        return None
+    text = _cut(text, LAST_WORDS_CHARS)
+    return None if not text or find_credentials(text) else text
+
+
+def _withhold(text: str, hits: list[tuple[int, int, str, str]]) -> str:
+    """`text` with each run of lines a credential touches replaced by WITHHELD."""
+    runs: list[tuple[int, int]] = []
+    for start, end, kind, _ in hits:
+        if kind == "private_key" and not PEM_END_RE.search(text, start, end):
+            end = len(text)  # no END line: all that follows may be key
+        first = text.rfind("\n", 0, start) + 1
+        last = text.find("\n", end)
+        last = len(text) if last < 0 else last
+        if runs and first <= runs[-1][1]:  # a second secret on a line already withheld
+            runs[-1] = (runs[-1][0], max(runs[-1][1], last))
+        else:
+            runs.append((first, last))
+    out, cursor = [], 0
+    for first, last in runs:
+        out += [text[cursor:first], WITHHELD]
+        cursor = last
+    return "".join(out) + text[cursor:]
+
+
+def _cut(text: str, limit: int) -> str:
+    """The last `limit` chars of `text` less their first word, which the cut may have split ("" if
+    nothing is left): a token's tail cannot pass as a word of its own."""
+    if len(text) <= limit:
+        return text
+    rest = FIRST_WORD_RE.sub("", text[-limit:], count=1)
+    return "…" + rest if rest else ""
 
 
 def keep_last_words(session: Session, text: Any) -> dict[str, Any]:
     """Replace the session's last-words note; `kept` says whether anything was kept."""
     if not isinstance(text, str):
         return {"kept": False, "reason": "no text"}
-    clean = scrub(text)  # the hook's stdin cap (64 KiB) already bounds it
+    clean = scrub(text)
     if clean is None:
         return {"kept": False, "reason": "empty or holds a credential"}
     session.last_words = clean
