@@ -89,6 +89,16 @@ def parse_iso(ts: str) -> float:
     return calendar.timegm(time.strptime(base, "%Y-%m-%dT%H:%M:%S")) + seconds
 
 
+def parse_stamp(ts: str) -> float:
+    """`parse_iso` for a stamp read from a record file, where a hand edit or an older sync may
+    have left one that is not (`updated: zzzz`): it counts as the epoch — very old, so the memory
+    reads as stale and asks to be verified — never as an internal error of the read."""
+    try:
+        return parse_iso(ts)
+    except (ValueError, TypeError, AttributeError, OverflowError):
+        return 0.0
+
+
 @dataclass
 class Call:
     """What a tool handler knows about its caller."""
