@@ -10,6 +10,7 @@ import pytest
 from memoryd.daemon.memories.records import Memory, render_memory
 from memoryd.daemon.sync.admission import Refused, check, conflict_path, record_path
 from memoryd.daemon.sync.git import classify, environment
+from memoryd.daemon.sync.merge import SKEW_MS, stamp_ms
 
 ID, OTHER = "01JAAAAAAAAAAAAAAAAAAAAAAA", "01JAAAAAAAAAAAAAAAAAAAAAAB"
 MEMORY = Memory(id=ID, content="The staging database listens on port 5433.", scopes=("projects:x",),
@@ -48,6 +49,24 @@ def test_every_kind_of_bad_file_is_refused_with_a_reason() -> None:
     assert refused(f"memories/{ID}.md", render_memory(secret)).startswith("holds a credential")
     handoff = replace(MEMORY, category="handoff", source="memory_session_finish")
     assert "handoff" in refused(f"memories/{ID}.md", render_memory(handoff))
+
+
+def test_a_stamp_that_is_not_iso_or_lies_in_the_future_is_refused_naming_the_field() -> None:
+    now = stamp_ms("2026-03-01T00:00:00.000Z")
+    assert now is not None
+    for field in ("created", "updated", "last_verified_at"):
+        for junk in ("zzzz", "2026-02-30T00:00:00.000Z", "2026-02-01T00:00:00Z", "2026-02-01 00:00"):
+            bad = render_memory(replace(MEMORY, **{field: junk}))
+            with pytest.raises(Refused, match=f"^{field} is not an ISO-8601 UTC stamp"):
+                check(f"memories/{ID}.md", "100644", bad, 4096, not_after=now)
+        ahead = render_memory(replace(MEMORY, **{field: "2026-03-01T00:05:00.001Z"}))
+        with pytest.raises(Refused, match=f"^{field} is in the future$"):
+            check(f"memories/{ID}.md", "100644", ahead, 4096, not_after=now + SKEW_MS)
+    tomb = replace(MEMORY, removed_at="2099-01-01T00:00:00.000Z", removed_reason="gone")
+    with pytest.raises(Refused, match="^removed_at is in the future$"):
+        check(f"tombstones/{ID}.md", "100644", render_memory(tomb), 4096)  # default: now + SKEW_MS
+    skewed = render_memory(replace(MEMORY, updated="2026-03-01T00:04:59.999Z"))  # within the margin
+    assert check(f"memories/{ID}.md", "100644", skewed, 4096, not_after=now + SKEW_MS).memory_id == ID
 
 
 def test_paths_name_records_and_kept_conflicts_exactly() -> None:

@@ -100,7 +100,9 @@ def result_lines(last: dict[str, Any]) -> list[str]:
         lines.append(f"  {last['conflicts']} kept version(s) wait to be settled: memoryd sync status")
     for row in last.get("quarantined") or []:
         lines.append(f"  quarantined {visible(row['path'])}: {row['reason']}")
-    for name in ("conflicts_decided", "quarantined"):
+    for memory_id in last.get("restored_to_remote") or []:
+        lines.append(f"  put back on the remote {memory_id}: it had been removed there without a tombstone")
+    for name in ("conflicts_decided", "quarantined", "restored_to_remote"):
         total, shown = last.get(f"{name}_total", last.get(f"{name}_new", 0)), len(last.get(name) or [])
         if total > shown:
             lines.append(f"  … {total - shown} more {name.replace('_', ' ')} (memoryd sync --json, or the event log)")

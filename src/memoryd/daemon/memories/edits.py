@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from memoryd.daemon.core import Call, parse_iso
+from memoryd.daemon.core import Call, parse_stamp
 from memoryd.daemon.memories.args import (
     check_id,
     check_links,
@@ -149,6 +149,6 @@ def memory_verify(call: Call, args: dict[str, Any]) -> dict[str, Any]:
                   verification_note=note)
     sha = tier.rewrite(memory, new)
     core.record("verify", call.session, memory_id=memory.id, status="verified", sha=sha, req=call.req)
-    staleness = assess(new, core.clock(), tier.probe, core.config.verification_stale_days, parse_iso)
+    staleness = assess(new, core.clock(), tier.probe, core.config.verification_stale_days, parse_stamp)
     return {"status": "verified", "id": memory.id, "last_verified_at": now,
             "staleness_verdict": staleness.verdict}

@@ -3,9 +3,10 @@
 The same checks as recovery at start (`store.parse`, the record's shape via `from_meta`) plus
 the ones a file from another machine needs: a regular file (no symlink, no submodule), only
 under the synced folders with a `<ulid>.md` name, the frontmatter `id` equal to that name,
-within the size caps, a tombstone with `removed_at` and a live memory without, not a handoff
-(handoffs stay on their machine), and no credential in it. A file that fails is quarantined
-with the reason; it is never indexed or served.
+within the size caps, every stamp in the store's format and not in the future (the merge rule
+and every read compare them), a tombstone with `removed_at` and a live memory without, not a
+handoff (handoffs stay on their machine), and no credential in it. A file that fails is
+quarantined with the reason; it is never indexed or served.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from memoryd.daemon.memories.records import (
     from_meta,
 )
 from memoryd.daemon.sync.layout import CONFLICTS, LIVE, TOMB
+from memoryd.daemon.sync.merge import STAMP_FIELDS, horizon, stamp_ms
 from memoryd.errors import InvalidParams
 
 FOLDERS = {"memories": LIVE, "tombstones": TOMB}
@@ -80,8 +82,23 @@ def check_values(memory: Memory) -> None:
         raise Refused("a scope memoryd would not write") from None
 
 
-def check(path: str, mode: str, data: bytes, max_content_bytes: int) -> Admitted:
-    """The record in `data` (pulled as `path` with git `mode`), or `Refused` saying why."""
+def check_stamps(memory: Memory, not_after: int) -> None:
+    """Every stamp parses in the store's format and is not past `not_after` (ms): a stamp that is
+    not one would break every read that parses it, and one in the future would win every merge."""
+    for name in STAMP_FIELDS:
+        value = getattr(memory, name)
+        if value is None and name in ("last_verified_at", "removed_at"):
+            continue
+        stamp = stamp_ms(value)
+        if stamp is None:
+            raise Refused(f"{name} is not an ISO-8601 UTC stamp (YYYY-MM-DDTHH:MM:SS.mmmZ)")
+        if stamp > not_after:
+            raise Refused(f"{name} is in the future")
+
+
+def check(path: str, mode: str, data: bytes, max_content_bytes: int, not_after: int | None = None) -> Admitted:
+    """The record in `data` (pulled as `path` with git `mode`), or `Refused` saying why.
+    `not_after`: the latest stamp believed, in ms (default: now plus the clock-skew margin)."""
     if mode == "120000":
         raise Refused("symbolic link")
     if mode not in REGULAR_MODES:
@@ -103,6 +120,7 @@ def check(path: str, mode: str, data: bytes, max_content_bytes: int) -> Admitted
         raise Refused(f"not a record: {str(exc)[:120]}") from None
     if len(body.encode()) > max_content_bytes:
         raise Refused(f"content over max_content_bytes ({max_content_bytes})")
+    check_stamps(memory, horizon() if not_after is None else not_after)
     if (state == TOMB) != (memory.removed_at is not None):
         raise Refused("a tombstone without removed_at" if state == TOMB else "a live memory with removed_at")
     if memory.category == HANDOFF:

@@ -4,19 +4,34 @@ Two machines changed the same memory since they last agreed. Both run this on th
 byte strings and must pick the same winner, so the rule uses only what is in the files:
 a version's stamp is `removed_at` for a tombstone and `updated` for a live memory (a removal is
 a change made at `removed_at`), the newer stamp wins, and equal stamps are broken by the file's
-sha256 (the larger wins) — identical on every machine. A version that does not parse has the
-empty stamp and loses to any that does. The loser is never dropped: the caller keeps it under
-`conflicts/<id>/<sha256>.md`. No text of a record is ever merged.
+sha256 (the larger wins) — identical on every machine. Stamps are compared as instants, parsed
+from the store's one format (`2026-01-31T09:15:00.000Z`), never as strings: a version whose stamp
+does not parse, or lies past `not_after` (now plus the clock-skew margin), loses to any that has
+a valid one — else `updated: "zzzz"` or `2099-…` would beat every real edit. The loser is never
+dropped: the caller keeps it under `conflicts/<id>/<sha256>.md`. No text of a record is ever merged.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
+import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from memoryd.daemon import store
+from memoryd.daemon.memories.records import _timestamp
 from memoryd.daemon.sync.layout import TOMB
+
+# The stamp fields of a record and their one format (`core.iso`: UTC, milliseconds, `Z`).
+STAMP_FIELDS = ("created", "updated", "last_verified_at", "removed_at")
+_STAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
+# How far past this machine's clock a pulled stamp may be: another machine's clock may run a
+# little ahead (NTP keeps it well under a minute); beyond that a stamp is a lie that would win
+# every merge until then. A version from a machine whose clock runs further ahead is refused, not
+# lost: it stays in the tree, and the first sync after this clock catches up admits it.
+SKEW_MS = 5 * 60 * 1000
 
 
 @dataclass(frozen=True)
@@ -31,25 +46,42 @@ class Version:
         return hashlib.sha256(self.data).hexdigest()
 
     @property
-    def stamp(self) -> str:
+    def stamp(self) -> int | None:
         return stamp_of(self.state, self.data)
 
+    def key(self, not_after: int | None = None) -> tuple[bool, int, str]:
+        """What the rule orders by: a valid stamp (not past `not_after`), the stamp, the sha."""
+        stamp = self.stamp
+        valid = stamp is not None and (not_after is None or stamp <= not_after)
+        return valid, stamp if valid and stamp is not None else 0, self.sha
 
-def _text(value: Any) -> str:
-    # A bare YAML timestamp (a hand edit) loads as a datetime: compare its ISO form.
-    if hasattr(value, "isoformat"):
-        return str(value.isoformat()).replace("+00:00", "Z")
-    return value if isinstance(value, str) else ""
+
+def stamp_ms(value: Any) -> int | None:
+    """Milliseconds since the epoch of a stamp in the store's format (a bare YAML timestamp, as a
+    hand edit leaves, counts in its ISO form); None for anything else."""
+    value = _timestamp(value)
+    if not isinstance(value, str) or not _STAMP.fullmatch(value):
+        return None
+    try:
+        moment = datetime.fromisoformat(value[:19]).replace(tzinfo=UTC)
+    except ValueError:  # month 13, February 30th, …
+        return None
+    return int(moment.timestamp()) * 1000 + int(value[20:23])
 
 
-def stamp_of(state: str, data: bytes) -> str:
-    """When this version was made: `removed_at` of a tombstone, `updated` of a live memory;
-    "" when the file does not parse (so it loses)."""
+def horizon() -> int:
+    """The latest stamp this machine believes: now plus the clock-skew margin, in ms."""
+    return int(time.time() * 1000) + SKEW_MS
+
+
+def stamp_of(state: str, data: bytes) -> int | None:
+    """When this version was made, in ms: `removed_at` of a tombstone, `updated` of a live
+    memory; None when the file or the stamp does not parse (so it loses)."""
     try:
         meta, _body = store.parse(data)
     except (store.BadRecord, UnicodeDecodeError):
-        return ""
-    return _text(meta.get("removed_at") if state == TOMB else meta.get("updated"))
+        return None
+    return stamp_ms(meta.get("removed_at") if state == TOMB else meta.get("updated"))
 
 
 @dataclass(frozen=True)
@@ -59,11 +91,13 @@ class Decision:
     rule: str  # "newer" (the stamps differ) or "sha" (equal stamps, broken by sha256)
 
 
-def pick(a: Version, b: Version) -> Decision:
-    """The winner of two differing versions of one record; symmetric: pick(a, b) == pick(b, a)."""
-    key_a, key_b = (a.stamp, a.sha), (b.stamp, b.sha)
+def pick(a: Version, b: Version, not_after: int | None = None) -> Decision:
+    """The winner of two differing versions of one record; symmetric: pick(a, b) == pick(b, a).
+    `not_after` (ms, `horizon()`): a stamp past it counts as no stamp. Machines whose clocks
+    differ could only disagree on a stamp within minutes of now, which admission refuses anyway."""
+    key_a, key_b = a.key(not_after), b.key(not_after)
     winner, loser = (a, b) if key_a > key_b else (b, a)
-    return Decision(winner, loser, "newer" if key_a[0] != key_b[0] else "sha")
+    return Decision(winner, loser, "newer" if key_a[:2] != key_b[:2] else "sha")
 
 
 def three_way(base: Any, ours: Any, theirs: Any) -> str:

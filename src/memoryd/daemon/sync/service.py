@@ -238,6 +238,7 @@ class SyncState:
                     if agreed is not None:
                         job.agreed[memory_id] = agreed
         job.resolved = {i: set(s) for i, s in self.resolved.items() if i in self.conflicts}
+        job.folders = {LIVE: tier.live_dir, TOMB: tier.tomb_dir}
         return job
 
 
@@ -315,6 +316,9 @@ def admit_batch(state: SyncState, result: Result) -> None:
         if current_version(tier, item.memory_id) != item.expected:
             result.deferred += 1  # changed here while the job ran: the next sync decides
             continue
+        if not removes_this(tier, item):
+            refuse(state, result, item, "a tombstone whose text is not this machine's version of it")
+            continue
         put_record(tier, item.memory, item.data, item.state)
         core.record("sync_pull", None, memory_id=item.memory_id, state=item.state, sha=item.sha,
                     device=item.device)
@@ -351,6 +355,30 @@ def finish(state: SyncState, result: Result) -> None:
     interval = core.config.sync_interval_seconds
     if interval > 0 and state.failures:
         state.next_auto = core.clock() + min(MAX_RETRY_S, interval * 2 ** min(state.failures, 12))
+
+
+def removes_this(tier: MemoryTier, item: Any) -> bool:
+    """False for a pulled tombstone that would replace this machine's live version with other
+    text: a removal elsewhere buries the version both machines had (`bury` changes nothing but
+    `removed_at` and `removed_reason`), so anything else in it — content, scopes, taint — is
+    what the sender wrote, not this memory, and `memory_restore` would bring that back."""
+    live = tier.live.get(item.memory_id)
+    if item.state != TOMB or live is None:
+        return True
+    return replace(item.memory, removed_at=None, removed_reason=None) == live
+
+
+def refuse(state: SyncState, result: Result, item: Any, reason: str) -> None:
+    """Quarantine a pulled version the loop refused, like the worker's refusals (reported once)."""
+    import hashlib
+
+    from memoryd.daemon.sync.worker import FOLDER_OF
+
+    blob = hashlib.sha1(b"blob %d\0" % len(item.data) + item.data).hexdigest()  # git's blob id
+    before = len(result.quarantined)
+    worker_for(state.core).quarantine(f"{FOLDER_OF[item.state]}/{item.memory_id}.md", blob, item.data,
+                                      reason, result)
+    result.quarantined_total += len(result.quarantined) - before
 
 
 def current_version(tier: MemoryTier, memory_id: str) -> tuple[str, str] | None:
@@ -493,7 +521,7 @@ def _restore_loser(state: SyncState, memory_id: str, shas: list[str]) -> dict[st
         versions.append(Version(TOMB if meta.get("removed_at") else LIVE, data))
     if not versions:
         raise ResourceState("no_conflict", memory_id, "the kept versions cannot be read from the clone")
-    chosen = max(versions, key=lambda v: (v.stamp, v.sha))
+    chosen = max(versions, key=lambda v: v.key())
     try:
         checked = admission.check(f"{FOLDER_OF[chosen.state]}/{memory_id}.md", "100644", chosen.data,
                                   state.core.config.max_content_bytes)

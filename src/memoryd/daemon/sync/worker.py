@@ -43,7 +43,7 @@ from memoryd.daemon.sync.layout import (
     count_quarantined,
     write_atomic,
 )
-from memoryd.daemon.sync.merge import Version, pick, three_way
+from memoryd.daemon.sync.merge import Version, horizon, pick, three_way
 
 PUSH_ATTEMPTS = 3
 BRANCH = "main"
@@ -67,6 +67,7 @@ class Job:
     export: dict[str, tuple[str, str, Path]] = field(default_factory=dict)  # changed here since agreed
     agreed: dict[str, tuple[str, str]] = field(default_factory=dict)  # for the exported ids
     resolved: dict[str, set[str]] = field(default_factory=dict)  # conflict losers to drop
+    folders: dict[str, Path] = field(default_factory=dict)  # state → the live store's folder of it
     max_content_bytes: int = 1_000_000
 
 
@@ -92,6 +93,7 @@ class Result:
     quarantined: list[dict[str, str]] = field(default_factory=list)    # new this job: {blob, path, reason}
     quarantined_total: int = 0
     decided: list[dict[str, str]] = field(default_factory=list)        # conflicts decided by this job
+    restored: list[str] = field(default_factory=list)  # ids the remote lost without a tombstone, put back
     conflicts: dict[str, list[str]] = field(default_factory=dict)      # every kept loser in the tree
     kept_local: int = 0                         # records that hold a credential: never exported
     deferred: int = 0                           # changed while the job ran: next sync
@@ -110,6 +112,7 @@ class Result:
                 "pushed": len(self.pushed), "pulled": len(self.incoming),
                 "conflicts_decided": self.decided[:SUMMARY_ROWS], "conflicts_decided_total": len(self.decided),
                 "conflicts": sum(len(v) for v in self.conflicts.values()),
+                "restored_to_remote": self.restored[:SUMMARY_ROWS], "restored_to_remote_total": len(self.restored),
                 "quarantined": [{k: q[k] for k in ("path", "reason", "blob")} for q in self.quarantined[:SUMMARY_ROWS]],
                 "quarantined_new": len(self.quarantined),
                 "quarantined_total": self.quarantined_total, "kept_local": self.kept_local,
@@ -246,7 +249,7 @@ class Worker:
             fetch(git)
             if known is not None and not is_ancestor(git, known, git.rev(REMOTE_REF)):
                 result.rewritten = True  # force-pushed or replaced: merged record by record all the same
-            if self.integrate(git, result):
+            if self.integrate(git, job, result):
                 break
         else:
             raise GitFailed("push_race", f"another machine pushed {PUSH_ATTEMPTS} times while this one "
@@ -283,7 +286,7 @@ class Worker:
             written.append((memory_id, state, sha))
         for memory_id, shas in job.resolved.items():
             for sha in shas:
-                target = repo / "conflicts" / memory_id / f"{sha}.md"
+                target = real_parents(repo, repo / CONFLICTS / memory_id / f"{sha}.md")
                 if not os.path.islink(target) and target.is_file():
                     target.unlink()
         git.run("add", "-A", "--", ".")
@@ -298,13 +301,13 @@ class Worker:
         there = read_clone_record(repo, memory_id)
         if there is None or there.sha == ours.sha or (there.state, there.sha) == job.agreed.get(memory_id):
             return False
-        decision = pick(ours, there)
+        decision = pick(ours, there, horizon())
         keep_loser(repo, memory_id, decision.loser.data)
         result.decided.append({"id": memory_id, "winner": decision.winner.sha, "loser": decision.loser.sha,
                                "rule": decision.rule})
         return decision.winner is there
 
-    def integrate(self, git: Git, result: Result) -> bool:
+    def integrate(self, git: Git, job: Job, result: Result) -> bool:
         """Bring the fetched remote branch in and push; False when the push lost a race."""
         ours, theirs = git.rev("HEAD"), git.rev(REMOTE_REF)
         if theirs is not None and ours is None:
@@ -316,9 +319,9 @@ class Worker:
             base = merge_base(git, ours, theirs)
             if base == ours:
                 git.run("reset", "-q", "--hard", theirs)
-                return True
-            if base != theirs:
+            elif base != theirs:
                 self.merge(git, base, ours, theirs, result)
+        self.restore_missing(git, job, result)
         if theirs == git.rev("HEAD"):
             return True
         try:
@@ -334,6 +337,7 @@ class Worker:
         trees = [by_key(git.tree(rev)) for rev in (base, ours, theirs)]
         changes: list[str] = []     # `git update-index --index-info` lines
         contested: list[tuple[str, Any, Any]] = []
+        not_after = horizon()  # a stamp past it wins nothing (a lie, or a clock far ahead)
         for key in sorted(set(trees[1]) | set(trees[2])):
             b, o, t = (tree.get(key) for tree in trees)
             side = three_way(b, o, t)
@@ -346,7 +350,7 @@ class Worker:
         blobs = git.blobs(sorted({v[2] for _id, o, t in contested for v in (o, t)}))
         for memory_id, o, t in contested:
             mine, other = Version(o[0], blobs.get(o[2], b"")), Version(t[0], blobs.get(t[2], b""))
-            decision = pick(mine, other)
+            decision = pick(mine, other, not_after)
             if decision.winner is other:
                 changes += replace_lines(o, t)
             loser = t if decision.winner is mine else o
@@ -359,6 +363,35 @@ class Worker:
         message = f"memoryd: merge by {self.device} ({len(contested)} conflicts)"
         commit = git.out("commit-tree", tree, "-p", ours, "-p", theirs, "-m", message)
         git.run("reset", "-q", "--hard", commit)
+
+    def restore_missing(self, git: Git, job: Job, result: Result) -> None:
+        """Put back every record this machine holds that the merged tree has neither as a memory
+        nor as a tombstone: no machine drops a record that way (a removal is a tombstone), so it
+        was `git rm`ed on the remote or lost in a rewritten history; left out, this machine would
+        go on believing it agreed and a new machine would never receive it. Committed here, pushed
+        with the merge, and reported (`restored_to_remote`)."""
+        head = git.rev("HEAD")
+        if head is None:
+            return
+        present = {named[0] for path, (mode, _blob) in git.tree(head).items()
+                   if mode in admission.REGULAR_MODES and (named := admission.record_path(path))}
+        restored = []
+        for memory_id, (state, sha) in sorted(job.local.items()):
+            if memory_id in present or state not in job.folders:
+                continue
+            try:
+                data = store.read_nofollow(job.folders[state] / f"{memory_id}.md")
+            except (OSError, store.BadRecord):
+                continue  # gone or changed since the snapshot: the next sync sees it again
+            if sha256_hex(data) != sha or _holds_credential(data):  # changed, or never travels
+                continue
+            place(self.layout.repo, memory_id, state, data)
+            restored.append(memory_id)
+        if restored:
+            git.run("add", "-A", "--", ".")
+            git.run("commit", "-q", "--no-verify", "-m",
+                    f"memoryd: {len(restored)} records the remote lost, put back by {self.device}")
+            result.restored += [i for i in restored if i not in result.restored]
 
     # -- what the live store is offered -----------------------------------------------------------
 
@@ -462,24 +495,43 @@ def clear_non_dir(path: Path) -> None:
         path.unlink()
 
 
+def real_parents(repo: Path, path: Path) -> Path:
+    """`path` (under the clone) once every directory between the clone and it is a real one:
+    a link or a file where a directory belongs — `conflicts/<id>` pulled as a link to
+    `~/.claude/commands` — is removed (the link, never what it points at) and a directory made,
+    so nothing is written or deleted through a link at any depth; the next commit drops it."""
+    while True:
+        try:
+            if not store.check_no_links(repo, path):
+                path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            return path
+        except store.LinkRefused as exc:
+            if exc.path == path:  # not under the clone at all: a caller's bug, never unlink it
+                raise
+            exc.path.unlink()
+
+
 def place(repo: Path, memory_id: str, state: str, data: bytes) -> None:
     """Put a record into the clone's working tree in its state's folder, out of the other one."""
     for other in (LIVE, TOMB):
         if other != state:
-            target = repo / FOLDER_OF[other] / f"{memory_id}.md"
+            target = real_parents(repo, repo / FOLDER_OF[other] / f"{memory_id}.md")
             if os.path.lexists(target):
                 target.unlink()
-    write_atomic(repo / FOLDER_OF[state] / f"{memory_id}.md", data)
+    write_atomic(real_parents(repo, repo / FOLDER_OF[state] / f"{memory_id}.md"), data)
 
 
 def keep_loser(repo: Path, memory_id: str, data: bytes) -> None:
-    write_atomic(repo / CONFLICTS / memory_id / f"{sha256_hex(data)}.md", data)
+    write_atomic(real_parents(repo, repo / CONFLICTS / memory_id / f"{sha256_hex(data)}.md"), data)
 
 
 def read_clone_record(repo: Path, memory_id: str) -> Version | None:
+    """The clone's version of a record; None when it has none (a linked folder holds none)."""
     for state in (LIVE, TOMB):
+        path = repo / FOLDER_OF[state] / f"{memory_id}.md"
         try:
-            return Version(state, store.read_nofollow(repo / FOLDER_OF[state] / f"{memory_id}.md"))
+            store.check_no_links(repo, path)
+            return Version(state, store.read_nofollow(path))
         except (OSError, store.BadRecord):
             continue
     return None
