@@ -5,10 +5,11 @@ with the client's hook JSON or nothing, and exit 0 — always. Bad stdin, an unr
 bug gives one line on stderr and an empty stdout, never a traceback, never a decision that blocks
 the client. The hook never reads the config file: the daemon sends the hook settings in its hello.
 
-Events: `session-start` (the prior session's handoff for this worktree and the head of the
-project's digest), `prompt` (memories that match the prompt, above a relevance floor, each at most
+Events: `session-start` (this memoryd session's id and how to finish it, the newest handoff an agent
+wrote in this worktree, a "since then" line per later session that ended without one, and the head
+of the project's digest), `prompt` (memories that match the prompt, above a relevance floor, each at most
 once per client session), `stop` (keep the latest assistant message as the session's last words),
-`session-end` (close the session; last words become the fallback handoff when none was written).
+`session-end` (close the session; last words become its note when no handoff was written).
 
 Import contract: stdlib, `identity`, `paths`, `protocol` (msgpack, ~9 ms) and `client.wire` (ZMTP
 without pyzmq); the pyzmq client library only to start a daemon that is down or when the stdlib
@@ -215,14 +216,41 @@ def fit(sections: list[str], budget: int) -> str:
 
 # -- session-start ----------------------------------------------------------------------------------
 
+def when(stamp: Any) -> str:
+    return str(stamp or "")[:16].replace("T", " ")
+
+
+def session_line(session_id: Any) -> str | None:
+    """Which memoryd session this is and how to close it: an agent cannot finish what it cannot name."""
+    if not isinstance(session_id, str) or not session_id:
+        return None
+    return (f'memoryd session {session_id}; finish it with memory_session_finish(session_id="{session_id}", '
+            "handoff=…): what became true, what is open, the next action.")
+
+
 def handoff_section(found: dict[str, Any] | None) -> str | None:
     if not found or not str(found.get("text", "")).strip():
         return None
-    when = str(found.get("ended_at") or "")[:16].replace("T", " ")
-    how = ("captured by the session-end hook from the agent's last message; the agent wrote no handoff"
-           if found.get("captured_by_hook") else "written by the agent")
-    return (f"## Handoff from the previous session in this worktree ({found.get('session_id')}, "
-            f"ended {found.get('ended')} {when}; {how})\n{found['text'].strip()}")
+    return (f"## Handoff written by the agent of the last session in this worktree that left one "
+            f"({found.get('session_id')}, ended {found.get('ended')} {when(found.get('ended_at'))})\n"
+            f"{found['text'].strip()}")
+
+
+def since_section(rows: list[dict[str, Any]], total: int, after_handoff: bool) -> str | None:
+    """One line per later session that ended without a handoff, newest first."""
+    if not rows:
+        return None
+    title = (f"## Since then: {total} later session(s) here ended without a handoff (newest first)"
+             if after_handoff else f"## {total} session(s) here ended without a handoff (newest first)")
+    lines = [title]
+    for row in rows:
+        said = row.get("last_message")
+        what = (f'its last message, captured by the session-end hook: "{one_line(said, 300)}"' if said
+                else "no last message captured")
+        lines.append(f"- {row.get('session_id')}, ended {row.get('ended')} {when(row.get('ended_at'))}: {what}")
+    if total > len(rows):
+        lines.append(f"- … and {total - len(rows)} older")
+    return "\n".join(lines)
 
 
 def takeaways_section(handoff: dict[str, Any]) -> str | None:
@@ -245,19 +273,27 @@ def digest_section(digest: dict[str, Any], project: str | None) -> str | None:
 
 
 def session_start(daemon: Daemon, identity: dict[str, Any]) -> str | None:
-    budget = int(daemon.settings.get("session_start_chars", 3000))
-    found = daemon.hook("latest_handoff").get("handoff")
+    budget = min(int(daemon.settings.get("session_start_chars", 3000)), 10_000)
+    reply = daemon.hook("latest_handoff")
+    found = reply.get("handoff")
+    rows = reply.get("since") or []
+    since = since_section(rows, int(reply.get("since_total") or len(rows)), found is not None)
+    line = session_line(reply.get("session_id"))
     handoff = daemon.tool("episode_handoff", max_episodes=5, include_bodies=False)
-    sections = [handoff_section(found)]
+    written = handoff_section(found)
+    if written and since:  # a long handoff is cut rather than the lines that say it is not the last word
+        written = clip(written, max(200, budget - len(line or "") - len(HEADER) - len(since) - 6))
+    sections = [written, since]
     if found is None or handoff.get("prior_session_id") == found.get("session_id"):
         sections.append(takeaways_section(handoff))
     project = identity.get("project")
     if project:
         sections.append(digest_section(daemon.tool("memory_digest", headlines=5, project=project), project))
     present = [s for s in sections if s]
-    if not present:
+    head = [line] if line else []
+    if not present and not head:
         return None
-    return fit([HEADER, *present], min(budget, 10_000))
+    return fit([*head, *([HEADER, *present] if present else [])], budget)
 
 
 # -- prompt ----------------------------------------------------------------------------------------
@@ -293,9 +329,11 @@ def prompt(daemon: Daemon, data: dict[str, Any]) -> str | None:
 
 def gate(hits: list[dict[str, Any]], settings: dict[str, Any]) -> list[dict[str, Any]]:
     """The hits worth putting in front of the agent: a hit whose words cover the prompt (relevance
-    at the floor), or one the encoder finds close in meaning (docs/search.md, "The prompt gate")."""
+    at its floor), or one the encoder finds as close in meaning (similarity at its floor). Both
+    floors were fit on the typed-prompt set's tune split (docs/search.md, "The prompt gate")."""
     floor = float(settings.get("prompt_min_relevance", 0.6))
-    return [h for h in hits if float(h.get("relevance", 0.0)) >= floor]
+    close = float(settings.get("prompt_min_similarity", 0.6))
+    return [h for h in hits if float(h.get("relevance", 0.0)) >= floor or float(h.get("similarity") or 0.0) >= close]
 
 
 def prompt_context(chosen: list[dict[str, Any]], settings: dict[str, Any]) -> str:

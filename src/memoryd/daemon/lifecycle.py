@@ -26,14 +26,14 @@ log = logging.getLogger("memoryd.daemon")
 
 # What `memoryd reindex` deletes and rebuilds: every derived file of `state/` (not pending.json,
 # the only copy of pending drafts).
-DERIVED_STATE = ("episodes.cache", "memories.cache", "search.index", checkpoint.NAME)
+DERIVED_STATE = ("episodes.cache", "memories.cache", "search.index", "vectors.bin", checkpoint.NAME)
 
 
 # The start report in the text log: these counts always, how the start went, and then only the
 # counters that are not zero (the ones worth a look: bad files, repairs, hand edits).
 _REPORT_COUNTS = ("memories", "tombstones", "pending_reloaded")
 _REPORT_HOW = ("replayed_from_seq", "search_index_restored", "memory_folders_deferred", "temp_files_swept",
-               "session_records")
+               "session_records", "session_notes")
 
 
 def configure_logging(log_format: str = "text") -> None:
@@ -193,6 +193,9 @@ def open_store(root: Path, settings: config.Config, progress: Progress) -> tuple
     gc.disable()
     try:
         report = core.open(checkpoint.restore(core))
+        from memoryd.daemon.sessions.records import convert_captured_handoffs
+
+        report["handoffs_converted"] = convert_captured_handoffs(core)  # stores from before notes
     finally:
         gc.freeze()
         gc.enable()
@@ -258,6 +261,8 @@ def reindex(progress: Progress) -> dict[str, Any]:
         for name in DERIVED_STATE:
             (root / "state" / name).unlink(missing_ok=True)
         core, report = open_store(root, settings, progress)
+        if settings.search_by_meaning and core.memories is not None:
+            report["vectors"] = core.memories.semantic.rebuild(core.memories.live.values(), progress)
         progress("writing the caches", 0, 0)
         close_store(core)
         return report

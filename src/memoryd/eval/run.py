@@ -6,8 +6,11 @@ bridge outside any repo. Every memory goes through `memory_write` (gate outcomes
 the way an agent would: pending writes confirmed, warnings acknowledged, and counted), every
 query through `memory_search` from its project's bridge. Metrics per query kind and split:
 hit@1 (the top hit is relevant), recall@1 and recall@5 (the share of a query's relevant memories
-in the top 1 / 5 — below 1 by construction when a query has several), MRR, nDCG@10; negatives report how often the top hit stays under the
-relevance threshold the prompt hook uses (docs/benchmark.md, "Search quality").
+in the top 1 / 5 — below 1 by construction when a query has several), MRR, nDCG@10, and "hook
+hit" (the prompt hook's gate would inject a relevant memory); negatives report how often that
+gate stays silent. Then the typed-prompt set goes through the same search and gate: related
+prompts → the right memory injected, unrelated → silent, and the chars injected
+(docs/search.md, "The prompt gate"). The daemon embeds every memory before the first query.
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ DEFAULT_PROMPTS = Path(__file__).with_name("prompts_typed.yaml")
 SEARCH_DEPTH = 10
 # The prompt hook injects a hit only at or above this relevance (share of the asked terms' idf).
 HOOK_RELEVANCE = Config().hook_prompt_min_relevance
-GATE_SETTINGS = {"prompt_min_relevance": HOOK_RELEVANCE, "prompt_max_hits": Config().hook_prompt_max_hits,
+GATE_SETTINGS = {"prompt_min_relevance": HOOK_RELEVANCE, "prompt_min_similarity": Config().hook_prompt_min_similarity,
+                 "prompt_max_hits": Config().hook_prompt_max_hits,
                  "prompt_chars": Config().hook_prompt_chars}
 ACKNOWLEDGE = {"transient_warning": "acknowledge_transient", "scope_mismatch": "acknowledge_scope_mismatch",
                "ungrounded": "acknowledge_ungrounded", "credential_warning": "acknowledge_credential"}
@@ -144,10 +148,9 @@ def run_query(bridge: Bridge, query: dict[str, Any], key_of: dict[str, str]) -> 
            "relevant": query["relevant"], "top_relevance": top_relevance}
     if query["relevant"]:
         row.update(score_query(ranked, query["relevant"]))
-        row["hook_hit"] = float(any(key in query["relevant"] and h.get("relevance", 0.0) >= HOOK_RELEVANCE
-                                    for key, h in zip(ranked[:3], hits[:3])))
+        row["hook_hit"] = float(any(key_of.get(h["id"]) in query["relevant"] for h in gate(hits[:3], GATE_SETTINGS)))
     else:
-        row["silent"] = float(top_relevance < HOOK_RELEVANCE)
+        row["silent"] = float(not gate(hits, GATE_SETTINGS))
     return row
 
 
@@ -204,7 +207,7 @@ def render(report: dict[str, Any]) -> str:
         lines.append(f"  {'kind':12} {'n':>4} {'hit@1':>6} {'R@1':>6} {'R@5':>6} {'MRR':>6} {'nDCG@10':>8} {'hook hit':>9}")
         for kind, m in sorted(report["summary"].get(split, {}).items(), key=lambda kv: kv[0] == "all"):
             if kind == "negative":
-                lines.append(f"  {kind:12} {m['n']:>4}   silent at relevance < {HOOK_RELEVANCE}: {m['silent']:.3f}")
+                lines.append(f"  {kind:12} {m['n']:>4}   the prompt gate stays silent: {m['silent']:.3f}")
             else:
                 lines.append(f"  {kind:12} {m['n']:>4} {m['hit@1']:>6.3f} {m['recall@1']:>6.3f} {m['recall@5']:>6.3f} "
                              f"{m['mrr']:>6.3f} {m['ndcg@10']:>8.3f} {m['hook_hit']:>9.3f}")

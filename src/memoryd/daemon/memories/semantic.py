@@ -167,6 +167,27 @@ class Semantic:
         if self._thread is not None:
             self._inbox.put(None)
 
+    def rebuild(self, live: Iterable[Any], progress: Callable[[str, int, int], None]) -> int:
+        """Embed every memory here and now (`memoryd reindex`, daemon stopped); returns how many.
+        The caller's clean stop writes them (`MemoryTier._on_daemon_stop`)."""
+        from memoryd.daemon.encoder import Encoder, EncoderUnavailable
+
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+        try:
+            self.encoder = Encoder.load()
+        except EncoderUnavailable as exc:
+            self.state = f"unavailable: {exc}"
+            return 0
+        memories = list(live)
+        for start in range(0, len(memories), 64):
+            progress("embedding the memories", start, len(memories))
+            batch = memories[start:start + 64]
+            for memory, vector in zip(batch, self.encoder.encode([m.content for m in batch])):
+                self._put(memory.id, memory.updated, vector)
+        progress("embedding the memories", len(memories), len(memories))
+        self.state = "ready"
+        return len(memories)
+
     # -- persistence --------------------------------------------------------------------------
 
     def save(self) -> None:

@@ -1,6 +1,6 @@
 """What client hooks (`memoryd hook EVENT`) ask of the session tier, beyond the tools.
 
-Import contract: core, connections, memories (gates, tier), scopes — no zmq, no msgpack.
+Import contract: core, connections, memories (gates), session records — no zmq, no msgpack.
 
 - One memoryd session per client session: `ClientSessions` maps the client's session key (Claude
   Code's `session_id`, which its bridge also sees as `CLAUDE_CODE_SESSION_ID`) to the open memoryd
@@ -8,8 +8,11 @@ Import contract: core, connections, memories (gates, tier), scopes — no zmq, n
   a daemon restart the bridge's reattach binds the key again.
 - Last words: the latest assistant message, capped and credential-scanned, kept as ONE note on the
   session and replaced each turn (runtime, never a record or an event per turn).
-- Fallback handoff: a session that ends (session-end hook, bridge bye, lost bridge, idle) without a
-  handoff from the agent gets its last words as its handoff, marked as captured by the hook.
+- Captured note: a session that ends (session-end hook, bridge bye, lost bridge, idle) without a
+  handoff from the agent keeps its last words as its session note (`records.write_note`): session
+  tier, expiring with the episode TTL, never a memory — so never searched, injected or listed.
+- Continuity at session start: the newest handoff an agent wrote in the worktree (a captured note
+  never displaces it), then a "since then" row per later session that ended without one.
 - Injected set: the memories the prompt hook already showed in this session, so none repeats.
 """
 
@@ -20,13 +23,15 @@ from typing import Any
 
 from memoryd.daemon.connections import Session
 from memoryd.daemon.core import Core, parse_iso
+from memoryd.daemon.sessions import records
+from memoryd.errors import MemorydError
 
 LAST_WORDS_CHARS = 4000
 MAX_WALK_BACK = 200          # sessions of one worktree searched for the newest handoff
+SINCE_MAX = 3                # "since then" rows at session start, newest first
+SINCE_CHARS = 300            # of each one's captured message
 IDLE_END_S = 12 * 3600       # an ownerless hook session (no bridge, no session-end) ends this idle
 IDLE_CHECK_S = 60.0
-FALLBACK_HEADER = ("[captured by the memoryd session-end hook: the agent's last message of a session "
-                   "that ended without writing a handoff]")
 WITHHELD = "[withheld: it looked like a credential]"
 # Last words are scanned from at most this many trailing chars: a wire client may send 4 MiB, and
 # scanning that on the request path would stall the loop. Far wider than the kept window, so a
@@ -131,26 +136,22 @@ def keep_last_words(session: Session, text: Any) -> dict[str, Any]:
 
 def needs_fallback(core: Core, session: Session, keys: ClientSessions) -> bool:
     return (core.config.hook_last_words and session.is_open and session.handoff_id is None
-            and bool(session.last_words) and session.client_session not in keys.handed_off
-            and core.memories is not None)
+            and bool(session.last_words) and session.client_session not in keys.handed_off)
 
 
-def end_session(core: Core, session: Session, reason: str, keys: ClientSessions,
-                identity: dict[str, Any] | None = None) -> dict[str, Any]:
-    """End `session` with `reason`; its last words become its handoff when the agent wrote none."""
+def end_session(core: Core, session: Session, reason: str, keys: ClientSessions) -> dict[str, Any]:
+    """End `session` with `reason`; its last words become its note when the agent wrote no handoff."""
     if not session.is_open:
         return {"session_id": session.id, "ended": session.ended, "already_ended": True}
-    handoff_id = None
+    note_sha = None
     if needs_fallback(core, session, keys):
-        text = f"{FALLBACK_HEADER}\n\n{session.last_words}"
-        scopes = [f"projects:{session.project}"] if session.project else []
         try:
-            handoff_id, _ = core.memories.capture_handoff(session, identity or {}, text, scopes)
-        except Exception:  # a refused handoff must not keep the session open
-            handoff_id = None
-    core.end_session(session, reason, handoff_id=handoff_id, handoff_by="hook" if handoff_id else None)
+            note_sha = records.write_note(core, session.id, session.last_words or "", reason)
+        except MemorydError:  # a refused note (a folder we may not write) must not keep the session open
+            note_sha = None
+    core.end_session(session, reason, note_sha=note_sha)
     session.last_words = None
-    return {"session_id": session.id, "ended": reason, "fallback_handoff": handoff_id}
+    return {"session_id": session.id, "ended": reason, "captured_note": note_sha is not None}
 
 
 def idle_pass(core: Core, keys: ClientSessions, now: float) -> list[str]:
@@ -172,19 +173,44 @@ def idle_pass(core: Core, keys: ClientSessions, now: float) -> list[str]:
 
 # -- reads for the session-start hook ---------------------------------------------------------------
 
-def latest_handoff(core: Core, caller: Session) -> dict[str, Any] | None:
-    """The newest handoff left by an earlier session of the caller's worktree (most recently
-    active first, as `episode_handoff` walks), with who wrote it; None when there is none."""
+def continuity(core: Core, caller: Session) -> dict[str, Any]:
+    """What a new session in the caller's worktree continues from, walking its sessions from the
+    most recently active (as `episode_handoff` does): the newest handoff an agent wrote, and each
+    session that ended after it without one — newest first, at most SINCE_MAX (`since_total`
+    counts them all). A session that left neither a note nor an episode (a bridge that connected
+    and only read) has nothing to continue from and is passed over; open ones have not ended."""
+    found = records.of(core)
+    notes = found.notes if found is not None else {}
+    since: list[dict[str, Any]] = []
+    total = 0
     for count, session in enumerate(core.sessions.walk_back(caller.worktree, skip=caller.id)):
         if count >= MAX_WALK_BACK:
             break
-        text = core.handoff_text(session.handoff_id) if session.handoff_id else None
-        if text is not None:
-            by_hook = text.startswith(FALLBACK_HEADER)
-            body = text[len(FALLBACK_HEADER):].strip() if by_hook else text
-            return {"session_id": session.id, "ended": session.ended, "ended_at": session.ended_at,
-                    "id": session.handoff_id, "text": body, "captured_by_hook": by_hook}
-    return None
+        if session.is_open:
+            continue
+        written = _written_handoff(core, session)
+        if written is not None:
+            return {"handoff": written, "since": since, "since_total": total}
+        note = notes.get(session.id)
+        if note is None and not session.episodes_written:
+            continue
+        total += 1
+        if len(since) < SINCE_MAX:
+            since.append({"session_id": session.id, "ended": session.ended, "ended_at": session.ended_at,
+                          "last_message": _capped(note.text) if note is not None else None})
+    return {"handoff": None, "since": since, "since_total": total}
+
+
+def _written_handoff(core: Core, session: Session) -> dict[str, Any] | None:
+    text = core.handoff_text(session.handoff_id) if session.handoff_id else None
+    if text is None or text.startswith(records.LEGACY_HEADER):  # (a capture from before notes)
+        return None
+    return {"session_id": session.id, "ended": session.ended, "ended_at": session.ended_at,
+            "id": session.handoff_id, "text": text}
+
+
+def _capped(text: str) -> str:
+    return text if len(text) <= SINCE_CHARS else text[:SINCE_CHARS - 1].rstrip() + "…"
 
 
 def take_unseen(session: Session, ids: Any, limit: Any) -> list[str]:
@@ -202,4 +228,5 @@ def settings(core: Core) -> dict[str, Any]:
     c = core.config
     return {"session_start_chars": c.hook_session_start_chars, "prompt_chars": c.hook_prompt_chars,
             "prompt_max_hits": c.hook_prompt_max_hits, "prompt_min_relevance": c.hook_prompt_min_relevance,
+            "prompt_min_similarity": c.hook_prompt_min_similarity,
             "last_words": c.hook_last_words}
