@@ -104,10 +104,11 @@ def test_handoff_of_worktree_a_is_injected_at_the_next_start_in_a_and_not_in_b(s
     anyio.run(main)
 
     shown = start(env, "cc-next-a", a)
-    assert shown is not None and shown.startswith(HEADER)
+    assert shown is not None and shown.startswith("memoryd session sess-") and HEADER in shown
     assert handoff in shown and "written by the agent" in shown
     assert len(shown) <= 3000
-    assert start(env, "cc-next-b", b) is None  # nothing to say in the sibling worktree
+    sibling = start(env, "cc-next-b", b) or ""
+    assert HEADER not in sibling and handoff not in sibling  # only the session's name in the sibling
 
 
 def test_bridge_and_hooks_of_one_claude_code_session_share_one_memoryd_session(served: Env) -> None:
@@ -125,23 +126,23 @@ def test_bridge_and_hooks_of_one_claude_code_session_share_one_memoryd_session(s
                 assert seen and seen[-1]["session"] == ours  # the hook ran inside the bridge's session
                 assert (await call(bridge, "memory_digest"))["current_session"]["id"] == ours
     anyio.run(main)
-    # The bridge's exit closed the shared session, and its last words became the fallback handoff.
+    # The bridge's exit closed the shared session, and its last words became its note.
     ended = [e for e in env.events() if e["kind"] == "session_end"]
-    assert ended[-1]["reason"] == "closed" and ended[-1].get("handoff_by") == "hook"
+    assert ended[-1]["reason"] == "closed" and ended[-1].get("note_sha")
     assert "Done: the retry test passes." in (start(env, "after", a) or "")
 
 
 def test_a_session_that_ended_without_a_handoff_hands_off_its_last_words(served: Env) -> None:
     env = served
     a = git_repo(env.base / "a")
-    assert start(env, "s1", a) is None
+    assert HEADER not in (start(env, "s1", a) or "")  # nothing stored yet
     stop(env, "s1", a, message="First turn: looked around.")
     stop(env, "s1", a, message="Second turn: the flaky test was a timezone bug; next, fix billing.dates.")
     end(env, "s1", a, reason="prompt_input_exit")
     ended = [e for e in env.events() if e["kind"] == "session_end"]
-    assert ended[-1]["reason"] == "client:prompt_input_exit" and ended[-1]["handoff_by"] == "hook"
-    writes = [e for e in env.events() if e["kind"] == "write" and e.get("gate") == "handoff"]
-    assert len(writes) == 1  # one note per session, never one record per turn
+    assert ended[-1]["reason"] == "client:prompt_input_exit" and ended[-1]["note_sha"]
+    assert not [e for e in env.events() if e["kind"] == "write"]  # a session note, never a memory
+    assert [p.name for p in (env.home / "sessions").iterdir()] == [f"{ended[-1]['session']}.md"]  # one a session
 
     shown = start(env, "s2", a)
     assert shown is not None and "timezone bug" in shown and "First turn" not in shown
@@ -163,7 +164,7 @@ def test_an_agent_written_handoff_is_never_replaced_by_last_words(served: Env) -
                 stop(env, key, a, message="Last turn chatter that is no handoff.")
                 end(env, key, a)
     anyio.run(main)
-    assert not [e for e in env.events() if e["kind"] == "session_end" and e.get("handoff_by") == "hook"]
+    assert not [e for e in env.events() if e["kind"] == "session_end" and e.get("note_sha")]
     for source in ("startup", "resume", "clear", "compact"):
         shown = start(env, f"next-{source}", a, source=source) or ""
         assert handoff in shown and "chatter" not in shown, source
@@ -195,7 +196,7 @@ def test_session_start_stays_within_its_budget_and_the_configured_one(served: En
         with anyio.fail_after(WAIT_S):
             await finish_with_handoff(env, a, "long handoff line. " * 2000)
     anyio.run(main)
-    assert len(start(env, "b1", a) or "") == 3000
+    assert 2990 <= len(start(env, "b1", a) or "") <= 3000  # filled (a cut may drop a trailing space)
     (env.base / "config.yaml").write_text("hook_session_start_chars: 500\n")
     env.memoryd("restart")
     env.wait_ready()
@@ -315,7 +316,7 @@ def test_codex_hooks_key_by_session_and_worktree(served: Env) -> None:
         proc = subprocess.run([sys.executable, "-m", "memoryd", "hook", event, "--client", "codex"],
                               input=json.dumps(body), env=env.environ(), capture_output=True, text=True,
                               timeout=30, check=False)
-        assert proc.returncode == 0 and proc.stdout == "", proc.stderr
+        assert proc.returncode == 0 and (proc.stdout == "" or "memoryd session sess-1" in proc.stdout), proc.stderr
     starts = [e for e in env.events() if e["kind"] == "session_start"]
     assert len(starts) == 1 and starts[0]["client"] == "codex"  # both hooks joined one session
 
@@ -369,7 +370,8 @@ def test_a_hung_daemon_costs_one_timeout_not_more(served: Env) -> None:
 
 def test_daemon_down_session_start_spawns_one(env: Env) -> None:
     a = git_repo(env.base / "a")
-    assert start(env, "spawned", a) is None  # nothing to say yet, but the daemon now runs
+    shown = start(env, "spawned", a) or ""
+    assert HEADER not in shown and "memoryd session sess-1" in shown  # nothing stored yet; the daemon runs
     assert env.wait_ready(timeout=5)["pid"]
 
 

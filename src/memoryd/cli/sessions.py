@@ -35,6 +35,9 @@ def session_lines(result: dict[str, Any]) -> list[str]:
         if s.get("handoff"):
             lines += ["", f"{s['session_id']} handoff ({s['handoff']['id']}):",
                       *(f"  {one_line(line, 200)}" for line in s["handoff"]["text"].splitlines()[:12])]
+        elif s.get("last_message"):  # no handoff: what its agent said last, as the hook kept it
+            lines += ["", f"{s['session_id']} last message (captured by the session-end hook; no handoff):",
+                      *(f"  {one_line(line, 200)}" for line in s["last_message"]["text"].splitlines()[:12])]
     return [*lines, f"{len(result['sessions'])} of {result['total']} sessions"]
 
 

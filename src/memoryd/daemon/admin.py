@@ -28,6 +28,7 @@ from memoryd.daemon.connections import Conn, Session
 from memoryd.daemon.core import Call, Core, iso
 from memoryd.daemon.memories.records import first_line_of
 from memoryd.daemon.memories.writes import memory_write_cancel, memory_write_confirm
+from memoryd.daemon.sessions import records
 from memoryd.daemon.sync import service as sync_service
 from memoryd.errors import BadRequest, InvalidParams, ResourceState
 
@@ -116,7 +117,15 @@ def session_row(core: Core, session: Session) -> dict[str, Any]:
             "client": session.client, "started_at": session.started_at, "last_active": session.last_active,
             "ended": session.ended, "ended_at": session.ended_at, "calls": session.calls,
             "episodes": len(core.journal.of_session(session.id)), "summary": session.summary,
-            "handoff": handoff}
+            "handoff": handoff, "last_message": captured_note(core, session.id)}
+
+
+def captured_note(core: Core, session_id: str) -> dict[str, Any] | None:
+    """The session's last message the session-end hook kept (it wrote no handoff), or None."""
+    found = records.of(core)
+    note = found.notes.get(session_id) if found is not None else None
+    return None if note is None else {"text": note.text, "captured_by": records.NOTE_BY,
+                                      "captured_at": note.captured_at}
 
 
 def _is_operator(session: Session) -> bool:

@@ -481,8 +481,8 @@ class Core:
                     ids.add(value)
             elif kind is list:
                 ids.update(v for v in value if type(v) is str and len(v) == 26 and is_id(v))
-        if event.get("summary_sha"):  # a session record written in this run (sessions/records)
-            self.last_run_ids.add(event["session"])
+        if event.get("summary_sha") or event.get("note_sha"):  # a session record written in this run
+            self.last_run_ids.add(event.get("owner") or event["session"])  # (sessions/records)
 
     def note_session_id(self, session_id: Any) -> None:
         """Keep `sess-<n>` minting above every session id seen anywhere — an event, an episode

@@ -12,6 +12,7 @@ from typing import Any
 from memoryd.daemon import store
 from memoryd.daemon.connections import Conn
 from memoryd.daemon.core import Core, iso
+from memoryd.daemon.sessions import records
 from memoryd.daemon.sync import service as sync_service
 from memoryd.errors import StorageError
 
@@ -107,6 +108,7 @@ def run_due(core: Core, now: float, idle: bool = True) -> dict[str, Any]:
     done: dict[str, Any] = {"daemon_restart": grace_pass(core, now), "pending_expired": pending_pass(core, now)}
     if now >= core.next_ttl_check:
         done["episodes_pruned"] = [e["session"] for e in episode_ttl_pass(core, now) if "error" not in e]
+        done["notes_expired"] = records.expire_notes(core, now)  # captured last messages: the same TTL
     acted = {k: len(v) for k, v in done.items() if v}
     if acted:
         core.reaper_stats["last_run"] = iso(now)

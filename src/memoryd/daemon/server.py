@@ -258,7 +258,7 @@ class Server:
             session = self.core.sessions.get(conn.session_id)
             if (now - conn.last_seen > limit and session is not None and session.conn == conn.id
                     and hooks.needs_fallback(self.core, session, self.client_sessions)):
-                hooks.end_session(self.core, session, "lost", self.client_sessions, conn.identity)
+                hooks.end_session(self.core, session, "lost", self.client_sessions)
 
     def _timeout_ms(self) -> int:
         deadlines = [p.parked.deadline - time.monotonic() for p in self.parked]
@@ -496,7 +496,7 @@ class Server:
         if conn is not None:
             session = self.core.sessions.get(conn.session_id)
             if session is not None and session.conn == conn_id:
-                hooks.end_session(self.core, session, "closed", self.client_sessions, conn.identity)
+                hooks.end_session(self.core, session, "closed", self.client_sessions)
             self.parked = [p for p in self.parked if p.conn_id != conn_id]
         self.reply_bytes.pop(conn_id, None)
         return {}
@@ -528,8 +528,8 @@ class Server:
         if session is None:
             raise BadRequest("the connection has no session", kind="unknown_session")
         action = args.get("action")
-        if action == "latest_handoff":
-            return {"handoff": hooks.latest_handoff(self.core, session)}
+        if action == "latest_handoff":  # the session-start hook: what to continue from, and where
+            return {**hooks.continuity(self.core, session), "session_id": session.id}
         if action == "take_unseen":
             return {"ids": hooks.take_unseen(session, args.get("ids"), args.get("limit"))}
         if action == "last_words":
@@ -538,8 +538,7 @@ class Server:
             return hooks.keep_last_words(session, args.get("text"))
         if action == "end":
             reason = str(args.get("reason") or "other")[:64]
-            result = hooks.end_session(self.core, session, f"client:{reason}", self.client_sessions,
-                                       conn.identity)
+            result = hooks.end_session(self.core, session, f"client:{reason}", self.client_sessions)
             self.client_sessions.forget(session.client_session)
             return result
         raise BadRequest(f"unknown hook action {str(action)[:64]!r}", {"param": "action"})

@@ -387,6 +387,7 @@ _APPLIERS = {
     "verify": MemoryTier._on_change,
     "restore": MemoryTier._on_change,
     "remove": MemoryTier._on_remove,
+    "handoff_converted": MemoryTier._on_remove,  # a captured handoff became a session note (sessions/records)
     "search": MemoryTier._on_retrieval,
     "show": MemoryTier._on_retrieval,
     "reaper_run": MemoryTier._on_reaper,

@@ -1,4 +1,4 @@
-"""Session records: `sessions/<sess-n>.md`, where a finished session's summary is kept.
+"""Session records: `sessions/<sess-n>.md`, a session's summary or its captured last message.
 
 Import contract: core, store. The event log holds no content, so `memory_session_finish`'s
 `summary` is written here (frontmatter: schema_version, session_id, finished_at; body: the
@@ -7,22 +7,47 @@ At start, after replay, each record is read back into `Session.summary` — only
 `session_end` event names it; a record no event names, a symlink or an unparseable file is a bad
 file (memory_health), never served. Logs written before records existed keep their `summary`
 field, which replay still honours.
+
+A session that ends without a handoff keeps its agent's last message here as a *note*
+(frontmatter `captured_by: session-end hook`, `reason`; `session_end` carries `note_sha`): session
+tier, never a durable memory, so no search, prompt hook or digest list sees it. A session
+finished with `memory_session_finish` never gets one, so a record is one or the other. Notes
+expire with the episode TTL (`expire_notes`, `session_note_expired`). Stores from before kept
+these as `handoff` memories; `convert_captured_handoffs` moves them here once, at start.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from memoryd.daemon import store
 from memoryd.daemon.connections import Session
-from memoryd.daemon.core import Core
+from memoryd.daemon.core import Core, iso
+from memoryd.errors import StorageError
+
+log = logging.getLogger("memoryd.daemon")
 
 SCHEMA_VERSION = 1
 DIR = "sessions"
+NOTE_BY = "session-end hook"  # a note's provenance, frontmatter `captured_by`
+# How the hook marked the handoff memories it wrote before notes existed (the conversion's test).
+LEGACY_HEADER = ("[captured by the memoryd session-end hook: the agent's last message of a session "
+                 "that ended without writing a handoff]")
+
+
+@dataclass(slots=True)
+class Note:
+    """A session's captured last message; `captured_at` is when the session ended (TTL clock)."""
+
+    text: str
+    captured_at: str
+    reason: str | None
 
 
 def path_for(core: Core, session_id: str) -> Path:
@@ -30,13 +55,89 @@ def path_for(core: Core, session_id: str) -> Path:
     return core.root / DIR / f"{session_id}.md"
 
 
-def write_summary(core: Core, session: Session, summary: str) -> str:
-    """Stage the session's record (durable at the pass's group commit); returns its sha256, which
-    the caller logs as `summary_sha`."""
-    meta = {"schema_version": SCHEMA_VERSION, "session_id": session.id, "finished_at": core.now()}
-    data = store.render(meta, summary, blame="summary")
-    core.files.write_file(path_for(core, session.id), data)
+def of(core: Core) -> SessionRecords | None:
+    return next((e for e in core.extensions if isinstance(e, SessionRecords)), None)
+
+
+def _write(core: Core, session_id: str, body: str, blame: str, **meta: Any) -> str:
+    """Stage a session's record (durable at the pass's group commit); returns its sha256."""
+    meta = {"schema_version": SCHEMA_VERSION, "session_id": session_id, "finished_at": core.now(), **meta}
+    data = store.render(meta, body, blame=blame)
+    core.files.write_file(path_for(core, session_id), data)
     return hashlib.sha256(data).hexdigest()
+
+
+def write_summary(core: Core, session: Session, summary: str) -> str:
+    """The session's summary record; the caller logs the sha as `summary_sha`."""
+    return _write(core, session.id, summary, "summary")
+
+
+def write_note(core: Core, session_id: str, text: str, reason: str | None,
+               ended_at: str | None = None) -> str:
+    """The session's captured last message as its note, served at once; the caller logs the sha
+    as `note_sha` (or the conversion's event does)."""
+    ended_at = ended_at or core.now()
+    sha = _write(core, session_id, text, "note", finished_at=ended_at, captured_by=NOTE_BY, reason=reason)
+    records = of(core)
+    if records is not None:
+        records.notes[session_id] = Note(text, ended_at, reason)
+    return sha
+
+
+def expire_notes(core: Core, now: float) -> list[str]:
+    """Delete the notes of sessions that ended longer ago than `episode_ttl_days` (the reaper's
+    TTL pass): a captured message is as short-lived as the journal. One event names them all."""
+    records = of(core)
+    if records is None or not records.notes:
+        return []
+    cutoff = iso(now - core.config.episode_ttl_days * 86400)
+    due = []
+    for session_id in sorted(s for s, note in records.notes.items() if note.captured_at < cutoff):
+        try:
+            core.files.delete_file(path_for(core, session_id))
+        except StorageError as exc:  # kept and said; the next pass tries again
+            log.warning("note TTL: kept %s: %s", session_id, exc.message)
+            continue
+        due.append(session_id)
+    if due:
+        core.record("session_note_expired", None, sessions=due)
+    return due
+
+
+def convert_captured_handoffs(core: Core) -> int:
+    """At start: move each live `handoff` memory the session-end hook captured (LEGACY_HEADER)
+    to its session's note, then tombstone it — the tombstone keeps the text, so nothing is lost
+    even where no note can be written (an unknown session, one with a summary record). One
+    `handoff_converted` event each; a store with none costs a scan of its handoffs only."""
+    tier = core.memories
+    if tier is None or of(core) is None or not core.writable():
+        return 0
+    captured = sorted((m for m in map(tier.live.get, list(tier.index.handoffs.values()))
+                       if m is not None and m.content.startswith(LEGACY_HEADER)), key=lambda m: m.created)
+    try:
+        for memory in captured:
+            _convert(core, memory)
+        core.sync()
+    except StorageError as exc:  # undone by the commit's abort; the next start tries again
+        log.error("captured handoffs not converted to session notes: %s", exc.message)
+        return 0
+    if captured:
+        log.info("converted %d captured handoff memories to session notes (events handoff_converted)",
+                 len(captured))
+    return len(captured)
+
+
+def _convert(core: Core, memory: Any) -> None:
+    records = of(core)
+    assert records is not None
+    owner = memory.anchor_session_id or memory.session_id
+    session = core.sessions.get(owner) if store.is_session_id(owner) else None
+    note_sha = None
+    if session is not None and not session.is_open and owner not in records.logged:
+        text = memory.content[len(LEGACY_HEADER):].strip()
+        note_sha = write_note(core, owner, text, session.ended, session.ended_at or memory.created)
+    sha = core.memories.bury(memory, f"captured by the session-end hook; converted to the session note of {owner}")
+    core.record("handoff_converted", None, memory_id=memory.id, sha=sha, owner=owner, note_sha=note_sha)
 
 
 def attach(core: Core) -> SessionRecords:
@@ -51,12 +152,28 @@ class SessionRecords:
 
     def __init__(self, core: Core) -> None:
         self.core = core
-        self.logged: dict[str, str] = {}  # session id -> the summary_sha its session_end names
+        self.logged: dict[str, str] = {}  # session id -> the sha of its record an event names
+        self.notes: dict[str, Note] = {}  # session id -> its captured last message
         self.loaded = 0
 
     def apply(self, event: dict[str, Any]) -> None:
-        if event["kind"] == "session_end" and event.get("summary_sha"):
-            self.logged[event["session"]] = event["summary_sha"]
+        kind = event["kind"]
+        if kind == "session_end" and (event.get("summary_sha") or event.get("note_sha")):
+            self.logged[event["session"]] = event.get("summary_sha") or event["note_sha"]
+        elif kind == "handoff_converted":
+            self._on_converted(event)
+        elif kind == "session_note_expired":
+            for session_id in event.get("sessions") or ():
+                self.logged.pop(session_id, None)
+                self.notes.pop(session_id, None)
+
+    def _on_converted(self, event: dict[str, Any]) -> None:
+        owner = str(event.get("owner") or "")
+        if event.get("note_sha"):
+            self.logged[owner] = event["note_sha"]
+        session = self.core.sessions.get(owner)
+        if session is not None and session.handoff_id == event.get("memory_id"):
+            session.handoff_id = None  # no handoff of its agent's: the walk must not take it for one
 
     def log_state(self) -> dict[str, Any]:
         return {"logged": self.logged}
@@ -91,9 +208,14 @@ class SessionRecords:
         session = self.core.sessions.get(session_id)
         if session is None or session_id not in self.logged or meta.get("session_id") != session_id:
             return "no session_end event names this record"
-        session.summary = body
+        if meta.get("captured_by") == NOTE_BY:
+            reason = meta.get("reason")
+            self.notes[session_id] = Note(body, str(meta.get("finished_at") or ""),
+                                          reason if isinstance(reason, str) else None)
+        else:
+            session.summary = body
         self.loaded += 1
         return None
 
     def reconcile(self) -> dict[str, Any]:
-        return {"session_records": self.loaded}
+        return {"session_records": self.loaded, "session_notes": len(self.notes)}
