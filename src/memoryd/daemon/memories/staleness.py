@@ -1,9 +1,14 @@
 """Staleness of a memory: days since it was last known to hold, cited paths that vanished, and
 commits to its repo since — and the git probe that answers the repo questions cheaply.
 
-Import contract: stdlib, gates (cited paths), memory_records. Git runs in a subprocess, so its
-answers are cached per worktree for `GIT_CACHE_S`: a search must stay in the low milliseconds, and
-the repo does not change meaningfully within seconds.
+Import contract: stdlib, gates (cited paths), memory_records (and sync.git's settings, when git
+runs). Git runs in a subprocess, so its answers are cached per worktree for `GIT_CACHE_S`: a
+search must stay in the low milliseconds, and the repo does not change meaningfully within seconds.
+
+Git runs only in a worktree this machine can vouch for: never in one named by a record pulled from
+another device (its origin is display-only: a hostile remote could name a repository whose config
+runs a program), never inside the store's own folder (where the sync clone lives), and always with
+`sync.git.NO_PROGRAMS` (no discovered bare repository, no hooks, no signature program).
 """
 
 from __future__ import annotations
@@ -58,8 +63,16 @@ def resolve_cited(path: str, worktree: str) -> str | None:
 class GitProbe:
     """Cached answers about worktrees on disk: does it exist, its HEAD, its recent commit times."""
 
-    def __init__(self) -> None:
+    def __init__(self, home: str | None = None) -> None:
         self._cache: dict[tuple[str, str], tuple[float, Any]] = {}
+        self.home = os.path.realpath(home) if home else None  # MEMORYD_HOME: never probed
+        self.pulled: set[str] = set()  # ids a sync pulled from another device (sync keeps it)
+
+    def _probeable(self, worktree: str) -> bool:
+        if not os.path.isdir(worktree):
+            return False
+        real = os.path.realpath(worktree)
+        return self.home is None or not (real == self.home or real.startswith(self.home + os.sep))
 
     def _cached(self, kind: str, worktree: str, compute: Any) -> Any:
         now = time.monotonic()
@@ -73,7 +86,7 @@ class GitProbe:
         return value
 
     def exists(self, worktree: str | None) -> bool:
-        return bool(worktree) and self._cached("dir", worktree, os.path.isdir)  # type: ignore[arg-type]
+        return bool(worktree) and self._cached("dir", worktree, self._probeable)  # type: ignore[arg-type]
 
     def head(self, worktree: str | None) -> tuple[str | None, str | None]:
         """(branch, commit) of the worktree's HEAD; (None, None) when unknown."""
@@ -92,8 +105,11 @@ class GitProbe:
 def _git(worktree: str, *args: str) -> str | None:
     import subprocess  # here, not at the top: a daemon start does not run git (imports are ~1/3 of a warm start)
 
+    from memoryd.daemon.sync.git import NO_PROGRAMS
+
+    settings = [part for setting in NO_PROGRAMS for part in ("-c", setting)]
     try:
-        out = subprocess.run(["git", "-C", worktree, *args], capture_output=True, text=True, check=False,
+        out = subprocess.run(["git", *settings, "-C", worktree, *args], capture_output=True, text=True, check=False,
                              timeout=GIT_TIMEOUT_S, env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})
     except (OSError, subprocess.TimeoutExpired):
         return None
@@ -108,7 +124,7 @@ def _git_head(worktree: str) -> tuple[str | None, str | None]:
 
 def _git_commit_times(worktree: str) -> list[int]:
     """Commit times of HEAD's latest commits, ascending (for bisect)."""
-    out = _git(worktree, "log", f"-n{MAX_COMMITS_SCANNED}", "--format=%ct", "HEAD")
+    out = _git(worktree, "log", "--no-show-signature", f"-n{MAX_COMMITS_SCANNED}", "--format=%ct", "HEAD")
     return sorted(int(t) for t in (out or "").split() if t.isdigit())
 
 
@@ -121,10 +137,11 @@ class Staleness:
 
 
 def assess(memory: Memory, now: float, probe: GitProbe, stale_days: float, parse_iso: Any) -> Staleness:
-    """All three signals for one memory; paths and commits only when its worktree is on disk."""
+    """All three signals for one memory; paths and commits only when its worktree is on disk
+    and was named here (a pulled record's origin is another machine's: display-only)."""
     since = parse_iso(memory.verified_or_updated)
     days = max(0.0, (now - since) / DAY_S)
-    worktree = memory.origin.get("worktree")
+    worktree = None if memory.id in probe.pulled else memory.origin.get("worktree")
     drift = None
     commits = 0
     if probe.exists(worktree):

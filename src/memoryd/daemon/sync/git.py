@@ -14,14 +14,23 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import subprocess
+    from collections.abc import Iterator
 
-GIT_TIMEOUT_S = 120.0
-# Settings that make git non-interactive and keep the user's config from changing what a sync
-# does: no hooks, no signing, no line-ending rewrites, no automatic gc in the middle of a sync.
-_SETTINGS = ("core.hooksPath=/dev/null", "commit.gpgsign=false", "tag.gpgsign=false",
-             "core.autocrlf=false", "core.safecrlf=false", "gc.auto=0", "core.quotePath=false",
-             "advice.detachedHead=false", "init.defaultBranch=main", "core.fsmonitor=false",
-             "protocol.ext.allow=never", "submodule.recurse=false")
+GIT_TIMEOUT_S = 120.0  # read at each call (a test shortens it)
+BATCH_BYTES = 16 << 20  # blob bytes one `cat-file --batch` read may hold
+# Settings that keep a repository's own config (or a pulled one) from running a program: no
+# bare repository found by discovery (a pushed `pwn/` with HEAD, objects/, refs/ and a config
+# naming a program), no hooks, no fsmonitor, no signature check or signing program. Passed with
+# `-c`, which outranks every config file; the staleness probe uses them too.
+NO_PROGRAMS = ("safe.bareRepository=explicit", "core.hooksPath=/dev/null", "core.fsmonitor=false",
+               "log.showSignature=false", "gpg.program=", "gpg.openpgp.program=", "gpg.x509.program=",
+               "gpg.ssh.program=")
+# And the ones that make git non-interactive and keep the user's config from changing what a
+# sync does: no signing, no line-ending rewrites, no automatic gc in the middle of a sync.
+_SETTINGS = (*NO_PROGRAMS, "commit.gpgsign=false", "tag.gpgsign=false", "core.autocrlf=false",
+             "core.safecrlf=false", "gc.auto=0", "core.quotePath=false", "advice.detachedHead=false",
+             "init.defaultBranch=main", "protocol.ext.allow=never", "submodule.recurse=false",
+             "core.sparseCheckout=false")
 
 # stderr fragments → the failure kind a user sees. Checked in order: auth before reachability,
 # since an https auth failure also says "unable to access".
@@ -77,27 +86,38 @@ def environment(device_id: str, device_name: str) -> dict[str, str]:
 
 
 class Git:
-    """Runs git in `repo` (the sync clone) with the device's identity."""
+    """Runs git in `repo` (the sync clone) with the device's identity; `cap` is the largest blob
+    `blobs` reads (a record's size cap: anything larger is never a record)."""
 
-    def __init__(self, repo: Path, device_id: str, device_name: str) -> None:
+    def __init__(self, repo: Path, device_id: str, device_name: str, cap: int = 1 << 20) -> None:
         self.repo = repo
         self.env = environment(device_id, device_name)
+        self.cap = cap
 
     def run(self, *args: str, stdin: bytes | None = None, check: bool = True,
-            timeout: float = GIT_TIMEOUT_S) -> subprocess.CompletedProcess[bytes]:
+            timeout: float | None = None) -> subprocess.CompletedProcess[bytes]:
         import subprocess  # here: only a store that syncs runs git (a daemon start does not)
 
         command = ["git", *[part for setting in _SETTINGS for part in ("-c", setting)], *args]
-        try:
-            done = subprocess.run(command, check=False, cwd=self.repo, env=self.env, input=stdin, capture_output=True,
-                                  timeout=timeout, stdin=None if stdin is not None else subprocess.DEVNULL)
-        except subprocess.TimeoutExpired:
-            raise GitFailed("timeout", f"git {args[0]} did not finish within {timeout:g} s") from None
+        timeout = timeout or GIT_TIMEOUT_S
+        try:  # its own process group: a timeout kills git's children too (ssh, a credential helper)
+            proc = subprocess.Popen(command, cwd=self.repo, env=self.env, start_new_session=True,
+                                    stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         except FileNotFoundError:
             raise GitFailed("git_missing", "git is not installed (or not on PATH)") from None
+        try:
+            out, err = proc.communicate(stdin, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill_group(proc)
+            raise GitFailed("timeout", f"git {args[0]} did not finish within {timeout:g} s") from None
+        except BaseException:
+            kill_group(proc)
+            raise
+        done = subprocess.CompletedProcess(command, proc.returncode, out, err)
         if check and done.returncode != 0:
-            err = done.stderr.decode(errors="replace")
-            raise GitFailed(classify(err), f"git {args[0]}: {_last_line(err)}")
+            text = err.decode(errors="replace")
+            raise GitFailed(classify(text), f"git {args[0]}: {_last_line(text)}")
         return done
 
     def out(self, *args: str, stdin: bytes | None = None) -> str:
@@ -109,7 +129,8 @@ class Git:
         return done.stdout.decode().strip() or None if done.returncode == 0 else None
 
     def tree(self, rev: str | None) -> dict[str, tuple[str, str]]:
-        """path → (mode, blob id) of every file of `rev` (empty for None)."""
+        """path → (mode, blob id) of every file of `rev` (empty for None). A name that is not
+        UTF-8 keeps its bytes as surrogates (`escaped` makes it text for anything shown)."""
         if rev is None:
             return {}
         raw = self.run("ls-tree", "-r", "-z", "--full-tree", rev).stdout
@@ -122,12 +143,43 @@ class Git:
             entries[path.decode("utf-8", errors="surrogateescape")] = (mode, blob)
         return entries
 
-    def blobs(self, ids: list[str]) -> dict[str, bytes]:
-        """The contents of blobs `ids`, in one `cat-file --batch`."""
+    def sizes(self, ids: list[str]) -> dict[str, int]:
+        """The size of each blob of `ids` the repository has (`cat-file --batch-check`: no bytes read)."""
         if not ids:
             return {}
+        raw = self.run("cat-file", "--batch-check", stdin="".join(f"{i}\n" for i in ids).encode()).stdout
+        found = {}
+        for line in raw.decode().splitlines():
+            blob, kind, *size = line.split(" ")
+            if kind == "blob" and size:
+                found[blob] = int(size[0])
+        return found
+
+    def iter_blobs(self, ids: list[str]) -> Iterator[tuple[str, bytes]]:
+        """(id, bytes) of the blobs of `ids` no larger than `cap`, read in `cat-file --batch`
+        runs of at most BATCH_BYTES: the sizes are checked first, so a pushed gigabyte of zeros
+        (a few KB packed) is never read into the daemon."""
+        sizes = self.sizes(ids)
+        chunk: list[str] = []
+        held = 0
+        for blob in ids:
+            size = sizes.get(blob, self.cap + 1)
+            if size > self.cap:
+                continue
+            if chunk and held + size > BATCH_BYTES:
+                yield from self._read(chunk)
+                chunk, held = [], 0
+            chunk.append(blob)
+            held += size
+        if chunk:
+            yield from self._read(chunk)
+
+    def blobs(self, ids: list[str]) -> dict[str, bytes]:
+        """The contents of the blobs of `ids` no larger than `cap` (larger ones are left out)."""
+        return dict(self.iter_blobs(ids))
+
+    def _read(self, ids: list[str]) -> Iterator[tuple[str, bytes]]:
         raw = self.run("cat-file", "--batch", stdin="".join(f"{i}\n" for i in ids).encode()).stdout
-        found: dict[str, bytes] = {}
         pos = 0
         for blob in ids:
             end = raw.index(b"\n", pos)
@@ -136,6 +188,16 @@ class Git:
             if len(header) < 3:  # "<id> missing"
                 continue
             size = int(header[2])
-            found[blob] = raw[pos:pos + size]
+            yield blob, raw[pos:pos + size]
             pos += size + 1
-        return found
+
+
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """Kill git and whatever it started (its process group), and reap it."""
+    import signal
+
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.communicate()

@@ -52,6 +52,15 @@ def write_atomic(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+def escaped(text: str) -> str:
+    """`text` as valid UTF-8: a pulled file name's undecodable bytes (surrogates, from
+    `Git.tree`) become `\\xff` escapes, so a reply, an event or last.json can carry it."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate no undecodable byte stands for
+        return text.encode("utf-8", "backslashreplace").decode()
+
+
 def count_quarantined(layout: Layout) -> int:
     try:
         with open(layout.quarantine / "index.jsonl", encoding="utf-8") as handle:

@@ -31,7 +31,14 @@ from memoryd.daemon.connections import Conn
 from memoryd.daemon.core import Core
 from memoryd.daemon.memories.records import HANDOFF, Memory, render_memory
 from memoryd.daemon.memories.tier import MemoryTier
-from memoryd.daemon.sync.layout import CONFLICTS, LIVE, TOMB, Layout, count_quarantined
+from memoryd.daemon.sync.layout import (
+    CONFLICTS,
+    LIVE,
+    TOMB,
+    Layout,
+    count_quarantined,
+    escaped,
+)
 
 if TYPE_CHECKING:
     from memoryd.daemon.sync.worker import Job, Result, Worker
@@ -110,6 +117,7 @@ class SyncState:
         if tier is not None and memory_id and sha:  # the file is accounted for, like a write's
             tier.logged_sha[memory_id] = sha
             tier.logged_state[memory_id] = event["state"]
+            tier.probe.pulled.add(memory_id)  # its origin names another machine: never probed
         if memory_id and event.get("device"):
             self.synced_from[memory_id] = event["device"]
 
@@ -133,20 +141,26 @@ class SyncState:
         if tier is not None and event.get("sha") and event.get("state") in (LIVE, TOMB):
             tier.logged_sha[memory_id] = event["sha"]
             tier.logged_state[memory_id] = event["state"]
+            tier.probe.pulled.add(memory_id)  # a kept loser: maybe another machine's version
 
     # -- the start-up checkpoint (daemon/checkpoint.py): what the log implies, saved at a stop ----
 
     def log_state(self) -> dict[str, Any]:
+        tier: MemoryTier | None = self.core.memories
         return {"agreed": {i: list(v) for i, v in self.agreed.items()}, "synced_from": dict(self.synced_from),
-                "resolved": {i: sorted(v) for i, v in self.resolved.items()}}
+                "resolved": {i: sorted(v) for i, v in self.resolved.items()},
+                "pulled": sorted(tier.probe.pulled) if tier is not None else []}
 
     def restore_log_state(self, data: dict[str, Any]) -> Callable[[], None]:
         agreed = {str(i): (str(v[0]), str(v[1])) for i, v in data["agreed"].items()}
         synced_from = {str(i): str(v) for i, v in data["synced_from"].items()}
         resolved = {str(i): {str(s) for s in v} for i, v in data["resolved"].items()}
+        pulled = {str(i) for i in data["pulled"]}  # a checkpoint without it: the whole log replays
 
         def finish() -> None:
             self.agreed, self.synced_from, self.resolved = agreed, synced_from, resolved
+            if self.core.memories is not None:
+                self.core.memories.probe.pulled = pulled
         return finish
 
     # -- start-up (after replay) ------------------------------------------------------------------
@@ -156,7 +170,7 @@ class SyncState:
         self.quarantined_total = count_quarantined(self.layout)
         try:
             last = json.loads(store.read_nofollow(self.layout.last))
-            self.last = last if isinstance(last, dict) else None
+            self.last = escaped_values(last) if isinstance(last, dict) else None
         except (OSError, ValueError, store.BadRecord):
             self.last = None
         if self.last is not None and isinstance(self.last.get("job"), int):
@@ -410,6 +424,16 @@ def put_record(tier: MemoryTier, memory: Memory, data: bytes, state: str) -> str
     records[memory_id] = memory
     index.add(memory)
     return sha
+
+
+def escaped_values(value: Any) -> Any:
+    """`value` (JSON) with every string valid UTF-8: a last.json kept before file names were
+    escaped may hold one that is not, and no reply could carry it."""
+    if isinstance(value, str):
+        return escaped(value)
+    if isinstance(value, list):
+        return [escaped_values(v) for v in value]
+    return {escaped(k): escaped_values(v) for k, v in value.items()} if isinstance(value, dict) else value
 
 
 def conflicts_in_clone(repo: Path) -> dict[str, list[str]]:

@@ -25,8 +25,10 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import threading
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +43,7 @@ from memoryd.daemon.sync.layout import (
     TOMB,
     Layout,
     count_quarantined,
+    escaped,
     write_atomic,
 )
 from memoryd.daemon.sync.merge import Version, horizon, pick, three_way
@@ -51,7 +54,14 @@ REMOTE_REF = f"refs/remotes/origin/{BRANCH}"
 FOLDER_OF = {LIVE: "memories", TOMB: "tombstones"}
 TOP_FOLDERS = ("memories", "tombstones", "conflicts")
 EMPTY = "0" * 40
-BLOB_CHUNK = 2000
+# A pulled file's bytes are read only within the record size cap (`admission.size_cap`); the
+# quarantine keeps at most this many bytes in all; one job hands the loop at most this many
+# bytes of pulled records (the rest waits for the next sync): a remote cannot fill memory or disk.
+QUARANTINE_MAX_BYTES = 64 << 20
+PULL_MAX_BYTES = 256 << 20
+# The clone's own attributes, which outrank every .gitattributes in the tree: a remote's
+# `*.md text eol=crlf` or `filter=…` never changes a record's bytes when git reads or adds it.
+ATTRIBUTES = b"* -text -eol -filter -diff -merge -ident -working-tree-encoding\n"
 SUMMARY_ROWS = 100  # rows of each list a job's summary keeps (the totals are always there)
 
 
@@ -161,6 +171,8 @@ class Worker:
         self.admitting: Result | None = None  # a finished job the loop is admitting, batch by batch
         self.device = ""  # this machine's device id, for commit messages (set by each sync)
         self.phase = ""   # what the running job is doing, for `memoryd sync` (a plain str: atomic)
+        self.quarantined: set[str] = set()  # blobs sync/quarantine/ lists (`load_quarantine`)
+        self.quarantine_used = 0  # and the bytes it holds
 
     def start(self, job: Job) -> None:
         self.running, self.phase = job, "starting"
@@ -187,9 +199,9 @@ class Worker:
             else:
                 self.sync(job, result)
         except GitFailed as exc:
-            result.status, result.error = "error", {"kind": exc.kind, "message": exc.message}
+            result.status, result.error = "error", {"kind": exc.kind, "message": escaped(exc.message)}
         except OSError as exc:
-            result.status, result.error = "error", {"kind": "local_error", "message": f"{exc}"[:300]}
+            result.status, result.error = "error", {"kind": "local_error", "message": escaped(f"{exc}")[:300]}
         except Exception as exc:  # noqa: BLE001 - a bug must reach the CLI as an answer, not hang it
             result.status, result.error = "error", {"kind": "internal_error", "message": repr(exc)[:300]}
         with self.lock:
@@ -212,15 +224,16 @@ class Worker:
         device_id, name = device_identity(layout)
         shutil.rmtree(layout.repo, ignore_errors=True)  # a half-made clone of an earlier attempt
         layout.repo.mkdir(mode=0o700, parents=True)
-        git = Git(layout.repo, device_id, name)
+        git = Git(layout.repo, device_id, name, admission.size_cap(job.max_content_bytes))
         try:
             git.run("init", "-q")
+            harden(layout.repo)
             git.run("symbolic-ref", "HEAD", f"refs/heads/{BRANCH}")
             git.run("remote", "add", "origin", remote)
             fetch(git)
             theirs = git.rev(REMOTE_REF)
             if theirs is not None:
-                git.run("reset", "-q", "--hard", theirs)
+                checkout(git, None, theirs, full=True)
         except GitFailed:
             shutil.rmtree(layout.repo, ignore_errors=True)
             raise
@@ -236,9 +249,12 @@ class Worker:
         if not layout.is_set_up():
             raise GitFailed("not_set_up", "sync is not set up: run `memoryd sync init REMOTE` first")
         result.remote = config["remote"]
-        git = Git(layout.repo, config["device_id"], config.get("device_name") or "device")
+        git = Git(layout.repo, config["device_id"], config.get("device_name") or "device",
+                  admission.size_cap(job.max_content_bytes))
         self.device = config["device_id"]
-        result.repaired = repair(git, layout.repo)
+        # A clone without our attributes was made (and checked out whole) by an older memoryd:
+        # checked out again, records only.
+        result.repaired = repair(git, layout.repo, full=harden(layout.repo))
         start = git.rev("HEAD")
         self.phase = f"exporting {len(job.export)} changed records"
         exported = self.export(git, job, result)
@@ -289,7 +305,7 @@ class Worker:
                 target = real_parents(repo, repo / CONFLICTS / memory_id / f"{sha}.md")
                 if not os.path.islink(target) and target.is_file():
                     target.unlink()
-        git.run("add", "-A", "--", ".")
+        stage(git)
         if git.run("diff", "--cached", "--quiet", check=False).returncode != 0:
             git.run("commit", "-q", "--no-verify", "-m", f"memoryd: {len(written)} records from {self.device}")
         return written
@@ -311,14 +327,14 @@ class Worker:
         """Bring the fetched remote branch in and push; False when the push lost a race."""
         ours, theirs = git.rev("HEAD"), git.rev(REMOTE_REF)
         if theirs is not None and ours is None:
-            git.run("reset", "-q", "--hard", theirs)
+            checkout(git, None, theirs)
             return True
         if ours is None:
             return True  # nothing here, nothing there
         if theirs is not None and theirs != ours:
             base = merge_base(git, ours, theirs)
             if base == ours:
-                git.run("reset", "-q", "--hard", theirs)
+                checkout(git, ours, theirs)
             elif base != theirs:
                 self.merge(git, base, ours, theirs, result)
         self.restore_missing(git, job, result)
@@ -362,7 +378,7 @@ class Worker:
         tree = git.out("write-tree")
         message = f"memoryd: merge by {self.device} ({len(contested)} conflicts)"
         commit = git.out("commit-tree", tree, "-p", ours, "-p", theirs, "-m", message)
-        git.run("reset", "-q", "--hard", commit)
+        checkout(git, ours, commit)
 
     def restore_missing(self, git: Git, job: Job, result: Result) -> None:
         """Put back every record this machine holds that the merged tree has neither as a memory
@@ -388,7 +404,7 @@ class Worker:
             place(self.layout.repo, memory_id, state, data)
             restored.append(memory_id)
         if restored:
-            git.run("add", "-A", "--", ".")
+            stage(git)
             git.run("commit", "-q", "--no-verify", "-m",
                     f"memoryd: {len(restored)} records the remote lost, put back by {self.device}")
             result.restored += [i for i in restored if i not in result.restored]
@@ -400,10 +416,10 @@ class Worker:
         entries = git.tree(git.rev("HEAD"))
         current = {blob for _mode, blob in entries.values()}
         self.sha_of_blob = {b: s for b, s in self.sha_of_blob.items() if b in current}  # only this tree's
-        unknown = sorted(current - self.sha_of_blob.keys())
-        for chunk in range(0, len(unknown), BLOB_CHUNK):  # bounded reads: a first sync may see 100k
-            for blob, data in git.blobs(unknown[chunk:chunk + BLOB_CHUNK]).items():
-                self.sha_of_blob[blob] = sha256_hex(data)
+        # Bounded reads (a first sync may see 100k blobs); one over the cap is never read, and
+        # with no sha it never matches a local record: it is refused below without its bytes.
+        for blob, data in git.iter_blobs(sorted(current - self.sha_of_blob.keys())):
+            self.sha_of_blob[blob] = sha256_hex(data)
         candidates: dict[str, tuple[str, str]] = {}
         for path, (mode, blob) in entries.items():
             sha = self.sha_of_blob.get(blob, "")
@@ -415,38 +431,78 @@ class Worker:
                 candidates[path] = (mode, blob)  # refused below: that id stays on this machine
             elif named is None or (named[1], sha) != job.local.get(named[0]):
                 candidates[path] = (mode, blob)
-        blobs = git.blobs(sorted({blob for _mode, blob in candidates.values()}))
-        devices = last_devices(git, start, [p for p in candidates if admission.record_path(p)])
-        seen: dict[str, Incoming] = {}
+        paths_of: dict[str, list[tuple[str, str]]] = {}  # blob → (path, mode) of the candidates
         for path, (mode, blob) in sorted(candidates.items()):
-            data = blobs.get(blob, b"")
-            try:
-                if admission.record_path(path) and admission.record_path(path)[0] in job.local_only:  # type: ignore[index]
-                    raise admission.Refused("names a record that stays on this machine")
-                ok = admission.check(path, mode, data, job.max_content_bytes)
-            except admission.Refused as exc:
-                self.quarantine(path, blob, data, exc.reason, result)
-                continue
-            item = Incoming(ok.memory_id, ok.state, sha256_hex(data), data, ok.memory, devices.get(path),
-                            job.local.get(ok.memory_id))
-            other = seen.get(ok.memory_id)  # the same id as a memory and a tombstone: the rule decides
-            if other is None or pick(Version(other.state, other.data), Version(item.state, data)).winner.data == data:
-                seen[ok.memory_id] = item
+            paths_of.setdefault(blob, []).append((path, mode))
+        ids = sorted(paths_of)
+        sizes = git.sizes(ids)
+        devices = last_devices(git, start, [p for p in candidates if admission.record_path(p)])
+        self.load_quarantine()
+        seen: dict[str, Incoming] = {}
+        held = 0  # bytes of pulled records handed to the loop
+        unread = ((b, None) for b in ids if sizes.get(b, git.cap + 1) > git.cap)  # too big, or no blob
+        for blob, data in chain(git.iter_blobs(ids), unread):
+            for path, mode in paths_of[blob]:
+                try:
+                    if data is None and blob in sizes:
+                        raise admission.Refused(f"over the size cap ({sizes[blob]} bytes)")
+                    if admission.record_path(path) and admission.record_path(path)[0] in job.local_only:  # type: ignore[index]
+                        raise admission.Refused("names a record that stays on this machine")
+                    ok = admission.check(path, mode, data or b"", job.max_content_bytes)
+                except admission.Refused as exc:
+                    self.quarantine(path, blob, data, exc.reason, result)
+                    continue
+                assert data is not None  # admitted: a regular file within the cap, so it was read
+                if held + len(data) > PULL_MAX_BYTES:
+                    result.deferred += 1  # taken by the next sync
+                    continue
+                held += len(data)
+                item = Incoming(ok.memory_id, ok.state, sha256_hex(data), data, ok.memory, devices.get(path),
+                                job.local.get(ok.memory_id))
+                other = seen.get(ok.memory_id)  # the same id as a memory and a tombstone: the rule decides
+                if other is None or pick(Version(other.state, other.data), Version(item.state, data)).winner.data == data:
+                    seen[ok.memory_id] = item
         result.incoming = [item for item in seen.values()
                            if (item.state, item.sha) != job.local.get(item.memory_id)]
         result.quarantined_total = count_quarantined(self.layout)
 
-    def quarantine(self, path: str, blob: str, data: bytes, reason: str, result: Result) -> None:
-        """Keep a refused file's bytes under sync/quarantine/ (never a link) and report it once."""
+    def load_quarantine(self) -> None:
+        """What sync/quarantine/ already lists (reported once) and the bytes it holds."""
+        folder = self.layout.quarantine
+        self.quarantined, self.quarantine_used = set(), 0
+        try:
+            self.quarantine_used = sum(e.stat(follow_symlinks=False).st_size for e in os.scandir(folder))
+            with open(folder / "index.jsonl", encoding="utf-8", errors="replace") as handle:
+                for line in handle:
+                    try:
+                        self.quarantined.add(json.loads(line)["blob"])
+                    except (ValueError, KeyError, TypeError):
+                        continue
+        except OSError:
+            pass
+
+    def quarantine(self, path: str, blob: str, data: bytes | None, reason: str, result: Result) -> None:
+        """Keep a refused file's bytes under sync/quarantine/ (never a link) and report it once.
+        The folder holds at most QUARANTINE_MAX_BYTES: bytes that do not fit (or were never read,
+        over the size cap) are not kept, only the row; a row that does not fit either is not
+        written, and the file is reported again by the next sync. The path is kept as text
+        (`escaped`): a name that is not UTF-8 must not break a reply or last.json."""
+        if blob in self.quarantined:
+            return
+        self.quarantined.add(blob)
         folder = self.layout.quarantine
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        kept = folder / f"{blob}.bad"
-        if kept.exists():
-            return
-        write_atomic(kept, data)
-        row = {"blob": blob, "path": path[:300], "reason": reason}
-        with open(folder / "index.jsonl", "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(row) + "\n")
+        row = {"blob": blob, "path": escaped(path)[:300], "reason": reason}
+        if data is not None and self.quarantine_used + len(data) + 1024 <= QUARANTINE_MAX_BYTES:
+            write_atomic(folder / f"{blob}.bad", data)
+            self.quarantine_used += len(data)
+        elif data is not None:
+            row["reason"] += "; bytes not kept (the quarantine is full)"
+        line = json.dumps(row) + "\n"
+        if self.quarantine_used + len(line) <= QUARANTINE_MAX_BYTES:
+            with open(folder / "index.jsonl", "a", encoding="utf-8") as handle:
+                handle.write(line)
+            self.quarantine_used += len(line)
         result.quarantined.append(row)
 
 
@@ -467,8 +523,9 @@ def merge_base(git: Git, ours: str, theirs: str) -> str | None:
     return done.stdout.decode().strip() or None if done.returncode == 0 else None
 
 
-def repair(git: Git, repo: Path) -> str | None:
-    """Reset a clone that a killed sync left mid-way; says what it found, or None."""
+def repair(git: Git, repo: Path, full: bool = False) -> str | None:
+    """Reset a clone that a killed sync left mid-way (or, `full`, any clone) to its last commit;
+    says what it found, or None."""
     found = []
     lock = repo / ".git" / "index.lock"
     if lock.exists():  # one sync at a time per store: no other git runs here now
@@ -476,16 +533,71 @@ def repair(git: Git, repo: Path) -> str | None:
         found.append("a stale index lock")
     if (repo / ".git" / "MERGE_HEAD").exists():
         found.append("a merge in progress")
-    if git.run("status", "--porcelain", "-z", "--untracked-files=all", check=False).stdout:
+    # --ignored: a pulled .gitignore (git reads it from the index) must not hide a stray file
+    if git.run("status", "--porcelain", "-z", "--untracked-files=all", "--ignored", check=False).stdout:
         found.append("uncommitted files")
-    if found:
-        if git.rev("HEAD") is not None:
-            git.run("reset", "-q", "--hard", "HEAD")
-        else:
-            git.run("read-tree", "--empty")
-        git.run("clean", "-q", "-f", "-d", "-x")
-        return "reset the clone after a half-finished sync (" + ", ".join(found) + ")"
-    return None
+    if found or full:
+        checkout(git, None, git.rev("HEAD"), full=True)
+    return "reset the clone after a half-finished sync (" + ", ".join(found) + ")" if found else None
+
+
+def harden(repo: Path) -> bool:
+    """Write the clone's attributes (ATTRIBUTES); True when they were not there yet."""
+    path = repo / ".git" / "info" / "attributes"
+    try:
+        if store.read_nofollow(path) == ATTRIBUTES:
+            return False
+    except (OSError, store.BadRecord):
+        pass
+    write_atomic(path, ATTRIBUTES)
+    return True
+
+
+def checkout(git: Git, old: str | None, new: str | None, full: bool = False) -> None:
+    """Move HEAD, the index and the working tree from commit `old` to `new` — never with git's
+    own checkout. Only records are ever on disk (`memories/<ulid>.md`, `tombstones/<ulid>.md`,
+    `conflicts/<ulid>/<sha256>.md`: regular files within the size cap), written from their blobs
+    byte for byte; whatever else a remote pushed (a bare repository with a hostile config, a
+    gigabyte of zeros, a .gitattributes) stays in the tree but never in the working tree: its
+    index entry is marked skip-worktree, so git takes it as unchanged and keeps it in every
+    commit. `full`: empty the working tree and write every record (a clone a killed sync left,
+    or one an older memoryd checked out whole); otherwise only the entries that changed."""
+    repo = git.repo
+    before, after = ({} if full else git.tree(old)), git.tree(new)
+    changed = {path: entry for path, entry in after.items() if before.get(path) != entry}
+    records = {path: blob for path, (mode, blob) in changed.items() if mode in admission.REGULAR_MODES
+               and (admission.record_path(path) or admission.conflict_path(path))}
+    if full:
+        for entry in os.scandir(repo):
+            if entry.name != ".git":
+                shutil.rmtree(entry.path) if entry.is_dir(follow_symlinks=False) else os.unlink(entry.path)
+        (repo / ".git" / "index").unlink(missing_ok=True)  # rebuilt from `new`, no stale flag kept
+    for path, entry in before.items():  # gone or changed: its old file goes (if it was written)
+        if after.get(path) != entry and os.path.lexists(repo / path) and not store.is_plain_dir(repo / path):
+            os.unlink(repo / path)
+    data = git.blobs(sorted(set(records.values())))
+    for path, blob in records.items():
+        if blob in data:
+            write_atomic(repo / path, data[blob])
+    if new is None:
+        git.run("read-tree", "--empty")
+        return
+    git.run("reset", "-q", "--mixed", new)
+    left_out = [os.fsencode(path) for path, (_mode, blob) in changed.items() if records.get(path) not in data]
+    if left_out:
+        git.run("update-index", "--skip-worktree", "-z", "--stdin", stdin=b"\0".join(left_out) + b"\0")
+
+
+def stage(git: Git) -> None:
+    """`git add` all the worker wrote: forced (-f), since a pulled .gitignore or the user's
+    excludes must not keep a record out; and a file written where checkout left the tree's entry
+    out (a record the remote holds over the size cap) is tracked again first — `add` passes over
+    a skip-worktree entry."""
+    listed = git.run("ls-files", "-v", "-z").stdout.split(b"\0")
+    written = [e[2:] for e in listed if e.startswith(b"S ") and os.path.lexists(git.repo / os.fsdecode(e[2:]))]
+    if written:
+        git.run("update-index", "--no-skip-worktree", "-z", "--stdin", stdin=b"\0".join(written) + b"\0")
+    git.run("add", "-A", "-f")  # no pathspec: "." matching only skip-worktree entries is an error
 
 
 def clear_non_dir(path: Path) -> None:
@@ -570,7 +682,7 @@ def last_devices(git: Git, start: str | None, paths: list[str]) -> dict[str, str
     if not paths:
         return {}
     span = f"{start}..HEAD" if start else "HEAD"
-    raw = git.run("log", "--no-merges", "--format=%x00%ae", "--name-only", span, "--",
+    raw = git.run("log", "--no-merges", "--no-show-signature", "--format=%x00%ae", "--name-only", span, "--",
                   *sorted({p.split("/", 1)[0] for p in paths})).stdout.decode(errors="replace")
     wanted, found = set(paths), {}
     for chunk in raw.split("\0")[1:]:
