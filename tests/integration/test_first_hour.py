@@ -185,3 +185,51 @@ def test_memories_edit_opens_the_editor_and_saves_what_it_wrote(daemon: Env) -> 
     failing = daemon.memoryd("memories", "edit", memory, EDITOR="false", VISUAL="")
     assert failing.returncode == 1 and "editor exited with 1" in failing.stderr
     agent.conn.close()
+
+
+# -- 5. sessions that are not sessions --------------------------------------------------------------
+
+def _session_starts(env: Env) -> list[dict[str, Any]]:
+    return [e for e in env.events() if e["kind"] == "session_start"]
+
+
+def test_operator_calls_take_no_agent_session_numbers_and_share_one_hidden_session(daemon: Env) -> None:
+    first = _agent(daemon)
+    assert first.conn.session_id == "sess-1"
+    first.write("Deploys go through the staging cluster first.")
+    for args in (("memories", "list"), ("memories", "search", "deploy"), ("pending",), ("sessions",),
+                 ("status",), ("episodes", "list"), ("memories", "list", "--removed")):
+        assert daemon.memoryd(*args).returncode == 0, args
+    second = _agent(daemon)
+    assert second.conn.session_id == "sess-3"  # sess-2 is the CLI's one session, however many verbs ran
+    clients = [e.get("client") or "" for e in _session_starts(daemon)]
+    assert sum(c.startswith("memoryd-cli") for c in clients) == 1
+    listed = json.loads(daemon.memoryd("sessions", "--json").stdout)["sessions"]
+    assert {r["session_id"] for r in listed} == {"sess-1", "sess-3"}
+    handoff = second.call("episode_handoff")  # the walk back never lands on an operator session
+    assert handoff.get("prior_session_id") in (None, "sess-1")
+    first.conn.close()
+    second.conn.close()
+
+
+def _hook(env: Env, event: str, payload: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "memoryd", "hook", event], input=json.dumps(payload),
+                          env=env.environ(), capture_output=True, text=True, timeout=30, cwd=env.base)
+
+
+def test_hooks_after_a_finished_session_leave_no_empty_follow_on(daemon: Env) -> None:
+    from memoryd.client.connection import Connection
+
+    bridge = Connection({"client": "claude-code/1", "client_session": "cc-42"},
+                        endpoint=f"ipc://{daemon.runtime}/memoryd.sock", autospawn=False)
+    bridge.connect()
+    session = bridge.session_id
+    bridge.call("call", {"tool": "memory_session_finish", "arguments": {
+        "session_id": session, "summary": "done", "handoff": "Next: ship the rollback step."}})
+    hook = {"session_id": "cc-42", "cwd": str(daemon.base)}
+    assert _hook(daemon, "stop", {**hook, "last_assistant_message": "All done."}).returncode == 0
+    assert _hook(daemon, "session-end", {**hook, "reason": "exit"}).returncode == 0
+    bridge.close()
+    assert [e["session"] for e in _session_starts(daemon)] == [session]
+    rows = json.loads(daemon.memoryd("sessions", "--all", "--json").stdout)["sessions"]
+    assert [(r["session_id"], r["ended"]) for r in rows] == [(session, "finished")]

@@ -8,7 +8,8 @@ daemon's result unchanged (the tool contracts in docs/tools.md are the stable sc
 
 Exit codes: 0 ok; 1 not found or refused (unknown id, a restore that would duplicate, a pending
 write that expired, a gate that fired on confirm); 2 usage (argparse, or a parameter the daemon
-refused); 3 the daemon is unavailable (`memoryd serve --detach` starts it).
+refused); 3 the daemon is not running and could not be started (each verb starts it when none
+runs, as the bridge does; the message quotes the daemon's reason, e.g. a bad config key).
 """
 
 from __future__ import annotations
@@ -30,16 +31,19 @@ DEFAULT_REASON = "removed by the user from the terminal"
 # -- running a verb ----------------------------------------------------------------------------------
 
 def run(verb: Callable[[Any, argparse.Namespace], int], ns: argparse.Namespace) -> int:
-    """Open an operator connection, run `verb`, map errors to exit codes with one stderr line."""
+    """Start the daemon if none runs (as the bridge does), open an operator connection, run `verb`,
+    map errors to exit codes with one stderr line. Every verb that needs the daemon comes here
+    (`memories`, `pending`, `sessions`, `sync`), so the rule is one: the daemon is started."""
     from memoryd.ui.operator import Operator, is_unavailable
 
     operator = Operator("memoryd-cli")
     try:
+        start_daemon()
         return verb(operator, ns)
     except MemorydError as exc:
         if is_unavailable(exc):
-            print(f"memoryd: the daemon is not running ({exc.message}); start it: memoryd serve --detach",
-                  file=sys.stderr)
+            print(f"memoryd: the daemon is not running and could not be started: {visible(exc.message)} "
+                  "(memoryd doctor says why)", file=sys.stderr)
             return UNAVAILABLE
         print(f"memoryd: {visible(exc.message)}", file=sys.stderr)
         for candidate in (exc.data or {}).get("candidates") or []:  # an ambiguous id prefix
@@ -48,6 +52,18 @@ def run(verb: Callable[[Any, argparse.Namespace], int], ns: argparse.Namespace) 
         return USAGE if exc.code == INVALID_PARAMS else REFUSED
     finally:
         operator.close()
+
+
+def start_daemon() -> None:
+    """The daemon on this store, started the way a bridge starts it when none answers (the same
+    spawn lock, so racing verbs and bridges start one). Raises DaemonUnavailable saying why not."""
+    from memoryd import paths
+    from memoryd.client import spawn
+    from memoryd.errors import DaemonUnavailable
+
+    endpoint = paths.endpoint()
+    if not spawn.ensure_daemon(endpoint):
+        raise DaemonUnavailable(endpoint, f"it did not answer within {spawn.SPAWN_WAIT_S:g} s")
 
 
 def full_id(op: Any, typed: str) -> str:

@@ -24,7 +24,7 @@ import json
 from typing import Any
 
 from memoryd.daemon import eventlog
-from memoryd.daemon.connections import Conn, Session
+from memoryd.daemon.connections import Conn, Session, is_operator_client
 from memoryd.daemon.core import Call, Core, iso
 from memoryd.daemon.memories.records import first_line_of
 from memoryd.daemon.memories.writes import memory_write_cancel, memory_write_confirm
@@ -35,8 +35,6 @@ from memoryd.errors import BadRequest, InvalidParams, ResourceState
 MAX_ROWS = 500
 HANDOFF_CHARS = 4000
 MAX_HISTORY = 200
-# Sessions the operator surfaces open for themselves; hidden from `sessions` unless asked for.
-OPERATOR_CLIENTS = ("memoryd-cli", "memoryd-ui")
 
 
 def handle(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[str, Any]:
@@ -129,7 +127,8 @@ def captured_note(core: Core, session_id: str) -> dict[str, Any] | None:
 
 
 def _is_operator(session: Session) -> bool:
-    return (session.client or "").split("/", 1)[0] in OPERATOR_CLIENTS
+    """The operator's own session (hidden from `sessions` unless asked for)."""
+    return is_operator_client(session.client)
 
 
 def sessions(core: Core, args: dict[str, Any]) -> dict[str, Any]:

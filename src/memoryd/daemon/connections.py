@@ -14,6 +14,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 OPEN = "open"
+# The operator's own clients (the CLI's curation verbs, the web view, `memoryd import`): they are no
+# agent's run: each shares one session among all its connections (server.Server.operator_session),
+# which no list, handoff walk or digest shows as an agent session.
+OPERATOR_CLIENTS = ("memoryd-cli", "memoryd-ui", "memoryd-import")
+
+
+def is_operator_client(client: str | None) -> bool:
+    return (client or "").split("/", 1)[0] in OPERATOR_CLIENTS
 
 
 @dataclass(slots=True)
@@ -55,7 +63,7 @@ class Conn:
     id: str
     routing_id: bytes
     identity: dict[str, Any]
-    session_id: str
+    session_id: str | None  # None until a call needs one (operator and hook connections)
     last_seen: float
     replies: OrderedDict[int, bytes] = field(default_factory=OrderedDict)
     in_flight: set[int] = field(default_factory=set)
@@ -108,13 +116,17 @@ class SessionTable:
         self.sessions[session.id] = session
         self.open_ids[session.id] = None
         self.last_n = max(self.last_n, int(session.id.split("-", 1)[1]))
-        self.by_worktree.setdefault(session.worktree, OrderedDict())[session.id] = None
+        if not is_operator_client(session.client):  # the handoff walk sees agents' sessions only
+            self.by_worktree.setdefault(session.worktree, OrderedDict())[session.id] = None
         return session
 
     def touch(self, session: Session, ts: str) -> None:
         session.last_active = ts
         session.calls += 1
-        self.by_worktree[session.worktree].move_to_end(session.id)
+        try:
+            self.by_worktree[session.worktree].move_to_end(session.id)
+        except KeyError:  # an operator session, in no worktree's walk
+            pass
 
     def end(self, session: Session, reason: str, ts: str) -> None:
         session.ended, session.ended_at = reason, ts

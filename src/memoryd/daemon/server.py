@@ -22,7 +22,7 @@ import zmq
 
 from memoryd import PROTOCOL, __version__
 from memoryd.daemon import admin, catalogue, reaper
-from memoryd.daemon.connections import Conn, Session
+from memoryd.daemon.connections import Conn, Session, is_operator_client
 from memoryd.daemon.core import Call, Core
 from memoryd.daemon.episodes.tools import episode_view, replay_episode_write
 from memoryd.daemon.memories.writes import (
@@ -133,9 +133,14 @@ class Server:
             "hello": self.op_hello, "tools": self.op_tools, "call": self.op_call,
             "heartbeat": self.op_heartbeat, "bye": self.op_bye, "status": self.op_status,
             "stop": self.op_stop, "episodes": self.op_episodes, "hook": self.op_hook,
-            "admin": lambda conn_id, _routing, args: admin.handle(self.core, self.conns.get(conn_id), args),
+            "admin": self.op_admin,
         }
         self.client_sessions = hooks.ClientSessions()
+        self.operator_sessions: dict[str, str] = {}  # operator client name -> its session id
+        # The operator's session outlives restarts (nobody reattaches it, and it is no agent run):
+        # it is not ended as `daemon_restart` like the agents' sessions open at the last stop.
+        for session_id in [sid for sid in core.suspended if _is_operator(core.sessions.get(sid))]:
+            del core.suspended[session_id]
         self.wakeup_fd: int | None = None
         # Second gate after the 0700 runtime dir: the kernel's peer credentials, seen through ZAP.
         self.zap = self.ctx.socket(zmq.REP)
@@ -351,7 +356,8 @@ class Server:
         call it parked, is answered with `cause` instead. A connection whose session the undo
         took away (its `session_start` was in the pass) must say hello again: its session id
         will be minted anew, for someone else."""
-        for conn_id in [c.id for c in self.conns.values() if self.core.sessions.get(c.session_id) is None]:
+        for conn_id in [c.id for c in self.conns.values()
+                        if c.session_id is not None and self.core.sessions.get(c.session_id) is None]:
             del self.conns[conn_id]
             self.reply_bytes.pop(conn_id, None)
         for conn_id, req_id, frames in self._pass_replies:
@@ -391,24 +397,29 @@ class Server:
         raw = args.get("identity")
         # A hook process says so in its identity (the client library's hello carries no flags).
         transient = isinstance(raw, dict) and raw.get("transient") is True
-        session = self._attach_or_start(conn_id, identity, args.get("session_id"), transient)
+        if is_operator_client(identity.get("client")):
+            session = self.operator_session(identity, create=False)
+        else:
+            session = self._attach_or_start(conn_id, identity, args.get("session_id"), transient)
         old = self.conns.get(conn_id)
-        conn = Conn(id=conn_id, routing_id=routing_id, identity=identity, session_id=session.id,
+        conn = Conn(id=conn_id, routing_id=routing_id, identity=identity, session_id=session and session.id,
                     last_seen=self.core.clock(), transient=transient)
         if old is not None:
             conn.replies = old.replies
         self.conns[conn_id] = conn
-        reply = {"session_id": session.id, "daemon_version": __version__, "protocol": PROTOCOL,
+        reply = {"session_id": conn.session_id, "daemon_version": __version__, "protocol": PROTOCOL,
                  "tools_etag": catalogue.ETAG, "heartbeat_s": self.core.config.heartbeat_seconds}
         if transient:
             reply["hook"] = hooks.settings(self.core)
         return reply
 
     def _attach_or_start(self, conn_id: str, identity: dict[str, Any], wanted: Any,
-                         transient: bool = False) -> Session:
+                         transient: bool = False) -> Session | None:
         """Reattach to `wanted` (a bridge after a daemon restart), else join the open session of
         the caller's client session, else start one. A transient caller (a hook process) never
-        becomes a session's owner, so its exit ends nothing."""
+        becomes a session's owner, so its exit ends nothing, and starts none here: a hook after
+        the agent finished (stop, session-end) must not leave an empty session behind; the first
+        call that needs one starts it (`_current_session`)."""
         key = identity.get("client_session")
         session = self.core.sessions.get(wanted) if isinstance(wanted, str) else None
         owner_gone = session is not None and (session.conn in (None, conn_id) or session.conn not in self.conns)
@@ -418,11 +429,28 @@ class Server:
                 return session
         if session is not None:
             self._attach(session, conn_id)
+        elif transient:
+            return None
         else:
             session = self.core.start_session(identity, conn_id)
-            if transient:
-                session.conn = None
         self.client_sessions.bind(key, session)
+        return session
+
+    def operator_session(self, identity: dict[str, Any], create: bool) -> Session | None:
+        """The one open session every connection of an operator client shares (`memoryd-cli`,
+        `memoryd-ui`, `memoryd-import`): their calls are attributed to it, pending writes they
+        stage belong to it, and no connection owns it, so a verb's exit ends nothing. Found again
+        after a restart; with `create`, started when there is none (the first call needing one)."""
+        name = _client_name(identity.get("client"))
+        table = self.core.sessions
+        session = table.get(self.operator_sessions.get(name, ""))
+        if session is None or not session.is_open:
+            session = next((s for s in table.open_sessions() if _client_name(s.client) == name), None)
+        if session is None and create:
+            session = self.core.start_session(identity, "operator")
+            session.conn = None
+        if session is not None:
+            self.operator_sessions[name] = session.id
         return session
 
     def _attach(self, session: Session, conn_id: str) -> None:
@@ -464,8 +492,13 @@ class Server:
         return result
 
     def _current_session(self, conn: Conn) -> Session:
-        """The connection's session; a finished one is replaced by a fresh session (docs/tools.md)."""
-        session = self.core.sessions.get(conn.session_id)
+        """The connection's session; a finished one is replaced by a fresh session (docs/tools.md),
+        the operator's by the operator session."""
+        session = self.core.sessions.get(conn.session_id) if conn.session_id else None
+        if (session is None or not session.is_open) and is_operator_client(conn.identity.get("client")):
+            session = self.operator_session(conn.identity, create=True)
+            assert session is not None
+            conn.session_id = session.id
         if session is None or not session.is_open:
             key = conn.identity.get("client_session")
             session = self.client_sessions.open_session(self.core, key) if conn.transient else None
@@ -485,6 +518,14 @@ class Server:
             current = self.core.sessions.get(conn.session_id)
             if current is not None:
                 self.client_sessions.bind(before.client_session, current)
+
+    def op_admin(self, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
+        """Operator reads and decisions (daemon/admin.py); a decision is logged as the operator
+        session's, so one is found or started for it first."""
+        conn = self.conns.get(conn_id)
+        if conn is not None and args.get("action") in ("resolve", "sync_resolve"):
+            self._current_session(conn)
+        return admin.handle(self.core, conn, args)
 
     def op_heartbeat(self, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
         if conn_id not in self.conns:
@@ -524,10 +565,11 @@ class Server:
         conn = self.conns.get(conn_id)
         if conn is None:
             raise BadRequest("unknown connection: say hello before hook calls", kind="unknown_connection")
-        session = self.core.sessions.get(conn.session_id)
-        if session is None:
-            raise BadRequest("the connection has no session", kind="unknown_session")
         action = args.get("action")
+        if self._nothing_to_end(conn, action):
+            self.client_sessions.forget(conn.identity.get("client_session") if action == "end" else None)
+            return {"kept": False} if action == "last_words" else {"session_id": None, "ended": None}
+        session = self._current_session(conn)
         if action == "latest_handoff":  # the session-start hook: what to continue from, and where
             return {**hooks.continuity(self.core, session), "session_id": session.id}
         if action == "take_unseen":
@@ -542,6 +584,15 @@ class Server:
             self.client_sessions.forget(session.client_session)
             return result
         raise BadRequest(f"unknown hook action {str(action)[:64]!r}", {"param": "action"})
+
+    def _nothing_to_end(self, conn: Conn, action: Any) -> bool:
+        """A hook that would start a session only to close it: `end` with no open session, or
+        `last_words` after the agent finished its session (the stop hook of its last turn)."""
+        session = self.core.sessions.get(conn.session_id) if conn.session_id else None
+        if action not in ("last_words", "end") or (session is not None and session.is_open):
+            return False
+        bound = self.core.sessions.get(self.client_sessions.by_key.get(conn.identity.get("client_session") or "", ""))
+        return action == "end" or (bound is not None and not bound.is_open)
 
     def op_episodes(self, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
         """Operator view of the journal tier (`memoryd episodes list|prune`)."""
@@ -595,6 +646,15 @@ class Server:
         self.router.close(linger=1000)
         self.zap.close(linger=0)
         self.ctx.term()
+
+
+def _is_operator(session: Session | None) -> bool:
+    return session is not None and is_operator_client(session.client)
+
+
+def _client_name(client: str | None) -> str:
+    """`memoryd-cli` of `memoryd-cli/0.1.0`."""
+    return (client or "").split("/", 1)[0]
 
 
 def _clean_identity(raw: Any) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Set as AbstractSet
 from typing import Any
 
-from memoryd.daemon.connections import Session
+from memoryd.daemon.connections import Session, is_operator_client
 from memoryd.daemon.core import Call, Core, iso
 from memoryd.daemon.memories.rollups import extension_sections
 from memoryd.daemon.scopes import is_hidden
@@ -196,8 +196,9 @@ class _MemoryScan:
 
 
 def _open_sessions(core: Core) -> list[dict[str, Any]]:
+    """Agents' open sessions (the operator's own, always open, is not one)."""
     rows = [{"id": s.id, "worktree": s.worktree, "client": s.client, "started_at": s.started_at,
-             "last_seen": s.last_active} for s in core.sessions.open_sessions()]
+             "last_seen": s.last_active} for s in core.sessions.open_sessions() if not is_operator_client(s.client)]
     return sorted(rows, key=lambda r: r["last_seen"], reverse=True)
 
 
