@@ -250,7 +250,7 @@ IDS = [f"01JBBBBBBBBBBBBBBBBBBBBBB{c}" for c in "0123456789"]
 
 def test_hostile_pulled_files_are_quarantined_and_never_served(pair: tuple[Env, Env], remote: Path) -> None:
     a, b = pair
-    Path(b.vars["MEMORYD_CONFIG"]).write_text("max_content_bytes: 2048\n")
+    Path(b.vars["MEMORYD_CONFIG"]).write_text("max_content_bytes: 2048\nsearch_by_meaning: false\n")
     set_up(remote, a, b)
     write(a, FACT)
     synced(a)
@@ -421,7 +421,7 @@ def test_a_push_that_loses_a_race_pulls_merges_and_pushes_again(pair: tuple[Env,
 
 def test_the_daemon_syncs_on_its_own_when_an_interval_is_set(pair: tuple[Env, Env], remote: Path) -> None:
     a, b = pair
-    Path(b.vars["MEMORYD_CONFIG"]).write_text("sync_interval_seconds: 1\n")
+    Path(b.vars["MEMORYD_CONFIG"]).write_text("sync_interval_seconds: 1\nsearch_by_meaning: false\n")
     set_up(remote, a, b)
     memory_id = write(a, FACT)
     synced(a)
