@@ -4,10 +4,13 @@ real CLI and a real daemon on a throwaway store."""
 from __future__ import annotations
 
 import importlib.metadata
+import itertools
 import json
 import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 from harness import Env
@@ -233,3 +236,90 @@ def test_hooks_after_a_finished_session_leave_no_empty_follow_on(daemon: Env) ->
     assert [e["session"] for e in _session_starts(daemon)] == [session]
     rows = json.loads(daemon.memoryd("sessions", "--all", "--json").stdout)["sessions"]
     assert [(r["session_id"], r["ended"]) for r in rows] == [(session, "finished")]
+
+
+# -- 2. every README recipe runs as written on a fresh install --------------------------------------
+#
+# Convention: a fenced `sh` block of README.md runs, line by line, unless the line before it is an
+# HTML comment `<!-- not run: why -->`. Lines that start a long-lived server (`memoryd serve`
+# in the foreground, `memoryd ui`) are skipped. `memoryd` is this venv's; HOME and the store are
+# throwaway; `01J…` stands for a memory id (the test puts in a prefix of one it wrote, as a person
+# would type it) and `pending-3` for a pending id. The files the import recipe names are the
+# import fixtures, put where the recipe says.
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "import"
+LONG_RUNNING = ("memoryd serve", "memoryd ui")
+
+
+def readme_blocks() -> list[list[str]]:
+    """The command lines of every README `sh` block meant to run, in README order."""
+    blocks, lines = [], README.read_text().splitlines()
+    for i, line in enumerate(lines):
+        if line.strip() != "```sh":
+            continue
+        before = next((p.strip() for p in reversed(lines[:i]) if p.strip()), "")
+        body = list(itertools.takewhile(lambda x: x.strip() != "```", lines[i + 1:]))
+        if not before.startswith("<!-- not run:"):
+            blocks.append([c for c in body if c.strip() and not c.lstrip().startswith("#")])
+    return blocks
+
+
+def _recipe_env(env: Env) -> tuple[dict[str, str], Path]:
+    home = env.base / "home"
+    (home / "mcp").mkdir(parents=True)
+    shutil.copytree(FIXTURES / "bettermemory" / "store", home / ".claude-memory")
+    shutil.copy(FIXTURES / "server-memory" / "memory.jsonl", home / "mcp" / "memory.jsonl")
+    shutil.copytree(FIXTURES / "markdown" / "notes", home / "notes")
+    work = env.base / "work"
+    work.mkdir()
+    shutil.copy(FIXTURES / "markdown" / "CLAUDE.md", work / "CLAUDE.md")
+    path = f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"
+    return env.environ(HOME=str(home), PATH=path, GIT_CONFIG_NOSYSTEM="1"), work
+
+
+_SEED = """
+import json
+from memoryd.client.connection import Connection
+
+agent = Connection({"client": "agent/1", "project": "web"})  # starts the daemon, as a bridge does
+agent.connect()
+memory = agent.call("call", {"tool": "memory_write", "arguments": {
+    "content": "Deploys of web go through the staging cluster first.", "scopes": ["projects:web"]}})
+pending = agent.call("call", {"tool": "memory_write", "arguments": {
+    "content": "The user prefers small focused commits.", "category": "user-inference", "scopes": ["user"]}})
+agent.close(say_bye=False)  # its session stays open, so the pending write stays decidable
+print(json.dumps([memory["id"][:10], pending["pending_id"]]))
+"""
+
+
+def _seed(environ: dict[str, str]) -> tuple[str, str]:
+    """What the curation recipe acts on, written by an agent in the recipe's environment: a memory
+    in project `web` (its id's first 10 characters, as a person types it) and a pending claim."""
+    done = subprocess.run([sys.executable, "-c", _SEED], env=environ, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    memory, pending = json.loads(done.stdout)
+    return memory, pending
+
+
+def test_readme_recipes_run_as_written_on_a_fresh_install(env: Env) -> None:
+    blocks = readme_blocks()
+    assert len(blocks) >= 3 and any("sync init" in line for b in blocks for line in b)
+    environ, work = _recipe_env(env)
+    ran = 0
+    for block in blocks:
+        if any("sync init" in line for line in block):  # the issue's case: no daemon running yet
+            subprocess.run(["memoryd", "stop"], env=environ, capture_output=True, timeout=30)
+            assert env.status() is None
+        if any("01J…" in line for line in block):
+            memory, pending = _seed(environ)
+            block = [line.replace("01J…", memory).replace("pending-3", pending) for line in block]
+        for line in block:
+            if line.lstrip().startswith(LONG_RUNNING):
+                continue
+            done = subprocess.run(["sh", "-c", line], env=environ, cwd=work, capture_output=True, text=True,
+                                  timeout=120)
+            assert done.returncode == 0, f"README line failed: {line}\n{done.stdout}\n{done.stderr}"
+            ran += 1
+    assert ran >= 15
+    assert env.status() is not None  # the verbs started the daemon themselves

@@ -352,6 +352,9 @@ def build_parser() -> argparse.ArgumentParser:
     import argparse
 
     parser = argparse.ArgumentParser(prog="memoryd", description="persistent memory for AI coding agents")
+    from memoryd import __version__
+
+    parser.add_argument("--version", action="version", version=f"memoryd {__version__}")
     sub = parser.add_subparsers(dest="command")
     serve = sub.add_parser("serve", help="run the daemon (foreground unless --detach)")
     serve.add_argument("--detach", action="store_true", help="run in the background, logging to the daemon log")
