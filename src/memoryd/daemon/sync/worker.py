@@ -574,11 +574,11 @@ def checkout(git: Git, old: str | None, new: str | None, full: bool = False) -> 
         (repo / ".git" / "index").unlink(missing_ok=True)  # rebuilt from `new`, no stale flag kept
     for path, entry in before.items():  # gone or changed: its old file goes (if it was written)
         if after.get(path) != entry and os.path.lexists(repo / path) and not store.is_plain_dir(repo / path):
-            os.unlink(repo / path)
+            real_parents(repo, repo / path).unlink(missing_ok=True)
     data = git.blobs(sorted(set(records.values())))
     for path, blob in records.items():
         if blob in data:
-            write_atomic(repo / path, data[blob])
+            write_atomic(real_parents(repo, repo / path), data[blob])
     if new is None:
         git.run("read-tree", "--empty")
         return
