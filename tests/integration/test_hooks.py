@@ -242,6 +242,34 @@ def test_an_unrelated_prompt_injects_nothing(served: Env) -> None:
     assert ask(env, "u1", a, "") is None
 
 
+def test_hook_help_and_a_dry_run_that_shows_the_injection_without_marking_it_shown(served: Env) -> None:
+    """Issue 31 item 7: `--help` at both levels is usage and exit 0 (not "unknown event" or a stdin
+    complaint); a dry run shows what the real run would inject and marks nothing as shown, so the
+    real run after it still injects the memory."""
+    env = served
+    for args in (["hook", "--help"], ["hook", "prompt", "--help"], ["hook", "-h"]):
+        shown = env.memoryd(*args)
+        assert shown.returncode == 0 and shown.stdout.startswith("usage: memoryd hook"), (args, shown)
+        assert "session-start" in shown.stdout and "--dry-run" in shown.stdout and not shown.stderr
+    a = git_repo(env.base / "a")
+    write_memories(env, a, [RETRY])
+    payload = {"session_id": "dry1", "cwd": str(a), "hook_event_name": "UserPromptSubmit",
+               "prompt": "how should the celery task that calls stripe retry?"}
+    dry = subprocess.run([sys.executable, "-m", "memoryd", "hook", "prompt", "--dry-run"], input=json.dumps(payload),
+                         env=env.environ(), capture_output=True, text=True, timeout=30, check=False)
+    assert dry.returncode == 0 and "autoretry_for" in str(context(dry, "UserPromptSubmit")), dry.stderr
+    assert "autoretry_for" in str(context(dry, "UserPromptSubmit"))  # the same again: nothing marked
+    real = ask(env, "dry1", a, payload["prompt"])
+    assert real is not None and "autoretry_for" in real  # the dry run marked nothing as shown
+    assert ask(env, "dry1", a, payload["prompt"]) is None  # the real run did
+    for event in ("stop", "session-end"):  # they inject nothing and change nothing in a dry run
+        quiet = subprocess.run([sys.executable, "-m", "memoryd", "hook", event, "--dry-run"],
+                               input=json.dumps({**payload, "last_assistant_message": "done"}),
+                               env=env.environ(), capture_output=True, text=True, timeout=30, check=False)
+        assert quiet.returncode == 0 and quiet.stdout.strip() == "{}"
+    assert not [e for e in env.events() if e["kind"] == "session_end" and e["reason"].startswith("client:")]
+
+
 def test_prompt_list_silent_and_hit_rates_through_a_real_daemon(served: Env, capsys: pytest.CaptureFixture[str],
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """The labelled prompts of eval/prompts.yaml through the prompt hook (in-process, one client

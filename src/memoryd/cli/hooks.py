@@ -11,6 +11,10 @@ of the project's digest), `prompt` (memories that match the prompt, above a rele
 once per client session), `stop` (keep the latest assistant message as the session's last words),
 `session-end` (close the session; last words become its note when no handoff was written).
 
+`--dry-run` changes nothing the hook would: for `prompt` it prints what the client would be given
+(`{}` for nothing) without marking those memories as shown; the other events only check stdin and
+print `{}` (what they do is open, note or close a session).
+
 Import contract: stdlib, `identity`, `paths`, `protocol` (msgpack, ~9 ms) and `client.wire` (ZMTP
 without pyzmq); the pyzmq client library only to start a daemon that is down or when the stdlib
 wire meets a protocol surprise.
@@ -312,7 +316,9 @@ def hit_line(hit: dict[str, Any], room: int) -> str:
     return head + clip(" ".join(str(hit.get("content", "")).split()), max(40, room - len(head)))
 
 
-def prompt(daemon: Daemon, data: dict[str, Any]) -> str | None:
+def prompt(daemon: Daemon, data: dict[str, Any], dry_run: bool = False) -> str | None:
+    """The memories to inject for this prompt. A real run marks them shown (`take_unseen`), so
+    each is injected once per session; a dry run only asks which are unseen (`peek_unseen`)."""
     text = data.get("prompt")
     if not isinstance(text, str) or not prompt_query(text):
         return None
@@ -321,7 +327,7 @@ def prompt(daemon: Daemon, data: dict[str, Any]) -> str | None:
     strong = gate(hits, settings)
     if not strong:
         return None
-    fresh = daemon.hook("take_unseen", ids=[h["id"] for h in strong],
+    fresh = daemon.hook("peek_unseen" if dry_run else "take_unseen", ids=[h["id"] for h in strong],
                         limit=int(settings.get("prompt_max_hits", 3)))["ids"]
     chosen = [h for h in strong if h["id"] in fresh]
     return prompt_context(chosen, settings) if chosen else None
@@ -435,7 +441,7 @@ def identity_for(data: dict[str, Any], client: str) -> dict[str, Any]:
     return identity
 
 
-def run(event: str, client: str, data: dict[str, Any]) -> str | None:
+def run(event: str, client: str, data: dict[str, Any], dry_run: bool = False) -> str | None:
     """The stdout of one hook run (None: print nothing)."""
     identity = identity_for(data, client)
     if event == "stop":
@@ -446,7 +452,7 @@ def run(event: str, client: str, data: dict[str, Any]) -> str | None:
         if event == "session-end":
             daemon.hook("end", reason=str(data.get("reason") or "other"))
             return None
-        text = session_start(daemon, identity) if event == "session-start" else prompt(daemon, data)
+        text = session_start(daemon, identity) if event == "session-start" else prompt(daemon, data, dry_run)
     finally:
         daemon.close()
     return context_output(event, text) if text else None
@@ -459,10 +465,12 @@ def main(event: str, client: str = "claude-code", dry_run: bool = False, stdin: 
         if event not in EVENTS:
             return fail(f"unknown event {event!r} (known: {', '.join(EVENTS)})")
         data = read_input(stdin or sys.stdin.buffer)
-        if dry_run:
-            print("{}")
+        if dry_run and event != "prompt":  # their work opens, keeps last words in, or closes a
+            print("{}")  # session: a dry run must not (`memoryd doctor` probes session-start this way)
             return 0
-        out = run(event, client, data)
+        out = run(event, client, data, dry_run)
+        if dry_run:  # what the client would be given; `{}`: nothing
+            out = out or "{}"
     except HookInputError as exc:
         return fail(str(exc))
     except Exception as exc:  # the daemon is down, a timeout, a bug: the agent must not notice

@@ -374,10 +374,14 @@ def build_parser() -> argparse.ArgumentParser:
     init.add_argument("--print", action="store_true", help="only show what would be written")
     init.add_argument("--no-hooks", action="store_true", help="register the bridge only, no client hooks")
     init.set_defaults(func=cmd_init)
-    hook = sub.add_parser("hook", help="run one client hook event (stdin: the client's hook JSON)")
-    hook.add_argument("event", help="session-start, prompt, stop or session-end")
+    hook = sub.add_parser("hook", help="run one client hook event (stdin: the client's hook JSON)",
+                          description="What a client's hooks run: reads the hook JSON (with session_id) on "
+                          "stdin, prints what the client should be given, always exits 0.")
+    hook.add_argument("event", choices=["session-start", "prompt", "stop", "session-end"])
     hook.add_argument("--client", default="claude-code", choices=["claude-code", "codex"])
-    hook.add_argument("--dry-run", action="store_true", help="check stdin and answer {} without the daemon")
+    hook.add_argument("--dry-run", action="store_true",
+                      help="record nothing: prompt prints what would be injected ({} for nothing) without "
+                      "marking it shown; the other events only check stdin and print {}")
     hook.set_defaults(func=cmd_hook)
     service = sub.add_parser("install-service", help="write the systemd user unit / launchd agent")
     service.add_argument("--print", action="store_true")
@@ -432,7 +436,7 @@ def _main(argv: list[str] | None) -> int:
 
     paths.quiet_platformdirs()
     args = sys.argv[1:] if argv is None else argv
-    if args[:1] == ["hook"] and len(args) >= 2 and not any(a.startswith("-h") for a in args):
+    if args[:1] == ["hook"] and len(args) >= 2 and not any(a.startswith(("-h", "--h")) for a in args):
         return _hook_fast_path(args[1:])
     try:
         if args in ([], ["serve"]):  # bare `memoryd` runs the daemon on the default store; its start

@@ -561,7 +561,7 @@ class Server:
 
     def op_hook(self, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
         """What a hook process asks beyond the tools (daemon/sessions/hooks.py): `latest_handoff`,
-        `take_unseen` (ids, limit), `last_words` (text), `end` (reason)."""
+        `take_unseen` (ids, limit; `peek_unseen` marks nothing), `last_words` (text), `end` (reason)."""
         conn = self.conns.get(conn_id)
         if conn is None:
             raise BadRequest("unknown connection: say hello before hook calls", kind="unknown_connection")
@@ -572,8 +572,8 @@ class Server:
         session = self._current_session(conn)
         if action == "latest_handoff":  # the session-start hook: what to continue from, and where
             return {**hooks.continuity(self.core, session), "session_id": session.id}
-        if action == "take_unseen":
-            return {"ids": hooks.take_unseen(session, args.get("ids"), args.get("limit"))}
+        if action in ("take_unseen", "peek_unseen"):  # peek: a dry run, nothing marked as shown
+            return {"ids": hooks.take_unseen(session, args.get("ids"), args.get("limit"), action == "take_unseen")}
         if action == "last_words":
             if not (session.is_open and self.core.config.hook_last_words):
                 return {"kept": False}

@@ -213,13 +213,15 @@ def _capped(text: str) -> str:
     return text if len(text) <= SINCE_CHARS else text[:SINCE_CHARS - 1].rstrip() + "…"
 
 
-def take_unseen(session: Session, ids: Any, limit: Any) -> list[str]:
-    """The first `limit` of `ids` not injected before in this session; they count as injected."""
+def take_unseen(session: Session, ids: Any, limit: Any, mark: bool = True) -> list[str]:
+    """The first `limit` of `ids` not injected before in this session; they count as injected
+    unless `mark` is False (a hook's dry run only looks)."""
     if not isinstance(ids, list):
         return []
     cap = limit if isinstance(limit, int) and limit > 0 else 3
     fresh = [i for i in dict.fromkeys(x for x in ids if isinstance(x, str)) if i not in session.injected][:cap]
-    session.injected = {*session.injected, *fresh}
+    if mark:
+        session.injected = {*session.injected, *fresh}
     return fresh
 
 
