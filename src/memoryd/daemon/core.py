@@ -58,7 +58,7 @@ LOW_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 # What survives `reload`: runtime facts the log does not hold.
 _RUNTIME_FIELDS = ("started", "stats", "suspended", "reaper_stats", "next_ttl_check", "verified_at",
                    "torn_bytes_truncated", "bad_files", "attach_tiers", "aborts", "low_space", "progress",
-                   "temp_sweep_ids")
+                   "temp_sweep_ids", "observers")
 
 
 def iso(t: float) -> str:
@@ -159,6 +159,9 @@ class Core:
         # After a resumed start: the ids the stopped run's events named, for the temp-file sweep
         # `verify_files` does then (None: done, or done at start).
         self.temp_sweep_ids: set[str] | None = None
+        # Called with each event `record` appends live (never on replay): runtime listeners such as
+        # the ring of recent commits the hooks announce to sibling sessions (sessions/news.py).
+        self.observers: list[Callable[[dict[str, Any]], None]] = []
 
     def now(self) -> str:
         return iso(self.clock())
@@ -182,6 +185,8 @@ class Core:
             self.reads_logged_at = time.monotonic()
         self._note_run_ids(event)
         self.apply(event)
+        for observe in self.observers:
+            observe(event)
         return event
 
     def sync_due_in(self) -> float:

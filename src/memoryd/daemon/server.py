@@ -31,16 +31,19 @@ from memoryd.daemon.memories.writes import (
     replay_write_confirm,
 )
 from memoryd.daemon.sessions import hooks
+from memoryd.daemon.sessions.news import News
 from memoryd.daemon.tool import Parked
 from memoryd.daemon.validate import check_args
 from memoryd.errors import (
     BadRequest,
     InternalError,
+    InvalidParams,
     MemorydError,
     ProtocolMismatch,
     ResourceState,
     StorageError,
 )
+from memoryd.profiles import PROFILES
 from memoryd.protocol import (
     MAX_FRAME_BYTES,
     decode,
@@ -136,6 +139,8 @@ class Server:
             "admin": self.op_admin,
         }
         self.client_sessions = hooks.ClientSessions()
+        self.news = News()  # recent commits, announced to sibling sessions by their hooks
+        core.observers.append(self.news.observe)
         self.operator_sessions: dict[str, str] = {}  # operator client name -> its session id
         # The operator's session outlives restarts (nobody reattaches it, and it is no agent run):
         # it is not ended as `daemon_restart` like the agents' sessions open at the last stop.
@@ -459,7 +464,12 @@ class Server:
         self.core.record("session_attach", session, conn=conn_id)
 
     def op_tools(self, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
-        return catalogue.payload()
+        """The tools a bridge lists: the profile it asks for (`--tools` / MEMORYD_TOOLS), else the
+        config's `tools`. Listing is all a profile decides: `op_call` serves every known tool."""
+        profile = args.get("profile") or self.core.config.tools
+        if profile not in PROFILES:
+            raise InvalidParams("profile", f"must be one of {', '.join(PROFILES)}")
+        return catalogue.payload(profile)
 
     def op_call(self, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> Any:
         conn = self.conns.get(conn_id)
@@ -561,7 +571,9 @@ class Server:
 
     def op_hook(self, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
         """What a hook process asks beyond the tools (daemon/sessions/hooks.py): `latest_handoff`,
-        `take_unseen` (ids, limit; `peek_unseen` marks nothing), `last_words` (text), `end` (reason)."""
+        `take_unseen` (ids, limit; `peek_unseen` marks nothing; with `news`, also what `news` gives),
+        `news` (sibling sessions' commits since this client session's last hook, sessions/news.py),
+        `last_words` (text), `end` (reason)."""
         conn = self.conns.get(conn_id)
         if conn is None:
             raise BadRequest("unknown connection: say hello before hook calls", kind="unknown_connection")
@@ -573,7 +585,13 @@ class Server:
         if action == "latest_handoff":  # the session-start hook: what to continue from, and where
             return {**hooks.continuity(self.core, session), "session_id": session.id}
         if action in ("take_unseen", "peek_unseen"):  # peek: a dry run, nothing marked as shown
-            return {"ids": hooks.take_unseen(session, args.get("ids"), args.get("limit"), action == "take_unseen")}
+            mark = action == "take_unseen"
+            taken = {"ids": hooks.take_unseen(session, args.get("ids"), args.get("limit"), mark)}
+            # The prompt hook's one call for both: news after the hits, so none is shown twice.
+            return {**taken, **self.news.take(self.core, session, conn.identity, mark, taken["ids"])} \
+                if args.get("news") else taken
+        if action == "news":  # a tool hook's light call
+            return self.news.take(self.core, session, conn.identity)
         if action == "last_words":
             if not (session.is_open and self.core.config.hook_last_words):
                 return {"kept": False}
