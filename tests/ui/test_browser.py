@@ -9,6 +9,7 @@ must render as text and never run.
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -251,3 +252,87 @@ def test_requests_without_the_cookie_with_a_foreign_host_or_without_csrf_are_ref
     evil = {**cookie, "Origin": "http://evil.example"}
     assert _http(view, target, "POST", evil, f"csrf={csrf}".encode())[0] == 403
     assert not [e for e in view.env.events() if e["kind"] == "remove" and e.get("memory_id") == view.ids["replica"]]
+
+
+# -- ids people type, and editing (issue 31, items 3 and 4) ------------------------------------------
+
+def test_a_memory_opens_by_a_unique_id_prefix_and_an_ambiguous_one_lists_the_candidates(view: View) -> None:
+    replica, deploy = view.ids["replica"], view.ids["deploy"]
+    view.get(f"/memories/{replica[:14].lower()}")  # a prefix in the address, any case
+    assert view.driver.current_url == f"{view.base}/memory/{replica}" and view.text("#memory-id") == replica
+    shared = os.path.commonprefix([deploy, replica])  # written the same second: one time prefix
+    assert len(shared) >= 6
+    view.get(f"/memory/{shared}")
+    assert "ambiguous" in view.text("#error")
+    listed = [a.text for a in view.driver.find_elements(By.CSS_SELECTOR, "#id-match li a")]
+    assert deploy in listed and replica in listed
+    view.get(f"/memory/{replica[:4]}")
+    assert "too short" in view.text("#error")
+    view.get("/memories")
+    view.driver.find_element(By.NAME, "q").send_keys(replica[:12])  # an id typed in the search box
+    view.wait(lambda d: d.find_elements(By.CSS_SELECTOR, f'#id-match a[href="memory/{replica}"]'))
+    view.shot("id-prefix")
+
+
+def _edit(view: View, text: str, acknowledge: bool = False) -> None:
+    view.driver.find_element(By.CSS_SELECTOR, "#edit-box summary").click()
+    box = view.driver.find_element(By.ID, "edit-content")
+    box.clear()
+    box.send_keys(text)
+    if acknowledge:
+        view.driver.find_element(By.NAME, "acknowledge_transient").click()
+    view.driver.find_element(By.ID, "save").click()
+
+
+def _stored(view: View, memory_id: str) -> str:
+    return (view.env.home / "memories" / f"{memory_id}.md").read_text()
+
+
+def test_edit_a_memory_and_a_stale_or_refused_edit_writes_nothing(view: View) -> None:
+    agent = Agent(f"ipc://{view.env.runtime}/memoryd.sock", "/w/web")
+    try:
+        memory_id = agent.call("memory_write", content="The billing service retries webhooks three times.",
+                               scopes=["projects:web"])["id"]
+        view.get(f"/memory/{memory_id[:10]}")
+        _edit(view, "The billing service retries webhooks five times, with backoff.")
+        view.wait(lambda d: "Memory saved" in d.find_element(By.CSS_SELECTOR, ".notice").text)
+        assert view.text("#content") == "The billing service retries webhooks five times, with backoff."
+        assert "five times" in _stored(view, memory_id)
+        updates = [e for e in view.env.events() if e["kind"] == "update" and e.get("memory_id") == memory_id]
+        assert [u["status"] for u in updates] == ["updated"]
+        view.shot("edited")
+
+        view.get(f"/memory/{memory_id}")  # the page is read; an agent changes the memory meanwhile
+        agent.call("memory_update", id=memory_id, content="The billing service retries webhooks seven times.")
+        _edit(view, "My edit from the stale page.")
+        view.wait(lambda d: d.find_elements(By.CSS_SELECTOR, ".banner"))
+        assert "changed since this page was read" in view.text(".banner")
+        assert view.text("#content") == "The billing service retries webhooks seven times."  # the agent's stands
+        assert view.driver.find_element(By.ID, "edit-content").get_attribute("value") == "My edit from the stale page."
+        assert "seven times" in _stored(view, memory_id) and "stale page" not in _stored(view, memory_id)
+        view.shot("edit-stale")
+
+        before = _stored(view, memory_id)
+        view.get(f"/memory/{memory_id}")
+        _edit(view, "Webhooks are signed with the key AKIA" + "ABCDEFGHIJKLMNOP")
+        view.wait(lambda d: d.find_elements(By.CSS_SELECTOR, ".banner"))
+        assert "credential_warning" in view.text(".banner") and "nothing was written" in view.text(".banner")
+        assert _stored(view, memory_id) == before
+        statuses = [e["status"] for e in view.env.events() if e["kind"] == "update" and e.get("memory_id") == memory_id]
+        assert statuses == ["updated", "updated", "stale", "credential_warning"]
+        view.shot("edit-refused")
+    finally:
+        agent.conn.close()
+
+
+def test_an_edit_without_csrf_or_from_another_origin_is_refused(view: View) -> None:
+    cookie = {"Cookie": f"{view.cookie}={view.driver.get_cookie(view.cookie)['value']}"}
+    view.get(f"/memory/{view.ids['replica']}")
+    csrf = view.driver.find_element(By.NAME, "csrf").get_attribute("value")
+    updated = view.driver.find_element(By.NAME, "expected_updated").get_attribute("value")
+    target = f"/memory/{view.ids['replica']}/edit"
+    body = f"content=hijacked&expected_updated={updated}"
+    assert _http(view, target, "POST", cookie, body.encode())[0] == 403
+    evil = {**cookie, "Origin": "http://evil.example"}
+    assert _http(view, target, "POST", evil, f"{body}&csrf={csrf}".encode())[0] == 403
+    assert "hijacked" not in _stored(view, view.ids["replica"])

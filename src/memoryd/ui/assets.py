@@ -34,6 +34,8 @@ tr:last-child td { border-bottom: 0; }
 input[type=search], input[type=text], select { padding: 7px 9px; border: 1px solid #c5ccd8; border-radius: 6px;
               font: inherit; background: #fff; }
 input[type=search] { flex: 1 1 320px; }
+textarea { width: 100%; min-height: 140px; padding: 9px; border: 1px solid #c5ccd8; border-radius: 6px; font: 13px/1.45 ui-monospace, Menlo, Consolas, monospace; margin: 8px 0; }
+details > summary { cursor: pointer; font-weight: 600; }
 button { font: inherit; padding: 6px 12px; border-radius: 6px; border: 1px solid #c5ccd8; background: #fff; cursor: pointer; }
 button.primary { background: var(--accent); border-color: var(--accent); color: #fff; }
 button.danger { color: var(--bad); border-color: #e6b4ae; }

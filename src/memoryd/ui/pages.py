@@ -118,7 +118,9 @@ def memories_page(filters: str, results: str, **banners: Any) -> str:
     return layout("Memories", "memories", f"{filters}<div id=results>{results}</div>", **banners)
 
 
-def memory_page(memory: dict[str, Any], history: dict[str, Any], token: str, **banners: Any) -> str:
+def memory_page(memory: dict[str, Any], history: dict[str, Any], token: str, draft: str | None = None,
+                **banners: Any) -> str:
+    """One memory; `draft` is the text of an edit that was not saved (kept in the open edit form)."""
     origin = memory.get("origin") or {}
     live = memory["status"] == "live"
     fields = [("status", e(memory["status"])), ("category", e(memory.get("category"))),
@@ -154,12 +156,38 @@ def memory_page(memory: dict[str, Any], history: dict[str, Any], token: str, **b
               '<button class=primary id=restore>Restore</button></form>')
     body = (f'<div class="card head"><span class=mono id=memory-id>{e(memory["id"])}</span>{action}</div>'
             f'<div class=card><h2>Content</h2><pre class=content id=content>{e(memory.get("content"))}</pre></div>'
+            + (edit_form(memory, token, draft) if live else "") +
             f'<div class=cols2><div class=card><h2>Record</h2>{_dl(fields)}</div>'
             f'<div class=card><h2>Provenance</h2>{_dl(provenance)}</div></div>'
             f'<div class=card><h2>Links</h2>{f"<ul>{link_rows}</ul>" if link_rows else "<p class=muted>none</p>"}</div>'
             f'<div class=card><h2>History</h2><table><thead><tr><th>when</th><th>event</th><th>status</th>'
             f'<th>session</th><th>seq</th></tr></thead><tbody>{events}</tbody></table></div>')
     return layout("Memory", "memories", body, **banners)
+
+
+def edit_form(memory: dict[str, Any], token: str, draft: str | None) -> str:
+    """New content for a live memory, saved with `memory_update`. `expected_updated` is the version
+    this page shows: the save is refused, nothing written, if the memory changed since."""
+    text = memory.get("content") if draft is None else draft
+    return (f'<details class=card id=edit-box{" open" if draft is not None else ""}><summary>Edit</summary>'
+            f'<form id=edit-form method=post action="memory/{quote(memory["id"])}/edit">{csrf(token)}'
+            f'<input type=hidden name=expected_updated value="{e(memory.get("updated"))}">'
+            f'<textarea name=content id=edit-content rows=8 aria-label="New content">{e(text)}</textarea>'
+            '<div class=filters><label><input type=checkbox name=acknowledge_transient value=1> it states '
+            'something time-bound on purpose</label><button class=primary id=save>Save</button>'
+            '<span class=muted>through the same gates as an agent\'s edit; recorded in the history</span></div>'
+            '</form></details>')
+
+
+def id_match(candidates: list[dict[str, Any]]) -> str:
+    """The memories whose id starts with what was typed in the search box (one: it; several: each)."""
+    if not candidates:
+        return ""
+    items = "".join(f'<li>{mem_link(c["id"])}' + (f' <span class=muted>({e(c.get("status"))})</span> '
+                                                   f'{e(_first(c.get("first_line")))}' if "status" in c else "")
+                    + "</li>" for c in candidates)
+    label = "Memory with this id" if len(candidates) == 1 else "Ids that start with this (give more characters)"
+    return f'<div class=card id=id-match><b>{label}</b><ul>{items}</ul></div>'
 
 
 def _dl(pairs: list[tuple[str, str]]) -> str:
@@ -293,5 +321,7 @@ def events_page(**banners: Any) -> str:
     return layout("Live feed", "events", body, **banners)
 
 
-def error_page(status: int, message: str, base: str = "") -> str:
-    return layout(f"{status}", "", f'<div class=banner id=error>{e(message)}</div>', base=base)
+def error_page(status: int, message: str, base: str = "", candidates: list[dict[str, Any]] | None = None) -> str:
+    """An error; `candidates` are the memories an ambiguous id prefix could mean, as links."""
+    return layout(f"{status}", "", f'<div class=banner id=error>{e(message)}</div>' + id_match(candidates or []),
+                  base=base)

@@ -1,6 +1,6 @@
 """`memoryd ui`: the web view's HTTP server (stdlib `ThreadingHTTPServer`), a client of the daemon.
 
-Why the stdlib: the view is a handful of server-rendered pages, four POST actions and one
+Why the stdlib: the view is a handful of server-rendered pages, five POST actions and one
 server-sent-events stream for one local user; http.server does all of it with no dependency to
 install, audit or keep in step (so there is no `memoryd[ui]` extra).
 
@@ -71,7 +71,10 @@ SECURITY_HEADERS = {
     "Cache-Control": "no-store",
 }
 NOTICES = {"removed": "Memory removed (Restore brings it back).", "restored": "Memory restored.",
-           "confirmed": "Pending write confirmed and committed.", "cancelled": "Pending write cancelled."}
+           "confirmed": "Pending write confirmed and committed.", "cancelled": "Pending write cancelled.",
+           "edited": "Memory saved (its history shows the update).", "unchanged": "Nothing changed, nothing saved."}
+ID_CHARS = frozenset("0123456789ABCDEFGHJKMNPQRSTVWXYZabcdefghjkmnpqrstvwxyz")  # a ULID's, any case
+MIN_ID_PREFIX, ULID_LEN = 6, 26
 
 
 def default_port(uid: int | None = None) -> int:
@@ -299,7 +302,8 @@ class Handler(BaseHTTPRequestHandler):
         except MemorydError as exc:
             status = 503 if is_unavailable(exc) else 404 if exc.code == -32002 else 400 if exc.code == -32602 else 500
             text = "the daemon is not running (memoryd serve --detach)" if status == 503 else exc.message
-            self.send(status, pages.error_page(status, text, self.base))
+            candidates = (exc.data or {}).get("candidates") or []  # an ambiguous id prefix: say which
+            self.send(status, pages.error_page(status, text, self.base, candidates))
         except (BrokenPipeError, ConnectionResetError):
             pass
 
@@ -334,23 +338,58 @@ class Handler(BaseHTTPRequestHandler):
                                    max_results=50, auto_scope=False), "search"
         else:
             result, mode = op.tool("memory_list", scopes=scopes, category=category or None, limit=200), "list"
-        fragment = pages.memory_results(result, mode)
+        fragment = self.id_match(q) + pages.memory_results(result, mode)
         if _first(query, "fragment") == "1":
             self.send(200, fragment)
             return
         filters = pages.memory_filters(q, scope, project, category, removed)
         self.send(200, pages.memories_page(filters, fragment, **self.banners(query)))
 
+    def full_id(self, typed: str) -> str:
+        """The memory id meant by `typed`: a whole id, or a unique prefix of 6+ characters resolved
+        by the daemon's `resolve_id` as the CLI does (too short, ambiguous with its candidates, and
+        unknown are its typed errors, shown as error pages)."""
+        if len(typed) == ULID_LEN:
+            return typed.upper()
+        return str(self.ui.operator.admin("resolve_id", prefix=typed)["id"])
+
+    def id_match(self, q: str) -> str:
+        """Above search results: the memory (or memories) whose id starts with `q`, when `q` looks
+        like an id prefix, so a pasted or typed id finds its memory from the search box too."""
+        if not (MIN_ID_PREFIX <= len(q) <= ULID_LEN and ID_CHARS.issuperset(q)):
+            return ""
+        try:
+            return pages.id_match([{"id": self.full_id(q)}])
+        except MemorydError as exc:
+            if is_unavailable(exc):
+                raise
+            return pages.id_match((exc.data or {}).get("candidates") or [])
+
     def page_memory(self, rest: str, query: dict[str, list[str]]) -> None:
-        memory = self.ui.operator.tool("memory_show", id=rest)
-        history = self.ui.operator.admin("history", id=rest)
-        self.send(200, pages.memory_page(memory, history, self.ui.csrf, **self.banners(query)))
+        if not rest:
+            self.redirect("/memories")
+            return
+        memory_id = self.full_id(rest)
+        if memory_id != rest:  # a prefix: land on the memory's own address
+            self.redirect(f"/memory/{quote(memory_id)}" + (f"?{urlsplit(self.path).query}" if "?" in self.path else ""))
+            return
+        self.show_memory(memory_id, query)
+
+    def show_memory(self, memory_id: str, query: dict[str, list[str]], status: int = 200,
+                    error: str | None = None, draft: str | None = None) -> None:
+        memory = self.ui.operator.tool("memory_show", id=memory_id)
+        history = self.ui.operator.admin("history", id=memory_id)
+        banners = {**self.banners(query), "error": error}
+        self.send(status, pages.memory_page(memory, history, self.ui.csrf, draft=draft, **banners))
 
     def act_memory(self, rest: str, query: dict[str, list[str]]) -> None:
         form = self._form()
-        memory_id, _, verb = rest.partition("/")
+        typed, _, verb = rest.partition("/")
+        memory_id = self.full_id(typed)
         op = self.ui.operator
-        if verb == "remove":
+        if verb == "edit":
+            self.edit_memory(memory_id, form)
+        elif verb == "remove":
             reason = (_first(form, "reason") or "").strip() or "removed by the user in memoryd ui"
             op.tool("memory_remove", id=memory_id, reason=reason)
             self.redirect(f"/memory/{quote(memory_id)}?done=removed")
@@ -361,6 +400,33 @@ class Handler(BaseHTTPRequestHandler):
             self.redirect(f"/memory/{quote(memory_id)}?done=restored")
         else:
             raise Refused(404, "no such action")
+
+    def edit_memory(self, memory_id: str, form: dict[str, list[str]]) -> None:
+        """Save new content through the agents' own `memory_update`: compare-and-set on the
+        `updated` the page was read at (an edit made meanwhile is not overwritten), the same gates,
+        an `update` in the history. A refusal writes nothing and shows the page again with the
+        reason and the draft kept, so no typing is lost."""
+        draft = (_first(form, "content") or "").replace("\r\n", "\n")
+        read_at = _first(form, "expected_updated") or None
+        if not draft.strip():
+            self.show_memory(memory_id, {}, 400, "the new content is empty: nothing saved (Remove removes a memory)",
+                             draft)
+            return
+        if draft.strip() == (self.ui.operator.tool("memory_show", id=memory_id).get("content") or "").strip():
+            self.redirect(f"/memory/{quote(memory_id)}?done=unchanged")
+            return
+        result = self.ui.operator.tool("memory_update", id=memory_id, content=draft, expected_updated=read_at,
+                                       acknowledge_transient=_first(form, "acknowledge_transient") == "1" or None)
+        status = result.get("status")
+        if status == "updated":
+            self.redirect(f"/memory/{quote(memory_id)}?done=edited")
+        elif status == "stale":
+            self.show_memory(memory_id, {}, 409, "not saved: the memory changed since this page was read (now "
+                             f"{result.get('current_updated')}); its current text is shown, your draft is kept "
+                             "below — save again to replace it", draft)
+        else:
+            self.show_memory(memory_id, {}, 409, f"not saved: {status}: {result.get('hint') or result.get('message')}"
+                             " — nothing was written; your draft is kept below", draft)
 
     def page_pending(self, rest: str, query: dict[str, list[str]]) -> None:
         result = self.ui.operator.admin("pending")
@@ -426,7 +492,7 @@ class Handler(BaseHTTPRequestHandler):
 Route = Callable[[Handler, str, dict[str, list[str]]], None]
 ROUTES_GET: list[tuple[str, Route]] = [
     ("/", Handler.page_root), ("/static/", Handler.page_static), ("/memories", Handler.page_memories),
-    ("/memory/", Handler.page_memory), ("/pending", Handler.page_pending), ("/sessions", Handler.page_sessions),
+    ("/memory/", Handler.page_memory), ("/memories/", Handler.page_memory), ("/pending", Handler.page_pending), ("/sessions", Handler.page_sessions),
     ("/session/", Handler.page_session), ("/health", Handler.page_health), ("/events", Handler.page_events),
     ("/events/stream", Handler.page_stream), ("/favicon.ico", Handler.page_favicon),
 ]
