@@ -7,11 +7,21 @@ Synthetic text: words from a seeded 20k-word vocabulary drawn with Zipf weights,
 are common (long posting lists, as real text has) and most are rare; every memory is distinct.
 The ranks start at ZIPF_OFFSET because the head of a real word distribution is stopwords, which
 the index drops; without the offset one synthetic "word" would sit in three documents of four.
+
+Search by meaning is on, as it is for a user. Embedding the bulk-loaded memories for real would
+take the encoder minutes at 10k and most of an hour at 100k (one core), so after each load the
+bench writes `state/vectors.bin` itself with random unit vectors for the memories on disk (what
+a search costs does not depend on their values), restarts the daemon and waits until every one
+is in: searches, writes, RSS and starts are measured with the model loaded and a vector per
+memory. The encoder's own cost is measured on its own (`_encoder_rows`): a typed prompt and a
+memory-length text, embedded by the daemon's code, one core.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
+import os
 import random
 import time
 from collections.abc import Callable
@@ -26,10 +36,13 @@ DIGEST_TARGET_MS = 10.0
 BULK_TARGET_PER_S = 1_000
 # Per store size: memory_write p50; memory_search p50 and p99; warm start, cold start (s); RSS (MB).
 WRITE_TARGETS_MS = {10_000: 2.0, 100_000: 3.0}
-SEARCH_TARGETS_MS = {1_000: (2.0, 5.0), 10_000: (2.0, 5.0), 100_000: (5.0, 15.0)}
+# memory_search p50 with the encoder (a query embedding, then both rankings fused); 100k: ours.
+SEARCH_TARGETS_MS = {1_000: 12.0, 10_000: 12.0, 100_000: 20.0}
 WARM_START_TARGETS_S = {10_000: 0.5, 100_000: 1.5}
 COLD_START_TARGETS_S = {10_000: 3.0, 100_000: 20.0}
-RSS_TARGETS_MB = {10_000: 100.0, 100_000: 300.0}
+RSS_TARGETS_MB = {10_000: 150.0, 100_000: 400.0}  # with the encoder and a vector per memory
+PROMPT_EMBED_TARGET_MS = 10.0
+TYPED_PROMPT = "I need to change a column in an existing alembic migration, can I just edit the migration file?"
 _SYLLABLES = ["ka", "lo", "mi", "ru", "te", "zo", "pa", "ne", "shi", "vo", "gu", "ra", "fe", "di", "mo", "xu"]
 
 
@@ -101,7 +114,7 @@ def _target(targets: dict[int, float], size: int, unit: str, value: float, at_mo
 
 def bench_memory_tier(box: Throwaway, quick: bool) -> list[Row]:
     corpus = Corpus()
-    rows: list[Row] = []
+    rows: list[Row] = _encoder_rows()
     stored = 0
     for size in ([1_000, 10_000] if quick else [1_000, 10_000, 100_000]):
         progress(f"loading memories up to {size}")
@@ -111,10 +124,79 @@ def bench_memory_tier(box: Throwaway, quick: bool) -> list[Row]:
         rows.append(row("bulk load (pipelined memory_write)", f"to {_size_label(size)}",
                         {"value": round(rate), "unit": "/s"}, f">= {BULK_TARGET_PER_S}/s", rate >= BULK_TARGET_PER_S))
         stored = size
+        seed_vectors(box)
         timed = _timed_rows(box, corpus, size)
         stored += SAMPLES - timed[0]["refused"]
         rows += timed + _start_rows(box, size)
     return rows
+
+
+def seed_vectors(box: Throwaway) -> int:
+    """Stop the daemon, give every memory file a random unit vector in `state/vectors.bin` (the
+    file the daemon's encoder thread writes and reads, docs/search.md), start it again and wait
+    until it holds them all; returns how many."""
+    import numpy as np
+
+    from memoryd.daemon import store
+    from memoryd.daemon.encoder import DIMENSIONS, WEIGHTS_SHA256
+    from memoryd.daemon.memories.semantic import MAGIC
+
+    box.stop()
+    ids, stamps = [], []
+    for path in (box.base / "h" / "memories").glob("*.md"):
+        meta, _ = store.parse(path.read_bytes())
+        ids.append(path.stem)
+        stamps.append(meta["updated"])
+    rng = np.random.default_rng(7)
+    vectors = rng.standard_normal((len(ids), DIMENSIONS)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    header = json.dumps({"model": WEIGHTS_SHA256, "dims": DIMENSIONS, "ids": ids, "stamps": stamps}).encode()
+    (box.base / "h" / "state" / "vectors.bin").write_bytes(
+        MAGIC + len(header).to_bytes(8, "little") + header + vectors.astype(np.float16).tobytes())
+    box.start()
+    wait_for_vectors(box)
+    return len(ids)
+
+
+def wait_for_vectors(box: Throwaway, timeout_s: float = 300) -> None:
+    """Until the daemon's encoder is loaded and holds a vector for every live memory."""
+    bridge = Bridge(box.env)
+    bridge.initialize()
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            health = bridge.call("memory_health")
+            meaning = health["search_by_meaning"]
+            if meaning.get("state") == "ready" and meaning.get("vectors", 0) >= health["memories"]:
+                return
+            if meaning.get("state", "").startswith("unavailable") or time.monotonic() > deadline:
+                raise RuntimeError(f"the bench daemon's encoder: {meaning}")
+            time.sleep(0.2)
+    finally:
+        bridge.close()
+
+
+def _encoder_rows() -> list[Row]:
+    """The encoder's own cost, with the daemon's code on one core: a typed prompt (what a search
+    and the prompt hook add) and memory-length texts (what the background thread spends)."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    from memoryd.daemon.encoder import Encoder
+
+    encoder = Encoder.load()
+    encoder.encode_one(TYPED_PROMPT)
+    prompt = []
+    for _ in range(50):
+        began = time.perf_counter()
+        encoder.encode_one(TYPED_PROMPT)
+        prompt.append(time.perf_counter() - began)
+    texts = [Corpus(seed=3).memory() for _ in range(64)]
+    began = time.perf_counter()
+    encoder.encode(texts)
+    rate = len(texts) / (time.perf_counter() - began)
+    stats = pcts(prompt)
+    return [row("encoder: typed prompt (17 words)", "1 core", stats, f"<= {PROMPT_EMBED_TARGET_MS:g} ms p50",
+                stats["p50_ms"] <= PROMPT_EMBED_TARGET_MS),
+            row("encoder: memories embedded (background)", "1 core", {"value": round(rate, 1), "unit": "/s"}, "-", True)]
 
 
 def _timed_rows(box: Throwaway, corpus: Corpus, size: int) -> list[Row]:
@@ -128,10 +210,10 @@ def _timed_rows(box: Throwaway, corpus: Corpus, size: int) -> list[Row]:
                target, refused == 0 and met)]
     searches, results = time_calls(box, "memory_search", lambda: {"query": corpus.query()}, SAMPLES)
     stats = pcts(searches)
-    p50, p99 = SEARCH_TARGETS_MS[size]
+    p50 = SEARCH_TARGETS_MS[size]
     mean_hits = sum(len(r["results"]) for r in results) / SAMPLES  # type: ignore[arg-type,misc]
-    out.append(row("memory_search", _size_label(size), {**stats, "mean_hits": round(mean_hits, 2)},
-                   f"<= {p50:g} / {p99:g} ms", stats["p50_ms"] <= p50 and stats["p99_ms"] <= p99))
+    out.append(row("memory_search (words + meaning)", _size_label(size), {**stats, "mean_hits": round(mean_hits, 2)},
+                   f"<= {p50:g} ms p50", stats["p50_ms"] <= p50))
     digests, _ = time_calls(box, "memory_digest", dict, 100)
     stats = pcts(digests)
     out.append(row("memory_digest", _size_label(size), stats,
@@ -144,18 +226,19 @@ def _start_rows(box: Throwaway, size: int) -> list[Row]:
     """Warm start (caches and checkpoint from a clean stop), its RSS, then a cold start (no
     `state/` but the pending snapshot), each until the daemon answers."""
     warm = box.restart()
+    wait_for_vectors(box)
     rss = box.daemon_rss_mb()
     box.stop()
     state = box.base / "h" / "state"
     for path in state.iterdir():
-        if path.name != "pending.json":
+        if path.name not in ("pending.json", "vectors.bin"):  # vectors: never on a start's path
             path.unlink()
     began = time.perf_counter()
     box.start()
     cold = time.perf_counter() - began
     return [row("daemon warm start -> serving", _size_label(size), {"value": round(warm, 2), "unit": "s"},
                 *_target(WARM_START_TARGETS_S, size, "s", warm)),
-            row("daemon RSS after warm start", _size_label(size), {"value": round(rss), "unit": "MB"},
+            row("daemon RSS (encoder, vectors loaded)", _size_label(size), {"value": round(rss), "unit": "MB"},
                 *_target(RSS_TARGETS_MB, size, "MB", rss)),
             row("daemon cold start (no state/)", _size_label(size), {"value": round(cold, 2), "unit": "s"},
                 *_target(COLD_START_TARGETS_S, size, "s", cold))]

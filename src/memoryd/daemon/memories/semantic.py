@@ -205,6 +205,10 @@ class Semantic:
 
     def _run(self, snapshot: list[tuple[str, str, str]]) -> None:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # one core: the loop keeps the other
+        try:  # Linux nices threads one by one: under load, the loop's calls get the CPU first
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        except (AttributeError, OSError):
+            pass
         try:
             from memoryd.daemon.encoder import Encoder, EncoderUnavailable
 
