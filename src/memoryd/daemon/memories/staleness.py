@@ -1,14 +1,14 @@
 """Staleness of a memory: days since it was last known to hold, cited paths that vanished, and
 commits to its repo since — and the git probe that answers the repo questions cheaply.
 
-Import contract: stdlib, gates (cited paths), memory_records (and sync.git's settings, when git
+Import contract: stdlib, gates (cited paths), memory_records. Git runs with NO_PROGRAMS (here, shared with sync.git; when git
 runs). Git runs in a subprocess, so its answers are cached per worktree for `GIT_CACHE_S`: a
 search must stay in the low milliseconds, and the repo does not change meaningfully within seconds.
 
 Git runs only in a worktree this machine can vouch for: never in one named by a record pulled from
 another device (its origin is display-only: a hostile remote could name a repository whose config
 runs a program), never inside the store's own folder (where the sync clone lives), and always with
-`sync.git.NO_PROGRAMS` (no discovered bare repository, no hooks, no signature program).
+`NO_PROGRAMS` (no discovered bare repository, no hooks, no signature program).
 """
 
 from __future__ import annotations
@@ -23,6 +23,13 @@ from typing import Any
 from memoryd.daemon.memories.gates import cited_paths
 from memoryd.daemon.memories.records import Memory
 
+# Settings that keep a repository's own config (or a pulled one) from running a program: no
+# bare repository found by discovery (a pushed `pwn/` with HEAD, objects/, refs/ and a config
+# naming a program), no hooks, no fsmonitor, no signature check or signing program. Passed with
+# `-c`, which outranks every config file; the staleness probe uses them too.
+NO_PROGRAMS = ("safe.bareRepository=explicit", "core.hooksPath=/dev/null", "core.fsmonitor=false",
+               "log.showSignature=false", "gpg.program=", "gpg.openpgp.program=", "gpg.x509.program=",
+               "gpg.ssh.program=")
 GIT_CACHE_S = 5.0
 GIT_TIMEOUT_S = 2.0
 MAX_COMMITS_SCANNED = 1000
@@ -104,8 +111,6 @@ class GitProbe:
 
 def _git(worktree: str, *args: str) -> str | None:
     import subprocess  # here, not at the top: a daemon start does not run git (imports are ~1/3 of a warm start)
-
-    from memoryd.daemon.sync.git import NO_PROGRAMS
 
     settings = [part for setting in NO_PROGRAMS for part in ("-c", setting)]
     try:

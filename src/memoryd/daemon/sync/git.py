@@ -12,20 +12,16 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from memoryd.daemon.memories.staleness import NO_PROGRAMS
+
 if TYPE_CHECKING:
     import subprocess
     from collections.abc import Iterator
 
 GIT_TIMEOUT_S = 120.0  # read at each call (a test shortens it)
 BATCH_BYTES = 16 << 20  # blob bytes one `cat-file --batch` read may hold
-# Settings that keep a repository's own config (or a pulled one) from running a program: no
-# bare repository found by discovery (a pushed `pwn/` with HEAD, objects/, refs/ and a config
-# naming a program), no hooks, no fsmonitor, no signature check or signing program. Passed with
-# `-c`, which outranks every config file; the staleness probe uses them too.
-NO_PROGRAMS = ("safe.bareRepository=explicit", "core.hooksPath=/dev/null", "core.fsmonitor=false",
-               "log.showSignature=false", "gpg.program=", "gpg.openpgp.program=", "gpg.x509.program=",
-               "gpg.ssh.program=")
-# And the ones that make git non-interactive and keep the user's config from changing what a
+# NO_PROGRAMS (no discovered bare repository, no hooks, no signature program) lives with the
+# staleness probe, the other git caller: sync may import a tier, not the reverse. And the ones that make git non-interactive and keep the user's config from changing what a
 # sync does: no signing, no line-ending rewrites, no automatic gc in the middle of a sync.
 _SETTINGS = (*NO_PROGRAMS, "commit.gpgsign=false", "tag.gpgsign=false", "core.autocrlf=false",
              "core.safecrlf=false", "gc.auto=0", "core.quotePath=false", "advice.detachedHead=false",
