@@ -56,7 +56,8 @@ def stored_bytes(env: Env) -> bytes:
 
 
 def hook_handoffs(env: Env) -> list[dict[str, Any]]:
-    return [e for e in env.events() if e["kind"] == "session_end" and e.get("handoff_by") == "hook"]
+    """Sessions the session-end hook closed with captured last words (a session note)."""
+    return [e for e in env.events() if e["kind"] == "session_end" and e.get("note_sha")]
 
 
 def private_key(end: bool) -> str:
@@ -119,6 +120,7 @@ def test_a_symlink_to_a_real_transcript_is_still_read(served: Env) -> None:
                                 "flaky test was a timezone bug."}}) + "\n")
     (served.base / "link.jsonl").symlink_to(real)
     assert "timezone bug" in shown_at_next_start(served, a, transcript_path=str(served.base / "link.jsonl"))
+    assert len(hook_handoffs(served)) == 1  # the check the refusals above rely on does see a kept note
 
 
 # -- 11: import bombs ---------------------------------------------------------------------------------
