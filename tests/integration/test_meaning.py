@@ -41,7 +41,8 @@ def test_weights_that_are_not_the_pinned_ones_are_refused(tmp_path: Path) -> Non
 
 
 # Installed in the daemon's interpreter: every attempt to open a network socket or resolve a name
-# is written down (AF_UNIX stays allowed; the daemon's own ZeroMQ socket is ipc, in libzmq).
+# is written down and blocked (AF_UNIX stays allowed; the daemon's own ZeroMQ socket is ipc, in
+# libzmq), so a model load that needed the network would fail the search below as well.
 AUDIT = textwrap.dedent("""
     import socket, sys
     _LOG = {log!r}
@@ -51,8 +52,10 @@ AUDIT = textwrap.dedent("""
     def _hook(event, args):
         if event == "socket.__new__" and args[1] not in (socket.AF_UNIX,):
             _note(f"socket family {{args[1]}}")
+            raise PermissionError("network sockets are blocked in this test")
         elif event in ("socket.connect", "socket.getaddrinfo", "socket.gethostbyname", "urllib.Request"):
             _note(f"{{event}} {{args[:2]!r}}")
+            raise PermissionError("network access is blocked in this test")
     sys.addaudithook(_hook)
 """)
 
