@@ -7,6 +7,9 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from memoryd.profiles import DEFAULT as DEFAULT_PROFILE
+from memoryd.profiles import PROFILES
+
 
 class ConfigError(ValueError):
     """A config file the daemon refuses to start with; the message names the key."""
@@ -36,6 +39,8 @@ class Config:
     sync_interval_seconds: int = 0
     # Search by meaning (docs/search.md): a sentence encoder in the daemon; off, search is lexical.
     search_by_meaning: bool = True
+    # Which tools a bridge lists (docs/tools.md, "Tool profiles"): core or full; a bridge may override.
+    tools: str = DEFAULT_PROFILE
 
 
 # Claude Code truncates hook context above 10,000 chars; a budget above it would be cut blind.
@@ -61,10 +66,19 @@ RANGES: dict[str, tuple[float, float]] = {
     "hook_prompt_min_similarity": (0.0, 1.0),
     "sync_interval_seconds": (0, 7 * DAY_S),         # off .. once a week
 }
+# Every string key's choices: anything else is refused at start, naming the key and the choices.
+CHOICES: dict[str, tuple[str, ...]] = {
+    "tools": PROFILES,
+}
 
 
 def _check_value(name: str, default: Any, value: Any) -> Any:
-    """`value` as the key's type, or `ConfigError` naming the key and its range."""
+    """`value` as the key's type, or `ConfigError` naming the key and its range (or choices)."""
+    if isinstance(default, str):
+        if value not in CHOICES[name]:
+            shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "…"
+            raise ConfigError(f"config key '{name}' must be one of {', '.join(CHOICES[name])}, got {shown}")
+        return value
     if isinstance(default, bool):
         if not isinstance(value, bool):
             raise ConfigError(f"config key '{name}' must be true or false, got {value!r}")

@@ -22,6 +22,9 @@ from harness import Env
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
+from memoryd.daemon.catalogue import CORE, TOOLS
+from memoryd.profiles import PROFILES
+
 MODERN = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": MODERN,
         "io.modelcontextprotocol/clientCapabilities": {},
@@ -29,6 +32,7 @@ META = {"io.modelcontextprotocol/protocolVersion": MODERN,
 URI_PREFIX = "memoryd://memories/"
 UNKNOWN_URI = URI_PREFIX + "01ARZ3NDEKTSV4RRFFQ69G5FAV"  # a well-formed ULID no store holds
 MODES = ["legacy", "auto", MODERN]
+PROFILE_ENV: dict[str, dict[str, str]] = {"core": {}, "full": {"MEMORYD_TOOLS": "full"}}  # core: the default
 
 
 class Raw:
@@ -81,10 +85,14 @@ async def all_resources(client: Client) -> tuple[list[Any], int]:
 
 # -- the SDK client, in each mode ----------------------------------------------------------------
 
+@pytest.mark.parametrize("profile", PROFILES)
 @pytest.mark.parametrize("mode", MODES)
-def test_each_sdk_mode_lists_and_calls_tools_and_reads_a_memory_as_a_resource(served: Env, mode: str) -> None:
+def test_each_sdk_mode_lists_and_calls_tools_and_reads_a_memory_as_a_resource(served: Env, mode: str,
+                                                                               profile: str) -> None:
+    """In each mode and tool profile; `core` leaves memory_list out of tools/list, and resources
+    still list through it (a profile decides what is listed, not what may be called)."""
     async def main() -> None:
-        async with Client(served.bridge_params(), mode=mode) as client:
+        async with Client(served.bridge_params(**PROFILE_ENV[profile]), mode=mode) as client:
             assert client.protocol_version == ("2025-11-25" if mode == "legacy" else MODERN)
             if mode != MODERN:  # a pinned client learns nothing up front: it asked nobody
                 assert client.server_capabilities.resources is not None
@@ -92,7 +100,7 @@ def test_each_sdk_mode_lists_and_calls_tools_and_reads_a_memory_as_a_resource(se
                 assert client.server_info is not None and client.server_info.name == "memoryd"
                 assert client.instructions and "episode_handoff" in client.instructions
             listed = await client.list_tools()
-            assert len(listed.tools) == 22
+            assert len(listed.tools) == (len(CORE) if profile == "core" else 22)
             written = await client.call_tool("episode_write", {"body": f"{mode} mode works"})
             assert written.structured_content is not None
             assert written.structured_content["status"] == "committed"
@@ -290,7 +298,7 @@ def test_tools_list_order_is_the_same_on_every_call_in_every_bridge_and_era(serv
                 orders.append([t["name"] for t in raw.request("tools/list", params)["result"]["tools"]])
         finally:
             raw.close()
-    assert len(orders[0]) == 22
+    assert orders[0] == [name for name in TOOLS if name in CORE]  # the default profile, catalogue order
     assert all(order == orders[0] for order in orders)
 
 

@@ -2,21 +2,47 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import anyio
+import pytest
 from harness import Env, call, call_error
 from mcp import Client
 
+from memoryd.daemon import catalogue
 
-def test_sdk_client_session_handshakes_and_lists_every_tool(env: Env) -> None:
+
+@pytest.mark.parametrize("profile", ["core", "full"])
+def test_sdk_client_session_handshakes_and_lists_the_profiles_tools(env: Env, profile: str) -> None:
+    """`core` (the default) lists the tools an agent calls on its own, `full` all 22 (docs/tools.md)."""
     async def main() -> None:
-        async with env.session() as session:
+        async with env.session(**({"MEMORYD_TOOLS": "full"} if profile == "full" else {})) as session:
             listed = await session.list_tools()
-            names = {t.name for t in listed.tools}
-            assert {"episode_write", "episode_handoff", "episode_search",
-                    "memory_scope_disable", "memory_scope_enable"} <= names
+            names = [t.name for t in listed.tools]
+            assert names == ([n for n in catalogue.TOOLS if n in catalogue.CORE] if profile == "core"
+                             else list(catalogue.TOOLS))
+            assert {"episode_write", "episode_handoff", "episode_promote", "memory_session_finish"} <= set(names)
             for tool in listed.tools:
                 assert tool.description and tool.input_schema["type"] == "object"
                 assert tool.annotations is not None and tool.annotations.open_world_hint is False
+    anyio.run(main)
+
+
+def test_a_tool_the_core_profile_does_not_list_still_answers_a_call(env: Env) -> None:
+    """A profile trims what an agent pays for in context; it is no permission. Hints, hook context
+    and the docs name tools that `core` leaves out, and a client may call any tool by name."""
+    async def main() -> None:
+        async with env.session() as session:
+            names = {t.name for t in (await session.list_tools()).tools}
+            assert "memory_list" not in names and "memory_scope_disable" not in names
+            listed = await call(session, "memory_list")
+            assert listed["total"] == 0
+            hidden = await call(session, "memory_scope_disable", scope="projects:x")
+            assert hidden["disabled_scopes"] == ["projects:x"]
+            err = await call_error(session, "no_such_tool")
+            assert err.code == -32602
     anyio.run(main)
 
 
@@ -58,13 +84,36 @@ def test_bad_arguments_are_typed_invalid_params_naming_the_parameter(env: Env) -
 
 
 def test_tools_list_fits_the_17000_character_budget(env: Env) -> None:
-    """Every agent pays for tools/list in context on every session (docs/tools.md)."""
-    import json
-
+    """Every agent pays for tools/list in context on every session (the spec's budget, for all 22
+    with their output schemas; what Claude Code sends is tests/integration/test_tool_list_size.py)."""
     async def main() -> None:
-        async with env.session() as session:
+        async with env.session(MEMORYD_TOOLS="full") as session:
             listed = await session.list_tools()
             assert len(listed.tools) == 22
             wire = [t.model_dump(by_alias=True, exclude_none=True) for t in listed.tools]
             assert len(json.dumps({"tools": wire}, separators=(",", ":"))) <= 17_000
     anyio.run(main)
+
+
+@pytest.mark.parametrize("how", ["--tools", "config"])
+def test_full_is_chosen_by_the_bridge_argument_or_the_config_key(env: Env, how: str) -> None:
+    if how == "config":
+        with (env.base / "config.yaml").open("a") as config:
+            config.write("tools: full\n")
+    params = env.bridge_params()
+    if how == "--tools":
+        params.args = [*params.args, "--tools", "full"]
+
+    async def main() -> None:
+        async with Client(params) as client:
+            assert len((await client.list_tools()).tools) == 22
+    anyio.run(main)
+
+
+def test_a_bridge_asked_for_an_unknown_profile_refuses_to_start_naming_the_choices(env: Env) -> None:
+    for extra, env_vars in ((["--tools", "most"], {}), ([], {"MEMORYD_TOOLS": "all"})):
+        done = subprocess.run([sys.executable, "-m", "memoryd", "mcp", *extra], env=env.environ(**env_vars),
+                              input="", capture_output=True, text=True, timeout=30, check=False)
+        assert done.returncode == 2 and done.stdout == ""
+        assert "must be one of core, full" in done.stderr
+        assert ("--tools" if extra else "MEMORYD_TOOLS") in done.stderr

@@ -63,7 +63,7 @@ def _detach_and_wait(wait_s: float | None = None, serve_args: list[str] | None =
 def cmd_mcp(ns: argparse.Namespace) -> int:
     from memoryd.mcp_bridge.startup import main
 
-    return main()
+    return main(["--tools", ns.tools] if ns.tools else [])
 
 
 def cmd_status(ns: argparse.Namespace) -> int:
@@ -361,7 +361,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-format", choices=["text", "json"], default="text",
                        help="the daemon log's lines: readable text (default) or one JSON object each")
     serve.set_defaults(func=cmd_serve)
-    sub.add_parser("mcp", help="run the stdio MCP bridge").set_defaults(func=cmd_mcp)
+    from memoryd.profiles import PROFILES
+
+    mcp = sub.add_parser("mcp", help="run the stdio MCP bridge")
+    mcp.add_argument("--tools", choices=PROFILES,
+                     help="which tools to list: core (what an agent calls on its own) or all 22; "
+                          "default: MEMORYD_TOOLS, else the config's `tools` (core)")
+    mcp.set_defaults(func=cmd_mcp)
     for name, func in (("status", cmd_status), ("stop", cmd_stop), ("restart", cmd_restart)):
         cmd = sub.add_parser(name, help=f"daemon {name}")
         cmd.add_argument("--json", action="store_true")
@@ -377,10 +383,10 @@ def build_parser() -> argparse.ArgumentParser:
     hook = sub.add_parser("hook", help="run one client hook event (stdin: the client's hook JSON)",
                           description="What a client's hooks run: reads the hook JSON (with session_id) on "
                           "stdin, prints what the client should be given, always exits 0.")
-    hook.add_argument("event", choices=["session-start", "prompt", "stop", "session-end"])
+    hook.add_argument("event", choices=["session-start", "prompt", "pre-tool", "stop", "session-end"])
     hook.add_argument("--client", default="claude-code", choices=["claude-code", "codex"])
     hook.add_argument("--dry-run", action="store_true",
-                      help="record nothing: prompt prints what would be injected ({} for nothing) without "
+                      help="record nothing: prompt and pre-tool print what would be injected ({} for nothing) without "
                       "marking it shown; the other events only check stdin and print {}")
     hook.set_defaults(func=cmd_hook)
     service = sub.add_parser("install-service", help="write the systemd user unit / launchd agent")

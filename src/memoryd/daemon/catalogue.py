@@ -12,6 +12,7 @@ from memoryd.daemon.memories import tools as memory_tools
 from memoryd.daemon.sessions import tools as session_tools
 from memoryd.daemon.tool import Tool
 from memoryd.instructions import INSTRUCTIONS
+from memoryd.profiles import PROFILES
 
 
 def _collect() -> dict[str, Tool]:
@@ -21,9 +22,26 @@ def _collect() -> dict[str, Tool]:
 
 TOOLS: dict[str, Tool] = _collect()
 
+# The `core` profile (the default): what an agent calls on its own, and what those calls' results
+# send it to. Why each is here: docs/tools.md, "Tool profiles". Reading at session start and on
+# each prompt is the hooks' job, so the browsing and curation tools wait for `full`.
+CORE = (
+    "episode_handoff", "episode_write", "episode_promote", "memory_session_finish",  # the seed tools
+    "memory_write", "memory_write_confirm", "memory_write_cancel",  # a write and its pending flow
+    "memory_search", "memory_show",  # a task's own question, and the ids the hooks inject
+    "memory_digest",  # the start without hooks, and where the session id is
+)
 
-def payload() -> dict[str, Any]:
-    return {"tools": [tool.wire() for tool in TOOLS.values()], "instructions": INSTRUCTIONS}
+
+def listed(profile: str) -> list[Tool]:
+    """The tools a bridge lists under `profile`, in catalogue order; any tool stays callable."""
+    if profile not in PROFILES:
+        raise ValueError(f"unknown tool profile {profile!r}")
+    return [tool for tool in TOOLS.values() if profile == "full" or tool.name in CORE]
+
+
+def payload(profile: str = "full") -> dict[str, Any]:
+    return {"tools": [tool.wire() for tool in listed(profile)], "instructions": INSTRUCTIONS}
 
 
 ETAG = hashlib.sha256(json.dumps(payload(), sort_keys=True).encode()).hexdigest()[:16]

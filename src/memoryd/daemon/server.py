@@ -37,11 +37,13 @@ from memoryd.daemon.validate import check_args
 from memoryd.errors import (
     BadRequest,
     InternalError,
+    InvalidParams,
     MemorydError,
     ProtocolMismatch,
     ResourceState,
     StorageError,
 )
+from memoryd.profiles import PROFILES
 from memoryd.protocol import (
     MAX_FRAME_BYTES,
     decode,
@@ -462,7 +464,12 @@ class Server:
         self.core.record("session_attach", session, conn=conn_id)
 
     def op_tools(self, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
-        return catalogue.payload()
+        """The tools a bridge lists: the profile it asks for (`--tools` / MEMORYD_TOOLS), else the
+        config's `tools`. Listing is all a profile decides: `op_call` serves every known tool."""
+        profile = args.get("profile") or self.core.config.tools
+        if profile not in PROFILES:
+            raise InvalidParams("profile", f"must be one of {', '.join(PROFILES)}")
+        return catalogue.payload(profile)
 
     def op_call(self, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> Any:
         conn = self.conns.get(conn_id)

@@ -14,6 +14,7 @@ from memoryd.daemon.core import Call
 SCOPE_PATTERN = r"^(?=.{1,128}$)[a-z0-9]+(?:[-:][a-z0-9]+)*$"  # the length cap rides in the pattern
 ULID_PATTERN = r"^[0-9A-HJKMNP-TV-Z]{26}$"
 SESSION_PATTERN = r"^sess-[1-9][0-9]{0,17}$"
+SHARED_PATTERNS = frozenset({SCOPE_PATTERN, ULID_PATTERN, SESSION_PATTERN})
 
 
 @dataclass
@@ -41,18 +42,33 @@ class Tool:
 
     @property
     def input_schema(self) -> dict[str, Any]:
-        return {"type": "object", "properties": self.params, "required": list(self.required),
-                "additionalProperties": False}
+        """The rules the daemon checks every call against (validate.check_args)."""
+        schema: dict[str, Any] = {"type": "object", "properties": self.params}
+        if self.required:  # absent means none: every listed char is paid for in context
+            schema["required"] = list(self.required)
+        schema["additionalProperties"] = False
+        return schema
 
     def wire(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "description": self.description,
-            "inputSchema": self.input_schema,
+            "inputSchema": advertised(self.input_schema),
             "outputSchema": {"type": "object", "properties": self.returns},
             "annotations": {"readOnlyHint": self.read_only, "destructiveHint": self.destructive,
                             "idempotentHint": self.idempotent, "openWorldHint": False},
         }
+
+
+def advertised(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` as tools/list shows it: without the id and scope patterns. Those are the same in
+    every tool, so the server instructions say them once; the daemon still checks every pattern."""
+    shown = {key: value for key, value in schema.items() if not (key == "pattern" and value in SHARED_PATTERNS)}
+    if "properties" in shown:
+        shown["properties"] = {name: advertised(rule) for name, rule in shown["properties"].items()}
+    if isinstance(shown.get("items"), dict):
+        shown["items"] = advertised(shown["items"])
+    return shown
 
 
 def string(desc: str = "", **rules: Any) -> dict[str, Any]:

@@ -63,7 +63,8 @@ def log(message: str) -> None:
 
 
 class Bridge:
-    def __init__(self) -> None:
+    def __init__(self, profile: str | None = None) -> None:
+        self.profile = profile  # the tool profile to list (profiles.py); None: the daemon's config says
         self.out = sys.stdout.buffer
         self.reader = jsonrpc.LineReader()  # startup.py hands over its reader, holding what it read
         self.conn: Connection | None = None
@@ -261,7 +262,7 @@ class Bridge:
         if self.tools is not None:
             self.answer(ask, {"tools": self.tools})
         else:  # asynchronously, like calls: a blocking fetch would swallow their replies
-            self.forward(ask, "tools", {})
+            self.forward(ask, "tools", {"profile": self.profile} if self.profile else {})
 
     def tools_call(self, ask: Ask, params: dict[str, Any]) -> None:
         name, arguments = params.get("name"), params.get("arguments", {})

@@ -80,7 +80,15 @@ def answer_discover(line: bytes) -> dict[str, Any] | None:
     return revision.client_info(params)
 
 
-def main() -> int:
+def main(args: list[str] | None = None) -> int:
+    """Run the bridge; `args` are what follows `memoryd mcp` (only `--tools PROFILE`)."""
+    from memoryd import profiles
+
+    try:  # a typo in the profile refuses to start, before the agent is told anything
+        profile = profiles.for_bridge(sys.argv[2:] if args is None else args, os.environ)
+    except profiles.ProfileError as exc:
+        print(f"memoryd mcp: {exc}", file=sys.stderr, flush=True)
+        return 2
     line, reader = read_first_line()
     hello = None
     if line:
@@ -91,7 +99,7 @@ def main() -> int:
                 reader.ready.insert(0, line)  # the bridge answers it
     from memoryd.mcp_bridge.bridge import Bridge
 
-    bridge = Bridge()
+    bridge = Bridge(profile)
     bridge.reader = reader
     if hello is not None:
         bridge.after_hello(hello)

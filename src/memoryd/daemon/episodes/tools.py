@@ -355,17 +355,18 @@ TOOLS = [
     Tool(
         name="episode_write",
         description=(
-            "Journal run state in your current session: what you tried, where it fell over, what is "
-            "blocked or next. No durability gate (durable facts go to memory_write). Lives 30 days, "
-            "invisible to memory_* reads; the next session's episode_handoff shows the takeaway (else "
-            "the body's first line). A sub-agent passes its coordinator's session id as swarm_id for "
-            "fan-in via episode_search(swarm_id=...)."
+            "Journal run state in your session: what was tried, where it failed, what is blocked or "
+            "next; the transient notes memory_write rejects (no durability gate: not durable facts). "
+            "Kept 30 days, never in memory_* reads; episode_handoff shows the takeaway (else the body's "
+            "first line); episode_promote makes one durable."
         ),
         params={
-            "body": string("Markdown, at most 1 MB."),
-            "takeaway": string("One sentence, at most 4 KB."),
+            "body": string("Markdown, ≤ 1 MB."),
+            "takeaway": string("One sentence, ≤ 4 KB."),
             "scopes": scope_list(""),
-            "swarm_id": string("Default: MEMORYD_SWARM_ID.", pattern=SWARM_PATTERN),
+            "swarm_id": string("Fan-in: a sub-agent passes its coordinator's session id; "
+                               "episode_search(swarm_id) gathers them. Default: MEMORYD_SWARM_ID.",
+                               pattern=SWARM_PATTERN),
         },
         required=("body",),
         returns={"status": STR, "id": STR, "session_id": STR, "created": STR, "takeaway": OPT_STR,
@@ -376,11 +377,10 @@ TOOLS = [
         name="episode_handoff",
         description=(
             "What did the last session in this worktree conclude? Call first in a fresh agent or loop "
-            "iteration: the prior session's last takeaways (oldest first), how it ended and its finish "
-            "handoff. If it left nothing visible, `note` starts with the cause (floor-only, "
-            "zero-episode, promoted-out, all-scope-hidden) and the walk rewinds to an older session. "
-            "provenance unaccounted: no log event names the file (suspect; body never returned). "
-            "prior_session_id reads any session."
+            "iteration, before memory_search: its last takeaways (oldest first), how it ended, its "
+            "finish handoff. If it left nothing visible, note names the cause (floor-only, zero-episode, "
+            "promoted-out, all-scope-hidden; the last two did journal) and older takeaways may follow. "
+            "provenance unaccounted: no log event wrote it; suspect, no body. prior_session_id picks one."
         ),
         params={
             "prior_session_id": session_id(""),
@@ -395,16 +395,15 @@ TOOLS = [
     Tool(
         name="episode_search",
         description=(
-            "Find episodes across sessions (never memories). Filters AND; returns the most recent "
-            "matches oldest first, with `total`. auto_scope keeps your worktree unless swarm_id, "
-            "session_id or ids is given. `ids` reads bodies (unless include_bodies=false). Fan-in: "
-            "wait_for=N parks until N episodes match or timeout_s passes (see timed_out), without "
-            "blocking other calls."
+            "Find episodes across sessions (never memories); filters AND; the newest matches, oldest "
+            "first, with total. auto_scope keeps your worktree unless swarm_id, session_id or ids is "
+            "given; ids also returns bodies. Fan-in: wait_for=N waits until N match or timeout_s "
+            "(timed_out says which), not blocking your other calls."
         ),
         params={
             "swarm_id": string(pattern=SWARM_PATTERN),
             "session_id": session_id(""),
-            "scopes": scope_list("Any of these (or nested below)."),
+            "scopes": scope_list("Any of these, or below."),
             "since": string("ISO time or 30m, 24h, 7d."),
             "ids": {"type": "array", "maxItems": 200, "items": ulid("")},
             "max_results": integer("", 20, 1, 200),
@@ -419,10 +418,8 @@ TOOLS = [
     ),
     Tool(
         name="memory_scope_disable",
-        description=(
-            "Hide a scope and everything nested below it from this session's searches, lists, digests "
-            "and handoffs. Session-local, not persisted."
-        ),
+        description="Hide a scope and all below it from this session's reads (searches, lists, digest, "
+                    "handoff). Not persisted.",
         params={"scope": scope("")},
         required=("scope",),
         returns={"disabled_scopes": ANY_LIST},

@@ -78,12 +78,11 @@ TOOLS = [
     Tool(
         name="memory_write",
         description=(
-            "Store a durable fact, preference or decision (run state goes to episode_write). Gates may "
-            "answer instead of committing, with evidence and a hint naming the override: "
-            "credential_warning, transient_warning, scope_mismatch, ungrounded (only with "
-            "groundedness_check and source_transcript), duplicate, previously_removed. user-inference "
-            "goes pending until the user says yes (memory_write_confirm). Injection-like text is "
-            "stored but flagged tainted."
+            "Store a durable fact, preference or decision (run state: episode_write). A gate may answer "
+            "instead, with evidence and a hint naming its override flag: credential_warning, "
+            "transient_warning, scope_mismatch, ungrounded (with groundedness_check), duplicate, "
+            "previously_removed. user-inference is always pending until the user says yes. "
+            "Injection-like text is stored flagged tainted."
         ),
         params=_WRITE_PARAMS, required=("content", "scopes"),
         returns=_STATUS, handler=memory_write,
@@ -91,9 +90,8 @@ TOOLS = [
     Tool(
         name="memory_write_confirm",
         description=(
-            "Commit your pending write once the user said yes. Gates re-run on the store as it is "
-            "now; if one fires, its status returns and the write stays pending. A promoted episode "
-            "is deleted on commit."
+            "Commit your pending write after the user's yes. Gates re-run; if one fires, its status "
+            "returns and the write stays pending. A promoted episode is deleted on commit."
         ),
         params={"pending_id": _STR}, required=("pending_id",), returns=_STATUS, handler=memory_write_confirm,
     ),
@@ -106,11 +104,9 @@ TOOLS = [
     Tool(
         name="memory_search",
         description=(
-            "Ranked search of durable memories (BM25, newer first on ties), for tasks that refer to "
-            "shared or past context. auto_scope: your repo plus repo-less memories. "
-            "since_prior_session: only what changed since the prior session here began. A hit's "
-            "staleness_verdict (fresh|spot_check_recommended|spot_check_required) weighs age_days "
-            "since verified, path_drift and new commits: check before relying, then memory_verify."
+            "Ranked search of durable memories (not episodes) for tasks referring to shared or past "
+            "context. auto_scope: your repo plus repo-less memories; since_prior_session: only changes "
+            "since the prior session here began. staleness_verdict not fresh: check before relying."
         ),
         params={"query": _STR, "scopes": _SCOPES, "category": _choice((*CATEGORIES, "handoff")),
                 "max_results": _int(5, 1, 50), "auto_scope": _flag(True), "since_prior_session": _flag()},
@@ -137,9 +133,9 @@ TOOLS = [
     Tool(
         name="memory_update",
         description=(
-            "Edit a memory in place (rather than writing a near-duplicate); scopes and links replace. "
-            "New content re-runs the credential and transient gates and resets verification. "
-            "expected_updated makes it compare-and-set: status stale on mismatch, nothing changed."
+            "Edit a memory in place instead of writing a near-duplicate; scopes and links replace. New "
+            "content re-runs the credential and transient gates and resets verification. "
+            "expected_updated: compare-and-set (status stale on a mismatch, nothing changed)."
         ),
         params={"id": _STR, "content": _STR, "scopes": _SCOPES, "confidence": _choice(CONFIDENCES),
                 "category": _choice(CATEGORIES), "links": _LINKS, "expected_updated": _STR,
@@ -187,9 +183,11 @@ TOOLS = [
     Tool(
         name="episode_promote",
         description=(
-            "Make an episode's takeaway (or body, use_body=true; needed without a takeaway) a durable "
-            "memory through memory_write's gates. committed deletes the episode; pending holds it "
-            "until confirm deletes it (cancel keeps it); other statuses leave it for a retry."
+            "Promote an episode whose takeaway became a lasting fact to a durable memory, through "
+            "memory_write's gates. committed deletes the episode; pending holds it (memory_write_confirm "
+            "deletes, memory_write_cancel keeps it); other statuses leave it to fix and retry. "
+            "use_body=true stores the body (required without a takeaway). Returns memory_write's result "
+            "plus promoted_from_episode_id."
         ),
         params={"episode_id": _STR, "scopes": _SCOPES, "category": _choice(CATEGORIES, "fact"),
                 "confidence": _choice(CONFIDENCES, "medium"), "source": _choice(SOURCES, "explicit-statement"),

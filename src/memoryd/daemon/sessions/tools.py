@@ -268,10 +268,11 @@ TOOLS = [
     Tool(
         name="memory_session_finish",
         description=(
-            "Close an open session once, optionally with a summary and a handoff (what became true, "
-            "what is open, the next physical action), stored as a durable handoff memory that the next "
-            "episode_handoff and memory_digest lead with; identical text dedups. A blank, over-cap or "
-            "secret-holding handoff fails the call and the session stays open."
+            "Close an open session exactly once, optionally with a summary and a handoff: what became "
+            "true, what is open, the next physical action. The handoff is saved first, as a durable "
+            "handoff memory (handoff_capsule; same text dedups) that later session starts and "
+            "memory_digest lead with. A blank, over-cap or secret-holding handoff fails the call: "
+            "nothing saved, session stays open."
         ),
         params={
             "session_id": session_id(""),
@@ -286,9 +287,9 @@ TOOLS = [
     Tool(
         name="memory_digest",
         description=(
-            "Session-start overview led by handoffs: current session, newest handoff per project (yours "
-            "first), counts, newest memories, open sessions, your pending writes, recent takeaways "
-            "here. `headlines` caps each list (with <name>_total); `project` narrows memory sections."
+            "Session-start overview led by the newest handoff per project (yours first): your session "
+            "id, counts, newest memories, open sessions, your pending writes, recent takeaways here. "
+            "headlines caps each list (<name>_total counts all)."
         ),
         params={
             "headlines": integer("", 10, 1, 50),

@@ -1,0 +1,46 @@
+"""Tool profiles: which tools a bridge lists (docs/tools.md, "Tool profiles").
+
+`core` (the default) lists the tools an agent calls on its own; `full` lists all 22. The daemon's
+config key `tools` picks the default, and one bridge may override it with `memoryd mcp --tools
+full` or `MEMORYD_TOOLS=full`. A profile only decides what is *listed*: a call to any known tool
+works whatever the profile. Standard library only: the bridge's start path reads this before
+anything else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+PROFILES = ("core", "full")
+DEFAULT = "core"
+ENV_VAR = "MEMORYD_TOOLS"
+
+
+class ProfileError(ValueError):
+    """A profile name nobody knows; the message names where it came from and the choices."""
+
+
+def check(value: object, where: str) -> str:
+    """`value` if it names a profile, else `ProfileError` naming `where` and the choices."""
+    if value not in PROFILES:
+        raise ProfileError(f"{where} must be one of {', '.join(PROFILES)}, got {value!r}")
+    return str(value)
+
+
+def for_bridge(args: Sequence[str], environ: Mapping[str, str]) -> str | None:
+    """The profile a bridge asks for: `--tools X` / `--tools=X` in `args`, else `MEMORYD_TOOLS`, else
+    None (the daemon's config decides). Anything else in `args`, or an unknown name, is a
+    `ProfileError`: a bridge started with a typo refuses to start rather than list the wrong tools."""
+    rest = list(args)
+    chosen: str | None = None
+    while rest:
+        arg = rest.pop(0)
+        if arg == "--tools" and rest:
+            chosen = check(rest.pop(0), "--tools")
+        elif arg.startswith("--tools="):
+            chosen = check(arg.split("=", 1)[1], "--tools")
+        else:
+            raise ProfileError(f"unexpected argument {arg!r} (usage: memoryd mcp [--tools {'|'.join(PROFILES)}])")
+    if chosen is None and environ.get(ENV_VAR):
+        chosen = check(environ[ENV_VAR], ENV_VAR)
+    return chosen
