@@ -15,6 +15,9 @@ once per client session), `stop` (keep the latest assistant message as the sessi
 (`{}` for nothing) without marking those memories as shown; the other events only check stdin and
 print `{}` (what they do is open, note or close a session).
 
+News (issue 30): the prompt hook also brings what sibling sessions committed since this client
+session's last hook (daemon/sessions/news.py), ≤ 800 chars; `sibling_news` is the same for a tool hook.
+
 Import contract: stdlib, `identity`, `paths`, `protocol` (msgpack, ~9 ms) and `client.wire` (ZMTP
 without pyzmq); the pyzmq client library only to start a daemon that is down or when the stdlib
 wire meets a protocol surprise.
