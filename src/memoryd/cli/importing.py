@@ -35,7 +35,7 @@ from typing import Any
 
 from memoryd.cli.memories import OK, REFUSED, UNAVAILABLE, USAGE, one_line, visible
 from memoryd.errors import MemorydError
-from memoryd.importers import FORMATS, Draft, Skipped, read
+from memoryd.importers import FORMATS, Draft, Skipped, default_path, read
 
 CLIENT = "memoryd-import"
 SHOWN_PER_REASON = 5
@@ -124,6 +124,10 @@ def _skipped_lines(skipped: Skipped) -> list[str]:
 
 def main(ns: argparse.Namespace) -> int:
     skipped: Skipped = []
+    ns.path = ns.path or default_path(ns.format)  # claude-code: every project's memory folder
+    if ns.path is None:
+        print(f"memoryd import: {ns.format} needs a PATH ({FORMATS[ns.format][1]})", file=sys.stderr)
+        return USAGE
     try:
         drafts = read(ns.format, ns.path, ns.scope or project_scope(ns), skipped)
     except MemorydError as exc:
@@ -353,7 +357,7 @@ def add_parser(sub: Any, func: Any) -> None:
     verb = sub.add_parser("import", help="bring memories in from another memory tool, through the write gates",
                           description="PATH per format: " + "; ".join(f"{k}: {v}" for k, (_, v) in FORMATS.items()))
     verb.add_argument("format", choices=list(FORMATS))
-    verb.add_argument("path")
+    verb.add_argument("path", nargs="?", help="what to read (claude-code: defaults to ~/.claude/projects)")
     verb.add_argument("--dry-run", action="store_true", help="parse and show what would be written; no daemon needed")
     verb.add_argument("--scope", action="append", help="add this scope to every memory (e.g. projects:web); repeatable")
     verb.add_argument("--acknowledge", action="append", choices=list(ACKNOWLEDGE),

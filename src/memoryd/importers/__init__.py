@@ -18,7 +18,7 @@ from pathlib import Path
 from memoryd.errors import BadImportInput
 from memoryd.importers.draft import Draft, check_scopes, with_scopes
 
-__all__ = ["FORMATS", "Draft", "Skipped", "read"]
+__all__ = ["FORMATS", "Draft", "Skipped", "default_path", "read"]
 
 
 # (path, why) of each file or folder a parser passed over, for the import report
@@ -43,11 +43,34 @@ def _markdown(path: Path, skipped: Skipped) -> list[Draft]:
     return markdown.read(path, skipped)
 
 
+def _claude_code(path: Path, skipped: Skipped) -> list[Draft]:
+    from memoryd.importers import claude_code
+
+    return claude_code.read(path, skipped)
+
+
+def _memoryd_export(path: Path, skipped: Skipped) -> list[Draft]:
+    from memoryd.importers import memoryd_export
+
+    return memoryd_export.read(path, skipped)
+
+
+def default_path(fmt: str) -> Path | None:
+    """Where a format's store is when PATH is not given (only claude-code has one place)."""
+    if fmt == "claude-code":
+        from memoryd.importers import claude_code
+
+        return claude_code.default_root()
+    return None
+
+
 # format name → (parser, what PATH is); the CLI's choices and help come from here.
 FORMATS: dict[str, tuple[Callable[[Path, Skipped], list[Draft]], str]] = {
     "bettermemory": (_bettermemory, "its store directory (BETTERMEMORY_DIR, ~/.claude-memory)"),
     "server-memory": (_server_memory, "the knowledge graph file (MEMORY_FILE_PATH, memory.jsonl)"),
     "markdown": (_markdown, "a .md file (CLAUDE.md, AGENTS.md, notes) or a folder of them"),
+    "claude-code": (_claude_code, "Claude Code's <project>/memory/ folder(s); default ~/.claude/projects"),
+    "memoryd-export": (_memoryd_export, "a tar.gz that `memoryd export` wrote"),
 }
 
 

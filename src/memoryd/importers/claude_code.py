@@ -1,0 +1,145 @@
+"""Claude Code's own auto-memory → drafts.
+
+Where Claude Code keeps it (read from the 2.1.197 CLI's code, and seen in the folder the real CLI
+wrote, tests/integration/test_import.py): `$CLAUDE_CONFIG_DIR` (else `~/.claude`)
+`/projects/<project>/memory/`, where `<project>` is the repository's root path (the cwd outside
+git) with every character but a-z, A-Z and 0-9 replaced by `-` (`/home/me/my_app` →
+`-home-me-my-app`; past 200 characters cut and suffixed with a hash). It cannot be decoded (`_`,
+`.` and `/` all become `-`), so the project is taken from the session transcripts beside the
+folder (`<project>/<session>.jsonl`, each line naming its `cwd`).
+
+In the folder: one topic file per memory, `<name>.md`, with a frontmatter
+
+    name: <short-kebab-case-slug>
+    description: <one-line summary, used to decide relevance>
+    metadata:
+      type: user | feedback | project | reference      (older files: `type:` at the top level)
+
+and the fact as the body; `MEMORY.md` is only an index (`- [Title](file.md) — hook` lines) and is
+skipped; team memories sit under `team/` in the same shape.
+
+Mapping: the description then the body → content (the description is the line a list shows);
+type `user` (who the user is) → a user-inference, source inferred, waiting for the user's yes
+like any claim about them; the others → fact, explicit-statement. Scopes: `projects:<project>`
+(the project the bridge would name for that cwd: its git origin or repository folder; the cwd's
+folder name when it no longer exists) and `import:claude-code`; a folder with no transcript
+naming its cwd gets no project scope (give `--scope`). Symbolic links are never followed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+from memoryd.errors import BadImportInput
+from memoryd.importers.bettermemory import split_frontmatter
+from memoryd.importers.draft import Draft, read_text, slug
+from memoryd.importers.markdown import _note_files
+
+SOURCE_SCOPE = "import:claude-code"
+INDEX = "MEMORY.md"
+MEMORY_DIR = "memory"
+TRANSCRIPT_HEAD_BYTES = 256 * 1024  # the cwd is on the first lines; a transcript can be megabytes
+MAX_TRANSCRIPTS = 20
+USER_TYPE = "user"
+
+
+def default_root() -> Path:
+    """Where Claude Code keeps every project's folder: `$CLAUDE_CONFIG_DIR/projects`, else
+    `~/.claude/projects`."""
+    return Path(os.environ.get("CLAUDE_CONFIG_DIR") or Path.home() / ".claude") / "projects"
+
+
+def read(target: Path, skipped: list[tuple[str, str]]) -> list[Draft]:
+    """Drafts of every topic file in the memory folder(s) `target` is or holds."""
+    folders = memory_folders(target, skipped)
+    if not folders:
+        raise BadImportInput(target, "no Claude Code memory folder here (expected <project>/memory/ under "
+                             f"{default_root()}, holding MEMORY.md and topic .md files)")
+    drafts: list[Draft] = []
+    for folder in folders:
+        scopes = project_scopes(folder.parent)
+        for path in _note_files(folder, skipped):
+            if path.name != INDEX:
+                draft = _topic(path, f"{folder.parent.name}/{path.relative_to(folder.parent)}", scopes, skipped)
+                drafts += [draft] if draft else []
+    return drafts
+
+
+def memory_folders(target: Path, skipped: list[tuple[str, str]]) -> list[Path]:
+    """`target` itself when it is a memory folder, its `memory/` when it is a project folder, else
+    the `*/memory/` folders below it (the projects folder). Links below `target` are not followed."""
+    if target.is_file():
+        raise BadImportInput(target, "a file: give a memory folder, a project folder or the projects folder")
+    if target.name == MEMORY_DIR:
+        return [target]
+    if (target / MEMORY_DIR).is_dir() or (target / MEMORY_DIR).is_symlink():
+        candidates = [target / MEMORY_DIR]
+    else:
+        candidates = sorted(p / MEMORY_DIR for p in target.iterdir() if not p.is_symlink() and p.is_dir())
+    found = []
+    for folder in candidates:
+        if folder.is_symlink():
+            skipped.append((str(folder), "a symbolic link to a folder (not followed)"))
+        elif folder.is_dir():
+            found.append(folder)
+    return found
+
+
+def project_scopes(project_dir: Path) -> tuple[str, ...]:
+    """(`projects:<name>`,) for the cwd the folder's transcripts name, else ()."""
+    cwd = transcript_cwd(project_dir)
+    if cwd is None:
+        return ()
+    name = None
+    if os.path.isdir(cwd):
+        from memoryd import identity
+
+        name = identity.capture(cwd).get("project")
+    name = name or slug(Path(cwd).name)
+    return (f"projects:{name}",) if name else ()
+
+
+def transcript_cwd(project_dir: Path) -> str | None:
+    """The first absolute `cwd` in the head of the folder's transcripts (regular files only)."""
+    for path in sorted(project_dir.glob("*.jsonl"))[:MAX_TRANSCRIPTS]:
+        for line in _head(path).splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue  # a line cut by the head, or not JSON: the next one may say
+            cwd = entry.get("cwd") if isinstance(entry, dict) else None
+            if isinstance(cwd, str) and os.path.isabs(cwd):
+                return cwd
+    return None
+
+
+def _head(path: Path) -> bytes:
+    """The first TRANSCRIPT_HEAD_BYTES of a regular file that is not a link; b"" otherwise."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError:
+        return b""
+    try:
+        return os.read(fd, TRANSCRIPT_HEAD_BYTES) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+    finally:
+        os.close(fd)
+
+
+def _topic(path: Path, origin: str, scopes: tuple[str, ...], skipped: list[tuple[str, str]]) -> Draft | None:
+    text = read_text(path, follow_link=False)
+    meta, body = split_frontmatter(path, text) if text.startswith("---") else ({}, text)
+    extra = meta.get("metadata") if isinstance(meta.get("metadata"), dict) else {}
+    kind = extra.get("type") or meta.get("type")
+    description = meta.get("description") if isinstance(meta.get("description"), str) else ""
+    body, description = body.strip(), description.strip()
+    lead = [description] if description and description not in body else []
+    content = "\n\n".join([*lead, body]).strip()
+    if not content:
+        skipped.append((str(path), "an empty memory file"))
+        return None
+    user = kind == USER_TYPE
+    return Draft(content=content, scopes=(*scopes, SOURCE_SCOPE), origin=f"{origin}:1",
+                 category="user-inference" if user else "fact", source="inferred" if user else "explicit-statement")
