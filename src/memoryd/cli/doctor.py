@@ -48,8 +48,11 @@ def check_python() -> list[Check]:
 
 def _check_package(module: str, dist: str) -> Check:
     name = f"package {module}"
-    try:
-        imported = importlib.import_module(module)
+    import contextlib
+
+    try:  # a package that prints as it loads must not mix into doctor's report (--json)
+        with contextlib.redirect_stdout(sys.stderr):
+            imported = importlib.import_module(module)
     except Exception as exc:  # a broken binary wheel raises more than ImportError
         return Check(name, "fail", f"cannot import {module}: {exc}", REINSTALL_FIX)
     try:
