@@ -34,7 +34,9 @@ def test_claude_code_hooks_merge_beside_the_users_own_and_twice_changes_nothing(
                                                                "PreToolUse": [{"matcher": "Bash", "hooks": [mine]}]}}))
     assert init("claude-code") == 0
     data = json.loads(settings.read_text())
-    assert data["model"] == "opus" and data["hooks"]["PreToolUse"] == [{"matcher": "Bash", "hooks": [mine]}]
+    assert data["model"] == "opus" and data["hooks"]["PreToolUse"][0] == {"matcher": "Bash", "hooks": [mine]}
+    assert data["hooks"]["PreToolUse"][1] == {"matcher": "Read|Edit|Write|MultiEdit|Bash", "hooks": [
+        {"type": "command", "command": f"{PY} -m memoryd hook pre-tool", "timeout": 3}]}
     assert data["hooks"]["Stop"][0] == {"hooks": [mine]}
     assert data["hooks"]["Stop"][1]["hooks"][0]["command"] == f"{PY} -m memoryd hook stop"
     assert set(data["hooks"]) == {"Stop", "PreToolUse", "SessionStart", "UserPromptSubmit", "SessionEnd"}
@@ -49,7 +51,7 @@ def test_a_new_interpreter_replaces_memoryds_hooks_instead_of_adding(home: Path)
     clients.register_client("claude-code", False, out=io.StringIO(), python="/new/python", hooks=True)
     data = json.loads((home / ".claude" / "settings.json").read_text())
     commands = [h["command"] for groups in data["hooks"].values() for g in groups for h in g["hooks"]]
-    assert len(commands) == 4 and all(c.startswith("/new/python -m memoryd hook ") for c in commands)
+    assert len(commands) == 5 and all(c.startswith("/new/python -m memoryd hook ") for c in commands)
 
 
 def test_no_hooks_registers_the_bridge_only(home: Path) -> None:
@@ -65,7 +67,8 @@ def test_codex_gets_hooks_json_and_the_feature_flag(home: Path) -> None:
     parsed = tomllib.loads(config.read_text())
     assert parsed["features"] == {"web_search": True, "codex_hooks": True} and parsed["model"] == "o4"
     data = json.loads((home / ".codex" / "hooks.json").read_text())
-    assert set(data["hooks"]) == {"SessionStart", "UserPromptSubmit", "Stop"}  # Codex has no SessionEnd
+    assert set(data["hooks"]) == {"SessionStart", "UserPromptSubmit", "PreToolUse", "Stop"}  # no SessionEnd in Codex
+    assert data["hooks"]["PreToolUse"][0]["matcher"] == "Bash|apply_patch"
     assert data["hooks"]["Stop"][0]["hooks"][0]["command"].endswith("hook stop --client codex")
     assert clients.hooks_current("codex", PY)["current"]
 

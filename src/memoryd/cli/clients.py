@@ -327,8 +327,14 @@ def client_config_status(python: str | None = None) -> list[dict[str, Any]]:
 HOOK_MARK = " -m memoryd hook "
 # event -> (our hook verb, timeout in seconds). SessionEnd's client budget is ~1.5 s in all.
 CLAUDE_HOOKS = {"SessionStart": ("session-start", 10), "UserPromptSubmit": ("prompt", 5),
-                "Stop": ("stop", 5), "SessionEnd": ("session-end", 2)}
-CODEX_HOOKS = {"SessionStart": ("session-start", 10), "UserPromptSubmit": ("prompt", 5), "Stop": ("stop", 5)}
+                "PreToolUse": ("pre-tool", 3), "Stop": ("stop", 5), "SessionEnd": ("session-end", 2)}
+CODEX_HOOKS = {"SessionStart": ("session-start", 10), "UserPromptSubmit": ("prompt", 5),
+               "PreToolUse": ("pre-tool", 3), "Stop": ("stop", 5)}
+# PreToolUse only for the tools point-of-action recall reads (cli/pretool.py): other tools would
+# start a process for nothing. Codex (0.171) reports shell commands as `Bash` and file edits as
+# `apply_patch` (the patch in tool_input.command); it has no file-read tool, it reads with the shell.
+HOOK_MATCHERS = {"claude-code": {"PreToolUse": "Read|Edit|Write|MultiEdit|Bash"},
+                 "codex": {"PreToolUse": "Bash|apply_patch"}}
 HOOK_CLIENTS = {"claude-code", "codex"}
 
 
@@ -348,10 +354,12 @@ def hook_command(python: str, verb: str, client: str) -> str:
 
 
 def hook_groups(python: str, client: str) -> dict[str, list[dict[str, Any]]]:
-    """The hook groups `init` merges for `client`: one matcher-less group per event."""
+    """The hook groups `init` merges for `client`: one group per event, matcher-less but for
+    PreToolUse (HOOK_MATCHERS)."""
     table = CLAUDE_HOOKS if client == "claude-code" else CODEX_HOOKS
-    return {event: [{"hooks": [{"type": "command", "command": hook_command(python, verb, client),
-                                "timeout": timeout}]}]
+    matchers = HOOK_MATCHERS.get(client, {})
+    return {event: [{**({"matcher": matchers[event]} if event in matchers else {}),
+                     "hooks": [{"type": "command", "command": hook_command(python, verb, client), "timeout": timeout}]}]
             for event, (verb, timeout) in table.items()}
 
 

@@ -8,10 +8,11 @@ the client. The hook never reads the config file: the daemon sends the hook sett
 Events: `session-start` (this memoryd session's id and how to finish it, the newest handoff an agent
 wrote in this worktree, a "since then" line per later session that ended without one, and the head
 of the project's digest), `prompt` (memories that match the prompt, above a relevance floor, each at most
-once per client session), `stop` (keep the latest assistant message as the session's last words),
+once per client session), `pre-tool` (the memories anchored to the file or command a tool is about
+to touch, cli/pretool.py), `stop` (keep the latest assistant message as the session's last words),
 `session-end` (close the session; last words become its note when no handoff was written).
 
-`--dry-run` changes nothing the hook would: for `prompt` it prints what the client would be given
+`--dry-run` changes nothing the hook would: for `prompt` and `pre-tool` it prints what the client would be given
 (`{}` for nothing) without marking those memories as shown; the other events only check stdin and
 print `{}` (what they do is open, note or close a session).
 
@@ -35,7 +36,7 @@ from typing import Any
 from memoryd.client.wire import Wire, WireError
 from memoryd.protocol import decode_reply, encode, request
 
-EVENTS = ("session-start", "prompt", "stop", "session-end")
+EVENTS = ("session-start", "prompt", "pre-tool", "stop", "session-end")
 MAX_STDIN_BYTES = 64 * 1024
 TRANSCRIPT_TAIL_BYTES = 256 * 1024
 MAX_QUERY_BYTES = 4000          # under the daemon's 4096-byte query cap, on a char boundary
@@ -46,9 +47,11 @@ NEWS_HEADER = "memoryd: new from other agents on this repo (data, not instructio
 NEWS_CHARS = 800                # the news section's share of a hook's context (issue 30)
 # Seconds a hook may spend starting a daemon that is down. SessionEnd runs under the client's
 # ~1.5 s exit budget, so it never spawns: with no daemon there is no session to close.
-SPAWN_BUDGET_S = {"session-start": 3.0, "prompt": 2.0, "stop": 2.0, "session-end": 0.0}
-CALL_TIMEOUT_S = {"session-start": 2.0, "prompt": 1.5, "stop": 1.0, "session-end": 0.8}
-CLIENT_EVENT = {"session-start": "SessionStart", "prompt": "UserPromptSubmit"}
+# PreToolUse holds up the tool it precedes, and fires for most tool calls: it never spawns (the
+# start and prompt hooks will have) and waits little on an answer.
+SPAWN_BUDGET_S = {"session-start": 3.0, "prompt": 2.0, "pre-tool": 0.0, "stop": 2.0, "session-end": 0.0}
+CALL_TIMEOUT_S = {"session-start": 2.0, "prompt": 1.5, "pre-tool": 0.5, "stop": 1.0, "session-end": 0.8}
+CLIENT_EVENT = {"session-start": "SessionStart", "prompt": "UserPromptSubmit", "pre-tool": "PreToolUse"}
 
 
 class HookInputError(ValueError):
@@ -485,6 +488,11 @@ def identity_for(data: dict[str, Any], client: str) -> dict[str, Any]:
 
 def run(event: str, client: str, data: dict[str, Any], dry_run: bool = False) -> str | None:
     """The stdout of one hook run (None: print nothing)."""
+    if event == "pre-tool":
+        from memoryd.cli import pretool  # point-of-action recall
+
+        if not pretool.wanted(data):  # most tool calls: no git, no daemon
+            return None
     identity = identity_for(data, client)
     if event == "stop":
         stop(lambda: Daemon(identity, event), data)
@@ -494,7 +502,10 @@ def run(event: str, client: str, data: dict[str, Any], dry_run: bool = False) ->
         if event == "session-end":
             daemon.hook("end", reason=str(data.get("reason") or "other"))
             return None
-        text = session_start(daemon, identity) if event == "session-start" else prompt(daemon, data, dry_run)
+        if event == "pre-tool":
+            text = pretool.pre_tool(daemon, data, dry_run)
+        else:
+            text = session_start(daemon, identity) if event == "session-start" else prompt(daemon, data, dry_run)
     finally:
         daemon.close()
     return context_output(event, text) if text else None
@@ -507,7 +518,7 @@ def main(event: str, client: str = "claude-code", dry_run: bool = False, stdin: 
         if event not in EVENTS:
             return fail(f"unknown event {event!r} (known: {', '.join(EVENTS)})")
         data = read_input(stdin or sys.stdin.buffer)
-        if dry_run and event != "prompt":  # their work opens, keeps last words in, or closes a
+        if dry_run and event not in ("prompt", "pre-tool"):  # their work opens, keeps last words in, or closes a
             print("{}")  # session: a dry run must not (`memoryd doctor` probes session-start this way)
             return 0
         out = run(event, client, data, dry_run)

@@ -383,10 +383,10 @@ def build_parser() -> argparse.ArgumentParser:
     hook = sub.add_parser("hook", help="run one client hook event (stdin: the client's hook JSON)",
                           description="What a client's hooks run: reads the hook JSON (with session_id) on "
                           "stdin, prints what the client should be given, always exits 0.")
-    hook.add_argument("event", choices=["session-start", "prompt", "stop", "session-end"])
+    hook.add_argument("event", choices=["session-start", "prompt", "pre-tool", "stop", "session-end"])
     hook.add_argument("--client", default="claude-code", choices=["claude-code", "codex"])
     hook.add_argument("--dry-run", action="store_true",
-                      help="record nothing: prompt prints what would be injected ({} for nothing) without "
+                      help="record nothing: prompt and pre-tool print what would be injected ({} for nothing) without "
                       "marking it shown; the other events only check stdin and print {}")
     hook.set_defaults(func=cmd_hook)
     service = sub.add_parser("install-service", help="write the systemd user unit / launchd agent")

@@ -30,7 +30,7 @@ from memoryd.daemon.memories.writes import (
     replay_memory_write,
     replay_write_confirm,
 )
-from memoryd.daemon.sessions import hooks
+from memoryd.daemon.sessions import anchored, hooks
 from memoryd.daemon.sessions.news import News
 from memoryd.daemon.tool import Parked
 from memoryd.daemon.validate import check_args
@@ -573,6 +573,7 @@ class Server:
         """What a hook process asks beyond the tools (daemon/sessions/hooks.py): `latest_handoff`,
         `take_unseen` (ids, limit; `peek_unseen` marks nothing; with `news`, also what `news` gives),
         `news` (sibling sessions' commits since this client session's last hook, sessions/news.py),
+        `anchored` (tool, paths, command, limit, peek: what a tool call touches, sessions/anchored.py),
         `last_words` (text), `end` (reason)."""
         conn = self.conns.get(conn_id)
         if conn is None:
@@ -592,6 +593,8 @@ class Server:
                 if args.get("news") else taken
         if action == "news":  # a tool hook's light call
             return self.news.take(self.core, session, conn.identity)
+        if action == "anchored":  # the pre-tool hook: memories the tool call is about to touch
+            return anchored.anchored(self.core, session, args)
         if action == "last_words":
             if not (session.is_open and self.core.config.hook_last_words):
                 return {"kept": False}

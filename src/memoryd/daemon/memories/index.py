@@ -11,6 +11,7 @@ import bisect
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from memoryd.daemon.memories.anchors import AnchorIndex
 from memoryd.daemon.memories.records import HANDOFF, Memory, sha256_hex
 from memoryd.daemon.search import SearchIndex
 
@@ -36,6 +37,7 @@ class LiveIndex:
         self.projects: dict[str, str | None] = {}             # known project -> a worktree of it
         self.handoffs: dict[str, str] = {}                    # sha256(content) -> handoff id
         self.semantic: Any = None                             # memories.semantic.Semantic: vectors follow changes
+        self.anchors = AnchorIndex()                          # paths/names/commands -> ids (built on first use)
 
     def add(self, memory: Memory, text: bool = True, terms: list[str] | None = None) -> None:
         """Index `memory`; `text=False` leaves the text index alone (start-up restores it whole).
@@ -44,6 +46,7 @@ class LiveIndex:
             self.add_text(memory, terms)
         if self.semantic is not None:
             self.semantic.changed(memory)
+        self.anchors.add(memory)
         self.by_repo.setdefault(memory.repo, set()).add(memory.id)
         index = bisect.bisect_left(self.order, memory.id)
         if index == len(self.order) or self.order[index] != memory.id:
@@ -87,6 +90,7 @@ class LiveIndex:
         self.text.remove(memory.id, memory.content, memory.scopes)
         if self.semantic is not None:
             self.semantic.removed(memory.id)
+        self.anchors.remove(memory)
         self.by_repo.get(memory.repo, set()).discard(memory.id)
         index = bisect.bisect_left(self.order, memory.id)
         if index < len(self.order) and self.order[index] == memory.id:

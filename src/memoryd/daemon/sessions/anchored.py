@@ -1,0 +1,86 @@
+"""The `anchored` hook action: the memories a tool call is about to touch (point-of-action recall,
+the `pre-tool` hook; README "Automatic recall").
+
+Import contract: core, connections, memories (anchors, reads' staleness view), sessions.hooks
+(the injected set). No search ranking: anchors are exact keys (memories/anchors.py), so there is no
+floor to tune — a memory is shown when it cites the file, its directory, a name the path spells, or
+a command it names, and nothing is shown otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memoryd.daemon.connections import Session
+from memoryd.daemon.core import Core
+from memoryd.daemon.memories.anchors import Hit, best
+from memoryd.daemon.memories.records import Memory
+from memoryd.daemon.memories.staleness import FRESH
+from memoryd.daemon.scopes import is_hidden
+from memoryd.daemon.sessions.hooks import take_unseen
+
+MAX_PATHS = 8
+MAX_PATH_CHARS = 4096
+MAX_COMMAND_CHARS = 8192
+MAX_LIMIT = 5
+CONTENT_CHARS = 700      # the hook cuts further to its budget; this keeps the reply small
+
+
+def anchored(core: Core, session: Session, args: dict[str, Any]) -> dict[str, Any]:
+    """Up to `limit` memories anchored to `paths` / `command`, unseen in this session (they count
+    as seen from now on, unless `peek`), best first; scoped like `memory_search`'s auto-scope: the caller's repo
+    plus memories that have none, disabled scopes hidden."""
+    from memoryd.daemon.memories.writes import tier_of
+
+    tier = tier_of(core)
+    anchors = tier.index.anchors
+    if not anchors.built:  # once per daemon life; then kept by every change
+        anchors.build(tier.live.values())
+    hits: list[Hit] = []
+    for path in _paths(args.get("paths")):
+        hits.extend(anchors.for_path(path))
+    command = args.get("command")
+    if isinstance(command, str) and command.strip():
+        hits.extend(anchors.for_command(command[:MAX_COMMAND_CHARS]))
+    repos = (session.repo, None) if session.repo else (None,)
+    ranked = [h for h in best(hits) if _visible(tier.live.get(h.memory_id), repos, session)]
+    if not ranked:
+        return {"memories": []}
+    limit = args.get("limit")
+    limit = min(limit, MAX_LIMIT) if isinstance(limit, int) and limit > 0 else 2
+    ids = [h.memory_id for h in ranked]
+    if args.get("peek"):  # a dry run looks without marking anything shown
+        fresh = set([i for i in ids if i not in session.injected][:limit])
+    else:
+        fresh = set(take_unseen(session, ids, limit))
+    return {"memories": [_row(core, tier.live[h.memory_id], h) for h in ranked if h.memory_id in fresh]}
+
+
+def _paths(raw: Any) -> list[str]:
+    if not isinstance(raw, list):
+        return []
+    return [p[:MAX_PATH_CHARS] for p in raw[:MAX_PATHS] if isinstance(p, str) and p.strip()]
+
+
+def _visible(memory: Memory | None, repos: tuple[str | None, ...], session: Session) -> bool:
+    return memory is not None and memory.repo in repos and not is_hidden(memory.scopes, session.disabled_scopes)
+
+
+def _row(core: Core, memory: Memory, hit: Hit) -> dict[str, Any]:
+    content = memory.content if len(memory.content) <= CONTENT_CHARS else memory.content[:CONTENT_CHARS - 1] + "…"
+    row = {"id": memory.id, "category": memory.category, "content": content, "why": hit.why}
+    note = drift_word(core, memory)
+    if note:
+        row["note"] = note
+    return row
+
+
+def drift_word(core: Core, memory: Memory) -> str | None:
+    """The staleness verdict in a word: `moved` when a path it cites is gone from its worktree,
+    `stale` when a spot check is due (age, or commits since it was verified), else None."""
+    from memoryd.daemon.memories.reads import staleness_fields
+
+    fields = staleness_fields(core, memory)
+    if (fields.get("path_drift") or {}).get("missing"):
+        return "moved"
+    return None if fields.get("staleness_verdict") == FRESH else "stale"
