@@ -11,7 +11,9 @@ import pytest
 from harness import Env, call, call_error
 from mcp import Client
 
+from memoryd.client.connection import Connection
 from memoryd.daemon import catalogue
+from memoryd.errors import MemorydError
 
 
 @pytest.mark.parametrize("profile", ["core", "full"])
@@ -117,3 +119,20 @@ def test_a_bridge_asked_for_an_unknown_profile_refuses_to_start_naming_the_choic
         assert done.returncode == 2 and done.stdout == ""
         assert "must be one of core, full" in done.stderr
         assert ("--tools" if extra else "MEMORYD_TOOLS") in done.stderr
+
+
+def test_the_daemons_tools_op_lists_a_profile_and_refuses_an_unknown_one_by_name(daemon: Env) -> None:
+    """What the bridge asks the daemon: `tools {profile}`; absent, the config's `tools` (core)."""
+    conn = Connection({"worktree": "/w/profiles"}, endpoint=(daemon.status() or {})["endpoint"], autospawn=False)
+    try:
+        conn.connect()
+        listed = {profile: [t["name"] for t in conn.call("tools", {"profile": profile})["tools"]]
+                  for profile in ("core", "full")}
+        assert listed == {"core": [n for n in catalogue.TOOLS if n in catalogue.CORE], "full": list(catalogue.TOOLS)}
+        assert [t["name"] for t in conn.call("tools", {})["tools"]] == listed["core"]
+        with pytest.raises(MemorydError) as refused:
+            conn.call("tools", {"profile": "everything"})
+        assert refused.value.code == -32602 and refused.value.data["param"] == "profile"
+        assert "core, full" in refused.value.message
+    finally:
+        conn.close()
