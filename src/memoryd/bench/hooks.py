@@ -1,9 +1,14 @@
-"""Bench rows for the client hooks: each `memoryd hook EVENT` process end to end.
+"""Bench rows for the client hooks: each `memoryd hook EVENT` process end to end, and what they
+inject over a whole scripted session.
 
 A sample is one whole hook process as a client runs it — interpreter start, stdin JSON, identity
 (git), connect and hello, the daemon's answer, stdout — timed from spawn to exit. The store holds
-a finished session with a handoff and one memory the prompt matches, in a real git repo, so
-session-start and prompt have something to say.
+a finished session with a handoff, one memory the prompt matches and one a command names (for
+pre-tool), in a real git repo, so session-start, prompt and pre-tool have something to say.
+
+The auto-context row runs a scripted 20-event client session (start, prompts, file reads and
+commands, a sibling's write for live news, stops, end) through the same hook processes and sums
+every char of context they print: what memoryd adds to an agent's window unasked.
 """
 
 from __future__ import annotations
@@ -19,9 +24,21 @@ from memoryd.bench.kit import Bridge, Row, Throwaway, pcts, progress, row
 from memoryd.eval.run import write_memory
 
 TARGET_MS = 150.0
+PRE_TOOL_TARGET_MS = 100.0       # PreToolUse holds up every matching tool call
+SESSION_CONTEXT_TARGET = 4000    # chars memoryd injects over the scripted 20-event session
 MEMORY = ("Celery tasks that call Stripe use autoretry_for=(StripeConnectionError,) with retry_backoff=True "
           "and max_retries=5; never retry on CardError.")
 PROMPT = "how should the celery task that calls stripe retry?"
+FORCE = "Never `git push --force` without asking the user first: CI deploys main on every push."
+# The scripted session's store: memories anchored to files, a directory and commands, and a rule
+# the prompts match, beside the retry memory above (bench store only).
+ANCHORED = [
+    "billing/stripe_client.py wraps every Stripe call in a 30 s timeout; keep new calls inside StripeClient.",
+    "Everything under src/payments/ is PCI scope: never log card numbers or CVC fields there.",
+    "Never edit an applied alembic migration: create a new one with `alembic revision --autogenerate`.",
+    "Run `make lint` before any commit: CI rejects unformatted code and reruns take 20 minutes.",
+]
+SIBLING = "The orders.status column is now an enum: pending, paid, refunded (migration 3f2a)."
 
 
 def prepare(box: Throwaway) -> Path:
@@ -29,10 +46,15 @@ def prepare(box: Throwaway) -> Path:
     repo = box.base / "hookrepo"
     repo.mkdir(exist_ok=True)
     subprocess.run(["git", "init", "-q", str(repo)], check=True, capture_output=True, timeout=30)
+    for path in ("billing/stripe_client.py", "src/payments/cards.py", "README.md"):  # what ANCHORED cites
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text("# bench\n")
     bridge = Bridge(box.env, worktree=str(repo))
     try:
         bridge.initialize()
         write_memory(bridge, {"key": "retry", "content": MEMORY, "scopes": ["topic:billing"]}, {})
+        for i, content in enumerate([FORCE, *ANCHORED]):
+            write_memory(bridge, {"key": f"anchored-{i}", "content": content, "scopes": ["topic:billing"]}, {})
         session = bridge.call("memory_digest")["current_session"]["id"]
         bridge.call("memory_session_finish", session_id=session,
                     handoff="Retries are wired; next, add the CardError test and open the PR.")
@@ -62,6 +84,7 @@ def payloads(repo: Path, i: int) -> dict[str, dict[str, Any]]:
         "session-start": {"session_id": sid, "cwd": str(repo), "hook_event_name": "SessionStart",
                           "source": "startup", "transcript_path": ""},
         "prompt": {"session_id": sid, "cwd": str(repo), "hook_event_name": "UserPromptSubmit", "prompt": PROMPT},
+        "pre-tool": tool_payload(sid, repo, "Bash", {"command": "git push --force origin main"}),
         "stop": {"session_id": sid, "cwd": str(repo), "hook_event_name": "Stop", "stop_hook_active": False,
                  "last_assistant_message": f"Turn {i}: the retry test passes; next, open the PR."},
         "session-end": {"session_id": sid, "cwd": str(repo), "hook_event_name": "SessionEnd", "reason": "other"},
@@ -71,8 +94,9 @@ def payloads(repo: Path, i: int) -> dict[str, dict[str, Any]]:
 def bench_hooks(box: Throwaway, quick: bool) -> list[Row]:
     progress("client hooks (whole process per sample)")
     repo = prepare(box)
-    samples: dict[str, list[float]] = {event: [] for event in ("session-start", "prompt", "stop", "session-end")}
-    answered = {"session-start": 0, "prompt": 0}
+    samples: dict[str, list[float]] = {event: [] for event in ("session-start", "prompt", "pre-tool", "stop",
+                                                                "session-end")}
+    answered = {"session-start": 0, "prompt": 0, "pre-tool": 0}
     runs = 10 if quick else 40
     for event, payload in payloads(repo, -1).items():
         run_hook(box, event, payload)  # warm-up: bytecode caches, the OS page cache
@@ -86,9 +110,88 @@ def bench_hooks(box: Throwaway, quick: bool) -> list[Row]:
     for event, values in samples.items():
         stats = pcts(values)
         extra = {"answered": f"{answered[event]}/{runs}"} if event in answered else {}
+        target = PRE_TOOL_TARGET_MS if event == "pre-tool" else TARGET_MS
         rows.append(row(f"hook {event} (process end to end)", f"{runs} runs", {**stats, **extra},
-                        f"<= {TARGET_MS:g} ms p50", stats["p50_ms"] <= TARGET_MS))
+                        f"<= {target:g} ms p50", stats["p50_ms"] <= target))
     return rows
 
 
-BENCHES = [bench_hooks]
+def tool_payload(sid: str, repo: Path, tool: str, tool_input: dict[str, Any]) -> dict[str, Any]:
+    return {"session_id": sid, "cwd": str(repo), "hook_event_name": "PreToolUse", "permission_mode": "default",
+            "tool_name": tool, "tool_input": tool_input, "tool_use_id": f"toolu_{tool}"}
+
+
+def scripted_session(sid: str, repo: Path) -> list[tuple[str, dict[str, Any]]]:
+    """20 hook events of one client session: 4 prompts, 10 tool calls (reads of files memories
+    cite and do not, an edit, commands some memory names and some none does), stops, start, end."""
+    def ask(prompt: str) -> tuple[str, dict[str, Any]]:
+        return "prompt", {"session_id": sid, "cwd": str(repo), "hook_event_name": "UserPromptSubmit", "prompt": prompt}
+
+    def tool(name: str, **tool_input: Any) -> tuple[str, dict[str, Any]]:
+        return "pre-tool", tool_payload(sid, repo, name, tool_input)
+
+    stop = ("stop", {"session_id": sid, "cwd": str(repo), "hook_event_name": "Stop", "stop_hook_active": False,
+                     "last_assistant_message": "Done with this step."})
+    client = repo / "billing" / "stripe_client.py"
+    return [
+        ("session-start", {"session_id": sid, "cwd": str(repo), "hook_event_name": "SessionStart", "source": "startup"}),
+        ask(PROMPT),
+        tool("Read", file_path=str(client)), tool("Read", file_path=str(client)),
+        tool("Edit", file_path=str(client), old_string="30", new_string="20"),
+        tool("Bash", command="pytest tests/billing -q"),
+        stop,
+        ask("ship it: push the branch"),
+        tool("Bash", command="git push --force origin main"),
+        stop,
+        ask("now look at the card form"),  # a sibling commits a memory before this turn: live news
+        tool("Read", file_path=str(repo / "README.md")),
+        tool("Read", file_path=str(repo / "src" / "payments" / "cards.py")),
+        tool("Bash", command="make test"),
+        ask("add a migration for the orders status column"),
+        tool("Bash", command="alembic revision --autogenerate -m 'orders status'"),
+        tool("Write", file_path=str(repo / "migrations" / "versions" / "3f2b_status.py"), content="..."),
+        tool("Read", file_path=str(repo / "setup.cfg")),
+        stop,
+        ("session-end", {"session_id": sid, "cwd": str(repo), "hook_event_name": "SessionEnd", "reason": "other"}),
+    ]
+
+
+def injected_chars(stdout: str) -> int:
+    """Chars of context one hook run gave the client (its additionalContext), 0 for none."""
+    if not stdout.strip() or stdout.strip() == "{}":
+        return 0
+    return len(json.loads(stdout).get("hookSpecificOutput", {}).get("additionalContext", ""))
+
+
+def bench_session_context(box: Throwaway, quick: bool) -> list[Row]:
+    """Everything the hooks inject across one scripted 20-event session, by kind."""
+    progress("auto-context over a scripted 20-event session")
+    repo = box.base / "hookrepo"
+    if not repo.exists():
+        prepare(box)
+    spent = {"session-start": 0, "prompt": 0, "pre-tool": 0}
+    events = scripted_session("bench-context", repo)
+    for i, (event, payload) in enumerate(events):
+        if i == 10:
+            sibling_write(box, repo)
+        _, out = run_hook(box, event, payload)
+        if event in spent:
+            spent[event] += injected_chars(out)
+    total = sum(spent.values())
+    detail = {"value": total, "unit": "chars", "start": spent["session-start"], "prompts": spent["prompt"],
+              "tools": spent["pre-tool"]}
+    return [row("auto-context per session (hook output summed)", f"{len(events)} events", detail,
+                f"<= {SESSION_CONTEXT_TARGET} chars", total <= SESSION_CONTEXT_TARGET)]
+
+
+def sibling_write(box: Throwaway, repo: Path) -> None:
+    """Another agent in the same worktree commits a memory mid-session (what live news reports)."""
+    bridge = Bridge(box.env, worktree=str(repo))
+    try:
+        bridge.initialize()
+        write_memory(bridge, {"key": "sibling", "content": SIBLING, "scopes": ["topic:orders"]}, {})
+    finally:
+        bridge.close()
+
+
+BENCHES = [bench_hooks, bench_session_context]
