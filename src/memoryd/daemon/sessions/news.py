@@ -68,6 +68,8 @@ class News:
         them either. `more`: how many others were new."""
         key = identity.get("client_session") or caller.id
         cursor = self.cursors.get(key)
+        if cursor is not None:  # a failed commit rolled the log back below it: those seqs come again
+            cursor = min(cursor, core.log.seq)
         fresh = [c for c in self.ring if (c.seq > cursor if cursor is not None else c.ts >= caller.started_at)]
         items = list(_unique(filter(None, (_item(core, c, caller, identity) for c in reversed(fresh))),
                              {*caller.injected, *exclude}))
@@ -105,7 +107,7 @@ def _item(core: Core, commit: Commit, caller: Session, identity: dict[str, Any])
                                        or _same(facts["swarm"], identity.get("swarm_id")))
     if not (sibling or facts["user_wide"]) or is_hidden(facts["scopes"], caller.disabled_scopes):
         return None
-    text = " ".join(facts["text"].split())
+    text = " ".join(facts["text"][:TEXT_CHARS * 4].split())  # (a cut before the split: contents run to MBs)
     return {"id": commit.record_id, "kind": facts["label"], "session": writer.id, "ts": commit.ts,
             "text": text if len(text) <= TEXT_CHARS else text[:TEXT_CHARS - 1].rstrip() + "…",
             "user_wide": facts["user_wide"] and repo != caller.repo, "tainted": facts["tainted"]}
