@@ -5,7 +5,8 @@ unless the memory is user-wide.
 
 Direct tests run the real `memoryd hook prompt` CLI next to agents on official-SDK bridges (each
 given its own CLAUDE_CODE_SESSION_ID, so bridge and hooks of one agent share a memoryd session, as
-under Claude Code); the last test runs two real Claude Code sessions with scripted models.
+under Claude Code); the last test runs two real Claude Code sessions side by side with scripted
+models: B hears A's write on its next prompt, and on a PreToolUse hook when A writes mid-turn.
 """
 
 from __future__ import annotations
@@ -249,8 +250,17 @@ def test_two_concurrent_claude_code_sessions_hear_each_other_through_the_prompt_
     assert init.returncode == 0, init.stderr
     write_fact = ("tool", "mcp__memoryd__memory_write",
                   {"content": FACT, "scopes": ["projects:shop", "topic:stripe"], "confidence": "high"})
-    a = Agent(claude, repo, env.environ(), home, [write_fact, ("text", "Saved."), ("text", "Next.")])
-    b = Agent(claude, repo, env.environ(), home, [("text", "Looked around."), ("text", "Noted."), ("text", "Ok.")])
+    write_retry = ("tool", "mcp__memoryd__memory_write",
+                   {"content": RETRY, "scopes": ["projects:shop", "topic:billing"], "confidence": "high"})
+    a = Agent(claude, repo, env.environ(), home,
+              [write_fact, ("text", "Saved."), ("text", "Next."), write_retry, ("text", "Saved too.")])
+
+    def a_writes_mid_turn(request: Request, _: list[Request]) -> tuple[Any, ...]:
+        """B's model, in the middle of B's turn: A writes now, then B runs a command (PreToolUse)."""
+        a.say("Also remember how the celery retries are set up.")
+        return ("tool", "Bash", {"command": "ls"})
+    b = Agent(claude, repo, env.environ(), home, [("text", "Looked around."), ("text", "Noted."), ("text", "Ok."),
+                                                  a_writes_mid_turn, ("text", "Listed.")])
     try:
         first_b = b.say("Look around the payments code.")  # B is at work before A writes
         assert news_given(first_b) == []
@@ -265,6 +275,14 @@ def test_two_concurrent_claude_code_sessions_hear_each_other_through_the_prompt_
         print(f"what B's model was given on its next prompt ({len(heard)} chars):\n{heard}", file=sys.stderr)
         assert all(len(c) <= 1500 for c in hook_context(second_b, "UserPromptSubmit"))
         assert news_given(b.say("And the tests?")) == [heard]  # once: nothing new the next time
+        # A tool hook hears too: A's second write lands while B's turn runs, before B's command.
+        after_tool = b.say("List the files.")
+        [(second, _)] = tool_results(agent_turns(a.fake.requests)[-1])
+        second_id = json.loads(second)["id"]
+        tool_news = [c for c in hook_context(after_tool, "PreToolUse:Bash") if NEWS_HEADER in c]
+        assert len(tool_news) == 1 and second_id in tool_news[0] and memory_id not in tool_news[0], tool_news
+        assert len(news_of(tool_news[0])) <= NEWS_CHARS
+        assert news_given(after_tool) == [heard]  # B's prompt hook ran before A wrote: nothing new there
         assert a.proc.poll() is None and b.proc.poll() is None  # both sessions ran side by side throughout
     finally:
         a.close()
