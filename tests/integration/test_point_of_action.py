@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from harness import Env
 from scripted_claude import Request, Run, hook_context, run_claude
-from test_hooks import claude_binary, git_repo
+from test_hooks import claude_binary, git_repo, start
 
 from memoryd.bench.kit import Bridge
 from memoryd.eval.run import write_memory
@@ -91,6 +91,9 @@ def test_file_and_command_anchors_each_inject_once_and_unrelated_calls_stay_sile
     other = git_repo(env.base / "ledger").resolve()
     store(env, other, [OTHER_REPO])
 
+    # Before the client session's start hook there is no session to speak for: silent, none started.
+    assert read(env, "cc-a", repo, "src/billing/stripe_client.py") is None
+    start(env, "cc-a", repo)
     # A Read of the file a memory cites (relative in the memory, absolute in the tool input): once.
     first = read(env, "cc-a", repo, "src/billing/stripe_client.py")
     assert first is not None and retry in first and RETRY in first and "cites billing/stripe_client.py" in first
@@ -117,7 +120,13 @@ def test_file_and_command_anchors_each_inject_once_and_unrelated_calls_stay_sile
     gone = read(env, "cc-a", repo, "src/legacy/old_client.py")
     assert gone is not None and legacy in gone and "moved" in gone
 
-    # Codex: a shell read of the file and an apply_patch of it, in a session of their own.
+    # Codex: a shell read of the file and an apply_patch of it, in sessions of their own.
+    for key in ("cx-1", "cx-2"):
+        payload = {"session_id": key, "cwd": str(repo), "hook_event_name": "SessionStart", "source": "startup"}
+        opened = subprocess.run([sys.executable, "-m", "memoryd", "hook", "session-start", "--client", "codex"],
+                                input=json.dumps(payload), env=env.environ(), capture_output=True, text=True,
+                                timeout=30, check=False)
+        assert opened.returncode == 0 and "memoryd session" in opened.stdout, opened.stderr
     shell = injected(pre_tool(env, "cx-1", repo, "Bash", {"command": "sed -n 1,80p src/billing/stripe_client.py"},
                               client="codex"))
     assert shell is not None and retry in shell
@@ -130,6 +139,7 @@ def test_a_shown_prompt_hit_is_not_shown_again_before_a_tool(served: Env) -> Non
     env = served
     repo = git_repo(env.base / "shop").resolve()
     [force] = store(env, repo, [FORCE])
+    start(env, "cc-b", repo)
     dry = subprocess.run([sys.executable, "-m", "memoryd", "hook", "pre-tool", "--dry-run"], env=env.environ(),
                          input=json.dumps({"session_id": "cc-b", "cwd": str(repo), "tool_name": "Bash",
                                            "tool_input": {"command": "git push --force"}}),
@@ -158,6 +168,7 @@ def test_a_huge_command_under_the_stdin_cap_is_looked_up_quietly(served: Env) ->
     env = served
     repo = git_repo(env.base / "shop").resolve()
     store(env, repo, [FORCE])
+    start(env, "cc-c", repo)
     noise = " ".join(f"arg{i}" for i in range(9000))  # ~60 KiB of tokens: cut, not choked on
     assert bash(env, "cc-c", repo, f"echo {noise}") is None
     bash(env, "cc-c", repo, "echo 'unclosed quote && make")  # shlex refuses it: split on whitespace

@@ -493,7 +493,7 @@ def run(event: str, client: str, data: dict[str, Any], dry_run: bool = False) ->
 
         if not pretool.wanted(data):  # most tool calls: no git, no daemon
             return None
-    identity = identity_for(data, client)
+    identity = pretool.identity(data, client) if event == "pre-tool" else identity_for(data, client)
     if event == "stop":
         stop(lambda: Daemon(identity, event), data)
         return None

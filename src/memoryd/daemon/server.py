@@ -582,6 +582,8 @@ class Server:
         if self._nothing_to_end(conn, action):
             self.client_sessions.forget(conn.identity.get("client_session") if action == "end" else None)
             return {"kept": False} if action == "last_words" else {"session_id": None, "ended": None}
+        if action == "anchored" and not self._joined_open(conn):
+            return {"memories": [], "session_id": None}  # a tool call joins a session, never starts one
         session = self._current_session(conn)
         if action == "latest_handoff":  # the session-start hook: what to continue from, and where
             return {**hooks.continuity(self.core, session), "session_id": session.id}
@@ -594,7 +596,7 @@ class Server:
         if action == "news":  # a tool hook's light call
             return self.news.take(self.core, session, conn.identity)
         if action == "anchored":  # the pre-tool hook: memories the tool call is about to touch
-            return anchored.anchored(self.core, session, args)
+            return {**anchored.anchored(self.core, session, args), "session_id": session.id}
         if action == "last_words":
             if not (session.is_open and self.core.config.hook_last_words):
                 return {"kept": False}
@@ -605,6 +607,12 @@ class Server:
             self.client_sessions.forget(session.client_session)
             return result
         raise BadRequest(f"unknown hook action {str(action)[:64]!r}", {"param": "action"})
+
+    def _joined_open(self, conn: Conn) -> bool:
+        """Whether the connection joined an open session at hello. The pre-tool hook sends a thin
+        identity (no git process on a tool's critical path), so it must not start one."""
+        session = self.core.sessions.get(conn.session_id) if conn.session_id else None
+        return session is not None and session.is_open
 
     def _nothing_to_end(self, conn: Conn, action: Any) -> bool:
         """A hook that would start a session only to close it: `end` with no open session, or
