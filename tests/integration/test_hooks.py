@@ -454,7 +454,7 @@ def test_real_claude_code_fires_the_hooks_init_registered(served: Env) -> None:
     init = env.memoryd("init", "--client", "claude-code", **extra)
     assert init.returncode == 0, init.stderr
     settings = json.loads((home / ".claude" / "settings.json").read_text())
-    assert set(settings["hooks"]) == {"SessionStart", "UserPromptSubmit", "Stop", "SessionEnd"}
+    assert set(settings["hooks"]) == {"SessionStart", "UserPromptSubmit", "PreToolUse", "Stop", "SessionEnd"}
 
     handoff = "Handoff for the real client: the webhook retry branch is pushed; next, review the PR."
 

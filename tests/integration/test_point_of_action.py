@@ -183,6 +183,21 @@ def test_with_the_daemon_down_it_prints_nothing_and_starts_none(env: Env) -> Non
     assert env.status() is None  # a tool call never waits on a daemon's start
 
 
+def test_the_pre_tool_process_stays_light(served: Env) -> None:
+    """No pyzmq and no daemon module in the hook process: it holds up every matching tool call."""
+    repo = git_repo(served.base / "shop").resolve()
+    start(served, "cc-e", repo)
+    payload = json.dumps({"session_id": "cc-e", "cwd": str(repo), "tool_name": "Read",
+                          "tool_input": {"file_path": str(repo / "a.py")}})
+    probe = ("import io, sys; from memoryd.cli import hooks; "
+             f"hooks.main('pre-tool', stdin=io.BytesIO({payload.encode()!r})); "
+             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'zmq' or m.startswith('memoryd.daemon')),"
+             " file=sys.stderr)")
+    proc = subprocess.run([sys.executable, "-c", probe], env=served.environ(), capture_output=True, text=True,
+                          timeout=30, check=False)
+    assert proc.returncode == 0 and proc.stderr.strip().splitlines()[-1] == "[]", proc.stderr
+
+
 # -- through the real Claude Code ---------------------------------------------------------------------
 
 def new_context(turns: list[Request], index: int, tool: str) -> list[str]:
