@@ -156,8 +156,10 @@ def test_dry_run_needs_no_daemon_and_writes_nothing(env: Env) -> None:
 
 
 def test_exit_codes_daemon_down_and_unreadable_input(env: Env, tmp_path: Path) -> None:
+    (env.base / "config.yaml").write_text("episode_ttl_dayz: 3\n")  # a daemon that cannot start
     down = env.memoryd("import", "markdown", NOTES)
-    assert down.returncode == 3 and "not running" in down.stderr and down.stdout == ""
+    assert down.returncode == 3 and "could not be started" in down.stderr and down.stdout == "", down.stderr
+    (env.base / "config.yaml").write_text("search_by_meaning: false\n")
     bad = tmp_path / "memory.jsonl"
     bad.write_text('{"type":"entity","name":"A","observations":["x"]}\n{oops\n')
     unreadable = env.memoryd("import", "server-memory", str(bad))

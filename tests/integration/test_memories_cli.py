@@ -162,7 +162,8 @@ def test_every_verb_starts_the_daemon_and_says_3_when_it_cannot_start(env: Env) 
     (env.base / "config.yaml").write_text("episode_ttl_dayz: 3\n")  # a daemon that cannot start
     for args in (["memories", "search", "x"], ["memories", "rm", "01ARZ3NDEKTSV4RRFFQ69G5FAV"],
                  ["memories", "edit", "01ARZ3NDEKTSV4RRFFQ69G5FAV", "--content", "x"],
-                 ["pending", "confirm", "pending-1"], ["sessions"], ["sync", "status"]):
+                 ["pending", "confirm", "pending-1"], ["sessions"], ["sync", "status"],
+                 ["ui", "--no-open"]):
         result = env.memoryd(*args)
         assert result.returncode == 3, (args, result.stderr)
         assert "could not be started" in result.stderr and "episode_ttl_dayz" in result.stderr, result.stderr

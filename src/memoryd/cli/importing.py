@@ -165,9 +165,12 @@ def _run(ns: argparse.Namespace, drafts: list[Draft], summary: Summary) -> int:
     """Write every draft through one operator connection; stop only if the daemon goes away."""
     from memoryd.ui.operator import Operator, is_unavailable
 
+    from memoryd.cli.memories import start_daemon
+
     operator = Operator(CLIENT)
     progress = Progress(len(drafts), sys.stderr)
     try:
+        start_daemon()  # the one rule of every verb that needs the daemon: start it as a bridge would
         waiting = already_pending(operator)
         for draft in drafts:
             summary.outcomes.append(import_one(operator, draft, ns, waiting.get(draft.content.strip())))
@@ -176,7 +179,7 @@ def _run(ns: argparse.Namespace, drafts: list[Draft], summary: Summary) -> int:
         if not is_unavailable(exc):
             summary.stopped = exc.message
             return REFUSED
-        summary.stopped = f"the daemon is not running ({exc.message}); start it: memoryd serve --detach"
+        summary.stopped = f"the daemon is not running and could not be started ({exc.message}); memoryd doctor says why"
         return UNAVAILABLE
     finally:
         progress.done()

@@ -562,13 +562,18 @@ def _has_desktop() -> bool:
 
 def main(ns: argparse.Namespace) -> int:
     """Serve until interrupted. Exit 3 when the daemon is not running, 1 when the port is taken."""
+    from memoryd import paths
+    from memoryd.client import spawn
+
     operator = Operator("memoryd-ui")
     try:
+        spawn.ensure_daemon(paths.endpoint())  # started as a bridge starts it, like every CLI verb
         status = operator.request("status", {})
     except MemorydError as exc:
         if not is_unavailable(exc):
             raise
-        print("memoryd: the daemon is not running; start it: memoryd serve --detach", file=sys.stderr)
+        print(f"memoryd: the daemon is not running and could not be started: {exc.message} "
+              "(memoryd doctor says why)", file=sys.stderr)
         return 3
     port = ns.port or default_port()
     ui = UI(operator, port, secrets.token_urlsafe(32), Path(status["store"]) / "events", read_timeout_s())
