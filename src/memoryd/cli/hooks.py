@@ -316,6 +316,8 @@ def prompt_query(prompt: str) -> str:
 
 def hit_line(hit: dict[str, Any], room: int) -> str:
     notes = [f"relevance {hit.get('relevance', 0):.2f}"]
+    if hit.get("similarity") is not None:  # a hit the gate took for its meaning shows why
+        notes.append(f"similarity {hit['similarity']:.2f}")
     if hit.get("staleness_verdict") not in (None, "fresh"):
         notes.append(str(hit["staleness_verdict"]).replace("_", " "))
     if hit.get("tainted"):
