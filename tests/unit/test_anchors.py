@@ -63,6 +63,21 @@ def test_a_command_matches_when_the_phrase_is_in_order_flags_included() -> None:
     assert matched(found, command="git push origin main") == []
     assert matched(found, command='git commit -m "never git push --force"') == []  # inside a quoted argument
     assert matched(found, command="echo git; push --force") == []  # two simple commands
+    assert matched(found, command="/usr/bin/git -C repo push -v --force") == [("P", COMMAND)]
+
+
+def test_incremental_build_takes_slices_and_follows_changes_meanwhile() -> None:
+    live = {f"M{i}": memory(f"M{i}", f"see billing/file_{i}.py") for i in range(5)}
+    found = AnchorIndex()
+    assert not found.build_some(live, 2) and len(found.of) == 2
+    changed = memory("M0", "`make deploy` only from main")  # updated before or after its turn
+    found.remove(live["M0"])
+    live["M0"] = changed
+    found.add(changed)
+    del live["M1"]  # removed before its turn
+    assert found.build_some(live, 10) and found.built and found.todo is None
+    assert matched(found, command="make deploy") == [("M0", COMMAND)]
+    assert matched(found, "/w/billing/file_0.py") == [] and matched(found, "/w/billing/file_3.py") == [("M3", FILE)]
 
 
 def test_shell_reads_of_a_cited_file_match_it() -> None:

@@ -13,7 +13,8 @@ exact key, taken from a memory's content when it is indexed —
   program (`never git push --force without asking` → git push --force), matched in order within
   one simple command, so `git push --force origin main` matches and `git push origin main` does not.
 
-The index is built on the first lookup of a daemon's life (a start pays nothing for it) and kept
+The index is built after a start in slices on the daemon's idle turns (as the after-start file
+check runs: a start pays nothing for it, and no request waits behind a whole build), and kept
 incrementally from then on; a lookup touches only the keys the tool's input names, never every
 memory.
 """
@@ -22,8 +23,9 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from memoryd.daemon.memories.gates import cited_paths
 from memoryd.daemon.memories.records import HANDOFF, Memory
@@ -38,6 +40,7 @@ MAX_PHRASE_TOKENS = 6
 MAX_PHRASES = 24            # per memory
 MAX_DIR_DEPTH = 6           # ancestor directories of a file that are looked up
 MAX_MODULE_DEPTH = 4        # dotted module names tried per path (`a.b.c.stem`)
+PAIR_WINDOW = 4             # tokens after a program where its phrase's second word may be
 
 def _words(text: str) -> frozenset[str]:
     return frozenset(text.split())
@@ -60,7 +63,9 @@ STOP_WORDS = _words(
     "only first again instead always never ever just yourself manually directly anymore so also "
     "because since via per any all every each")
 
-_IDENT_RE = re.compile(r"(?<![\w/.])[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+# Names made of words or dotted (a lookahead skips plain words at C speed: most of a memory's text).
+_IDENT_RE = re.compile(r"(?<![\w/.])(?=[\w.]*?(?:[a-z0-9][A-Z]|[A-Za-z0-9]_[A-Za-z0-9]|[A-Za-z0-9_]\.[A-Za-z_]))"
+                       r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 _CODE_SPAN_RE = re.compile(r"`([^`\n]{1,200})`")
 _CAMEL_RE = re.compile(r"[a-z0-9][A-Z]")
 _PROGRAM_RE = re.compile(r"^[a-z][a-z0-9._+-]*$")
@@ -259,24 +264,45 @@ class Hit:
 
 
 class AnchorIndex:
-    """Anchor key → memory ids; built on first use, then kept by `add` / `remove`."""
+    """Anchor key → memory ids; built in slices (`build_some`), then kept by `add` / `remove`."""
 
     def __init__(self) -> None:
         self.built = False
+        self.todo: list[str] | None = None                               # ids left while a build runs
         self.paths: dict[str, dict[str, int]] = {}                       # key -> {id: kind}
         self.identifiers: dict[str, set[str]] = {}
-        self.commands: dict[str, dict[str, list[tuple[str, ...]]]] = {}  # first token -> {id: phrases}
+        # (program, next word) -> {id: phrases}: keyed by two tokens, so a lookup of a `git` command
+        # reads only the memories about that git subcommand, not every memory that names git.
+        self.commands: dict[tuple[str, str], dict[str, list[tuple[str, ...]]]] = {}
         self.of: dict[str, Anchors] = {}
 
     def build(self, memories: Iterable[Memory]) -> None:
-        self.built = True
+        """Index `memories` at once (tests, and a store small enough not to care)."""
+        self.todo = []
         for memory in memories:
             self.add(memory)
+        self.built, self.todo = True, None
+
+    def build_some(self, live: Mapping[str, Memory], budget: int) -> bool:
+        """Index up to `budget` more of `live`, starting a build if none runs; True once complete.
+        Changes meanwhile are applied by `add` / `remove` as they come (a memory changed before its
+        turn is indexed twice, harmlessly; one removed is skipped)."""
+        if self.built:
+            return True
+        if self.todo is None:
+            self.todo = list(live)
+        for _ in range(min(budget, len(self.todo))):
+            memory = live.get(self.todo.pop())
+            if memory is not None:
+                self.add(memory)
+        if not self.todo:
+            self.built, self.todo = True, None
+        return self.built
 
     def add(self, memory: Memory) -> None:
-        """Index `memory` (a no-op before the first build). Handoffs are session state, not
+        """Index `memory` (a no-op before a build starts). Handoffs are session state, not
         knowledge about code; tainted memories are never pushed unasked before a tool runs."""
-        if not self.built or memory.category == HANDOFF or memory.tainted:
+        if (self.todo is None and not self.built) or memory.category == HANDOFF or memory.tainted:
             return
         found = extract(memory.content)
         if not found:
@@ -288,7 +314,7 @@ class AnchorIndex:
         for key in found.identifiers:
             self.identifiers.setdefault(key, set()).add(memory.id)
         for phrase in found.phrases:
-            self.commands.setdefault(phrase[0], {}).setdefault(memory.id, []).append(phrase)
+            self.commands.setdefault(phrase[:2], {}).setdefault(memory.id, []).append(phrase)
 
     def remove(self, memory: Memory) -> None:
         found = self.of.pop(memory.id, None)
@@ -299,7 +325,7 @@ class AnchorIndex:
         for key in found.identifiers:
             _drop(self.identifiers, key, memory.id)
         for phrase in found.phrases:
-            _drop(self.commands, phrase[0], memory.id)
+            _drop(self.commands, phrase[:2], memory.id)
 
     def for_path(self, path: str) -> Iterator[Hit]:
         for key, kind, specificity, name in path_lookups(path):
@@ -319,22 +345,24 @@ class AnchorIndex:
         segments = command_segments(command)
         for tokens in segments:
             for start, token in enumerate(tokens):
-                for memory_id, phrases in self.commands.get(token, {}).items():
-                    for phrase in phrases:
-                        if in_order(phrase, tokens, start):
-                            yield Hit(memory_id, COMMAND, len(phrase), f"names `{' '.join(phrase)}`")
+                # The phrase's second word within a few tokens of its first (`git -C dir push`).
+                for second in tokens[start + 1:start + 1 + PAIR_WINDOW]:
+                    for memory_id, phrases in self.commands.get((token, second), {}).items():
+                        for phrase in phrases:
+                            if in_order(phrase, tokens, start):
+                                yield Hit(memory_id, COMMAND, len(phrase), f"names `{' '.join(phrase)}`")
         for path in command_paths(segments):
             yield from self.for_path(path)
 
 
-def _drop(table: dict[str, object], key: str, memory_id: str) -> None:
+def _drop(table: dict[Any, Any], key: Any, memory_id: str) -> None:
     entry = table.get(key)
     if entry is None:
         return
     if isinstance(entry, set):
         entry.discard(memory_id)
     else:
-        entry.pop(memory_id, None)  # type: ignore[attr-defined]
+        entry.pop(memory_id, None)
     if not entry:
         del table[key]
 

@@ -24,6 +24,7 @@ MAX_PATH_CHARS = 4096
 MAX_COMMAND_CHARS = 8192
 MAX_LIMIT = 5
 CONTENT_CHARS = 700      # the hook cuts further to its budget; this keeps the reply small
+BUILD_SLICE = 1000       # memories a lookup indexes itself while the idle-turn build is unfinished
 
 
 def anchored(core: Core, session: Session, args: dict[str, Any]) -> dict[str, Any]:
@@ -34,8 +35,8 @@ def anchored(core: Core, session: Session, args: dict[str, Any]) -> dict[str, An
 
     tier = tier_of(core)
     anchors = tier.index.anchors
-    if not anchors.built:  # once per daemon life; then kept by every change
-        anchors.build(tier.live.values())
+    if not anchors.built:  # idle turns build it after a start; a call early on helps, boundedly
+        anchors.build_some(tier.live, BUILD_SLICE)
     hits: list[Hit] = []
     for path in _paths(args.get("paths")):
         hits.extend(anchors.for_path(path))
