@@ -25,7 +25,7 @@ GIT_ID = ["-c", "user.name=test", "-c", "user.email=test@example.invalid"]
 @pytest.fixture
 def remote() -> Iterator[Path]:
     base = Path(tempfile.mkdtemp(prefix="mdr", dir="/tmp"))
-    subprocess.run(["git", "init", "-q", "--bare", str(base / "remote.git")], check=True)
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(base / "remote.git")], check=True)
     yield base / "remote.git"
     subprocess.run(["rm", "-rf", str(base)], check=False)
 
@@ -468,7 +468,7 @@ def test_moving_to_a_new_remote_sends_every_record_there(pair: tuple[Env, Env], 
     memory_id = write(a, FACT)
     assert synced(a)["pushed"] == 1
     fresh = remote.parent / "fresh.git"
-    subprocess.run(["git", "init", "-q", "--bare", str(fresh)], check=True)
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(fresh)], check=True)
     shutil.rmtree(a.home / "sync" / "repo")  # start over with another remote, as the error says
     assert sync(a, "init", str(fresh)).returncode == 0
     assert synced(a)["pushed"] == 1
@@ -513,3 +513,82 @@ def test_an_auth_failure_is_one_clear_error_and_never_a_prompt(pair: tuple[Env, 
         server.shutdown()
     assert done.returncode == 1 and "auth_failed" in done.stderr and done.stderr.count("\n") == 1, done.stderr
     assert write(a, FACT)  # the daemon is unaffected
+
+
+# -- issue 31: a settled conflict, and a new remote's default branch -----------------------------------
+
+def doctor_warns_of_conflicts(env: Env) -> bool:
+    report = json.loads(env.memoryd("doctor", "--json").stdout)
+    return any(c["name"] == "sync conflicts" and c["status"] == "warn" for c in report["checks"])
+
+
+def test_a_settled_conflict_stops_warning_at_once_leaves_no_folder_and_both_texts_can_be_read(
+        pair: tuple[Env, Env], remote: Path) -> None:
+    a, b = pair
+    set_up(remote, a, b)
+    memory_id = write(a, FACT)
+    synced(a)
+    synced(b)
+    on_a = "The staging database runs Postgres 16 on port 5434 behind pgbouncer."
+    on_b = "The staging database runs Postgres 17 on port 5435 behind pgbouncer."
+    assert tool(a, "memory_update", id=memory_id, content=on_a)["status"] == "updated"
+    time.sleep(0.01)
+    assert tool(b, "memory_update", id=memory_id, content=on_b)["status"] == "updated"  # newer: wins
+    synced(a)
+    synced(b)
+    synced(a)
+    # Both sides' text, by a prefix as the other verbs take it: B's (current) and A's (kept).
+    shown = sync(a, "status", "--show", memory_id[:8])
+    assert shown.returncode == 0, shown.stderr
+    current, kept = shown.stdout.split("== kept")
+    assert "== current" in current and on_b in current and on_a not in current
+    assert on_a in kept and "--keep other" in kept
+    as_json = json.loads(sync(a, "status", "--show", memory_id, "--json").stdout)
+    assert as_json["current"]["text"].strip() == on_b and [k["text"].strip() for k in as_json["kept"]] == [on_a]
+    assert all(doctor_warns_of_conflicts(env) for env in (a, b))
+    # Settled on A: doctor there stops warning at once (the clone still holds the file until the
+    # next sync); the sync removes the file and its emptied folder, here and on B.
+    assert sync(a, "resolve", memory_id[:10], "--keep", "current").returncode == 0
+    assert not doctor_warns_of_conflicts(a)
+    assert (a.home / "sync" / "repo" / "conflicts" / memory_id).is_dir()
+    assert json.loads(sync(a, "status", "--show", memory_id, "--json").stdout)["kept"][0]["settled"]
+    synced(a)
+    synced(b)
+    for env in (a, b):
+        assert not (env.home / "sync" / "repo" / "conflicts" / memory_id).exists()
+        assert not doctor_warns_of_conflicts(env)
+        assert tool(env, "memory_show", id=memory_id)["content"] == on_b
+    gone = sync(a, "status", "--show", memory_id)
+    assert gone.returncode != 0 and "no kept conflict" in gone.stderr and gone.stderr.count("\n") == 1
+    b.memoryd("stop")  # the daemon's view is rebuilt at start: still nothing to warn about
+    b.start_daemon()
+    assert not doctor_warns_of_conflicts(b)
+
+
+def test_sync_init_on_a_new_bare_remote_follows_its_head_so_a_plain_clone_checks_out_the_memories(
+        pair: tuple[Env, Env], remote: Path) -> None:
+    a, b = pair
+    fresh = remote.parent / "fresh.git"  # HEAD names master, as a plain `git init --bare` makes it
+    subprocess.run(["git", "-c", "init.defaultBranch=master", "init", "-q", "--bare", str(fresh)], check=True)
+    set_up(fresh, a)
+    assert admin(a, "sync_status")["branch"] == "master" and "branch master" in sync(a, "status").stdout
+    memory_id = write(a, FACT)
+    assert synced(a)["pushed"] == 1
+    work = remote.parent / "plain-clone"
+    done = subprocess.run(["git", "clone", "-q", str(fresh), str(work)], check=False, capture_output=True,
+                          text=True)
+    assert done.returncode == 0 and "nonexistent ref" not in done.stderr, done.stderr
+    assert (work / "memories" / f"{memory_id}.md").read_text().endswith(FACT)
+    set_up(fresh, b)  # another machine finds the same branch
+    assert synced(b)["pulled"] == 1 and admin(b, "sync_status")["branch"] == "master"
+    # A remote an earlier memoryd filled (its `main`, HEAD still naming master) stays on main.
+    legacy = remote.parent / "legacy.git"
+    subprocess.run(["git", "-c", "init.defaultBranch=master", "init", "-q", "--bare", str(legacy)], check=True)
+    subprocess.run(["git", "push", "-q", str(legacy), "master:main"], cwd=fresh, check=True, capture_output=True)
+    c = Env()
+    try:
+        set_up(legacy, c)
+        assert admin(c, "sync_status")["branch"] == "main" and hits(c, "staging postgres port") == []
+        assert synced(c)["pulled"] == 1 and hits(c, "staging postgres port") == [memory_id]
+    finally:
+        c.cleanup()

@@ -28,7 +28,7 @@ PLAIN_ID = "01JCCCCCCCCCCCCCCCCCCCCCC2"
 @pytest.fixture
 def remote() -> Iterator[Path]:
     base = Path(tempfile.mkdtemp(prefix="mdr", dir="/tmp"))
-    subprocess.run(["git", "init", "-q", "--bare", str(base / "remote.git")], check=True)
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(base / "remote.git")], check=True)
     yield base / "remote.git"
     subprocess.run(["rm", "-rf", str(base)], check=False)
 

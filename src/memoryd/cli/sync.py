@@ -1,4 +1,4 @@
-"""`memoryd sync [init REMOTE | status | resolve ID]`: sync the durable tier through a git remote.
+"""`memoryd sync [init REMOTE | status [--show ID] | resolve ID]`: sync the durable tier through a git remote.
 
 The daemon does the work (the only writer of the store; docs/sync.md): these verbs ask it
 through the `admin` op and wait for the job's result by polling `sync_status`, so a sync that
@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from memoryd.cli.memories import REFUSED, run, visible
+from memoryd.cli.memories import REFUSED, full_id, run, visible
 
 POLL_S = 0.2
 WAIT_LIMIT_S = 3600.0
@@ -31,9 +31,11 @@ def add_parser(sub: Any, func: Callable[[argparse.Namespace], int]) -> None:
     init.add_argument("remote")
     init.add_argument("--json", action="store_true")
     status = actions.add_parser("status", help="the remote, this device, the last sync, open conflicts")
+    status.add_argument("--show", metavar="ID",
+                        help="print both sides of one memory's conflict: the current text and each kept version")
     status.add_argument("--json", action="store_true")
     resolve = actions.add_parser("resolve", help="settle a kept conflict of one memory")
-    resolve.add_argument("id")
+    resolve.add_argument("id", help="the memory's id or a unique prefix of at least 6 characters")
     resolve.add_argument("--keep", choices=["current", "other"], default="current",
                          help="current: keep what the store has; other: the newest kept version wins")
     resolve.add_argument("--json", action="store_true")
@@ -126,6 +128,8 @@ def init(operator: Any, ns: argparse.Namespace) -> int:
 
 
 def status(operator: Any, ns: argparse.Namespace) -> int:
+    if ns.show:
+        return show(operator, ns)
     state = operator.admin("sync_status")
     if ns.json:
         print(json.dumps(state, indent=2))
@@ -134,7 +138,7 @@ def status(operator: Any, ns: argparse.Namespace) -> int:
         print("sync is not set up: memoryd sync init REMOTE")
         return 0
     interval = state.get("interval_seconds") or 0
-    lines = [f"remote:   {state.get('remote')}",
+    lines = [f"remote:   {state.get('remote')} (branch {state.get('branch')})",
              f"device:   {state.get('device_name')} ({state.get('device')})",
              f"interval: {f'every {interval} s' if interval else 'off (memoryd sync by hand)'}"]
     running = state.get("running")
@@ -157,8 +161,34 @@ def status(operator: Any, ns: argparse.Namespace) -> int:
     return 0
 
 
+def show(operator: Any, ns: argparse.Namespace) -> int:
+    """`sync status --show ID`: this store's version and each kept one, text in full."""
+    result = operator.admin("sync_show", id=full_id(operator, ns.show))
+    if ns.json:
+        print(json.dumps(result, indent=2, ensure_ascii=True))
+        return 0
+    current = result.get("current")
+    blocks = [_version_block("current (what this store serves; --keep current)", current)]
+    for row in result.get("kept") or []:
+        label = "kept, settled (goes at the next sync)" if row.get("settled") else "kept (--keep other)"
+        blocks.append(_version_block(label, row))
+    print(f"{result['id']}\n\n" + "\n\n".join(blocks))
+    print(f"\nsettle it: memoryd sync resolve {result['id']} --keep current|other")
+    return 0
+
+
+def _version_block(label: str, row: dict[str, Any] | None) -> str:
+    if row is None:
+        return f"== {label}: none (this store has no version of it)"
+    if row.get("text") is None:
+        return f"== {label}: {str(row.get('sha', ''))[:12]} cannot be read: {row.get('unreadable')}"
+    state = "removed" if row.get("state") == "tomb" else "live"
+    return (f"== {label}: {state}, {'removed' if state == 'removed' else 'updated'} {row.get('stamp')}, "
+            f"sha {str(row.get('sha', ''))[:12]}\n{visible(str(row['text'])).rstrip()}")
+
+
 def resolve(operator: Any, ns: argparse.Namespace) -> int:
-    result = operator.admin("sync_resolve", id=ns.id, keep=ns.keep)
+    result = operator.admin("sync_resolve", id=full_id(operator, ns.id), keep=ns.keep)
     if ns.json:
         print(json.dumps(result, indent=2))
     else:
@@ -177,8 +207,7 @@ def doctor_rows() -> list[tuple[str, str, str, str]]:
     except (OSError, ValueError):
         return [("sync", "ok", "not set up (memoryd sync init REMOTE to share memories across machines)", "")]
     rows = []
-    conflicts = base / "repo" / "conflicts"
-    open_ids = sorted(p.name for p in conflicts.iterdir() if p.is_dir()) if conflicts.is_dir() else []
+    open_ids, total = _open_conflicts(base)
     try:
         last = json.loads((base / "last.json").read_text())
     except (OSError, ValueError):
@@ -189,8 +218,26 @@ def doctor_rows() -> list[tuple[str, str, str, str]]:
                      "check the remote, then: memoryd sync"))
     else:
         rows.append(("sync", "ok", detail + (f"; last {last.get('finished_at')}" if last else "; never synced"), ""))
-    if open_ids:
+    if total:
         rows.append(("sync conflicts", "warn",
-                     f"{len(open_ids)} memories have a kept conflicting version: {', '.join(open_ids[:5])}",
+                     f"{total} memories have a kept conflicting version: {', '.join(open_ids[:5])}",
                      "memoryd sync status, then memoryd sync resolve ID --keep current|other"))
     return rows
+
+
+def _open_conflicts(base: Any) -> tuple[list[str], int]:
+    """(ids, total) of the conflicts nobody has settled: the daemon's view (open-conflicts.json,
+    written at start, after each sync and each resolve), since the clone still holds a settled
+    conflict's files until the next sync. Without that file (a daemon older than it), the clone's
+    `conflicts/<id>/` folders that hold a file."""
+    try:
+        seen = json.loads((base / "open-conflicts.json").read_text())
+        return [str(i) for i in seen["ids"]], int(seen["total"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    folder = base / "repo" / "conflicts"
+    try:
+        ids = sorted(p.name for p in folder.iterdir() if p.is_dir() and not p.is_symlink() and any(p.iterdir()))
+    except OSError:
+        ids = []
+    return ids, len(ids)

@@ -38,7 +38,8 @@ _KINDS = (
     ("remote_unreachable", ("does not appear to be a git repository", "could not resolve host",
                             "connection refused", "unable to access", "no such file or directory",
                             "could not read from remote repository", "connection timed out",
-                            "network is unreachable", "not found")),
+                            "network is unreachable", "not found",
+                            "does not exist")),  # `git clone` of a missing path (sync init)
 )
 
 

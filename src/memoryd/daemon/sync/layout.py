@@ -14,6 +14,10 @@ from memoryd.daemon import store
 
 LIVE, TOMB = "live", "tomb"  # a record's two states, in events and in the merge rule
 CONFLICTS = "conflicts"  # the clone's folder of kept losers: conflicts/<id>/<sha256>.md
+# The branch memoryd pushed before it followed a new remote's HEAD, and its choice when the remote
+# names none: a remote that has it stays on it (`worker.pick_branch`). The chosen one is in config.json.
+BRANCH = "main"
+_BRANCH_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/")
 
 
 class Layout:
@@ -25,6 +29,9 @@ class Layout:
         self.config = self.dir / "config.json"
         self.quarantine = self.dir / "quarantine"
         self.last = self.dir / "last.json"
+        # The daemon's view of open conflicts (the clone's kept losers less those settled in the
+        # log), kept for `memoryd doctor`, which reads files and never asks the daemon.
+        self.open_conflicts = self.dir / "open-conflicts.json"
 
     def read_config(self) -> dict[str, Any]:
         try:
@@ -38,6 +45,15 @@ class Layout:
 
     def is_set_up(self) -> bool:
         return bool(self.read_config().get("remote")) and store.is_plain_dir(self.repo / ".git")
+
+
+def branch_of(config: dict[str, Any]) -> str:
+    """The branch config.json names (`main` for a store set up before memoryd chose one); a name
+    that is not a plain branch name (a hand edit, a hostile remote's HEAD) is never used: `main`."""
+    name = config.get("branch")
+    if not isinstance(name, str) or not 0 < len(name) <= 100 or not _BRANCH_CHARS.issuperset(name):
+        return BRANCH
+    return BRANCH if name.startswith(("-", "/")) or name.endswith(("/", ".lock")) or ".." in name else name
 
 
 def write_atomic(path: Path, data: bytes) -> None:

@@ -36,6 +36,7 @@ from memoryd.daemon.sync.layout import (
     LIVE,
     TOMB,
     Layout,
+    branch_of,
     count_quarantined,
     escaped,
 )
@@ -180,6 +181,19 @@ class SyncState:
             worker.jobs = max(worker.jobs, self.last["job"])
         interval = self.core.config.sync_interval_seconds
         self.next_auto = self.core.clock() + interval if interval > 0 else math.inf
+        self.publish_conflicts()
+
+    def publish_conflicts(self) -> None:
+        """Write the open conflicts (ids, no content) for `memoryd doctor`: at start, after each
+        sync and each resolve, so a settled conflict stops warning before the next sync removes
+        its files. Only once sync is set up; a failed write costs doctor's accuracy, nothing else."""
+        if not self.layout.is_set_up():
+            return
+        open_ids = sorted(self.open_conflicts())
+        try:
+            self.layout.write_json(self.layout.open_conflicts, {"ids": open_ids[:MAX_ROWS], "total": len(open_ids)})
+        except OSError as exc:
+            log.warning("sync: could not keep the open conflicts for doctor: %s", exc)
 
     def reconcile(self) -> dict[str, Any]:
         return {"sync_conflicts": len(self.open_conflicts())} if self.layout.is_set_up() else {}
@@ -349,6 +363,7 @@ def finish(state: SyncState, result: Result) -> None:
     if result.status == "ok" and result.kind == "sync":
         state.conflicts = result.conflicts
         state.quarantined_total = result.quarantined_total
+        state.publish_conflicts()
     summary = {**result.summary(), "pulled": pulled, "deferred": result.deferred, "finished_at": core.now()}
     if result.status == "ok" and result.kind == "init" and result.device:  # a fresh clone was made
         core.record("sync_init", None, device=result.device, head=result.head)
@@ -501,6 +516,7 @@ def action_status(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[s
     config = state.layout.read_config()
     running = _running(core)
     return {"set_up": state.layout.is_set_up(), "remote": config.get("remote"),
+            "branch": branch_of(config) if config else None,
             "device": config.get("device_id"), "device_name": config.get("device_name"),
             "running": None if running is None else {"job": running[0], "kind": running[1], "phase": running[2]},
             "last": state.last, "conflicts": state.conflict_rows(), "quarantined": state.quarantined_total,
@@ -526,7 +542,40 @@ def action_resolve(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[
         fields = _restore_loser(state, memory_id, shas)
     core.record("sync_resolve", core.sessions.get(conn.session_id) if conn else None,
                 memory_id=memory_id, keep=keep, shas=shas, **fields)
+    state.publish_conflicts()  # applied live by `record`: doctor stops warning now
     return {"id": memory_id, "kept": keep, "settled": shas, **fields}
+
+
+def action_show(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[str, Any]:
+    """Both sides of a kept conflict: this store's current version and every version kept under
+    `conflicts/<id>/` (settled ones marked, until the next sync removes them), each with its
+    state, stamp and text: what `sync resolve --keep current|other` chooses between."""
+    memory_id = args.get("id")
+    if not isinstance(memory_id, str) or not store.is_ulid(memory_id):
+        raise InvalidParams("id", "must be a memory id")
+    state = state_of(core)
+    shas = state.conflicts.get(memory_id)
+    if not shas:
+        raise ResourceState("no_conflict", memory_id, f"memory {memory_id} has no kept conflict")
+    tier: MemoryTier = core.memories
+    current = current_version(tier, memory_id)
+    path = (tier.live_path if current and current[0] == LIVE else tier.tomb_path)(memory_id)
+    settled = state.resolved.get(memory_id, set())
+    kept = [{**_version_of(state.layout.repo / CONFLICTS / memory_id / f"{sha}.md", state.layout.repo),
+             "sha": sha, "settled": sha in settled} for sha in shas]
+    return {"id": memory_id, "current": {**_version_of(path, core.root), "sha": current[1]} if current else None,
+            "kept": kept, "resolve": "memoryd sync resolve ID --keep current|other"}
+
+
+def _version_of(path: Path, root: Path) -> dict[str, Any]:
+    """One version's state, stamp and text, read from its file (no link followed at any depth)."""
+    try:
+        store.check_no_links(root, path)
+        meta, body = store.parse(store.read_nofollow(path))
+    except (OSError, store.BadRecord, UnicodeDecodeError) as exc:
+        return {"state": None, "stamp": None, "text": None, "unreadable": str(exc)[:200]}
+    removed = meta.get("removed_at")
+    return {"state": TOMB if removed else LIVE, "stamp": str(removed or meta.get("updated") or ""), "text": body}
 
 
 def _restore_loser(state: SyncState, memory_id: str, shas: list[str]) -> dict[str, Any]:
@@ -566,6 +615,7 @@ ACTIONS = {
     "sync": action_sync,
     "sync_status": action_status,
     "sync_resolve": action_resolve,
+    "sync_show": action_show,
 }
 
 _APPLIERS = {

@@ -38,10 +38,12 @@ from memoryd.daemon.memories.records import Memory, sha256_hex
 from memoryd.daemon.sync import admission
 from memoryd.daemon.sync.git import Git, GitFailed
 from memoryd.daemon.sync.layout import (
+    BRANCH,
     CONFLICTS,
     LIVE,
     TOMB,
     Layout,
+    branch_of,
     count_quarantined,
     escaped,
     write_atomic,
@@ -49,8 +51,6 @@ from memoryd.daemon.sync.layout import (
 from memoryd.daemon.sync.merge import Version, horizon, pick, three_way
 
 PUSH_ATTEMPTS = 3
-BRANCH = "main"
-REMOTE_REF = f"refs/remotes/origin/{BRANCH}"
 FOLDER_OF = {LIVE: "memories", TOMB: "tombstones"}
 TOP_FOLDERS = ("memories", "tombstones", "conflicts")
 EMPTY = "0" * 40
@@ -170,6 +170,7 @@ class Worker:
         self.jobs = 0  # the last job number handed out (the CLI waits for its own)
         self.admitting: Result | None = None  # a finished job the loop is admitting, batch by batch
         self.device = ""  # this machine's device id, for commit messages (set by each sync)
+        self.branch = BRANCH  # the remote's branch this store syncs on (config.json, set by each sync)
         self.phase = ""   # what the running job is doing, for `memoryd sync` (a plain str: atomic)
         self.quarantined: set[str] = set()  # blobs sync/quarantine/ lists (`load_quarantine`)
         self.quarantine_used = 0  # and the bytes it holds
@@ -226,18 +227,24 @@ class Worker:
         layout.repo.mkdir(mode=0o700, parents=True)
         git = Git(layout.repo, device_id, name, admission.size_cap(job.max_content_bytes))
         try:
-            git.run("init", "-q")
+            # A clone, not init + fetch: only a clone learns the branch an empty remote's HEAD
+            # names. No checkout (records are written by `checkout` below), no local shortcut.
+            git.run("clone", "-q", "--no-checkout", "--no-local", "--no-tags", "--origin", "origin", "--",
+                    remote, ".")
             harden(layout.repo)
-            git.run("symbolic-ref", "HEAD", f"refs/heads/{BRANCH}")
-            git.run("remote", "add", "origin", remote)
-            fetch(git)
-            theirs = git.rev(REMOTE_REF)
+            branch = pick_branch(git)
+            git.run("symbolic-ref", "HEAD", f"refs/heads/{branch}")
+            for ref in git.out("for-each-ref", "--format=%(refname)", "refs/heads/").split():
+                if ref != f"refs/heads/{branch}":  # the clone's branch for a HEAD not followed
+                    git.run("update-ref", "-d", ref)
+            theirs = git.rev(remote_ref(branch))
             if theirs is not None:
                 checkout(git, None, theirs, full=True)
         except GitFailed:
             shutil.rmtree(layout.repo, ignore_errors=True)
             raise
-        layout.write_json(layout.config, {"remote": remote, "device_id": device_id, "device_name": name})
+        layout.write_json(layout.config, {"remote": remote, "device_id": device_id, "device_name": name,
+                                          "branch": branch})
         result.head, result.device = git.rev("HEAD"), device_id
 
     # -- sync -------------------------------------------------------------------------------------
@@ -249,6 +256,7 @@ class Worker:
         if not layout.is_set_up():
             raise GitFailed("not_set_up", "sync is not set up: run `memoryd sync init REMOTE` first")
         result.remote = config["remote"]
+        self.branch = branch_of(config)
         git = Git(layout.repo, config["device_id"], config.get("device_name") or "device",
                   admission.size_cap(job.max_content_bytes))
         self.device = config["device_id"]
@@ -260,10 +268,10 @@ class Worker:
         exported = self.export(git, job, result)
         for attempt in range(1, PUSH_ATTEMPTS + 1):
             result.attempts = attempt
-            known = git.rev(REMOTE_REF)
+            known = git.rev(remote_ref(self.branch))
             self.phase = "fetching, merging, pushing" + (f" (attempt {attempt})" if attempt > 1 else "")
             fetch(git)
-            if known is not None and not is_ancestor(git, known, git.rev(REMOTE_REF)):
+            if known is not None and not is_ancestor(git, known, git.rev(remote_ref(self.branch))):
                 result.rewritten = True  # force-pushed or replaced: merged record by record all the same
             if self.integrate(git, job, result):
                 break
@@ -302,9 +310,7 @@ class Worker:
             written.append((memory_id, state, sha))
         for memory_id, shas in job.resolved.items():
             for sha in shas:
-                target = real_parents(repo, repo / CONFLICTS / memory_id / f"{sha}.md")
-                if not os.path.islink(target) and target.is_file():
-                    target.unlink()
+                drop_kept(repo, repo / CONFLICTS / memory_id / f"{sha}.md")
         stage(git)
         if git.run("diff", "--cached", "--quiet", check=False).returncode != 0:
             git.run("commit", "-q", "--no-verify", "-m", f"memoryd: {len(written)} records from {self.device}")
@@ -325,7 +331,7 @@ class Worker:
 
     def integrate(self, git: Git, job: Job, result: Result) -> bool:
         """Bring the fetched remote branch in and push; False when the push lost a race."""
-        ours, theirs = git.rev("HEAD"), git.rev(REMOTE_REF)
+        ours, theirs = git.rev("HEAD"), git.rev(remote_ref(self.branch))
         if theirs is not None and ours is None:
             checkout(git, None, theirs)
             return True
@@ -341,7 +347,7 @@ class Worker:
         if theirs == git.rev("HEAD"):
             return True
         try:
-            git.run("push", "-q", "origin", f"HEAD:refs/heads/{BRANCH}")
+            git.run("push", "-q", "origin", f"HEAD:refs/heads/{self.branch}")
         except GitFailed as exc:
             if exc.kind == "push_race":
                 return False
@@ -508,6 +514,29 @@ class Worker:
 
 # -- helpers on the clone ---------------------------------------------------------------------------
 
+def remote_ref(branch: str) -> str:
+    return f"refs/remotes/origin/{branch}"
+
+
+def pick_branch(git: Git) -> str:
+    """The branch to sync on, right after the clone (its HEAD is what the remote's HEAD names, or
+    `main` when the remote names none): `main` when the remote has it (every earlier memoryd pushed
+    there); else what the remote's HEAD names when that branch does not exist yet — a new bare
+    repository's `master` — so a plain `git clone` checks the memories out; or when it holds
+    memoryd's folders (another machine followed it). Otherwise `main`: a remote whose default
+    branch holds something else keeps it untouched."""
+    if git.rev(remote_ref(BRANCH)) is not None:
+        return BRANCH
+    named = git.run("symbolic-ref", "-q", "--short", "HEAD", check=False).stdout.decode(errors="replace").strip()
+    if branch_of({"branch": named}) != named or named == BRANCH:
+        return BRANCH
+    head = git.rev(remote_ref(named))
+    if head is None:
+        return named
+    top = set(git.out("ls-tree", "--name-only", head).split("\n"))
+    return named if top & {"memories", "tombstones"} else BRANCH
+
+
 def fetch(git: Git) -> None:
     git.run("fetch", "-q", "--prune", "--no-tags", "origin", "+refs/heads/*:refs/remotes/origin/*")
 
@@ -574,7 +603,10 @@ def checkout(git: Git, old: str | None, new: str | None, full: bool = False) -> 
         (repo / ".git" / "index").unlink(missing_ok=True)  # rebuilt from `new`, no stale flag kept
     for path, entry in before.items():  # gone or changed: its old file goes (if it was written)
         if after.get(path) != entry and os.path.lexists(repo / path) and not store.is_plain_dir(repo / path):
-            real_parents(repo, repo / path).unlink(missing_ok=True)
+            if admission.conflict_path(path):
+                drop_kept(repo, repo / path)  # settled on another machine: its folder goes too
+            else:
+                real_parents(repo, repo / path).unlink(missing_ok=True)
     data = git.blobs(sorted(set(records.values())))
     for path, blob in records.items():
         if blob in data:
@@ -631,6 +663,20 @@ def place(repo: Path, memory_id: str, state: str, data: bytes) -> None:
             if os.path.lexists(target):
                 target.unlink()
     write_atomic(real_parents(repo, repo / FOLDER_OF[state] / f"{memory_id}.md"), data)
+
+
+def drop_kept(repo: Path, path: Path) -> None:
+    """Remove a kept loser (`conflicts/<id>/<sha256>.md`) and, once it was the last, its folder
+    and an emptied `conflicts/`: a settled conflict leaves nothing behind. `real_parents` has made
+    every directory on the way real, and `rmdir` removes an empty directory, never a link's target."""
+    target = real_parents(repo, path)
+    if not os.path.islink(target) and target.is_file():
+        target.unlink()
+    for folder in (target.parent, target.parent.parent):
+        try:
+            os.rmdir(folder)
+        except OSError:  # not empty (another kept version), or gone already
+            return
 
 
 def keep_loser(repo: Path, memory_id: str, data: bytes) -> None:
