@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,3 +34,12 @@ def daemon(env: Env) -> Env:
 def served(daemon: Env) -> Env:
     """The same as `daemon` (its exit is reaped by the harness)."""
     return daemon
+
+
+@pytest.fixture
+def remote() -> Iterator[Path]:
+    """A bare git repository on disk whose branch is `main`, for sync tests (tests/synckit.py)."""
+    base = Path(tempfile.mkdtemp(prefix="mdr", dir="/tmp"))
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(base / "remote.git")], check=True)
+    yield base / "remote.git"
+    subprocess.run(["rm", "-rf", str(base)], check=False)

@@ -16,18 +16,9 @@ from typing import Any
 import anyio
 import pytest
 from harness import Env, call
-
-from memoryd.ui.operator import Operator
+from synckit import operator, synced, tool
 
 GIT_ID = ["-c", "user.name=test", "-c", "user.email=test@example.invalid"]
-
-
-@pytest.fixture
-def remote() -> Iterator[Path]:
-    base = Path(tempfile.mkdtemp(prefix="mdr", dir="/tmp"))
-    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(base / "remote.git")], check=True)
-    yield base / "remote.git"
-    subprocess.run(["rm", "-rf", str(base)], check=False)
 
 
 @pytest.fixture
@@ -40,18 +31,6 @@ def pair() -> Iterator[tuple[Env, Env]]:
         b.cleanup()
 
 
-def operator(env: Env) -> Operator:
-    return Operator("memoryd-cli", endpoint=env.wait_ready()["endpoint"])
-
-
-def tool(env: Env, name: str, **args: Any) -> dict[str, Any]:
-    op = operator(env)
-    try:
-        return op.tool(name, **args)
-    finally:
-        op.close()
-
-
 def admin(env: Env, action: str, **args: Any) -> dict[str, Any]:
     op = operator(env)
     try:
@@ -62,12 +41,6 @@ def admin(env: Env, action: str, **args: Any) -> dict[str, Any]:
 
 def sync(env: Env, *args: str) -> subprocess.CompletedProcess[str]:
     return env.memoryd("sync", *args, timeout=120)
-
-
-def synced(env: Env) -> dict[str, Any]:
-    done = sync(env, "--json")
-    assert done.returncode == 0, done.stderr + done.stdout
-    return json.loads(done.stdout)
 
 
 def set_up(remote: Path, *envs: Env) -> None:

@@ -10,56 +10,17 @@ import os
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from harness import Env
+from synckit import set_up, synced, tool
 
 from memoryd.daemon.memories.records import Memory, render_memory
-from memoryd.ui.operator import Operator
 
 GIT_ID = ["-c", "user.name=mallory", "-c", "user.email=mallory@example.invalid"]
 EVIL_ID = "01JCCCCCCCCCCCCCCCCCCCCCC1"
 PLAIN_ID = "01JCCCCCCCCCCCCCCCCCCCCCC2"
-
-
-@pytest.fixture
-def remote() -> Iterator[Path]:
-    base = Path(tempfile.mkdtemp(prefix="mdr", dir="/tmp"))
-    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(base / "remote.git")], check=True)
-    yield base / "remote.git"
-    subprocess.run(["rm", "-rf", str(base)], check=False)
-
-
-@pytest.fixture
-def env() -> Iterator[Env]:
-    victim = Env()
-    try:
-        yield victim
-    finally:
-        victim.cleanup()
-
-
-def tool(env: Env, name: str, **args: Any) -> dict[str, Any]:
-    op = Operator("memoryd-cli", endpoint=env.wait_ready()["endpoint"])
-    try:
-        return op.tool(name, **args)
-    finally:
-        op.close()
-
-
-def synced(env: Env) -> dict[str, Any]:
-    done = env.memoryd("sync", "--json", timeout=120)
-    assert done.returncode == 0, done.stderr + done.stdout
-    return json.loads(done.stdout)
-
-
-def set_up(env: Env, remote: Path) -> None:
-    env.start_daemon()
-    done = env.memoryd("sync", "init", str(remote), timeout=120)
-    assert done.returncode == 0, done.stderr
 
 
 def record(memory_id: str, content: str, worktree: str | None = None) -> bytes:
