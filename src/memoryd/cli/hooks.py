@@ -31,6 +31,7 @@ import os
 import stat
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from memoryd.client.wire import Wire, WireError
@@ -489,13 +490,8 @@ def identity_for(data: dict[str, Any], client: str) -> dict[str, Any]:
 
 
 def run(event: str, client: str, data: dict[str, Any], dry_run: bool = False) -> str | None:
-    """The stdout of one hook run (None: print nothing)."""
-    if event == "pre-tool":
-        from memoryd.cli import pretool  # point-of-action recall
-
-        if not pretool.wanted(data):  # most tool calls: no git, no daemon
-            return None
-    identity = pretool.identity(data, client) if event == "pre-tool" else identity_for(data, client)
+    """The stdout of one hook run (None: print nothing). `pre-tool` has its own (cli/pretool.run)."""
+    identity = identity_for(data, client)
     if event == "stop":
         stop(lambda: Daemon(identity, event), data)
         return None
@@ -504,17 +500,16 @@ def run(event: str, client: str, data: dict[str, Any], dry_run: bool = False) ->
         if event == "session-end":
             daemon.hook("end", reason=str(data.get("reason") or "other"))
             return None
-        if event == "pre-tool":
-            text = pretool.pre_tool(daemon, data, dry_run)
-        else:
-            text = session_start(daemon, identity) if event == "session-start" else prompt(daemon, data, dry_run)
+        text = session_start(daemon, identity) if event == "session-start" else prompt(daemon, data, dry_run)
     finally:
         daemon.close()
     return context_output(event, text) if text else None
 
 
-def main(event: str, client: str = "claude-code", dry_run: bool = False, stdin: Any = None) -> int:
-    """Exit code 0 always (see the module contract); the answer, if any, goes to stdout."""
+def main(event: str, client: str = "claude-code", dry_run: bool = False, stdin: Any = None,
+         runner: Callable[[str, str, dict[str, Any], bool], str | None] = run) -> int:
+    """Exit code 0 always (see the module contract); the answer, if any, goes to stdout. `runner`:
+    what answers the event (`run`; `pretool.run` for pre-tool, which imports this module)."""
     began = time.monotonic()
     try:
         if event not in EVENTS:
@@ -523,7 +518,9 @@ def main(event: str, client: str = "claude-code", dry_run: bool = False, stdin: 
         if dry_run and event not in ("prompt", "pre-tool"):  # their work opens, keeps last words in, or closes a
             print("{}")  # session: a dry run must not (`memoryd doctor` probes session-start this way)
             return 0
-        out = run(event, client, data, dry_run)
+        if event == "pre-tool" and runner is run:
+            return fail("pre-tool is answered by memoryd.cli.pretool.main")
+        out = runner(event, client, data, dry_run)
         if dry_run:  # what the client would be given; `{}`: nothing
             out = out or "{}"
     except HookInputError as exc:

@@ -242,12 +242,18 @@ def _hook_fast_path(args: list[str]) -> int:
         client = rest[rest.index("--client") + 1]
     if client not in ("claude-code", "codex"):
         return hooks.fail(f"unknown client {client!r}")
+    if event == "pre-tool":
+        from memoryd.cli import pretool
+
+        return pretool.main(client=client, dry_run="--dry-run" in rest)
     return hooks.main(event, client=client, dry_run="--dry-run" in rest)
 
 
 def cmd_hook(ns: argparse.Namespace) -> int:
-    from memoryd.cli import hooks
+    from memoryd.cli import hooks, pretool
 
+    if ns.event == "pre-tool":
+        return pretool.main(client=ns.client, dry_run=ns.dry_run)
     return hooks.main(ns.event, client=ns.client, dry_run=ns.dry_run)
 
 

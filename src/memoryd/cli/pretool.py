@@ -97,3 +97,20 @@ def pre_tool(daemon: hooks.Daemon, data: dict[str, Any], dry_run: bool = False) 
     news = getattr(hooks, "sibling_news", None)
     extra = news(daemon, data) if callable(news) and not dry_run else None
     return hooks.fit([s for s in (found, extra) if s], TOOL_CHARS) or None
+
+
+def run(event: str, client: str, data: dict[str, Any], dry_run: bool = False) -> str | None:
+    """The stdout of one pre-tool hook run (None: print nothing); `hooks.main` calls it."""
+    if not wanted(data):  # most tool calls: no git, no daemon
+        return None
+    daemon = hooks.Daemon(identity(data, client), event)
+    try:
+        text = pre_tool(daemon, data, dry_run)
+    finally:
+        daemon.close()
+    return hooks.context_output(event, text) if text else None
+
+
+def main(client: str = "claude-code", dry_run: bool = False, stdin: Any = None) -> int:
+    """`memoryd hook pre-tool`: the hooks' contract (exit 0 always), with this module's answer."""
+    return hooks.main("pre-tool", client=client, dry_run=dry_run, stdin=stdin, runner=run)
