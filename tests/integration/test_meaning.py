@@ -13,9 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import Env, call
+from tests.harness import Env, call, ensure_model
 
-encoder = pytest.importorskip("memoryd.daemon.encoder")
+from memoryd.daemon import encoder
+
+
+@pytest.fixture(autouse=True, scope="module")
+def model_installed() -> None:
+    ensure_model()
 
 
 def test_the_encoder_gives_the_models_published_similarities() -> None:

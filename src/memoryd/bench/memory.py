@@ -113,8 +113,13 @@ def _target(targets: dict[int, float], size: int, unit: str, value: float, at_mo
 
 
 def bench_memory_tier(box: Throwaway, quick: bool) -> list[Row]:
+    from memoryd.cli import model
+
     corpus = Corpus()
-    rows: list[Row] = _encoder_rows()
+    meaning = model.installed() == model.VERSION
+    if not meaning:
+        progress(f"the encoder's model is not installed ({model.INSTALL_HINT}): memory rows by words only")
+    rows: list[Row] = _encoder_rows() if meaning else []
     stored = 0
     for size in ([1_000, 10_000] if quick else [1_000, 10_000, 100_000]):
         progress(f"loading memories up to {size}")
@@ -124,10 +129,11 @@ def bench_memory_tier(box: Throwaway, quick: bool) -> list[Row]:
         rows.append(row("bulk load (pipelined memory_write)", f"to {_size_label(size)}",
                         {"value": round(rate), "unit": "/s"}, f">= {BULK_TARGET_PER_S}/s", rate >= BULK_TARGET_PER_S))
         stored = size
-        seed_vectors(box)
+        if meaning:
+            seed_vectors(box)
         timed = _timed_rows(box, corpus, size)
         stored += SAMPLES - timed[0]["refused"]
-        rows += timed + _start_rows(box, size)
+        rows += timed + _start_rows(box, size, meaning)
     return rows
 
 
@@ -222,11 +228,12 @@ def _timed_rows(box: Throwaway, corpus: Corpus, size: int) -> list[Row]:
     return out
 
 
-def _start_rows(box: Throwaway, size: int) -> list[Row]:
+def _start_rows(box: Throwaway, size: int, meaning: bool) -> list[Row]:
     """Warm start (caches and checkpoint from a clean stop), its RSS, then a cold start (no
     `state/` but the pending snapshot), each until the daemon answers."""
     warm = box.restart()
-    wait_for_vectors(box)
+    if meaning:
+        wait_for_vectors(box)
     rss = box.daemon_rss_mb()
     box.stop()
     state = box.base / "h" / "state"

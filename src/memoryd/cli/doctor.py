@@ -92,6 +92,18 @@ def check_packages() -> list[Check]:
     return [_check_package(import_name(dist), dist) for dist in dists]
 
 
+def check_model() -> list[Check]:
+    """Search by meaning needs the encoder's weights, which `memoryd model install` puts in place
+    (they are not a package dependency: cli/model.py says why). Without them search is by words."""
+    from memoryd.cli import model
+
+    version = model.installed()
+    if version == model.VERSION:
+        return [Check("search by meaning", "ok", f"{model.DISTRIBUTION} {version}")]
+    found = f"{model.DISTRIBUTION} {version} (wanted {model.VERSION})" if version else "the model is not installed"
+    return [Check("search by meaning", "warn", f"{found}: search is by words only", model.INSTALL_HINT)]
+
+
 def _runtime_dir_source(runtime: Path) -> tuple[Status, str, str]:
     """Which rule chose `runtime`, as (status, note, fix); the cache-dir fallback is a warning."""
     if os.environ.get("MEMORYD_RUNTIME_DIR"):
@@ -331,6 +343,7 @@ def check_sync() -> list[Check]:
 CHECKS: tuple[Callable[[], list[Check]], ...] = (
     check_python,
     check_packages,
+    check_model,
     check_runtime_dir,
     check_socket,
     check_store,

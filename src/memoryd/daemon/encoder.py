@@ -49,7 +49,7 @@ def model_zip() -> Path:
     try:
         files = metadata.files(DISTRIBUTION) or []
     except metadata.PackageNotFoundError:
-        raise EncoderUnavailable(f"{DISTRIBUTION} is not installed") from None
+        raise EncoderUnavailable("the model is not installed (run: memoryd model install)") from None
     for file in files:
         if file.name == "model.zip":
             return Path(str(file.locate()))
