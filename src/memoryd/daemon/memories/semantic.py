@@ -9,7 +9,10 @@ encoder finds it by what it says. The rules that keep it off every budget:
   turn), so a search never sees a half-written row; a result whose memory changed meanwhile is
   dropped, and its newer text is already queued;
 - a memory without its vector yet is still found lexically: `nearest` covers the rows it has;
-- rows are float16 (half the memory of float32), widened a chunk at a time for the dot products.
+- rows are float16 (half the memory of float32), widened a chunk at a time for the dot products;
+- the thread embeds only in the loop's quiet moments (no write or search for `QUIET_S`) and at
+  nice 19: it shares the loop's GIL, and a bulk load with it embedding alongside ran at ~60 % of
+  its rate. Vectors lag a burst and catch up after it.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ MAGIC = b"MDVEC1\n"
 SAVE_EVERY_S = 30.0      # a start that embedded a large backlog saves its progress this often
 BATCH = 8                # texts per forward pass: a query waits at most for one batch's GIL share
 CHUNK = 8192             # rows widened to float32 at a time in `nearest`
+QUIET_S = 0.1            # the thread embeds only after the loop had no write or search this long
 
 
 class Semantic:
@@ -51,6 +55,7 @@ class Semantic:
         self._inbox: queue.SimpleQueue[tuple[str, str, str] | None] = queue.SimpleQueue()
         self._outbox: deque[tuple[str, Any]] = deque()
         self._thread: threading.Thread | None = None
+        self.busy_at = 0.0                        # monotonic time of the loop's last write or search
 
     # -- the loop's side ---------------------------------------------------------------------
 
@@ -64,6 +69,7 @@ class Semantic:
         self._thread.start()
 
     def changed(self, memory: Any) -> None:
+        self.busy_at = time.monotonic()
         if self._thread is not None:
             self._inbox.put((memory.id, memory.updated, memory.content))
 
@@ -123,6 +129,7 @@ class Semantic:
 
     def embed_query(self, text: str) -> Any:
         """The query's unit vector, or None while the encoder is not loaded."""
+        self.busy_at = time.monotonic()
         return self.encoder.encode_one(text) if self.encoder is not None else None
 
     def nearest(self, vector: Any, limit: int, accept: Callable[[str], bool]) -> list[tuple[str, float]]:
@@ -222,6 +229,8 @@ class Semantic:
             batch = self._next_batch(todo)
             if batch is None:
                 return
+            while (wait := self.busy_at + QUIET_S - time.monotonic()) > 0:  # the loop's turn
+                time.sleep(wait)
             vectors = encoder.encode([text for _, _, text in batch])
             self._outbox.append(("vectors", ([i for i, _, _ in batch], [s for _, s, _ in batch], vectors)))
 
