@@ -20,7 +20,6 @@ memory-length text, embedded by the daemon's code, one core.
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import random
 import time
@@ -144,8 +143,8 @@ def seed_vectors(box: Throwaway) -> int:
     import numpy as np
 
     from memoryd.daemon import store
-    from memoryd.daemon.encoder import DIMENSIONS, WEIGHTS_SHA256
-    from memoryd.daemon.memories.semantic import MAGIC
+    from memoryd.daemon.encoder import DIMENSIONS
+    from memoryd.daemon.memories.semantic import file_bytes, quantize
 
     box.stop()
     ids, stamps = [], []
@@ -156,9 +155,7 @@ def seed_vectors(box: Throwaway) -> int:
     rng = np.random.default_rng(7)
     vectors = rng.standard_normal((len(ids), DIMENSIONS)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    header = json.dumps({"model": WEIGHTS_SHA256, "dims": DIMENSIONS, "ids": ids, "stamps": stamps}).encode()
-    (box.base / "h" / "state" / "vectors.bin").write_bytes(
-        MAGIC + len(header).to_bytes(8, "little") + header + vectors.astype(np.float16).tobytes())
+    (box.base / "h" / "state" / "vectors.bin").write_bytes(file_bytes(ids, stamps, DIMENSIONS, *quantize(vectors)))
     box.start()
     wait_for_vectors(box)
     return len(ids)
