@@ -124,9 +124,8 @@ def test_a_removal_on_one_machine_reaches_the_other_as_a_tombstone(pair: tuple[E
     assert [(e["memory_id"], e["state"]) for e in kinds(a, "sync_pull")] == [(memory_id, "tomb")]
 
 
-def test_the_same_memory_changed_on_both_keeps_the_newer_and_the_other_until_resolved(
-        pair: tuple[Env, Env], remote: Path) -> None:
-    a, b = pair
+def edited_on_both(remote: Path, a: Env, b: Env) -> tuple[str, str, str]:
+    """One memory, synced to both machines, then changed on each (b's edit is the newer one)."""
     set_up(remote, a, b)
     memory_id = write(a, FACT)
     synced(a)
@@ -135,7 +134,14 @@ def test_the_same_memory_changed_on_both_keeps_the_newer_and_the_other_until_res
     on_b = "The staging database runs Postgres 17 on port 5435 behind pgbouncer."
     assert tool(a, "memory_update", id=memory_id, content=on_a)["status"] == "updated"
     time.sleep(0.01)
-    assert tool(b, "memory_update", id=memory_id, content=on_b)["status"] == "updated"  # newer
+    assert tool(b, "memory_update", id=memory_id, content=on_b)["status"] == "updated"
+    return memory_id, on_a, on_b
+
+
+def test_the_same_memory_changed_on_both_keeps_the_newer_and_the_other_until_resolved(
+        pair: tuple[Env, Env], remote: Path) -> None:
+    a, b = pair
+    memory_id, on_a, on_b = edited_on_both(remote, a, b)
     synced(a)
     merged = synced(b)
     assert [(d["id"], d["rule"]) for d in merged["conflicts_decided"]] == [(memory_id, "newer")]
@@ -498,15 +504,7 @@ def doctor_warns_of_conflicts(env: Env) -> bool:
 def test_a_settled_conflict_stops_warning_at_once_leaves_no_folder_and_both_texts_can_be_read(
         pair: tuple[Env, Env], remote: Path) -> None:
     a, b = pair
-    set_up(remote, a, b)
-    memory_id = write(a, FACT)
-    synced(a)
-    synced(b)
-    on_a = "The staging database runs Postgres 16 on port 5434 behind pgbouncer."
-    on_b = "The staging database runs Postgres 17 on port 5435 behind pgbouncer."
-    assert tool(a, "memory_update", id=memory_id, content=on_a)["status"] == "updated"
-    time.sleep(0.01)
-    assert tool(b, "memory_update", id=memory_id, content=on_b)["status"] == "updated"  # newer: wins
+    memory_id, on_a, on_b = edited_on_both(remote, a, b)
     synced(a)
     synced(b)
     synced(a)
