@@ -39,6 +39,11 @@ def test_rendered_unit_runs_the_given_interpreter_as_a_notify_service() -> None:
     assert "{" not in unit  # every placeholder was filled
 
 
+def test_the_service_does_not_restart_loop_on_a_bad_config_or_a_refused_store() -> None:
+    unit = services.render_systemd_unit("/opt/venv/bin/python", store="/srv/mem")
+    assert "RestartPreventExitStatus=2 3" in unit  # exit 2: a config it refuses; 3: a store it cannot open
+
+
 def test_rendered_unit_pins_the_store_it_makes_writable() -> None:
     unit = services.render_systemd_unit(sys.executable, store="/srv/mem")
 

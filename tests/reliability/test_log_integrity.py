@@ -1,4 +1,5 @@
-"""Issue 10, defect 1: damage to the event log away from its tail is never skipped silently.
+"""The event log's integrity: damage away from its tail is never skipped silently (docs/storage.md,
+'Reliability').
 
 Real daemons on real files: a line overwritten mid-log, a JSON line without `kind`, a deleted
 oldest segment and a symlinked segment each stop the start with a message naming the segment and
@@ -107,7 +108,7 @@ def health_and_new_session(env: Env) -> tuple[dict[str, Any], str, list[dict[str
     return out["health"], out["session"], out["episodes"]
 
 
-# -- the defects ----------------------------------------------------------------------------------
+# -- damage, refusal and repair ------------------------------------------------------------------
 
 def test_a_corrupt_line_mid_log_stops_the_start_and_repair_quarantines_it(env: Env) -> None:
     made = populate(env)
@@ -281,10 +282,3 @@ def test_pending_ids_are_not_reused_after_their_event_is_quarantined(env: Env) -
     env.start_daemon()
     anyio.run(write, "b", "The invoice exporter runs nightly at two in the morning UTC.")
     assert first["b"]["status"] == "pending" and first["b"]["pending_id"] != first["a"]["pending_id"]
-
-
-def test_the_service_does_not_restart_loop_on_a_refused_store() -> None:
-    from memoryd.cli import services
-
-    unit = services.render_systemd_unit("/opt/venv/bin/python", store="/srv/mem")
-    assert f"RestartPreventExitStatus=2 {REFUSED}" in unit

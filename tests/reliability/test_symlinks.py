@@ -1,4 +1,4 @@
-"""Issue 10, defect 3: nothing under the store follows a symbolic link.
+"""Nothing under the store follows a symbolic link.
 
 Real daemons on real files: a symlinked `episodes/<session>` folder whose target is an outside
 folder of expired episodes is neither indexed nor pruned (its files survive the TTL reaper); a

@@ -1,5 +1,5 @@
-"""Issue 10, defect 8: a trailing newline passes no pattern (Python's `$` matches before a final
-newline, so every id, scope and label check is a `fullmatch` or ends in `\\Z`).
+"""A trailing newline passes no pattern (Python's `$` matches before a final newline, so every
+id, scope and label check is a `fullmatch` or ends in `\\Z`).
 
 Through a real bridge and daemon: each value with a `\\n` appended is refused with -32602 naming
 the parameter, and nothing is written; the value without it is accepted.

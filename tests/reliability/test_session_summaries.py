@@ -1,4 +1,4 @@
-"""Issue 10, defect 9: a session summary never enters the event log.
+"""Session summaries live on their own record, never in the event log.
 
 Real daemon, real files: `memory_session_finish`'s summary is kept in `sessions/<sess-n>.md`
 (the log's `session_end` names only its sha256); after a clean restart and after SIGKILL,

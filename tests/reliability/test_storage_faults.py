@@ -1,5 +1,5 @@
-"""Issue 10, defects 2 and 10a: an OSError in the commit path is a typed storage error, never a
-dead daemon, and a call that got it was not applied.
+"""Storage faults: an OSError in the commit path is a typed storage error, never a dead daemon,
+and a call that got it was not applied (docs/storage.md, 'Reliability').
 
 Real daemons on real files: the store on a 2 MiB tmpfs filled to the last byte (root only: the
 test mounts it), `chattr +i` on a record, on `memories/` and on a temp file recovery must touch
@@ -148,7 +148,7 @@ def temp_files(env: Env) -> list[Path]:
     return [p for p in env.home.rglob(".tmp-*") if "quarantine" not in p.parts]
 
 
-# -- the defects ----------------------------------------------------------------------------------
+# -- full disk, immutable files, failing renames --------------------------------------------------
 
 def test_a_full_disk_answers_a_storage_error_keeps_reads_and_writes_resume(full_env: Env) -> None:
     env = full_env

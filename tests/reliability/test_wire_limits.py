@@ -1,5 +1,5 @@
-"""Issue 10, defects 4 and 5: hostile sizes and nesting on both wires get typed errors, never a
-dead bridge or a disconnect.
+"""The wires' limits: hostile sizes and nesting on both wires get typed errors, never a dead
+bridge or a disconnect (docs/wire.md).
 
 - deeply nested JSON on the bridge's stdio (first line or later) is -32700, and the bridge keeps
   answering `ping`; arguments nested past the frame's depth limit are -32602 naming the argument;
@@ -113,7 +113,7 @@ def tool_call(msg_id: Any, tool: str, arguments: dict[str, Any]) -> dict[str, An
     return {"jsonrpc": "2.0", "id": msg_id, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
 
 
-# -- defect 4: nesting and line length on the bridge's stdio ---------------------------------------
+# -- nesting and line length on the bridge's stdio -------------------------------------------------
 
 @pytest.mark.parametrize("depth", [1_000, 100_000])
 def test_deeply_nested_json_is_a_parse_error_and_the_bridge_keeps_serving(served: Env, depth: int) -> None:
@@ -167,7 +167,7 @@ def test_a_line_over_the_cap_is_refused_quickly_with_bounded_memory(served: Env)
     first.ping()
 
 
-# -- defect 5: frames over 4 MiB -------------------------------------------------------------------
+# -- frames over 4 MiB ------------------------------------------------------------------------------
 
 def test_an_argument_over_the_frame_limit_is_invalid_params_and_the_bridge_stays_connected(env: Env) -> None:
     env.start_daemon()
