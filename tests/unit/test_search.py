@@ -231,7 +231,7 @@ def test_dropping_candidates_that_cannot_reach_the_threshold_changes_no_answer(m
     """`similar` drops a candidate once the terms left cannot lift it to the threshold; on
     corpora large enough for that to run (hundreds of candidates), every answer equals the one
     counted without dropping, and the duplicate band still equals the naive scan."""
-    from memoryd.daemon import search
+    from memoryd.daemon.search import duplicates
 
     rng = random.Random(23)
     vocab = [f"w{i}" for i in range(90)]
@@ -242,7 +242,7 @@ def test_dropping_candidates_that_cannot_reach_the_threshold_changes_no_answer(m
         sets[f"{n:026d}"] = token_set(words)
     probes = [token_set(" ".join(rng.sample(vocab, rng.randint(4, 16)))) for _ in range(60)]
     pruned = {(i, t): idx.similar(p, t) for i, p in enumerate(probes) for t in (0.2, 0.4, 0.7)}
-    monkeypatch.setattr(search, "PRUNE_FROM", 10**9)
+    monkeypatch.setattr(duplicates, "PRUNE_FROM", 10**9)
     assert pruned == {(i, t): idx.similar(p, t) for i, p in enumerate(probes) for t in (0.2, 0.4, 0.7)}
     assert any(len(found) > 1 for found in pruned.values())
     for i, probe in enumerate(probes):
