@@ -1,6 +1,6 @@
 """Register the memoryd MCP bridge in AI clients' config files (`memoryd init --client NAME`).
 
-Import contract: stdlib and `cli.files`. Every client gets the same stdio server, `<python> -m memoryd mcp`.
+Import contract: stdlib and `memoryd.fsio`. Every client gets the same stdio server, `<python> -m memoryd mcp`.
 Registration is idempotent: an identical entry is left alone (no rewrite), a different one is
 replaced, everything else in the file is kept, and the previous file is saved as `<file>.bak`.
 JSON configs are rewritten whole; the Codex TOML config is edited textually, one table only,
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
-from memoryd.cli import files
+from memoryd import fsio
 
 SERVER_NAME = "memoryd"
 BRIDGE_ARGS = ["-m", "memoryd", "mcp"]
@@ -232,7 +232,8 @@ def _atomic_write(path: Path, text: str) -> None:
         mode = path.stat().st_mode & 0o777
         if _WRITTEN.get(path) != path.read_text(encoding="utf-8", errors="replace"):
             shutil.copy2(path, path.with_name(path.name + ".bak"))
-    files.replace_text(path, text, mode)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fsio.replace_atomic(path, text.encode(), mode)
     _WRITTEN[path] = text
 
 

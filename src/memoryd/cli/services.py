@@ -1,6 +1,6 @@
 """Render and install memoryd's service definitions: a systemd user unit or a launchd agent.
 
-Import contract: stdlib, `memoryd.paths` and `cli.files`. The templates live in the repository's top-level
+Import contract: stdlib, `memoryd.paths` and `memoryd.fsio`. The templates live in the repository's top-level
 `systemd/` directory and are found relative to this file, which an editable install
 (`pip install -e .`, what the README uses) leaves in place; anything else gets a `ServiceError`
 naming where the templates were expected.
@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import TextIO
 from xml.sax.saxutils import escape as xml_escape
 
-from memoryd import paths
-from memoryd.cli import files
+from memoryd import fsio, paths
 
 TEMPLATE_DIR = Path(__file__).resolve().parents[3] / "systemd"
 UNIT_NAME = "memoryd.service"
@@ -156,7 +155,8 @@ def write_if_changed(path: Path, text: str, mode: int = SERVICE_FILE_MODE) -> bo
             return False
     except (FileNotFoundError, UnicodeDecodeError):
         pass
-    files.replace_text(path, text, mode)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fsio.replace_atomic(path, text.encode(), mode)
     return True
 
 

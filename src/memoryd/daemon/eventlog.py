@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from memoryd import fsio
 from memoryd.errors import StoreDamaged
 
 GENESIS = "0" * 64
@@ -279,9 +280,7 @@ class EventLog:
     def mark_durable(self) -> None:
         """Called once the fd from `flush` was synced (possibly by the store's shared syncfs)."""
         if self._new_dir:  # a new segment's directory entry must be durable too
-            fd = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY)
-            os.fsync(fd)
-            os.close(fd)
+            fsio.fsync_dir(self.dir)
             self._new_dir = False
         self._dirty = False
 
@@ -517,7 +516,7 @@ class _Repair:
         if self.bad:
             self._close_run(None)
         for path in self.changed:
-            _rewrite(path, b"".join(self.out[path]))
+            fsio.replace_atomic(path, b"".join(self.out[path]))
         return {"quarantined": self.markers, "torn_bytes_truncated": self.torn_bytes,
                 "segments_rewritten": sorted(p.name for p in self.changed)}
 
@@ -574,26 +573,6 @@ def repair(events_dir: Path, now: str) -> dict[str, Any]:
 
 def _save_quarantine(path: Path, lines: list[tuple[Path, int, bytes, str]]) -> None:
     path.parent.mkdir(mode=0o700, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "wb") as handle:
-        for segment, number, raw, why in lines:
-            handle.write(f"# {segment.name}:{number}: {why}\n".encode())
-            handle.write(raw if raw.endswith(b"\n") else raw + b"\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-
-
-def _rewrite(path: Path, data: bytes) -> None:
-    """Replace a segment atomically and durably (temp file, fsync, rename, fsync the directory)."""
-    tmp = path.with_name(f".tmp-repair-{path.name}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsio.replace_atomic(path, b"".join(f"# {segment.name}:{number}: {why}\n".encode()
+                                       + (raw if raw.endswith(b"\n") else raw + b"\n")
+                                       for segment, number, raw, why in lines))

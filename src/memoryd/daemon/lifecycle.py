@@ -17,9 +17,10 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from memoryd import PROTOCOL, __version__, config, paths
+from memoryd import PROTOCOL, __version__, config, fsio, paths
 from memoryd.daemon import checkpoint
-from memoryd.daemon.core import Core, Progress, iso, no_progress
+from memoryd.daemon.clock import iso
+from memoryd.daemon.core import Core, Progress, no_progress
 from memoryd.errors import StorageError, StoreDamaged
 
 log = logging.getLogger("memoryd.daemon")
@@ -89,14 +90,9 @@ def read_status() -> dict[str, Any]:
 
 
 def write_status(endpoint: str, store: Path, started: float) -> None:
-    path = paths.status_path()
-    tmp = path.with_name(path.name + ".tmp")
     body = {"pid": os.getpid(), "version": __version__, "protocol": PROTOCOL, "endpoint": endpoint,
             "store": str(store), "started_at": iso(started)}
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        json.dump(body, handle)
-    os.replace(tmp, path)
+    fsio.replace_atomic(paths.status_path(), json.dumps(body).encode())
 
 
 def remove_status() -> None:
@@ -239,14 +235,10 @@ class StartProgress:
         self.file_at = time.monotonic()
         body = {"pid": os.getpid(), "phase": phase, "done": done, "total": total,
                 "seconds": round(self.file_at - self.began, 1)}
-        path = paths.starting_path()
-        tmp = path.with_name(path.name + ".tmp")
         try:
-            with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as handle:
-                json.dump(body, handle)
-            os.replace(tmp, path)
+            fsio.replace_atomic(paths.starting_path(), json.dumps(body).encode())
         except OSError as exc:  # progress is a courtesy: never a reason not to start
-            log.warning("could not write %s: %s", path, exc)
+            log.warning("could not write %s: %s", paths.starting_path(), exc)
 
 
 def reindex(progress: Progress) -> dict[str, Any]:

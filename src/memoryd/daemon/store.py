@@ -14,6 +14,7 @@ is refused at staging; `abort` drops a pass whose flush failed; `publish` never 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
@@ -26,7 +27,7 @@ from json.encoder import encode_basestring_ascii as _json_string
 from pathlib import Path
 from typing import Any
 
-from memoryd import safe_yaml
+from memoryd import fsio, safe_yaml
 from memoryd.errors import InvalidParams, StorageError, StoreDamaged
 
 log = logging.getLogger("memoryd.daemon")
@@ -57,17 +58,6 @@ def _is_whole_record(path: Path) -> bool:
     except (OSError, BadRecord, UnicodeDecodeError):
         return False
     return True
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    except FileNotFoundError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def pinned(path: Path) -> bool:
@@ -554,7 +544,8 @@ class FileStore:
                 os.close(fd)
         dirty, self._dirty_dirs = self._dirty_dirs, set()
         for directory in dirty:
-            _fsync_dir(directory)
+            with contextlib.suppress(FileNotFoundError):  # removed since (an emptied folder)
+                fsio.fsync_dir(directory)
 
     def abort(self) -> None:
         """Forget everything staged since the last publish (a commit that failed): temp files

@@ -1,4 +1,4 @@
-"""The episode tier's tools: episode_write, episode_handoff, episode_search, scope disable/enable.
+"""The episode tier's tools: episode_write, episode_handoff, episode_search.
 
 Import contract: core, journal, store, scopes, tool, and protocol's frame limit — no zmq, no msgpack.
 """
@@ -26,7 +26,6 @@ from memoryd.daemon.tool import (
     Tool,
     boolean,
     integer,
-    scope,
     scope_list,
     session_id,
     string,
@@ -333,20 +332,6 @@ def _waiter(core: Core, accept: Any, run: Any, found: dict[str, int], cursor: in
     return check
 
 
-# -- scope disable / enable -------------------------------------------------------------------
-
-def memory_scope_disable(call: Call, args: dict[str, Any]) -> dict[str, Any]:
-    call.session.disabled_scopes = {*call.session.disabled_scopes, args["scope"]}
-    call.core.record("scope_disable", call.session, scope=args["scope"])
-    return {"disabled_scopes": sorted(call.session.disabled_scopes)}
-
-
-def memory_scope_enable(call: Call, args: dict[str, Any]) -> dict[str, Any]:
-    call.session.disabled_scopes = call.session.disabled_scopes - {args["scope"]}
-    call.core.record("scope_enable", call.session, scope=args["scope"])
-    return {"disabled_scopes": sorted(call.session.disabled_scopes)}
-
-
 # -- the tier's catalogue entries -------------------------------------------------------------
 
 _EPISODE_ROW = {"type": "array", "items": {"type": "object"}}
@@ -415,22 +400,5 @@ TOOLS = [
         required=(),
         returns={"episodes": _EPISODE_ROW, "total": INT, "timed_out": BOOL, "framing": STR},
         handler=episode_search, read_only=True,
-    ),
-    Tool(
-        name="memory_scope_disable",
-        description="Hide a scope and all below it from this session's reads (searches, lists, digest, "
-                    "handoff). Not persisted.",
-        params={"scope": scope("")},
-        required=("scope",),
-        returns={"disabled_scopes": ANY_LIST},
-        handler=memory_scope_disable, idempotent=True,
-    ),
-    Tool(
-        name="memory_scope_enable",
-        description="Undo memory_scope_disable for a scope in this session.",
-        params={"scope": scope("")},
-        required=("scope",),
-        returns={"disabled_scopes": ANY_LIST},
-        handler=memory_scope_enable, idempotent=True,
     ),
 ]

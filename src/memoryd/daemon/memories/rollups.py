@@ -1,5 +1,6 @@
-"""Rollups over the whole tier: memory_scope_overview (what is stored for me) and memory_health
-(what needs curation). Both walk every live memory once; neither is on an agent's hot path.
+"""What a session sees of the tier: memory_scope_overview (what is stored for me, walking every
+live memory once), memory_scope_disable/enable (what this session's reads hide, in both tiers) and
+memory_health (what needs curation, another whole walk). None is on an agent's hot path.
 
 Import contract: core, eventlog (chain check), memories, memory_reads, memory_staleness.
 """
@@ -37,6 +38,18 @@ def memory_scope_overview(call: Call, args: dict[str, Any]) -> dict[str, Any]:
         "disabled_scopes": sorted(session.disabled_scopes),
         "episodes_in_worktree": core.journal.count_in_worktree(session.worktree),
     }
+
+
+def memory_scope_disable(call: Call, args: dict[str, Any]) -> dict[str, Any]:
+    call.session.disabled_scopes = {*call.session.disabled_scopes, args["scope"]}
+    call.core.record("scope_disable", call.session, scope=args["scope"])
+    return {"disabled_scopes": sorted(call.session.disabled_scopes)}
+
+
+def memory_scope_enable(call: Call, args: dict[str, Any]) -> dict[str, Any]:
+    call.session.disabled_scopes = call.session.disabled_scopes - {args["scope"]}
+    call.core.record("scope_enable", call.session, scope=args["scope"])
+    return {"disabled_scopes": sorted(call.session.disabled_scopes)}
 
 
 def _capped(rows: list[dict[str, Any]]) -> dict[str, Any]:

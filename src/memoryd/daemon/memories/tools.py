@@ -1,4 +1,6 @@
-"""The durable tier's catalogue entries: 13 memory_* tools and episode_promote.
+"""The durable tier's catalogue entries: 15 memory_* tools and episode_promote, which is listed
+here, not with the episode tools, because it writes through this tier's gates and the episode tier
+sits below this one (tiers import only the tiers below them).
 
 Import contract: tool plus the tier's handler modules. Descriptions and schemas are paid for in
 every agent's context on every session, so they are terse: purpose first, then when to use it
@@ -23,14 +25,19 @@ from memoryd.daemon.memories.reads import (
     memory_show,
 )
 from memoryd.daemon.memories.records import CATEGORIES, CONFIDENCES, SOURCES
-from memoryd.daemon.memories.rollups import memory_health, memory_scope_overview
+from memoryd.daemon.memories.rollups import (
+    memory_health,
+    memory_scope_disable,
+    memory_scope_enable,
+    memory_scope_overview,
+)
 from memoryd.daemon.memories.writes import (
     episode_promote,
     memory_write,
     memory_write_cancel,
     memory_write_confirm,
 )
-from memoryd.daemon.tool import ANY_LIST, INT, STR, Tool
+from memoryd.daemon.tool import ANY_LIST, INT, STR, Tool, scope
 
 
 def _flag(default: bool | None = None) -> dict[str, Any]:
@@ -75,6 +82,23 @@ _WRITE_PARAMS: dict[str, Any] = {
 }
 
 TOOLS = [
+    Tool(
+        name="memory_scope_disable",
+        description="Hide a scope and all below it from this session's reads (searches, lists, digest, "
+                    "handoff). Not persisted.",
+        params={"scope": scope("")},
+        required=("scope",),
+        returns={"disabled_scopes": ANY_LIST},
+        handler=memory_scope_disable, idempotent=True,
+    ),
+    Tool(
+        name="memory_scope_enable",
+        description="Undo memory_scope_disable for a scope in this session.",
+        params={"scope": scope("")},
+        required=("scope",),
+        returns={"disabled_scopes": ANY_LIST},
+        handler=memory_scope_enable, idempotent=True,
+    ),
     Tool(
         name="memory_write",
         description=(

@@ -6,13 +6,14 @@ are about a third of it).
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
+from memoryd import fsio
 from memoryd.daemon import store
 
 LIVE, TOMB = "live", "tomb"  # a record's two states, in events and in the merge rule
+FOLDER_OF = {LIVE: "memories", TOMB: "tombstones"}  # a state's folder, in the clone as in the store
 CONFLICTS = "conflicts"  # the clone's folder of kept losers: conflicts/<id>/<sha256>.md
 # The branch memoryd pushed before it followed a new remote's HEAD, and its choice when the remote
 # names none: a remote that has it stays on it (`worker.pick_branch`). The chosen one is in config.json.
@@ -57,15 +58,9 @@ def branch_of(config: dict[str, Any]) -> str:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` (a link at `path` is replaced, never followed)."""
+    """Replace `path` with `data`, durably (`fsio.replace_atomic`), making its folder if missing."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    tmp = path.parent / f".sync-{os.urandom(4).hex()}-{path.name}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+    fsio.replace_atomic(path, data)
 
 
 def escaped(text: str) -> str:

@@ -1,0 +1,41 @@
+"""Replacing a file atomically and durably, and making a directory's entries durable: the one
+implementation the daemon, sync and the CLI share (stdlib only, so any of them may import it).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def fsync_dir(directory: Path | str) -> None:
+    """Make `directory`'s entries durable: a rename or a new file in it survives a crash."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def replace_atomic(path: Path, data: bytes, mode: int = 0o600) -> None:
+    """Make `path` hold `data`, permission bits `mode`, in one rename — a reader or a crash finds
+    the old file or the new, never half — durable at return (the temp file's bytes and then the
+    directory are fsynced). The temp file beside `path` is a fresh name created with O_EXCL, so a
+    planted link there is never followed; a link at `path` itself is replaced, never followed.
+    The parent directory must exist."""
+    tmp = path.with_name(f".{path.name}.{os.urandom(4).hex()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fchmod(fd, mode)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
