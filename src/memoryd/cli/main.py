@@ -163,7 +163,7 @@ def _repair(events: Any, as_json: bool) -> int:
 
     from memoryd import paths
     from memoryd.daemon import eventlog
-    from memoryd.daemon.core import iso
+    from memoryd.daemon.clock import iso
     from memoryd.errors import StoreDamaged
 
     paths.ensure_private_dir(paths.runtime_dir())

@@ -23,9 +23,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from memoryd.daemon import eventlog
-from memoryd.daemon.connections import Conn, Session, is_operator_client
-from memoryd.daemon.core import Call, Core, iso
+from memoryd.daemon import eventlog, reaper
+from memoryd.daemon.clock import iso
+from memoryd.daemon.connections import Conn, Session
+from memoryd.daemon.core import Call, Core
+from memoryd.daemon.episodes.tools import episode_view
 from memoryd.daemon.memories.records import first_line_of
 from memoryd.daemon.memories.writes import memory_write_cancel, memory_write_confirm
 from memoryd.daemon.sessions import records

@@ -17,12 +17,12 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from memoryd.config import Config
 from memoryd.daemon import store
+from memoryd.daemon.clock import Clock, iso
 from memoryd.daemon.connections import Conn, Session, SessionTable
 from memoryd.daemon.episodes.journal import Journal
 from memoryd.daemon.eventlog import EventLog, Resume
@@ -30,7 +30,6 @@ from memoryd.errors import StorageError, StoreDamaged
 
 log = logging.getLogger("memoryd.daemon")
 
-Clock = Callable[[], float]
 # Start-up progress: (what is being done, how many so far, how many in all or 0 when unknown).
 Progress = Callable[[str, int, int], None]
 PROGRESS_EVERY = 4096  # items between two progress calls
@@ -59,44 +58,6 @@ LOW_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 _RUNTIME_FIELDS = ("started", "stats", "suspended", "reaper_stats", "next_ttl_check", "verified_at",
                    "torn_bytes_truncated", "bad_files", "attach_tiers", "aborts", "low_space", "progress",
                    "temp_sweep_ids", "observers")
-
-
-def iso(t: float) -> str:
-    """ISO-8601 UTC with milliseconds and `Z`."""
-    global _iso_second
-    whole = int(t // 1)
-    if whole != _iso_second[0]:  # a write stamps the same second 2-3 times: format it once
-        tm = time.gmtime(whole)
-        # Zero-padded by hand: strftime's %Y gives "999" for year 999, which breaks string ordering.
-        second = f"{tm.tm_year:04d}-{tm.tm_mon:02d}-{tm.tm_mday:02d}T{tm.tm_hour:02d}:{tm.tm_min:02d}:{tm.tm_sec:02d}"
-        _iso_second = (whole, second)
-    return f"{_iso_second[1]}.{min(999, int((t - whole) * 1000)):03d}Z"
-
-
-_iso_second: tuple[int | None, str] = (None, "")
-
-
-def parse_iso(ts: str) -> float:
-    base, _, frac = ts.rstrip("Z").partition(".")
-    seconds = float("0." + frac) if frac else 0.0
-    if len(base) == 19 and base[10] == "T":  # our own stamps: the C parser (strptime is ~10x slower)
-        try:
-            return datetime.fromisoformat(base).replace(tzinfo=UTC).timestamp() + seconds
-        except ValueError:
-            pass
-    import calendar
-
-    return calendar.timegm(time.strptime(base, "%Y-%m-%dT%H:%M:%S")) + seconds
-
-
-def parse_stamp(ts: str) -> float:
-    """`parse_iso` for a stamp read from a record file, where a hand edit or an older sync may
-    have left one that is not (`updated: zzzz`): it counts as the epoch — very old, so the memory
-    reads as stale and asks to be verified — never as an internal error of the read."""
-    try:
-        return parse_iso(ts)
-    except (ValueError, TypeError, AttributeError, OverflowError):
-        return 0.0
 
 
 @dataclass

@@ -10,8 +10,9 @@ import logging
 from typing import Any
 
 from memoryd.daemon import store
+from memoryd.daemon.clock import iso
 from memoryd.daemon.connections import Conn
-from memoryd.daemon.core import Core, iso
+from memoryd.daemon.core import Core
 from memoryd.daemon.sessions import records
 from memoryd.daemon.sync import service as sync_service
 from memoryd.errors import StorageError

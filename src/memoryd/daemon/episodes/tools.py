@@ -11,8 +11,9 @@ from collections.abc import Set as AbstractSet
 from typing import Any
 
 from memoryd.daemon import store
+from memoryd.daemon.clock import parse_iso
 from memoryd.daemon.connections import Session
-from memoryd.daemon.core import Call, Core, parse_iso
+from memoryd.daemon.core import Call, Core
 from memoryd.daemon.episodes.episode import Episode, first_line, to_meta
 from memoryd.daemon.scopes import is_hidden, matches_any, unique
 from memoryd.daemon.tool import (
@@ -48,7 +49,7 @@ REPLY_BUDGET_BYTES = MAX_FRAME_BYTES - 64 * 1024
 
 def since_cutoff(value: str, now: float) -> str:
     """`since` as an ISO timestamp to compare against: absolute ISO, or a span like 30m/24h/7d."""
-    from memoryd.daemon.core import iso
+    from memoryd.daemon.clock import iso
 
     span = _SPAN.fullmatch(value.strip())
     try:

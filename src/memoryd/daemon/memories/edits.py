@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from memoryd.daemon.core import Call, parse_stamp
+from memoryd.daemon.clock import parse_stamp
+from memoryd.daemon.core import Call
 from memoryd.daemon.memories.args import (
     check_id,
     check_links,

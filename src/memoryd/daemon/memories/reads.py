@@ -16,7 +16,8 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from memoryd.daemon.core import Call, Core, parse_stamp
+from memoryd.daemon.clock import parse_stamp
+from memoryd.daemon.core import Call, Core
 from memoryd.daemon.episodes.tools import resolve_prior
 from memoryd.daemon.memories.args import check_id, check_scope_list
 from memoryd.daemon.memories.records import Memory

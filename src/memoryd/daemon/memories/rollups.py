@@ -13,7 +13,8 @@ from collections import Counter
 from typing import Any
 
 from memoryd.daemon import eventlog
-from memoryd.daemon.core import Call, Core, parse_stamp
+from memoryd.daemon.clock import parse_stamp
+from memoryd.daemon.core import Call, Core
 from memoryd.daemon.memories.reads import caller_repos, memory_filter
 from memoryd.daemon.memories.records import Memory
 from memoryd.daemon.memories.staleness import DAY_S, REQUIRED, assess

@@ -144,7 +144,7 @@ class MemoryTier(TierState):
 
     def next_updated(self, previous: str) -> str:
         """Now, but strictly after `previous`, so compare-and-set on `updated` is never ambiguous."""
-        from memoryd.daemon.core import iso, parse_iso
+        from memoryd.daemon.clock import iso, parse_iso
 
         now = self.core.clock()
         if self.core.now() <= previous:

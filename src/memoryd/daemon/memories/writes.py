@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from memoryd.daemon.core import Call, Core, iso
+from memoryd.daemon.clock import iso
+from memoryd.daemon.core import Call, Core
 from memoryd.daemon.episodes.episode import Episode
 from memoryd.daemon.memories import gates
 from memoryd.daemon.memories.args import (

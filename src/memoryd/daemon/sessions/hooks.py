@@ -21,8 +21,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from memoryd.daemon.clock import parse_iso
 from memoryd.daemon.connections import Session
-from memoryd.daemon.core import Core, parse_iso
+from memoryd.daemon.core import Core
 from memoryd.daemon.sessions import records
 from memoryd.errors import MemorydError
 

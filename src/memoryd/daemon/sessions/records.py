@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from memoryd.daemon import store
+from memoryd.daemon.clock import iso
 from memoryd.daemon.connections import Session
-from memoryd.daemon.core import Core, iso
+from memoryd.daemon.core import Core
 from memoryd.errors import StorageError
 
 log = logging.getLogger("memoryd.daemon")

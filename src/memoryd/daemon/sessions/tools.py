@@ -13,8 +13,9 @@ from collections import Counter
 from collections.abc import Set as AbstractSet
 from typing import Any
 
+from memoryd.daemon.clock import iso
 from memoryd.daemon.connections import Session, is_operator_client
-from memoryd.daemon.core import Call, Core, iso
+from memoryd.daemon.core import Call, Core
 from memoryd.daemon.memories.rollups import extension_sections
 from memoryd.daemon.scopes import is_hidden
 from memoryd.daemon.sessions import records

@@ -24,7 +24,7 @@ from memoryd.daemon import store
 from memoryd.daemon.memories.records import _timestamp
 from memoryd.daemon.sync.layout import TOMB
 
-# The stamp fields of a record and their one format (`core.iso`: UTC, milliseconds, `Z`).
+# The stamp fields of a record and their one format (`clock.iso`: UTC, milliseconds, `Z`).
 STAMP_FIELDS = ("created", "updated", "last_verified_at", "removed_at")
 _STAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 # How far past this machine's clock a pulled stamp may be: another machine's clock may run a
