@@ -199,17 +199,16 @@ def test_a_huge_push_is_never_read_whole_checked_out_or_kept(env: Env, remote: P
 
 
 def test_the_quarantine_keeps_no_bytes_past_its_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from memoryd.daemon.sync import worker
+    from memoryd.daemon.sync import clone
 
-    monkeypatch.setattr(worker, "QUARANTINE_MAX_BYTES", 8192)
-    work = worker.Worker(tmp_path)
-    work.load_quarantine()
-    result = worker.Result(1, "sync")
-    for n in range(20):
-        work.quarantine(f"junk/{n}", f"{n:040x}", os.urandom(1000), "outside the synced folders", result)
+    monkeypatch.setattr(clone, "QUARANTINE_MAX_BYTES", 8192)
     kept = tmp_path / "sync" / "quarantine"
+    quarantine, rows = clone.Quarantine(kept), []
+    quarantine.load()
+    for n in range(20):
+        quarantine.keep(f"junk/{n}", f"{n:040x}", os.urandom(1000), "outside the synced folders", rows)
     assert sum(p.stat().st_size for p in kept.iterdir()) <= 8192
-    assert len(result.quarantined) == 20 and "not kept" in result.quarantined[-1]["reason"]
+    assert len(rows) == 20 and "not kept" in rows[-1]["reason"]
 
 
 # -- defect 9: the remote's .gitattributes (and .gitignore) ------------------------------------------

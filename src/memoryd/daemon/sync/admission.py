@@ -23,11 +23,11 @@ from memoryd.daemon.memories.records import (
     Memory,
     from_meta,
 )
-from memoryd.daemon.sync.layout import CONFLICTS, LIVE, TOMB
+from memoryd.daemon.sync.layout import CONFLICTS, FOLDER_OF, TOMB
 from memoryd.daemon.sync.merge import STAMP_FIELDS, horizon, stamp_ms
 from memoryd.errors import InvalidParams
 
-FOLDERS = {"memories": LIVE, "tombstones": TOMB}
+FOLDERS = {folder: state for state, folder in FOLDER_OF.items()}
 REGULAR_MODES = ("100644", "100755")
 
 

@@ -1,5 +1,8 @@
-"""Git in a child process, on the sync clone only, never on the live store.
+"""Git for sync: the one backend, in a child process, on the sync clone only, never on the live store.
 
+`Git` is the seam: the worker and the clone module ask it for named operations (fetch, push,
+merge-base, a tree, bounded blob reads, a commit, a merge commit built from index lines) and
+never build a git command line themselves; `Git.run` is the only place a git process starts.
 Every call passes the daemon's own identity and settings with `-c`, so a machine without a
 global git identity (a fresh CI container) works, a user's hooks or signing settings cannot
 run or block, and no prompt or editor can ever wait for a terminal the daemon does not have.
@@ -120,10 +123,126 @@ class Git:
     def out(self, *args: str, stdin: bytes | None = None) -> str:
         return self.run(*args, stdin=stdin).stdout.decode(errors="replace").strip()
 
+    def _answer(self, *args: str) -> str | None:
+        """What git printed, or None when it printed nothing or said no (a non-zero exit)."""
+        done = self.run(*args, check=False)
+        return done.stdout.decode(errors="replace").strip() or None if done.returncode == 0 else None
+
+    # -- refs and history -------------------------------------------------------------------------
+
+    def clone(self, remote: str) -> None:
+        """Clone `remote` into the empty clone folder. No checkout (`clone.checkout` writes the
+        records), no local shortcut, no tags; a clone, not init + fetch: only a clone learns
+        the branch an empty remote's HEAD names."""
+        self.run("clone", "-q", "--no-checkout", "--no-local", "--no-tags", "--origin", "origin", "--", remote, ".")
+
+    def head_branch(self) -> str | None:
+        """The branch HEAD names (right after the clone: the one the remote's HEAD names)."""
+        return self._answer("symbolic-ref", "-q", "--short", "HEAD")
+
+    def keep_only_branch(self, branch: str) -> None:
+        """Point HEAD at `branch` and delete every other local branch (a remote HEAD not followed)."""
+        self.run("symbolic-ref", "HEAD", f"refs/heads/{branch}")
+        for ref in self.out("for-each-ref", "--format=%(refname)", "refs/heads/").split():
+            if ref != f"refs/heads/{branch}":
+                self.run("update-ref", "-d", ref)
+
     def rev(self, name: str) -> str | None:
         """The commit `name` points to, or None (an unborn branch, a missing ref)."""
-        done = self.run("rev-parse", "--verify", "-q", f"{name}^{{commit}}", check=False)
-        return done.stdout.decode().strip() or None if done.returncode == 0 else None
+        return self._answer("rev-parse", "--verify", "-q", f"{name}^{{commit}}")
+
+    def remote_head(self, branch: str) -> str | None:
+        """The commit the last fetch saw on the remote's `branch`, or None."""
+        return self.rev(f"refs/remotes/origin/{branch}")
+
+    def fetch(self) -> None:
+        self.run("fetch", "-q", "--prune", "--no-tags", "origin", "+refs/heads/*:refs/remotes/origin/*")
+
+    def push(self, branch: str) -> bool:
+        """Push HEAD to the remote's `branch`; False when another machine pushed first."""
+        try:
+            self.run("push", "-q", "origin", f"HEAD:refs/heads/{branch}")
+        except GitFailed as exc:
+            if exc.kind == "push_race":
+                return False
+            raise
+        return True
+
+    def is_ancestor(self, older: str, newer: str | None) -> bool:
+        if newer is None:
+            return False
+        return self.run("merge-base", "--is-ancestor", older, newer, check=False).returncode == 0
+
+    def merge_base(self, ours: str, theirs: str) -> str | None:
+        return self._answer("merge-base", ours, theirs)
+
+    def last_devices(self, start: str | None, paths: list[str]) -> dict[str, str]:
+        """For each path, the device id that last committed it since `start` (from the commit
+        author's address, `<device>@memoryd.invalid`); paths not touched since then are absent."""
+        if not paths:
+            return {}
+        span = f"{start}..HEAD" if start else "HEAD"
+        raw = self.run("log", "--no-merges", "--no-show-signature", "--format=%x00%ae", "--name-only", span, "--",
+                       *sorted({p.split("/", 1)[0] for p in paths})).stdout.decode(errors="replace")
+        wanted, found = set(paths), {}
+        for chunk in raw.split("\0")[1:]:
+            email, *names = chunk.strip("\n").split("\n")
+            device = email.split("@", 1)[0] if email.endswith("@memoryd.invalid") else None
+            for name in names:
+                if name in wanted and name not in found and device:
+                    found[name] = device
+        return found
+
+    def tidy(self) -> None:
+        """git's own upkeep, in the job (never detached: the next job must find no gc running);
+        it acts only past thousands of loose objects, so most syncs pay one quick check."""
+        self.run("-c", "gc.auto=6700", "-c", "gc.autoDetach=false", "gc", "--auto", "--quiet", check=False)
+
+    # -- the index and commits --------------------------------------------------------------------
+
+    def is_dirty(self) -> bool:
+        """Anything in the clone not committed. --ignored: a pulled .gitignore (git reads it from
+        the index) must not hide a stray file."""
+        return bool(self.run("status", "--porcelain", "-z", "--untracked-files=all", "--ignored", check=False).stdout)
+
+    def reset_index(self, rev: str | None) -> None:
+        """Point HEAD and the index at `rev` (an empty index for None); the working tree is not touched."""
+        if rev is None:
+            self.run("read-tree", "--empty")
+        else:
+            self.run("reset", "-q", "--mixed", rev)
+
+    def skip_worktree(self, paths: list[bytes], skip: bool = True) -> None:
+        """Mark the index entries of `paths` as never on disk (git takes them as unchanged and keeps
+        them in every commit), or with `skip=False` as on disk again."""
+        self.run("update-index", "--skip-worktree" if skip else "--no-skip-worktree", "-z", "--stdin",
+                 stdin=b"\0".join(paths) + b"\0")
+
+    def commit_all(self, message: str) -> None:
+        """Commit all that was written into the clone, when anything was. `git add` is forced (-f),
+        since a pulled .gitignore or the user's excludes must not keep a record out; and a file
+        written where checkout left the tree's entry out (a record the remote holds over the size
+        cap) is tracked again first — `add` passes over a skip-worktree entry."""
+        listed = self.run("ls-files", "-v", "-z").stdout.split(b"\0")
+        written = [e[2:] for e in listed if e.startswith(b"S ") and os.path.lexists(self.repo / os.fsdecode(e[2:]))]
+        if written:
+            self.skip_worktree(written, skip=False)
+        self.run("add", "-A", "-f")  # no pathspec: "." matching only skip-worktree entries is an error
+        if self.run("diff", "--cached", "--quiet", check=False).returncode != 0:
+            self.run("commit", "-q", "--no-verify", "-m", message)
+
+    def commit_merge(self, index_lines: list[str], ours: str, theirs: str, message: str) -> str:
+        """A commit with parents `ours` and `theirs` whose tree is the index (at `ours`) changed by
+        `index_lines` (`update-index --index-info`): git's plumbing, so git never merges a file's text."""
+        if index_lines:
+            self.run("update-index", "--index-info", stdin=("\n".join(index_lines) + "\n").encode())
+        return self.out("commit-tree", self.out("write-tree"), "-p", ours, "-p", theirs, "-m", message)
+
+    # -- trees and blobs --------------------------------------------------------------------------
+
+    def top_level(self, rev: str) -> set[str]:
+        """The names at the top of `rev`'s tree."""
+        return set(self.out("ls-tree", "--name-only", rev).split("\n"))
 
     def tree(self, rev: str | None) -> dict[str, tuple[str, str]]:
         """path → (mode, blob id) of every file of `rev` (empty for None). A name that is not

@@ -31,8 +31,10 @@ from memoryd.daemon.connections import Conn
 from memoryd.daemon.core import Core
 from memoryd.daemon.memories.records import HANDOFF, Memory, render_memory
 from memoryd.daemon.memories.tier import MemoryTier
+from memoryd.daemon.sync.job import Job, Result
 from memoryd.daemon.sync.layout import (
     CONFLICTS,
+    FOLDER_OF,
     LIVE,
     TOMB,
     Layout,
@@ -42,7 +44,7 @@ from memoryd.daemon.sync.layout import (
 )
 
 if TYPE_CHECKING:
-    from memoryd.daemon.sync.worker import Job, Result, Worker
+    from memoryd.daemon.sync.worker import Worker
 from memoryd.errors import InvalidParams, ResourceState, StorageError
 
 log = logging.getLogger("memoryd.daemon")
@@ -243,8 +245,6 @@ class SyncState:
     # -- jobs -----------------------------------------------------------------------------------------
 
     def new_job(self, kind: str, remote: str | None = None) -> Job:
-        from memoryd.daemon.sync.worker import Job
-
         worker = worker_for(self.core)
         worker.jobs += 1
         return Job(worker.jobs, kind, remote=remote, max_content_bytes=self.core.config.max_content_bytes)
@@ -401,12 +401,10 @@ def refuse(state: SyncState, result: Result, item: Any, reason: str) -> None:
     """Quarantine a pulled version the loop refused, like the worker's refusals (reported once)."""
     import hashlib
 
-    from memoryd.daemon.sync.worker import FOLDER_OF
-
     blob = hashlib.sha1(b"blob %d\0" % len(item.data) + item.data).hexdigest()  # git's blob id
     before = len(result.quarantined)
-    worker_for(state.core).quarantine(f"{FOLDER_OF[item.state]}/{item.memory_id}.md", blob, item.data,
-                                      reason, result)
+    worker_for(state.core).quarantine.keep(f"{FOLDER_OF[item.state]}/{item.memory_id}.md", blob, item.data,
+                                           reason, result.quarantined)
     result.quarantined_total += len(result.quarantined) - before
 
 
@@ -581,7 +579,6 @@ def _version_of(path: Path, root: Path) -> dict[str, Any]:
 def _restore_loser(state: SyncState, memory_id: str, shas: list[str]) -> dict[str, Any]:
     from memoryd.daemon.sync import admission
     from memoryd.daemon.sync.merge import Version
-    from memoryd.daemon.sync.worker import FOLDER_OF
 
     tier: MemoryTier = state.core.memories
     versions = []

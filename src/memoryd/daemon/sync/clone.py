@@ -1,0 +1,219 @@
+"""The files a sync job writes: the clone's working tree, never through a link, and the quarantine.
+
+Only records are ever on disk in the clone (`memories/<ulid>.md`, `tombstones/<ulid>.md`,
+`conflicts/<ulid>/<sha256>.md`), written here byte for byte from bytes the daemon holds, through
+real directories only (`real_parents`); git reads them through the backend (`git.Git`) and never
+checks anything out itself (docs/sync.md, "The working tree holds records only"). A pulled
+file admission refuses goes to `sync/quarantine/` instead (`Quarantine`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+from memoryd.daemon import store
+from memoryd.daemon.memories.records import sha256_hex
+from memoryd.daemon.sync import admission
+from memoryd.daemon.sync.git import Git, GitFailed
+from memoryd.daemon.sync.layout import (
+    CONFLICTS,
+    FOLDER_OF,
+    LIVE,
+    TOMB,
+    Layout,
+    escaped,
+    write_atomic,
+)
+from memoryd.daemon.sync.merge import Version
+
+TOP_FOLDERS = ("memories", "tombstones", "conflicts")
+# The clone's own attributes, which outrank every .gitattributes in the tree: a remote's
+# `*.md text eol=crlf` or `filter=…` never changes a record's bytes when git reads or adds it.
+ATTRIBUTES = b"* -text -eol -filter -diff -merge -ident -working-tree-encoding\n"
+QUARANTINE_MAX_BYTES = 64 << 20  # refused files' bytes and rows, in all: a remote cannot fill the disk
+
+
+def check_plain(layout: Layout) -> None:
+    """The sync folder and the clone must be real directories: a link there is never followed."""
+    for path in (layout.dir, layout.repo):
+        if os.path.islink(path) or (os.path.lexists(path) and not store.is_plain_dir(path)):
+            raise GitFailed("local_error", f"{path} is a symbolic link or not a directory; memoryd follows "
+                            "no link in its store: remove it, then memoryd sync init again")
+
+
+def harden(repo: Path) -> bool:
+    """Write the clone's attributes (ATTRIBUTES); True when they were not there yet."""
+    path = repo / ".git" / "info" / "attributes"
+    try:
+        if store.read_nofollow(path) == ATTRIBUTES:
+            return False
+    except (OSError, store.BadRecord):
+        pass
+    write_atomic(path, ATTRIBUTES)
+    return True
+
+
+def repair(git: Git, full: bool = False) -> str | None:
+    """Reset a clone that a killed sync left mid-way (or, `full`, any clone) to its last commit;
+    says what it found, or None."""
+    found = []
+    lock = git.repo / ".git" / "index.lock"
+    if lock.exists():  # one sync at a time per store: no other git runs here now
+        lock.unlink()
+        found.append("a stale index lock")
+    if (git.repo / ".git" / "MERGE_HEAD").exists():
+        found.append("a merge in progress")
+    if git.is_dirty():
+        found.append("uncommitted files")
+    if found or full:
+        checkout(git, None, git.rev("HEAD"), full=True)
+    return "reset the clone after a half-finished sync (" + ", ".join(found) + ")" if found else None
+
+
+def checkout(git: Git, old: str | None, new: str | None, full: bool = False) -> None:
+    """Move HEAD, the index and the working tree from commit `old` to `new` — never with git's
+    own checkout. Only records are ever on disk (regular files within the size cap), written
+    from their blobs byte for byte; whatever else a remote pushed (a bare repository with a
+    hostile config, a gigabyte of zeros, a .gitattributes) stays in the tree but never in the
+    working tree: its index entry is marked skip-worktree, so git takes it as unchanged and keeps
+    it in every commit. `full`: empty the working tree and write every record (a clone a killed
+    sync left, or one an older memoryd checked out whole); otherwise only the entries that changed."""
+    repo = git.repo
+    before, after = ({} if full else git.tree(old)), git.tree(new)
+    changed = {path: entry for path, entry in after.items() if before.get(path) != entry}
+    records = {path: blob for path, (mode, blob) in changed.items() if mode in admission.REGULAR_MODES
+               and (admission.record_path(path) or admission.conflict_path(path))}
+    if full:
+        for entry in os.scandir(repo):
+            if entry.name != ".git":
+                shutil.rmtree(entry.path) if entry.is_dir(follow_symlinks=False) else os.unlink(entry.path)
+        (repo / ".git" / "index").unlink(missing_ok=True)  # rebuilt from `new`, no stale flag kept
+    for path, was in before.items():  # gone or changed: its old file goes (if it was written)
+        if after.get(path) != was and os.path.lexists(repo / path) and not store.is_plain_dir(repo / path):
+            if admission.conflict_path(path):
+                drop_kept(repo, repo / path)  # settled on another machine: its folder goes too
+            else:
+                real_parents(repo, repo / path).unlink(missing_ok=True)
+    data = git.blobs(sorted(set(records.values())))
+    for path, blob in records.items():
+        if blob in data:
+            write_atomic(real_parents(repo, repo / path), data[blob])
+    git.reset_index(new)
+    left_out = [os.fsencode(path) for path, (_mode, blob) in changed.items() if records.get(path) not in data]
+    if left_out:  # none when `new` is None
+        git.skip_worktree(left_out)
+
+
+def clear_top(repo: Path) -> None:
+    """A synced folder must be a real directory: a link or file there (pulled from a hostile
+    remote) is removed before anything is written under it."""
+    for folder in TOP_FOLDERS:
+        if os.path.lexists(repo / folder) and not store.is_plain_dir(repo / folder):
+            (repo / folder).unlink()
+
+
+def real_parents(repo: Path, path: Path) -> Path:
+    """`path` (under the clone) once every directory between the clone and it is a real one:
+    a link or a file where a directory belongs — `conflicts/<id>` pulled as a link to
+    `~/.claude/commands` — is removed (the link, never what it points at) and a directory made,
+    so nothing is written or deleted through a link at any depth; the next commit drops it."""
+    while True:
+        try:
+            if not store.check_no_links(repo, path):
+                path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            return path
+        except store.LinkRefused as exc:
+            if exc.path == path:  # not under the clone at all: a caller's bug, never unlink it
+                raise
+            exc.path.unlink()
+
+
+def place(repo: Path, memory_id: str, state: str, data: bytes) -> None:
+    """Put a record into the clone's working tree in its state's folder, out of the other one."""
+    for other in (LIVE, TOMB):
+        if other != state:
+            target = real_parents(repo, repo / FOLDER_OF[other] / f"{memory_id}.md")
+            if os.path.lexists(target):
+                target.unlink()
+    write_atomic(real_parents(repo, repo / FOLDER_OF[state] / f"{memory_id}.md"), data)
+
+
+def drop_kept(repo: Path, path: Path) -> None:
+    """Remove a kept loser (`conflicts/<id>/<sha256>.md`) and, once it was the last, its folder
+    and an emptied `conflicts/`: a settled conflict leaves nothing behind. `real_parents` has made
+    every directory on the way real, and `rmdir` removes an empty directory, never a link's target."""
+    target = real_parents(repo, path)
+    if not os.path.islink(target) and target.is_file():
+        target.unlink()
+    for folder in (target.parent, target.parent.parent):
+        try:
+            os.rmdir(folder)
+        except OSError:  # not empty (another kept version), or gone already
+            return
+
+
+def keep_loser(repo: Path, memory_id: str, data: bytes) -> None:
+    write_atomic(real_parents(repo, repo / CONFLICTS / memory_id / f"{sha256_hex(data)}.md"), data)
+
+
+def read_clone_record(repo: Path, memory_id: str) -> Version | None:
+    """The clone's version of a record; None when it has none (a linked folder holds none)."""
+    for state in (LIVE, TOMB):
+        path = repo / FOLDER_OF[state] / f"{memory_id}.md"
+        try:
+            store.check_no_links(repo, path)
+            return Version(state, store.read_nofollow(path))
+        except (OSError, store.BadRecord):
+            continue
+    return None
+
+
+class Quarantine:
+    """`sync/quarantine/`: each refused file's bytes (`<blob>.bad`) and its row in index.jsonl
+    (path, reason, blob), reported once."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.listed: set[str] = set()  # blobs index.jsonl lists (`load`)
+        self.used = 0  # and the bytes the folder holds
+
+    def load(self) -> None:
+        """What the folder already lists (reported once) and the bytes it holds."""
+        self.listed, self.used = set(), 0
+        try:
+            self.used = sum(e.stat(follow_symlinks=False).st_size for e in os.scandir(self.folder))
+            with open(self.folder / "index.jsonl", encoding="utf-8", errors="replace") as handle:
+                for line in handle:
+                    try:
+                        self.listed.add(json.loads(line)["blob"])
+                    except (ValueError, KeyError, TypeError):
+                        continue
+        except OSError:
+            pass
+
+    def keep(self, path: str, blob: str, data: bytes | None, reason: str, rows: list[dict[str, str]]) -> None:
+        """Keep a refused file's bytes (never through a link) and add its row to `rows` (the job's
+        report), unless it was reported before. The folder holds at most QUARANTINE_MAX_BYTES:
+        bytes that do not fit (or were never read, over the size cap) are not kept, only the row; a
+        row that does not fit either is not written, and the file is reported again by the next
+        sync. The path is kept as text (`escaped`): a name that is not UTF-8 must not break a
+        reply or last.json."""
+        if blob in self.listed:
+            return
+        self.listed.add(blob)
+        self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        row = {"blob": blob, "path": escaped(path)[:300], "reason": reason}
+        if data is not None and self.used + len(data) + 1024 <= QUARANTINE_MAX_BYTES:
+            write_atomic(self.folder / f"{blob}.bad", data)
+            self.used += len(data)
+        elif data is not None:
+            row["reason"] += "; bytes not kept (the quarantine is full)"
+        line = json.dumps(row) + "\n"
+        if self.used + len(line) <= QUARANTINE_MAX_BYTES:
+            with open(self.folder / "index.jsonl", "a", encoding="utf-8") as handle:
+                handle.write(line)
+            self.used += len(line)
+        rows.append(row)
