@@ -17,10 +17,37 @@ import threading
 import time
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable, TypeVar
 
+import anyio
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+
+T = TypeVar("T")
+
+
+def wait_for(condition: Callable[[], T], timeout: float = 10, what: str = "the condition", step: float = 0.02) -> T:
+    """The first truthy value of `condition()`, polled every `step` s; fails after `timeout` s.
+
+    The timeout is a bound to fail by, not a speed requirement: waits in tests poll for what they
+    wait for instead of sleeping a fixed time."""
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"{what} did not happen within {timeout:g} s")
+        time.sleep(step)
+    return value
+
+
+async def wait_for_async(condition: Callable[[], T], timeout: float = 10, what: str = "the condition",
+                         step: float = 0.02) -> T:
+    """`wait_for` inside an event loop: other tasks run while it waits."""
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"{what} did not happen within {timeout:g} s")
+        await anyio.sleep(step)
+    return value
 
 
 def ensure_model() -> None:
@@ -102,6 +129,21 @@ class Env:
         for segment in sorted((self.home / "events").glob("*.jsonl")):
             found += [json.loads(line) for line in segment.read_text().splitlines()]
         return found
+
+    def logged(self, kind: str) -> int:
+        """How many events of `kind` the log holds so far; safe while a daemon appends to it."""
+        count = 0
+        for segment in sorted((self.home / "events").glob("*.jsonl")):
+            for line in segment.read_text().splitlines():
+                try:
+                    count += json.loads(line).get("kind") == kind
+                except ValueError:  # the line being appended right now
+                    pass
+        return count
+
+    def processes(self) -> set[int]:
+        """Live processes whose environment names this store (daemons, bridges, their children)."""
+        return _pids_using(self.base)
 
     def daemon_pid(self) -> int | None:
         status = self.status()

@@ -1,12 +1,18 @@
-"""Daemon restarts under live bridges, and how each kind of session end is recorded (docs/architecture.md, 'Sessions').
+"""Starting, stopping and restarting the daemon under live bridges, and how each kind of session
+end is recorded (docs/architecture.md, 'Sessions').
 
 A bridge that survives a restart reattaches to its session; one that does not come back within
 the grace window (3 heartbeats) ends as `daemon_restart`; a killed bridge ends as `lost`; a bridge
-whose stdin closes says goodbye and ends as `closed`.
+whose stdin closes says goodbye and ends as `closed`; only the connection that owns a session may
+finish it. `serve --detach` (and so `memoryd restart`) racing a daemon a bridge spawned waits for
+that daemon instead of reporting its own child's exit 0 as a failure — made deterministic by
+holding the daemon's lock while it starts, and checked live by restarts beside a busy bridge; a
+bridge whose daemon cannot start says why in its -32001 error.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import queue
@@ -18,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from harness import Env, call
+from harness import Env, call, call_error, wait_for
 
 # Short heartbeats keep the grace window (3 × heartbeat) and liveness checks quick.
 HEARTBEAT_S = 0.5
@@ -100,6 +106,95 @@ def wait_until_ended(env: Env, session_id: str, timeout_s: float = 20) -> dict[s
     return anyio.run(main)
 
 
+
+
+# -- starting, stopping and restarting the daemon ----------------------------------------------------
+
+def test_serve_detach_waits_for_a_daemon_that_holds_the_lock(env: Env) -> None:
+    env.runtime.mkdir(mode=0o700, parents=True)
+    with open(env.runtime / "memoryd.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # "another daemon is starting"
+        detach = subprocess.Popen([sys.executable, "-m", "memoryd", "serve", "--detach"], env=env.environ(),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  start_new_session=True)
+        env.procs.append(detach)  # type: ignore[arg-type]
+        log = env.home / "log" / "memoryd.log"
+        wait_for(lambda: log.exists() and "already running" in log.read_text()  # its child met the lock
+                 and env.processes() == {detach.pid}, timeout=30,  # ... and exited 0
+                 what="the detached daemon meeting the lock and exiting")
+        assert detach.poll() is None, detach.communicate()
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    # The "other" daemon comes up. Once the lock is free the detaching process may win the race
+    # and start one itself; either way exactly one serves, and detach must report it running.
+    env.start_daemon(wait=False)
+    env.wait_ready()
+    _out, err = detach.communicate(timeout=30)
+    assert detach.returncode == 0, err
+    assert "running" in err
+
+
+def test_restart_beside_a_busy_bridge_always_ends_with_a_daemon(daemon: Env) -> None:
+    stop, busy_now = threading.Event(), threading.Event()
+
+    def busy() -> None:
+        async def main() -> None:
+            async with daemon.session(MEMORYD_WORKTREE="/w/busy") as s:
+                while not stop.is_set():
+                    try:
+                        await s.call_tool("episode_write", {"body": "busy"})
+                        busy_now.set()
+                    except Exception:  # noqa: BLE001 - a call caught mid-restart may fail; the bridge retries
+                        await anyio.sleep(0.05)  # a pause before the next try, not a wait for anything
+        anyio.run(main)
+
+    worker = threading.Thread(target=busy, daemon=True)
+    worker.start()
+    try:
+        assert busy_now.wait(timeout=60), "the busy bridge never wrote"
+        codes = []
+        for _ in range(4):
+            done = daemon.memoryd("restart", timeout=90)
+            codes.append((done.returncode, done.stderr[-300:]))
+            assert daemon.status() is not None
+    finally:
+        stop.set()
+        worker.join(timeout=30)
+    assert [c for c, _ in codes] == [0] * 4, codes
+    assert daemon.memoryd("status").returncode == 0
+
+
+def test_memoryd_stop_reports_success_for_a_daemon_a_live_bridge_spawned(env: Env) -> None:
+    outcome: dict[str, Any] = {}
+
+    async def main() -> None:
+        with anyio.fail_after(60):
+            async with env.session(MEMORYD_WORKTREE="/w/spawner") as s:  # no daemon yet: it spawns one
+                await call(s, "episode_write", body="spawned my own daemon")
+                outcome["pid"] = env.daemon_pid()
+                outcome["stop"] = await anyio.to_thread.run_sync(env.memoryd, "stop")
+
+    anyio.run(main)
+    stopped = outcome["stop"]
+    assert stopped.returncode == 0, stopped.stderr
+    assert f"stopped (pid {outcome['pid']})" in stopped.stderr
+
+
+def test_the_bridge_says_why_the_daemon_could_not_start(env: Env) -> None:
+    shared = env.base / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)  # a world-writable (sticky) store directory: refused, rightly
+    env.vars["MEMORYD_HOME"] = str(shared)
+    env.home = shared
+    out: dict[str, Any] = {}
+
+    async def main() -> None:
+        async with env.session(MEMORYD_WORKTREE="/w/refused") as s:
+            out["error"] = await call_error(s, "memory_digest")
+    anyio.run(main)
+    error = out["error"]
+    assert error.code == -32001, error
+    assert "world-writable" in error.message and "world-writable" in error.data["reason"], error
+    assert error.data["log"].endswith("memoryd.log")
 
 
 # -- restart under a live bridge ---------------------------------------------------------------------
@@ -205,20 +300,26 @@ def test_stdin_eof_makes_the_bridge_exit_zero_and_close_its_session(env: Env) ->
     assert prior["ended"] == "closed"
 
 
-def test_memoryd_stop_reports_success_for_a_daemon_a_live_bridge_spawned(env: Env) -> None:
-    outcome: dict[str, Any] = {}
+def test_only_the_owning_connection_may_finish_a_session(daemon: Env) -> None:
+    out: dict[str, Any] = {}
 
     async def main() -> None:
-        with anyio.fail_after(60):
-            async with env.session(MEMORYD_WORKTREE="/w/spawner") as s:  # no daemon yet: it spawns one
-                await call(s, "episode_write", body="spawned my own daemon")
-                outcome["pid"] = env.daemon_pid()
-                outcome["stop"] = await anyio.to_thread.run_sync(env.memoryd, "stop")
-
+        async with daemon.session(MEMORYD_WORKTREE="/w/owner") as owner, \
+                daemon.session(MEMORYD_WORKTREE="/w/owner") as other:
+            mine = (await call(owner, "memory_digest"))["current_session"]["id"]
+            theirs = (await call(other, "memory_digest"))["current_session"]["id"]
+            out["foreign"] = await call_error(other, "memory_session_finish", session_id=mine, summary="not yours")
+            out["still"] = (await call(owner, "memory_digest"))["current_session"]["id"]
+            out["own"] = await call(owner, "memory_session_finish", session_id=mine, summary="done")
+            out["theirs"] = await call(other, "memory_session_finish", session_id=theirs)
+            out["mine"] = mine
     anyio.run(main)
-    stopped = outcome["stop"]
-    assert stopped.returncode == 0, stopped.stderr
-    assert f"stopped (pid {outcome['pid']})" in stopped.stderr
+    error = out["foreign"]
+    assert error.code == -32002 and error.data["kind"] == "foreign_session", error
+    assert out["still"] == out["mine"], "the owner was moved to a new session"
+    assert out["own"]["session_id"] == out["mine"] and out["theirs"]["finished_at"]
+    ends = [e for e in daemon.events() if e["kind"] == "session_end" and e["session"] == out["mine"]]
+    assert len(ends) == 1 and ends[0]["reason"] == "finished"
 
 
 def test_a_fractional_heartbeat_is_accepted_and_announced_in_hello(env: Env) -> None:
@@ -226,11 +327,11 @@ def test_a_fractional_heartbeat_is_accepted_and_announced_in_hello(env: Env) -> 
 
     set_heartbeat(env, 0.5)
     proc = env.start_daemon(wait=False)
-    deadline = time.monotonic() + 20
-    while (env.status() or {}).get("pid") != proc.pid:
+
+    def up() -> bool:
         assert proc.poll() is None, f"the daemon refused to start: {env.daemon_log()}"
-        assert time.monotonic() < deadline, "the daemon did not come up"
-        time.sleep(0.02)
+        return (env.status() or {}).get("pid") == proc.pid
+    wait_for(up, timeout=20, what="the daemon coming up")
 
     conn = Connection({"worktree": "/w/hb"}, endpoint=(env.status() or {})["endpoint"], autospawn=False)
     try:
