@@ -12,7 +12,7 @@ from typing import Any
 
 import anyio
 import yaml
-from harness import Env, call, call_error
+from harness import Env, call, call_error, wait_for_async
 from ulid import ULID
 
 WAIT_S = 60  # bound on each test's async body
@@ -263,7 +263,7 @@ def test_wait_for_parks_until_three_sub_agents_have_reported(served: Env) -> Non
                 written: list[dict[str, Any]] = []
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(gather)
-                    await anyio.sleep(0.5)
+                    await wait_for_async(lambda: env.logged("episode_search"), what="the search parking")
                     assert not done.is_set(), "the search answered before anything matched"
                     async with anyio.create_task_group() as subs:
                         for n in range(3):
@@ -313,7 +313,7 @@ def test_a_parked_search_does_not_hold_up_other_calls_on_the_same_bridge(served:
 
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(parked)
-                    await anyio.sleep(0.3)
+                    await wait_for_async(lambda: env.logged("episode_search"), what="the search parking")
                     for i in range(5):  # each answers while the search stays parked
                         with anyio.fail_after(10):
                             written = await write(s, f"meanwhile {i}")
