@@ -34,6 +34,7 @@ class Config:
     hook_prompt_max_hits: int = 3
     hook_prompt_min_relevance: float = 0.6
     hook_prompt_min_similarity: float = 0.6   # the encoder's cosine; docs/search.md, "The prompt gate"
+    hook_prompt_min_both: float = 0.4         # …or both signals at this floor
     hook_last_words: bool = True
     # Sync through a git remote (docs/sync.md): seconds between the daemon's own syncs; 0 = off.
     sync_interval_seconds: int = 0
@@ -64,6 +65,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "hook_prompt_max_hits": (1, 20),
     "hook_prompt_min_relevance": (0.0, 1.0),
     "hook_prompt_min_similarity": (0.0, 1.0),
+    "hook_prompt_min_both": (0.0, 1.0),
     "sync_interval_seconds": (0, 7 * DAY_S),         # off .. once a week
 }
 # Every string key's choices: anything else is refused at start, naming the key and the choices.

@@ -348,12 +348,18 @@ def prompt(daemon: Daemon, data: dict[str, Any], dry_run: bool = False) -> str |
 
 
 def gate(hits: list[dict[str, Any]], settings: dict[str, Any]) -> list[dict[str, Any]]:
-    """The hits worth putting in front of the agent: a hit whose words cover the prompt (relevance
-    at its floor), or one the encoder finds as close in meaning (similarity at its floor). Both
-    floors were fit on the typed-prompt set's tune split (docs/search.md, "The prompt gate")."""
-    floor = float(settings.get("prompt_min_relevance", 0.6))
-    close = float(settings.get("prompt_min_similarity", 0.6))
-    return [h for h in hits if float(h.get("relevance", 0.0)) >= floor or float(h.get("similarity") or 0.0) >= close]
+    """The hits worth putting in front of the agent, on evidence: its words cover the prompt
+    (relevance at its floor), or the encoder finds it close in meaning (similarity at its floor), or
+    both signals agree at a lower floor. Fit on the typed-prompt set's tune split only
+    (docs/search.md, "The prompt gate")."""
+    words = float(settings.get("prompt_min_relevance", 0.6))
+    meaning = float(settings.get("prompt_min_similarity", 0.6))
+    both = float(settings.get("prompt_min_both", 0.4))
+
+    def strong(hit: dict[str, Any]) -> bool:
+        relevance, similarity = float(hit.get("relevance") or 0.0), float(hit.get("similarity") or 0.0)
+        return relevance >= words or similarity >= meaning or min(relevance, similarity) >= both
+    return [h for h in hits if strong(h)]
 
 
 def prompt_context(chosen: list[dict[str, Any]], settings: dict[str, Any], budget: int | None = None) -> str:

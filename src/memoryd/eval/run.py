@@ -38,6 +38,7 @@ SEARCH_DEPTH = 10
 # The prompt hook injects a hit only at or above this relevance (share of the asked terms' idf).
 HOOK_RELEVANCE = Config().hook_prompt_min_relevance
 GATE_SETTINGS = {"prompt_min_relevance": HOOK_RELEVANCE, "prompt_min_similarity": Config().hook_prompt_min_similarity,
+                 "prompt_min_both": Config().hook_prompt_min_both,
                  "prompt_max_hits": Config().hook_prompt_max_hits,
                  "prompt_chars": Config().hook_prompt_chars}
 ACKNOWLEDGE = {"transient_warning": "acknowledge_transient", "scope_mismatch": "acknowledge_scope_mismatch",
@@ -162,7 +163,7 @@ def run_prompt(bridge: Bridge, prompt: dict[str, Any], key_of: dict[str, str]) -
     row = {"prompt": prompt["prompt"], "kind": prompt["kind"], "split": prompt["split"], "related": prompt["related"],
            "injected": injected, "chars": len(prompt_context(chosen, GATE_SETTINGS)) if chosen else 0,
            "top": [{"key": key_of.get(h["id"], "?"), "relevance": h.get("relevance"),
-                    "similarity": h.get("similarity")} for h in hits[:3]]}
+                    "similarity": h.get("similarity")} for h in hits]}
     if prompt["related"]:
         row["right"] = float(prompt["related"] in injected)
     else:

@@ -1,6 +1,7 @@
 """The episode tier's tools: episode_write, episode_handoff, episode_search.
 
-Import contract: core, journal, store, scopes, tool, and protocol's frame limit — no zmq, no msgpack.
+Import contract: core (and its journal), clock, connections, store, scopes, tool, validate, the
+episode record, and protocol's frame limit — no zmq, no msgpack.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Anchors: which durable memories a file or a shell command names, for point-of-action recall
 (the `pre-tool` hook, README "Automatic recall").
 
-Import contract: stdlib, gates (cited paths), memory_records. No fuzzy scoring: an anchor is an
+Import contract: stdlib, gates (cited paths), records. No fuzzy scoring: an anchor is an
 exact key, taken from a memory's content when it is indexed —
 
 - paths: each path it cites (`billing/stripe_client.py`, `src/billing/`, `/etc/app.conf`) and each

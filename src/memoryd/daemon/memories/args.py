@@ -1,7 +1,7 @@
 """Argument rules of the durable tier that its (deliberately terse) schemas do not spell out.
 
-Import contract: store, tool (the patterns), validate, memory_records, errors. Every rule fails with the
-same -32602 `InvalidParams(param, reason)` the schema validator would raise, before anything
+Import contract: store, scopes, tool (the patterns), validate, records, errors. Every rule fails with
+the same -32602 `InvalidParams(param, reason)` the schema validator would raise, before anything
 is written.
 """
 

@@ -1,7 +1,7 @@
 """A derived cache of parsed memory files (`state/memories.cache`), so a start with 100k memories
 does not re-read and re-parse 100k YAML frontmatters (~25 s).
 
-Import contract: msgpack, memory_records. The cache is only ever a shortcut: an entry is used for
+Import contract: msgpack, store, records. The cache is only ever a shortcut: an entry is used for
 a file still listed under its name, and the file's size and mtime are compared with the entry
 after start, a slice at a time (`recovery.verify_some`), so a hand edit made while the daemon was
 stopped is still found; an unreadable cache is ignored. msgpack rather than pickle: a planted

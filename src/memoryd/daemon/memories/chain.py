@@ -1,6 +1,6 @@
 """memory_write's gate chain (docs/tools.md): gates 1–6 in order, the first that fires decides.
 
-Import contract: gates (the pure detectors), memory_records, scopes. The chain itself is data
+Import contract: gates (the pure detectors), records, scopes, text. The chain itself is data
 (`GATES`) and one loop (`run_gates`), so its order is testable without a daemon; a gate reads
 the tier only through its indexes (no scan of all memories).
 """

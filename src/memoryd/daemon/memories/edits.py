@@ -1,6 +1,7 @@
 """Handlers that edit existing memories: update, remove, restore, verify.
 
-Import contract: as memory_writes. Each validates fully first (fail closed), changes one record
+Import contract: core, clock, validate, and the tier's args, chain, gates, records, staleness,
+tier and writes (`tier_of`). Each validates fully first (fail closed), changes one record
 through the tier and records one event with the new file's sha256 (never content).
 """
 

@@ -1,6 +1,6 @@
 """Pure detectors behind memory_write's gate chain and the taint scan (docs/tools.md).
 
-Import contract: stdlib only, no I/O, no state; every function takes text and returns plain data,
+Import contract: stdlib and `text` (stopwords, word tokens) only, no I/O, no state; every function takes text and returns plain data,
 so the gate order and the override flags live in the caller.
 """
 

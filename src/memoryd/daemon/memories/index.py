@@ -1,6 +1,6 @@
 """In-memory indexes over the live memories and the tombstones, kept incrementally on every change.
 
-Import contract: search, memory_records, stdlib. Nothing here scans all memories per call: the
+Import contract: search, records, anchors, stdlib. Nothing here scans all memories per call: the
 BM25/near-duplicate index answers text questions, the other maps answer the gates' and reads'
 structural ones (which repo, which projects exist, who links here, paging order).
 """

@@ -2,7 +2,8 @@
 live memory once), memory_scope_disable/enable (what this session's reads hide, in both tiers) and
 memory_health (what needs curation, another whole walk). None is on an agent's hot path.
 
-Import contract: core, eventlog (chain check), memories, memory_reads, memory_staleness.
+Import contract: core, clock, eventlog (chain check), and the tier's reads, records, staleness
+and writes.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Staleness of a memory: days since it was last known to hold, cited paths that vanished, and
 commits to its repo since — and the git probe that answers the repo questions cheaply.
 
-Import contract: stdlib, gates (cited paths), memory_records. Git runs with NO_PROGRAMS (here, shared with sync.git; when git
-runs). Git runs in a subprocess, so its answers are cached per worktree for `GIT_CACHE_S`: a
+Import contract: stdlib, gates (cited paths), records; `NO_PROGRAMS` is defined here and shared
+with sync.git. Git runs in a subprocess, so its answers are cached per worktree for `GIT_CACHE_S`: a
 search must stay in the low milliseconds, and the repo does not change meaningfully within seconds.
 
 Git runs only in a worktree this machine can vouch for: never in one named by a record pulled from

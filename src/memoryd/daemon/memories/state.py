@@ -1,6 +1,7 @@
-"""The durable memory tier's state: every field the tier keeps, and the small reads on them.
+"""Every field the durable memory tier keeps (`TierState`: live memories, tombstones, pending
+writes, indexes, what start-up found), and the small reads on them.
 
-Import contract: core, store and the tier's records, cache, index, stats and staleness modules;
+Import contract: core, store and the tier's records, cache, index, semantic, stats and staleness;
 nothing that acts. `tier.MemoryTier` adds the changes and `recovery` fills the fields at start,
 both on top of this class, so neither has to import the other.
 """

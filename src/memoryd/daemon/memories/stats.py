@@ -15,9 +15,8 @@ from itertools import compress
 from operator import attrgetter
 from typing import Any
 
-from memoryd.daemon.memories.records import HANDOFF
+from memoryd.daemon.memories.records import HANDOFF, Memory
 
-Memory = Any  # memory_records.Memory; kept loose to avoid an import cycle
 _ID, _CATEGORY, _SCOPES, _ORIGIN = (attrgetter(name) for name in ("id", "category", "scopes", "origin"))
 
 
@@ -42,7 +41,7 @@ class LiveMemories(dict[str, Memory]):
         self._forget(self[key])
         super().__delitem__(key)
 
-    def pop(self, key: str, *default: Any) -> Memory:  # type: ignore[override]
+    def pop(self, key: str, *default: Memory) -> Memory:  # type: ignore[override]
         if key in self:
             memory = self[key]
             del self[key]

@@ -1,6 +1,8 @@
-"""The durable memory tier's state: live memories, tombstones, pending writes — an extension of Core.
+"""The durable memory tier's changes, on top of its state (`state.TierState`): committing, rewriting,
+burying and restoring memory files, the pending-write flow, and replaying each recorded event.
 
-Import contract: core, store, gates, memory_records/index/staleness; no zmq, no msgpack.
+Import contract: core, connections, store, scopes, and the tier's gates, records, state and
+recovery; no zmq, no msgpack.
 Files are canonical (`memories/`, `tombstones/`); the event log names every committed file by id
 and sha256 (never content), which is how hand-edited, unaccounted and missing files are found at
 start. Pending writes are persisted as a snapshot under `state/` and reloaded at start.
@@ -53,7 +55,7 @@ class MemoryTier(TierState):
 
     patterns_compiled = False  # the gates' regexes (gates.compile_patterns), after start
 
-    # -- what the gate chain asks (memory_gates_chain.TierView) ----------------------------------
+    # -- what the gate chain asks (chain.TierView) ----------------------------------------------
 
     def known_projects(self) -> dict[str, str | None]:
         return self.index.projects

@@ -56,7 +56,7 @@ def _int(default: int, lo: int, hi: int) -> dict[str, Any]:
     return {"type": "integer", "default": default, "minimum": lo, "maximum": hi}
 
 
-# Id and scope patterns are checked in the handlers (memory_writes.check_*), not spelled out here.
+# Id and scope patterns are checked in the handlers (args.check_*), not spelled out here.
 _STR: dict[str, Any] = {"type": "string"}
 _SCOPES: dict[str, Any] = {"type": "array", "items": _STR}
 _LINKS: dict[str, Any] = {"type": "array", "items": {"type": "object"},

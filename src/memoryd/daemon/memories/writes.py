@@ -1,6 +1,7 @@
 """Handlers that change durable memories: write, confirm, cancel, promote.
 
-Import contract: core, episode_tools (text rules), memories, memory_gates_chain, memory_records.
+Import contract: core, clock, validate, episodes.episode (what promote reads), and the tier's args,
+chain, gates, records and tier.
 Every handler validates its arguments fully before it changes anything (fail closed), then
 changes files and indexes through the tier and records exactly one event naming ids, statuses,
 gate kinds and hashes — never content. The event of a call carries its `req`, so a retry after

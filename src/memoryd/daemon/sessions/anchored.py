@@ -1,8 +1,8 @@
 """The `anchored` hook action: the memories a tool call is about to touch (point-of-action recall,
 the `pre-tool` hook; README "Automatic recall").
 
-Import contract: core, connections, memories (anchors, reads' staleness view), sessions.hooks
-(the injected set). No search ranking: anchors are exact keys (memories/anchors.py), so there is no
+Import contract: core, connections, scopes, memories (anchors, records, staleness, reads'
+staleness view, writes' tier_of), sessions.hooks (the injected set). No search ranking: anchors are exact keys (memories/anchors.py), so there is no
 floor to tune — a memory is shown when it cites the file, its directory, a name the path spells, or
 a command it names, and nothing is shown otherwise.
 """

@@ -1,6 +1,6 @@
 """What client hooks (`memoryd hook EVENT`) ask of the session tier, beyond the tools.
 
-Import contract: core, connections, memories (gates), session records — no zmq, no msgpack.
+Import contract: core, clock, connections, memories (gates), session records — no zmq, no msgpack.
 
 - One memoryd session per client session: `ClientSessions` maps the client's session key (Claude
   Code's `session_id`, which its bridge also sees as `CLAUDE_CODE_SESSION_ID`) to the open memoryd
@@ -231,5 +231,5 @@ def settings(core: Core) -> dict[str, Any]:
     c = core.config
     return {"session_start_chars": c.hook_session_start_chars, "prompt_chars": c.hook_prompt_chars,
             "prompt_max_hits": c.hook_prompt_max_hits, "prompt_min_relevance": c.hook_prompt_min_relevance,
-            "prompt_min_similarity": c.hook_prompt_min_similarity,
+            "prompt_min_similarity": c.hook_prompt_min_similarity, "prompt_min_both": c.hook_prompt_min_both,
             "last_words": c.hook_last_words}

@@ -1,6 +1,6 @@
 """Session records: `sessions/<sess-n>.md`, a session's summary or its captured last message.
 
-Import contract: core, store. The event log holds no content, so `memory_session_finish`'s
+Import contract: core, clock, connections, store. The event log holds no content, so `memory_session_finish`'s
 `summary` is written here (frontmatter: schema_version, session_id, finished_at; body: the
 summary) in the same group commit as its `session_end` event, which carries only `summary_sha`.
 At start, after replay, each record is read back into `Session.summary` — only when a
