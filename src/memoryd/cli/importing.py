@@ -163,7 +163,7 @@ def project_scope(ns: argparse.Namespace) -> list[str]:
 
 def _run(ns: argparse.Namespace, drafts: list[Draft], summary: Summary) -> int:
     """Write every draft through one operator connection; stop only if the daemon goes away."""
-    from memoryd.ui.operator import Operator, is_unavailable
+    from memoryd.client.connection import Operator, is_unavailable
 
     from memoryd.cli.memories import start_daemon
 
@@ -201,7 +201,7 @@ def import_one(operator: Any, draft: Draft, ns: argparse.Namespace, held: str | 
     is the pending id an earlier run left for the same content (not staged twice).
 
     A tool error on this draft is its outcome (`failed`); DaemonUnavailable propagates."""
-    from memoryd.ui.operator import is_unavailable
+    from memoryd.client.connection import is_unavailable
 
     if held and not ns.confirm_pending:
         return Outcome("pending", "already pending from an earlier import", draft, pending_id=held)
@@ -233,7 +233,7 @@ def _after_write(operator: Any, draft: Draft, result: dict[str, Any]) -> Outcome
 def _carry_over(operator: Any, draft: Draft, memory_id: str) -> Outcome:
     """A committed memory gets what memory_write could not carry: the source tool's removal or
     verification. If that second call fails, the memory stays written and the report says so."""
-    from memoryd.ui.operator import is_unavailable
+    from memoryd.client.connection import is_unavailable
 
     tool = "memory_remove" if draft.removed_reason else "memory_verify"
     try:

@@ -10,20 +10,12 @@ if TYPE_CHECKING:  # argparse is imported where the parser is built: the hook fa
     import argparse
 
 
-def _client_call(op: str, args: dict[str, Any] | None = None, timeout_s: float = 3.0) -> Any:
-    from memoryd.client.connection import Connection
+def _client_call(op: str, timeout_s: float = 3.0) -> Any:
+    """The daemon's answer to an op that needs no hello (`status`, `stop`), or None."""
+    from memoryd import paths
+    from memoryd.client import spawn
 
-    conn = Connection({"client": "memoryd-cli"}, autospawn=False)
-    conn.open_socket()
-    try:
-        req_id = conn.new_id()
-        conn._wait_for_peer(timeout_s)
-        if not conn.send(req_id, op, args or {}):
-            return None
-        reply = conn.wait_reply(req_id, timeout_s)
-        return None if reply is None else reply.get("result")
-    finally:
-        conn.close_socket()
+    return spawn.ping(paths.endpoint(), timeout_s, op)
 
 
 def cmd_serve(ns: argparse.Namespace) -> int:

@@ -34,7 +34,7 @@ def run(verb: Callable[[Any, argparse.Namespace], int], ns: argparse.Namespace) 
     """Start the daemon if none runs (as the bridge does), open an operator connection, run `verb`,
     map errors to exit codes with one stderr line. Every verb that needs the daemon comes here
     (`memories`, `pending`, `sessions`, `sync`), so the rule is one: the daemon is started."""
-    from memoryd.ui.operator import Operator, is_unavailable
+    from memoryd.client.connection import Operator, is_unavailable
 
     operator = Operator("memoryd-cli")
     try:

@@ -1,9 +1,9 @@
 """One sync on the clone, step by step, run in a worker thread so the daemon's loop keeps serving.
 
-What a job does lives here; the clone's files are `clone`'s, every git call is the backend's
-(`git.Git`). The worker touches only `$MEMORYD_HOME/sync/` (the clone, the quarantine, the config); the live
-store is read (the record files to export, opened without following links) and never written
-here — the loop admits what the worker brings back, in a normal pass with group commit.
+The worker touches only `$MEMORYD_HOME/sync/` (the clone, the quarantine, the config: their
+files are written by `clone`, every git call is the backend's, `git.Git`); the live store is read
+(the record files to export, opened without following links) and never written here — the loop
+admits what the worker brings back, in a normal pass with group commit.
 
 One job:
 1. **repair** a clone a killed sync left mid-way (a lock file, a merge in progress, files not
@@ -32,20 +32,7 @@ from typing import Any
 from memoryd.daemon import store
 from memoryd.daemon.memories.gates import find_credentials
 from memoryd.daemon.memories.records import sha256_hex
-from memoryd.daemon.sync import admission
-from memoryd.daemon.sync.clone import (
-    TOP_FOLDERS,
-    Quarantine,
-    check_plain,
-    checkout,
-    clear_top,
-    drop_kept,
-    harden,
-    keep_loser,
-    place,
-    read_clone_record,
-    repair,
-)
+from memoryd.daemon.sync import admission, clone
 from memoryd.daemon.sync.git import Git, GitFailed
 from memoryd.daemon.sync.job import Incoming, Job, Result
 from memoryd.daemon.sync.layout import (
@@ -98,7 +85,7 @@ class Worker:
         self.device = ""  # this machine's device id, for commit messages (set by each sync)
         self.branch = BRANCH  # the remote's branch this store syncs on (config.json, set by each sync)
         self.phase = ""   # what the running job is doing, for `memoryd sync` (a plain str: atomic)
-        self.quarantine = Quarantine(self.layout.quarantine)  # refused files, each reported once
+        self.quarantine = clone.Quarantine(self.layout.quarantine)  # refused files, each reported once
 
     def start(self, job: Job) -> None:
         self.running, self.phase = job, "starting"
@@ -137,7 +124,7 @@ class Worker:
 
     def init(self, job: Job, result: Result) -> None:
         layout, remote = self.layout, job.remote or ""
-        check_plain(layout)
+        clone.check_plain(layout)
         result.remote = remote
         current = layout.read_config().get("remote")
         if layout.is_set_up():
@@ -153,12 +140,12 @@ class Worker:
         git = Git(layout.repo, device_id, name, admission.size_cap(job.max_content_bytes))
         try:
             git.clone(remote)
-            harden(layout.repo)
+            clone.harden(layout.repo)
             branch = pick_branch(git)
             git.keep_only_branch(branch)
             theirs = git.remote_head(branch)
             if theirs is not None:
-                checkout(git, None, theirs, full=True)
+                clone.checkout(git, None, theirs, full=True)
         except GitFailed:
             shutil.rmtree(layout.repo, ignore_errors=True)
             raise
@@ -170,7 +157,7 @@ class Worker:
 
     def sync(self, job: Job, result: Result) -> None:
         layout = self.layout
-        check_plain(layout)
+        clone.check_plain(layout)
         config = layout.read_config()
         if not layout.is_set_up():
             raise GitFailed("not_set_up", "sync is not set up: run `memoryd sync init REMOTE` first")
@@ -181,7 +168,7 @@ class Worker:
         self.device = config["device_id"]
         # A clone without our attributes was made (and checked out whole) by an older memoryd:
         # checked out again, records only.
-        result.repaired = repair(git, full=harden(layout.repo))
+        result.repaired = clone.repair(git, full=clone.harden(layout.repo))
         start = git.rev("HEAD")
         self.phase = f"exporting {len(job.export)} changed records"
         exported = self.export(git, job, result)
@@ -206,7 +193,7 @@ class Worker:
     def export(self, git: Git, job: Job, result: Result) -> list[tuple[str, str, str]]:
         """Write the records changed here into the clone and commit them; returns what went in."""
         repo = self.layout.repo
-        clear_top(repo)
+        clone.clear_top(repo)
         written: list[tuple[str, str, str]] = []
         for memory_id, (state, sha, path) in sorted(job.export.items()):
             try:
@@ -222,11 +209,11 @@ class Worker:
                 continue
             if self._export_loses(repo, job, memory_id, Version(state, data), result):
                 continue
-            place(repo, memory_id, state, data)
+            clone.place(repo, memory_id, state, data)
             written.append((memory_id, state, sha))
         for memory_id, shas in job.resolved.items():
             for sha in shas:
-                drop_kept(repo, repo / CONFLICTS / memory_id / f"{sha}.md")
+                clone.drop_kept(repo, repo / CONFLICTS / memory_id / f"{sha}.md")
         git.commit_all(f"memoryd: {len(written)} records from {self.device}")
         return written
 
@@ -234,11 +221,11 @@ class Worker:
         """The clone may hold a version the live store never took (pulled while this record was
         being changed here): then both changed it, and the merge rule decides. True when the
         local version lost (it is kept under conflicts/ and the clone's version stays)."""
-        there = read_clone_record(repo, memory_id)
+        there = clone.read_clone_record(repo, memory_id)
         if there is None or there.sha == ours.sha or (there.state, there.sha) == job.agreed.get(memory_id):
             return False
         decision = pick(ours, there, horizon())
-        keep_loser(repo, memory_id, decision.loser.data)
+        clone.keep_loser(repo, memory_id, decision.loser.data)
         result.decided.append({"id": memory_id, "winner": decision.winner.sha, "loser": decision.loser.sha,
                                "rule": decision.rule})
         return decision.winner is there
@@ -247,14 +234,14 @@ class Worker:
         """Bring the fetched remote branch in and push; False when the push lost a race."""
         ours, theirs = git.rev("HEAD"), git.remote_head(self.branch)
         if theirs is not None and ours is None:
-            checkout(git, None, theirs)
+            clone.checkout(git, None, theirs)
             return True
         if ours is None:
             return True  # nothing here, nothing there
         if theirs is not None and theirs != ours:
             base = git.merge_base(ours, theirs)
             if base == ours:
-                checkout(git, ours, theirs)
+                clone.checkout(git, ours, theirs)
             elif base != theirs:
                 self.merge(git, base, ours, theirs, result)
         self.restore_missing(git, job, result)
@@ -286,7 +273,7 @@ class Worker:
             result.decided.append({"id": memory_id, "winner": decision.winner.sha,
                                    "loser": decision.loser.sha, "rule": decision.rule})
         message = f"memoryd: merge by {self.device} ({len(contested)} conflicts)"
-        checkout(git, ours, git.commit_merge(changes, ours, theirs, message))
+        clone.checkout(git, ours, git.commit_merge(changes, ours, theirs, message))
 
     def restore_missing(self, git: Git, job: Job, result: Result) -> None:
         """Put back every record this machine holds that the merged tree has neither as a memory
@@ -309,7 +296,7 @@ class Worker:
                 continue  # gone or changed since the snapshot: the next sync sees it again
             if sha256_hex(data) != sha or _holds_credential(data):  # changed, or never travels
                 continue
-            place(self.layout.repo, memory_id, state, data)
+            clone.place(self.layout.repo, memory_id, state, data)
             restored.append(memory_id)
         if restored:
             git.commit_all(f"memoryd: {len(restored)} records the remote lost, put back by {self.device}")
@@ -402,7 +389,7 @@ def by_key(entries: dict[str, tuple[str, str]]) -> dict[tuple[str, str], Any]:
             previous = keyed.get(("record", named[0]))
             if previous is None or named[1] == TOMB:  # both present (hand-made tree): the tombstone
                 keyed[("record", named[0])] = (named[1], path, blob, mode)
-        elif path.split("/", 1)[0] in TOP_FOLDERS and "/" not in path:
+        elif path.split("/", 1)[0] in clone.TOP_FOLDERS and "/" not in path:
             continue  # a link or file where a synced folder belongs: never merged in
         else:
             keyed[("path", path)] = ("", path, blob, mode)
