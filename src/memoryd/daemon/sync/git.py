@@ -131,9 +131,8 @@ class Git:
     # -- refs and history -------------------------------------------------------------------------
 
     def clone(self, remote: str) -> None:
-        """Clone `remote` into the empty clone folder. No checkout (`clone.checkout` writes the
-        records), no local shortcut, no tags; a clone, not init + fetch: only a clone learns
-        the branch an empty remote's HEAD names."""
+        """Clone `remote` here without a checkout (`clone.checkout` writes the records): a clone,
+        not init + fetch, since only a clone learns the branch an empty remote's HEAD names."""
         self.run("clone", "-q", "--no-checkout", "--no-local", "--no-tags", "--origin", "origin", "--", remote, ".")
 
     def head_branch(self) -> str | None:
@@ -206,7 +205,7 @@ class Git:
         return bool(self.run("status", "--porcelain", "-z", "--untracked-files=all", "--ignored", check=False).stdout)
 
     def reset_index(self, rev: str | None) -> None:
-        """Point HEAD and the index at `rev` (an empty index for None); the working tree is not touched."""
+        """Point HEAD and the index at `rev` (None: empty the index); the working tree is not touched."""
         if rev is None:
             self.run("read-tree", "--empty")
         else:
@@ -214,7 +213,7 @@ class Git:
 
     def skip_worktree(self, paths: list[bytes], skip: bool = True) -> None:
         """Mark the index entries of `paths` as never on disk (git takes them as unchanged and keeps
-        them in every commit), or with `skip=False` as on disk again."""
+        them in every commit), or, `skip=False`, as on disk again."""
         self.run("update-index", "--skip-worktree" if skip else "--no-skip-worktree", "-z", "--stdin",
                  stdin=b"\0".join(paths) + b"\0")
 

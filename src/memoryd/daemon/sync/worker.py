@@ -24,6 +24,7 @@ One job:
 from __future__ import annotations
 
 import secrets
+import shutil
 import threading
 from itertools import chain
 from pathlib import Path
@@ -124,7 +125,7 @@ class Worker:
 
     def init(self, job: Job, result: Result) -> None:
         layout, remote = self.layout, job.remote or ""
-        clone.check_plain(layout)
+        clone.check_plain(layout.dir, layout.repo)
         result.remote = remote
         current = layout.read_config().get("remote")
         if layout.is_set_up():
@@ -132,8 +133,6 @@ class Worker:
                 raise GitFailed("already_set_up", f"sync is already set up with {current}; remove "
                                 f"{layout.dir} to start over with another remote")
             return
-        import shutil  # here: only setting sync up needs it (imports are ~1/3 of a daemon start)
-
         device_id, name = device_identity(layout)
         shutil.rmtree(layout.repo, ignore_errors=True)  # a half-made clone of an earlier attempt
         layout.repo.mkdir(mode=0o700, parents=True)
@@ -157,7 +156,7 @@ class Worker:
 
     def sync(self, job: Job, result: Result) -> None:
         layout = self.layout
-        clone.check_plain(layout)
+        clone.check_plain(layout.dir, layout.repo)
         config = layout.read_config()
         if not layout.is_set_up():
             raise GitFailed("not_set_up", "sync is not set up: run `memoryd sync init REMOTE` first")
@@ -196,12 +195,8 @@ class Worker:
         clone.clear_top(repo)
         written: list[tuple[str, str, str]] = []
         for memory_id, (state, sha, path) in sorted(job.export.items()):
-            try:
-                data = store.read_nofollow(path)
-            except (OSError, store.BadRecord):
-                result.deferred += 1
-                continue
-            if sha256_hex(data) != sha:  # changed since the job started: the next sync takes it
+            data = read_live(path, sha)
+            if data is None:  # gone or changed since the job started: the next sync takes it
                 result.deferred += 1
                 continue
             if _holds_credential(data):
@@ -290,11 +285,8 @@ class Worker:
         for memory_id, (state, sha) in sorted(job.local.items()):
             if memory_id in present or state not in job.folders:
                 continue
-            try:
-                data = store.read_nofollow(job.folders[state] / f"{memory_id}.md")
-            except (OSError, store.BadRecord):
-                continue  # gone or changed since the snapshot: the next sync sees it again
-            if sha256_hex(data) != sha or _holds_credential(data):  # changed, or never travels
+            data = read_live(job.folders[state] / f"{memory_id}.md", sha)
+            if data is None or _holds_credential(data):  # gone or changed (the next sync), or never travels
                 continue
             clone.place(self.layout.repo, memory_id, state, data)
             restored.append(memory_id)
@@ -359,15 +351,10 @@ class Worker:
         result.quarantined_total = count_quarantined(self.layout)
 
 
-# -- helpers ------------------------------------------------------------------------------------------
-
 def pick_branch(git: Git) -> str:
-    """The branch to sync on, right after the clone (its HEAD is what the remote's HEAD names, or
-    `main` when the remote names none): `main` when the remote has it (every earlier memoryd pushed
-    there); else what the remote's HEAD names when that branch does not exist yet — a new bare
-    repository's `master` — so a plain `git clone` checks the memories out; or when it holds
-    memoryd's folders (another machine followed it). Otherwise `main`: a remote whose default
-    branch holds something else keeps it untouched."""
+    """The branch to sync on, right after the clone (docs/sync.md, "Merging"): `main` when the
+    remote has it; else the one the remote's HEAD names when it does not exist yet (a new bare
+    repository's `master`) or holds memoryd's folders; otherwise `main`."""
     if git.remote_head(BRANCH) is not None:
         return BRANCH
     named = git.head_branch()
@@ -404,6 +391,15 @@ def replace_lines(ours: Any, theirs: Any) -> list[str]:
     if theirs is not None:
         lines.append(f"{theirs[3]} {theirs[2]}\t{theirs[1]}")
     return lines
+
+
+def read_live(path: Path, sha: str) -> bytes | None:
+    """A live store's record file (no link followed) when it is still the version `sha`."""
+    try:
+        data = store.read_nofollow(path)
+    except (OSError, store.BadRecord):
+        return None
+    return data if sha256_hex(data) == sha else None
 
 
 def _holds_credential(data: bytes) -> bool:
