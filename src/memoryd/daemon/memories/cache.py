@@ -128,7 +128,7 @@ def encode(entries: Iterable[tuple[str, tuple[int, int], Memory, str]], gen: str
 # index. msgpack, read with O_NOFOLLOW, for the same reasons as the parse cache.
 
 INDEX_NAME = "search.index"
-INDEX_VERSION = 3  # 3: content postings as one blob (search.py, `_columns`)
+INDEX_VERSION = 3  # 3: content postings as one blob (search/postings.py, `_columns`)
 _MAX_INDEX_BYTES = 2 * 1024 * 1024 * 1024
 
 
