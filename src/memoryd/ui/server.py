@@ -48,9 +48,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
+from memoryd.client.connection import Operator, is_unavailable
 from memoryd.errors import MemorydError
 from memoryd.ui import assets, pages
-from memoryd.client.connection import Operator, is_unavailable
 
 HOST = "127.0.0.1"
 PORT_BASE, PORT_SPAN = 47000, 2000
