@@ -86,7 +86,7 @@ def checkout(git: Git, old: str | None, new: str | None, full: bool = False) -> 
                 drop_kept(repo, repo / path)  # settled on another machine: its folder goes too
             else:
                 real_parents(repo, repo / path).unlink(missing_ok=True)
-    data = git.blobs(sorted(set(records.values())))
+    data = dict(git.iter_blobs(sorted(set(records.values()))))
     for path, blob in records.items():
         if blob in data:
             write_atomic(real_parents(repo, repo / path), data[blob])

@@ -24,8 +24,9 @@ if TYPE_CHECKING:
 GIT_TIMEOUT_S = 120.0  # read at each call (a test shortens it)
 BATCH_BYTES = 16 << 20  # blob bytes one `cat-file --batch` read may hold
 # NO_PROGRAMS (no discovered bare repository, no hooks, no signature program) lives with the
-# staleness probe, the other git caller: sync may import a tier, not the reverse. And the ones that make git non-interactive and keep the user's config from changing what a
-# sync does: no signing, no line-ending rewrites, no automatic gc in the middle of a sync.
+# staleness probe, the other git caller: sync may import a tier, not the reverse. The rest make git
+# non-interactive and keep the user's config from changing what a sync does: no signing, no
+# line-ending rewrites, no automatic gc in the middle of a sync.
 _SETTINGS = (*NO_PROGRAMS, "commit.gpgsign=false", "tag.gpgsign=false", "core.autocrlf=false",
              "core.safecrlf=false", "gc.auto=0", "core.quotePath=false", "advice.detachedHead=false",
              "init.defaultBranch=main", "protocol.ext.allow=never", "submodule.recurse=false",
@@ -87,7 +88,7 @@ def environment(device_id: str, device_name: str) -> dict[str, str]:
 
 class Git:
     """Runs git in `repo` (the sync clone) with the device's identity; `cap` is the largest blob
-    `blobs` reads (a record's size cap: anything larger is never a record)."""
+    `iter_blobs` reads (a record's size cap: anything larger is never a record)."""
 
     def __init__(self, repo: Path, device_id: str, device_name: str, cap: int = 1 << 20) -> None:
         self.repo = repo
@@ -288,10 +289,6 @@ class Git:
             held += size
         if chunk:
             yield from self._read(chunk)
-
-    def blobs(self, ids: list[str]) -> dict[str, bytes]:
-        """The contents of the blobs of `ids` no larger than `cap` (larger ones are left out)."""
-        return dict(self.iter_blobs(ids))
 
     def _read(self, ids: list[str]) -> Iterator[tuple[str, bytes]]:
         raw = self.run("cat-file", "--batch", stdin="".join(f"{i}\n" for i in ids).encode()).stdout

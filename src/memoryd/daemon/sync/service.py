@@ -24,15 +24,7 @@ from memoryd.daemon.core import Core
 from memoryd.daemon.memories.records import HANDOFF, Memory
 from memoryd.daemon.memories.tier import MemoryTier
 from memoryd.daemon.sync.job import Incoming, Job, Result
-from memoryd.daemon.sync.layout import (
-    CONFLICTS,
-    FOLDER_OF,
-    LIVE,
-    TOMB,
-    Layout,
-    count_quarantined,
-    escaped,
-)
+from memoryd.daemon.sync.layout import CONFLICTS, FOLDER_OF, LIVE, TOMB, Layout, count_quarantined, escaped
 
 if TYPE_CHECKING:
     from memoryd.daemon.sync.worker import Worker

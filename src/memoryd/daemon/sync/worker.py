@@ -36,15 +36,7 @@ from memoryd.daemon.memories.records import sha256_hex
 from memoryd.daemon.sync import admission, clone
 from memoryd.daemon.sync.git import Git, GitFailed
 from memoryd.daemon.sync.job import Incoming, Job, Result
-from memoryd.daemon.sync.layout import (
-    BRANCH,
-    CONFLICTS,
-    TOMB,
-    Layout,
-    branch_of,
-    count_quarantined,
-    escaped,
-)
+from memoryd.daemon.sync.layout import BRANCH, CONFLICTS, TOMB, Layout, branch_of, count_quarantined, escaped
 from memoryd.daemon.sync.merge import Version, horizon, pick, three_way
 
 PUSH_ATTEMPTS = 3
@@ -257,7 +249,7 @@ class Worker:
                 contested.append((key[1], o, t))
             elif side == "theirs":
                 changes += replace_lines(o, t)
-        blobs = git.blobs(sorted({v[2] for _id, o, t in contested for v in (o, t)}))
+        blobs = dict(git.iter_blobs(sorted({v[2] for _id, o, t in contested for v in (o, t)})))
         for memory_id, o, t in contested:
             mine, other = Version(o[0], blobs.get(o[2], b"")), Version(t[0], blobs.get(t[2], b""))
             decision = pick(mine, other, not_after)
@@ -303,7 +295,8 @@ class Worker:
         self.sha_of_blob = {b: s for b, s in self.sha_of_blob.items() if b in current}  # only this tree's
         # Bounded reads (a first sync may see 100k blobs); one over the cap is never read, and
         # with no sha it never matches a local record: it is refused below without its bytes.
-        self.sha_of_blob.update((b, sha256_hex(d)) for b, d in git.iter_blobs(sorted(current - self.sha_of_blob.keys())))
+        unknown = sorted(current - self.sha_of_blob.keys())
+        self.sha_of_blob.update((b, sha256_hex(d)) for b, d in git.iter_blobs(unknown))
         candidates: dict[str, tuple[str, str]] = {}
         for path, (mode, blob) in entries.items():
             sha = self.sha_of_blob.get(blob, "")
@@ -344,7 +337,7 @@ class Worker:
                 item = Incoming(ok.memory_id, ok.state, sha256_hex(data), data, ok.memory, devices.get(path),
                                 job.local.get(ok.memory_id))
                 other = seen.get(ok.memory_id)  # the same id as a memory and a tombstone: the rule decides
-                if other is None or pick(Version(other.state, other.data), Version(item.state, data)).winner.data == data:
+                if other is None or pick(Version(other.state, other.data), Version(ok.state, data)).winner.data == data:
                     seen[ok.memory_id] = item
         result.incoming = [item for item in seen.values()
                            if (item.state, item.sha) != job.local.get(item.memory_id)]
