@@ -9,7 +9,6 @@ import os
 import stat
 import warnings
 from pathlib import Path
-from types import ModuleType
 
 APP = "memoryd"
 # ZeroMQ refuses ipc paths longer than sun_path (108 bytes on Linux, 104 on macOS) minus the NUL.
@@ -20,7 +19,7 @@ class PathError(RuntimeError):
     """A runtime path that cannot be used (too long, wrong owner, loose permissions)."""
 
 
-def _platformdirs() -> ModuleType:
+def _platformdirs():  # type: ignore[no-untyped-def]
     import platformdirs
 
     return platformdirs

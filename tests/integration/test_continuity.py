@@ -20,7 +20,7 @@ import anyio
 from harness import Env, call
 
 from memoryd import config, identity
-from memoryd.daemon import checkpoint, lifecycle, reaper, store
+from memoryd.daemon import checkpoint, frontmatter, lifecycle, reaper
 from memoryd.daemon.core import Core
 from memoryd.daemon.sessions import hooks as session_hooks
 from memoryd.daemon.sessions import records
@@ -85,7 +85,7 @@ def named_session(shown: str) -> str:
 
 
 def record_of(env: Env, session_id: str) -> tuple[dict[str, Any], str]:
-    return store.parse((env.home / "sessions" / f"{session_id}.md").read_bytes())
+    return frontmatter.parse((env.home / "sessions" / f"{session_id}.md").read_bytes())
 
 
 # -- the written handoff leads ------------------------------------------------------------------
@@ -226,7 +226,7 @@ def test_upgrade_converts_captured_handoff_memories_once_logged_and_nothing_lost
     assert "converted 2 captured handoff memories" in env.daemon_log()
     for (session_id, memory_id), said in zip(old, ["Old capture one", CAPTURED]):
         assert not (env.home / "memories" / f"{memory_id}.md").exists()
-        meta, body = store.parse((env.home / "tombstones" / f"{memory_id}.md").read_bytes())
+        meta, body = frontmatter.parse((env.home / "tombstones" / f"{memory_id}.md").read_bytes())
         assert said in body and "converted to the session note" in meta["removed_reason"]  # nothing lost
         meta, body = record_of(env, session_id)
         assert meta["captured_by"] == "session-end hook" and said in body and records.LEGACY_HEADER not in body

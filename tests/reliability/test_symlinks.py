@@ -19,7 +19,7 @@ import anyio
 from harness import Env, call, call_error
 from ulid import ULID
 
-from memoryd.daemon import store
+from memoryd.daemon import frontmatter
 from memoryd.daemon.memories import records
 
 WT = {"MEMORYD_WORKTREE": "/w/links"}
@@ -41,7 +41,7 @@ def memory_file(memory_id: str, created: str) -> str:
 
 def assert_valid_memory(path: Path) -> None:
     """The planted target is a record the daemon would serve if it followed the link."""
-    meta, body = store.parse(path.read_bytes())
+    meta, body = frontmatter.parse(path.read_bytes())
     records.from_meta(meta, body, meta["id"])
 
 

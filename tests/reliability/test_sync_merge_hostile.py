@@ -20,7 +20,7 @@ import pytest
 from harness import Env
 from synckit import set_up, synced, tool
 
-from memoryd.daemon import store
+from memoryd.daemon import nofollow
 
 GIT_ID = ["-c", "user.name=attacker", "-c", "user.email=attacker@example.invalid"]
 FACT = "The staging database runs Postgres 15 on port 5433 behind pgbouncer."
@@ -109,7 +109,7 @@ def test_a_symlinked_conflicts_folder_from_the_remote_gets_no_file_written_outsi
     assert second["status"] == "ok", second
     assert list(outside.iterdir()) == []  # nothing written through the link
     kept = machine.home / "sync" / "repo" / "conflicts" / memory_id
-    assert store.is_plain_dir(kept) and len(list(kept.iterdir())) == 1
+    assert nofollow.is_plain_dir(kept) and len(list(kept.iterdir())) == 1
     assert tool(machine, "memory_show", id=memory_id)["content"] == OTHER
 
 

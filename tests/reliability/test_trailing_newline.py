@@ -13,7 +13,7 @@ import anyio
 import pytest
 from harness import Env, call, call_error
 
-from memoryd.daemon import store
+from memoryd.daemon import idents
 from memoryd.daemon.memories import args as memory_args
 from memoryd.daemon.tool import SCOPE_PATTERN, SESSION_PATTERN, ULID_PATTERN
 from memoryd.daemon.validate import python_pattern
@@ -71,8 +71,8 @@ def test_schema_patterns_end_at_the_end_of_input(pattern: str, good: str) -> Non
 
 
 def test_id_and_scope_helpers_refuse_a_trailing_newline() -> None:
-    assert store.is_ulid("01JCZ0000000000000000000AB") and not store.is_ulid("01JCZ0000000000000000000AB\n")
-    assert store.is_session_id("sess-3") and not store.is_session_id("sess-3\n")
+    assert idents.is_ulid("01JCZ0000000000000000000AB") and not idents.is_ulid("01JCZ0000000000000000000AB\n")
+    assert idents.is_session_id("sess-3") and not idents.is_session_id("sess-3\n")
     for check, value in ((memory_args.check_pending_id, "pending-1\n"),
                          (lambda v: memory_args.check_scope_list("scopes", [v]), "projects:nl\n"),
                          (lambda v: memory_args.check_verified(None, [v]), "abcdef1\n")):

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from memoryd.config import Config
-from memoryd.daemon import store
+from memoryd.daemon import frontmatter
 from memoryd.daemon.core import Core
 from memoryd.daemon.memories.args import (
     check_links,
@@ -209,7 +209,7 @@ def test_long_content_becomes_a_window_around_the_first_query_term() -> None:
 def test_a_memory_file_round_trips_through_render_and_parse() -> None:
     original = memory(links=({"type": "extends", "target_id": "01J0000000000000000000000B"},), tainted=True,
                       taint=("role-prefix",), last_verified_at="2026-02-01T00:00:00.000Z", verified_paths=("a/b.py",))
-    meta, body = store.parse(render_memory(original))
+    meta, body = frontmatter.parse(render_memory(original))
     assert from_meta(meta, body, original.id) == original
 
 
@@ -217,12 +217,12 @@ def test_a_hand_written_file_with_bare_yaml_timestamps_still_loads() -> None:
     data = (b"---\nid: 01J0000000000000000000000A\ncreated: 2026-11-30T07:02:31.575Z\n"
             b"updated: 2026-11-30T07:02:31.575Z\ncategory: fact\nconfidence: high\nsource: inferred\n"
             b"scopes: [infra]\n---\nBody text\n")
-    loaded = from_meta(*store.parse(data), "01J0000000000000000000000A")
+    loaded = from_meta(*frontmatter.parse(data), "01J0000000000000000000000A")
     assert loaded.created == "2026-11-30T07:02:31.575Z" and loaded.content == "Body text\n"
 
 
 def test_a_file_whose_id_does_not_match_its_name_is_rejected() -> None:
-    meta, body = store.parse(render_memory(memory()))
+    meta, body = frontmatter.parse(render_memory(memory()))
     with pytest.raises(ValueError):
         from_meta(meta, body, "01J0000000000000000000000Z")
 

@@ -10,7 +10,7 @@ import string
 import pytest
 import yaml
 
-from memoryd.daemon import store
+from memoryd.daemon import frontmatter, idents, nofollow
 from memoryd.errors import InvalidParams
 
 
@@ -39,38 +39,38 @@ def test_random_frontmatters_read_back_exactly_with_both_parsers() -> None:
     for _ in range(500):
         meta = {f"key_{i}": _value(rng) for i in range(rng.randrange(1, 8))}
         try:
-            data = store.render(meta, "body", "content")
+            data = frontmatter.render(meta, "body", "content")
         except InvalidParams:
             continue  # a value YAML cannot carry (e.g. NEL): refused, as before
-        assert store.parse(data) == (meta, "body")
-        assert yaml.load(_front(data), Loader=store._yaml()[1]) == meta
+        assert frontmatter.parse(data) == (meta, "body")
+        assert yaml.load(_front(data), Loader=frontmatter._yaml()[1]) == meta
 
 
 def test_plain_ascii_records_use_json_lines_and_the_rest_yaml() -> None:
-    plain = store.render({"id": "01J00000000000000000000000", "scopes": ["projects:x"], "count": 3}, "b", "c")
+    plain = frontmatter.render({"id": "01J00000000000000000000000", "scopes": ["projects:x"], "count": 3}, "b", "c")
     assert _front(plain) == 'id: "01J00000000000000000000000"\nscopes: ["projects:x"]\ncount: 3\n'
-    fancy = store.render({"worktree": "/home/jörg"}, "b", "c")
+    fancy = frontmatter.render({"worktree": "/home/jörg"}, "b", "c")
     assert _front(fancy) == "worktree: /home/jörg\n"
 
 
 @pytest.mark.parametrize("line", ['a: 1.5', 'a: "x\\/y"', 'a: "\\ud83d\\ude00"', 'a: 0x1F', 'a: yes', '# c',
                                   'a: NaN', 'A: 1', 'a:  "x"'])
 def test_lines_json_and_yaml_could_read_differently_go_to_yaml(line: str) -> None:
-    assert store._parse_json_lines(line + "\n") is None or line == 'a:  "x"'
+    assert frontmatter._parse_json_lines(line + "\n") is None or line == 'a:  "x"'
     data = f"---\n{line}\n---\nbody".encode()
     try:
-        expected = yaml.load(line + "\n", Loader=store._yaml()[1])
+        expected = yaml.load(line + "\n", Loader=frontmatter._yaml()[1])
     except yaml.YAMLError:
         return
     if isinstance(expected, dict):
-        assert store.parse(data)[0] == expected
+        assert frontmatter.parse(data)[0] == expected
 
 
 @pytest.mark.parametrize("key", ["on", "off", "yes", "no", "true", "false", "null", "y", "n"])
 def test_keys_yaml_reads_as_booleans_or_null_are_left_to_yaml(key: str) -> None:
-    assert store._parse_json_lines(f'{key}: "x"\n') is None
-    data = store.render({key: "x"}, "b", "c")
-    assert store.parse(data)[0] == yaml.load(_front(data), Loader=store._yaml()[1]) == {key: "x"}
+    assert frontmatter._parse_json_lines(f'{key}: "x"\n') is None
+    data = frontmatter.render({key: "x"}, "b", "c")
+    assert frontmatter.parse(data)[0] == yaml.load(_front(data), Loader=frontmatter._yaml()[1]) == {key: "x"}
 
 
 def test_the_memory_cache_row_follows_the_memory_fields_in_order() -> None:
@@ -114,7 +114,7 @@ def test_a_cached_record_shares_its_empty_fields_and_unchanged_stamp() -> None:
 
 
 def test_all_ulids_checks_every_id_in_one_call_exactly_as_is_ulid() -> None:
-    from memoryd.daemon.store import all_ulids, is_ulid
+    from memoryd.daemon.idents import all_ulids, is_ulid
 
     good = "01K00000000000000000000000"
     cases = [[], [good], [good, good.replace("0", "Z")], [good, "x"], [good[:-1] + "U"],
@@ -124,7 +124,7 @@ def test_all_ulids_checks_every_id_in_one_call_exactly_as_is_ulid() -> None:
 
 
 def test_minted_ulids_are_what_python_ulid_reads() -> None:
-    """Ids are minted by `store.mint_ulid`; python-ulid, an independent implementation, must read
+    """Ids are minted by `idents.mint_ulid`; python-ulid, an independent implementation, must read
     each back with the same millisecond, and ids of later milliseconds must sort after."""
     from ulid import ULID
 
@@ -132,8 +132,8 @@ def test_minted_ulids_are_what_python_ulid_reads() -> None:
     minted = []
     for _ in range(2000):
         when = rng.uniform(0, 2**47 / 1000)
-        text = store.mint_ulid(when)
-        assert store.is_ulid(text)
+        text = idents.mint_ulid(when)
+        assert idents.is_ulid(text)
         assert ULID.from_str(text).milliseconds == int(when * 1000)
         minted.append((int(when * 1000), text))
     minted.sort()
@@ -146,16 +146,16 @@ def test_a_read_falls_back_without_o_noatime_where_the_kernel_refuses_it(tmp_pat
     it, and later reads do not ask again."""
     path = tmp_path / "record.md"
     path.write_bytes(b"body")
-    real_open, refused = store.os.open, []
+    real_open, refused = nofollow.os.open, []
 
     def fussy_open(name, flags, *args):  # type: ignore[no-untyped-def]
-        if flags & getattr(store.os, "O_NOATIME", 0):
+        if flags & getattr(nofollow.os, "O_NOATIME", 0):
             refused.append(name)
             raise PermissionError(1, "Operation not permitted", name)
         return real_open(name, flags, *args)
 
-    monkeypatch.setattr(store, "_noatime", getattr(store.os, "O_NOATIME", 0))
-    monkeypatch.setattr(store.os, "open", fussy_open)
-    assert store.read_nofollow(path) == b"body"
-    assert store.read_nofollow(path) == b"body"
-    assert store._noatime == 0 and len(refused) == (1 if hasattr(store.os, "O_NOATIME") else 0)
+    monkeypatch.setattr(nofollow, "_noatime", getattr(nofollow.os, "O_NOATIME", 0))
+    monkeypatch.setattr(nofollow.os, "open", fussy_open)
+    assert nofollow.read_nofollow(path) == b"body"
+    assert nofollow.read_nofollow(path) == b"body"
+    assert nofollow._noatime == 0 and len(refused) == (1 if hasattr(nofollow.os, "O_NOATIME") else 0)

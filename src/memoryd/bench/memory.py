@@ -142,14 +142,14 @@ def seed_vectors(box: Throwaway) -> int:
     until it holds them all; returns how many."""
     import numpy as np
 
-    from memoryd.daemon import store
+    from memoryd.daemon import frontmatter
     from memoryd.daemon.encoder import DIMENSIONS
     from memoryd.daemon.memories.semantic import file_bytes, quantize
 
     box.stop()
     ids, stamps = [], []
     for path in (box.base / "h" / "memories").glob("*.md"):
-        meta, _ = store.parse(path.read_bytes())
+        meta, _ = frontmatter.parse(path.read_bytes())
         ids.append(path.stem)
         stamps.append(meta["updated"])
     rng = np.random.default_rng(7)

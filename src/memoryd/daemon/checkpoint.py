@@ -20,7 +20,7 @@ from typing import Any
 
 import msgpack
 
-from memoryd.daemon import store
+from memoryd.daemon import idents, nofollow
 from memoryd.daemon.connections import Session, SessionTable
 from memoryd.daemon.core import REPLAYED_FIELDS, Core
 from memoryd.daemon.eventlog import EventLog, Resume, segments
@@ -60,7 +60,7 @@ def restore(core: Core) -> Resume | None:
     """Fill `core` (and its extensions) from the checkpoint and return where replay resumes, or
     None — leaving `core` untouched — when there is no checkpoint or it cannot be trusted."""
     try:
-        state = msgpack.unpackb(_checked(store.read_nofollow(core.root / "state" / NAME)), raw=False,
+        state = msgpack.unpackb(_checked(nofollow.read_nofollow(core.root / "state" / NAME)), raw=False,
                                 strict_map_key=False)
     except FileNotFoundError:
         return None
@@ -154,14 +154,14 @@ def _decode_core(data: dict[str, Any]) -> dict[str, Any]:
     """The core's log-derived attributes, built whole before any is assigned. A session's
     episode ids come as positions in `logged_episodes`, so the 88k ids of a large store exist
     once, shared by the sets, without interning each. Closed sessions stay packed rows until
-    read (`SessionTable.get`): unpacking them all was a visible share of every start
-    (docs/benchmark.md), and the file's checksum (`_checked`) already vouches for their bytes."""
+    read (`SessionTable.get`): unpacking 11k rows of 15 fields was ~28 ms of every start, and the
+    file's checksum (`_checked`) already vouches for their bytes."""
     logged = data["logged_episodes"]
-    if not store.all_of_type(logged, str):
+    if not idents.all_of_type(logged, str):
         raise ValueError("an episode id is not text")
     session_ids, rows = data["session_ids"], data["sessions"]
-    if not (type(rows) is list and len(session_ids) == len(rows) and store.all_of_type(session_ids, str)
-            and store.all_of_type(rows, bytes)):
+    if not (type(rows) is list and len(session_ids) == len(rows) and idents.all_of_type(session_ids, str)
+            and idents.all_of_type(rows, bytes)):
         raise ValueError("the sessions are not packed as this version packs them")
     table = SessionTable()
     table.rows = dict(zip(session_ids, rows))
@@ -209,8 +209,8 @@ def _logged_ids(positions: list[Any], logged: list[str]) -> tuple[str, ...]:
 
 def _cold_requests(packed: bytes, conns: list[str]) -> dict[str, Any]:
     """The request keys stay packed until a connection they name calls again (`Core.applied`):
-    decoding them costs a start time and memory that new bridges never need (docs/benchmark.md)."""
-    if type(packed) is not bytes or not store.all_of_type(conns, str):
+    decoding 50k of them was ~0.1 s and ~20 MB of a start that new bridges never need."""
+    if type(packed) is not bytes or not idents.all_of_type(conns, str):
         raise ValueError("the request keys are not packed as this version packs them")
 
     def thaw() -> OrderedDict[str, Any]:
@@ -223,8 +223,8 @@ def _cold_requests(packed: bytes, conns: list[str]) -> dict[str, Any]:
 
 def _decode_requests(rows: Any) -> OrderedDict[str, Any]:
     """Request keys with what a retry is answered from, built at C speed: the values stay the
-    lists msgpack made (`Core.applied` reads either), and no id is interned: converting and
-    interning them cost a start more than the few MB it saves (docs/benchmark.md)."""
+    lists msgpack made (`Core.applied` reads either), and no id is interned. Converting and
+    interning 50k of them was ~0.15 s of a start, to save a few MB."""
     if type(rows) is not list:
         raise ValueError("the request keys are not a list")
     reqs: OrderedDict[str, Any] = OrderedDict(rows)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from memoryd.config import Config
-from memoryd.daemon import store
+from memoryd.daemon import idents, nofollow, store
 from memoryd.daemon.clock import Clock, iso
 from memoryd.daemon.connections import Conn, Session, SessionTable
 from memoryd.daemon.episodes.journal import Journal
@@ -388,7 +388,7 @@ class Core:
         touch is reported as a bad file, and a start whose own events cannot be made durable
         serves reads and refuses writes until space returns (`writable`)."""
         for sub in STORE_DIRS:
-            store.ensure_store_dir(self.root / sub)
+            nofollow.ensure_store_dir(self.root / sub)
         if resume is None:  # no checkpoint: record files may be parsed in helpers while the log replays
             self.run_ids_from = self.log.last_seq_of("daemon_start")
             self.journal.prefetch()
@@ -439,7 +439,7 @@ class Core:
         if event["kind"] == "daemon_start":
             self.last_run_ids = set()
             return
-        ids, is_id = self.last_run_ids, store.ULID_RE.fullmatch  # every event of a replay: kept lean
+        ids, is_id = self.last_run_ids, idents.ULID_RE.fullmatch  # every event of a replay: kept lean
         for value in event.values():
             kind = type(value)
             if kind is str:
@@ -454,7 +454,7 @@ class Core:
         """Keep `sess-<n>` minting above every session id seen anywhere — an event, an episode
         folder, a session record — so an id is never reused, even if a `session_start` was lost
         to a quarantined log line."""
-        if session_id != self._noted_session and store.is_session_id(session_id):
+        if session_id != self._noted_session and idents.is_session_id(session_id):
             self._noted_session = session_id  # most events name the one before's session
             self.sessions.last_n = max(self.sessions.last_n, int(session_id.split("-", 1)[1]))
 

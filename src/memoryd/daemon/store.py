@@ -1,12 +1,12 @@
-"""Record files: markdown with YAML frontmatter, written atomically and durably.
+"""Record files under one root, written atomically and durably, in batches (`FileStore`).
 
-Import contract: stdlib + yaml (on first use) + errors; knows nothing of sessions, tools or the wire.
-No path under the store is followed through a symbolic link: reads open with O_NOFOLLOW and
-every directory between the root and a file is checked with lstat before a write or delete
-(`LinkRefused`), so a planted link can neither leak a file from outside nor get one deleted.
-Durability is two-phase so writes can share fsyncs (group commit): `write_file` fsyncs the data
-and renames, and marks the directory dirty; `sync` fsyncs every dirty directory. A reply that
-says "committed" is sent only after `sync` (and the log's sync) returned.
+Import contract: stdlib, `fsio`, `frontmatter`, `nofollow` and errors; knows nothing of sessions,
+tools or the wire. Nothing is written or deleted through a symbolic link: every directory between
+the root and a file is checked first (`nofollow.check_no_links`), and a link there is refused.
+Durability is two-phase so writes can share fsyncs (group commit): `flush` fsyncs the staged temp
+files with the log, `publish` renames them into place, and their directories are made durable by
+the next flush's `syncfs` or `sync_dirs`. A reply that says "committed" is sent only after the
+flush (and the log's sync) returned.
 Faults (docs/storage.md, 'Reliability'): an OSError while staging is a `StorageError` that leaves
 what was staged before untouched; a target that could not be replaced or removed (chattr +i/+a)
 is refused at staging; `abort` drops a pass whose flush failed; `publish` never raises.
@@ -17,28 +17,20 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import json
 import logging
 import os
-import re
-import stat
-from collections.abc import Sequence
-from json.encoder import encode_basestring_ascii as _json_string
 from pathlib import Path
 from typing import Any
 
-from memoryd import fsio, safe_yaml
-from memoryd.errors import InvalidParams, StorageError, StoreDamaged
+from memoryd import fsio
+from memoryd.daemon.frontmatter import BadRecord, parse
+from memoryd.daemon.nofollow import LinkRefused, check_no_links, is_plain_dir, read_nofollow
+from memoryd.errors import StorageError, StoreDamaged
 
 log = logging.getLogger("memoryd.daemon")
-MAX_FRONTMATTER_BYTES = 64 * 1024
 FS_IOC_GETFLAGS = 0x80086601          # Linux: read an inode's attribute flags (`lsattr`)
 PINNED_FLAGS = 0x00000010 | 0x00000020  # FS_IMMUTABLE_FL | FS_APPEND_FL: no rename over, no unlink
 TMP_PREFIX = ".tmp-"
-# Matched with `fullmatch`: `$` would also accept a value that ends in a newline.
-ULID_RE = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")
-SESSION_RE = re.compile(r"sess-[1-9][0-9]{0,17}")
-_ALIAS_HINT = re.compile(r"[&*!]")
 
 
 def _syncfs_function() -> Any:
@@ -88,268 +80,6 @@ def check_changeable(path: Path, replacing: bool) -> None:
                            f"{'replaced' if replacing else 'removed'}; nothing of this call was applied")
     if not replacing and os.path.lexists(path) and not os.access(path.parent, os.W_OK):
         raise StorageError(str(path.parent), errno.EACCES)
-
-
-class BadRecord(ValueError):
-    """A record file that cannot be trusted (unparseable, aliased, oversized); it is skipped."""
-
-
-class LinkRefused(BadRecord):
-    """A symbolic link (or another non-regular entry) where the store keeps its own files."""
-
-    def __init__(self, path: Path | str) -> None:
-        super().__init__(f"{path} is a symbolic link or not a regular file; memoryd does not follow it")
-        self.path = Path(path)
-
-
-def read_nofollow(path: Path | str) -> bytes:
-    """The bytes of the regular file at `path`; `LinkRefused` when it is a symlink or not a file."""
-    return read_with_stat(path)[0]
-
-
-_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
-# Reads leave the access time alone: under `relatime` the first read of a file since it was
-# written dirties its inode, and a cold start reads every record, so the next `syncfs` (the first
-# commit) would write back ~100k inodes: 40k files cost 44 ms here. Linux only, and only for the
-# files' owner (EPERM otherwise: then dropped for good, see `read_with_stat`).
-_noatime = getattr(os, "O_NOATIME", 0)
-
-
-def read_with_stat(path: Path | str) -> tuple[bytes, os.stat_result]:
-    """The bytes of the regular file at `path` and its `fstat`, taken before the read (an edit in
-    between shows as a change next time); `LinkRefused` for a symlink or non-file. No `lstat`
-    and one `read`: a third less time over the 100k files of a cold start."""
-    global _noatime
-    try:
-        fd = os.open(path, _READ_FLAGS | _noatime)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise LinkRefused(path) from exc
-        if exc.errno != errno.EPERM or not _noatime:
-            raise
-        _noatime = 0  # a file someone else owns: no O_NOATIME from now on, nothing else changes
-        return read_with_stat(path)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise LinkRefused(path)
-        data = os.read(fd, st.st_size + 1)
-        if len(data) != st.st_size:  # it grew or shrank since, or the read was short: read to the end
-            data += b"".join(iter(lambda: os.read(fd, 1 << 20), b""))
-        return data, st
-    finally:
-        os.close(fd)
-
-
-def is_plain_dir(path: Path) -> bool:
-    """A real directory, not a link to one."""
-    try:
-        return stat.S_ISDIR(os.lstat(path).st_mode)
-    except OSError:
-        return False
-
-
-def check_no_links(root: Path, path: Path) -> bool:
-    """`LinkRefused` if any directory between `root` (exclusive) and `path` (exclusive) is a
-    symlink; missing ones are fine (they are created as real directories). True when they all
-    exist. Works on the strings: `relative_to` and a `Path` per level were ~25 µs of a write."""
-    top, full = os.fspath(root), os.fspath(path)
-    if full == top:
-        return True
-    if not full.startswith(top + os.sep):
-        raise LinkRefused(path)
-    current = top
-    for part in full[len(top) + 1:].split(os.sep)[:-1]:
-        current = f"{current}{os.sep}{part}"
-        try:
-            mode = os.lstat(current).st_mode
-        except FileNotFoundError:
-            return False
-        if not stat.S_ISDIR(mode):
-            raise LinkRefused(current)
-    return True
-
-
-def ensure_store_dir(path: Path) -> None:
-    """Create one of the store's top-level directories; a symlink or a file there stops the start."""
-    if os.path.islink(path) or (path.exists() and not path.is_dir()):
-        raise StoreDamaged(f"{path} is a symbolic link or not a directory; memoryd follows no link in "
-                           "its store: replace it with a real directory (move the files in)", str(path))
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-
-
-def mint_ulid(when: float) -> str:
-    """A new ULID for `when` (Unix seconds): 48 bits of Unix milliseconds, then 80 random bits, in Crockford
-    base32. Minted here rather than with python-ulid, whose import (it reads its own package
-    metadata) was ~60 ms of a daemon start of ~0.5 s budget."""
-    value = int(when * 1000) << 80 | int.from_bytes(os.urandom(10), "big")
-    return "".join([_CROCKFORD[value >> shift & 31] for shift in _ULID_SHIFTS])
-
-
-_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-_ULID_SHIFTS = range(125, -1, -5)
-
-
-def is_ulid(value: Any) -> bool:
-    return isinstance(value, str) and bool(ULID_RE.fullmatch(value))
-
-
-_ULID_LINES = re.compile(rf"(?:{ULID_RE.pattern}\n)*")
-
-
-def all_ulids(values: list[str]) -> bool:
-    """`is_ulid` of every one of `values` (strings), in one regex call: 100k ids at start.
-    27 characters a value means no value held a newline (each line is one id)."""
-    lines = "\n".join(values) + "\n" if values else ""
-    return len(lines) == 27 * len(values) and bool(_ULID_LINES.fullmatch(lines))
-
-
-def all_of_type(values: Sequence[Any], kind: type) -> bool:
-    """Every one of `values` exactly of `kind` (not a subclass), at C speed: 100k values in
-    ~3 ms, against ~8 ms for a generator's `type(v) is kind` each."""
-    return not values or set(map(type, values)) == {kind}
-
-
-def is_session_id(value: Any) -> bool:
-    return isinstance(value, str) and bool(SESSION_RE.fullmatch(value))
-
-
-def _yaml() -> tuple[Any, Any, Any]:
-    """PyYAML with its safe loader and dumper, imported on first use: the frontmatter memoryd writes
-    and reads is `key: <JSON>` lines (below), and the import was ~40 ms of every daemon start."""
-    return safe_yaml.yaml_kit()
-
-
-def render(meta: dict[str, Any], body: str, blame: str) -> bytes:
-    """Serialize a record; refuse (naming `blame`) a frontmatter over 64 KiB or one that
-    does not parse back to what was written.
-
-    A frontmatter of ASCII text, whole numbers, booleans and nulls is written one `key: <JSON>`
-    line per key — JSON is YAML, so the file reads the same with any YAML tool — because a YAML
-    dump and the load that checks it cost ~1 ms, most of a write. Anything else (non-ASCII text,
-    floats) goes through the YAML dumper and the round-trip check as before.
-    """
-    front = _json_lines(meta)  # exact by construction (tests/unit/test_store_format.py reads it back)
-    if front is None:
-        yaml, loader, dumper = _yaml()
-        front = yaml.dump(meta, Dumper=dumper, sort_keys=False, allow_unicode=True, width=1_000_000)
-        if yaml.load(front, Loader=loader) != meta:
-            raise InvalidParams(blame, "the value does not survive a YAML round trip")
-    raw = front.encode()
-    if len(raw) > MAX_FRONTMATTER_BYTES:
-        raise InvalidParams(blame, f"the record's frontmatter would be {len(raw)} bytes, over the 64 KiB limit")
-    return b"---\n" + raw + b"---\n" + body.encode()
-
-
-# A key YAML reads as a string: lowercase words, but not the ones YAML 1.1 reads as a boolean or null.
-_PLAIN_KEY = re.compile(r"(?!(?:yes|no|on|off|true|false|null|y|n)\Z)[a-z_]+")
-# JSON escapes that YAML's double-quoted scalars read differently: `\/`, and surrogate halves
-# (JSON joins a pair into one character, YAML does not).
-_JSON_ONLY_ESCAPE = re.compile(r"\\/|\\u[dD][89a-fA-F]")
-
-
-def _json_lines(meta: dict[str, Any]) -> str | None:
-    """`key: <JSON>` lines when every key is plain and every value is made of ASCII strings,
-    ints, booleans, nulls, lists and mappings; else None (the YAML dumper handles it)."""
-    lines = []
-    for key, value in meta.items():
-        if key not in _PLAIN_KEYS_SEEN:
-            if not (type(key) is str and _PLAIN_KEY.fullmatch(key)):
-                return None
-            if len(_PLAIN_KEYS_SEEN) < 1024:  # the frontmatter keys of a few record kinds
-                _PLAIN_KEYS_SEEN.add(key)
-        text = _json_text(value)
-        if text is None:
-            return None
-        lines.append(f"{key}: {text}\n")
-    return "".join(lines)
-
-
-_PLAIN_KEYS_SEEN: set[str] = set()
-_JSON_SCALARS = {None: "null", True: "true", False: "false"}
-
-
-def _json_text(value: Any) -> str | None:
-    """`value` as `json.dumps` writes it (ASCII, its default separators), or None when it holds
-    anything but ASCII strings, ints, booleans, nulls, lists and string-keyed mappings. Written
-    out here, strings by the C encoder `json.dumps` itself uses, because one `json.dumps` per
-    key was ~75 µs of a ~1 ms memory write."""
-    kind = type(value)
-    if kind is str:
-        return _json_string(value) if value.isascii() else None
-    if kind is int:
-        return int.__repr__(value)
-    if value is None or kind is bool:
-        return _JSON_SCALARS[value]
-    if kind is list:
-        items = [_json_text(v) for v in value]
-        return None if None in items else "[" + ", ".join(items) + "]"  # type: ignore[arg-type]
-    if kind is dict:
-        pairs = []
-        for k, v in value.items():
-            text = _json_text(v)
-            if type(k) is not str or not k.isascii() or text is None:
-                return None
-            pairs.append(f"{_json_string(k)}: {text}")
-        return "{" + ", ".join(pairs) + "}"
-    return None
-
-
-def _parse_json_lines(text: str) -> dict[str, Any] | None:
-    """The mapping of a frontmatter written as `key: <JSON>` lines, exactly as YAML would read
-    it; None for anything else (blank lines, comments, YAML-only syntax, floats), which the YAML
-    loader then reads. Parsing JSON is ~10x faster than YAML: a cold start reads every file.
-    Each value goes straight to the C scanner (half the cost of `json.loads` per line); a value
-    with space around it or data after it takes the full decoder, which settles it exactly."""
-    if _JSON_ONLY_ESCAPE.search(text):  # keys are [a-z_]+: a match can only be in a value
-        return None
-    meta: dict[str, Any] = {}
-    plain_key = _PLAIN_KEY.fullmatch
-    for line in text.splitlines():
-        key, sep, value = line.partition(": ")
-        if not sep or not plain_key(key):
-            return None
-        try:
-            try:
-                meta[key], end = _SCAN(value, 0)
-            except StopIteration:
-                end = -1
-            if end != len(value):
-                meta[key] = _JSON.decode(value)
-        except ValueError:
-            return None
-    return meta
-
-
-def _no_float(text: str) -> Any:
-    raise ValueError("YAML reads this number differently")
-
-
-_JSON = json.JSONDecoder(parse_float=_no_float, parse_constant=_no_float)
-_SCAN = _JSON.scan_once  # type: ignore[attr-defined]  # the C scanner (not in the stubs)
-
-
-def parse(data: bytes) -> tuple[dict[str, Any], str]:
-    """The (frontmatter, body) of a record file; raises `BadRecord` for anything untrustworthy."""
-    if not data.startswith(b"---\n"):
-        raise BadRecord("no frontmatter")
-    end = data.find(b"\n---\n", 3)
-    if end < 0:
-        raise BadRecord("unterminated frontmatter")
-    front = data[4 : end + 1]
-    if len(front) > MAX_FRONTMATTER_BYTES:
-        raise BadRecord("frontmatter over 64 KiB")
-    text = front.decode("utf-8", errors="strict")
-    meta = _parse_json_lines(text)
-    if meta is not None:
-        return meta, data[end + 5 :].decode("utf-8", errors="replace")
-    try:  # only text holding '&', '*' or '!' can hold an anchor, alias or tag: walk its events first
-        meta = safe_yaml.load(text, walk=bool(_ALIAS_HINT.search(text)))
-    except safe_yaml.YAMLRefused as exc:
-        raise BadRecord(f"frontmatter: {exc.reason}") from exc
-    if not isinstance(meta, dict):
-        raise BadRecord("frontmatter is not a mapping")
-    return meta, data[end + 5 :].decode("utf-8", errors="replace")
 
 
 class FileStore:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from memoryd.daemon import store
+from memoryd.daemon import idents
 
 
 @dataclass(slots=True)
@@ -54,7 +54,7 @@ def from_row(row: list[Any], session_id: str, episode_id: str) -> Episode | None
         _size, _mtime, created, takeaway, line, scopes, swarm, worktree = row
     except (TypeError, ValueError):
         return None
-    if not store.is_ulid(episode_id) or type(created) is not str or type(scopes) is not list:
+    if not idents.is_ulid(episode_id) or type(created) is not str or type(scopes) is not list:
         return None
     return Episode(id=sys.intern(episode_id), session_id=session_id, created=created, takeaway=takeaway,
                    first_line=line, scopes=tuple(map(sys.intern, scopes)) if scopes else (), swarm_id=swarm,
@@ -67,7 +67,7 @@ _SHARED: dict[str, str] = {}
 
 def from_meta(meta: dict[str, Any], body: str, session_id: str, path: str) -> Episode:
     episode_id = meta["id"]
-    if not store.is_ulid(episode_id) or not path.endswith(f"/{episode_id}.md"):
+    if not idents.is_ulid(episode_id) or not path.endswith(f"/{episode_id}.md"):
         raise ValueError("id does not match the file name")
     created = timestamp_text(meta["created"])
     return Episode(

@@ -20,7 +20,7 @@ from typing import Any
 
 import msgpack
 
-from memoryd.daemon import helper, store
+from memoryd.daemon import frontmatter, helper, idents, nofollow, store
 from memoryd.daemon.episodes.cache import (
     Listing,
     Packed,
@@ -154,13 +154,13 @@ class Journal:
 
     def read_body(self, episode: Episode) -> str:
         try:
-            return store.parse(self.files.read_bytes(self.path_of(episode)))[1]
-        except (OSError, store.BadRecord, UnicodeDecodeError):
+            return frontmatter.parse(self.files.read_bytes(self.path_of(episode)))[1]
+        except (OSError, frontmatter.BadRecord, UnicodeDecodeError):
             return ""
 
     def path_for(self, session_id: str, episode_id: str) -> Path:
         # Both ids are validated by their minting code or by the caller before they reach a path.
-        assert store.is_session_id(session_id) and store.is_ulid(episode_id)
+        assert idents.is_session_id(session_id) and idents.is_ulid(episode_id)
         return self.dir / session_id / f"{episode_id}.md"
 
     # -- changes ---------------------------------------------------------------------------------
@@ -226,7 +226,7 @@ class Journal:
         (the checkpoint's): that mapping was ~0.1 s of a 10k start, for ~7 MB of RSS (88k ids
         held twice; the bench's RSS at 1k memories went from 77 to 85 MB without it).
         """
-        if not store.is_plain_dir(self.dir):
+        if not nofollow.is_plain_dir(self.dir):
             return
         fresh = self.prefetching  # rows the helper parsed during this start: nothing to verify
         if progress is not None and fresh:
@@ -249,7 +249,7 @@ class Journal:
             self.root_unlisted = True
             return
         with os.scandir(self.dir) as listing:
-            folders = sorted((e for e in listing if store.is_session_id(e.name)), key=lambda e: e.name)
+            folders = sorted((e for e in listing if idents.is_session_id(e.name)), key=lambda e: e.name)
         for number, folder in enumerate(folders, 1):
             if progress is not None and not number % 256:
                 progress("indexing episodes", len(self.owner), len(cached))
@@ -313,12 +313,12 @@ class Journal:
     def _parse_file(self, session_id: str, path: str, late: bool = False) -> None:
         """Index the episode file at `path`; one that is gone by now is let be, a bad one listed."""
         try:
-            data, stat = store.read_with_stat(path)
-            meta, body = store.parse(data)
+            data, stat = nofollow.read_with_stat(path)
+            meta, body = frontmatter.parse(data)
             episode = from_meta(meta, body, session_id, path)
         except FileNotFoundError:
             return
-        except (OSError, store.BadRecord, KeyError, TypeError, ValueError) as exc:
+        except (OSError, frontmatter.BadRecord, KeyError, TypeError, ValueError) as exc:
             self._bad(Path(path), str(exc)[:200])
             return
         self.add(episode)
@@ -340,10 +340,10 @@ class Journal:
         helper writes what the cache would hold to an anonymous file, which `load` adopts. A
         helper that fails costs nothing but its time: `load` then parses the files itself."""
         if (self._helper is not None or not hasattr(os, "fork") or self.cache_path.exists()
-                or not store.is_plain_dir(self.dir)):
+                or not nofollow.is_plain_dir(self.dir)):
             return
         with os.scandir(self.dir) as listing:
-            folders = sorted((e for e in listing if store.is_session_id(e.name)), key=lambda e: e.name)
+            folders = sorted((e for e in listing if idents.is_session_id(e.name)), key=lambda e: e.name)
         if len(folders) < (PREFETCH_MIN_SESSIONS if minimum is None else minimum):
             return
         chunks = [folders[i:i + SHARE_CHUNK] for i in range(0, len(folders), SHARE_CHUNK)]
@@ -451,7 +451,7 @@ class Journal:
         self.root_unlisted = False
         try:
             with os.scandir(self.dir) as listing:
-                entries = [e for e in listing if store.is_session_id(e.name)]
+                entries = [e for e in listing if idents.is_session_id(e.name)]
         except OSError:
             return FOLDER_LISTING_COST
         for entry in entries:
@@ -489,7 +489,7 @@ class Journal:
 
     def _list_folder(self, session_id: str) -> None:
         """Parse what a session folder holds beyond its cached episodes (or list as bad)."""
-        if not store.is_plain_dir(self.dir / session_id):
+        if not nofollow.is_plain_dir(self.dir / session_id):
             return  # pruned since start, or replaced by a link (`_list_root` lets its episodes go)
         try:
             with os.scandir(self.dir / session_id) as listing:

@@ -11,7 +11,7 @@ import time
 from collections.abc import Set as AbstractSet
 from typing import Any
 
-from memoryd.daemon import store
+from memoryd.daemon import frontmatter, idents
 from memoryd.daemon.clock import parse_iso
 from memoryd.daemon.connections import Session
 from memoryd.daemon.core import Call, Core
@@ -81,12 +81,12 @@ def episode_write(call: Call, args: dict[str, Any]) -> dict[str, Any]:
 def write_episode(core: Core, session: Session, body: str, takeaway: str | None,
                   scopes: list[str], swarm: str | None, req: str | None) -> dict[str, Any]:
     now = core.clock()
-    episode_id = store.mint_ulid(now)
+    episode_id = idents.mint_ulid(now)
     path = core.journal.path_for(session.id, episode_id)
     episode = Episode(id=episode_id, session_id=session.id, created=core.now(), takeaway=takeaway,
                       first_line=first_line(body), scopes=tuple(scopes), swarm_id=swarm,
                       worktree=session.worktree)
-    data = store.render(to_meta(episode, session.id), body, blame="takeaway")
+    data = frontmatter.render(to_meta(episode, session.id), body, blame="takeaway")
     core.files.write_file(path, data, fresh=True)  # a new ULID: nothing there to be immutable
     core.record("episode_write", session, episode_id=episode_id, swarm_id=swarm, req=req)
     core.journal.add(episode)

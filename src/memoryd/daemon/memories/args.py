@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from memoryd.daemon import store
+from memoryd.daemon import idents
 from memoryd.daemon.memories.records import LINK_TYPES
 from memoryd.daemon.scopes import unique
 from memoryd.daemon.tool import SCOPE_PATTERN
@@ -29,7 +29,7 @@ _COMMIT_RE = re.compile(r"[0-9a-f]{7,40}")
 
 
 def check_id(name: str, value: str) -> str:
-    if not store.is_ulid(value):
+    if not idents.is_ulid(value):
         raise InvalidParams(name, "must be a ULID (26 chars of Crockford base32)")
     return value
 
@@ -75,7 +75,7 @@ def check_links(live: dict[str, Any], links: list[Any] | None, self_id: str | No
         if link["type"] not in LINK_TYPES:
             raise InvalidParams(f"links[{i}].type", f"must be one of {', '.join(LINK_TYPES)}")
         target = link["target_id"]
-        if not store.is_ulid(target):
+        if not idents.is_ulid(target):
             raise InvalidParams(f"links[{i}].target_id", "must be a memory id (ULID)")
         if target == self_id:
             raise InvalidParams(f"links[{i}].target_id", "a memory cannot link to itself")

@@ -17,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from memoryd.daemon import helper, store, text
+from memoryd.daemon import frontmatter, helper, idents, nofollow, store, text
 from memoryd.daemon.core import PROGRESS_EVERY
 from memoryd.daemon.memories import cache as memory_cache
 from memoryd.daemon.memories.records import (
@@ -32,7 +32,7 @@ from memoryd.daemon.search import SearchIndex
 
 log = logging.getLogger("memoryd.daemon")
 
-_BAD_RECORD = (OSError, store.BadRecord, KeyError, TypeError, ValueError, UnicodeDecodeError)
+_BAD_RECORD = (OSError, frontmatter.BadRecord, KeyError, TypeError, ValueError, UnicodeDecodeError)
 
 
 Cached = tuple[Mapping[str, tuple[Any, ...]], RowTables, str | None]
@@ -84,7 +84,7 @@ def _load_cached(tier: TierState, cached: Cached) -> bool:
         return False
     memories, shas, stats = found
     ids = [memory.id for memory in memories]
-    if len(set(ids)) != len(ids) or not store.all_ulids(ids):
+    if len(set(ids)) != len(ids) or not idents.all_ulids(ids):
         return False  # an id twice (live and tombstone: the listing settles doubles), or not an id
     tier.unverified.extend(ids)
     tier.file_stat.update(zip(ids, stats))
@@ -115,7 +115,7 @@ def _from_columns(columns: tuple[tuple[Any, ...], ...], tables: RowTables) -> Fo
     `m/<id>.md` for a live record and `t/<id>.md` for a tombstone, as `_from_cache` checks."""
     keys, sizes, mtimes, shas = columns[:4]
     memories = tables.from_columns(columns[4:])
-    if not (store.all_of_type(sizes, int) and store.all_of_type(mtimes, int) and store.all_of_type(shas, str)):
+    if not (idents.all_of_type(sizes, int) and idents.all_of_type(mtimes, int) and idents.all_of_type(shas, str)):
         return None
     if not all(key == f"{'m' if m.removed_at is None else 't'}/{m.id}.md" for key, m in zip(keys, memories)):
         return None
@@ -196,7 +196,7 @@ def read_dir(tier: TierState, directory: Path, kind: str, cached: Cached,
     """(memory, sha256 of its file, (size, mtime_ns)) for each good `<ulid>.md` in `directory`
     (`kind` m or t), in id order; the rest go to bad_files. A file the cache lists is taken from
     it unread and unstatted (`tier.unverified` remembers to compare it with the file later)."""
-    if not store.is_plain_dir(directory):
+    if not nofollow.is_plain_dir(directory):
         return
     with os.scandir(directory) as listing:
         entries = sorted((e for e in listing if not e.name.startswith(store.TMP_PREFIX)), key=lambda e: e.name)
@@ -206,7 +206,7 @@ def read_dir(tier: TierState, directory: Path, kind: str, cached: Cached,
             progress(phase, number, len(entries))
         try:
             if not entry.is_file(follow_symlinks=False):  # a link is never read (nor its target served)
-                raise store.LinkRefused(directory / entry.name)
+                raise nofollow.LinkRefused(directory / entry.name)
             if not entry.name.endswith(".md"):
                 raise ValueError("not a <ulid>.md record file")
             found = _from_cache(cached[0].get(f"{kind}/{entry.name}"), cached[1], entry.name[:-3], kind)
@@ -242,8 +242,8 @@ def read_record(path: Path | str, kind: str) -> tuple[Memory, str, tuple[int, in
     """Parse one record file: (memory, sha256 of the file, (size, mtime_ns) it had before the
     read: an edit in between makes the next start's check read it again); a bad one raises one
     of _BAD_RECORD. `path` may be a plain string: 100k `Path` objects were ~2 s of a cold start."""
-    data, st = store.read_with_stat(path)
-    (meta, body), sha = store.parse(data), sha256_hex(data)
+    data, st = nofollow.read_with_stat(path)
+    (meta, body), sha = frontmatter.parse(data), sha256_hex(data)
     memory = from_meta(meta, body, os.path.basename(path)[:-3])
     if kind == "t" and memory.removed_at is None:
         raise ValueError("a tombstone without removed_at")
@@ -305,7 +305,7 @@ def _list_some(tier: TierState, budget: int | None) -> int:
     directory, records = (tier.live_dir, tier.live) if kind == "m" else (tier.tomb_dir, tier.tombstones)
     if tier.listing is None:
         try:
-            tier.listing = os.scandir(directory) if store.is_plain_dir(directory) else iter(())
+            tier.listing = os.scandir(directory) if nofollow.is_plain_dir(directory) else iter(())
         except OSError:
             tier.listing = iter(())
     seen = 0
@@ -327,7 +327,7 @@ def _found_late(tier: TierState, directory: Path, entry: os.DirEntry[str], kind:
     """A file the cache did not list, handled as `read_dir` and `_load_dirs` would have."""
     try:
         if not entry.is_file(follow_symlinks=False):
-            raise store.LinkRefused(directory / entry.name)
+            raise nofollow.LinkRefused(directory / entry.name)
         if not entry.name.endswith(".md"):
             raise ValueError("not a <ulid>.md record file")
         memory, sha, stat = read_record(entry.path, kind)
@@ -434,7 +434,7 @@ def prefetch(tier: TierState, minimum: int | None = None) -> None:
     the daemon replays the log; `load` then takes them like a cache and a snapshot: the folders
     are still listed here, doubles, bad files and the log's verdicts still settled here (a file
     the helper could not parse is parsed again here, and reported)."""
-    if tier.helper is not None or tier.cache_path.exists() or not store.is_plain_dir(tier.live_dir):
+    if tier.helper is not None or tier.cache_path.exists() or not nofollow.is_plain_dir(tier.live_dir):
         return
     with os.scandir(tier.live_dir) as listing:
         if sum(1 for _ in listing) < (PREFETCH_MIN_RECORDS if minimum is None else minimum):
@@ -484,8 +484,8 @@ def load_pending(tier: TierState) -> None:
     """Pending writes from the snapshot that the log says were staged and not yet settled;
     those past their TTL are expired by the reaper's next pass (and logged there)."""
     try:
-        rows = decode_pending(store.read_nofollow(tier.snapshot_path))
-    except (OSError, store.BadRecord):
+        rows = decode_pending(nofollow.read_nofollow(tier.snapshot_path))
+    except (OSError, frontmatter.BadRecord):
         return
     for pending in rows:
         tier.pending_seq = max(tier.pending_seq, _pending_n(pending.id))  # never reuse a pending id

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from memoryd.daemon import store
+from memoryd.daemon import idents
 from memoryd.daemon.core import Core
 from memoryd.daemon.memories import cache as memory_cache
 from memoryd.daemon.memories.index import LiveIndex, TombIndex, project_scope_name
@@ -53,8 +53,8 @@ class TierState:
         self.dropped_late = 0                       # cache-loaded records whose file was gone
         self.helper: Any = None                     # the prefetch helper (recovery.prefetch), while it runs
         # Writes the parse cache and index snapshot a start built, on the first idle turn after it
-        # (`MemoryTier.save_built_caches`): encoding, writing and syncing them was a share of a
-        # cold start that a client waited for (docs/benchmark.md).
+        # (`MemoryTier.save_built_caches`): at 10k memories, encoding, writing and syncing them was
+        # ~0.2 s of a cold start that a client waited for.
         self.save_after_start: Callable[[], None] | None = None
         self.loaded = False                         # replay is over: events now are live ones
         self.live: LiveMemories = LiveMemories(self.project_of)
@@ -102,11 +102,11 @@ class TierState:
         return project if isinstance(project, str) and project else None
 
     def live_path(self, memory_id: str) -> Path:
-        assert store.is_ulid(memory_id)  # ids reach paths only after validation or minting
+        assert idents.is_ulid(memory_id)  # ids reach paths only after validation or minting
         return self.live_dir / f"{memory_id}.md"
 
     def tomb_path(self, memory_id: str) -> Path:
-        assert store.is_ulid(memory_id)
+        assert idents.is_ulid(memory_id)
         return self.tomb_dir / f"{memory_id}.md"
 
     def sha_on_disk(self, memory_id: str) -> str | None:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memoryd.daemon import store
+from memoryd.daemon import frontmatter, idents, nofollow, store
 from memoryd.daemon.clock import iso
 from memoryd.daemon.connections import Session
 from memoryd.daemon.core import Core
@@ -52,7 +52,7 @@ class Note:
 
 
 def path_for(core: Core, session_id: str) -> Path:
-    assert store.is_session_id(session_id)  # minted by the daemon, never taken from a caller
+    assert idents.is_session_id(session_id)  # minted by the daemon, never taken from a caller
     return core.root / DIR / f"{session_id}.md"
 
 
@@ -63,7 +63,7 @@ def of(core: Core) -> SessionRecords | None:
 def _write(core: Core, session_id: str, body: str, blame: str, **meta: Any) -> str:
     """Stage a session's record (durable at the pass's group commit); returns its sha256."""
     meta = {"schema_version": SCHEMA_VERSION, "session_id": session_id, "finished_at": core.now(), **meta}
-    data = store.render(meta, body, blame=blame)
+    data = frontmatter.render(meta, body, blame=blame)
     core.files.write_file(path_for(core, session_id), data)
     return hashlib.sha256(data).hexdigest()
 
@@ -132,7 +132,7 @@ def _convert(core: Core, memory: Any) -> None:
     records = of(core)
     assert records is not None
     owner = memory.anchor_session_id or memory.session_id
-    session = core.sessions.get(owner) if store.is_session_id(owner) else None
+    session = core.sessions.get(owner) if idents.is_session_id(owner) else None
     note_sha = None
     if session is not None and not session.is_open and owner not in records.logged:
         text = memory.content[len(LEGACY_HEADER):].strip()
@@ -185,7 +185,7 @@ class SessionRecords:
 
     def load(self) -> None:
         directory = self.core.root / DIR
-        if not store.is_plain_dir(directory):
+        if not nofollow.is_plain_dir(directory):
             return
         with os.scandir(directory) as listing:
             entries = sorted((e for e in listing if not e.name.startswith(store.TMP_PREFIX)),
@@ -198,13 +198,13 @@ class SessionRecords:
     def _load(self, path: Path, name: str) -> str | None:
         """Read one record into its session; why it was refused, or None."""
         session_id = name[:-3] if name.endswith(".md") else ""
-        if not store.is_session_id(session_id):
+        if not idents.is_session_id(session_id):
             return "not a sess-<n>.md session record"
         self.core.note_session_id(session_id)
         try:
-            data = store.read_nofollow(path)
-            meta, body = store.parse(data)
-        except (OSError, store.BadRecord, UnicodeDecodeError) as exc:
+            data = nofollow.read_nofollow(path)
+            meta, body = frontmatter.parse(data)
+        except (OSError, frontmatter.BadRecord, UnicodeDecodeError) as exc:
             return str(exc)[:200]
         session = self.core.sessions.get(session_id)
         if session is None or session_id not in self.logged or meta.get("session_id") != session_id:

@@ -1,6 +1,6 @@
 """What a pulled file must be before the live store takes it (docs/sync.md, "Admission").
 
-The same checks as recovery at start (`store.parse`, the record's shape via `from_meta`) plus
+The same checks as recovery at start (`frontmatter.parse`, the record's shape via `from_meta`) plus
 the ones a file from another machine needs: a regular file (no symlink, no submodule), only
 under the synced folders with a `<ulid>.md` name, the frontmatter `id` equal to that name,
 within the size caps, every stamp in the store's format and not in the future (the merge rule
@@ -13,10 +13,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memoryd.daemon import store
+from memoryd.daemon import frontmatter, idents
 from memoryd.daemon.memories.args import check_scope_list
 from memoryd.daemon.memories.gates import find_credentials, scan_taint
-from memoryd.daemon.memories.records import CATEGORIES, CONFIDENCES, HANDOFF, Memory, from_meta
+from memoryd.daemon.memories.records import (
+    CATEGORIES,
+    CONFIDENCES,
+    HANDOFF,
+    Memory,
+    from_meta,
+)
 from memoryd.daemon.sync.layout import CONFLICTS, FOLDER_OF, TOMB
 from memoryd.daemon.sync.merge import STAMP_FIELDS, horizon, stamp_ms
 from memoryd.errors import InvalidParams
@@ -45,7 +51,7 @@ def record_path(path: str) -> tuple[str, str] | None:
     `tombstones/<ulid>.md`); None for anything else."""
     folder, _, name = path.partition("/")
     state = FOLDERS.get(folder)
-    if state is None or "/" in name or not name.endswith(".md") or not store.is_ulid(name[:-3]):
+    if state is None or "/" in name or not name.endswith(".md") or not idents.is_ulid(name[:-3]):
         return None
     return name[:-3], state
 
@@ -53,7 +59,7 @@ def record_path(path: str) -> tuple[str, str] | None:
 def conflict_path(path: str) -> tuple[str, str] | None:
     """(id, sha256) for `conflicts/<ulid>/<sha256>.md`, the kept loser of a conflict."""
     parts = path.split("/")
-    if len(parts) != 3 or parts[0] != CONFLICTS or not store.is_ulid(parts[1]):
+    if len(parts) != 3 or parts[0] != CONFLICTS or not idents.is_ulid(parts[1]):
         return None
     sha = parts[2][:-3] if parts[2].endswith(".md") else ""
     if len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
@@ -63,7 +69,7 @@ def conflict_path(path: str) -> tuple[str, str] | None:
 
 def size_cap(max_content_bytes: int) -> int:
     """The largest record file: the content cap, the frontmatter cap and the two fences."""
-    return max_content_bytes + store.MAX_FRONTMATTER_BYTES + 16
+    return max_content_bytes + frontmatter.MAX_FRONTMATTER_BYTES + 16
 
 
 def check_values(memory: Memory) -> None:
@@ -104,11 +110,11 @@ def check(path: str, mode: str, data: bytes, max_content_bytes: int, not_after: 
     if len(data) > size_cap(max_content_bytes):
         raise Refused(f"over the size cap ({len(data)} bytes)")
     try:
-        meta, body = store.parse(data)
+        meta, body = frontmatter.parse(data)
         if meta.get("id") != memory_id:
             raise Refused("id does not match the file name")
         memory = from_meta(meta, body, memory_id)
-    except (store.BadRecord, KeyError, TypeError, ValueError, UnicodeDecodeError) as exc:
+    except (frontmatter.BadRecord, KeyError, TypeError, ValueError, UnicodeDecodeError) as exc:
         if isinstance(exc, Refused):
             raise
         raise Refused(f"not a record: {str(exc)[:120]}") from None

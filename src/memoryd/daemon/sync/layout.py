@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from memoryd import fsio
-from memoryd.daemon import store
+from memoryd.daemon import frontmatter, nofollow
 
 LIVE, TOMB = "live", "tomb"  # a record's two states, in events and in the merge rule
 FOLDER_OF = {LIVE: "memories", TOMB: "tombstones"}  # a state's folder, in the clone as in the store
@@ -36,8 +36,8 @@ class Layout:
 
     def read_config(self) -> dict[str, Any]:
         try:
-            raw = json.loads(store.read_nofollow(self.config))
-        except (OSError, ValueError, store.BadRecord):
+            raw = json.loads(nofollow.read_nofollow(self.config))
+        except (OSError, ValueError, frontmatter.BadRecord):
             return {}
         return raw if isinstance(raw, dict) else {}
 
@@ -45,7 +45,7 @@ class Layout:
         write_atomic(path, json.dumps(value, indent=1, sort_keys=True).encode())
 
     def is_set_up(self) -> bool:
-        return bool(self.read_config().get("remote")) and store.is_plain_dir(self.repo / ".git")
+        return bool(self.read_config().get("remote")) and nofollow.is_plain_dir(self.repo / ".git")
 
 
 def branch_of(config: dict[str, Any]) -> str:

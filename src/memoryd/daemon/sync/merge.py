@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from memoryd.daemon import store
+from memoryd.daemon import frontmatter
 from memoryd.daemon.memories.records import _timestamp
 from memoryd.daemon.sync.layout import TOMB
 
@@ -78,8 +78,8 @@ def stamp_of(state: str, data: bytes) -> int | None:
     """When this version was made, in ms: `removed_at` of a tombstone, `updated` of a live
     memory; None when the file or the stamp does not parse (so it loses)."""
     try:
-        meta, _body = store.parse(data)
-    except (store.BadRecord, UnicodeDecodeError):
+        meta, _body = frontmatter.parse(data)
+    except (frontmatter.BadRecord, UnicodeDecodeError):
         return None
     return stamp_ms(meta.get("removed_at") if state == TOMB else meta.get("updated"))
 
