@@ -11,7 +11,7 @@ from typing import Any
 
 from harness import Env
 
-from memoryd.ui.operator import Operator
+from memoryd.client.connection import Operator
 
 
 def operator(env: Env) -> Operator:

@@ -9,6 +9,7 @@ import os
 import stat
 import warnings
 from pathlib import Path
+from types import ModuleType
 
 APP = "memoryd"
 # ZeroMQ refuses ipc paths longer than sun_path (108 bytes on Linux, 104 on macOS) minus the NUL.
@@ -19,7 +20,7 @@ class PathError(RuntimeError):
     """A runtime path that cannot be used (too long, wrong owner, loose permissions)."""
 
 
-def _platformdirs():  # type: ignore[no-untyped-def]
+def _platformdirs() -> ModuleType:
     import platformdirs
 
     return platformdirs

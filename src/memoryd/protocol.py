@@ -19,19 +19,17 @@ MAX_FRAME_BYTES = 4 * 1024 * 1024
 # (request > args > arguments > a list of objects); the limit keeps every recursive walk over a
 # decoded value (validation, repr, re-encoding) far from Python's recursion limit.
 MAX_DEPTH = 64
-# Explicit unpack limits: a hostile frame cannot make the unpacker allocate more than the frame holds.
-_UNPACK_LIMITS = {
-    "max_str_len": MAX_FRAME_BYTES,
-    "max_bin_len": MAX_FRAME_BYTES,
-    "max_array_len": 100_000,
-    "max_map_len": 100_000,
-    "max_ext_len": 0,
-}
 OPS = ("hello", "tools", "call", "heartbeat", "bye", "status", "stop", "episodes", "hook", "admin")
 
 
+def _unpack(frame: bytes) -> Any:
+    """Explicit limits: a hostile frame cannot make the unpacker allocate more than the frame holds."""
+    return msgpack.unpackb(frame, raw=False, max_str_len=MAX_FRAME_BYTES, max_bin_len=MAX_FRAME_BYTES,
+                           max_array_len=100_000, max_map_len=100_000, max_ext_len=0)
+
+
 def encode(message: dict[str, Any]) -> bytes:
-    return msgpack.packb(message, use_bin_type=True)  # type: ignore[no-any-return]
+    return msgpack.packb(message, use_bin_type=True)
 
 
 def decode(frame: bytes) -> Any:
@@ -49,7 +47,7 @@ def decode_reply(frame: bytes) -> Any:
     if len(frame) > MAX_FRAME_BYTES:
         raise BadRequest(f"frame of {len(frame)} bytes is over the {MAX_FRAME_BYTES}-byte limit")
     try:
-        return msgpack.unpackb(frame, raw=False, **_UNPACK_LIMITS)
+        return _unpack(frame)
     except Exception as exc:  # msgpack raises several unrelated types for bad input
         raise BadRequest(f"undecodable msgpack frame: {type(exc).__name__}") from exc
 

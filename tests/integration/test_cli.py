@@ -27,13 +27,6 @@ def test_serve_detach_starts_once_status_reports_and_stop_stops(env: Env) -> Non
     assert env.memoryd("status").returncode == 1
 
 
-def test_a_bad_config_stops_the_daemon_at_start_naming_the_key(env: Env) -> None:
-    (env.base / "config.yaml").write_text("episode_ttl_dayz: 3\n")
-    result = env.memoryd("serve", timeout=20)
-    assert result.returncode == 2 and "episode_ttl_dayz" in result.stderr
-    assert env.status() is None
-
-
 def test_log_verify_passes_then_reports_the_first_broken_seq(daemon: Env) -> None:
     async def main() -> None:
         async with daemon.session() as s:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from harness import Env, call, call_error
+from harness import Env, call, call_error, wait_for, wait_for_async
 
 WT = {"MEMORYD_WORKTREE": "/w/a"}
 FACTS = [f"Service {name} listens on port {port} behind the internal load balancer."
@@ -49,12 +49,18 @@ async def write(s: Any, content: str, scopes: list[str] | None = None) -> dict[s
     return result
 
 
-async def gone(path: Path, wait_s: float = 2.0) -> bool:
+async def gone(path: Path) -> None:
     """The old half of a move is unlinked just after the pass that made its replacement durable."""
-    deadline = time.monotonic() + wait_s
-    while path.exists() and time.monotonic() < deadline:
-        await anyio.sleep(0.01)
-    return not path.exists()
+    await wait_for_async(lambda: not path.exists(), timeout=2, what=f"{path.name} leaving its folder")
+
+
+def edit_while_stopped(path: Path, old: str, new: str) -> None:
+    """Edit a record so that the caches see a change: an edit that keeps the size within the
+    same clock tick as the write would keep the mtime they hold, so it is written until the
+    mtime differs."""
+    before = path.stat().st_mtime_ns
+    edited = path.read_text().replace(old, new)
+    wait_for(lambda: path.write_text(edited) and path.stat().st_mtime_ns != before, what="a new mtime")
 
 
 # -- pending writes ----------------------------------------------------------------------------
@@ -108,7 +114,7 @@ def test_pending_writes_expire_after_their_ttl_and_are_logged(env: Env) -> None:
     async def main() -> None:
         async with env.session(**WT) as s:
             pending = await stage(s)
-            await anyio.sleep(1.6)
+            await anyio.sleep(1.6)  # the subject: the 1 s TTL passes
             for tool in ("memory_write_confirm", "memory_write_cancel"):
                 err = await call_error(s, tool, pending_id=pending["pending_id"])
                 assert err.code == -32002 and err.data == {"kind": "expired_pending", "id": pending["pending_id"]}
@@ -208,7 +214,7 @@ def test_remove_tombstones_and_restore_brings_back_unless_a_duplicate_lives(env:
             assert await call(s, "memory_remove", id=memory["id"], reason="service retired") == {
                 "status": "removed", "id": memory["id"]}
             assert (env.home / "tombstones" / f"{memory['id']}.md").exists()
-            assert await gone(env.home / "memories" / f"{memory['id']}.md")
+            await gone(env.home / "memories" / f"{memory['id']}.md")
             assert (await call(s, "memory_search", query="bravo port"))["results"] == []
             assert (await call(s, "memory_show", id=memory["id"]))["status"] == "removed"
             tombs = await call(s, "memory_list_tombstones")
@@ -348,8 +354,7 @@ def test_a_restart_reads_the_parse_cache_but_a_file_changed_since_wins(env: Env)
     cache = env.home / "state" / "memories.cache"
     assert cache.stat().st_size > 0
     path = env.home / "memories" / f"{written[0]['id']}.md"
-    time.sleep(0.01)  # a distinct mtime even on coarse-grained filesystems
-    path.write_text(path.read_text().replace("alpha", "ALPHA"))
+    edit_while_stopped(path, "alpha", "ALPHA")
     serve(env)
 
     async def second() -> None:
@@ -393,10 +398,8 @@ def test_a_cold_start_writes_its_caches_after_it_serves_and_a_crash_keeps_them(e
     _three_facts_then_no_state(env)
     serve(env)
     cache = env.home / "state" / "search.index"
-    deadline = time.monotonic() + 10
-    while not cache.exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert cache.exists() and (env.home / "state" / "memories.cache").exists()
+    wait_for(cache.exists, what="the search index being written")
+    assert (env.home / "state" / "memories.cache").exists()
     assert _index_restored(env) == 0  # built at that start
     env.kill_daemon()  # they are renamed into place after their sync: durable once there
     serve(env)
@@ -448,8 +451,7 @@ def test_a_clean_restart_restores_the_search_index_and_a_changed_file_forces_a_r
     assert anyio.run(search, "delta") == []  # the removed one stays out of search
     assert env.memoryd("stop").returncode == 0
     path = env.home / "memories" / f"{written[0]['id']}.md"
-    time.sleep(0.01)
-    path.write_text(path.read_text().replace("alpha", "zulu"))
+    edit_while_stopped(path, "alpha", "zulu")
     serve(env)
     # A start trusts the caches (no stat of every file); the files are compared with them in
     # slices right after, and at once when memory_health asks. The edited file is then indexed

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from harness import Env, call, call_error
+from harness import Env, call, call_error, wait_for_async
 
 WT = {"MEMORYD_WORKTREE": "/w/s"}
 FIXTURE = {
@@ -179,12 +179,10 @@ def test_a_search_audit_event_reaches_the_log_soon_without_another_write(env: En
     async def main() -> None:
         async with env.session(**WT) as s:
             await write(s, "The deploy script tags images with the git sha.", ["ops"])
-            before = sum(e["kind"] == "search" for e in env.events())
+            before = env.logged("search")
             await call(s, "memory_search", query="deploy images")
-            deadline = anyio.current_time() + 10
-            while sum(e["kind"] == "search" for e in env.events()) == before:
-                assert anyio.current_time() < deadline, "the search event never reached the log"
-                await anyio.sleep(0.05)
+            await wait_for_async(lambda: env.logged("search") > before, step=0.05,
+                                 what="the search event reaching the log")
             health = await call(s, "memory_health")
             assert health["log"]["chain_ok"] is True, health
     anyio.run(main)

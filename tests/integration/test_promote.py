@@ -12,7 +12,7 @@ from typing import Any
 
 import anyio
 import yaml
-from harness import Env, call, call_error
+from harness import Env, call, call_error, wait_for
 from ulid import ULID
 
 WT = {"MEMORYD_WORKTREE": "/w/p"}
@@ -52,10 +52,9 @@ def test_committed_promotion_deletes_the_episode_and_the_log_says_so(env: Env) -
             assert err.code == -32002 and err.data == {"kind": "unknown_episode", "id": ep["id"]}
             return {"episode": ep, "memory": result}
     out = anyio.run(main)
-    deadline = time.monotonic() + 2  # the file goes just after the pass that made the memory durable
-    while list((env.home / "episodes").rglob(f"{out['episode']['id']}.md")) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert not list((env.home / "episodes").rglob(f"{out['episode']['id']}.md"))
+    # the file goes just after the pass that made the memory durable
+    wait_for(lambda: not list((env.home / "episodes").rglob(f"{out['episode']['id']}.md")), timeout=2,
+             what="the promoted episode's file going")
     promoted = next(e for e in events(env) if e["kind"] == "episode_promote")
     assert promoted["outcome"] == "committed" and promoted["deleted"] is True
     assert promoted["memory_id"] == out["memory"]["id"] and promoted["owner"] == out["episode"]["session_id"]
@@ -87,7 +86,7 @@ def test_an_expired_promotion_keeps_its_episode(env: Env) -> None:
         async with env.session(**WT) as s:
             ep = await episode(s, "The user likes verbose test output.")
             held = await promote(s, ep["id"], category="user-inference")
-            await anyio.sleep(1.6)
+            await anyio.sleep(1.6)  # the subject: the 1 s TTL passes
             err = await call_error(s, "memory_write_confirm", pending_id=held["pending_id"])
             assert err.data == {"kind": "expired_pending", "id": held["pending_id"]}
             assert await exists(s, ep["id"])

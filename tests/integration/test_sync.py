@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 import pytest
-from harness import Env, call
+from harness import Env, call, wait_for
 from synckit import operator, synced, tool
 
 GIT_ID = ["-c", "user.name=test", "-c", "user.email=test@example.invalid"]
@@ -133,7 +133,7 @@ def edited_on_both(remote: Path, a: Env, b: Env) -> tuple[str, str, str]:
     on_a = "The staging database runs Postgres 16 on port 5434 behind pgbouncer."
     on_b = "The staging database runs Postgres 17 on port 5435 behind pgbouncer."
     assert tool(a, "memory_update", id=memory_id, content=on_a)["status"] == "updated"
-    time.sleep(0.01)
+    time.sleep(0.01)  # the subject: b's edit carries a later stamp (ms) than a's
     assert tool(b, "memory_update", id=memory_id, content=on_b)["status"] == "updated"
     return memory_id, on_a, on_b
 
@@ -184,7 +184,7 @@ def test_a_remove_against_an_update_is_decided_by_the_same_rule(pair: tuple[Env,
     synced(a)
     synced(b)
     assert tool(a, "memory_remove", id=memory_id, reason="obsolete")["status"] == "removed"
-    time.sleep(0.01)
+    time.sleep(0.01)  # the subject: b's update carries a later stamp (ms) than a's remove
     newer = "The staging database runs Postgres 16 on port 5434 behind pgbouncer."
     assert tool(b, "memory_update", id=memory_id, content=newer)["status"] == "updated"
     synced(a)
@@ -335,13 +335,6 @@ def background_sync(env: Env) -> subprocess.Popen[str]:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def wait_for(path: Path, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.02)
-
-
 def test_a_daemon_killed_mid_sync_is_consistent_after_restart(pair: tuple[Env, Env], remote: Path) -> None:
     a, b = pair
     hold = hold_pushes(a)
@@ -349,14 +342,14 @@ def test_a_daemon_killed_mid_sync_is_consistent_after_restart(pair: tuple[Env, E
     ids = [write(a, f"Service {name} listens on port {port} behind the internal load balancer.")
            for name, port in (("alpha", 8101), ("bravo", 8102), ("charlie", 8103))]
     waiting = background_sync(a)
-    wait_for(hold.with_name("hold.reached"))  # exported and committed in the clone, now pushing
+    wait_for(hold.with_name("hold.reached").exists, timeout=30, what="the push")  # exported, committed, pushing
     assert admin(a, "sync")["joined"] is True  # one sync at a time: a second request joins it
     assert admin(a, "sync_status")["running"]["phase"].startswith("fetching, merging, pushing")
     during = write(a, "Service delta listens on port 8104 behind the internal load balancer.")  # still serving
     a.kill_daemon()
     hold.unlink()  # the orphaned push may still finish: the remote may or may not have the commit
-    time.sleep(0.5)
     assert waiting.wait(timeout=30) != 0  # the waiting CLI hears the daemon is gone
+    wait_for(lambda: not a.processes(), timeout=30, what="the orphaned push ending")
     git_dir = a.home / "sync" / "repo" / ".git"
     (git_dir / "index.lock").write_text("")  # as if git itself had been killed mid-merge
     (git_dir / "MERGE_HEAD").write_text("0" * 40 + "\n")
@@ -386,7 +379,7 @@ def test_a_push_that_loses_a_race_pulls_merges_and_pushes_again(pair: tuple[Env,
     on_a = write(a, "The release train leaves every second Tuesday at noon.")
     on_b = write(b, "The nightly backup runs at 02:00 UTC from the standby replica.")
     racing = background_sync(a)
-    wait_for(hold.with_name("hold.reached"))
+    wait_for(hold.with_name("hold.reached").exists, timeout=30, what="the push")
     assert synced(b)["pushed"] == 1  # B pushes first
     hold.unlink()
     out, err = racing.communicate(timeout=60)
@@ -404,10 +397,8 @@ def test_the_daemon_syncs_on_its_own_when_an_interval_is_set(pair: tuple[Env, En
     set_up(remote, a, b)
     memory_id = write(a, FACT)
     synced(a)
-    deadline = time.monotonic() + 20
-    while hits(b, "staging postgres port") != [memory_id]:
-        assert time.monotonic() < deadline, "B never synced on its own"
-        time.sleep(0.2)
+    wait_for(lambda: hits(b, "staging postgres port") == [memory_id], timeout=20, step=0.2,
+             what="B syncing on its own")
     assert admin(b, "sync_status")["interval_seconds"] == 1
 
 

@@ -86,6 +86,7 @@ def test_every_numeric_key_has_a_finite_range() -> None:
 CONFIG_ERROR = 2  # the daemon's exit code for a config it refuses
 
 BAD = [
+    ("episode_ttl_dayz: 3\n", "episode_ttl_dayz", "unknown config key"),
     ("dedup_duplicate: .nan\n", "dedup_duplicate", "finite"),
     ("hook_prompt_min_relevance: .nan\n", "hook_prompt_min_relevance", "finite"),
     ("heartbeat_seconds: .inf\n", "heartbeat_seconds", "finite"),

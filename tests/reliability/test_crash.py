@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from harness import Env, call
+from harness import Env, call, wait_for, wait_for_async
 from mcp.shared.exceptions import MCPError
 
 KILLS = 22
@@ -123,10 +123,9 @@ def test_sigkill_during_writes_loses_no_acknowledged_episode(env: Env) -> None:
         for _ in range(KILLS):
             pid = await anyio.to_thread.run_sync(wait_for_daemon, env, last)
             acked = len(acks)
-            with anyio.fail_after(30):  # the bridges made progress on this daemon
-                while len(acks) <= acked:
-                    await anyio.sleep(0.005)
-            await anyio.sleep(rng.uniform(0, 0.25))
+            await wait_for_async(lambda: len(acks) > acked, timeout=30, step=0.005,  # noqa: B023 - awaited here
+                                 what="the bridges making progress on this daemon")
+            await anyio.sleep(rng.uniform(0, 0.25))  # the subject: a kill at a random moment of the writes
             await anyio.to_thread.run_sync(kill9, pid)
             kills.append(pid)
             last = pid
@@ -197,10 +196,8 @@ def test_five_serve_processes_started_at_once_leave_exactly_one_daemon(env: Env)
                                       stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                       start_new_session=True))
         env.procs.append(procs[-1])
-    deadline = time.monotonic() + 30
-    while sum(p.poll() is not None for p in procs) < 4:
-        assert time.monotonic() < deadline, "the losing `serve` processes did not exit"
-        time.sleep(0.02)
+    wait_for(lambda: sum(p.poll() is not None for p in procs) >= 4, timeout=30,
+             what="the losing `serve` processes exiting")
     running = [p for p in procs if p.poll() is None]
     assert len(running) == 1
     status = env.wait_ready(running[0].pid)
@@ -211,7 +208,7 @@ def test_five_serve_processes_started_at_once_leave_exactly_one_daemon(env: Env)
         output = (env.base / f"serve{i}.out").read_text()
         assert p.returncode == 0, output
         assert "already running" in output
-    time.sleep(0.3)  # a late loser would still be exiting now; none may be serving
+    time.sleep(0.3)  # the subject: proving nothing happens (a late loser would still be exiting now)
     assert daemon_processes(env) == [running[0].pid]
     live = env.memoryd("status", "--json")
     assert live.returncode == 0 and json.loads(live.stdout)["pid"] == running[0].pid
@@ -239,7 +236,7 @@ def test_eight_bridges_started_at_once_without_a_daemon_spawn_exactly_one(env: E
                 for n in range(8):
                     tg.start_soon(bridge, n, connected, everyone, done)
                 await everyone.wait()
-                await anyio.sleep(0.3)  # give any second spawn the time to show itself
+                await anyio.sleep(0.3)  # the subject: proving no second spawn shows itself
                 daemons.append(daemon_processes(env))
                 done.set()
 

@@ -18,14 +18,13 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from harness import Env
+from harness import Env, wait_for
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_browser import CHROMEDRIVER, CHROMIUM, FLAGS, _free_port, webdriver
@@ -82,15 +81,6 @@ class Launched:
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.wait(timeout=20)
-
-
-def _until(condition: Any, timeout: float = 60, step: float = 0.1) -> Any:
-    """Poll until `condition()` is truthy (a bound to fail by, not a speed requirement)."""
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(step)
-    return value
 
 
 def _hung_up(sock: socket.socket) -> bool:
@@ -169,7 +159,8 @@ def test_a_server_on_another_port_gets_no_cookie_that_signs_in_and_the_one_time_
 def test_half_sent_requests_are_closed_by_the_read_timeout_and_free_their_threads(daemon_env: Env) -> None:
     ui = Launched(daemon_env, MEMORYD_UI_READ_TIMEOUT_S="1")
     cookie, secret_path = ui.sign_in()
-    baseline = _until(lambda: ui.threads() if ui.get(secret_path + "/memories", cookie)[0] == 200 else 0)
+    baseline = wait_for(lambda: ui.threads() if ui.get(secret_path + "/memories", cookie)[0] == 200 else 0,
+                        timeout=60, step=0.1, what="the view answering")
     held = [socket.create_connection(("127.0.0.1", ui.port), timeout=60) for _ in range(50)]
     try:
         for sock in held:
@@ -177,7 +168,7 @@ def test_half_sent_requests_are_closed_by_the_read_timeout_and_free_their_thread
         assert ui.get(secret_path + "/health", cookie)[0] == 200  # the view still answers meanwhile
         for sock in held:
             assert _hung_up(sock)  # blocks until the server hangs up on it
-        _until(lambda: ui.threads() <= baseline)
+        wait_for(lambda: ui.threads() <= baseline, timeout=60, step=0.1, what="the threads being freed")
     finally:
         for sock in held:
             sock.close()
@@ -197,10 +188,12 @@ def test_a_flood_past_the_connection_cap_is_closed_and_gets_no_threads(daemon_en
             readable, _, _ = select.select(flood, [], [], 0.5)
             return [s for s in readable if _hung_up(s)]
 
-        assert len(_until(lambda: len(hung_up()) >= 36 and hung_up())) == 36  # past the cap: closed
+        closed = wait_for(lambda: len(hung_up()) >= 36 and hung_up(), timeout=60, step=0.1, what="36 hang-ups")
+        assert len(closed) == 36  # past the cap: closed
         assert ui.threads() <= baseline + MAX_CONNECTIONS
     finally:
         for sock in flood:
             sock.close()
-    assert _until(lambda: _status(ui, secret_path + "/memories", cookie) == 200)  # the slots come back
+    wait_for(lambda: _status(ui, secret_path + "/memories", cookie) == 200, timeout=60, step=0.1,
+             what="the slots coming back")
     ui.stop()

@@ -27,7 +27,7 @@ def agent_one(box: Throwaway) -> str:
                 takeaway="migration fails at step 3: NULL in users.email", scopes=["projects:demo"])
     bridge.call("episode_write", body="iteration 2: backfilled emails, migration passes locally",
                 takeaway="backfill fixes the migration; CI not yet run", scopes=["projects:demo"])
-    session = bridge.call("episode_search", max_results=1)["episodes"][0]["session_id"]
+    session: str = bridge.call("episode_search", max_results=1)["episodes"][0]["session_id"]
     finish = bridge.call("memory_session_finish", session_id=session, summary="migration unblocked",
                          handoff="Became true: backfill fixes the users.email migration. Open: CI run. "
                                  "Next: push the branch and watch CI.")

@@ -1,8 +1,8 @@
 """`memoryd doctor`: check the install, paths, permissions, daemon and client configs, with a fix for each.
 
 Import contract: stdlib, `memoryd.paths` and `memoryd.cli.clients` (and, lazily, the stdlib-only
-`memoryd.daemon.eventlog` to verify the log from its files); the runtime packages are imported
-only to prove they load, and the daemon is judged from its status file, never over ZeroMQ, so
+`memoryd.daemon.eventlog` to verify the log from its files, and `client.spawn.pid_alive`); the
+runtime packages are imported only to prove they load, and the daemon is judged from its status file, never over ZeroMQ, so
 doctor still answers when the transport or the daemon is what is broken.
 """
 
@@ -225,25 +225,12 @@ def check_daemon() -> list[Check]:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         return [Check("daemon", "warn", f"unreadable status file {status_file}: {exc}",
                       f"if no memoryd runs, delete {status_file}")]
-    alive = _pid_alive(pid)
-    if alive is not True:
-        return [Check("daemon", "warn", f"stale status file: pid {pid} {alive}",
+    from memoryd.client.spawn import pid_alive  # a pid we may not signal (EPERM) is alive
+
+    if not pid_alive(pid):
+        return [Check("daemon", "warn", f"stale status file: pid {pid} is not running",
                       f"delete {status_file} (a daemon that died without cleaning up left it)")]
     return [_daemon_running(pid, status), *_daemon_skew(status)]
-
-
-def _pid_alive(pid: int) -> Literal[True] | str:
-    """True if `pid` is a live process of ours, else why not.
-
-    A pid owned by another user counts as gone: our daemon's pid was recycled after it died.
-    """
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return "is not running"
-    except PermissionError:
-        return "now belongs to another user"
-    return True
 
 
 def _daemon_running(pid: int, status: dict[str, Any]) -> Check:

@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
+
+from memoryd.cli.output import emit
 
 
 def _ask(args: dict[str, Any]) -> Any:
@@ -21,24 +22,19 @@ def _ask(args: dict[str, Any]) -> Any:
 
 def main(ns: argparse.Namespace) -> int:
     if ns.action == "prune":
-        result = _ask({"action": "prune", "dry_run": ns.dry_run})
-        if ns.json:
-            print(json.dumps(result, indent=2))
-        else:
-            verb = "would prune" if ns.dry_run else "pruned"
-            print(f"{verb} {result['episodes']} episode(s) in {len(result['sessions'])} session(s)")
-            for entry in result["sessions"]:
-                print(f"  {entry['session']:12} {entry['episodes']:5}  newest {entry['newest']}")
+        verb = "would prune" if ns.dry_run else "pruned"
+        emit(ns.json, _ask({"action": "prune", "dry_run": ns.dry_run}), lambda r: [
+            f"{verb} {r['episodes']} episode(s) in {len(r['sessions'])} session(s)",
+            *(f"  {e['session']:12} {e['episodes']:5}  newest {e['newest']}" for e in r["sessions"])])
         return 0
-    result = _ask({"action": "list", "session": ns.session})
-    if ns.json:
-        print(json.dumps(result, indent=2))
-    elif not result.get("episodes" if ns.session else "sessions"):
-        print(f"no episodes{f' in session {ns.session}' if ns.session else ''}")
-    elif ns.session:
-        for e in result["episodes"]:
-            print(f"{e['created']}  {e['id']}  [{e['provenance']}]  {e['takeaway']}")
-    else:
-        for row in result["sessions"]:
-            print(f"{row['session']:12} {row['episodes']:5} episodes  newest {row['newest']}  ended {row['ended']}")
+    emit(ns.json, _ask({"action": "list", "session": ns.session}), lambda r: list_lines(r, ns.session))
     return 0
+
+
+def list_lines(result: dict[str, Any], session: str | None) -> list[str]:
+    if not result.get("episodes" if session else "sessions"):
+        return [f"no episodes{f' in session {session}' if session else ''}"]
+    if session:
+        return [f"{e['created']}  {e['id']}  [{e['provenance']}]  {e['takeaway']}" for e in result["episodes"]]
+    return [f"{row['session']:12} {row['episodes']:5} episodes  newest {row['newest']}  ended {row['ended']}"
+            for row in result["sessions"]]

@@ -19,9 +19,9 @@ print `{}` (what they do is open, note or close a session).
 News (issue 30): the prompt hook also brings what sibling sessions committed since this client
 session's last hook (daemon/sessions/news.py), ≤ 800 chars; `sibling_news` is the same for a tool hook.
 
-Import contract: stdlib, `identity`, `paths`, `protocol` (msgpack, ~9 ms) and `client.wire` (ZMTP
-without pyzmq); the pyzmq client library only to start a daemon that is down or when the stdlib
-wire meets a protocol surprise.
+Import contract: stdlib, `identity` and `client.connection` with its stdlib wire (`paths`,
+`protocol`: msgpack, ~9 ms); pyzmq only to start a daemon that is down or when the stdlib wire
+meets a protocol surprise.
 """
 
 from __future__ import annotations
@@ -34,8 +34,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from memoryd.client.wire import Wire, WireError
-from memoryd.protocol import decode_reply, encode, request
+from memoryd.client.connection import Connection
 
 EVENTS = ("session-start", "prompt", "pre-tool", "stop", "session-end")
 MAX_STDIN_BYTES = 64 * 1024
@@ -96,106 +95,21 @@ def client_key(data: dict[str, Any], client: str, worktree: str | None) -> str:
 
 # -- talking to the daemon ------------------------------------------------------------------------
 
-class Daemon:
-    """One hook connection: transient (it never owns the session it joins).
-
-    It speaks the daemon's wire with the stdlib (`Wire`): importing pyzmq alone costs more than
-    half the hook's 150 ms budget. The client library (pyzmq) is the fallback when the stdlib
-    handshake fails, and its spawn helper starts a daemon that is down.
-    """
+class Daemon(Connection):
+    """One hook connection: transient (it never owns the session it joins), over the stdlib wire
+    (importing pyzmq alone costs more than half the hook's 150 ms budget; pyzmq is the fallback
+    when the stdlib handshake fails), starting a daemon that is down only within the event's
+    SPAWN_BUDGET_S, each request bounded by its CALL_TIMEOUT_S and never resent: a daemon that
+    accepts but does not answer is not waited on twice."""
 
     def __init__(self, identity: dict[str, Any], event: str) -> None:
-        from memoryd import paths
+        super().__init__({**identity, "transient": True}, autospawn=SPAWN_BUDGET_S[event],
+                         timeout_s=CALL_TIMEOUT_S[event], stdlib=True, retry=False)
+        self.settings: dict[str, Any] = self.connect().get("hook") or {}
 
-        self.timeout = CALL_TIMEOUT_S[event]
-        self.endpoint = paths.endpoint()
-        self.identity = {**identity, "transient": True}
-        self.conn_id = os.urandom(12).hex()
-        self.last_id = 0
-        self.wire: Wire | None = None
-        self.conn: Any = None
-        try:
-            self._open_wire()
-        except (FileNotFoundError, ConnectionRefusedError):  # no daemon: start one, within budget
-            self._spawn_if_down(SPAWN_BUDGET_S[event])
-            self._open_or_fall_back()
-        except WireError:
-            self._library_connect()
-        # A daemon that accepts but does not answer (TimeoutError) is not waited on twice.
-        self.settings: dict[str, Any] = self.hello.get("hook") or {}
-
-    def _open_wire(self) -> None:
-        self.wire = Wire(self.endpoint, self.timeout)
-        try:
-            self.hello = self._request("hello", {"protocol": _protocol(), "client_version": _version(),
-                                                 "identity": self.identity, "session_id": None})
-        except BaseException:
-            self.wire.close()
-            self.wire = None
-            raise
-
-    def _open_or_fall_back(self) -> None:
-        try:
-            self._open_wire()
-        except WireError:
-            self._library_connect()
-
-    def _spawn_if_down(self, budget: float) -> None:
-        from memoryd.client import spawn
-
-        if not budget or not spawn.ensure_daemon(self.endpoint, wait_s=budget):
-            raise ConnectionError("no daemon answers (and none could be started in time)")
-
-    def _library_connect(self) -> None:
-        from memoryd.client.connection import Connection
-
-        self.conn = Connection(self.identity, endpoint=self.endpoint, autospawn=False)
-        self.hello = self.conn.connect()
-
-    def _request(self, op: str, args: dict[str, Any]) -> Any:
-        if self.conn is not None:
-            return self.conn.call(op, args, timeout_s=self.timeout)
-        assert self.wire is not None
-        self.last_id += 1
-        self.wire.send(encode(request(self.last_id, op, args, self.conn_id)))
-        while True:
-            reply = decode_reply(self.wire.recv())
-            if isinstance(reply, dict) and reply.get("id") == self.last_id:
-                break
-        if not reply.get("ok"):
-            error = reply.get("error") or {}
-            raise RuntimeError(f"{op}: {error.get('message', error)}")
-        return reply.get("result")
-
-    def tool(self, name: str, **arguments: Any) -> Any:
-        return self._request("call", {"tool": name, "arguments": arguments})
-
-    def hook(self, action: str, **args: Any) -> Any:
-        return self._request("hook", {"action": action, **args})
-
-    def close(self) -> None:
+    def close(self, say_bye: bool = True, wait_s: float = 0.0) -> None:
         """Say bye without waiting (a transient connection's bye ends nothing; it frees the slot)."""
-        if self.conn is not None:
-            self.conn.close(say_bye=True)
-        elif self.wire is not None:
-            self.last_id += 1
-            try:
-                self.wire.send(encode(request(self.last_id, "bye", {}, self.conn_id)))
-            except OSError:
-                pass
-            self.wire.close()
-
-
-def _protocol() -> int:
-    from memoryd import PROTOCOL
-
-    return PROTOCOL
-
-
-def _version() -> str:
-    from memoryd import __version__
-
-    return __version__
+        super().close(say_bye, wait_s)
 
 
 def clip(text: str, limit: int) -> str:

@@ -26,14 +26,14 @@ not running (`memoryd serve --detach`).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from memoryd.cli.memories import OK, REFUSED, UNAVAILABLE, USAGE, one_line, visible
+from memoryd.cli.memories import OK, REFUSED, UNAVAILABLE, USAGE, one_line
+from memoryd.cli.output import emit
 from memoryd.errors import MemorydError
 from memoryd.importers import FORMATS, Draft, Skipped, default_path, read
 
@@ -163,9 +163,8 @@ def project_scope(ns: argparse.Namespace) -> list[str]:
 
 def _run(ns: argparse.Namespace, drafts: list[Draft], summary: Summary) -> int:
     """Write every draft through one operator connection; stop only if the daemon goes away."""
-    from memoryd.ui.operator import Operator, is_unavailable
-
     from memoryd.cli.memories import start_daemon
+    from memoryd.client.connection import Operator, is_unavailable
 
     operator = Operator(CLIENT)
     progress = Progress(len(drafts), sys.stderr)
@@ -201,7 +200,7 @@ def import_one(operator: Any, draft: Draft, ns: argparse.Namespace, held: str | 
     is the pending id an earlier run left for the same content (not staged twice).
 
     A tool error on this draft is its outcome (`failed`); DaemonUnavailable propagates."""
-    from memoryd.ui.operator import is_unavailable
+    from memoryd.client.connection import is_unavailable
 
     if held and not ns.confirm_pending:
         return Outcome("pending", "already pending from an earlier import", draft, pending_id=held)
@@ -233,7 +232,7 @@ def _after_write(operator: Any, draft: Draft, result: dict[str, Any]) -> Outcome
 def _carry_over(operator: Any, draft: Draft, memory_id: str) -> Outcome:
     """A committed memory gets what memory_write could not carry: the source tool's removal or
     verification. If that second call fails, the memory stays written and the report says so."""
-    from memoryd.ui.operator import is_unavailable
+    from memoryd.client.connection import is_unavailable
 
     tool = "memory_remove" if draft.removed_reason else "memory_verify"
     try:
@@ -300,9 +299,10 @@ def _print_summary(ns: argparse.Namespace, summary: Summary) -> None:
         print(f"memoryd import: {'stopped early: ' if summary.outcomes else ''}{summary.stopped}", file=sys.stderr)
         if not summary.outcomes:
             return  # nothing was written: the one line says it all
-    if ns.json:
-        print(json.dumps(summary.as_json(), indent=2))
-        return
+    emit(ns.json, summary.as_json() if ns.json else summary, _summary_lines)
+
+
+def _summary_lines(summary: Summary) -> list[str]:
     counts = summary.counts()
     lines = [f"imported {summary.path} ({summary.fmt}): {len(summary.outcomes)} memories read",
              "  " + ", ".join(f"{counts[b]} {b}" for b in OUTCOMES)]
@@ -319,7 +319,7 @@ def _print_summary(ns: argparse.Namespace, summary: Summary) -> None:
     lines += _skipped_lines(summary.skipped)
     if counts["committed"] or counts["removed"]:
         lines.append(f"see them: memoryd memories list --scope import:{summary.fmt}")
-    print(visible("\n".join(lines)))
+    return lines
 
 
 def plan(fmt: str, path: str, drafts: list[Draft], skipped: Skipped) -> dict[str, Any]:
@@ -334,10 +334,11 @@ def plan(fmt: str, path: str, drafts: list[Draft], skipped: Skipped) -> dict[str
 
 
 def _print_plan(ns: argparse.Namespace, drafts: list[Draft], skipped: Skipped) -> int:
-    shown = plan(ns.format, str(ns.path), drafts, skipped)
-    if ns.json:
-        print(json.dumps(shown, indent=2))
-        return OK
+    emit(ns.json, plan(ns.format, str(ns.path), drafts, skipped), lambda shown: _plan_lines(shown, skipped))
+    return OK
+
+
+def _plan_lines(shown: dict[str, Any], skipped: Skipped) -> list[str]:
     lines = [f"dry run: {shown['total']} memories from {shown['path']} ({shown['format']}); nothing written",
              f"  {shown['removed']} removed in the source tool (written, then removed again)" if shown["removed"] else "",
              "  by category: " + ", ".join(f"{k} {v}" for k, v in shown["by_category"].items()),
@@ -349,13 +350,12 @@ def _print_plan(ns: argparse.Namespace, drafts: list[Draft], skipped: Skipped) -
     if shown["total"] > len(shown["items"]):
         lines.append(f"  … and {shown['total'] - len(shown['items'])} more")
     lines += _skipped_lines(skipped)
-    print(visible("\n".join(line for line in lines if line)))
-    return OK
+    return [line for line in lines if line]
 
 
 # -- argparse ---------------------------------------------------------------------------------------
 
-def add_parser(sub: Any, func: Any) -> None:
+def add_parser(sub: Any) -> None:
     """Register `import` on the main parser's subparsers (cli/main.py)."""
     verb = sub.add_parser("import", help="bring memories in from another memory tool, through the write gates",
                           description="PATH per format: " + "; ".join(f"{k}: {v}" for k, (_, v) in FORMATS.items()))
@@ -368,4 +368,4 @@ def add_parser(sub: Any, func: Any) -> None:
     verb.add_argument("--confirm-pending", action="store_true",
                       help="confirm claims about the user now instead of leaving them pending")
     verb.add_argument("--json", action="store_true", help="the summary as JSON")
-    verb.set_defaults(func=func)
+    verb.set_defaults(func=main)

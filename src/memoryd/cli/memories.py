@@ -15,12 +15,12 @@ runs, as the bridge does; the message quotes the daemon's reason, e.g. a bad con
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 from collections.abc import Callable
 from typing import Any
 
+from memoryd.cli.output import emit, visible
 from memoryd.errors import MemorydError
 
 OK, REFUSED, USAGE, UNAVAILABLE = 0, 1, 2, 3
@@ -34,7 +34,7 @@ def run(verb: Callable[[Any, argparse.Namespace], int], ns: argparse.Namespace) 
     """Start the daemon if none runs (as the bridge does), open an operator connection, run `verb`,
     map errors to exit codes with one stderr line. Every verb that needs the daemon comes here
     (`memories`, `pending`, `sessions`, `sync`), so the rule is one: the daemon is started."""
-    from memoryd.ui.operator import Operator, is_unavailable
+    from memoryd.client.connection import Operator, is_unavailable
 
     operator = Operator("memoryd-cli")
     try:
@@ -73,21 +73,6 @@ def full_id(op: Any, typed: str) -> str:
     if len(typed) == 26:
         return typed
     return str(op.admin("resolve_id", prefix=typed)["id"])
-
-
-def emit(ns: argparse.Namespace, result: Any, lines: Callable[[Any], list[str]]) -> None:
-    """`--json`: the result, ASCII-escaped (no raw control byte reaches a pipe); else the lines,
-    with stored text's control characters made visible (agent-written text must not drive the
-    terminal with escape sequences)."""
-    print(json.dumps(result, indent=2) if ns.json else visible("\n".join(lines(result))))
-
-
-_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x00, 0x20), *range(0x7f, 0xa0)] if c not in (0x09, 0x0a)}
-
-
-def visible(text: str) -> str:
-    """`text` with C0/C1 control characters (ESC, CSI, BEL, …; not tab or newline) as `\\xNN`."""
-    return text.translate(_CONTROL)
 
 
 def scopes_of(ns: argparse.Namespace) -> list[str] | None:
@@ -138,11 +123,11 @@ def cmd_list(op: Any, ns: argparse.Namespace) -> int:
         result = op.tool("memory_list_tombstones", limit=ns.limit)
         rows = [[t["id"], (t.get("removed_at") or "")[:19], one_line(t.get("reason"), 40), t.get("first_line") or ""]
                 for t in result["tombstones"]]
-        emit(ns, result, lambda r: table(["ID", "REMOVED", "REASON", "FIRST LINE"], rows)
+        emit(ns.json, result, lambda r: table(["ID", "REMOVED", "REASON", "FIRST LINE"], rows)
              + [f"{len(rows)} of {r['total']} removed memories"])
         return OK
     result = op.tool("memory_list", scopes=scopes_of(ns), category=ns.category, limit=ns.limit)
-    emit(ns, result, lambda r: table(MEMORY_HEADER, memory_rows(r["memories"]))
+    emit(ns.json, result, lambda r: table(MEMORY_HEADER, memory_rows(r["memories"]))
          + [f"{len(r['memories'])} of {r['total']} memories"])
     return OK
 
@@ -152,7 +137,7 @@ def cmd_search(op: Any, ns: argparse.Namespace) -> int:
                      max_results=ns.limit, auto_scope=False)
     rows = [[h["id"], f"{h.get('relevance', 0):.2f}", h.get("staleness_verdict") or "", h.get("category") or "",
              h.get("content") or ""] for h in result["results"]]
-    emit(ns, result, lambda r: table(["ID", "REL", "STALENESS", "CATEGORY", "CONTENT"], rows)
+    emit(ns.json, result, lambda r: table(["ID", "REL", "STALENESS", "CATEGORY", "CONTENT"], rows)
          + [f"{len(rows)} of {r['total']} matching memories"])
     return OK
 
@@ -193,23 +178,23 @@ def cmd_show(op: Any, ns: argparse.Namespace) -> int:
     memory_id = full_id(op, ns.id)
     memory = op.tool("memory_show", id=memory_id)
     history = op.admin("history", id=memory_id)
-    emit(ns, {**memory, "history": history["events"]} if ns.json else memory, lambda m: show_lines(m, history))
+    emit(ns.json, {**memory, "history": history["events"]} if ns.json else memory, lambda m: show_lines(m, history))
     return OK
 
 
 def cmd_rm(op: Any, ns: argparse.Namespace) -> int:
     result = op.tool("memory_remove", id=full_id(op, ns.id), reason=ns.reason or DEFAULT_REASON)
-    emit(ns, result, lambda r: [f"removed {r['id']} (memoryd memories restore {r['id']} brings it back)"])
+    emit(ns.json, result, lambda r: [f"removed {r['id']} (memoryd memories restore {r['id']} brings it back)"])
     return OK
 
 
 def cmd_restore(op: Any, ns: argparse.Namespace) -> int:
     result = op.tool("memory_restore", id=full_id(op, ns.id))
     if result.get("status") != "restored":
-        emit(ns, result, lambda r: [f"not restored: {r['status']}: {r.get('hint', '')}"]
+        emit(ns.json, result, lambda r: [f"not restored: {r['status']}: {r.get('hint', '')}"]
              + [f"  {m['id']}  {m.get('snippet', '')}" for m in r.get("matches", [])])
         return REFUSED
-    emit(ns, result, lambda r: [f"restored {r['id']}"])
+    emit(ns.json, result, lambda r: [f"restored {r['id']}"])
     return OK
 
 
@@ -230,16 +215,16 @@ def cmd_edit(op: Any, ns: argparse.Namespace) -> int:
               file=sys.stderr)
         return USAGE
     if draft.strip() == (memory.get("content") or "").strip():
-        emit(ns, {"status": "unchanged", "id": memory["id"]}, lambda r: [f"{r['id']}: unchanged, nothing written"])
+        emit(ns.json, {"status": "unchanged", "id": memory["id"]}, lambda r: [f"{r['id']}: unchanged, nothing written"])
         return OK
     result = op.tool("memory_update", id=memory["id"], content=draft, expected_updated=memory.get("updated"),
                      acknowledge_transient=ns.acknowledge_transient or None)
     if result.get("status") != "updated":
-        emit(ns, result, lambda r: [f"not saved: {r['status']}: " + (r.get("hint") or r.get("message") or (
+        emit(ns.json, result, lambda r: [f"not saved: {r['status']}: " + (r.get("hint") or r.get("message") or (
             f"the memory changed since it was read (now {r.get('current_updated')}); edit again")),
             "nothing was written"])
         return REFUSED
-    emit(ns, result, lambda r: [f"updated {r['id']} ({r['updated']})"])
+    emit(ns.json, result, lambda r: [f"updated {r['id']} ({r['updated']})"])
     return OK
 
 
@@ -292,13 +277,13 @@ def cmd_pending(op: Any, ns: argparse.Namespace) -> int:
         result = op.admin("resolve", pending_id=ns.pending_id, decision=ns.action)
         status = result.get("status")
         done = status == ("committed" if ns.action == "confirm" else "cancelled")
-        emit(ns, result, lambda r: [f"{r['pending_id']}: {status}" + (f" as memory {r['id']}" if r.get("id") else "")
+        emit(ns.json, result, lambda r: [f"{r['pending_id']}: {status}" + (f" as memory {r['id']}" if r.get("id") else "")
                                     + ("" if done else f" — {r.get('hint', 'still pending')}")])
         return OK if done else REFUSED
     result = op.admin("pending")
     rows = [[p["pending_id"], p["session_id"], (p.get("expires_at") or "")[:19] + (" EXPIRED" if p["expired"] else ""),
              ",".join(p.get("scopes") or []), p.get("content") or p.get("preview") or ""] for p in result["pending"]]
-    emit(ns, result, lambda r: table(["PENDING", "SESSION", "EXPIRES", "SCOPES", "CONTENT"], rows)
+    emit(ns.json, result, lambda r: table(["PENDING", "SESSION", "EXPIRES", "SCOPES", "CONTENT"], rows)
          + [f"{r['total']} pending write(s); memoryd pending confirm|cancel ID decides one"])
     return OK
 
@@ -309,7 +294,7 @@ def pending_main(ns: argparse.Namespace) -> int:
 
 # -- argparse --------------------------------------------------------------------------------------
 
-def add_parsers(sub: Any, memories_func: Callable[..., int], pending_func: Callable[..., int]) -> None:
+def add_parsers(sub: Any) -> None:
     """Register `memories` and `pending` on the main parser's subparsers (cli/main.py)."""
     memories = sub.add_parser("memories", help="see and curate durable memories (through the daemon)")
     verbs = memories.add_subparsers(dest="action", required=True)
@@ -336,9 +321,9 @@ def add_parsers(sub: Any, memories_func: Callable[..., int], pending_func: Calla
             verb.add_argument("--removed", action="store_true", help="removed memories (tombstones) instead")
         if name == "rm":
             verb.add_argument("--reason", help="why (kept with the tombstone)")
-    memories.set_defaults(func=memories_func)
+    memories.set_defaults(func=main)
     pending = sub.add_parser("pending", help="pending writes of every session; confirm or cancel one")
     pending.add_argument("action", nargs="?", choices=["list", "confirm", "cancel"], default="list")
     pending.add_argument("pending_id", nargs="?")
     pending.add_argument("--json", action="store_true")
-    pending.set_defaults(func=pending_func)
+    pending.set_defaults(func=pending_main)

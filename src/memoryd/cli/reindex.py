@@ -14,9 +14,9 @@ import time
 from typing import Any, TextIO
 
 
-def add_parser(sub: Any, func: Any) -> None:
+def add_parser(sub: Any) -> None:
     sub.add_parser("reindex", help="rebuild state/ (caches, search index, checkpoint) from the files; "
-                   "daemon stopped").set_defaults(func=func)
+                   "daemon stopped").set_defaults(func=lambda ns: main())
 
 
 class Bar:

@@ -12,7 +12,8 @@ import os
 import subprocess
 from typing import Any
 
-from memoryd.cli.memories import OK, emit, one_line, run, table
+from memoryd.cli.memories import OK, one_line, run, table
+from memoryd.cli.output import emit
 
 
 def worktree_of(path: str) -> str:
@@ -44,7 +45,7 @@ def session_lines(result: dict[str, Any]) -> list[str]:
 def cmd_sessions(op: Any, ns: argparse.Namespace) -> int:
     worktree = worktree_of(ns.worktree) if ns.worktree else None
     result = op.admin("sessions", worktree=worktree, limit=ns.limit, include_operator=ns.all or None)
-    emit(ns, result, session_lines)
+    emit(ns.json, result, session_lines)
     return OK
 
 
@@ -52,10 +53,10 @@ def main(ns: argparse.Namespace) -> int:
     return run(cmd_sessions, ns)
 
 
-def add_parser(sub: Any, func: Any) -> None:
+def add_parser(sub: Any) -> None:
     sessions = sub.add_parser("sessions", help="recent sessions, how each ended, its handoff")
     sessions.add_argument("worktree", nargs="?", help="only this checkout's sessions (a path in it)")
     sessions.add_argument("--limit", type=int, default=20)
     sessions.add_argument("--all", action="store_true", help="include the operator's own CLI/UI sessions")
     sessions.add_argument("--json", action="store_true")
-    sessions.set_defaults(func=func)
+    sessions.set_defaults(func=main)

@@ -13,19 +13,19 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Callable
 from typing import Any
 
-from memoryd.cli.memories import REFUSED, full_id, run, visible
+from memoryd.cli.memories import REFUSED, full_id, run
+from memoryd.cli.output import emit, visible
 
 POLL_S = 0.2
 WAIT_LIMIT_S = 3600.0
 
 
-def add_parser(sub: Any, func: Callable[[argparse.Namespace], int]) -> None:
+def add_parser(sub: Any) -> None:
     sync = sub.add_parser("sync", help="sync durable memories through a git remote (push and pull now)")
     sync.add_argument("--json", action="store_true")
-    sync.set_defaults(func=func, sync_action=None)
+    sync.set_defaults(func=main, sync_action=None)
     actions = sync.add_subparsers(dest="sync_action")
     init = actions.add_parser("init", help="set up sync with a git remote (a bare repo path, ssh or https)")
     init.add_argument("remote")
@@ -80,10 +80,7 @@ def sync_now(operator: Any, ns: argparse.Namespace) -> int:
     if started.get("joined") and not ns.json:
         print(f"a sync is already running (job {started['job']}); waiting for it", file=sys.stderr)
     last = _wait(operator, started["job"])
-    if ns.json:
-        print(json.dumps(last, indent=2))
-    else:
-        print("\n".join(result_lines(last)))
+    emit(ns.json, last, result_lines)
     return 0 if last.get("status") == "ok" else _failed(last)
 
 
@@ -118,25 +115,22 @@ def init(operator: Any, ns: argparse.Namespace) -> int:
     last = _wait(operator, started["job"])
     if last.get("status") != "ok":
         return _failed(last)
-    state = operator.admin("sync_status")
-    if ns.json:
-        print(json.dumps(state, indent=2))
-    else:
-        print(f"sync set up with {state.get('remote')} (this device: {state.get('device_name')}, "
-              f"{state.get('device')}); run `memoryd sync` to push and pull")
+    emit(ns.json, operator.admin("sync_status"),
+         lambda state: [f"sync set up with {state.get('remote')} (this device: {state.get('device_name')}, "
+                        f"{state.get('device')}); run `memoryd sync` to push and pull"])
     return 0
 
 
 def status(operator: Any, ns: argparse.Namespace) -> int:
     if ns.show:
         return show(operator, ns)
-    state = operator.admin("sync_status")
-    if ns.json:
-        print(json.dumps(state, indent=2))
-        return 0
+    emit(ns.json, operator.admin("sync_status"), status_lines)
+    return 0
+
+
+def status_lines(state: dict[str, Any]) -> list[str]:
     if not state.get("set_up"):
-        print("sync is not set up: memoryd sync init REMOTE")
-        return 0
+        return ["sync is not set up: memoryd sync init REMOTE"]
     interval = state.get("interval_seconds") or 0
     lines = [f"remote:   {state.get('remote')} (branch {state.get('branch')})",
              f"device:   {state.get('device_name')} ({state.get('device')})",
@@ -157,24 +151,22 @@ def status(operator: Any, ns: argparse.Namespace) -> int:
     if conflicts.get("total"):
         lines.append("  settle one: memoryd sync resolve ID --keep current|other")
     lines.append(f"quarantined: {state.get('quarantined', 0)} (files under {state.get('clone', '')[:-5]}/quarantine)")
-    print("\n".join(lines))
-    return 0
+    return lines
 
 
 def show(operator: Any, ns: argparse.Namespace) -> int:
     """`sync status --show ID`: this store's version and each kept one, text in full."""
-    result = operator.admin("sync_show", id=full_id(operator, ns.show))
-    if ns.json:
-        print(json.dumps(result, indent=2, ensure_ascii=True))
-        return 0
-    current = result.get("current")
-    blocks = [_version_block("current (what this store serves; --keep current)", current)]
+    emit(ns.json, operator.admin("sync_show", id=full_id(operator, ns.show)), show_lines)
+    return 0
+
+
+def show_lines(result: dict[str, Any]) -> list[str]:
+    blocks = [_version_block("current (what this store serves; --keep current)", result.get("current"))]
     for row in result.get("kept") or []:
         label = "kept, settled (goes at the next sync)" if row.get("settled") else "kept (--keep other)"
         blocks.append(_version_block(label, row))
-    print(f"{result['id']}\n\n" + "\n\n".join(blocks))
-    print(f"\nsettle it: memoryd sync resolve {result['id']} --keep current|other")
-    return 0
+    return [f"{result['id']}\n\n" + "\n\n".join(blocks),
+            f"\nsettle it: memoryd sync resolve {result['id']} --keep current|other"]
 
 
 def _version_block(label: str, row: dict[str, Any] | None) -> str:
@@ -188,12 +180,9 @@ def _version_block(label: str, row: dict[str, Any] | None) -> str:
 
 
 def resolve(operator: Any, ns: argparse.Namespace) -> int:
-    result = operator.admin("sync_resolve", id=full_id(operator, ns.id), keep=ns.keep)
-    if ns.json:
-        print(json.dumps(result, indent=2))
-    else:
-        print(f"{result['id']}: kept the {'current' if ns.keep == 'current' else 'other'} version; "
-              f"{len(result['settled'])} kept version(s) settled (removed from conflicts/ at the next sync)")
+    emit(ns.json, operator.admin("sync_resolve", id=full_id(operator, ns.id), keep=ns.keep),
+         lambda r: [f"{r['id']}: kept the {'current' if ns.keep == 'current' else 'other'} version; "
+                    f"{len(r['settled'])} kept version(s) settled (removed from conflicts/ at the next sync)"])
     return 0
 
 

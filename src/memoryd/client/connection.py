@@ -1,74 +1,82 @@
-"""One logical connection to the daemon: a DEALER socket, request ids, hello, deadlines, resend.
+"""The one client of the daemon — the bridge, the CLI verbs, the web view and the hooks all use
+`Connection`: request ids, hello, deadlines, one resend, and errors raised through the error tree
+(`errors.from_wire`).
 
 The connection id (`conn`) outlives sockets: after a timeout the socket is replaced and the same
 request id is resent, and the daemon's per-connection reply cache makes that resend harmless.
+Two transports carry the same frames: pyzmq's DEALER (client/zmq_socket.py) and, for the hooks,
+which cannot afford pyzmq's import, the stdlib one (client/wire.py), falling back to pyzmq when
+that meets a protocol surprise.
+
+Import contract: stdlib, paths, protocol, errors, client.spawn and client.wire; pyzmq only once
+a pyzmq transport opens.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
-from typing import Any
-
-import zmq
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from memoryd import PROTOCOL, __version__, paths
 from memoryd.client import spawn
-from memoryd.errors import DaemonUnavailable, MemorydError, from_wire
+from memoryd.client.wire import Wire, WireError
+from memoryd.errors import DAEMON_UNAVAILABLE, DaemonUnavailable, MemorydError, from_wire
 from memoryd.protocol import decode_reply, encode_request
 
+if TYPE_CHECKING:
+    from memoryd.client.zmq_socket import ZmqSocket
+
 CALL_TIMEOUT_S = 10.0
-# pyzmq's flag and option enums cost microseconds per use; the per-call paths pass plain ints.
-_NOBLOCK, _EVENTS, _POLLIN = int(zmq.NOBLOCK), int(zmq.EVENTS), int(zmq.POLLIN)
+HELLO_TIMEOUT_S = 5.0
+BYE_WAIT_S = 0.2
+
+
+class Transport(Protocol):
+    """What carries frames to the daemon: `ZmqSocket` or `Wire`."""
+
+    def send(self, frame: bytes) -> bool: ...
+    def wait_for_peer(self, probe: bytes, timeout_s: float = 1.0) -> None: ...
+    def poll(self, timeout_s: float) -> bool: ...
+    def recv_ready(self) -> list[bytes]: ...
+    def close(self) -> None: ...
 
 
 class Connection:
-    def __init__(self, identity: dict[str, Any], endpoint: str | None = None, autospawn: bool = True) -> None:
+    """One logical connection. `autospawn`: seconds it may spend starting a daemon that is down
+    (True: spawn.SPAWN_WAIT_S; False or 0: never). `stdlib`: speak the wire without pyzmq.
+    `retry`: resend once on a fresh socket after a silent deadline, and say hello again once when
+    the daemon forgot us (a restart). Calls are serialized by a lock (the web view is threaded)."""
+
+    def __init__(self, identity: dict[str, Any], endpoint: str | None = None, autospawn: bool | float = True,
+                 timeout_s: float = CALL_TIMEOUT_S, stdlib: bool = False, retry: bool = True) -> None:
         self.identity = identity
         self.endpoint = endpoint or paths.endpoint()
-        self.autospawn = autospawn
+        self.spawn_s = spawn.SPAWN_WAIT_S if autospawn is True else float(autospawn)
+        self.timeout_s, self.stdlib, self.retry = timeout_s, stdlib, retry
         self.conn_id = os.urandom(12).hex()
-        self.ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
-        self.sock: zmq.Socket[bytes] | None = None
-        self.monitor: zmq.Socket[bytes] | None = None
+        self.transport: Transport | None = None
         self.last_id = 0
         self.session_id: str | None = None
         self.hello: dict[str, Any] = {}
+        self.lock = threading.RLock()
 
     # -- sockets -------------------------------------------------------------------------------
 
-    def open_socket(self) -> zmq.Socket[bytes]:
+    def open_socket(self) -> ZmqSocket:
+        from memoryd.client.zmq_socket import ZmqSocket  # pyzmq loads only when used
+
         self.close_socket()
-        sock = self.ctx.socket(zmq.DEALER)
-        sock.setsockopt(zmq.LINGER, 0)      # the default (-1) would hang ctx.term() on exit
-        sock.setsockopt(zmq.IMMEDIATE, 1)   # with no peer, a send fails fast instead of queueing
-        self.monitor = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
-        sock.connect(self.endpoint)
-        self.sock = sock
+        sock = ZmqSocket(self.endpoint)
+        self.transport = sock
         return sock
 
     def close_socket(self) -> None:
-        if self.sock is not None:
-            try:
-                self.sock.disable_monitor()
-            except zmq.ZMQError:
-                pass
-            self.sock.close(linger=0)
-            self.sock = None
-        if self.monitor is not None:
-            self.monitor.close(linger=0)
-            self.monitor = None
-
-    def daemon_went_away(self) -> bool:
-        """Drain the monitor; True when the daemon side of the socket disconnected."""
-        gone = False
-        while self.monitor is not None:
-            try:
-                self.monitor.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
-                break
-            gone = True
-        return gone
+        if self.transport is not None:
+            self.transport.close()
+            self.transport = None
 
     # -- requests ------------------------------------------------------------------------------
 
@@ -83,21 +91,11 @@ class Connection:
         big for a frame, too deep, not encodable): sent anyway, libzmq would drop the connection.
         """
         frame = encode_request(req_id, op, args, self.conn_id)
-        if self.sock is None:
-            return False
-        try:
-            self.sock.send(frame, _NOBLOCK)
-        except zmq.Again:
-            return False
-        return True
+        return self.transport is not None and self.transport.send(frame)
 
     def recv_ready(self) -> list[dict[str, Any]]:
         replies = []
-        while self.sock is not None and int(self.sock.get(_EVENTS)) & _POLLIN:  # cheaper than a zmq.Again
-            try:
-                frame = self.sock.recv(_NOBLOCK)
-            except zmq.Again:
-                break
+        for frame in self.transport.recv_ready() if self.transport is not None else []:
             try:
                 reply = decode_reply(frame)
             except MemorydError:
@@ -108,73 +106,138 @@ class Connection:
 
     def wait_reply(self, req_id: int, timeout_s: float) -> dict[str, Any] | None:
         deadline = time.monotonic() + timeout_s
-        while self.sock is not None:
+        while self.transport is not None:
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or not self.sock.poll(int(remaining * 1000) + 1):
+            if remaining <= 0 or not self.transport.poll(remaining):
                 return None
             for reply in self.recv_ready():
                 if reply["id"] == req_id:
                     return reply
         return None
 
-    def call(self, op: str, args: dict[str, Any], timeout_s: float = CALL_TIMEOUT_S) -> Any:
-        """A synchronous call with a deadline, one resend on a fresh socket, then DaemonUnavailable."""
-        req_id = self.new_id()
-        for attempt in range(2):
-            if self.sock is None or attempt:
-                self.reconnect()
-            if self.send(req_id, op, args):
-                reply = self.wait_reply(req_id, timeout_s)
-                if reply is not None:
-                    return unwrap(reply)
+    def call(self, op: str, args: dict[str, Any], timeout_s: float | None = None) -> Any:
+        """A synchronous call with a deadline (connecting first when not connected); with `retry`,
+        one resend on a fresh socket and one hello again, then DaemonUnavailable."""
+        timeout_s = self.timeout_s if timeout_s is None else timeout_s
+        with self.lock:
+            req_id = self.new_id()
+            for attempt in range(2 if self.retry else 1):
+                if self.transport is None or attempt:
+                    self.reconnect()
+                if self.send(req_id, op, args):
+                    reply = self.wait_reply(req_id, timeout_s)
+                    forgot = reply is not None and (reply.get("error") or {}).get("kind") == "unknown_connection"
+                    if reply is not None and not (forgot and self.retry and not attempt):
+                        return unwrap(reply)
         raise DaemonUnavailable(self.endpoint, f"no reply to '{op}' within {timeout_s:g} s")
+
+    def tool(self, name: str, **arguments: Any) -> dict[str, Any]:
+        """An agent tool, called as this connection's session (arguments left None are omitted)."""
+        result: dict[str, Any] = self.call("call", {"tool": name, "arguments": _given(arguments)})
+        return result
+
+    def admin(self, action: str, **args: Any) -> dict[str, Any]:
+        """An operator read (daemon/admin.py), or `resolve` of a pending write."""
+        result: dict[str, Any] = self.call("admin", {"action": action, **_given(args)})
+        return result
+
+    def hook(self, action: str, **args: Any) -> dict[str, Any]:
+        """A hook's request (daemon/sessions/hooks.py)."""
+        result: dict[str, Any] = self.call("hook", {"action": action, **args})
+        return result
 
     # -- hello and reconnect -------------------------------------------------------------------
 
     def connect(self) -> dict[str, Any]:
-        """Reach a daemon (auto-spawning it) and say hello, reattaching to our session if any."""
-        if self.autospawn and not spawn.ensure_daemon(self.endpoint):
+        """Reach a daemon (starting one within `autospawn`) and say hello, reattaching to our
+        session if any. Over the stdlib wire a daemon is started only when its socket is missing."""
+        self.close_socket()
+        if self.stdlib:
+            try:
+                return self._hello_over(self._wire)
+            except (FileNotFoundError, ConnectionRefusedError):  # no daemon: start one, within budget
+                self._start_daemon()
+                try:
+                    return self._hello_over(self._wire)
+                except WireError:
+                    pass
+            except WireError:
+                pass
+        elif self.spawn_s:
+            self._start_daemon()
+        return self._hello_over(self.open_socket)
+
+    def _wire(self) -> Wire:
+        self.transport = Wire(self.endpoint, self.timeout_s)
+        return self.transport
+
+    def _start_daemon(self) -> None:
+        if not self.spawn_s or not spawn.ensure_daemon(self.endpoint, wait_s=self.spawn_s):
             raise DaemonUnavailable(self.endpoint, "could not start the daemon (see `memoryd doctor`)")
-        self.open_socket()
+
+    def _hello_over(self, opener: Callable[[], Transport]) -> dict[str, Any]:
         try:
-            return self._hello()
+            return self._hello(opener())
         except BaseException:
             self.close_socket()  # a socket without a session must not look connected
             raise
 
-    def _hello(self) -> dict[str, Any]:
+    def _hello(self, transport: Transport) -> dict[str, Any]:
         req_id = self.new_id()
         args = {"protocol": PROTOCOL, "client_version": __version__, "identity": self.identity,
                 "session_id": self.session_id}
         if not self.send(req_id, "hello", args):
-            self._wait_for_peer()
+            transport.wait_for_peer(encode_request(self.new_id(), "heartbeat", {}, self.conn_id))
             if not self.send(req_id, "hello", args):
                 raise DaemonUnavailable(self.endpoint, "the daemon does not accept connections")
-        reply = self.wait_reply(req_id, 5.0)
+        wait_s = min(HELLO_TIMEOUT_S, self.timeout_s)
+        reply = self.wait_reply(req_id, wait_s)
         if reply is None:
-            raise DaemonUnavailable(self.endpoint, "no reply to hello within 5 s")
+            raise DaemonUnavailable(self.endpoint, f"no reply to hello within {wait_s:g} s")
         self.hello = unwrap(reply)
         self.session_id = self.hello["session_id"]
         return self.hello
 
-    def _wait_for_peer(self, timeout_s: float = 1.0) -> None:
-        # IMMEDIATE makes the first send fail until the ipc connection is up (a few ms after connect).
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.send(self.new_id(), "heartbeat", {}):
-                return
-            time.sleep(0.005)
-
     def reconnect(self) -> dict[str, Any]:
-        self.close_socket()
         return self.connect()
 
-    def close(self, say_bye: bool = True) -> None:
-        if say_bye and self.sock is not None:
-            req_id = self.new_id()
-            if self.send(req_id, "bye", {}):
-                self.wait_reply(req_id, 0.2)
-        self.close_socket()
+    def keepalive(self) -> None:
+        """A heartbeat, so a long-lived operator session is not ended as lost between requests."""
+        with self.lock:
+            if self.transport is not None:
+                try:
+                    self.call("heartbeat", {}, 2.0)
+                except MemorydError:
+                    self.close_socket()  # said hello again on the next request
+
+    def close(self, say_bye: bool = True, wait_s: float = BYE_WAIT_S) -> None:
+        """Say bye (waiting `wait_s` for its answer) and close the socket."""
+        with self.lock:
+            if say_bye and self.transport is not None:
+                req_id = self.new_id()
+                try:
+                    if self.send(req_id, "bye", {}):
+                        self.wait_reply(req_id, wait_s)
+                except OSError:
+                    pass
+            self.close_socket()
+
+
+class Operator(Connection):
+    """The operator's connection, `memoryd-cli/<version>` (terminal verbs) or `memoryd-ui/<version>`
+    (the web view). It never starts a daemon: an operator looking at memory wants to know the
+    daemon is down (DaemonUnavailable), not to get a fresh one on an unexpected store."""
+
+    def __init__(self, client: str = "memoryd-cli", endpoint: str | None = None) -> None:
+        super().__init__({"client": f"{client}/{__version__}"}, endpoint, autospawn=False)
+
+
+def is_unavailable(exc: MemorydError) -> bool:
+    return exc.code == DAEMON_UNAVAILABLE or exc.kind == "daemon_unavailable"
+
+
+def _given(args: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in args.items() if v is not None}
 
 
 def unwrap(reply: dict[str, Any]) -> Any:

@@ -60,16 +60,17 @@ def pid_alive(pid: Any) -> bool:
     return state != "Z"
 
 
-def ping(endpoint: str, timeout_s: float = PING_TIMEOUT_S) -> dict[str, Any] | None:
-    """The daemon's `status` reply, or None when nothing answers within `timeout_s`."""
+def ping(endpoint: str, timeout_s: float = PING_TIMEOUT_S, op: str = "status") -> Any:
+    """The daemon's reply to `op` (`status`, `stop`: the ops that need no hello), or None when
+    nothing answers within `timeout_s` or the daemon refused."""
     import zmq
 
-    ctx = zmq.Context.instance()
+    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
     sock = ctx.socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 0)
     try:
         sock.connect(endpoint)
-        sock.send(encode(request(1, "status", {}, "ping-" + os.urandom(6).hex())))
+        sock.send(encode(request(1, op, {}, "ping-" + os.urandom(6).hex())))
         if not sock.poll(int(timeout_s * 1000)):
             return None
         reply = decode_reply(sock.recv())

@@ -3,13 +3,13 @@
 For short-lived processes (the client hooks): importing pyzmq alone costs ~55 ms, more than a
 third of a hook's whole budget. The daemon's ROUTER — and its ZAP uid check, which reads the
 kernel's peer credentials — cannot tell this from libzmq. One socket, one request at a time;
-a protocol surprise raises `WireError` so the caller can fall back to `client.connection`.
-
-Import contract: stdlib only.
+a protocol surprise raises `WireError` so `client.connection` can fall back to pyzmq. A transport
+of `client.connection`, as `client.zmq_socket` is. Import contract: stdlib only.
 """
 
 from __future__ import annotations
 
+import select
 import socket
 
 
@@ -66,8 +66,20 @@ class Wire:
         size = int.from_bytes(self._exact(8 if flags & 0x02 else 1), "big")
         return flags, self._exact(size)
 
-    def send(self, payload: bytes) -> None:
+    def send(self, payload: bytes) -> bool:
+        """Send, blocking at most the socket's timeout (OSError past it): True, or raises."""
         self.sock.sendall(self._frame_bytes(payload))
+        return True
+
+    def wait_for_peer(self, probe: bytes, timeout_s: float = 1.0) -> None:
+        """Nothing to wait for: the constructor's handshake already met the daemon."""
+
+    def poll(self, timeout_s: float) -> bool:
+        """Whether bytes are there to read within `timeout_s` (a message then waits only for its rest)."""
+        return bool(self.buffer) or bool(select.select([self.sock], [], [], max(0.0, timeout_s))[0])
+
+    def recv_ready(self) -> list[bytes]:
+        return [self.recv()]
 
     def recv(self) -> bytes:
         """The next message (its last frame); commands such as PING are skipped."""

@@ -31,7 +31,7 @@ from memoryd.daemon.episodes.tools import episode_view
 from memoryd.daemon.memories.records import first_line_of
 from memoryd.daemon.memories.writes import memory_write_cancel, memory_write_confirm
 from memoryd.daemon.sessions import records
-from memoryd.daemon.sync import service as sync_service
+from memoryd.daemon.sync import actions as sync_actions
 from memoryd.errors import BadRequest, InvalidParams, ResourceState
 
 MAX_ROWS = 500
@@ -44,8 +44,8 @@ def handle(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[str, Any
     action = args.get("action")
     if action == "resolve":
         return resolve(core, conn, args)
-    if action in sync_service.ACTIONS:  # `memoryd sync …` (daemon/sync/service.py)
-        return sync_service.ACTIONS[action](core, conn, args)
+    if action in sync_actions.ACTIONS:  # `memoryd sync …` (daemon/sync/actions.py)
+        return sync_actions.ACTIONS[action](core, conn, args)
     reader = READERS.get(action) if isinstance(action, str) else None
     if reader is None:
         raise BadRequest(f"unknown admin action {str(action)[:64]!r}; known: resolve, {', '.join(READERS)}",

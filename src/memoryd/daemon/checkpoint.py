@@ -154,8 +154,8 @@ def _decode_core(data: dict[str, Any]) -> dict[str, Any]:
     """The core's log-derived attributes, built whole before any is assigned. A session's
     episode ids come as positions in `logged_episodes`, so the 88k ids of a large store exist
     once, shared by the sets, without interning each. Closed sessions stay packed rows until
-    read (`SessionTable.get`): unpacking 11k rows of 15 fields was ~28 ms of every start, and the
-    file's checksum (`_checked`) already vouches for their bytes."""
+    read (`SessionTable.get`): unpacking them all was a visible share of every start
+    (docs/benchmark.md), and the file's checksum (`_checked`) already vouches for their bytes."""
     logged = data["logged_episodes"]
     if not idents.all_of_type(logged, str):
         raise ValueError("an episode id is not text")
@@ -209,7 +209,7 @@ def _logged_ids(positions: list[Any], logged: list[str]) -> tuple[str, ...]:
 
 def _cold_requests(packed: bytes, conns: list[str]) -> dict[str, Any]:
     """The request keys stay packed until a connection they name calls again (`Core.applied`):
-    decoding 50k of them was ~0.1 s and ~20 MB of a start that new bridges never need."""
+    decoding them costs a start time and memory that new bridges never need (docs/benchmark.md)."""
     if type(packed) is not bytes or not idents.all_of_type(conns, str):
         raise ValueError("the request keys are not packed as this version packs them")
 
@@ -223,8 +223,8 @@ def _cold_requests(packed: bytes, conns: list[str]) -> dict[str, Any]:
 
 def _decode_requests(rows: Any) -> OrderedDict[str, Any]:
     """Request keys with what a retry is answered from, built at C speed: the values stay the
-    lists msgpack made (`Core.applied` reads either), and no id is interned. Converting and
-    interning 50k of them was ~0.15 s of a start, to save a few MB."""
+    lists msgpack made (`Core.applied` reads either), and no id is interned: converting and
+    interning them cost a start more than the few MB it saves (docs/benchmark.md)."""
     if type(rows) is not list:
         raise ValueError("the request keys are not a list")
     reqs: OrderedDict[str, Any] = OrderedDict(rows)

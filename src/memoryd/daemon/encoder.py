@@ -38,6 +38,7 @@ MAX_TOKENS = 256  # the model's max_seq_length; longer texts are cut (a memory i
 _HEADS = 12
 _LAYERS = 6
 _EPS = 1e-12
+_SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
 
 
 class EncoderUnavailable(Exception):
@@ -95,12 +96,17 @@ def _layer_norm(x: np.ndarray, norm: tuple[np.ndarray, np.ndarray]) -> np.ndarra
 
 
 def _gelu(x: np.ndarray) -> np.ndarray:
-    """BERT's exact (erf) GELU; numpy has no erf, so Abramowitz-Stegun 7.1.26 (error < 1.5e-7)."""
-    z = np.abs(x) * (1 / math.sqrt(2))
-    t = 1 / (1 + 0.3275911 * z)
-    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
-    erf = np.sign(x) * (1 - poly * np.exp(-z * z))
-    return 0.5 * x * (1 + erf)
+    """GELU in its tanh form, in place: a third of the erf form's cost (numpy has no erf), and the
+    vectors it gives agree with the exact form's to a cosine of 0.999999 (docs/search.md)."""
+    inner = x * x
+    inner *= 0.044715 * _SQRT_2_OVER_PI
+    inner += _SQRT_2_OVER_PI
+    inner *= x
+    np.tanh(inner, out=inner)
+    inner += 1
+    inner *= x
+    inner *= 0.5
+    return inner
 
 
 class Encoder:

@@ -20,7 +20,7 @@ from memoryd.errors import StorageError
 log = logging.getLogger("memoryd.daemon")
 
 TTL_RECHECK_S = 60.0
-# Cache-loaded files compared with the disk per slice after a start, per tier (~1-2 ms). A slice
+# Cache-loaded files compared with the disk per slice after a start, per tier (docs/benchmark.md). A slice
 # runs when the loop is idle, so a call never waits behind one unless it arrives during it; under
 # a load that leaves the loop no idle turn, one a second still runs, so the check always ends.
 VERIFY_SLICE = 250

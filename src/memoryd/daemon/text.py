@@ -101,7 +101,7 @@ _CHUNK_CACHE: dict[str, tuple[str, ...]] = {}
 @lru_cache(maxsize=65_536)
 def stem(word: str) -> str:
     """The Snowball English stem of a lowercase word. Cached: a store repeats its words."""
-    return _STEMMER.stemWord(word)
+    return str(_STEMMER.stemWord(word))
 
 
 def _chunk_terms(chunk: str) -> tuple[str, ...]:

@@ -20,6 +20,7 @@ import zmq
 
 from memoryd import identity
 from memoryd.client.connection import CALL_TIMEOUT_S, Connection
+from memoryd.client.zmq_socket import ZmqSocket
 from memoryd.errors import (
     DAEMON_UNAVAILABLE,
     INTERNAL_ERROR,
@@ -105,7 +106,7 @@ class Bridge:
     # -- daemon --------------------------------------------------------------------------------
 
     def ensure_connected(self) -> Connection:
-        if self.conn is None or self.conn.sock is None:
+        if self.conn is None or self.conn.transport is None:
             ident = identity.capture()
             name = self.client_info.get("name")
             ident["client"] = f"{name}/{self.client_info.get('version', '?')}" if name else None
@@ -195,7 +196,7 @@ class Bridge:
             for pending in self.pending.values():
                 pending.deadline = max(pending.deadline, now + CALL_TIMEOUT_S)
             self.recover()
-        if self.conn is not None and self.conn.sock is not None and now - self.last_sent > self.heartbeat_s():
+        if self.conn is not None and self.conn.transport is not None and now - self.last_sent > self.heartbeat_s():
             self.conn.send(self.conn.new_id(), "heartbeat", {})
             self.last_sent = now
 
@@ -320,7 +321,8 @@ class Bridge:
         self.on_lines(self.reader.take())  # lines that arrived together with the first one
         poller, polled = zmq.Poller(), None
         while not self.eof or (self.pending and time.monotonic() < drain_until):  # type: ignore[operator]
-            sockets = (self.conn.sock, self.conn.monitor) if self.conn is not None else (None, None)
+            transport = self.conn.transport if self.conn is not None else None
+            sockets = (transport.sock, transport.monitor) if isinstance(transport, ZmqSocket) else (None, None)
             if sockets != polled:  # connected, or reconnected on new sockets: poll those
                 poller, polled = zmq.Poller(), sockets
                 poller.register(0, zmq.POLLIN)
@@ -328,9 +330,9 @@ class Bridge:
                     poller.register(sockets[0], zmq.POLLIN)
                     poller.register(sockets[1], zmq.POLLIN)
             ready = dict(poller.poll(250))
-            if self.conn is not None and self.conn.monitor in ready and self.conn.daemon_went_away():
+            if isinstance(transport, ZmqSocket) and transport.monitor in ready and transport.went_away():
                 self.recover()
-            if self.conn is not None and self.conn.sock in ready:
+            if self.conn is not None and self.conn.transport is transport and sockets[0] in ready:
                 self.on_daemon_replies(self.conn.recv_ready())
             if 0 in ready and not self.eof:
                 self.on_stdin()

@@ -48,9 +48,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
+from memoryd.client.connection import Operator, is_unavailable
 from memoryd.errors import MemorydError
 from memoryd.ui import assets, pages
-from memoryd.ui.operator import Operator, is_unavailable
 
 HOST = "127.0.0.1"
 PORT_BASE, PORT_SPAN = 47000, 2000
@@ -452,12 +452,12 @@ class Handler(BaseHTTPRequestHandler):
 
     def page_session(self, rest: str, query: dict[str, list[str]]) -> None:
         session = self.ui.operator.admin("session", session_id=rest)
-        episodes = self.ui.operator.request("episodes", {"action": "list", "session": rest})
+        episodes = self.ui.operator.call("episodes", {"action": "list", "session": rest})
         self.send(200, pages.session_page(session, episodes, **self.banners(query)))
 
     def page_health(self, rest: str, query: dict[str, list[str]]) -> None:
         op = self.ui.operator
-        status, health = op.request("status", {}), op.tool("memory_health")
+        status, health = op.call("status", {}), op.tool("memory_health")
         conflicts, pending = op.admin("conflicts"), op.admin("pending")
         self.send(200, pages.health_page(status, health, conflicts, pending["total"], **self.banners(query)))
 
@@ -568,7 +568,7 @@ def main(ns: argparse.Namespace) -> int:
     operator = Operator("memoryd-ui")
     try:
         spawn.ensure_daemon(paths.endpoint())  # started as a bridge starts it, like every CLI verb
-        status = operator.request("status", {})
+        status = operator.call("status", {})
     except MemorydError as exc:
         if not is_unavailable(exc):
             raise
@@ -591,7 +591,7 @@ def main(ns: argparse.Namespace) -> int:
         import webbrowser
 
         webbrowser.open(ui.url(ui.new_code()))  # its own code: the browser's argv is readable by `ps`
-    period = float((operator.conn.hello or {}).get("heartbeat_s", 5)) if operator.conn else 5.0
+    period = float(operator.hello.get("heartbeat_s", 5))
     threading.Thread(target=_keepalive, args=(ui, period), daemon=True).start()
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown, daemon=True).start())
     try:

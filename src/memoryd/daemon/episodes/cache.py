@@ -137,7 +137,7 @@ def read_cache(path: Path) -> tuple[dict[str, Packed], int | None]:
 
 def sessions_of(entries: Any, source: CacheFile | None) -> dict[str, Packed]:
     """The header's session entries that have the right shape, by session. Format 3's entries
-    are checked in this loop, not a call each: 11k entries took 45 ms that way, 4 µs apiece."""
+    are checked in this loop, not a call each, which was slow at 11k entries (docs/benchmark.md)."""
     if source is None:
         return {entry[0]: packed for entry in entries if (packed := _packed_entry(entry, None)) is not None}
     sessions = {}
@@ -148,7 +148,7 @@ def sessions_of(entries: Any, source: CacheFile | None) -> dict[str, Packed]:
                     or type(offset) is not int or type(length) is not int or offset < 0 or length < 0
                     or type(worktrees) is not tuple or any(type(n) is not int for _, n in worktrees)):
                 continue
-            "".join(ids)  # TypeError unless every id is text: at C speed, ~1 ms for 88k
+            "".join(ids)  # TypeError unless every id is text: at C speed (docs/benchmark.md)
         except (TypeError, ValueError):
             continue
         sessions[session_id] = Packed(ids, newest, worktrees, swarms, None, (offset, length), source)
@@ -201,7 +201,7 @@ def _packed_entry(entry: Any, source: None) -> Packed | None:
 def _from_version_1(rows: tuple[Any, ...]) -> tuple[Any, ...]:
     """Session entries from a version-1 cache (one row per file: key, size, mtime, id, session,
     created, takeaway, first_line, scopes, swarm, worktree), so the first start after an upgrade
-    does not parse every episode file again (88k took ~40 s here). Rows of another shape are left
+    does not parse every episode file again (docs/benchmark.md). Rows of another shape are left
     out: their files are read."""
     grouped: dict[str, list[tuple[Any, ...]]] = {}
     for row in rows:

@@ -1,5 +1,5 @@
 """A derived cache of parsed memory files (`state/memories.cache`), so a start with 100k memories
-does not re-read and re-parse 100k YAML frontmatters (~25 s).
+does not re-read and re-parse 100k YAML frontmatters (docs/benchmark.md).
 
 Import contract: msgpack, store, records. The cache is only ever a shortcut: an entry is used for
 a file still listed under its name, and the file's size and mtime are compared with the entry
@@ -71,7 +71,7 @@ def decode(raw: bytes) -> tuple[Mapping[str, tuple[Any, ...]], RowTables, str | 
 class ColumnRows(Mapping[str, tuple[Any, ...]]):
     """Format 3's rows (key, size, mtime_ns, sha256, then `records.ROW_FIELDS`), kept as the
     columns they were stored in: a start that trusts the cache makes its records from the
-    columns at C speed (`recovery._load_cached`, 100k rows one at a time were ~0.25 s more); the
+    columns at C speed (`recovery._load_cached`; one row at a time is slower, docs/benchmark.md); the
     rows by key are made only if the folders are listed."""
 
     def __init__(self, columns: Any) -> None:
@@ -128,7 +128,7 @@ def encode(entries: Iterable[tuple[str, tuple[int, int], Memory, str]], gen: str
 # index. msgpack, read with O_NOFOLLOW, for the same reasons as the parse cache.
 
 INDEX_NAME = "search.index"
-INDEX_VERSION = 3  # 3: content postings as one blob (search.py, `_columns`)
+INDEX_VERSION = 3  # 3: content postings as one blob (search/postings.py, `_columns`)
 _MAX_INDEX_BYTES = 2 * 1024 * 1024 * 1024
 
 

@@ -15,8 +15,8 @@ from memoryd.daemon.text import STOPWORDS, word_tokens
 
 class _Lazy:
     """A pattern compiled on first use, then called as fast as the compiled one: its methods are
-    copied onto the instance. The ~40 patterns below took ~20 ms to compile, a tenth of a daemon
-    start; the memory tier compiles them in its first slice after start (`compile_patterns`)."""
+    copied onto the instance. Compiling the ~40 patterns below is a tenth of a daemon start
+    (docs/benchmark.md); the memory tier compiles them in its first slice after start (`compile_patterns`)."""
 
     _METHODS = ("search", "match", "fullmatch", "finditer", "findall", "sub", "split")
 
@@ -426,8 +426,8 @@ _TAINT_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
 
 
 # Words a pattern cannot match without, as `_folded` writes them: a text holding none of them
-# skips that pattern's regex. Running all seven was ~35 µs of a ~0.9 ms write, and most text
-# holds none of these words. (Keep each tuple in step with its pattern: tests/unit/test_gates.py
+# skips that pattern's regex. Running all seven is a measurable share of a write
+# (docs/benchmark.md), and most text holds none of these words. (Keep each tuple in step with its pattern: tests/unit/test_gates.py
 # checks the scan against the bare regexes.)
 _TAINT_NEEDS: dict[str, tuple[str, ...]] = {
     "ignore-instructions": ("ignore", "disregard", "forget", "override"),

@@ -237,7 +237,7 @@ class RowTables:
                 and type(category) is str):
             raise TypeError("a cache row with a field of the wrong type")
         intern = sys.intern
-        # Positional, in ROW_FIELDS order: 100k keyword calls cost ~0.3 s more at start. A record
+        # Positional, in ROW_FIELDS order: keyword calls slow a large start (docs/benchmark.md). A record
         # never edited has `updated == created`: one string for both (7 MB at 100k).
         return Memory(intern(memory_id), content, self.scopes[scopes], intern(category), intern(confidence),
                       intern(source), created, created if updated == created else updated,
@@ -247,7 +247,7 @@ class RowTables:
 
     def from_columns(self, columns: Sequence[Sequence[Any]]) -> list[Memory]:
         """The memories of a cache's `ROW_FIELDS` columns, as `from_row` makes them one at a
-        time, with the same checks, column by column at C speed (100k rows: ~0.3 s one by one);
+        time, with the same checks, column by column at C speed (docs/benchmark.md);
         TypeError/ValueError/IndexError when a column is not what `to_row` writes."""
         (ids, content, scopes, category, confidence, source, created, updated, session_id, origin,
          last_verified_at, verified_paths, verified_commits, note, links, tainted, taint, anchor, removed_at,

@@ -283,8 +283,8 @@ class Semantic:
             log.warning("state/vectors.bin is unreadable (%s): embedding every memory again", exc)
         keep = [(m, s) for m, s, _ in snapshot if saved.get(m, ("",))[0] == s]
         if keep and matrix is not None:
-            rows = [saved[m][1] for m, _ in keep]
-            self._outbox.append(("vectors", ([m for m, _ in keep], [s for _, s in keep], matrix[rows])))
+            picked = [saved[m][1] for m, _ in keep]
+            self._outbox.append(("vectors", ([m for m, _ in keep], [s for _, s in keep], matrix[picked])))
         kept = {m for m, _ in keep}
         return [item for item in snapshot if item[0] not in kept]
 

@@ -53,8 +53,8 @@ class TierState:
         self.dropped_late = 0                       # cache-loaded records whose file was gone
         self.helper: Any = None                     # the prefetch helper (recovery.prefetch), while it runs
         # Writes the parse cache and index snapshot a start built, on the first idle turn after it
-        # (`MemoryTier.save_built_caches`): at 10k memories, encoding, writing and syncing them was
-        # ~0.2 s of a cold start that a client waited for.
+        # (`MemoryTier.save_built_caches`): encoding, writing and syncing them was a share of a
+        # cold start that a client waited for (docs/benchmark.md).
         self.save_after_start: Callable[[], None] | None = None
         self.loaded = False                         # replay is over: events now are live ones
         self.live: LiveMemories = LiveMemories(self.project_of)

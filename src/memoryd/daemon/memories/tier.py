@@ -39,7 +39,7 @@ from memoryd.daemon.scopes import unique
 from memoryd.errors import InvalidParams, ResourceState, StorageError
 
 log = logging.getLogger("memoryd.daemon")
-ANCHOR_SLICE = 100  # memories the anchor index takes in per idle turn (~15 ms on a loaded CPU)
+ANCHOR_SLICE = 100  # memories the anchor index takes in per idle turn (short: docs/benchmark.md)
 
 
 def attach(core: Core) -> MemoryTier:

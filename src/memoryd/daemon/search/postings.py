@@ -222,7 +222,7 @@ class Postings:
     @staticmethod
     def _columns(content: dict[str, bytes], scope: dict[str, bytes], df: dict[str, int]) -> dict[str, Any]:
         """The postings and document frequencies of a snapshot: a start decodes a few large
-        objects, not a bytes object and a key per term (110k terms: ~0.2 s)."""
+        objects, not a bytes object and a key per term (docs/benchmark.md)."""
         terms = [*content, *(t for t in scope if t not in content)]
         return {"terms": _TERM_SEP.join(terms), "stored": b"".join(content.values()),
                 "stored_ends": array(_END_TYPE, accumulate(map(len, content.values()))).tobytes(),
@@ -232,9 +232,8 @@ class Postings:
     def build(cls, docs: Iterable[tuple[str, str, Iterable[str], str]],
               progress: Callable[[int], None] | None = None) -> Self:
         """The index of `docs` ((doc_id, content, scopes, recency_ts) each, ids distinct), built
-        straight into the packed form a snapshot restores: what `add` would give, in ~2/3 of the
-        time, with no per-term dicts, and a snapshot of it is a copy of its postings (a cold start
-        at 100k memories: add 5.9 s + export 1.2 s against build 4.6 s + export ~0.1 s)."""
+        straight into the packed form a snapshot restores: what `add` would give, in less time,
+        with no per-term dicts, and a snapshot of it is a copy of its postings (docs/benchmark.md)."""
         content: dict[str, list[int]] = {}
         scope: dict[str, list[int]] = {}
         df: dict[str, int] = {}

@@ -16,13 +16,7 @@ from dataclasses import dataclass
 from memoryd.daemon import frontmatter, idents
 from memoryd.daemon.memories.args import check_scope_list
 from memoryd.daemon.memories.gates import find_credentials, scan_taint
-from memoryd.daemon.memories.records import (
-    CATEGORIES,
-    CONFIDENCES,
-    HANDOFF,
-    Memory,
-    from_meta,
-)
+from memoryd.daemon.memories.records import CATEGORIES, CONFIDENCES, HANDOFF, Memory, from_meta
 from memoryd.daemon.sync.layout import CONFLICTS, FOLDER_OF, TOMB
 from memoryd.daemon.sync.merge import STAMP_FIELDS, horizon, stamp_ms
 from memoryd.errors import InvalidParams

@@ -18,15 +18,7 @@ from memoryd.daemon import frontmatter, nofollow
 from memoryd.daemon.memories.records import sha256_hex
 from memoryd.daemon.sync import admission
 from memoryd.daemon.sync.git import Git, GitFailed
-from memoryd.daemon.sync.layout import (
-    CONFLICTS,
-    FOLDER_OF,
-    LIVE,
-    TOMB,
-    Layout,
-    escaped,
-    write_atomic,
-)
+from memoryd.daemon.sync.layout import CONFLICTS, FOLDER_OF, escaped, write_atomic
 from memoryd.daemon.sync.merge import Version
 
 TOP_FOLDERS = ("memories", "tombstones", "conflicts")
@@ -36,9 +28,9 @@ ATTRIBUTES = b"* -text -eol -filter -diff -merge -ident -working-tree-encoding\n
 QUARANTINE_MAX_BYTES = 64 << 20  # refused files' bytes and rows, in all: a remote cannot fill the disk
 
 
-def check_plain(layout: Layout) -> None:
+def check_plain(*paths: Path) -> None:
     """The sync folder and the clone must be real directories: a link there is never followed."""
-    for path in (layout.dir, layout.repo):
+    for path in paths:
         if os.path.islink(path) or (os.path.lexists(path) and not nofollow.is_plain_dir(path)):
             raise GitFailed("local_error", f"{path} is a symbolic link or not a directory; memoryd follows "
                             "no link in its store: remove it, then memoryd sync init again")
@@ -74,13 +66,10 @@ def repair(git: Git, full: bool = False) -> str | None:
 
 
 def checkout(git: Git, old: str | None, new: str | None, full: bool = False) -> None:
-    """Move HEAD, the index and the working tree from commit `old` to `new` — never with git's
-    own checkout. Only records are ever on disk (regular files within the size cap), written
-    from their blobs byte for byte; whatever else a remote pushed (a bare repository with a
-    hostile config, a gigabyte of zeros, a .gitattributes) stays in the tree but never in the
-    working tree: its index entry is marked skip-worktree, so git takes it as unchanged and keeps
-    it in every commit. `full`: empty the working tree and write every record (a clone a killed
-    sync left, or one an older memoryd checked out whole); otherwise only the entries that changed."""
+    """Move HEAD, the index and the working tree from commit `old` to `new`, never with git's own
+    checkout: records are written from their blobs; anything else a remote pushed stays in the
+    tree only, its index entry marked skip-worktree. `full`: empty the working tree and write every
+    record (a clone a killed sync left, or one an older memoryd checked out whole)."""
     repo = git.repo
     before, after = ({} if full else git.tree(old)), git.tree(new)
     changed = {path: entry for path, entry in after.items() if before.get(path) != entry}
@@ -97,7 +86,7 @@ def checkout(git: Git, old: str | None, new: str | None, full: bool = False) -> 
                 drop_kept(repo, repo / path)  # settled on another machine: its folder goes too
             else:
                 real_parents(repo, repo / path).unlink(missing_ok=True)
-    data = git.blobs(sorted(set(records.values())))
+    data = dict(git.iter_blobs(sorted(set(records.values()))))
     for path, blob in records.items():
         if blob in data:
             write_atomic(real_parents(repo, repo / path), data[blob])
@@ -133,9 +122,9 @@ def real_parents(repo: Path, path: Path) -> Path:
 
 def place(repo: Path, memory_id: str, state: str, data: bytes) -> None:
     """Put a record into the clone's working tree in its state's folder, out of the other one."""
-    for other in (LIVE, TOMB):
+    for other, folder in FOLDER_OF.items():
         if other != state:
-            target = real_parents(repo, repo / FOLDER_OF[other] / f"{memory_id}.md")
+            target = real_parents(repo, repo / folder / f"{memory_id}.md")
             if os.path.lexists(target):
                 target.unlink()
     write_atomic(real_parents(repo, repo / FOLDER_OF[state] / f"{memory_id}.md"), data)
@@ -161,8 +150,8 @@ def keep_loser(repo: Path, memory_id: str, data: bytes) -> None:
 
 def read_clone_record(repo: Path, memory_id: str) -> Version | None:
     """The clone's version of a record; None when it has none (a linked folder holds none)."""
-    for state in (LIVE, TOMB):
-        path = repo / FOLDER_OF[state] / f"{memory_id}.md"
+    for state, folder in FOLDER_OF.items():
+        path = repo / folder / f"{memory_id}.md"
         try:
             nofollow.check_no_links(repo, path)
             return Version(state, nofollow.read_nofollow(path))
@@ -195,12 +184,11 @@ class Quarantine:
             pass
 
     def keep(self, path: str, blob: str, data: bytes | None, reason: str, rows: list[dict[str, str]]) -> None:
-        """Keep a refused file's bytes (never through a link) and add its row to `rows` (the job's
-        report), unless it was reported before. The folder holds at most QUARANTINE_MAX_BYTES:
-        bytes that do not fit (or were never read, over the size cap) are not kept, only the row; a
-        row that does not fit either is not written, and the file is reported again by the next
-        sync. The path is kept as text (`escaped`): a name that is not UTF-8 must not break a
-        reply or last.json."""
+        """Keep a refused file's bytes and add its row to `rows` (the job's report), unless it was
+        reported before. Past QUARANTINE_MAX_BYTES bytes are not kept (nor those never read, over
+        the size cap), only the row; a row that does not fit either is not written (the next sync
+        reports the file again). The path is kept as text: a name that is not UTF-8 must not
+        break a reply or last.json."""
         if blob in self.listed:
             return
         self.listed.add(blob)

@@ -24,8 +24,9 @@ if TYPE_CHECKING:
 GIT_TIMEOUT_S = 120.0  # read at each call (a test shortens it)
 BATCH_BYTES = 16 << 20  # blob bytes one `cat-file --batch` read may hold
 # NO_PROGRAMS (no discovered bare repository, no hooks, no signature program) lives with the
-# staleness probe, the other git caller: sync may import a tier, not the reverse. And the ones that make git non-interactive and keep the user's config from changing what a
-# sync does: no signing, no line-ending rewrites, no automatic gc in the middle of a sync.
+# staleness probe, the other git caller: sync may import a tier, not the reverse. The rest make git
+# non-interactive and keep the user's config from changing what a sync does: no signing, no
+# line-ending rewrites, no automatic gc in the middle of a sync.
 _SETTINGS = (*NO_PROGRAMS, "commit.gpgsign=false", "tag.gpgsign=false", "core.autocrlf=false",
              "core.safecrlf=false", "gc.auto=0", "core.quotePath=false", "advice.detachedHead=false",
              "init.defaultBranch=main", "protocol.ext.allow=never", "submodule.recurse=false",
@@ -87,7 +88,7 @@ def environment(device_id: str, device_name: str) -> dict[str, str]:
 
 class Git:
     """Runs git in `repo` (the sync clone) with the device's identity; `cap` is the largest blob
-    `blobs` reads (a record's size cap: anything larger is never a record)."""
+    `iter_blobs` reads (a record's size cap: anything larger is never a record)."""
 
     def __init__(self, repo: Path, device_id: str, device_name: str, cap: int = 1 << 20) -> None:
         self.repo = repo
@@ -131,9 +132,8 @@ class Git:
     # -- refs and history -------------------------------------------------------------------------
 
     def clone(self, remote: str) -> None:
-        """Clone `remote` into the empty clone folder. No checkout (`clone.checkout` writes the
-        records), no local shortcut, no tags; a clone, not init + fetch: only a clone learns
-        the branch an empty remote's HEAD names."""
+        """Clone `remote` here without a checkout (`clone.checkout` writes the records): a clone,
+        not init + fetch, since only a clone learns the branch an empty remote's HEAD names."""
         self.run("clone", "-q", "--no-checkout", "--no-local", "--no-tags", "--origin", "origin", "--", remote, ".")
 
     def head_branch(self) -> str | None:
@@ -206,7 +206,7 @@ class Git:
         return bool(self.run("status", "--porcelain", "-z", "--untracked-files=all", "--ignored", check=False).stdout)
 
     def reset_index(self, rev: str | None) -> None:
-        """Point HEAD and the index at `rev` (an empty index for None); the working tree is not touched."""
+        """Point HEAD and the index at `rev` (None: empty the index); the working tree is not touched."""
         if rev is None:
             self.run("read-tree", "--empty")
         else:
@@ -214,7 +214,7 @@ class Git:
 
     def skip_worktree(self, paths: list[bytes], skip: bool = True) -> None:
         """Mark the index entries of `paths` as never on disk (git takes them as unchanged and keeps
-        them in every commit), or with `skip=False` as on disk again."""
+        them in every commit), or, `skip=False`, as on disk again."""
         self.run("update-index", "--skip-worktree" if skip else "--no-skip-worktree", "-z", "--stdin",
                  stdin=b"\0".join(paths) + b"\0")
 
@@ -289,10 +289,6 @@ class Git:
             held += size
         if chunk:
             yield from self._read(chunk)
-
-    def blobs(self, ids: list[str]) -> dict[str, bytes]:
-        """The contents of the blobs of `ids` no larger than `cap` (larger ones are left out)."""
-        return dict(self.iter_blobs(ids))
 
     def _read(self, ids: list[str]) -> Iterator[tuple[str, bytes]]:
         raw = self.run("cat-file", "--batch", stdin="".join(f"{i}\n" for i in ids).encode()).stdout

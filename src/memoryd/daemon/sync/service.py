@@ -4,16 +4,9 @@ The worker (worker.py) runs git in a thread; the loop never waits for it. `run_d
 the reaper's timed pass) starts a requested or scheduled job and, once the worker is done,
 admits the pulled records into the live store through the tier — staged writes made durable by
 the pass's group commit, indexed at once — and logs each with its id, sha256 and device.
-
-Events (ids, shas, devices and counts, never content), each applied by `SyncState.apply`
-both live and at replay, so a restart rebuilds the same state:
-
-| kind | fields | applied as |
-|---|---|---|
-| `sync_push` | memory_id, state, sha | the clone and the store agree on this version |
-| `sync_pull` | memory_id, state, sha, device | as above, and the tier's last logged sha: the file is accounted for, not hand-edited |
-| `sync_resolve` | memory_id, keep, shas, sha?, state? | those kept losers are settled; with keep=other the new version's sha |
-| `sync` | job, status, error, pushed, pulled, deferred, conflicts, quarantined, head | the audit line of one job |
+Each sync event (ids, shas, devices and counts, never content: docs/sync.md, "Events") is
+applied by `SyncState.apply` both live and at replay, so a restart rebuilds the same state.
+The operator's verbs (`memoryd sync …`) that start jobs and settle conflicts are `actions`.
 """
 
 from __future__ import annotations
@@ -26,26 +19,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memoryd.daemon import frontmatter, idents, nofollow
-from memoryd.daemon.connections import Conn
+from memoryd.daemon import frontmatter, nofollow
 from memoryd.daemon.core import Core
-from memoryd.daemon.memories.records import HANDOFF, Memory, render_memory
+from memoryd.daemon.memories.records import HANDOFF, Memory
 from memoryd.daemon.memories.tier import MemoryTier
-from memoryd.daemon.sync.job import Job, Result
-from memoryd.daemon.sync.layout import (
-    CONFLICTS,
-    FOLDER_OF,
-    LIVE,
-    TOMB,
-    Layout,
-    branch_of,
-    count_quarantined,
-    escaped,
-)
+from memoryd.daemon.sync.job import Incoming, Job, Result
+from memoryd.daemon.sync.layout import CONFLICTS, FOLDER_OF, LIVE, TOMB, Layout, count_quarantined, escaped
 
 if TYPE_CHECKING:
     from memoryd.daemon.sync.worker import Worker
-from memoryd.errors import InvalidParams, ResourceState, StorageError
+from memoryd.errors import ResourceState, StorageError
 
 log = logging.getLogger("memoryd.daemon")
 POLL_S = 0.05           # how often the loop looks for a finished job while one runs
@@ -54,20 +37,19 @@ ADMIT_BATCH = 200       # pulled records admitted per pass: a long pull never ho
 # short interval does not fill the log with the same error.
 MAX_RETRY_S = 3600.0
 MAX_ROWS = 20
-MAX_REMOTE_CHARS = 4096
 EVENT_IDS = 100  # ids a `sync` event lists (with the total): a log line stays small
 # One worker per store, outliving `Core.reload` (which rebuilds the state, not the thread).
-_WORKERS: dict[Path, Worker] = {}
+WORKERS: dict[Path, Worker] = {}
 
 
 def worker_for(core: Core) -> Worker:
     """This store's worker, made (and the worker, git and merge code imported) at its first use:
     a daemon that never syncs never loads them."""
-    worker = _WORKERS.get(core.root)
+    worker = WORKERS.get(core.root)
     if worker is None:
         from memoryd.daemon.sync.worker import Worker
 
-        worker = _WORKERS[core.root] = Worker(core.root)
+        worker = WORKERS[core.root] = Worker(core.root)
     return worker
 
 
@@ -275,7 +257,7 @@ class SyncState:
 def run_due(core: Core, now: float) -> None:
     """Admit a finished job's result (ADMIT_BATCH records a pass), or start a requested or
     scheduled job."""
-    state, worker = state_of(core), _WORKERS.get(core.root)
+    state, worker = state_of(core), WORKERS.get(core.root)
     if worker is not None and worker.admitting is None and worker.busy():
         result = worker.take()
         if result is None:
@@ -319,7 +301,7 @@ def _safely(state: SyncState, result: Result, step: Callable[[SyncState, Result]
 
 def next_due_in(core: Core, now: float) -> float:
     """Seconds until `run_due` has something to do (the loop's poll timeout)."""
-    state, worker = state_of(core), _WORKERS.get(core.root)
+    state, worker = state_of(core), WORKERS.get(core.root)
     if worker is not None and worker.admitting is not None:
         return 0.0
     if worker is not None and worker.busy():
@@ -386,7 +368,7 @@ def finish(state: SyncState, result: Result) -> None:
         state.next_auto = core.clock() + min(MAX_RETRY_S, interval * 2 ** min(state.failures, 12))
 
 
-def removes_this(tier: MemoryTier, item: Any) -> bool:
+def removes_this(tier: MemoryTier, item: Incoming) -> bool:
     """False for a pulled tombstone that would replace this machine's live version with other
     text: a removal elsewhere buries the version both machines had (`bury` changes nothing but
     `removed_at` and `removed_reason`), so anything else in it — content, scopes, taint — is
@@ -394,10 +376,10 @@ def removes_this(tier: MemoryTier, item: Any) -> bool:
     live = tier.live.get(item.memory_id)
     if item.state != TOMB or live is None:
         return True
-    return replace(item.memory, removed_at=None, removed_reason=None) == live
+    return bool(replace(item.memory, removed_at=None, removed_reason=None) == live)
 
 
-def refuse(state: SyncState, result: Result, item: Any, reason: str) -> None:
+def refuse(state: SyncState, result: Result, item: Incoming, reason: str) -> None:
     """Quarantine a pulled version the loop refused, like the worker's refusals (reported once)."""
     import hashlib
 
@@ -467,154 +449,6 @@ def conflicts_in_clone(repo: Path) -> dict[str, list[str]]:
     return found
 
 
-# -- operator actions (the `admin` op) --------------------------------------------------------------
-
-def _running(core: Core) -> tuple[int, str, str] | None:
-    """(job number, kind, phase) of the job that runs, is being admitted, or is about to start."""
-    worker = _WORKERS.get(core.root)
-    if worker is not None and worker.admitting is not None:
-        result = worker.admitting
-        return result.number, result.kind, f"admitting {result.position} of {len(result.incoming)} pulled records"
-    if worker is not None and worker.busy() and worker.running is not None:
-        return worker.running.number, worker.running.kind, worker.phase
-    job = state_of(core).requested
-    return None if job is None else (job.number, job.kind, "starting")
-
-
-def action_init(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[str, Any]:
-    remote = args.get("remote")
-    if not isinstance(remote, str) or not remote.strip() or len(remote) > MAX_REMOTE_CHARS:
-        raise InvalidParams("remote", "must be a git remote: a path, ssh or https URL")
-    remote = remote.strip()
-    if remote.startswith("-") or any(c in remote for c in "\n\r\0"):
-        raise InvalidParams("remote", "must not start with '-' or hold control characters")
-    if "://" not in remote and ":" not in remote.split("/", 1)[0]:
-        remote = str(Path(remote).expanduser().absolute())  # a path: absolute, as git remotes want
-    if _running(core) is not None:
-        raise ResourceState("sync_running", "sync", "a sync is running; set up sync when it has finished")
-    state = state_of(core)
-    job = state.requested = state.new_job("init", remote=remote)
-    return {"job": job.number, "started": True}
-
-
-def action_sync(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[str, Any]:
-    """Start a sync now, or join the one running: the answer names the job to wait for."""
-    running = _running(core)
-    if running is not None:
-        return {"job": running[0], "started": False, "joined": True}
-    state = state_of(core)
-    if not state.layout.is_set_up():
-        raise ResourceState("sync_not_set_up", "sync", "sync is not set up: run `memoryd sync init REMOTE` first")
-    job = state.requested = state.new_job("sync")
-    return {"job": job.number, "started": True}
-
-
-def action_status(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[str, Any]:
-    state = state_of(core)
-    config = state.layout.read_config()
-    running = _running(core)
-    return {"set_up": state.layout.is_set_up(), "remote": config.get("remote"),
-            "branch": branch_of(config) if config else None,
-            "device": config.get("device_id"), "device_name": config.get("device_name"),
-            "running": None if running is None else {"job": running[0], "kind": running[1], "phase": running[2]},
-            "last": state.last, "conflicts": state.conflict_rows(), "quarantined": state.quarantined_total,
-            "interval_seconds": core.config.sync_interval_seconds, "clone": str(state.layout.repo)}
-
-
-def action_resolve(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[str, Any]:
-    """Settle a kept conflict: `current` keeps what the store has, `other` makes the newest kept
-    loser the current version (a new version, stamped now, so it wins the next sync too)."""
-    memory_id, keep = args.get("id"), args.get("keep", "current")
-    if not isinstance(memory_id, str) or not idents.is_ulid(memory_id):
-        raise InvalidParams("id", "must be a memory id")
-    if keep not in ("current", "other"):
-        raise InvalidParams("keep", "must be current or other")
-    if _running(core) is not None:
-        raise ResourceState("sync_running", memory_id, "a sync is running; resolve when it has finished")
-    state = state_of(core)
-    shas = state.open_conflicts().get(memory_id)
-    if not shas:
-        raise ResourceState("no_conflict", memory_id, f"memory {memory_id} has no kept conflict")
-    fields: dict[str, Any] = {}
-    if keep == "other":
-        fields = _restore_loser(state, memory_id, shas)
-    core.record("sync_resolve", core.sessions.get(conn.session_id) if conn else None,
-                memory_id=memory_id, keep=keep, shas=shas, **fields)
-    state.publish_conflicts()  # applied live by `record`: doctor stops warning now
-    return {"id": memory_id, "kept": keep, "settled": shas, **fields}
-
-
-def action_show(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[str, Any]:
-    """Both sides of a kept conflict: this store's current version and every version kept under
-    `conflicts/<id>/` (settled ones marked, until the next sync removes them), each with its
-    state, stamp and text: what `sync resolve --keep current|other` chooses between."""
-    memory_id = args.get("id")
-    if not isinstance(memory_id, str) or not idents.is_ulid(memory_id):
-        raise InvalidParams("id", "must be a memory id")
-    state = state_of(core)
-    shas = state.conflicts.get(memory_id)
-    if not shas:
-        raise ResourceState("no_conflict", memory_id, f"memory {memory_id} has no kept conflict")
-    tier: MemoryTier = core.memories
-    current = current_version(tier, memory_id)
-    path = (tier.live_path if current and current[0] == LIVE else tier.tomb_path)(memory_id)
-    settled = state.resolved.get(memory_id, set())
-    kept = [{**_version_of(state.layout.repo / CONFLICTS / memory_id / f"{sha}.md", state.layout.repo),
-             "sha": sha, "settled": sha in settled} for sha in shas]
-    return {"id": memory_id, "current": {**_version_of(path, core.root), "sha": current[1]} if current else None,
-            "kept": kept, "resolve": "memoryd sync resolve ID --keep current|other"}
-
-
-def _version_of(path: Path, root: Path) -> dict[str, Any]:
-    """One version's state, stamp and text, read from its file (no link followed at any depth)."""
-    try:
-        nofollow.check_no_links(root, path)
-        meta, body = frontmatter.parse(nofollow.read_nofollow(path))
-    except (OSError, frontmatter.BadRecord, UnicodeDecodeError) as exc:
-        return {"state": None, "stamp": None, "text": None, "unreadable": str(exc)[:200]}
-    removed = meta.get("removed_at")
-    return {"state": TOMB if removed else LIVE, "stamp": str(removed or meta.get("updated") or ""), "text": body}
-
-
-def _restore_loser(state: SyncState, memory_id: str, shas: list[str]) -> dict[str, Any]:
-    from memoryd.daemon.sync import admission
-    from memoryd.daemon.sync.merge import Version
-
-    tier: MemoryTier = state.core.memories
-    versions = []
-    for sha in shas:
-        try:
-            data = nofollow.read_nofollow(state.layout.repo / CONFLICTS / memory_id / f"{sha}.md")
-            meta, _body = frontmatter.parse(data)
-        except (OSError, frontmatter.BadRecord, UnicodeDecodeError):
-            continue
-        versions.append(Version(TOMB if meta.get("removed_at") else LIVE, data))
-    if not versions:
-        raise ResourceState("no_conflict", memory_id, "the kept versions cannot be read from the clone")
-    chosen = max(versions, key=lambda v: v.key())
-    try:
-        checked = admission.check(f"{FOLDER_OF[chosen.state]}/{memory_id}.md", "100644", chosen.data,
-                                  state.core.config.max_content_bytes)
-    except admission.Refused as exc:
-        raise ResourceState("bad_conflict", memory_id, f"the kept version is not admissible: {exc.reason}") from None
-    current = tier.live.get(memory_id) or tier.tombstones.get(memory_id)
-    newer = tier.next_updated(max(checked.memory.updated, current.updated if current else ""))
-    if checked.state == LIVE:
-        memory = replace(checked.memory, updated=newer)
-    else:
-        memory = replace(checked.memory, removed_at=state.core.now())
-    sha = put_record(tier, memory, render_memory(memory), checked.state)
-    return {"sha": sha, "state": checked.state}
-
-
-ACTIONS = {
-    "sync_init": action_init,
-    "sync": action_sync,
-    "sync_status": action_status,
-    "sync_resolve": action_resolve,
-    "sync_show": action_show,
-}
-
 _APPLIERS = {
     "sync_push": SyncState._agree,
     "sync_pull": SyncState._on_pull,
@@ -622,4 +456,3 @@ _APPLIERS = {
     "sync_init": SyncState._on_init,
     **dict.fromkeys(("update", "verify", "restore", "remove"), SyncState._on_local_change),
 }
-

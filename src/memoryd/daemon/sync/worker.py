@@ -1,9 +1,9 @@
 """One sync on the clone, step by step, run in a worker thread so the daemon's loop keeps serving.
 
-What a job does lives here; the clone's files are `clone`'s, every git call is the backend's
-(`git.Git`). The worker touches only `$MEMORYD_HOME/sync/` (the clone, the quarantine, the config); the live
-store is read (the record files to export, opened without following links) and never written
-here — the loop admits what the worker brings back, in a normal pass with group commit.
+The worker touches only `$MEMORYD_HOME/sync/` (the clone, the quarantine, the config: their
+files are written by `clone`, every git call is the backend's, `git.Git`); the live store is read
+(the record files to export, opened without following links) and never written here — the loop
+admits what the worker brings back, in a normal pass with group commit.
 
 One job:
 1. **repair** a clone a killed sync left mid-way (a lock file, a merge in progress, files not
@@ -24,6 +24,7 @@ One job:
 from __future__ import annotations
 
 import secrets
+import shutil
 import threading
 from itertools import chain
 from pathlib import Path
@@ -32,31 +33,10 @@ from typing import Any
 from memoryd.daemon import frontmatter, nofollow
 from memoryd.daemon.memories.gates import find_credentials
 from memoryd.daemon.memories.records import sha256_hex
-from memoryd.daemon.sync import admission
-from memoryd.daemon.sync.clone import (
-    TOP_FOLDERS,
-    Quarantine,
-    check_plain,
-    checkout,
-    clear_top,
-    drop_kept,
-    harden,
-    keep_loser,
-    place,
-    read_clone_record,
-    repair,
-)
+from memoryd.daemon.sync import admission, clone
 from memoryd.daemon.sync.git import Git, GitFailed
 from memoryd.daemon.sync.job import Incoming, Job, Result
-from memoryd.daemon.sync.layout import (
-    BRANCH,
-    CONFLICTS,
-    TOMB,
-    Layout,
-    branch_of,
-    count_quarantined,
-    escaped,
-)
+from memoryd.daemon.sync.layout import BRANCH, CONFLICTS, TOMB, Layout, branch_of, count_quarantined, escaped
 from memoryd.daemon.sync.merge import Version, horizon, pick, three_way
 
 PUSH_ATTEMPTS = 3
@@ -98,7 +78,7 @@ class Worker:
         self.device = ""  # this machine's device id, for commit messages (set by each sync)
         self.branch = BRANCH  # the remote's branch this store syncs on (config.json, set by each sync)
         self.phase = ""   # what the running job is doing, for `memoryd sync` (a plain str: atomic)
-        self.quarantine = Quarantine(self.layout.quarantine)  # refused files, each reported once
+        self.quarantine = clone.Quarantine(self.layout.quarantine)  # refused files, each reported once
 
     def start(self, job: Job) -> None:
         self.running, self.phase = job, "starting"
@@ -137,7 +117,7 @@ class Worker:
 
     def init(self, job: Job, result: Result) -> None:
         layout, remote = self.layout, job.remote or ""
-        check_plain(layout)
+        clone.check_plain(layout.dir, layout.repo)
         result.remote = remote
         current = layout.read_config().get("remote")
         if layout.is_set_up():
@@ -145,20 +125,18 @@ class Worker:
                 raise GitFailed("already_set_up", f"sync is already set up with {current}; remove "
                                 f"{layout.dir} to start over with another remote")
             return
-        import shutil  # here: only setting sync up needs it (imports are ~1/3 of a daemon start)
-
         device_id, name = device_identity(layout)
         shutil.rmtree(layout.repo, ignore_errors=True)  # a half-made clone of an earlier attempt
         layout.repo.mkdir(mode=0o700, parents=True)
         git = Git(layout.repo, device_id, name, admission.size_cap(job.max_content_bytes))
         try:
             git.clone(remote)
-            harden(layout.repo)
+            clone.harden(layout.repo)
             branch = pick_branch(git)
             git.keep_only_branch(branch)
             theirs = git.remote_head(branch)
             if theirs is not None:
-                checkout(git, None, theirs, full=True)
+                clone.checkout(git, None, theirs, full=True)
         except GitFailed:
             shutil.rmtree(layout.repo, ignore_errors=True)
             raise
@@ -170,7 +148,7 @@ class Worker:
 
     def sync(self, job: Job, result: Result) -> None:
         layout = self.layout
-        check_plain(layout)
+        clone.check_plain(layout.dir, layout.repo)
         config = layout.read_config()
         if not layout.is_set_up():
             raise GitFailed("not_set_up", "sync is not set up: run `memoryd sync init REMOTE` first")
@@ -181,7 +159,7 @@ class Worker:
         self.device = config["device_id"]
         # A clone without our attributes was made (and checked out whole) by an older memoryd:
         # checked out again, records only.
-        result.repaired = repair(git, full=harden(layout.repo))
+        result.repaired = clone.repair(git, full=clone.harden(layout.repo))
         start = git.rev("HEAD")
         self.phase = f"exporting {len(job.export)} changed records"
         exported = self.export(git, job, result)
@@ -206,15 +184,11 @@ class Worker:
     def export(self, git: Git, job: Job, result: Result) -> list[tuple[str, str, str]]:
         """Write the records changed here into the clone and commit them; returns what went in."""
         repo = self.layout.repo
-        clear_top(repo)
+        clone.clear_top(repo)
         written: list[tuple[str, str, str]] = []
         for memory_id, (state, sha, path) in sorted(job.export.items()):
-            try:
-                data = nofollow.read_nofollow(path)
-            except (OSError, frontmatter.BadRecord):
-                result.deferred += 1
-                continue
-            if sha256_hex(data) != sha:  # changed since the job started: the next sync takes it
+            data = read_live(path, sha)
+            if data is None:  # gone or changed since the job started: the next sync takes it
                 result.deferred += 1
                 continue
             if _holds_credential(data):
@@ -222,11 +196,11 @@ class Worker:
                 continue
             if self._export_loses(repo, job, memory_id, Version(state, data), result):
                 continue
-            place(repo, memory_id, state, data)
+            clone.place(repo, memory_id, state, data)
             written.append((memory_id, state, sha))
         for memory_id, shas in job.resolved.items():
             for sha in shas:
-                drop_kept(repo, repo / CONFLICTS / memory_id / f"{sha}.md")
+                clone.drop_kept(repo, repo / CONFLICTS / memory_id / f"{sha}.md")
         git.commit_all(f"memoryd: {len(written)} records from {self.device}")
         return written
 
@@ -234,11 +208,11 @@ class Worker:
         """The clone may hold a version the live store never took (pulled while this record was
         being changed here): then both changed it, and the merge rule decides. True when the
         local version lost (it is kept under conflicts/ and the clone's version stays)."""
-        there = read_clone_record(repo, memory_id)
+        there = clone.read_clone_record(repo, memory_id)
         if there is None or there.sha == ours.sha or (there.state, there.sha) == job.agreed.get(memory_id):
             return False
         decision = pick(ours, there, horizon())
-        keep_loser(repo, memory_id, decision.loser.data)
+        clone.keep_loser(repo, memory_id, decision.loser.data)
         result.decided.append({"id": memory_id, "winner": decision.winner.sha, "loser": decision.loser.sha,
                                "rule": decision.rule})
         return decision.winner is there
@@ -247,14 +221,14 @@ class Worker:
         """Bring the fetched remote branch in and push; False when the push lost a race."""
         ours, theirs = git.rev("HEAD"), git.remote_head(self.branch)
         if theirs is not None and ours is None:
-            checkout(git, None, theirs)
+            clone.checkout(git, None, theirs)
             return True
         if ours is None:
             return True  # nothing here, nothing there
         if theirs is not None and theirs != ours:
             base = git.merge_base(ours, theirs)
             if base == ours:
-                checkout(git, ours, theirs)
+                clone.checkout(git, ours, theirs)
             elif base != theirs:
                 self.merge(git, base, ours, theirs, result)
         self.restore_missing(git, job, result)
@@ -275,7 +249,7 @@ class Worker:
                 contested.append((key[1], o, t))
             elif side == "theirs":
                 changes += replace_lines(o, t)
-        blobs = git.blobs(sorted({v[2] for _id, o, t in contested for v in (o, t)}))
+        blobs = dict(git.iter_blobs(sorted({v[2] for _id, o, t in contested for v in (o, t)})))
         for memory_id, o, t in contested:
             mine, other = Version(o[0], blobs.get(o[2], b"")), Version(t[0], blobs.get(t[2], b""))
             decision = pick(mine, other, not_after)
@@ -286,7 +260,7 @@ class Worker:
             result.decided.append({"id": memory_id, "winner": decision.winner.sha,
                                    "loser": decision.loser.sha, "rule": decision.rule})
         message = f"memoryd: merge by {self.device} ({len(contested)} conflicts)"
-        checkout(git, ours, git.commit_merge(changes, ours, theirs, message))
+        clone.checkout(git, ours, git.commit_merge(changes, ours, theirs, message))
 
     def restore_missing(self, git: Git, job: Job, result: Result) -> None:
         """Put back every record this machine holds that the merged tree has neither as a memory
@@ -303,13 +277,10 @@ class Worker:
         for memory_id, (state, sha) in sorted(job.local.items()):
             if memory_id in present or state not in job.folders:
                 continue
-            try:
-                data = nofollow.read_nofollow(job.folders[state] / f"{memory_id}.md")
-            except (OSError, frontmatter.BadRecord):
-                continue  # gone or changed since the snapshot: the next sync sees it again
-            if sha256_hex(data) != sha or _holds_credential(data):  # changed, or never travels
+            data = read_live(job.folders[state] / f"{memory_id}.md", sha)
+            if data is None or _holds_credential(data):  # gone or changed (the next sync), or never travels
                 continue
-            place(self.layout.repo, memory_id, state, data)
+            clone.place(self.layout.repo, memory_id, state, data)
             restored.append(memory_id)
         if restored:
             git.commit_all(f"memoryd: {len(restored)} records the remote lost, put back by {self.device}")
@@ -324,7 +295,8 @@ class Worker:
         self.sha_of_blob = {b: s for b, s in self.sha_of_blob.items() if b in current}  # only this tree's
         # Bounded reads (a first sync may see 100k blobs); one over the cap is never read, and
         # with no sha it never matches a local record: it is refused below without its bytes.
-        self.sha_of_blob.update((b, sha256_hex(d)) for b, d in git.iter_blobs(sorted(current - self.sha_of_blob.keys())))
+        unknown = sorted(current - self.sha_of_blob.keys())
+        self.sha_of_blob.update((b, sha256_hex(d)) for b, d in git.iter_blobs(unknown))
         candidates: dict[str, tuple[str, str]] = {}
         for path, (mode, blob) in entries.items():
             sha = self.sha_of_blob.get(blob, "")
@@ -365,22 +337,17 @@ class Worker:
                 item = Incoming(ok.memory_id, ok.state, sha256_hex(data), data, ok.memory, devices.get(path),
                                 job.local.get(ok.memory_id))
                 other = seen.get(ok.memory_id)  # the same id as a memory and a tombstone: the rule decides
-                if other is None or pick(Version(other.state, other.data), Version(item.state, data)).winner.data == data:
+                if other is None or pick(Version(other.state, other.data), Version(ok.state, data)).winner.data == data:
                     seen[ok.memory_id] = item
         result.incoming = [item for item in seen.values()
                            if (item.state, item.sha) != job.local.get(item.memory_id)]
         result.quarantined_total = count_quarantined(self.layout)
 
 
-# -- helpers ------------------------------------------------------------------------------------------
-
 def pick_branch(git: Git) -> str:
-    """The branch to sync on, right after the clone (its HEAD is what the remote's HEAD names, or
-    `main` when the remote names none): `main` when the remote has it (every earlier memoryd pushed
-    there); else what the remote's HEAD names when that branch does not exist yet — a new bare
-    repository's `master` — so a plain `git clone` checks the memories out; or when it holds
-    memoryd's folders (another machine followed it). Otherwise `main`: a remote whose default
-    branch holds something else keeps it untouched."""
+    """The branch to sync on, right after the clone (docs/sync.md, "Merging"): `main` when the
+    remote has it; else the one the remote's HEAD names when it does not exist yet (a new bare
+    repository's `master`) or holds memoryd's folders; otherwise `main`."""
     if git.remote_head(BRANCH) is not None:
         return BRANCH
     named = git.head_branch()
@@ -402,7 +369,7 @@ def by_key(entries: dict[str, tuple[str, str]]) -> dict[tuple[str, str], Any]:
             previous = keyed.get(("record", named[0]))
             if previous is None or named[1] == TOMB:  # both present (hand-made tree): the tombstone
                 keyed[("record", named[0])] = (named[1], path, blob, mode)
-        elif path.split("/", 1)[0] in TOP_FOLDERS and "/" not in path:
+        elif path.split("/", 1)[0] in clone.TOP_FOLDERS and "/" not in path:
             continue  # a link or file where a synced folder belongs: never merged in
         else:
             keyed[("path", path)] = ("", path, blob, mode)
@@ -417,6 +384,15 @@ def replace_lines(ours: Any, theirs: Any) -> list[str]:
     if theirs is not None:
         lines.append(f"{theirs[3]} {theirs[2]}\t{theirs[1]}")
     return lines
+
+
+def read_live(path: Path, sha: str) -> bytes | None:
+    """A live store's record file (no link followed) when it is still the version `sha`."""
+    try:
+        data = nofollow.read_nofollow(path)
+    except (OSError, frontmatter.BadRecord):
+        return None
+    return data if sha256_hex(data) == sha else None
 
 
 def _holds_credential(data: bytes) -> bool:

@@ -1,4 +1,4 @@
-"""Issue 10, defect 6: the daemon's memory is bounded and parked calls cost O(new events).
+"""The daemon's memory is bounded and parked calls cost O(new events).
 
 Real daemon, real bridges: 24 reads of a ~1.9 MB reply leave the daemon's RSS where a
 byte-bounded reply cache puts it (the old count-only cache held all 24); a connection may park at
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from harness import Env, call, call_error
+from harness import Env, call, call_error, wait_for_async
 
 from memoryd.daemon.server import MAX_PARKED_PER_CONN, REPLY_CACHE_BYTES
 
@@ -63,7 +63,8 @@ def test_parked_calls_are_capped_per_connection_with_a_typed_error(daemon: Env) 
             async with anyio.create_task_group() as tg:
                 for _ in range(MAX_PARKED_PER_CONN):
                     tg.start_soon(park)
-                await anyio.sleep(1.0)
+                await wait_for_async(lambda: daemon.logged("episode_search") == MAX_PARKED_PER_CONN,
+                                     what="every call parking")
                 out["refused"] = await call_error(s, "episode_search", swarm_id="never", wait_for=1, timeout_s=1)
                 out["plain"] = await call(s, "episode_search", swarm_id="never")  # no wait_for: fine
             out["timed_out"] = [r["timed_out"] for r in results]
@@ -103,7 +104,8 @@ def test_parked_calls_do_not_slow_writes_over_a_big_journal(daemon: Env) -> None
             async with anyio.create_task_group() as tg:
                 for n in range(MAX_PARKED_PER_CONN):
                     tg.start_soon(fan_in, n)
-                await anyio.sleep(1.0)
+                await wait_for_async(lambda: daemon.logged("episode_search") == MAX_PARKED_PER_CONN,
+                                     timeout=30, step=0.05, what="every fan-in parking")
                 await writes(writer, "parked", 40)
                 for n in range(MAX_PARKED_PER_CONN):
                     await call(writer, "episode_write", body=f"result {n}", swarm_id=f"fan{n}")
