@@ -134,7 +134,8 @@ def scripted_session(sid: str, repo: Path) -> list[tuple[str, dict[str, Any]]]:
                      "last_assistant_message": "Done with this step."})
     client = repo / "billing" / "stripe_client.py"
     return [
-        ("session-start", {"session_id": sid, "cwd": str(repo), "hook_event_name": "SessionStart", "source": "startup"}),
+        ("session-start", {"session_id": sid, "cwd": str(repo), "hook_event_name": "SessionStart",
+                           "source": "startup"}),
         ask(PROMPT),
         tool("Read", file_path=str(client)), tool("Read", file_path=str(client)),
         tool("Edit", file_path=str(client), old_string="30", new_string="20"),

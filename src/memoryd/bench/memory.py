@@ -199,7 +199,8 @@ def _encoder_rows() -> list[Row]:
     stats = pcts(prompt)
     return [row("encoder: typed prompt (17 words)", "1 core", stats, f"<= {PROMPT_EMBED_TARGET_MS:g} ms p50",
                 stats["p50_ms"] <= PROMPT_EMBED_TARGET_MS),
-            row("encoder: memories embedded (background)", "1 core", {"value": round(rate, 1), "unit": "/s"}, "-", True)]
+            row("encoder: memories embedded (background)", "1 core", {"value": round(rate, 1), "unit": "/s"}, "-",
+                True)]
 
 
 def _timed_rows(box: Throwaway, corpus: Corpus, size: int) -> list[Row]:

@@ -137,7 +137,9 @@ def render(rows: list[Row]) -> str:
 
 
 def _value(r: Row) -> str:
-    return f"{r['p50_ms']} ms" if "p50_ms" in r and "value" not in r else f"{r.get('value')} {r.get('unit', '')}".strip()
+    if "p50_ms" in r and "value" not in r:
+        return f"{r['p50_ms']} ms"
+    return f"{r.get('value')} {r.get('unit', '')}".strip()
 
 
 def main(ns: argparse.Namespace) -> int:

@@ -1,7 +1,8 @@
 """Pure detectors behind memory_write's gate chain and the taint scan (docs/tools.md).
 
-Import contract: stdlib and `text` (stopwords, word tokens) only, no I/O, no state; every function takes text and returns plain data,
-so the gate order and the override flags live in the caller.
+Import contract: stdlib and `text` (stopwords, word tokens) only, no I/O, no state; every
+function takes text and returns plain data, so the gate order and the override flags live in the
+caller.
 """
 
 from __future__ import annotations
@@ -427,8 +428,8 @@ _TAINT_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
 
 # Words a pattern cannot match without, as `_folded` writes them: a text holding none of them
 # skips that pattern's regex. Running all seven is a measurable share of a write
-# (docs/benchmark.md), and most text holds none of these words. (Keep each tuple in step with its pattern: tests/unit/test_gates.py
-# checks the scan against the bare regexes.)
+# (docs/benchmark.md), and most text holds none of these words. (Keep each tuple in step with its
+# pattern: tests/unit/test_gates.py checks the scan against the bare regexes.)
 _TAINT_NEEDS: dict[str, tuple[str, ...]] = {
     "ignore-instructions": ("ignore", "disregard", "forget", "override"),
     "role-prefix": (":", "<|", "inst]", "sys>>", "system>"),

@@ -11,8 +11,8 @@ import datetime
 import hashlib
 import json
 import sys
-from dataclasses import asdict, dataclass, field
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from memoryd.daemon import frontmatter, idents

@@ -65,8 +65,8 @@ def new_memory(tier: MemoryTier, draft: Draft, origin: dict[str, Any], session_i
     now = tier.core.now()
     taint = gates.scan_taint(draft.content)
     return Memory(id=tier.new_id(), content=draft.content, scopes=tuple(draft.scopes), category=draft.category,
-                  confidence=draft.confidence, source=draft.source, created=now, updated=now,
-                  session_id=session_id, origin=origin, links=tuple(draft.links), tainted=bool(taint), taint=tuple(taint))
+                  confidence=draft.confidence, source=draft.source, created=now, updated=now, session_id=session_id,
+                  origin=origin, links=tuple(draft.links), tainted=bool(taint), taint=tuple(taint))
 
 
 def committed_view(tier: MemoryTier, memory: Memory, draft: Draft | None = None) -> dict[str, Any]:

@@ -276,7 +276,8 @@ class Postings:
         index._content, index._df = cls._restore_terms(state)
         index._stored, index._stored_ends = state["stored"], _unpack(state["stored_ends"], _END_TYPE)
         scope = state["scope"]
-        if not (isinstance(scope, dict) and all(type(v) is bytes and len(v) % _PAIR_BYTES == 0 for v in scope.values())):
+        if not (isinstance(scope, dict)
+                and all(type(v) is bytes and len(v) % _PAIR_BYTES == 0 for v in scope.values())):
             raise TypeError("a scope posting is not packed pairs")
         index._scope = scope
         index._ids = ids = list(map(sys.intern, ids))  # shared with the records' ids (100k strings)

@@ -2,9 +2,10 @@
 the `pre-tool` hook; README "Automatic recall").
 
 Import contract: core, connections, scopes, memories (anchors, records, staleness, reads'
-staleness view, writes' tier_of), sessions.hooks (the injected set). No search ranking: anchors are exact keys (memories/anchors.py), so there is no
-floor to tune — a memory is shown when it cites the file, its directory, a name the path spells, or
-a command it names, and nothing is shown otherwise.
+staleness view, writes' tier_of), sessions.hooks (the injected set). No search ranking: anchors
+are exact keys (memories/anchors.py), so there is no floor to tune — a memory is shown when it
+cites the file, its directory, a name the path spells, or a command it names, and nothing is shown
+otherwise.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """The session tier's tools: memory_session_start, memory_session_finish, memory_digest.
 
 Import contract: core, clock, connections, scopes, tool, validate, memories (gates, rollups'
-extension sections), session records. The handoff is written through the memory tier's own write path (`core.memories.capture_handoff`), so its gates and audit
-are the same; the summary goes to the session's record file (`records`), never to the log.
+extension sections), session records. The handoff is written through the memory tier's own
+write path (`core.memories.capture_handoff`), so its gates and audit are the same; the summary
+goes to the session's record file (`records`), never to the log.
 """
 
 from __future__ import annotations
