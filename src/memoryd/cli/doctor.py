@@ -2,8 +2,8 @@
 
 Import contract: stdlib, `memoryd.paths` and `memoryd.cli.clients` (and, lazily, the stdlib-only
 `memoryd.daemon.eventlog` to verify the log from its files, and `client.spawn.pid_alive`); the
-runtime packages are imported only to prove they load, and the daemon is judged from its status file, never over ZeroMQ, so
-doctor still answers when the transport or the daemon is what is broken.
+runtime packages are imported only to prove they load, and the daemon is judged from its status
+file, never over ZeroMQ, so doctor still answers when the transport or the daemon is what is broken.
 """
 
 from __future__ import annotations

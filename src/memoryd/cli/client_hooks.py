@@ -1,0 +1,128 @@
+"""memoryd's hooks in the clients' hook configs (README "Automatic recall"): which events run which
+`memoryd hook` verb, merged into Claude Code's ~/.claude/settings.json or Codex's ~/.codex/hooks.json
+beside the user's own hooks, and how `memoryd doctor` finds them.
+
+Import contract: stdlib and `cli.client_config` (its file reads and atomic writes).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from memoryd.cli.client_config import ClientConfigError, codex_path, enable_codex_hooks, read_object, write_config
+
+# Claude Code reads hooks from ~/.claude/settings.json and Codex from ~/.codex/hooks.json (same
+# shape: event -> matcher groups -> command handlers; Codex also needs `[features] codex_hooks =
+# true` in config.toml and has no SessionEnd). Cursor is not wired: its prompt hook
+# (beforeSubmitPrompt) can only continue or stop the prompt, with no context to add, and its newer
+# sessionStart event has been reported rejected as an unknown hook type by released builds.
+
+HOOK_MARK = " -m memoryd hook "
+# event -> (our hook verb, timeout in seconds). SessionEnd's client budget is ~1.5 s in all.
+CLAUDE_HOOKS = {"SessionStart": ("session-start", 10), "UserPromptSubmit": ("prompt", 5),
+                "PreToolUse": ("pre-tool", 3), "Stop": ("stop", 5), "SessionEnd": ("session-end", 2)}
+CODEX_HOOKS = {"SessionStart": ("session-start", 10), "UserPromptSubmit": ("prompt", 5),
+               "PreToolUse": ("pre-tool", 3), "Stop": ("stop", 5)}
+# PreToolUse only for the tools point-of-action recall reads (cli/pretool.py): other tools would
+# start a process for nothing. Codex (0.171) reports shell commands as `Bash` and file edits as
+# `apply_patch` (the patch in tool_input.command); it has no file-read tool, it reads with the shell.
+HOOK_MATCHERS = {"claude-code": {"PreToolUse": "Read|Edit|Write|MultiEdit|Bash"},
+                 "codex": {"PreToolUse": "Bash|apply_patch"}}
+HOOK_CLIENTS = {"claude-code", "codex"}
+
+
+def _claude_settings_path() -> Path:
+    return Path.home() / ".claude" / "settings.json"
+
+
+def _codex_hooks_path() -> Path:
+    return codex_path().parent / "hooks.json"
+
+
+def hook_command(python: str, verb: str, client: str) -> str:
+    import shlex
+
+    extra = " --client codex" if client == "codex" else ""
+    return f"{shlex.quote(python)}{HOOK_MARK}{verb}{extra}"
+
+
+def hook_groups(python: str, client: str) -> dict[str, list[dict[str, Any]]]:
+    """The hook groups `init` merges for `client`: one group per event, matcher-less but for
+    PreToolUse (HOOK_MATCHERS)."""
+    table = CLAUDE_HOOKS if client == "claude-code" else CODEX_HOOKS
+    matchers = HOOK_MATCHERS.get(client, {})
+    return {event: [{**({"matcher": matchers[event]} if event in matchers else {}),
+                     "hooks": [{"type": "command", "command": hook_command(python, verb, client), "timeout": timeout}]}]
+            for event, (verb, timeout) in table.items()}
+
+
+def hooks_path(client: str) -> Path:
+    path = _claude_settings_path() if client == "claude-code" else _codex_hooks_path()
+    return path.resolve() if path.is_symlink() else path
+
+
+def _is_ours(handler: Any) -> bool:
+    return isinstance(handler, dict) and HOOK_MARK in str(handler.get("command", ""))
+
+
+def _read_hooks_file(path: Path) -> dict[str, Any]:
+    data = read_object(path)
+    if not isinstance(data.get("hooks", {}), dict):
+        raise ClientConfigError(f'{path}: not a JSON object with a "hooks" object')
+    return data
+
+
+def merged_hooks(data: dict[str, Any], wanted: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """`data` with memoryd's handlers replaced by `wanted`; every other hook kept in place."""
+    hooks = dict(data.get("hooks") or {})
+    for event in [*hooks, *(e for e in wanted if e not in hooks)]:  # stable order: a diff stays small
+        current = hooks.get(event)
+        groups: list[Any] = current if isinstance(current, list) else []
+        kept = []
+        for group in groups:
+            if isinstance(group, dict) and isinstance(group.get("hooks"), list):
+                others = [h for h in group["hooks"] if not _is_ours(h)]
+                if not others and any(_is_ours(h) for h in group["hooks"]):
+                    continue  # a group that held only our handler goes with it
+                group = {**group, "hooks": others}
+            kept.append(group)
+        kept += wanted.get(event, [])
+        if kept:
+            hooks[event] = kept
+        else:
+            hooks.pop(event, None)
+    return {**data, "hooks": hooks}
+
+
+def hooks_current(client: str, python: str | None = None) -> dict[str, Any]:
+    """{path, present, current, commands, error} for `memoryd doctor`: `present` says some memoryd
+    handler is registered, `current` that exactly what `init` would write now is there."""
+    path = hooks_path(client)
+    row: dict[str, Any] = {"path": str(path), "present": False, "current": False, "commands": [], "error": None}
+    try:
+        data = _read_hooks_file(path)
+    except (ClientConfigError, OSError) as exc:
+        row["error"] = str(exc)
+        return row
+    ours = [h["command"] for groups in (data.get("hooks") or {}).values() if isinstance(groups, list)
+            for g in groups if isinstance(g, dict) for h in g.get("hooks") or [] if _is_ours(h)]
+    row.update(present=bool(ours), commands=ours)
+    row["current"] = merged_hooks(data, hook_groups(python or sys.executable, client)) == data
+    return row
+
+
+def register_hooks(client: str, python: str, out: TextIO) -> None:
+    """Merge memoryd's hooks into the client's hook config (idempotent, `<file>.bak` kept)."""
+    path = hooks_path(client)
+    data = _read_hooks_file(path)
+    merged = merged_hooks(data, hook_groups(python, client))
+    if merged == data:
+        print(f"{client}: memoryd hooks already in {path}", file=out)
+    else:
+        write_config(path, json.dumps(merged, indent=2, ensure_ascii=False) + "\n")
+        print(f"{client}: memoryd hooks written to {path} ({', '.join(hook_groups(python, client))})", file=out)
+    if client == "codex":
+        enable_codex_hooks(out)
