@@ -1,13 +1,14 @@
-"""Operator reads (and the operator's pending-write decision) behind the `admin` op.
+"""Operator reads (and the operator's pending-write decision) behind the `admin` and `episodes` ops.
 
-What the `memoryd memories|pending|sessions` verbs and `memoryd ui` ask that no agent tool gives:
-pending writes across every session, recent sessions per worktree with how each ended and its
-handoff, the log's history of one memory, contradicting links. Everything here reads the state
-the daemon already keeps (sessions table, memory tier, the event log's files) — the one change is
-`resolve`, which runs the tier's own confirm/cancel handler.
+What the `memoryd memories|pending|sessions|episodes` verbs and `memoryd ui` ask that no agent tool
+gives: pending writes across every session, recent sessions per worktree with how each ended and its
+handoff, the log's history of one memory, contradicting links, each session's episodes. Everything
+here reads the state the daemon already keeps (sessions table, tiers, the event log's files) — the
+changes are `resolve`, which runs the tier's own confirm/cancel handler, and `episodes prune`,
+which runs the reaper's TTL pass now.
 
 Layer: assembly (beside `catalogue` and `reaper`): it may import the tiers and the machinery,
-and is imported only by `server`.
+and is imported only by `ops`.
 
 Operator confirm/cancel. A pending write waits for the *user's* yes, and only the session that
 staged it may confirm or cancel it through the tools (`foreign_pending` otherwise). The operator at
@@ -128,11 +129,6 @@ def captured_note(core: Core, session_id: str) -> dict[str, Any] | None:
                                       "captured_at": note.captured_at}
 
 
-def _is_operator(session: Session) -> bool:
-    """The operator's own session (hidden from `sessions` unless asked for)."""
-    return is_operator_client(session.client)
-
-
 def sessions(core: Core, args: dict[str, Any]) -> dict[str, Any]:
     """Recent sessions, most recently active first; `worktree` narrows to one (exact string, as
     the handoff walk compares); operator sessions only with `include_operator`."""
@@ -147,7 +143,7 @@ def sessions(core: Core, args: dict[str, Any]) -> dict[str, Any]:
         ids = [s.id for s in sorted(table.every().values(), key=lambda s: s.last_active, reverse=True)]
     rows = [s for sid in ids if (s := table.get(sid)) is not None]
     if not args.get("include_operator"):
-        rows = [s for s in rows if not _is_operator(s)]
+        rows = [s for s in rows if not s.is_operator]
     return {"sessions": [session_row(core, s) for s in rows[:limit]], "total": len(rows), "framing": "data"}
 
 
@@ -161,14 +157,35 @@ def session(core: Core, args: dict[str, Any]) -> dict[str, Any]:
 
 def worktrees(core: Core, args: dict[str, Any]) -> dict[str, Any]:
     """Each worktree that has agent sessions: how many, and the newest activity; newest first."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for worktree, ids in core.sessions.by_worktree.items():
-        agents = [s for sid in ids if (s := core.sessions.get(sid)) is not None and not _is_operator(s)]
+        agents = [s for sid in ids if (s := core.sessions.get(sid)) is not None and not s.is_operator]
         if agents:
             rows.append({"worktree": worktree, "sessions": len(agents),
                          "last_active": max(s.last_active for s in agents)})
     rows.sort(key=lambda r: r["last_active"], reverse=True)
     return {"worktrees": rows, "total": len(rows)}
+
+
+# -- the journal tier --------------------------------------------------------------------------------
+
+def episodes(core: Core, args: dict[str, Any]) -> dict[str, Any]:
+    """The `episodes` op, the operator's view of the journal tier (`memoryd episodes list|prune`):
+    `prune` (with `dry_run`) runs the TTL pass; with `session`, that session's episodes;
+    else each session's count and newest, newest first."""
+    if args.get("action") == "prune":
+        due = reaper.episode_ttl_pass(core, core.clock(), dry_run=bool(args.get("dry_run")))
+        return {"dry_run": bool(args.get("dry_run")), "sessions": due,
+                "episodes": sum(entry["episodes"] for entry in due)}
+    session = args.get("session")
+    if isinstance(session, str):
+        return {"session": session, "episodes": [
+            {**episode_view(core, e, with_body=False), "swarm_id": e.swarm_id}
+            for e in core.journal.of_session(session)]}
+    rows = [{"session": sid, "episodes": count, "newest": newest,
+             "ended": getattr(core.sessions.get(sid), "ended", "unknown")}
+            for sid, count, newest in core.journal.summaries()]
+    return {"sessions": sorted(rows, key=lambda r: r["newest"], reverse=True)}
 
 
 # -- one memory's history, conflicts ------------------------------------------------------------------

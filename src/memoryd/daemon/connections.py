@@ -15,13 +15,18 @@ from typing import Any
 
 OPEN = "open"
 # The operator's own clients (the CLI's curation verbs, the web view, `memoryd import`): they are no
-# agent's run: each shares one session among all its connections (server.Server.operator_session),
+# agent's run: each shares one session among all its connections (sessions/binding.py),
 # which no list, handoff walk or digest shows as an agent session.
 OPERATOR_CLIENTS = ("memoryd-cli", "memoryd-ui", "memoryd-import")
 
 
+def client_name(client: str | None) -> str:
+    """`memoryd-cli` of `memoryd-cli/0.1.0`."""
+    return (client or "").split("/", 1)[0]
+
+
 def is_operator_client(client: str | None) -> bool:
-    return (client or "").split("/", 1)[0] in OPERATOR_CLIENTS
+    return client_name(client) in OPERATOR_CLIENTS
 
 
 @dataclass(slots=True)
@@ -57,6 +62,11 @@ class Session:
     def is_open(self) -> bool:
         return self.ended == OPEN
 
+    @property
+    def is_operator(self) -> bool:
+        """An operator client's session (shared, hidden from agents' lists and walks)."""
+        return is_operator_client(self.client)
+
 
 @dataclass
 class Conn:
@@ -65,7 +75,8 @@ class Conn:
     identity: dict[str, Any]
     session_id: str | None  # None until a call needs one (operator and hook connections)
     last_seen: float
-    replies: OrderedDict[int, bytes] = field(default_factory=OrderedDict)
+    replies: OrderedDict[int, bytes] = field(default_factory=OrderedDict)  # daemon/replies.py
+    reply_bytes: int = 0  # held in `replies`
     in_flight: set[int] = field(default_factory=set)
     transient: bool = False  # a hook process: uses a session, never owns it (ends nothing on exit)
 
@@ -88,7 +99,9 @@ class SessionTable:
     def __len__(self) -> int:
         return len(self.sessions) + len(self.rows)
 
-    def get(self, session_id: str) -> Session | None:
+    def get(self, session_id: str | None) -> Session | None:
+        if session_id is None:  # a connection that has no session yet
+            return None
         session = self.sessions.get(session_id)
         if session is None and session_id in self.rows and self.thaw is not None:
             session = self.sessions[session_id] = self.thaw(self.rows.pop(session_id))

@@ -1,0 +1,189 @@
+"""The handlers of the wire's ops (`protocol.OPS`, dispatched by `server.OPS`), and the state
+they share with the loop (`Daemon`, which `server.Server` extends with the socket). Each takes
+that state, the caller's connection id, its routing id and the request's args (`_req_id` added),
+and returns the result, a `tool.Parked` for a call that waits, or raises from the one exception
+tree. Layer: process, beside `server`; it joins the assembly (`admin`, `catalogue`) and the tiers.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Callable
+from typing import Any
+
+from memoryd import PROTOCOL, __version__
+from memoryd.daemon import admin, catalogue
+from memoryd.daemon.connections import Conn, is_operator_client
+from memoryd.daemon.core import Call, Core
+from memoryd.daemon.episodes.tools import replay_episode_write
+from memoryd.daemon.memories import writes
+from memoryd.daemon.parked import ParkedCalls
+from memoryd.daemon.sessions import binding, hooks
+from memoryd.daemon.sessions.binding import Bindings
+from memoryd.daemon.sessions.news import News
+from memoryd.daemon.tool import Parked
+from memoryd.daemon.validate import check_args
+from memoryd.errors import BadRequest, InvalidParams, ProtocolMismatch, StorageError
+from memoryd.profiles import PROFILES
+
+# Results a retried request gets when its first attempt was applied before a daemon restart.
+REPLAYERS: dict[str, Callable[[Core, dict[str, Any]], dict[str, Any] | None]] = {
+    "episode_write": replay_episode_write, "memory_write": writes.replay_memory_write,
+    "memory_write_confirm": writes.replay_write_confirm, "episode_promote": writes.replay_episode_promote}
+
+
+class Daemon:
+    """What the ops share with the loop: the store, the connections and the sessions they use,
+    the parked calls, and the recent commits sibling sessions hear of (`news`)."""
+
+    def __init__(self, core: Core, on_stop: Callable[[], None]) -> None:
+        self.core = core
+        self.on_stop = on_stop
+        self.running = True
+        self.conns: dict[str, Conn] = {}
+        self.parked = ParkedCalls()
+        self.bindings = Bindings(core, self.conns)
+        self.news = News()  # recent commits, announced to sibling sessions by their hooks
+        core.observers.append(self.news.observe)
+        self.refused_peers = 0  # peers of another uid (server.Server.answer_zap)
+
+    def connection(self, conn_id: str, doing: str) -> Conn:
+        """The hello'd connection; unknown (the daemon restarted under a bridge?): BadRequest."""
+        conn = self.conns.get(conn_id)
+        if conn is None:
+            raise BadRequest(f"unknown connection: say hello {doing}", kind="unknown_connection")
+        return conn
+
+
+def hello(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
+    """Register the connection (a re-hello keeps its reply cache) and join its session."""
+    if args.get("protocol") != PROTOCOL:
+        raise ProtocolMismatch(
+            f"bridge speaks protocol {args.get('protocol')!r}, daemon {__version__} speaks {PROTOCOL}; "
+            "run `memoryd restart` so both are the same version")
+    identity = _clean_identity(args.get("identity"))
+    raw = args.get("identity")
+    # A hook process says so in its identity (the client library's hello carries no flags).
+    transient = isinstance(raw, dict) and raw.get("transient") is True
+    if is_operator_client(identity.get("client")):
+        session = d.bindings.operator_session(identity, create=False)
+    else:
+        session = d.bindings.attach_or_start(conn_id, identity, args.get("session_id"), transient)
+    old = d.conns.get(conn_id)
+    conn = Conn(id=conn_id, routing_id=routing_id, identity=identity, session_id=session.id if session else None,
+                last_seen=d.core.clock(), transient=transient)
+    if old is not None:
+        conn.replies, conn.reply_bytes = old.replies, old.reply_bytes
+    d.conns[conn_id] = conn
+    reply: dict[str, Any] = {"session_id": conn.session_id, "daemon_version": __version__, "protocol": PROTOCOL,
+             "tools_etag": catalogue.ETAG, "heartbeat_s": d.core.config.heartbeat_seconds}
+    if transient:
+        reply["hook"] = hooks.settings(d.core)
+    return reply
+
+
+def _clean_identity(raw: Any) -> dict[str, Any]:
+    """Keep the known identity fields, as strings (or None); anything else is ignored."""
+    raw = raw if isinstance(raw, dict) else {}
+    out: dict[str, Any] = {}
+    for key in ("worktree", "repo", "project", "client", "swarm_id", "client_session"):
+        value = raw.get(key)
+        out[key] = value[:4096] if isinstance(value, str) and value else None
+    out["pid"] = raw.get("pid") if isinstance(raw.get("pid"), int) else None
+    return out
+
+
+def tools(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
+    """The tools a bridge lists: the profile it asks for (`--tools` / MEMORYD_TOOLS), else the
+    config's `tools`. Listing is all a profile decides: `call` serves every known tool."""
+    profile = args.get("profile") or d.core.config.tools
+    if profile not in PROFILES:
+        raise InvalidParams("profile", f"must be one of {', '.join(PROFILES)}")
+    return catalogue.payload(profile)
+
+
+def call(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> Any:
+    """Run one tool for the connection's session; a retry of a call applied before a restart
+    gets its first result back (REPLAYERS); a `wait_for` call may park."""
+    conn = d.connection(conn_id, "before calling tools")
+    name = args.get("tool")
+    tool = catalogue.TOOLS.get(name) if isinstance(name, str) else None
+    if tool is None:
+        raise BadRequest(f"unknown tool {str(name)[:100]!r}", {"param": "name"}, kind="unknown_tool")
+    core = d.core
+    req = f"{conn_id}:{args['_req_id']}"
+    applied = core.applied(req)
+    if applied is not None and tool.name in REPLAYERS:
+        replayed = REPLAYERS[tool.name](core, applied)
+        if replayed is not None:
+            return replayed
+    raw = args.get("arguments")
+    arguments = check_args(tool.input_schema, {} if raw is None else raw)
+    if not tool.read_only and not core.writable():
+        raise StorageError(str(core.root), errno.ENOSPC,
+                           f"the store at {core.root} is out of space: {tool.name} was not applied; "
+                           "reads still work, writes resume once space is freed")
+    if arguments.get("wait_for") is not None:
+        d.parked.check_room(conn_id)
+    session = d.bindings.current(conn)
+    result = tool.handler(Call(core, conn, session, req), arguments)
+    d.bindings.after_call(conn, session)
+    if isinstance(result, Parked):
+        d.parked.park(conn, args["_req_id"], result)
+    return result
+
+
+def admin_op(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
+    """Operator reads and decisions (daemon/admin.py); a decision is logged as the operator
+    session's, so one is found or started for it first."""
+    conn = d.conns.get(conn_id)
+    if conn is not None and args.get("action") in ("resolve", "sync_resolve"):
+        d.bindings.current(conn)
+    return admin.handle(d.core, conn, args)
+
+
+def episodes(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
+    """The operator's view of the journal tier (daemon/admin.py)."""
+    return admin.episodes(d.core, args)
+
+
+def hook(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
+    """What a hook process asks beyond the tools (daemon/sessions/binding.py)."""
+    return binding.hook(d.core, d.bindings, d.news, d.connection(conn_id, "before hook calls"), args)
+
+
+def heartbeat(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
+    d.connection(conn_id, "again")
+    return {}
+
+
+def bye(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
+    """The connection leaves cleanly: the session it owns ends as `closed`."""
+    conn = d.conns.pop(conn_id, None)
+    if conn is not None:
+        session = d.core.sessions.get(conn.session_id)
+        if session is not None and session.conn == conn_id:
+            hooks.end_session(d.core, session, "closed", d.bindings.client_sessions)
+        d.parked.drop(conn_id)
+    return {}
+
+
+def status(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
+    core = d.core
+    counts = {"episodes": len(core.journal.by_id), "sessions": len(core.sessions),
+              "events": core.log.seq}
+    memories = core.memories
+    if memories is not None:
+        counts.update(memories.counts())
+    return {"pid": os.getpid(), "version": __version__, "protocol": PROTOCOL,
+            "uptime_s": round(core.clock() - core.started, 1), "connections": len(d.conns),
+            "open_sessions": len(core.sessions.open_sessions()), "store": str(core.root),
+            "counts": counts, "refused_peers": d.refused_peers, **core.stats}
+
+
+def stop(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
+    d.running = False
+    d.on_stop()  # removes the status file *before* the reply: a dying daemon must not look alive
+    return {}
+

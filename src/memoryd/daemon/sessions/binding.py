@@ -1,0 +1,161 @@
+"""Which session a connection's calls belong to (`Bindings`), and the `hook` op (`hook`): a bridge
+reattaches to its own after a daemon restart or joins the one its client session has open (its
+hook processes share it), an operator client's connections share one; else the first call that
+needs a session starts one. A hook process never owns a session, nor starts one only to end it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memoryd.daemon.connections import Conn, Session, client_name, is_operator_client
+from memoryd.daemon.core import Core
+from memoryd.daemon.sessions import anchored, hooks
+from memoryd.daemon.sessions.news import News
+from memoryd.errors import BadRequest
+
+
+class Bindings:
+    """Connections and client sessions to memoryd sessions, and each operator client's session."""
+
+    def __init__(self, core: Core, conns: dict[str, Conn]) -> None:
+        self.core = core
+        self.conns = conns
+        self.client_sessions = hooks.ClientSessions()
+        self.operator_sessions: dict[str, str] = {}  # operator client name -> its session id
+        # The operator's session outlives restarts (nobody reattaches it, and it is no agent run):
+        # it is not ended as `daemon_restart` like the agents' sessions open at the last stop.
+        for session_id in [sid for sid in core.suspended if (s := core.sessions.get(sid)) and s.is_operator]:
+            del core.suspended[session_id]
+
+    def session_of(self, conn: Conn) -> Session | None:
+        """The session the connection last used, open or not (None before it needed one)."""
+        return self.core.sessions.get(conn.session_id)
+
+    def current(self, conn: Conn) -> Session:
+        """The connection's session; a finished one is replaced by a fresh session (docs/tools.md),
+        the operator's by the operator session."""
+        session = self.session_of(conn)
+        if (session is None or not session.is_open) and is_operator_client(conn.identity.get("client")):
+            session = self.operator_session(conn.identity, create=True)
+            assert session is not None
+            conn.session_id = session.id
+        if session is None or not session.is_open:
+            key = conn.identity.get("client_session")
+            session = self.client_sessions.open_session(self.core, key) if conn.transient else None
+            if session is None:
+                session = self.core.start_session(conn.identity, conn.id)
+                if conn.transient:
+                    session.conn = None
+                self.client_sessions.bind(key, session)
+            conn.session_id = session.id
+        return session
+
+    def after_call(self, conn: Conn, before: Session) -> None:
+        """Keep the client-session key on the connection's current session (a finish or a
+        `memory_session_start` moves it), and remember a client session whose agent handed off."""
+        self.client_sessions.note_finished(before)
+        if conn.session_id != before.id and before.client_session:
+            current = self.core.sessions.get(conn.session_id)
+            if current is not None:
+                self.client_sessions.bind(before.client_session, current)
+
+    def attach_or_start(self, conn_id: str, identity: dict[str, Any], wanted: Any,
+                         transient: bool = False) -> Session | None:
+        """Reattach to `wanted` (a bridge after a daemon restart), else join the open session of
+        the caller's client session, else start one. A transient caller (a hook process) never
+        becomes a session's owner, so its exit ends nothing, and starts none here: a hook after
+        the agent finished (stop, session-end) must not leave an empty session behind; the first
+        call that needs one starts it (`current`)."""
+        key = identity.get("client_session")
+        session = self.core.sessions.get(wanted) if isinstance(wanted, str) else None
+        owner_gone = session is not None and (session.conn in (None, conn_id) or session.conn not in self.conns)
+        if not (session is not None and session.is_open and owner_gone):
+            session = self.client_sessions.open_session(self.core, key)
+            if session is not None and (transient or session.conn == conn_id):
+                return session
+        if session is not None:
+            session.conn = conn_id
+            self.core.suspended.pop(session.id, None)
+            self.core.record("session_attach", session, conn=conn_id)
+        elif transient:
+            return None
+        else:
+            session = self.core.start_session(identity, conn_id)
+        self.client_sessions.bind(key, session)
+        return session
+
+    def operator_session(self, identity: dict[str, Any], create: bool) -> Session | None:
+        """The one open session every connection of an operator client shares (`memoryd-cli`,
+        `memoryd-ui`, `memoryd-import`): their calls are attributed to it, pending writes they
+        stage belong to it, and no connection owns it, so a verb's exit ends nothing. Found again
+        after a restart; with `create`, started when there is none (the first call needing one)."""
+        name = client_name(identity.get("client"))
+        table = self.core.sessions
+        session = table.get(self.operator_sessions.get(name, ""))
+        if session is None or not session.is_open:
+            session = next((s for s in table.open_sessions() if client_name(s.client) == name), None)
+        if session is None and create:
+            session = self.core.start_session(identity, "operator")
+            session.conn = None
+        if session is not None:
+            self.operator_sessions[name] = session.id
+        return session
+
+
+# -- the hook op -----------------------------------------------------------------------------------
+
+def hook(core: Core, bindings: Bindings, news: News, conn: Conn, args: dict[str, Any]) -> dict[str, Any]:
+    """What a hook process (`memoryd hook EVENT`) asks beyond the tools, by `action`:
+    `latest_handoff` (what the session continues from), `take_unseen` (ids, limit; `peek_unseen`
+    marks nothing; with `news`, also what `news` gives), `news` (sibling sessions' commits since
+    this client session's last hook, sessions/news.py), `anchored` (tool, paths, command, limit,
+    peek: what a tool call touches, sessions/anchored.py), `last_words` (text), `end` (reason)."""
+    action = args.get("action")
+    keys = bindings.client_sessions
+    if _nothing_to_end(core, bindings, conn, action):
+        keys.forget(conn.identity.get("client_session") if action == "end" else None)
+        return {"kept": False} if action == "last_words" else {"session_id": None, "ended": None}
+    if action == "anchored" and not _joined_open(bindings, conn):
+        return {"memories": [], "session_id": None}  # a tool call joins a session, never starts one
+    session = bindings.current(conn)
+    if action == "latest_handoff":  # the session-start hook: what to continue from, and where
+        return {**hooks.continuity(core, session), "session_id": session.id}
+    if action in ("take_unseen", "peek_unseen"):  # peek: a dry run, nothing marked as shown
+        mark = action == "take_unseen"
+        taken = {"ids": hooks.take_unseen(session, args.get("ids"), args.get("limit"), mark)}
+        # The prompt hook's one call for both: news after the hits, so none is shown twice.
+        return {**taken, **news.take(core, session, conn.identity, mark, taken["ids"])} \
+            if args.get("news") else taken
+    if action == "news":  # a tool hook's light call
+        return news.take(core, session, conn.identity)
+    if action == "anchored":  # the pre-tool hook: memories the tool call is about to touch
+        return {**anchored.anchored(core, session, args), "session_id": session.id}
+    if action == "last_words":
+        if not (session.is_open and core.config.hook_last_words):
+            return {"kept": False}
+        return hooks.keep_last_words(session, args.get("text"))
+    if action == "end":
+        reason = str(args.get("reason") or "other")[:64]
+        result = hooks.end_session(core, session, f"client:{reason}", keys)
+        keys.forget(session.client_session)
+        return result
+    raise BadRequest(f"unknown hook action {str(action)[:64]!r}", {"param": "action"})
+
+
+def _joined_open(bindings: Bindings, conn: Conn) -> bool:
+    """Whether the connection joined an open session at hello. The pre-tool hook sends a thin
+    identity (no git process on a tool's critical path), so it must not start one."""
+    session = bindings.session_of(conn)
+    return session is not None and session.is_open
+
+
+def _nothing_to_end(core: Core, bindings: Bindings, conn: Conn, action: Any) -> bool:
+    """A hook that would start a session only to close it: `end` with no open session, or
+    `last_words` after the agent finished its session (the stop hook of its last turn)."""
+    session = bindings.session_of(conn)
+    if action not in ("last_words", "end") or (session is not None and session.is_open):
+        return False
+    by_key = bindings.client_sessions.by_key
+    bound = core.sessions.get(by_key.get(conn.identity.get("client_session") or "", ""))
+    return action == "end" or (bound is not None and not bound.is_open)
