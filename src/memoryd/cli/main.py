@@ -107,7 +107,7 @@ def _add_store_parsers(sub: Any) -> None:
     ui = sub.add_parser("ui", help="a local web view of the store (127.0.0.1 only)")
     ui.add_argument("--port", type=int, help="default: derived from your uid")
     ui.add_argument("--no-open", action="store_true", help="do not open a browser")
-    ui.set_defaults(func=_entry("memoryd.ui.server:main"))
+    ui.set_defaults(func=_entry("memoryd.ui.launch:main"))
 
 
 def _add_measuring_parsers(sub: Any) -> None:
