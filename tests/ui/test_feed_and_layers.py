@@ -8,7 +8,8 @@ import sys
 import threading
 from pathlib import Path
 
-from memoryd.ui.server import default_port, follow_events
+from memoryd.ui.access import default_port
+from memoryd.ui.feed import follow_events
 
 
 def _line(seq: int, kind: str = "write") -> str:

@@ -32,33 +32,23 @@ live feed only writes, and its pings every FEED_PING_S find a vanished reader wi
 
 from __future__ import annotations
 
-import argparse
-import hashlib
-import hmac
 import json
-import os
-import secrets
-import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
-from memoryd.client.connection import Operator, is_unavailable
-from memoryd.errors import MemorydError
+from memoryd.client.connection import is_unavailable
+from memoryd.errors import DAEMON_UNAVAILABLE, INVALID_PARAMS, RESOURCE_STATE, MemorydError
 from memoryd.ui import assets, pages
+from memoryd.ui.access import HOST, UI
+from memoryd.ui.feed import follow_events
 
-HOST = "127.0.0.1"
-PORT_BASE, PORT_SPAN = 47000, 2000
 MAX_BODY = 64 * 1024
-FEED_BACKLOG = 20
-FEED_POLL_S = 0.25
 FEED_PING_S = 10.0
-READ_TIMEOUT_S = 20.0
 MAX_CONNECTIONS = 64
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
@@ -77,9 +67,13 @@ ID_CHARS = frozenset("0123456789ABCDEFGHJKMNPQRSTVWXYZabcdefghjkmnpqrstvwxyz")  
 MIN_ID_PREFIX, ULID_LEN = 6, 26
 
 
-def default_port(uid: int | None = None) -> int:
-    """A port per user, so two users of one machine do not collide: 47000 + uid mod 2000."""
-    return PORT_BASE + (os.getuid() if uid is None else uid) % PORT_SPAN
+# A daemon error as the HTTP status of its error page: unreachable, unknown (a memory, a session),
+# a refused parameter; any other error is a 500.
+HTTP_STATUS = {DAEMON_UNAVAILABLE: 503, RESOURCE_STATE: 404, INVALID_PARAMS: 400}
+
+
+def http_status(exc: MemorydError) -> int:
+    return HTTP_STATUS.get(DAEMON_UNAVAILABLE if is_unavailable(exc) else exc.code, 500)
 
 
 class Refused(Exception):
@@ -88,106 +82,6 @@ class Refused(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status, self.message = status, message
-
-
-class UI:
-    """What every request handler shares: the daemon connection, the values derived from the
-    launch secret (path prefix, session cookie, CSRF), the unspent one-time codes, the log dir."""
-
-    def __init__(self, operator: Operator, port: int, secret: str, events_dir: Path,
-                 read_timeout_s: float = READ_TIMEOUT_S) -> None:
-        self.operator = operator
-        self.port = port
-        self.events_dir = events_dir
-        self.read_timeout_s = read_timeout_s
-        self.stopping = threading.Event()
-        self.hosts = {f"{HOST}:{port}", f"localhost:{port}"}
-        self.origins = {f"http://{h}" for h in self.hosts}
-        self.cookie = f"memoryd_ui_{port}"
-        def derive(purpose: str) -> str:  # bound to this port: another launch's values are worthless here
-            return hmac.new(secret.encode(), f"{purpose}:{port}".encode(), hashlib.sha256).hexdigest()
-
-        self.prefix = "/" + derive("path")[:32]
-        self.session = derive("session")
-        self.csrf = derive("csrf")
-        self.codes: set[str] = set()
-        self.codes_lock = threading.Lock()
-
-    def new_code(self) -> str:
-        code = secrets.token_urlsafe(24)
-        with self.codes_lock:
-            self.codes.add(code)
-        return code
-
-    def spend_code(self, code: str) -> bool:
-        """True once per code: the first load with it wins, every later one is refused."""
-        with self.codes_lock:
-            if code in self.codes:
-                self.codes.discard(code)
-                return True
-        return False
-
-    def url(self, code: str) -> str:
-        return f"http://{HOST}:{self.port}/?code={code}"
-
-    def session_ok(self, candidate: str | None) -> bool:
-        return candidate is not None and hmac.compare_digest(candidate.encode(), self.session.encode())
-
-    def csrf_ok(self, candidate: str | None) -> bool:
-        return candidate is not None and hmac.compare_digest(candidate.encode(), self.csrf.encode())
-
-    def inside(self, path: str) -> str | None:
-        """The page path under our secret prefix (`/memories` for `<prefix>/memories`), else None."""
-        head, rest = path[:len(self.prefix)], path[len(self.prefix):]
-        if not hmac.compare_digest(head.encode(), self.prefix.encode()) or not (rest == "" or rest.startswith("/")):
-            return None
-        return rest or "/"
-
-
-# -- the live feed: follow the store's event log, read-only -------------------------------------------
-
-def follow_events(events_dir: Path, stop: threading.Event, backlog: int = FEED_BACKLOG,
-                  poll_s: float = FEED_POLL_S) -> Iterator[dict[str, Any] | None]:
-    """Yield the last `backlog` events, then each new one as the daemon appends it (None every
-    poll with nothing new, so the caller can ping). Follows a new monthly segment when one starts;
-    a line is yielded only once its newline is there (a half-written line waits)."""
-    segments = sorted(events_dir.glob("*.jsonl"))
-    current = segments[-1] if segments else None
-    position = 0
-    if current is not None:
-        data = current.read_bytes()
-        position = data.rfind(b"\n") + 1  # a half-written last line is read with the new ones
-        for line in data[:position].splitlines()[-backlog:]:
-            yield _event(line)
-    pending = b""
-    while not stop.is_set():
-        newest = sorted(events_dir.glob("*.jsonl"))
-        if current is None and newest:
-            current, position = newest[0], 0
-        if current is not None:
-            with open(current, "rb") as handle:
-                handle.seek(position)
-                chunk = handle.read()
-            position += len(chunk)
-            pending += chunk
-            *lines, pending = pending.split(b"\n")
-            for line in lines:
-                if line.strip():
-                    yield _event(line)
-            later = [s for s in newest if s.name > current.name]
-            if later and not pending:
-                current, position = later[0], 0
-                continue
-        yield None
-        stop.wait(poll_s)
-
-
-def _event(line: bytes) -> dict[str, Any]:
-    try:
-        event = json.loads(line)
-    except ValueError:
-        return {"kind": "unreadable line"}
-    return {k: v for k, v in event.items() if k not in ("prev", "hash")} if isinstance(event, dict) else {}
 
 
 # -- requests -----------------------------------------------------------------------------------------
@@ -300,7 +194,7 @@ class Handler(BaseHTTPRequestHandler):
         except Refused as exc:
             self.send(exc.status, pages.error_page(exc.status, exc.message, self.base))
         except MemorydError as exc:
-            status = 503 if is_unavailable(exc) else 404 if exc.code == -32002 else 400 if exc.code == -32602 else 500
+            status = http_status(exc)
             text = "the daemon is not running (memoryd serve --detach)" if status == 503 else exc.message
             candidates = (exc.data or {}).get("candidates") or []  # an ambiguous id prefix: say which
             self.send(status, pages.error_page(status, text, self.base, candidates))
@@ -492,7 +386,8 @@ class Handler(BaseHTTPRequestHandler):
 Route = Callable[[Handler, str, dict[str, list[str]]], None]
 ROUTES_GET: list[tuple[str, Route]] = [
     ("/", Handler.page_root), ("/static/", Handler.page_static), ("/memories", Handler.page_memories),
-    ("/memory/", Handler.page_memory), ("/memories/", Handler.page_memory), ("/pending", Handler.page_pending), ("/sessions", Handler.page_sessions),
+    ("/memory/", Handler.page_memory), ("/memories/", Handler.page_memory), ("/pending", Handler.page_pending),
+    ("/sessions", Handler.page_sessions),
     ("/session/", Handler.page_session), ("/health", Handler.page_health), ("/events", Handler.page_events),
     ("/events/stream", Handler.page_stream), ("/favicon.ico", Handler.page_favicon),
 ]
@@ -538,68 +433,3 @@ def make_server(ui: UI) -> Server:
     per-socket timeout: a read (or write) stalled that long ends the connection and frees its thread."""
     handler = type("BoundHandler", (Handler,), {"ui": ui, "timeout": ui.read_timeout_s})
     return Server((HOST, ui.port), handler)
-
-
-def read_timeout_s() -> float:
-    """MEMORYD_UI_READ_TIMEOUT_S when it is a positive number (tests shorten it), else READ_TIMEOUT_S."""
-    try:
-        value = float(os.environ.get("MEMORYD_UI_READ_TIMEOUT_S", READ_TIMEOUT_S))
-    except ValueError:
-        return READ_TIMEOUT_S
-    return value if value > 0 else READ_TIMEOUT_S
-
-
-def _keepalive(ui: UI, period_s: float) -> None:
-    while not ui.stopping.wait(period_s):
-        ui.operator.keepalive()
-
-
-def _has_desktop() -> bool:
-    """Whether a graphical browser can open: without a display, `webbrowser` would fall back to a
-    console browser (lynx, w3m) and take over this terminal, so the printed URL has to do."""
-    return sys.platform == "darwin" or bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
-
-
-def main(ns: argparse.Namespace) -> int:
-    """Serve until interrupted. Exit 3 when the daemon is not running, 1 when the port is taken."""
-    from memoryd import paths
-    from memoryd.client import spawn
-
-    operator = Operator("memoryd-ui")
-    try:
-        spawn.ensure_daemon(paths.endpoint())  # started as a bridge starts it, like every CLI verb
-        status = operator.call("status", {})
-    except MemorydError as exc:
-        if not is_unavailable(exc):
-            raise
-        print(f"memoryd: the daemon is not running and could not be started: {exc.message} "
-              "(memoryd doctor says why)", file=sys.stderr)
-        return 3
-    port = ns.port or default_port()
-    ui = UI(operator, port, secrets.token_urlsafe(32), Path(status["store"]) / "events", read_timeout_s())
-    try:
-        server = make_server(ui)
-    except OSError as exc:
-        print(f"memoryd: cannot listen on {HOST}:{port} ({exc.strerror}; is a memoryd ui already running?); "
-              "pick another port with --port", file=sys.stderr)
-        operator.close()
-        return 1
-    print(f"memoryd ui: {ui.url(ui.new_code())}", flush=True)
-    print("(a one-time URL: its first load signs a browser in, then it is spent; Ctrl-C stops the view)",
-          file=sys.stderr, flush=True)
-    if not ns.no_open and _has_desktop():
-        import webbrowser
-
-        webbrowser.open(ui.url(ui.new_code()))  # its own code: the browser's argv is readable by `ps`
-    period = float(operator.hello.get("heartbeat_s", 5))
-    threading.Thread(target=_keepalive, args=(ui, period), daemon=True).start()
-    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown, daemon=True).start())
-    try:
-        server.serve_forever(poll_interval=0.2)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        ui.stopping.set()
-        server.server_close()
-        operator.close()
-    return 0

@@ -1,0 +1,77 @@
+"""Who may use the web view: the values one launch derives from its secret (the secret path
+prefix, the session cookie, the CSRF value), its one-time sign-in codes, and the Host and Origin
+values it accepts (the guards themselves run in server.py, `Handler.guard`)."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import secrets
+import threading
+from pathlib import Path
+
+from memoryd.client.connection import Operator
+
+HOST = "127.0.0.1"
+PORT_BASE, PORT_SPAN = 47000, 2000
+READ_TIMEOUT_S = 20.0
+
+
+def default_port(uid: int | None = None) -> int:
+    """A port per user, so two users of one machine do not collide: 47000 + uid mod 2000."""
+    return PORT_BASE + (os.getuid() if uid is None else uid) % PORT_SPAN
+
+
+class UI:
+    """What every request handler shares: the daemon connection, the values derived from the
+    launch secret (path prefix, session cookie, CSRF), the unspent one-time codes, the log dir."""
+
+    def __init__(self, operator: Operator, port: int, secret: str, events_dir: Path,
+                 read_timeout_s: float = READ_TIMEOUT_S) -> None:
+        self.operator = operator
+        self.port = port
+        self.events_dir = events_dir
+        self.read_timeout_s = read_timeout_s
+        self.stopping = threading.Event()
+        self.hosts = {f"{HOST}:{port}", f"localhost:{port}"}
+        self.origins = {f"http://{h}" for h in self.hosts}
+        self.cookie = f"memoryd_ui_{port}"
+        def derive(purpose: str) -> str:  # bound to this port: another launch's values are worthless here
+            return hmac.new(secret.encode(), f"{purpose}:{port}".encode(), hashlib.sha256).hexdigest()
+
+        self.prefix = "/" + derive("path")[:32]
+        self.session = derive("session")
+        self.csrf = derive("csrf")
+        self.codes: set[str] = set()
+        self.codes_lock = threading.Lock()
+
+    def new_code(self) -> str:
+        code = secrets.token_urlsafe(24)
+        with self.codes_lock:
+            self.codes.add(code)
+        return code
+
+    def spend_code(self, code: str) -> bool:
+        """True once per code: the first load with it wins, every later one is refused."""
+        with self.codes_lock:
+            if code in self.codes:
+                self.codes.discard(code)
+                return True
+        return False
+
+    def url(self, code: str) -> str:
+        return f"http://{HOST}:{self.port}/?code={code}"
+
+    def session_ok(self, candidate: str | None) -> bool:
+        return candidate is not None and hmac.compare_digest(candidate.encode(), self.session.encode())
+
+    def csrf_ok(self, candidate: str | None) -> bool:
+        return candidate is not None and hmac.compare_digest(candidate.encode(), self.csrf.encode())
+
+    def inside(self, path: str) -> str | None:
+        """The page path under our secret prefix (`/memories` for `<prefix>/memories`), else None."""
+        head, rest = path[:len(self.prefix)], path[len(self.prefix):]
+        if not hmac.compare_digest(head.encode(), self.prefix.encode()) or not (rest == "" or rest.startswith("/")):
+            return None
+        return rest or "/"
