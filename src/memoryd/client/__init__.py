@@ -1,1 +1,2 @@
-"""The client library the bridge and the CLI use to talk to the daemon (the only client-side zmq)."""
+"""The client library: the one client (`connection.Connection`) that the bridge, the CLI, the web
+view and the hooks use, its two transports, and finding or starting a daemon (`spawn`)."""
