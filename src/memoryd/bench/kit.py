@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from memoryd import PROTOCOL
+
 Row = dict[str, Any]
 # A cold or loaded machine can take minutes to replay a 100k store: report it, do not crash.
 START_TIMEOUT_S = 600
@@ -55,7 +57,8 @@ class Throwaway:
             time.sleep(0.01)
 
     def endpoint(self) -> str:
-        return json.loads((self.base / "r" / "memoryd.status").read_text())["endpoint"]
+        endpoint: str = json.loads((self.base / "r" / "memoryd.status").read_text())["endpoint"]
+        return endpoint
 
     def restart(self) -> float:
         """Stop and start the daemon; returns seconds until it serves again."""
@@ -136,7 +139,7 @@ class WireLoader:
         from memoryd import protocol
 
         self.zmq, self.protocol = zmq, protocol
-        self.sock = zmq.Context.instance().socket(zmq.DEALER)
+        self.sock: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.connect(endpoint)
         self.sent = 0
@@ -160,7 +163,7 @@ class WireLoader:
         return replies
 
     def session(self, conn: str, worktree: str | None) -> None:
-        self.send(conn, "hello", {"protocol": self.protocol.PROTOCOL, "identity": {"worktree": worktree,
+        self.send(conn, "hello", {"protocol": PROTOCOL, "identity": {"worktree": worktree,
                                                                                   "project": "bench"}})
 
     def call(self, conn: str, tool: str, **arguments: Any) -> None:

@@ -33,7 +33,7 @@ def liveness_pass(core: Core, conns: dict[str, Conn], now: float) -> list[str]:
     lost = [cid for cid, conn in conns.items() if now - conn.last_seen > limit]
     for conn_id in lost:
         conn = conns.pop(conn_id)
-        session = core.sessions.get(conn.session_id)
+        session = core.sessions.get(conn.session_id) if conn.session_id is not None else None
         if session is not None and session.conn == conn_id:
             core.end_session(session, "lost")
     return lost

@@ -131,9 +131,9 @@ def _head(path: Path) -> bytes:
 def _topic(path: Path, origin: str, scopes: tuple[str, ...], skipped: list[tuple[str, str]]) -> Draft | None:
     text = read_text(path, follow_link=False)
     meta, body = split_frontmatter(path, text) if text.startswith("---") else ({}, text)
-    extra = meta.get("metadata") if isinstance(meta.get("metadata"), dict) else {}
+    extra = found if isinstance(found := meta.get("metadata"), dict) else {}
     kind = extra.get("type") or meta.get("type")
-    description = meta.get("description") if isinstance(meta.get("description"), str) else ""
+    description = found if isinstance(found := meta.get("description"), str) else ""
     body, description = body.strip(), description.strip()
     lead = [description] if description and description not in body else []
     content = "\n\n".join([*lead, body]).strip()

@@ -273,7 +273,7 @@ class AnchorIndex:
         self.identifiers: dict[str, set[str]] = {}
         # (program, next word) -> {id: phrases}: keyed by two tokens, so a lookup of a `git` command
         # reads only the memories about that git subcommand, not every memory that names git.
-        self.commands: dict[tuple[str, str], dict[str, list[tuple[str, ...]]]] = {}
+        self.commands: dict[tuple[str, ...], dict[str, list[tuple[str, ...]]]] = {}
         self.of: dict[str, Anchors] = {}
 
     def build(self, memories: Iterable[Memory]) -> None:

@@ -45,7 +45,7 @@ ANCHOR_SLICE = 100  # memories the anchor index takes in per idle turn (short: d
 def attach(core: Core) -> MemoryTier:
     """Join the memory tier to `core`: replay, recovery and every recorded event reach it."""
     tier = MemoryTier(core)
-    core.memories = tier  # type: ignore[attr-defined]
+    core.memories = tier
     core.extensions.append(tier)
     return tier
 

@@ -39,7 +39,7 @@ PENDING_HINT = ("A claim about the user needs the user's yes: ask them, then cal
 
 
 def tier_of(core: Core) -> MemoryTier:
-    return core.memories  # type: ignore[attr-defined,no-any-return]
+    return core.memories  # type: ignore[no-any-return]
 
 
 # -- argument rules the schema cannot say ---------------------------------------------------------

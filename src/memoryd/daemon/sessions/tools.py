@@ -17,6 +17,7 @@ from typing import Any
 from memoryd.daemon.clock import iso
 from memoryd.daemon.connections import Session, is_operator_client
 from memoryd.daemon.core import Call, Core
+from memoryd.daemon.memories.records import Memory
 from memoryd.daemon.memories.rollups import extension_sections
 from memoryd.daemon.scopes import is_hidden
 from memoryd.daemon.sessions import records
@@ -129,9 +130,9 @@ class _MemoryScan:
             self._from_aggregates(project)
             return
         self.count = 0
-        self.by_category = Counter()
-        self.by_project = Counter()
-        self.handoffs = {}   # project -> its newest handoff
+        self.by_category: Counter[str] = Counter()
+        self.by_project: Counter[str] = Counter()
+        self.handoffs: dict[str | None, Memory] = {}   # project -> its newest handoff
         self.others: list[Any] = []
         for memory in live.values():
             if is_hidden(memory.scopes, disabled):
