@@ -2,7 +2,8 @@
 
 Import contract: stdlib and `text` (stopwords, word tokens) only, no I/O, no state; every
 function takes text and returns plain data, so the gate order and the override flags live in the
-caller.
+caller. Past 400 lines on purpose: the gates' detectors share one lazy pattern compiler (`_re`,
+`compile_patterns`) and the snippet window; split by gate, each piece would need that wiring again.
 """
 
 from __future__ import annotations
