@@ -77,7 +77,7 @@ def hello(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> d
         conn.replies, conn.reply_bytes = old.replies, old.reply_bytes
     d.conns[conn_id] = conn
     reply: dict[str, Any] = {"session_id": conn.session_id, "daemon_version": __version__, "protocol": PROTOCOL,
-             "tools_etag": catalogue.ETAG, "heartbeat_s": d.core.config.heartbeat_seconds}
+                             "tools_etag": catalogue.ETAG, "heartbeat_s": d.core.config.heartbeat_seconds}
     if transient:
         reply["hook"] = hooks.settings(d.core)
     return reply

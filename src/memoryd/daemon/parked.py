@@ -6,7 +6,7 @@ needs a thread. An undone pass takes back the calls it parked (`void`).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from memoryd.daemon.connections import Conn
 from memoryd.daemon.replies import remember
@@ -18,8 +18,7 @@ MAX_PARKED_PER_CONN = 16
 MAX_PARKED = 1024
 
 
-@dataclass
-class ParkedCall:
+class ParkedCall(NamedTuple):
     conn_id: str
     req_id: int
     parked: Parked
