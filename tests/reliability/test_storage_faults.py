@@ -315,7 +315,7 @@ def test_a_log_flush_that_fails_rolls_the_whole_pass_back(tmp_path: Path) -> Non
         core.sync()
         assert core.log.seq == seq + 1
         core.log.close()
-        from memoryd.daemon.eventlog import verify
+        from memoryd.daemon.logcheck import verify
         report = verify(mount / "store" / "events")
         assert report["ok"] and report["events"] == seq + 1, report
     finally:

@@ -160,7 +160,7 @@ def test_pending_expiry_keeps_the_promoted_episode(tmp_path: Path, clock: Clock)
 
 
 def test_the_log_starts_a_new_monthly_segment_and_the_chain_runs_across(tmp_path: Path, clock: Clock) -> None:
-    from memoryd.daemon import eventlog
+    from memoryd.daemon import logcheck
 
     clock.now = 1_798_761_599.0  # 2026-12-31T23:59:59Z
     core = Core(tmp_path / "store", Config(), clock=clock)
@@ -171,7 +171,7 @@ def test_the_log_starts_a_new_monthly_segment_and_the_chain_runs_across(tmp_path
     core.sync()
     names = sorted(p.name for p in (core.root / "events").glob("*.jsonl"))
     assert names == ["2026-12.jsonl", "2027-01.jsonl"]
-    assert eventlog.verify(core.root / "events")["ok"] is True
+    assert logcheck.verify(core.root / "events")["ok"] is True
 
 
 def test_the_check_after_start_runs_on_idle_turns_and_once_a_second_under_load(core: Core, clock: Clock,

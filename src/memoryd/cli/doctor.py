@@ -1,7 +1,7 @@
 """`memoryd doctor`: check the install, paths, permissions, daemon and client configs, with a fix for each.
 
 Import contract: stdlib, `memoryd.paths` and `memoryd.cli.clients` (and, lazily, the stdlib-only
-`memoryd.daemon.eventlog` to verify the log from its files, and `client.spawn.pid_alive`); the
+`memoryd.daemon.logcheck` to verify the log from its files, and `client.spawn.pid_alive`); the
 runtime packages are imported only to prove they load, and the daemon is judged from its status
 file, never over ZeroMQ, so doctor still answers when the transport or the daemon is what is broken.
 """
@@ -194,22 +194,22 @@ def check_config() -> list[Check]:
 
 def check_event_log() -> list[Check]:
     """The whole chain, read from the files, so it answers while the daemon refuses to start."""
-    from memoryd.daemon import eventlog  # lazy; stdlib and errors only
+    from memoryd.daemon import logcheck  # lazy; stdlib and errors only
 
     events = paths.store_root() / "events"
     if not events.is_dir():
         return [Check("event log", "ok", "no log yet")]
-    report = eventlog.verify(events)
+    report = logcheck.verify(events)
     if not report["ok"]:
         detail = (f"damaged at {report['segment']}:{report['line']} (seq {report['broken_seq']}): "
                   f"{report['reason']}; the daemon refuses to start on it")
-        return [Check("event log", "fail", detail, eventlog.REPAIR_COMMAND)]
+        return [Check("event log", "fail", detail, logcheck.REPAIR_COMMAND)]
     torn = ", a torn tail that the next start cuts" if report.get("torn_tail") else ""
     found = [Check("event log", "ok", f"{report['events']} events, chain intact{torn}")]
     if report["quarantined"]:
         runs = ", ".join(f"{m['first_seq']}..{m['seq']}" for m in report["quarantined"][:5])
         detail = (f"{len(report['quarantined'])} quarantined run(s), seq {runs}: those events are lost "
-                  f"(removed by `memoryd log repair`; the bytes are in {events / eventlog.QUARANTINE_DIR})")
+                  f"(removed by `memoryd log repair`; the bytes are in {events / logcheck.QUARANTINE_DIR})")
         found.append(Check("event log quarantine", "warn", detail,
                            "nothing to repair; inspect the quarantined bytes if the damage is unexplained"))
     return found

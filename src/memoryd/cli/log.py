@@ -22,16 +22,16 @@ def add_parser(sub: Any) -> None:
 
 def main(ns: argparse.Namespace) -> int:
     from memoryd import paths
-    from memoryd.daemon import eventlog
+    from memoryd.daemon import logcheck
 
     events = paths.store_root() / "events"
     if ns.action == "verify":
-        report = eventlog.verify(events)
+        report = logcheck.verify(events)
         emit(ns.json, report, verify_lines)
         return 0 if report["ok"] else 1
     if ns.action == "repair":
         return repair(events, ns.json)
-    return tail(eventlog.segments(events), ns.follow)
+    return tail(logcheck.segments(events), ns.follow)
 
 
 def verify_lines(report: dict[str, Any]) -> list[str]:
@@ -56,7 +56,7 @@ def repair(events: Any, as_json: bool) -> int:
     import time
 
     from memoryd import paths
-    from memoryd.daemon import eventlog
+    from memoryd.daemon import logcheck
     from memoryd.daemon.clock import iso
     from memoryd.errors import StoreDamaged
 
@@ -68,7 +68,7 @@ def repair(events: Any, as_json: bool) -> int:
             print("memoryd: the daemon is running; stop it first (memoryd stop)", file=sys.stderr)
             return 1
         try:
-            report = eventlog.repair(events, iso(time.time()))
+            report = logcheck.repair(events, iso(time.time()))
         except StoreDamaged as exc:
             print(f"memoryd: {exc.message}", file=sys.stderr)
             return 1

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from memoryd.daemon import eventlog, reaper
+from memoryd.daemon import logcheck, reaper
 from memoryd.daemon.clock import iso
 from memoryd.daemon.connections import Conn, Session
 from memoryd.daemon.core import Call, Core
@@ -203,7 +203,7 @@ def history(core: Core, args: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(memory_id, str) or not memory_id:
         raise InvalidParams("id", "must be a memory id")
     found: list[dict[str, Any]] = []
-    for segment in eventlog.segments(core.root / "events"):
+    for segment in logcheck.segments(core.root / "events"):
         with open(segment, encoding="utf-8", errors="replace") as handle:
             for line in handle:
                 if memory_id not in line:

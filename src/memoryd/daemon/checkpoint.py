@@ -23,7 +23,8 @@ import msgpack
 from memoryd.daemon import idents, nofollow
 from memoryd.daemon.connections import Session, SessionTable
 from memoryd.daemon.core import REPLAYED_FIELDS, Core
-from memoryd.daemon.eventlog import EventLog, Resume, segments
+from memoryd.daemon.eventlog import EventLog, Resume
+from memoryd.daemon.logcheck import segments
 
 log = logging.getLogger("memoryd.daemon")
 

@@ -2,7 +2,7 @@
 live memory once), memory_scope_disable/enable (what this session's reads hide, in both tiers) and
 memory_health (what needs curation, another whole walk). None is on an agent's hot path.
 
-Import contract: core, clock, eventlog (chain check), and the tier's reads, records, staleness
+Import contract: core, clock, logcheck (chain check), and the tier's reads, records, staleness
 and writes.
 """
 
@@ -13,7 +13,7 @@ import os
 from collections import Counter
 from typing import Any
 
-from memoryd.daemon import eventlog
+from memoryd.daemon import logcheck
 from memoryd.daemon.clock import parse_stamp
 from memoryd.daemon.core import Call, Core
 from memoryd.daemon.memories.reads import caller_repos, memory_filter
@@ -65,7 +65,7 @@ def _brief(memory: Memory, **extra: Any) -> dict[str, Any]:
 def chain_tail_ok(core: Core) -> bool:
     """Verify the last ~64 KiB of the log against the running chain (cheap; `log verify` is full)."""
     core.sync()  # appends are buffered: flush so the file's tail is what the chain says
-    files = eventlog.segments(core.log.dir)
+    files = logcheck.segments(core.log.dir)
     if not files:
         return core.log.seq == 0
     with open(files[-1], "rb") as handle:
@@ -80,8 +80,7 @@ def chain_tail_ok(core: Core) -> bool:
             event = json.loads(line)
             if prev is not None and event["prev"] != prev:
                 return False
-            # A quarantine marker stands for lines `log repair` removed: its hash cannot be recomputed.
-            if event["kind"] != eventlog.QUARANTINED and event["hash"] != eventlog.chain_hash(event["prev"], event):
+            if logcheck.hash_problem(event):
                 return False
             prev = event["hash"]
     except (ValueError, KeyError, TypeError):
