@@ -21,7 +21,7 @@ from memoryd.daemon.sync.git import Git, GitFailed
 from memoryd.daemon.sync.layout import CONFLICTS, FOLDER_OF, escaped, write_atomic
 from memoryd.daemon.sync.merge import Version
 
-TOP_FOLDERS = ("memories", "tombstones", "conflicts")
+TOP_FOLDERS = (*FOLDER_OF.values(), CONFLICTS)  # the synced folders at the top of the tree
 # The clone's own attributes, which outrank every .gitattributes in the tree: a remote's
 # `*.md text eol=crlf` or `filter=…` never changes a record's bytes when git reads or adds it.
 ATTRIBUTES = b"* -text -eol -filter -diff -merge -ident -working-tree-encoding\n"
