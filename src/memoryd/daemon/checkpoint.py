@@ -22,9 +22,10 @@ import msgpack
 
 from memoryd.daemon import idents, nofollow
 from memoryd.daemon.connections import Session, SessionTable
-from memoryd.daemon.core import REPLAYED_FIELDS, Core
+from memoryd.daemon.core import Core
 from memoryd.daemon.eventlog import EventLog, Resume
 from memoryd.daemon.logcheck import segments
+from memoryd.daemon.retries import REPLAYED_FIELDS, Retries
 
 log = logging.getLogger("memoryd.daemon")
 
@@ -131,7 +132,7 @@ def resume_point(event_log: EventLog, position: dict[str, Any]) -> Resume | None
 
 
 def _core_state(core: Core) -> dict[str, Any]:
-    core.thaw_requests()
+    core.retries.thaw()
     table = core.sessions
     logged = sorted(core.logged_episodes)
     position = {episode_id: i for i, episode_id in enumerate(logged)}
@@ -146,8 +147,8 @@ def _core_state(core: Core) -> dict[str, Any]:
         "open_ids": list(table.open_ids), "last_n": table.last_n,
         "logged_episodes": logged, "removed_episodes": sorted(core.removed_episodes),
         "last_run_ids": sorted(core.last_run_ids),
-        "applied_reqs": msgpack.packb([[req, list(values)] for req, values in core.applied_reqs.items()]),
-        "req_conns": sorted({req.partition(":")[0] for req in core.applied_reqs}),
+        "applied_reqs": msgpack.packb([[req, list(values)] for req, values in core.retries.applied_reqs.items()]),
+        "req_conns": sorted({req.partition(":")[0] for req in core.retries.applied_reqs}),
     }
 
 
@@ -209,7 +210,7 @@ def _logged_ids(positions: list[Any], logged: list[str]) -> tuple[str, ...]:
 
 
 def _cold_requests(packed: bytes, conns: list[str]) -> dict[str, Any]:
-    """The request keys stay packed until a connection they name calls again (`Core.applied`):
+    """The request keys stay packed until a connection they name calls again (`Retries.applied`):
     decoding them costs a start time and memory that new bridges never need (docs/benchmark.md)."""
     if type(packed) is not bytes or not idents.all_of_type(conns, str):
         raise ValueError("the request keys are not packed as this version packs them")
@@ -219,12 +220,12 @@ def _cold_requests(packed: bytes, conns: list[str]) -> dict[str, Any]:
             return _decode_requests(msgpack.unpackb(packed, raw=False))
         except msgpack.UnpackException as exc:
             raise ValueError(str(exc)) from exc
-    return {"applied_reqs": OrderedDict(), "cold_conns": frozenset(conns), "cold_reqs": thaw}
+    return {"retries": Retries(thaw, frozenset(conns))}
 
 
 def _decode_requests(rows: Any) -> OrderedDict[str, Any]:
     """Request keys with what a retry is answered from, built at C speed: the values stay the
-    lists msgpack made (`Core.applied` reads either), and no id is interned: converting and
+    lists msgpack made (`Retries.applied` reads either), and no id is interned: converting and
     interning them cost a start more than the few MB it saves (docs/benchmark.md)."""
     if type(rows) is not list:
         raise ValueError("the request keys are not a list")

@@ -113,7 +113,7 @@ def call(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> An
         raise BadRequest(f"unknown tool {str(name)[:100]!r}", {"param": "name"}, kind="unknown_tool")
     core = d.core
     req = f"{conn_id}:{args['_req_id']}"
-    applied = core.applied(req)
+    applied = core.retries.applied(req)
     if applied is not None and tool.name in REPLAYERS:
         replayed = REPLAYERS[tool.name](core, applied)
         if replayed is not None:

@@ -1,26 +1,22 @@
-"""The episode index: every episode file's frontmatter, kept in memory (packed per session until
-first used after a start; docs/storage.md, 'Packed episodes'), bodies read on demand.
+"""The journal: the episode index (episodes/index.py) as a start fills it — from the index cache a
+clean stop wrote, or by parsing the files, in a helper process while the log replays when there
+are many — and as the check after start compares what came from the cache with the files.
 
-Import contract: store, helper, the cache format (`episodes.cache`) and the record
-(`episodes.episode`). Provenance is not
-stored here: it comes from the event log's index in `core` (an episode file says nothing
-trustworthy about how it got there).
-Symlinked session folders and episode files are listed in `bad_files` and never indexed, so
-nothing reads them and the TTL reaper never deletes through them.
+Import contract: store, helper, the cache format (`episodes.cache`), the record
+(`episodes.episode`) and the index. Symlinked session folders and episode files are listed in
+`bad_files` and never indexed, so nothing reads them and the TTL reaper never deletes through them.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections import Counter
-from collections.abc import Callable, Iterator, KeysView, Mapping
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import msgpack
 
-from memoryd.daemon import frontmatter, helper, idents, nofollow, store
+from memoryd.daemon import helper, idents, nofollow, store
 from memoryd.daemon.episodes.cache import (
     Listing,
     Packed,
@@ -29,7 +25,8 @@ from memoryd.daemon.episodes.cache import (
     read_header,
     sessions_of,
 )
-from memoryd.daemon.episodes.episode import Episode, from_meta, from_row
+from memoryd.daemon.episodes.episode import from_row
+from memoryd.daemon.episodes.index import JournalIndex
 
 log = logging.getLogger("memoryd.daemon")
 
@@ -38,48 +35,13 @@ PREFETCH_MIN_SESSIONS = 500  # fewer session folders parse in well under a secon
 SHARE_CHUNK = 16  # session folders per chunk of a shared parse: ~3 ms of work at 8 episodes each
 
 
-class EpisodeIndex(Mapping[str, Episode]):
-    """`journal.by_id`: every episode by id, whether or not its session is decoded yet. Looking
-    one up decodes its session; membership, length and `keys()` do not."""
+class Journal(JournalIndex):
+    """The episode index with its start (`prefetch`, `load`) and the check after it
+    (`verify_some`, `late_finds`): a `domain.TierLoader`."""
 
-    def __init__(self, journal: Journal) -> None:
-        self._journal = journal
-
-    def __getitem__(self, episode_id: str) -> Episode:
-        found = self._journal.get(episode_id)
-        if found is None:
-            raise KeyError(episode_id)
-        return found
-
-    def __contains__(self, episode_id: object) -> bool:
-        return episode_id in self._journal.owner
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._journal.owner)
-
-    def __len__(self) -> int:
-        return len(self._journal.owner)
-
-    def keys(self) -> KeysView[str]:  # type: ignore[override]
-        return self._journal.owner.keys()
-
-
-class Journal:
-    """Episodes by session. A start after a clean stop leaves each session *packed* (its cache
-    rows, ~1/5 of the objects' memory) and decodes it on first use: most sessions of a large
-    store are never read again before the TTL prunes them (docs/storage.md, 'Episodes')."""
-
-    def __init__(self, root: Path, files: store.FileStore) -> None:
-        self.dir = root / "episodes"
-        self._prefix = str(self.dir) + os.sep
-        self.files = files
-        self.owner: dict[str, str] = {}  # every episode id -> its session, decoded or not
-        self.by_id = EpisodeIndex(self)
-        self._live: dict[str, dict[str, Episode]] = {}  # decoded sessions
-        self._packed: dict[str, Packed] = {}
-        self.bad_files: list[dict[str, str]] = []
+    def __init__(self, root: Path, files: store.FileStore, provenance: Callable[[str, str], str]) -> None:
+        super().__init__(root, files, provenance)
         self.session_dirs: list[str] = []  # every `sess-<n>` name under episodes/, links included
-        self.stats: dict[str, tuple[int, int]] = {}  # decoded episode id -> (size, mtime_ns) its file had
         self.unverified: list[str] = []  # sessions loaded from the cache, files not yet compared
         self.unlisted: list[str] = []  # session folders taken from the cache, not yet listed
         self.root_unlisted = False  # episodes/ itself not listed yet (a start after a clean stop)
@@ -91,117 +53,6 @@ class Journal:
         self._prefetched: tuple[dict[str, Packed], Listing | None] | None = None  # what it found
         self._shares: tuple[list[list[os.DirEntry[str]]], helper.Shares] | None = None  # its work, chunked
         self.temp_files: list[str] = []  # temp files seen in session folders as they were listed
-
-    # -- reading ---------------------------------------------------------------------------------
-
-    def session(self, session_id: str) -> dict[str, Episode]:
-        """A session's episodes by id (decoded now if packed); empty when it has none."""
-        bucket = self._live.get(session_id)
-        if bucket is not None:
-            return bucket
-        if session_id in self._packed:
-            return self._unpack(session_id)
-        return {}
-
-    def get(self, episode_id: str) -> Episode | None:
-        session_id = self.owner.get(episode_id)
-        return None if session_id is None else self.session(session_id).get(episode_id)
-
-    def of_session(self, session_id: str) -> list[Episode]:
-        """A session's live episodes, oldest first (ULIDs sort by creation time)."""
-        return sorted(self.session(session_id).values(), key=lambda e: (e.created, e.id))
-
-    def matching(self, worktree: Any = ..., swarm: str | None = None) -> Iterator[Episode]:
-        """Every episode that may be in `worktree` (... : any) and `swarm` (None: any); only the
-        packed sessions whose summary says they hold such an episode are decoded."""
-        for session_id, packed in list(self._packed.items()):
-            if ((worktree is ... or any(w == worktree for w, _ in packed.worktrees))
-                    and (swarm is None or swarm in packed.swarms)):
-                self._unpack(session_id)
-        return (e for bucket in list(self._live.values()) for e in bucket.values())
-
-    def summaries(self) -> Iterator[tuple[str, int, str]]:
-        """(session, episodes, newest created) for each session holding episodes, none decoded."""
-        for session_id, packed in self._packed.items():
-            yield session_id, len(packed.ids), packed.newest
-        for session_id, bucket in self._live.items():
-            if bucket:
-                yield session_id, len(bucket), max(e.created for e in bucket.values())
-
-    def count_in_worktree(self, worktree: str | None) -> int:
-        return (sum(n for p in self._packed.values() for w, n in p.worktrees if w == worktree)
-                + sum(1 for bucket in self._live.values() for e in bucket.values() if e.worktree == worktree))
-
-    def provenance_counts(self, provenance: Callable[[str, str], str], logged: set[str]) -> dict[str, int]:
-        """How many episodes `provenance` calls local, untracked and unaccounted. A packed session
-        whose ids the log all names is counted local without decoding it."""
-        counts = {"local": 0, "untracked": 0, "unaccounted": 0}
-        for session_id, packed in list(self._packed.items()):
-            if logged.issuperset(packed.ids):
-                counts["local"] += len(packed.ids)
-            else:
-                self._unpack(session_id)
-        for bucket in self._live.values():
-            for episode in bucket.values():
-                counts[provenance(episode.id, episode.created)] += 1
-        return counts
-
-    def file_of(self, episode: Episode) -> str:
-        return f"{self._prefix}{episode.session_id}/{episode.id}.md"
-
-    def path_of(self, episode: Episode) -> Path:
-        return Path(self.file_of(episode))
-
-    def read_body(self, episode: Episode) -> str:
-        try:
-            return frontmatter.parse(self.files.read_bytes(self.path_of(episode)))[1]
-        except (OSError, frontmatter.BadRecord, UnicodeDecodeError):
-            return ""
-
-    def path_for(self, session_id: str, episode_id: str) -> Path:
-        # Both ids are validated by their minting code or by the caller before they reach a path.
-        assert idents.is_session_id(session_id) and idents.is_ulid(episode_id)
-        return self.dir / session_id / f"{episode_id}.md"
-
-    # -- changes ---------------------------------------------------------------------------------
-
-    def add(self, episode: Episode) -> None:
-        self.session(episode.session_id)  # a packed session is decoded before it changes
-        self._live.setdefault(episode.session_id, {})[episode.id] = episode
-        self.owner[episode.id] = episode.session_id
-
-    def remove(self, episode_id: str) -> Episode | None:
-        session_id = self.owner.get(episode_id)
-        if session_id is None:
-            return None
-        bucket = self.session(session_id)
-        episode = bucket.pop(episode_id, None)
-        self.owner.pop(episode_id, None)
-        self.stats.pop(episode_id, None)
-        if not bucket:
-            self._live.pop(session_id, None)
-        return episode
-
-    def _unpack(self, session_id: str) -> dict[str, Episode]:
-        """Decode a packed session; a row that does not describe its file (a damaged cache) is
-        replaced by parsing the file."""
-        packed = self._packed.pop(session_id)
-        bucket = self._live.setdefault(session_id, {})
-        for episode_id, row in packed.entries():
-            episode = from_row(row, session_id, episode_id)
-            if episode is None:
-                self.owner.pop(episode_id, None)
-                self._parse_existing(session_id, episode_id)
-                continue
-            bucket[episode.id] = episode
-            self.stats[episode.id] = (row[0], row[1])
-        return bucket
-
-    def _adopt(self, session_id: str, packed: Packed) -> None:
-        owner = self.owner
-        for episode_id in packed.ids:  # a plain loop: 25 ms for 88k ids, update(fromkeys) 43 ms
-            owner[episode_id] = session_id
-        self._packed[session_id] = packed
 
     # -- start -----------------------------------------------------------------------------------
 
@@ -307,28 +158,6 @@ class Journal:
         if not bucket:
             self._live.pop(session_id, None)
 
-    def _bad(self, path: Path, reason: str) -> None:
-        self.bad_files.append({"path": str(path), "reason": reason})
-
-    def _parse_file(self, session_id: str, path: str, late: bool = False) -> None:
-        """Index the episode file at `path`; one that is gone by now is let be, a bad one listed."""
-        try:
-            data, stat = nofollow.read_with_stat(path)
-            meta, body = frontmatter.parse(data)
-            episode = from_meta(meta, body, session_id, path)
-        except FileNotFoundError:
-            return
-        except (OSError, frontmatter.BadRecord, KeyError, TypeError, ValueError) as exc:
-            self._bad(Path(path), str(exc)[:200])
-            return
-        self.add(episode)
-        self.stats[episode.id] = (stat.st_size, stat.st_mtime_ns)
-        if late:
-            self.found_late.append(episode.id)
-
-    def _parse_existing(self, session_id: str, episode_id: str) -> None:
-        self._parse_file(session_id, f"{self._prefix}{session_id}/{episode_id}.md")
-
     # -- a start without the cache: a helper process --------------------------------------------
 
     def prefetch(self, minimum: int | None = None) -> None:
@@ -361,7 +190,7 @@ class Journal:
         """The session folders of the chunks `indexes` yields, parsed into a journal of their own
         and packed a chunk at a time: packing them all at the end was ~0.2 s (88k episodes) that
         the helper did alone while the daemon waited."""
-        parsed = Journal(self.dir.parent, self.files)
+        parsed = Journal(self.dir.parent, self.files, self.provenance)
         for index in indexes:
             for folder in chunks[index]:
                 parsed._load_entry(folder, None, fresh=True)
@@ -369,9 +198,6 @@ class Journal:
             parsed._live.clear()
             parsed.stats.clear()
         return parsed
-
-    def _packed_live(self) -> list[tuple[str, Packed]]:
-        return [(sid, packed) for sid, bucket in self._live.items() if (packed := self._pack(bucket)) is not None]
 
     @property
     def prefetching(self) -> bool:
@@ -484,7 +310,7 @@ class Journal:
             except OSError:
                 continue
             if (st.st_size, st.st_mtime_ns) != seen and self.remove(episode_id) is not None:
-                self._parse_file(session_id, path, late=True)
+                self._parse_file(session_id, path, self.found_late)
         return max(1, len(stats))
 
     def _list_folder(self, session_id: str) -> None:
@@ -504,38 +330,16 @@ class Journal:
             if not entry.is_file(follow_symlinks=False):
                 self._bad(Path(entry.path), "a symbolic link or not a regular file; not followed")
                 continue
-            self._parse_file(session_id, entry.path, late=True)
+            self._parse_file(session_id, entry.path, self.found_late)
 
-    # -- the cache -------------------------------------------------------------------------------
-
-    @property
-    def cache_path(self) -> Path:
-        return self.dir.parent / "state" / "episodes.cache"
-
-    def save_cache(self, log_seq: int) -> None:
-        """Write the index cache (derived data: losing it only costs a slower start). A packed
-        session is written back as it was read; stats are those seen at load or taken once for
-        files written since (`stats`), not 80k lstats."""
-        sessions = list(self._packed.items()) + self._packed_live()
-        self.files.write_file(self.cache_path, encode_cache(log_seq, sessions))
-
-    def _pack(self, bucket: dict[str, Episode]) -> Packed | None:
-        ids, rows, listed = [], [], []
-        for episode in bucket.values():
-            stat = self.stats.get(episode.id)
-            if stat is None:
-                try:
-                    st = os.lstat(self.file_of(episode))
-                except OSError:
-                    continue
-                stat = (st.st_size, st.st_mtime_ns)
-            ids.append(episode.id)
-            listed.append(episode)
-            rows.append([stat[0], stat[1], episode.created, episode.takeaway, episode.first_line,
-                         list(episode.scopes), episode.swarm_id, episode.worktree])
-        if not ids:
-            return None
-        return Packed(ids=tuple(ids), newest=max(e.created for e in listed),
-                      worktrees=tuple(Counter(e.worktree for e in listed).items()),
-                      swarms=tuple({e.swarm_id for e in listed if e.swarm_id is not None}),
-                      rows=msgpack.packb(rows, use_bin_type=True))
+    def late_finds(self) -> dict[str, int]:
+        """What the check after start found that a start would have, by provenance as the
+        `recovery` event counts them (`files_checked`); forgotten once told."""
+        counts = {"local": 0, "untracked": 0, "unaccounted": 0}
+        found = [e for e in map(self.by_id.get, self.found_late) if e is not None]
+        for episode in found:
+            counts[self.provenance(episode.id, episode.created)] += 1
+        told = {"episodes_parsed": len(found), "episodes_untracked": counts["untracked"],
+                "episodes_unaccounted": counts["unaccounted"], "episodes_dropped": self.dropped_late}
+        self.found_late, self.dropped_late = [], 0
+        return told

@@ -1,9 +1,12 @@
-"""Start-up of the memory tier (docs/storage.md): load the record files, then reconcile them with
-the event log — hand-edited, unaccounted and missing files, half-finished moves, the pending
-snapshot. Runs after the log replay, so the tier's log-derived maps are complete.
+"""Start-up of the memory tier (docs/storage.md): load the record files — from the parse cache, by
+parsing them, or from a helper process that parsed them while the log replayed — then reconcile
+them with the event log: hand-edited, unaccounted and missing files, half-finished moves, the
+pending snapshot. Runs after the log replay, so the tier's log-derived maps are complete; what
+came from the cache unread is checked after start (`verify`).
 
-Import contract: store, memory_records. Bad files are listed, never fatal: a planted file with
-YAML aliases or a broken frontmatter is skipped and reported by memory_health.
+Import contract: store, helper, text, the search index and the tier's cache, records and state.
+Bad files are listed, never fatal: a planted file with YAML aliases or a broken frontmatter is
+skipped and reported by memory_health.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from memoryd.daemon.search import SearchIndex
 
 log = logging.getLogger("memoryd.daemon")
 
-_BAD_RECORD = (OSError, frontmatter.BadRecord, KeyError, TypeError, ValueError, UnicodeDecodeError)
+BAD_RECORD = (OSError, frontmatter.BadRecord, KeyError, TypeError, ValueError, UnicodeDecodeError)
 
 
 Cached = tuple[Mapping[str, tuple[Any, ...]], RowTables, str | None]
@@ -205,10 +208,7 @@ def read_dir(tier: TierState, directory: Path, kind: str, cached: Cached,
         if not number % PROGRESS_EVERY:
             progress(phase, number, len(entries))
         try:
-            if not entry.is_file(follow_symlinks=False):  # a link is never read (nor its target served)
-                raise nofollow.LinkRefused(directory / entry.name)
-            if not entry.name.endswith(".md"):
-                raise ValueError("not a <ulid>.md record file")
+            check_entry(directory, entry)
             found = _from_cache(cached[0].get(f"{kind}/{entry.name}"), cached[1], entry.name[:-3], kind)
             if found is not None:
                 tier.unverified.append(found[0].id)
@@ -216,7 +216,7 @@ def read_dir(tier: TierState, directory: Path, kind: str, cached: Cached,
                 continue
             memory, sha, stat = read_record(entry.path, kind)
             parsed[0] += 1
-        except _BAD_RECORD as exc:
+        except BAD_RECORD as exc:
             tier.bad_files.append({"path": str(directory / entry.name), "reason": str(exc)[:200]})
             continue
         yield memory, sha, stat
@@ -238,10 +238,19 @@ def _from_cache(row: tuple[Any, ...] | None, tables: RowTables, file_id: str,
     return memory, sha, (size, mtime_ns)
 
 
+def check_entry(directory: Path, entry: os.DirEntry[str]) -> None:
+    """Raise (one of BAD_RECORD) unless `entry` is a regular `*.md` file: a link is never read
+    (nor its target served)."""
+    if not entry.is_file(follow_symlinks=False):
+        raise nofollow.LinkRefused(directory / entry.name)
+    if not entry.name.endswith(".md"):
+        raise ValueError("not a <ulid>.md record file")
+
+
 def read_record(path: Path | str, kind: str) -> tuple[Memory, str, tuple[int, int]]:
     """Parse one record file: (memory, sha256 of the file, (size, mtime_ns) it had before the
     read: an edit in between makes the next start's check read it again); a bad one raises one
-    of _BAD_RECORD. `path` may be a plain string: 100k `Path` objects were ~2 s of a cold start."""
+    of BAD_RECORD. `path` may be a plain string: 100k `Path` objects were ~2 s of a cold start."""
     data, st = nofollow.read_with_stat(path)
     (meta, body), sha = frontmatter.parse(data), sha256_hex(data)
     memory = from_meta(meta, body, os.path.basename(path)[:-3])
@@ -250,126 +259,6 @@ def read_record(path: Path | str, kind: str) -> tuple[Memory, str, tuple[int, in
     if kind == "m" and memory.removed_at is not None:  # a hand-moved tombstone is live here
         memory = replace(memory, removed_at=None, removed_reason=None)
     return memory, sha, (st.st_size, st.st_mtime_ns)
-
-
-def verify_some(tier: TierState, budget: int | None) -> int:
-    """Compare up to `budget` (None: all) cache-loaded records with their files. A file whose
-    size or mtime differs from the cache's is read again: a changed sha means a hand edit while
-    the daemon was stopped, handled as recovery would have (the edited file is what gets
-    served, `hand_edited` lists it), and an unreadable one becomes a bad file. Records the
-    daemon wrote since start are skipped (their stat was dropped at the write). Returns how
-    many remain unchecked."""
-    todo = tier.unverified
-    take = len(todo) if budget is None else min(budget, len(todo))
-    for _ in range(take):
-        memory_id = todo.pop()
-        expected = tier.file_stat.get(memory_id)
-        memory, kind = (tier.live.get(memory_id), "m") if memory_id in tier.live else (
-            tier.tombstones.get(memory_id), "t")
-        if expected is None or memory is None:
-            continue
-        path = tier.live_path(memory_id) if kind == "m" else tier.tomb_path(memory_id)
-        try:
-            st = os.lstat(path)
-        except FileNotFoundError:
-            if tier.unlisted or tier.listing is not None:  # an unlisted start: as if never listed
-                _drop(tier, memory, kind)
-            continue  # (else gone since start: the next start reports it missing)
-        except OSError:
-            continue
-        if (st.st_size, st.st_mtime_ns) != expected:
-            _recheck(tier, memory, path, kind, (st.st_size, st.st_mtime_ns))
-    spent = take
-    while tier.unlisted and (budget is None or spent < budget):
-        spent += _list_some(tier, None if budget is None else budget - spent)
-    return len(todo) + len(tier.unlisted)
-
-
-def _drop(tier: TierState, memory: Memory, kind: str) -> None:
-    """A cache-loaded record whose file was deleted while the daemon was stopped: unindexed, and
-    `missing` when the log names it — what a start that listed the folder would have found."""
-    index, records = (tier.index, tier.live) if kind == "m" else (tier.tomb_index, tier.tombstones)
-    index.remove(memory)
-    del records[memory.id]
-    tier.file_stat.pop(memory.id, None)
-    if memory.id in tier.logged_state:
-        tier.missing.append(memory.id)
-    tier.dropped_late += 1
-    tier.cache_stale = True
-
-
-def _list_some(tier: TierState, budget: int | None) -> int:
-    """List up to `budget` entries (None: all) of the folder an unlisted start skipped, parsing
-    the files the cache did not hold; returns the entries looked at."""
-    kind = tier.unlisted[-1]
-    directory, records = (tier.live_dir, tier.live) if kind == "m" else (tier.tomb_dir, tier.tombstones)
-    if tier.listing is None:
-        try:
-            tier.listing = os.scandir(directory) if nofollow.is_plain_dir(directory) else iter(())
-        except OSError:
-            tier.listing = iter(())
-    seen = 0
-    for entry in tier.listing:
-        seen += 1
-        name = entry.name
-        if not (name.startswith(store.TMP_PREFIX) or (name.endswith(".md") and name[:-3] in records)):
-            _found_late(tier, directory, entry, kind)
-        if budget is not None and seen >= budget:
-            return seen
-    if hasattr(tier.listing, "close"):
-        tier.listing.close()
-    tier.listing = None
-    tier.unlisted.pop()
-    return max(1, seen)
-
-
-def _found_late(tier: TierState, directory: Path, entry: os.DirEntry[str], kind: str) -> None:
-    """A file the cache did not list, handled as `read_dir` and `_load_dirs` would have."""
-    try:
-        if not entry.is_file(follow_symlinks=False):
-            raise nofollow.LinkRefused(directory / entry.name)
-        if not entry.name.endswith(".md"):
-            raise ValueError("not a <ulid>.md record file")
-        memory, sha, stat = read_record(entry.path, kind)
-    except _BAD_RECORD as exc:
-        tier.bad_files.append({"path": str(directory / entry.name), "reason": str(exc)[:200]})
-        return
-    if kind == "m" and memory.id in tier.tombstones:  # a copy of a removed record put back by hand
-        tier.bad_files.append({"path": str(directory / entry.name),
-                               "reason": "a live file for a removed memory; memory_restore brings it back"})
-        return
-    tier.cache_stale = True
-    tier.found_late.append(memory.id)
-    if kind == "t" and memory.id in tier.live:
-        settle_double(tier, memory, sha, stat)
-        return
-    check_against_log(tier, memory, sha)
-    note_file(tier, memory.id, sha, stat)
-    if kind == "m":
-        tier.live[memory.id] = memory
-        tier.index.add(memory)
-    else:
-        tier.tombstones[memory.id] = memory
-        tier.tomb_index.add(memory)
-
-
-def _recheck(tier: TierState, old: Memory, path: Path, kind: str, stat: tuple[int, int]) -> None:
-    index, records = (tier.index, tier.live) if kind == "m" else (tier.tomb_index, tier.tombstones)
-    try:
-        memory, sha, _ = read_record(path, kind)
-    except _BAD_RECORD as exc:
-        index.remove(old)
-        del records[old.id]
-        tier.bad_files.append({"path": str(path), "reason": str(exc)[:200]})
-        tier.cache_stale = True
-        return
-    if sha != tier.sha_on_disk(old.id):
-        index.remove(old)
-        records[memory.id] = memory
-        index.add(memory)
-        check_against_log(tier, memory, sha)
-        tier.cache_stale = True
-    note_file(tier, memory.id, sha, stat)
 
 
 def note_file(tier: TierState, memory_id: str, sha: str, stat: tuple[int, int]) -> None:
@@ -488,7 +377,7 @@ def load_pending(tier: TierState) -> None:
     except (OSError, frontmatter.BadRecord):
         return
     for pending in rows:
-        tier.pending_seq = max(tier.pending_seq, _pending_n(pending.id))  # never reuse a pending id
+        tier.pending_seq = max(tier.pending_seq, pending_n(pending.id))  # never reuse a pending id
         staged = pending.id in tier.pending_logged and pending.id not in tier.pending_resolved
         if staged and pending.id not in tier.expired:
             tier.pending[pending.id] = pending
@@ -505,7 +394,8 @@ def reconcile(tier: TierState) -> dict[str, Any]:
             "memory_folders_deferred": int(bool(tier.unlisted))}
 
 
-def _pending_n(pending_id: Any) -> int:
+def pending_n(pending_id: Any) -> int:
+    """The number of a pending id (`pending-<n>`); 0 for one that is not."""
     try:
         return int(str(pending_id).rsplit("-", 1)[1])
     except (IndexError, ValueError):

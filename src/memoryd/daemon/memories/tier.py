@@ -24,6 +24,7 @@ from memoryd.daemon import idents
 from memoryd.daemon.connections import Session
 from memoryd.daemon.core import Core
 from memoryd.daemon.memories import recovery as memory_recovery
+from memoryd.daemon.memories import verify as memory_verify
 from memoryd.daemon.memories.gates import compile_patterns, find_credentials, scan_taint
 from memoryd.daemon.memories.records import (
     HANDOFF,
@@ -47,6 +48,7 @@ def attach(core: Core) -> MemoryTier:
     tier = MemoryTier(core)
     core.memories = tier
     core.extensions.append(tier)
+    core.loaders.append(tier)  # its start and the check after it (`domain.TierLoader`)
     return tier
 
 
@@ -248,7 +250,7 @@ class MemoryTier(TierState):
             self._named(event, "live")
         elif event.get("status") == "pending" and event.get("pending_id"):
             self.pending_logged.add(event["pending_id"])
-            self.pending_seq = max(self.pending_seq, _pending_n(event["pending_id"]))
+            self.pending_seq = max(self.pending_seq, memory_recovery.pending_n(event["pending_id"]))
 
     def _on_confirm(self, event: dict[str, Any]) -> None:
         if event.get("status") == "committed":
@@ -351,7 +353,7 @@ class MemoryTier(TierState):
         return memory_recovery.reconcile(self)
 
     def verify_some(self, budget: int | None) -> int:
-        """Compare cache-loaded records with their files after start (see recovery.verify_some).
+        """Compare cache-loaded records with their files after start (see verify.verify_some).
         The first pass also compiles the gate patterns: not at start, nor in the first write."""
         if not self.patterns_compiled:
             compile_patterns()
@@ -359,7 +361,13 @@ class MemoryTier(TierState):
         self.save_built_caches()
         self.pump_vectors()
         self.index.anchors.build_some(self.live, ANCHOR_SLICE)  # point-of-action recall's keys
-        return memory_recovery.verify_some(self, budget)
+        return memory_verify.verify_some(self, budget)
+
+    def late_finds(self) -> dict[str, int]:
+        """What `verify_some` found that a start would have (`files_checked`); forgotten once told."""
+        told = {"memories_parsed": len(self.found_late), "memories_dropped": self.dropped_late}
+        self.found_late, self.dropped_late = [], 0
+        return told
 
     def pump_vectors(self) -> None:
         """Search by meaning: start its thread on the first idle turn, then take in its vectors."""
@@ -373,13 +381,6 @@ class MemoryTier(TierState):
 # A record's logged state in the checkpoint: one character each; one shared string each in memory.
 _STATE_CODES = {"live": "l", "tomb": "t"}
 _STATES = {"l": "live", "t": "tomb"}
-
-
-def _pending_n(pending_id: str) -> int:
-    try:
-        return int(pending_id.rsplit("-", 1)[1])
-    except (IndexError, ValueError):
-        return 0
 
 
 _APPLIERS = {

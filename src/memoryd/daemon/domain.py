@@ -1,0 +1,347 @@
+"""The daemon's domain state — store, event log, sessions, journal — and the one way to change it.
+
+Import contract: no zmq, no msgpack. Every change is an event appended through `record`, which
+also applies it to the in-memory indexes, so replay at start and live operation share one code
+path (`apply`). Time comes from an injected clock so TTLs and the reaper test without sleeping.
+A commit is all or nothing: when it fails, `abort` cuts the pass's events from the log, drops its
+staged files and rebuilds the state from disk (`Core.reload`), and the caller hears `StorageError`.
+How a start fills this state, and checks it after, is `core.Core` (daemon/core.py).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import math
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from memoryd.config import Config
+from memoryd.daemon import idents, store
+from memoryd.daemon.clock import Clock, iso
+from memoryd.daemon.connections import Session, SessionTable
+from memoryd.daemon.episodes.journal import Journal
+from memoryd.daemon.eventlog import EventLog
+from memoryd.daemon.retries import Retries
+from memoryd.errors import StorageError
+
+log = logging.getLogger("memoryd.daemon")
+
+# Start-up progress: (what is being done, how many so far, how many in all or 0 when unknown).
+Progress = Callable[[str, int, int], None]
+
+
+def no_progress(phase: str, done: int, total: int) -> None:
+    """The default: a start nobody watches."""
+
+
+# Events that are not a caller's tool call, so they do not count as session activity.
+NON_CALL_KINDS = frozenset({
+    "daemon_start", "daemon_stop", "recovery", "session_start", "session_end", "session_attach",
+    "pending_expired", "episode_prune", "reaper_run", "files_checked",
+})
+# Audit events of reads (retrieval counts, docs/storage.md "Group commit"): a pass that logged only
+# these replies before its fsync, which waits up to READ_EVENTS_SYNC_S to share one with others.
+# A crash can lose that second of retrieval counts; never a write, a session or a handoff.
+READ_EVENT_KINDS = frozenset({"search", "show", "digest"})
+READ_EVENTS_SYNC_S = 1.0
+# After a full disk, writes are refused up front until the store's filesystem has this much free
+# again (so each refused write costs a statvfs, not a rollback and a reload).
+RESUME_FREE_BYTES = 256 * 1024
+LOW_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+class TierLoader(Protocol):
+    """A tier that indexes its own record files (the journal, the memory tier) in the steps of a
+    start and of the check after it (docs/storage.md): `prefetch` before the log replays, on a
+    start without the caches (a helper parses the files meanwhile); then its load, after replay
+    (`Core.open`); once serving, `verify_some` compares what the start took from the caches
+    unread with the files, a slice at a time; and `late_finds` tells what that check found."""
+
+    found_late: list[str]  # ids of records the check after start parsed (new or changed files)
+    dropped_late: int      # records taken from a cache whose file was gone
+
+    def prefetch(self) -> None: ...
+
+    def verify_some(self, budget: int | None) -> int:
+        """Check up to about `budget` (None: all) files; returns how many remain."""
+        ...
+
+    def late_finds(self) -> dict[str, int]:
+        """The `files_checked` counts of what the check found that a start would have; forgets them."""
+        ...
+
+
+class DomainState:
+    """The state a start builds (`Core`) and every change goes through."""
+
+    def __init__(self, root: Path, config: Config, clock: Clock = time.time,
+                 files: store.FileStore | None = None) -> None:  # files: kept by `Core.reload`
+        self.root = root
+        self.config = config
+        self.clock = clock
+        self.files = files if files is not None else store.FileStore(root)
+        self.log = EventLog(root / "events")
+        self.sessions = SessionTable()
+        self.journal = Journal(root, self.files, self.provenance)
+        self.logged_episodes: set[str] = set()      # ids an episode_write event names
+        self.removed_episodes: set[str] = set()     # ids deleted by promote or prune
+        self.retries = Retries()  # what a resent request is answered from
+        self.last_run_ids: set[str] = set()   # record ids named since the last daemon_start
+        self.run_ids_from = 0  # replay notes them from this seq on (`EventLog.last_seq_of`)
+        self._noted_session: Any = None  # the last session id `note_session_id` counted
+        self.suspended: dict[str, float] = {}  # session id -> reattach deadline after a restart
+        self.next_ttl_check = 0.0             # the reaper's next episode-TTL pass (epoch s)
+        self.verified_at = 0.0                # the last slice of the check after start (reaper)
+        self.reaper_stats: dict[str, Any] = {"last_run": None, "episodes_pruned": 0}
+        self.started = clock()
+        self.stats = {"dropped_frames": 0, "bad_requests": 0}
+        self.torn_bytes_truncated = 0         # by the last start (memory_health reports it)
+        self.bad_files: list[dict[str, str]] = []  # found at start by tiers without their own list
+        self.extensions: list[Any] = []  # tiers that add appliers and recovery (memories, reaper)
+        self.loaders: list[TierLoader] = [self.journal]  # and the memory tier, once attached
+        self.memories: Any = None        # the durable tier, set by `memories.attach`
+        self.aborts = 0                   # commits rolled back (a server compares it across a call)
+        self.low_space = False            # a write failed for space: refuse writes until it returns
+        self.space_checked = False        # `writable` looked at the free space in this pass
+        self._mark = self.log.checkpoint()  # where the durable log ends (see `abort`)
+        self.must_sync = False  # an event other than a read's audit was logged since the last sync
+        self.reads_logged_at: float | None = None  # monotonic time of the oldest unsynced read event
+        # Ids of episodes written since the feed was last emptied, so a parked `wait_for` looks
+        # only at what is new (O(new events), not O(journal)); `feed_base` is the id of entry 0.
+        self.episode_feed: list[str] = []
+        self.feed_base = 0
+        self.progress: Progress = no_progress  # lifecycle shows a start's progress (status, log)
+        # After a resumed start: the ids the stopped run's events named, for the temp-file sweep
+        # `verify_files` does then (None: done, or done at start).
+        self.temp_sweep_ids: set[str] | None = None
+        # Called with each event `record` appends live (never on replay): runtime listeners such as
+        # the ring of recent commits the hooks announce to sibling sessions (sessions/news.py).
+        self.observers: list[Callable[[dict[str, Any]], None]] = []
+
+    def now(self) -> str:
+        return iso(self.clock())
+
+    # -- the one write path -------------------------------------------------------------------
+
+    def record(self, kind: str, actor: Session | None = None, **fields: Any) -> dict[str, Any]:
+        """Append one event (ids, counts, hashes only — never content) and apply it."""
+        event: dict[str, Any] = {"ts": self.now(), "kind": kind}
+        if actor is not None:
+            event["session"] = actor.id
+        event.update({k: v for k, v in fields.items() if v is not None})
+        try:
+            self.log.append(event)
+        except OSError as exc:  # a full buffer flushed into a full disk: the pass cannot commit
+            self.abort()
+            raise StorageError.from_os(exc, self.log.dir) from exc
+        if kind not in READ_EVENT_KINDS:
+            self.must_sync = True
+        elif self.reads_logged_at is None:
+            self.reads_logged_at = time.monotonic()
+        self._note_run_ids(event)
+        self.apply(event)
+        for observe in self.observers:
+            observe(event)
+        return event
+
+    def sync_due_in(self) -> float:
+        """Seconds until `sync(defer_reads=True)` must flush read events waiting for an fsync."""
+        if self.reads_logged_at is None:
+            return math.inf
+        return max(0.0, self.reads_logged_at + READ_EVENTS_SYNC_S - time.monotonic())
+
+    def sync(self, defer_reads: bool = False) -> None:
+        """Make every file and event of this pass durable (one round of fsyncs: group commit).
+
+        With `defer_reads` (the server's loop), a pass that logged nothing but reads' audit
+        events and staged no file returns at once: those wait, up to READ_EVENTS_SYNC_S, for the
+        next write's fsync or the loop's next timer.
+
+        All or nothing: when the flush fails (ENOSPC, EIO, ...) `abort` undoes the pass — log,
+        staged files and the state in memory — and `StorageError` is raised for the caller to
+        answer every call of the pass with. Once the flush succeeded the pass is committed:
+        publishing never raises (a rename that fails is retried, see `FileStore.publish`)."""
+        if defer_reads and not self.must_sync and self.files.idle and self.sync_due_in() > 0:
+            return
+        self.must_sync, self.reads_logged_at = False, None
+        try:
+            log_fd = self.log.flush()
+            self.files.flush(extra_fds=() if log_fd is None else (log_fd,))
+            if log_fd is not None:
+                self.log.mark_durable()
+        except OSError as exc:
+            self.abort()
+            raise StorageError.from_os(exc, self.root) from exc
+        self.files.publish()
+        if log_fd is not None:
+            self._mark = self.log.checkpoint()
+            if not self.log.reserve():
+                self.low_space = True
+
+    def abort(self) -> None:
+        """Undo everything since the last sync: the events are cut from the log, the staged
+        files dropped, and the state in memory rebuilt from disk, which is now the only record
+        of what was committed (appliers and tiers keep no undo log; a failed commit is rare)."""
+        self.log.rollback(self._mark)
+        self.files.abort()
+        self.reload()
+        self.aborts += 1
+
+    def reload(self) -> None:
+        """Rebuild the state from the durable log and the files on disk (`Core.reload`)."""
+        raise NotImplementedError
+
+    def note_storage_error(self, exc: StorageError) -> None:
+        """A write failed for lack of space: refuse writes up front until space returns."""
+        if exc.errno in LOW_SPACE_ERRNOS:
+            self.low_space = True
+
+    def writable(self) -> bool:
+        """False while the store is out of space. One statvfs (~6 µs) per pass that writes, and
+        one per write while low: refusing up front is cheap, while a write that fails part-way
+        costs an `abort`, which rebuilds the state from disk."""
+        if self.low_space or not self.space_checked:
+            self.space_checked = True
+            try:
+                st = os.statvfs(self.root)
+            except OSError:
+                return not self.low_space
+            self.low_space = st.f_bavail * st.f_frsize < RESUME_FREE_BYTES or (
+                self.low_space and not self.log.reserve())
+        return not self.low_space
+
+    def apply(self, event: dict[str, Any]) -> None:
+        handler = _APPLIERS.get(event["kind"])
+        if handler is not None:
+            handler(self, event)
+        for extension in self.extensions:
+            extension.apply(event)
+        session = self.sessions.get(event.get("session", ""))
+        if session is not None and event["kind"] not in NON_CALL_KINDS:
+            self.sessions.touch(session, event["ts"])
+        if "req" in event:  # kept small: only what a retry's replayer reads (server.REPLAYERS)
+            self.retries.note(event)
+
+    @property
+    def feed_end(self) -> int:
+        """The cursor just past the newest episode written (see `episodes_since`)."""
+        return self.feed_base + len(self.episode_feed)
+
+    def episodes_since(self, cursor: int) -> list[str]:
+        """Ids of the episodes written after `cursor` (a `feed_end` taken earlier)."""
+        return self.episode_feed[max(0, cursor - self.feed_base):]
+
+    def trim_feed(self) -> None:
+        """Forget the feed (no parked call needs it any more); cursors stay valid."""
+        self.feed_base, self.episode_feed = self.feed_end, []
+
+    def handoff_text(self, memory_id: str) -> str | None:
+        """The text of a session's finish handoff, once the memory tier is loaded."""
+        return self.memories.text_of(memory_id) if self.memories is not None else None
+
+    # -- provenance (docs/storage.md) -----------------------------------------------------------
+
+    def provenance(self, episode_id: str, created: str) -> str:
+        if episode_id in self.logged_episodes:
+            return "local"
+        if self.log.first_ts is None or created < self.log.first_ts:
+            return "untracked"
+        return "unaccounted"
+
+    def _note_run_ids(self, event: dict[str, Any]) -> None:
+        """Keep `last_run_ids`: the record ids named since the latest `daemon_start` (the temp
+        files recovery may roll forward). Live events count too, so a checkpoint holds them."""
+        if event["kind"] == "daemon_start":
+            self.last_run_ids = set()
+            return
+        ids, is_id = self.last_run_ids, idents.ULID_RE.fullmatch  # every event of a replay: kept lean
+        for value in event.values():
+            kind = type(value)
+            if kind is str:
+                if len(value) == 26 and is_id(value):
+                    ids.add(value)
+            elif kind is list:
+                ids.update(v for v in value if type(v) is str and len(v) == 26 and is_id(v))
+        if event.get("summary_sha") or event.get("note_sha"):  # a session record written in this run
+            self.last_run_ids.add(event.get("owner") or event["session"])  # (sessions/records)
+
+    def note_session_id(self, session_id: Any) -> None:
+        """Keep `sess-<n>` minting above every session id seen anywhere — an event, an episode
+        folder, a session record — so an id is never reused, even if a `session_start` was lost
+        to a quarantined log line."""
+        if session_id != self._noted_session and idents.is_session_id(session_id):
+            self._noted_session = session_id  # most events name the one before's session
+            self.sessions.last_n = max(self.sessions.last_n, int(session_id.split("-", 1)[1]))
+
+    # -- session lifecycle ---------------------------------------------------------------------
+
+    def start_session(self, identity: dict[str, Any], conn_id: str) -> Session:
+        fields = {k: identity.get(k) for k in ("worktree", "repo", "project", "client")}
+        session_id = self.sessions.next_id()
+        while self.journal.root_unlisted and os.path.lexists(self.journal.dir / session_id):
+            self.note_session_id(session_id)  # a folder made while stopped, before episodes/ is listed
+            session_id = self.sessions.next_id()
+        event = self.record("session_start", None, session=session_id, conn=conn_id, **fields)
+        session = self.sessions.sessions[event["session"]]
+        session.conn = conn_id
+        return session
+
+    def end_session(self, session: Session, reason: str, **fields: Any) -> None:
+        if session.is_open:
+            self.record("session_end", session, reason=reason, **fields)
+            session.conn = None
+
+
+def _on_session_start(core: DomainState, event: dict[str, Any]) -> None:
+    core.sessions.add(event)
+
+
+def _on_session_end(core: DomainState, event: dict[str, Any]) -> None:
+    session = core.sessions.get(event["session"])
+    if session is not None:
+        core.sessions.end(session, event["reason"], event["ts"])
+        session.summary = event.get("summary", session.summary)
+        session.handoff_id = event.get("handoff_id", session.handoff_id)
+
+
+def _on_episode_write(core: DomainState, event: dict[str, Any]) -> None:
+    core.logged_episodes.add(event["episode_id"])
+    core.episode_feed.append(event["episode_id"])
+    session = core.sessions.get(event["session"])
+    if session is not None:
+        written = session.episodes_written
+        if type(written) is not set:  # a restored session's tuple (see Session): a set once it grows
+            written = session.episodes_written = set(written)
+        written.add(event["episode_id"])
+
+
+def _on_episode_handoff(core: DomainState, event: dict[str, Any]) -> None:
+    session = core.sessions.get(event["session"])
+    if session is not None:
+        session.handoff_calls += 1
+
+
+def _on_episode_gone(core: DomainState, event: dict[str, Any]) -> None:
+    """A promote that committed, a confirm of a promote, or a prune deleted episodes."""
+    ids = event.get("episode_ids") or ([event["episode_id"]] if event.get("episode_id") else [])
+    if event["kind"] in ("episode_promote", "write_confirm") and event.get("deleted") is not True:
+        return
+    core.removed_episodes.update(ids)
+    owner = core.sessions.get(event.get("owner", ""))
+    if owner is not None and event["kind"] != "episode_prune":
+        owner.episodes_promoted = {*owner.episodes_promoted, *ids}
+
+
+_APPLIERS: dict[str, Callable[[DomainState, dict[str, Any]], None]] = {
+    "session_start": _on_session_start,
+    "session_end": _on_session_end,
+    "episode_write": _on_episode_write,
+    "episode_handoff": _on_episode_handoff,
+    "episode_promote": _on_episode_gone,
+    "write_confirm": _on_episode_gone,
+    "episode_prune": _on_episode_gone,
+}

@@ -1,0 +1,141 @@
+"""The memory tier's check after start (docs/storage.md): the records a start took from the parse
+cache unread are compared with their files a slice at a time, and the folders a start from the
+checkpoint did not list are listed; what a start would have found — a hand edit, a file added or
+deleted while the daemon was stopped — is handled here as `recovery` would have handled it then.
+
+Import contract: store, the tier's records, state and recovery.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from memoryd.daemon import nofollow, store
+from memoryd.daemon.memories.records import Memory
+from memoryd.daemon.memories.recovery import (
+    BAD_RECORD,
+    check_against_log,
+    check_entry,
+    note_file,
+    read_record,
+    settle_double,
+)
+from memoryd.daemon.memories.state import TierState
+
+
+def verify_some(tier: TierState, budget: int | None) -> int:
+    """Compare up to `budget` (None: all) cache-loaded records with their files. A file whose
+    size or mtime differs from the cache's is read again: a changed sha means a hand edit while
+    the daemon was stopped, handled as recovery would have (the edited file is what gets
+    served, `hand_edited` lists it), and an unreadable one becomes a bad file. Records the
+    daemon wrote since start are skipped (their stat was dropped at the write). Returns how
+    many remain unchecked."""
+    todo = tier.unverified
+    take = len(todo) if budget is None else min(budget, len(todo))
+    for _ in range(take):
+        memory_id = todo.pop()
+        expected = tier.file_stat.get(memory_id)
+        memory, kind = (tier.live.get(memory_id), "m") if memory_id in tier.live else (
+            tier.tombstones.get(memory_id), "t")
+        if expected is None or memory is None:
+            continue
+        path = tier.live_path(memory_id) if kind == "m" else tier.tomb_path(memory_id)
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            if tier.unlisted or tier.listing is not None:  # an unlisted start: as if never listed
+                _drop(tier, memory, kind)
+            continue  # (else gone since start: the next start reports it missing)
+        except OSError:
+            continue
+        if (st.st_size, st.st_mtime_ns) != expected:
+            _recheck(tier, memory, path, kind, (st.st_size, st.st_mtime_ns))
+    spent = take
+    while tier.unlisted and (budget is None or spent < budget):
+        spent += _list_some(tier, None if budget is None else budget - spent)
+    return len(todo) + len(tier.unlisted)
+
+
+def _drop(tier: TierState, memory: Memory, kind: str) -> None:
+    """A cache-loaded record whose file was deleted while the daemon was stopped: unindexed, and
+    `missing` when the log names it — what a start that listed the folder would have found."""
+    index, records = (tier.index, tier.live) if kind == "m" else (tier.tomb_index, tier.tombstones)
+    index.remove(memory)
+    del records[memory.id]
+    tier.file_stat.pop(memory.id, None)
+    if memory.id in tier.logged_state:
+        tier.missing.append(memory.id)
+    tier.dropped_late += 1
+    tier.cache_stale = True
+
+
+def _list_some(tier: TierState, budget: int | None) -> int:
+    """List up to `budget` entries (None: all) of the folder an unlisted start skipped, parsing
+    the files the cache did not hold; returns the entries looked at."""
+    kind = tier.unlisted[-1]
+    directory, records = (tier.live_dir, tier.live) if kind == "m" else (tier.tomb_dir, tier.tombstones)
+    if tier.listing is None:
+        try:
+            tier.listing = os.scandir(directory) if nofollow.is_plain_dir(directory) else iter(())
+        except OSError:
+            tier.listing = iter(())
+    seen = 0
+    for entry in tier.listing:
+        seen += 1
+        name = entry.name
+        if not (name.startswith(store.TMP_PREFIX) or (name.endswith(".md") and name[:-3] in records)):
+            _found_late(tier, directory, entry, kind)
+        if budget is not None and seen >= budget:
+            return seen
+    if hasattr(tier.listing, "close"):
+        tier.listing.close()
+    tier.listing = None
+    tier.unlisted.pop()
+    return max(1, seen)
+
+
+def _found_late(tier: TierState, directory: Path, entry: os.DirEntry[str], kind: str) -> None:
+    """A file the cache did not list, handled as `read_dir` and `_load_dirs` would have."""
+    try:
+        check_entry(directory, entry)
+        memory, sha, stat = read_record(entry.path, kind)
+    except BAD_RECORD as exc:
+        tier.bad_files.append({"path": str(directory / entry.name), "reason": str(exc)[:200]})
+        return
+    if kind == "m" and memory.id in tier.tombstones:  # a copy of a removed record put back by hand
+        tier.bad_files.append({"path": str(directory / entry.name),
+                               "reason": "a live file for a removed memory; memory_restore brings it back"})
+        return
+    tier.cache_stale = True
+    tier.found_late.append(memory.id)
+    if kind == "t" and memory.id in tier.live:
+        settle_double(tier, memory, sha, stat)
+        return
+    check_against_log(tier, memory, sha)
+    note_file(tier, memory.id, sha, stat)
+    if kind == "m":
+        tier.live[memory.id] = memory
+        tier.index.add(memory)
+    else:
+        tier.tombstones[memory.id] = memory
+        tier.tomb_index.add(memory)
+
+
+def _recheck(tier: TierState, old: Memory, path: Path, kind: str, stat: tuple[int, int]) -> None:
+    index, records = (tier.index, tier.live) if kind == "m" else (tier.tomb_index, tier.tombstones)
+    try:
+        memory, sha, _ = read_record(path, kind)
+    except BAD_RECORD as exc:
+        index.remove(old)
+        del records[old.id]
+        tier.bad_files.append({"path": str(path), "reason": str(exc)[:200]})
+        tier.cache_stale = True
+        return
+    if sha != tier.sha_on_disk(old.id):
+        index.remove(old)
+        records[memory.id] = memory
+        index.add(memory)
+        check_against_log(tier, memory, sha)
+        tier.cache_stale = True
+    note_file(tier, memory.id, sha, stat)
