@@ -28,19 +28,20 @@ class Bindings:
         for session_id in [sid for sid in core.suspended if (s := core.sessions.get(sid)) and s.is_operator]:
             del core.suspended[session_id]
 
-    def session_of(self, conn: Conn) -> Session | None:
-        """The session the connection last used, open or not (None before it needed one)."""
-        return self.core.sessions.get(conn.session_id)
+    def open_of(self, conn: Conn) -> Session | None:
+        """The connection's session while it is open (None before it needed one, or once it ended)."""
+        session = self.core.sessions.get(conn.session_id)
+        return session if session is not None and session.is_open else None
 
     def current(self, conn: Conn) -> Session:
         """The connection's session; a finished one is replaced by a fresh session (docs/tools.md),
-        the operator's by the operator session."""
-        session = self.session_of(conn)
-        if (session is None or not session.is_open) and is_operator_client(conn.identity.get("client")):
+        the operator's by the operator session (open, as `create` makes sure)."""
+        session = self.open_of(conn)
+        if session is None and is_operator_client(conn.identity.get("client")):
             session = self.operator_session(conn.identity, create=True)
             assert session is not None
             conn.session_id = session.id
-        if session is None or not session.is_open:
+        if session is None:
             key = conn.identity.get("client_session")
             session = self.client_sessions.open_session(self.core, key) if conn.transient else None
             if session is None:
@@ -116,8 +117,10 @@ def hook(core: Core, bindings: Bindings, news: News, conn: Conn, args: dict[str,
     if _nothing_to_end(core, bindings, conn, action):
         keys.forget(conn.identity.get("client_session") if action == "end" else None)
         return {"kept": False} if action == "last_words" else {"session_id": None, "ended": None}
-    if action == "anchored" and not _joined_open(bindings, conn):
-        return {"memories": [], "session_id": None}  # a tool call joins a session, never starts one
+    # The pre-tool hook sends a thin identity (no git process on a tool's critical path): it joins
+    # the open session it found at hello, never starts one.
+    if action == "anchored" and bindings.open_of(conn) is None:
+        return {"memories": [], "session_id": None}
     session = bindings.current(conn)
     if action == "latest_handoff":  # the session-start hook: what to continue from, and where
         return {**hooks.continuity(core, session), "session_id": session.id}
@@ -143,18 +146,10 @@ def hook(core: Core, bindings: Bindings, news: News, conn: Conn, args: dict[str,
     raise BadRequest(f"unknown hook action {str(action)[:64]!r}", {"param": "action"})
 
 
-def _joined_open(bindings: Bindings, conn: Conn) -> bool:
-    """Whether the connection joined an open session at hello. The pre-tool hook sends a thin
-    identity (no git process on a tool's critical path), so it must not start one."""
-    session = bindings.session_of(conn)
-    return session is not None and session.is_open
-
-
 def _nothing_to_end(core: Core, bindings: Bindings, conn: Conn, action: Any) -> bool:
     """A hook that would start a session only to close it: `end` with no open session, or
     `last_words` after the agent finished its session (the stop hook of its last turn)."""
-    session = bindings.session_of(conn)
-    if action not in ("last_words", "end") or (session is not None and session.is_open):
+    if action not in ("last_words", "end") or bindings.open_of(conn) is not None:
         return False
     by_key = bindings.client_sessions.by_key
     bound = core.sessions.get(by_key.get(conn.identity.get("client_session") or "", ""))
