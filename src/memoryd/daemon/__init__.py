@@ -13,14 +13,15 @@ Layers, each importing only the ones below it (tests/unit/test_layout.py holds t
     memories/              tier: durable memories behind the write gates (reads episodes: promote,
                            prior session)
     episodes/              tier: the journal and its tools
-    core, tool, validate   the domain state and its one change path; what a tool is; argument checks
+    core, domain, retries, a start (recovery, rebuild, the check after it); the domain state and its
+    clock, tool, validate  one change path; resent requests; the time format; what a tool is; checks
     connections, search,   sessions and connections; the BM25 index; the text analyzer; scope rules;
     text, scopes,          atomic files; the hash-chained log; the forked helpers that parse
     store, eventlog,       record files during a start without state/
     helper
 
-One exception, on purpose: `core` holds the episode journal (`episodes.journal`, which imports
-only `store`, `helper` and its cache format, `episodes.cache`), because every tier reads
-episodes through it.
+One exception, on purpose: `domain` holds the episode journal (`episodes.journal` over
+`episodes.index`, which import only building blocks and their cache format, `episodes.cache`),
+because every tier reads episodes through it.
 The design is in docs/architecture.md.
 """

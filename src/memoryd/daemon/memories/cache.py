@@ -3,7 +3,7 @@ does not re-read and re-parse 100k YAML frontmatters (docs/benchmark.md).
 
 Import contract: msgpack, store, records. The cache is only ever a shortcut: an entry is used for
 a file still listed under its name, and the file's size and mtime are compared with the entry
-after start, a slice at a time (`recovery.verify_some`), so a hand edit made while the daemon was
+after start, a slice at a time (`verify.verify_some`), so a hand edit made while the daemon was
 stopped is still found; an unreadable cache is ignored. msgpack rather than pickle: a planted
 cache must not execute code.
 
