@@ -1,5 +1,6 @@
 """The store's one time format: ISO-8601 UTC with milliseconds and `Z` (`iso`), read back by
-`parse_iso`, or by `parse_stamp` where a record file's stamp may be anything a hand edit left.
+`parse_iso`, or by `parse_stamp` where a record file's stamp may be anything a hand edit left
+(`stamp_text` turns the bare YAML timestamp a hand edit may write into this format).
 The daemon's own time is an injected `Clock`, so TTLs and the reaper test without sleeping.
 """
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 Clock = Callable[[], float]
 
@@ -48,3 +50,12 @@ def parse_stamp(ts: str) -> float:
         return parse_iso(ts)
     except (ValueError, TypeError, AttributeError, OverflowError):
         return 0.0
+
+
+def stamp_text(value: Any) -> Any:
+    """A bare YAML timestamp (a hand edit, or docs/storage.md's example; naive is UTC) as the text
+    `iso` writes; any other value as it is."""
+    if isinstance(value, datetime):
+        moment = value.astimezone(UTC) if value.tzinfo else value
+        return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    return value

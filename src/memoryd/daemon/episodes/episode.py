@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from memoryd.daemon import idents
+from memoryd.daemon.clock import stamp_text
 
 
 @dataclass(slots=True)
@@ -80,9 +80,7 @@ def from_meta(meta: dict[str, Any], body: str, session_id: str, path: str) -> Ep
 
 def timestamp_text(value: Any) -> str:
     """A frontmatter timestamp as ISO text: hand-written files may hold a bare YAML timestamp."""
-    if isinstance(value, datetime):
-        utc = value.astimezone(UTC) if value.tzinfo else value
-        return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+    value = stamp_text(value)
     if isinstance(value, str):
         return value
     raise ValueError("created is not a timestamp")

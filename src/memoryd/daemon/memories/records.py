@@ -7,7 +7,6 @@ writes are runtime state persisted as one JSON snapshot under `state/`.
 
 from __future__ import annotations
 
-import datetime
 import hashlib
 import json
 import sys
@@ -16,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from memoryd.daemon import frontmatter, idents
+from memoryd.daemon.clock import stamp_text
 
 SCHEMA_VERSION = 1
 CATEGORIES = ("fact", "user-inference", "ambient")
@@ -148,16 +148,8 @@ def _links(value: Any) -> tuple[dict[str, str], ...]:
     return tuple(links)
 
 
-def _timestamp(value: Any) -> Any:
-    """A bare YAML timestamp (a hand edit, or docs/storage.md's example) as the ISO string we write."""
-    if isinstance(value, datetime.datetime):
-        moment = value.astimezone(datetime.UTC) if value.tzinfo else value
-        return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
-    return value
-
-
 def _opt_str(meta: dict[str, Any], key: str) -> str | None:
-    value = _timestamp(meta.get(key))
+    value = stamp_text(meta.get(key))
     if value is not None and not isinstance(value, str):
         raise ValueError(f"{key} is not a string")
     return value
@@ -167,7 +159,7 @@ def from_meta(meta: dict[str, Any], body: str, file_id: str) -> Memory:
     """Rebuild a memory from its file; ValueError/KeyError for anything that does not fit."""
     if meta.get("id") != file_id or not idents.is_ulid(file_id):
         raise ValueError("id does not match the file name")
-    meta = {**meta, "created": _timestamp(meta.get("created")), "updated": _timestamp(meta.get("updated"))}
+    meta = {**meta, "created": stamp_text(meta.get("created")), "updated": stamp_text(meta.get("updated"))}
     for key in ("created", "updated", "category", "confidence", "source"):
         if not isinstance(meta.get(key), str):
             raise TypeError(f"{key} is missing or not a string")

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from memoryd.daemon import frontmatter
-from memoryd.daemon.memories.records import _timestamp
+from memoryd.daemon.clock import stamp_text
 from memoryd.daemon.sync.layout import TOMB
 
 # The stamp fields of a record and their one format (`clock.iso`: UTC, milliseconds, `Z`).
@@ -59,7 +59,7 @@ class Version:
 def stamp_ms(value: Any) -> int | None:
     """Milliseconds since the epoch of a stamp in the store's format (a bare YAML timestamp, as a
     hand edit leaves, counts in its ISO form); None for anything else."""
-    value = _timestamp(value)
+    value = stamp_text(value)
     if not isinstance(value, str) or not _STAMP.fullmatch(value):
         return None
     try:
