@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import shutil
 import signal
 import subprocess
@@ -15,9 +16,10 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable, TypeVar
+from typing import Any, TypeVar
 
 import anyio
 from mcp import ClientSession, StdioServerParameters
@@ -184,10 +186,76 @@ class Env:
     @asynccontextmanager
     async def session(self, cwd: str | None = None, **extra: str) -> AsyncIterator[ClientSession]:
         """An initialized official-SDK `ClientSession` on a fresh `memoryd mcp` bridge."""
-        async with stdio_client(self.bridge_params(cwd, **extra)) as (read, write):
-            async with ClientSession(read, write) as session:
-                await session.initialize()
-                yield session
+        async with stdio_client(self.bridge_params(cwd, **extra)) as (read, write), \
+                ClientSession(read, write) as session:
+            await session.initialize()
+            yield session
+
+
+class RawBridge:
+    """`memoryd mcp` on pipes, spoken to in raw JSON-RPC lines: the test owns its pid and its bytes."""
+
+    def __init__(self, env: Env, **extra: str) -> None:
+        self.err_path = env.base / f"bridge-{time.monotonic_ns()}.err"
+        with open(self.err_path, "wb") as err:  # the child keeps its own copy of the descriptor
+            self.proc = subprocess.Popen([sys.executable, "-m", "memoryd", "mcp"], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=err, env=env.environ(**extra),
+                                         cwd=str(env.base), start_new_session=True)
+        env.procs.append(self.proc)
+        self.lines: queue.Queue[bytes] = queue.Queue()
+        self.last_id = 0
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put(b"")  # EOF
+
+    def send_line(self, raw: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(raw + b"\n")
+        self.proc.stdin.flush()
+
+    def send(self, message: Any) -> None:
+        self.send_line(json.dumps(message).encode())
+
+    def reply(self, timeout_s: float = 20) -> dict[str, Any]:
+        """The next line the bridge writes, parsed; fails when it stops answering or exits."""
+        try:
+            line = self.lines.get(timeout=timeout_s)
+        except queue.Empty:
+            raise AssertionError("the bridge stopped answering") from None
+        if not line:
+            raise AssertionError(f"the bridge exited ({self.proc.wait()}): "
+                                 f"{self.err_path.read_text(errors='replace')[-2000:]}")
+        return json.loads(line)  # type: ignore[no-any-return]
+
+    def reply_to(self, msg_id: Any, timeout_s: float = 20) -> dict[str, Any]:
+        """The reply to `msg_id`; the replies before it are dropped."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            reply = self.reply(max(0.01, deadline - time.monotonic()))
+            if reply.get("id") == msg_id:
+                return reply
+
+    def request(self, method: str, params: dict[str, Any] | None = None, timeout_s: float = 30) -> dict[str, Any]:
+        self.last_id += 1
+        msg_id = f"raw-{self.last_id}"  # never one of the ids a test sends by hand
+        self.send({"jsonrpc": "2.0", "id": msg_id, "method": method, **({} if params is None else {"params": params})})
+        return self.reply_to(msg_id, timeout_s)
+
+    def initialize(self) -> None:
+        reply = self.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                            "clientInfo": {"name": "raw-test", "version": "1"}})
+        assert "result" in reply, reply
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def call(self, tool: str, **arguments: Any) -> dict[str, Any]:
+        """A tool's structured result."""
+        reply = self.request("tools/call", {"name": tool, "arguments": arguments})
+        assert "result" in reply, reply
+        return reply["result"]["structuredContent"]  # type: ignore[no-any-return]
 
 
 def _wait_gone(pid: int, timeout: float = 5) -> None:

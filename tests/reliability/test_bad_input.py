@@ -9,20 +9,16 @@ from __future__ import annotations
 
 import json
 import os
-import queue
-import subprocess
-import sys
-import threading
 import time
 from typing import Any
 
 import msgpack
 import pytest
 import zmq
-from harness import Env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from harness import Env, RawBridge
 from memoryd.protocol import OPS
 
 FUZZ = settings(max_examples=60, deadline=None, database=None,
@@ -318,33 +314,12 @@ def test_a_nan_wait_timeout_is_invalid_params_and_the_daemon_survives(served: En
 
 # -- the bridge's stdio ---------------------------------------------------------------------------
 
-class RawBridge:
-    """`memoryd mcp` on pipes, fed raw lines."""
+class FuzzBridge(RawBridge):
+    """A raw bridge whose replies are read behind a ping, each checked to be one whole JSON-RPC line."""
 
     def __init__(self, env: Env) -> None:
-        err = open(env.base / f"bridge-{time.monotonic_ns()}.err", "wb")
-        self.err_path = err.name
-        self.proc = subprocess.Popen([sys.executable, "-m", "memoryd", "mcp"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=err, env=env.environ(MEMORYD_WORKTREE="/w/stdio"),
-                                     cwd=str(env.base), start_new_session=True)
-        env.procs.append(self.proc)
-        self.lines: queue.Queue[bytes] = queue.Queue()
+        super().__init__(env, MEMORYD_WORKTREE="/w/stdio")
         self.ping_id = 0
-        threading.Thread(target=self._pump, daemon=True).start()
-
-    def _pump(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.put(line)
-        self.lines.put(b"")
-
-    def send_line(self, raw: bytes) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(raw + b"\n")
-        self.proc.stdin.flush()
-
-    def send(self, message: Any) -> None:
-        self.send_line(json.dumps(message).encode())
 
     def replies_until_ping(self, also: tuple[Any, ...] = (), timeout_s: float = 20) -> list[dict[str, Any]]:
         """Send a ping behind what was sent; return every other reply, each a whole JSON-RPC line.
@@ -358,13 +333,7 @@ class RawBridge:
         pinged = False
         deadline = time.monotonic() + timeout_s
         while not pinged or not set(also) <= {r.get("id") for r in others}:
-            try:
-                line = self.lines.get(timeout=max(0.01, deadline - time.monotonic()))
-            except queue.Empty:
-                raise AssertionError(f"the bridge stopped answering (got {others})") from None
-            if not line:
-                raise AssertionError(f"the bridge exited ({self.proc.wait()}): {open(self.err_path).read()[-2000:]}")
-            reply = json.loads(line)
+            reply = self.reply(max(0.01, deadline - time.monotonic()))
             assert reply.get("jsonrpc") == "2.0" and ("result" in reply) != ("error" in reply), reply
             if reply.get("id") == ping_id:
                 assert reply["result"] == {}
@@ -388,7 +357,7 @@ class RawBridge:
 
 @pytest.fixture
 def bridge(served: Env) -> Any:
-    b = RawBridge(served)
+    b = FuzzBridge(served)
     b.initialize()
     yield b
     b.replies_until_ping()
@@ -400,13 +369,13 @@ def error_codes(replies: list[dict[str, Any]]) -> list[tuple[Any, int]]:
     return [(r.get("id"), r["error"]["code"]) for r in replies]
 
 
-def test_malformed_json_lines_get_parse_errors(bridge: RawBridge) -> None:
+def test_malformed_json_lines_get_parse_errors(bridge: FuzzBridge) -> None:
     for raw in (b"{", b"not json", b'{"jsonrpc": "2.0", "id": 1, "method": "ping"', b"\xff\xfe\xfd",
                 b"{'single': 'quotes'}", b'{"a": 1}}', b'{"jsonrpc": "2.0", "id": 2, "method": "ping",}'):
         assert error_codes(bridge.errors_for(raw)) == [(None, PARSE_ERROR)], raw
 
 
-def test_messages_that_are_not_json_rpc_requests_get_invalid_request(bridge: RawBridge) -> None:
+def test_messages_that_are_not_json_rpc_requests_get_invalid_request(bridge: FuzzBridge) -> None:
     cases = [
         ([], None), (1, None), ("text", None), (None, None), ({}, None),
         ({"jsonrpc": "1.0", "id": 1, "method": "ping"}, 1),
@@ -422,7 +391,7 @@ def test_messages_that_are_not_json_rpc_requests_get_invalid_request(bridge: Raw
         assert error_codes(bridge.errors_for(json.dumps(message).encode())) == [(echoed, INVALID_REQUEST)], message
 
 
-def test_unknown_methods_get_method_not_found(bridge: RawBridge) -> None:
+def test_unknown_methods_get_method_not_found(bridge: FuzzBridge) -> None:
     for i, method in enumerate(("nope", "tools/execute", "resources/subscribe", "prompts/get", "", "TOOLS/LIST")):
         replies = bridge.errors_for(json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": {}}).encode())
         assert error_codes(replies) == [(i, METHOD_NOT_FOUND)], method
@@ -430,7 +399,7 @@ def test_unknown_methods_get_method_not_found(bridge: RawBridge) -> None:
     assert bridge.errors_for(b'{"jsonrpc": "2.0", "method": "notifications/whatever"}') == []
 
 
-def test_tools_call_with_bad_arguments_or_unknown_tools_gets_invalid_params(bridge: RawBridge) -> None:
+def test_tools_call_with_bad_arguments_or_unknown_tools_gets_invalid_params(bridge: FuzzBridge) -> None:
     params: list[Any] = [
         {}, {"name": 5}, {"name": None}, {"name": "no_such_tool"}, {"name": "episode_write", "arguments": "x"},
         {"name": "episode_write", "arguments": [1]}, {"name": "episode_write"},
@@ -460,7 +429,7 @@ JSON_VALUES = st.recursive(JSON_SCALARS, lambda inner: st.one_of(
 LINE_TEXT = st.text(alphabet=st.characters(exclude_categories=["Cs"], exclude_characters="\n"), max_size=200)
 
 
-def test_random_lines_get_typed_errors_and_the_bridge_keeps_answering(bridge: RawBridge) -> None:
+def test_random_lines_get_typed_errors_and_the_bridge_keeps_answering(bridge: FuzzBridge) -> None:
     expected = {PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS}
 
     @FUZZ
@@ -496,7 +465,7 @@ def test_random_lines_get_typed_errors_and_the_bridge_keeps_answering(bridge: Ra
 
 
 def test_a_lone_surrogate_in_an_id_or_method_does_not_kill_the_bridge(served: Env) -> None:
-    bridge = RawBridge(served)
+    bridge = FuzzBridge(served)
     bridge.initialize()
     bridge.send_line(b'{"jsonrpc": "2.0", "id": "\\ud800", "method": "nope"}')
     bridge.replies_until_ping()
@@ -505,7 +474,7 @@ def test_a_lone_surrogate_in_an_id_or_method_does_not_kill_the_bridge(served: En
 
 
 def test_a_lone_surrogate_in_tool_arguments_is_answered_and_does_not_kill_the_bridge(served: Env) -> None:
-    bridge = RawBridge(served)
+    bridge = FuzzBridge(served)
     bridge.initialize()
     bridge.send_line(b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": '
                      b'{"name": "episode_write", "arguments": {"body": "half an emoji \\ud83d"}}}')
@@ -514,7 +483,7 @@ def test_a_lone_surrogate_in_tool_arguments_is_answered_and_does_not_kill_the_br
 
 
 def test_an_integer_beyond_64_bits_in_tool_arguments_is_invalid_params(served: Env) -> None:
-    bridge = RawBridge(served)
+    bridge = FuzzBridge(served)
     bridge.initialize()
     message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                "params": {"name": "episode_search", "arguments": {"max_results": 10 ** 30}}}

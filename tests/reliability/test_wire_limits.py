@@ -17,9 +17,6 @@ Real daemon, real bridges (harness.Env kills every process at teardown).
 from __future__ import annotations
 
 import json
-import queue
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -29,8 +26,8 @@ import anyio
 import msgpack
 import pytest
 import zmq
-from harness import Env, call, call_error
 
+from harness import Env, RawBridge, call, call_error
 from memoryd.client.connection import Connection
 from memoryd.errors import MemorydError
 from memoryd.mcp_bridge.jsonrpc import MAX_LINE_BYTES, LineReader, head_id
@@ -41,48 +38,12 @@ MB = 1_000_000
 WT = {"MEMORYD_WORKTREE": "/w/frames"}
 
 
-class StdioBridge:
-    """`memoryd mcp` on pipes: raw lines in, parsed replies out, its memory read from /proc."""
+class StdioBridge(RawBridge):
+    """A raw bridge whose liveness is a ping behind everything sent, and whose memory is read from /proc."""
 
     def __init__(self, env: Env) -> None:
-        self.err = env.base / f"bridge-{time.monotonic_ns()}.err"
-        with open(self.err, "wb") as err:  # the child keeps its own copy of the descriptor
-            self.proc = subprocess.Popen([sys.executable, "-m", "memoryd", "mcp"], stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, stderr=err, env=env.environ(**WT),
-                                         cwd=str(env.base), start_new_session=True)
-        env.procs.append(self.proc)
-        self.replies: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        super().__init__(env, **WT)
         self.pings = 0
-        threading.Thread(target=self._pump, daemon=True).start()
-
-    def _pump(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.replies.put(json.loads(line))
-        self.replies.put(None)
-
-    def send_line(self, raw: bytes) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(raw + b"\n")
-        self.proc.stdin.flush()
-
-    def send(self, message: dict[str, Any]) -> None:
-        self.send_line(json.dumps(message).encode())
-
-    def reply(self, timeout_s: float = 20) -> dict[str, Any]:
-        try:
-            reply = self.replies.get(timeout=timeout_s)
-        except queue.Empty:
-            raise AssertionError("the bridge stopped answering") from None
-        assert reply is not None, f"the bridge exited ({self.proc.wait()}): {self.err.read_text()[-2000:]}"
-        return reply
-
-    def reply_to(self, msg_id: Any, timeout_s: float = 20) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            reply = self.reply(max(0.01, deadline - time.monotonic()))
-            if reply.get("id") == msg_id:
-                return reply
 
     def ping(self) -> None:
         """The bridge is alive and serving: a ping behind everything sent is answered."""
@@ -90,13 +51,6 @@ class StdioBridge:
         self.send({"jsonrpc": "2.0", "id": f"ping-{self.pings}", "method": "ping"})
         assert self.reply_to(f"ping-{self.pings}")["result"] == {}
         assert self.proc.poll() is None
-
-    def initialize(self) -> None:
-        self.send({"jsonrpc": "2.0", "id": "init", "method": "initialize",
-                   "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                              "clientInfo": {"name": "frames", "version": "1"}}})
-        assert "result" in self.reply_to("init")
-        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
     def peak_rss_kib(self) -> int:
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
@@ -121,7 +75,8 @@ def test_deeply_nested_json_is_a_parse_error_and_the_bridge_keeps_serving(served
     bridge.send_line(nested(depth))  # as the first line: the startup fast path must not die either
     assert bridge.reply()["error"]["code"] == PARSE_ERROR
     bridge.initialize()
-    for line in (nested(depth), b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"a": ' + nested(depth) + b"}}",
+    for line in (nested(depth),
+                 b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"a": ' + nested(depth) + b"}}",
                  json.dumps(tool_call(2, "episode_write", {"body": "x"}))[:-2].encode()
                  + b', "deep": ' + b'{"a": ' * depth + b"1" + b"}" * depth + b"}}"):
         bridge.send_line(line)
