@@ -17,14 +17,7 @@ from pathlib import Path
 import msgpack
 
 from memoryd.daemon import helper, idents, nofollow, store
-from memoryd.daemon.episodes.cache import (
-    Listing,
-    Packed,
-    encode_cache,
-    read_cache,
-    read_header,
-    sessions_of,
-)
+from memoryd.daemon.episodes.cache import Listing, Packed, encode_cache, read_cache, read_header, sessions_of
 from memoryd.daemon.episodes.episode import from_row
 from memoryd.daemon.episodes.index import JournalIndex
 
