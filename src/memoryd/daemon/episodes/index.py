@@ -2,7 +2,8 @@
 first used after a start; docs/storage.md, 'Packed episodes'), bodies read on demand, and the
 index cache a clean stop writes. `journal.Journal` fills it at start and checks it after.
 
-Import contract: store, the cache format (`episodes.cache`) and the record (`episodes.episode`).
+Import contract: building blocks (store, frontmatter, idents, nofollow), the cache format
+(`episodes.cache`) and the record (`episodes.episode`).
 Provenance is not stored here: it comes from the event log's index in `core` (an episode file
 says nothing trustworthy about how it got there).
 """

@@ -2,9 +2,10 @@
 clean stop wrote, or by parsing the files, in a helper process while the log replays when there
 are many — and as the check after start compares what came from the cache with the files.
 
-Import contract: store, helper, the cache format (`episodes.cache`), the record
-(`episodes.episode`) and the index. Symlinked session folders and episode files are listed in
-`bad_files` and never indexed, so nothing reads them and the TTL reaper never deletes through them.
+Import contract: building blocks (store, idents, nofollow, helper), the cache format
+(`episodes.cache`), the record (`episodes.episode`) and the index. Symlinked session folders and
+episode files are listed in `bad_files` and never indexed, so nothing reads them and the TTL
+reaper never deletes through them.
 """
 
 from __future__ import annotations

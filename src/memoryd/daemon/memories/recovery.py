@@ -4,7 +4,8 @@ them with the event log: hand-edited, unaccounted and missing files, half-finish
 pending snapshot. Runs after the log replay, so the tier's log-derived maps are complete; what
 came from the cache unread is checked after start (`verify`).
 
-Import contract: store, helper, text, the search index and the tier's cache, records and state.
+Import contract: building blocks (store, frontmatter, idents, nofollow, helper, text, search), core's
+PROGRESS_EVERY and the tier's cache, records and state.
 Bad files are listed, never fatal: a planted file with YAML aliases or a broken frontmatter is
 skipped and reported by memory_health.
 """

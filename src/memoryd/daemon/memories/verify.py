@@ -3,7 +3,7 @@ cache unread are compared with their files a slice at a time, and the folders a 
 checkpoint did not list are listed; what a start would have found — a hand edit, a file added or
 deleted while the daemon was stopped — is handled here as `recovery` would have handled it then.
 
-Import contract: store, the tier's records, state and recovery.
+Import contract: store, nofollow, the tier's records, state and recovery.
 """
 
 from __future__ import annotations
