@@ -3,27 +3,15 @@
 from __future__ import annotations
 
 import json
-import queue
-import subprocess
-import sys
-import threading
 from typing import Any
 
 import anyio
-from harness import Env, call
+
+from harness import Env, RawBridge, call
 
 BRIDGES = 16
 WRITES_PER_BRIDGE = 20
 WAIT_S = 150
-
-
-
-
-def episode_write_events(env: Env) -> list[dict[str, Any]]:
-    events = []
-    for segment in sorted((env.home / "events").glob("*.jsonl")):
-        events += [json.loads(line) for line in segment.read_text().splitlines()]
-    return [e for e in events if e["kind"] == "episode_write"]
 
 
 async def read_back(env: Env, wanted: list[str]) -> dict[str, dict[str, Any]]:
@@ -80,7 +68,7 @@ def test_sixteen_bridges_writing_concurrently_lose_nothing_and_share_no_ids(serv
     assert all(len(s) == 1 for s in sessions_by_agent.values())
     all_sessions = [next(iter(s)) for s in sessions_by_agent.values()]
     assert len(set(all_sessions)) == BRIDGES, "two bridges were given the same session"
-    logged = [e["episode_id"] for e in episode_write_events(env)]
+    logged = [e["episode_id"] for e in env.events() if e["kind"] == "episode_write"]
     assert sorted(logged) == sorted(episode_ids), "the log and the acknowledgements disagree"
     on_disk = {p.stem for p in (env.home / "episodes").rglob("*.md")}
     assert on_disk == set(episode_ids)
@@ -119,38 +107,17 @@ def test_one_bridge_with_many_calls_in_flight_answers_each_caller_with_its_own_r
 
 def test_a_tools_list_among_calls_in_flight_does_not_lose_their_replies(served: Env) -> None:
     env = served
-    bridge = subprocess.Popen([sys.executable, "-m", "memoryd", "mcp"], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                              env=env.environ(MEMORYD_WORKTREE="/w/list"), cwd=str(env.base),
-                              start_new_session=True)
-    env.procs.append(bridge)
-    assert bridge.stdin is not None and bridge.stdout is not None
-    lines: queue.Queue[bytes] = queue.Queue()
-
-    def pump() -> None:
-        for line in bridge.stdout:  # type: ignore[union-attr]
-            lines.put(line)
-
-    threading.Thread(target=pump, daemon=True).start()
-
-    def send(message: dict[str, Any]) -> None:
-        bridge.stdin.write(json.dumps(message).encode() + b"\n")  # type: ignore[union-attr]
-        bridge.stdin.flush()  # type: ignore[union-attr]
-
-    send({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
-    assert json.loads(lines.get(timeout=30))["id"] == "init"
+    bridge = RawBridge(env, MEMORYD_WORKTREE="/w/list")
+    bridge.initialize()
     burst = [{"jsonrpc": "2.0", "id": i, "method": "tools/call",
               "params": {"name": "episode_write", "arguments": {"body": f"call {i}"}}} for i in range(30)]
     burst.append({"jsonrpc": "2.0", "id": "list", "method": "tools/list"})
-    bridge.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in burst))
-    bridge.stdin.flush()
-    answered = {json.loads(lines.get(timeout=30))["id"] for _ in burst}
+    bridge.send_line(b"\n".join(json.dumps(m).encode() for m in burst))  # one write: they arrive together
+    answered = {bridge.reply(timeout_s=30)["id"] for _ in burst}
     assert answered == {m["id"] for m in burst}
-    bridge.stdin.close()
-    bridge.wait(timeout=10)
-    events = []
-    for segment in sorted((env.home / "events").glob("*.jsonl")):
-        events += [json.loads(line) for line in segment.read_text().splitlines()]
+    assert bridge.proc.stdin is not None
+    bridge.proc.stdin.close()
+    bridge.proc.wait(timeout=10)
+    events = env.events()
     # Every answer came on the first try: the bridge never had to give up, reconnect and resend.
     assert [e for e in events if e["kind"] == "session_attach"] == []
