@@ -340,7 +340,8 @@ def _print_plan(ns: argparse.Namespace, drafts: list[Draft], skipped: Skipped) -
 
 def _plan_lines(shown: dict[str, Any], skipped: Skipped) -> list[str]:
     lines = [f"dry run: {shown['total']} memories from {shown['path']} ({shown['format']}); nothing written",
-             f"  {shown['removed']} removed in the source tool (written, then removed again)" if shown["removed"] else "",
+             (f"  {shown['removed']} removed in the source tool (written, then removed again)"
+              if shown["removed"] else ""),
              "  by category: " + ", ".join(f"{k} {v}" for k, v in shown["by_category"].items()),
              "  by scope:    " + ", ".join(f"{k} {v}" for k, v in shown["by_scope"].items())]
     for item in shown["items"]:

@@ -277,8 +277,9 @@ def cmd_pending(op: Any, ns: argparse.Namespace) -> int:
         result = op.admin("resolve", pending_id=ns.pending_id, decision=ns.action)
         status = result.get("status")
         done = status == ("committed" if ns.action == "confirm" else "cancelled")
-        emit(ns.json, result, lambda r: [f"{r['pending_id']}: {status}" + (f" as memory {r['id']}" if r.get("id") else "")
-                                    + ("" if done else f" — {r.get('hint', 'still pending')}")])
+        emit(ns.json, result, lambda r: [f"{r['pending_id']}: {status}"
+                                         + (f" as memory {r['id']}" if r.get("id") else "")
+                                         + ("" if done else f" — {r.get('hint', 'still pending')}")])
         return OK if done else REFUSED
     result = op.admin("pending")
     rows = [[p["pending_id"], p["session_id"], (p.get("expires_at") or "")[:19] + (" EXPIRED" if p["expired"] else ""),

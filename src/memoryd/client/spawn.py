@@ -121,7 +121,8 @@ def log_reason(since: int) -> str | None:
     return lines[-1][:REASON_CHARS] if lines else None
 
 
-def detach(endpoint: str, wait_s: float = SPAWN_WAIT_S, serve_args: list[str] | tuple[str, ...] = ()) -> tuple[bool, str]:
+def detach(endpoint: str, wait_s: float = SPAWN_WAIT_S,
+           serve_args: list[str] | tuple[str, ...] = ()) -> tuple[bool, str]:
     """`serve --detach`: start the daemon as a grandchild and return once it answers.
 
     The daemon is spawned by this short-lived process, which then exits, so the daemon is

@@ -308,7 +308,8 @@ class Bridge:
 
     @staticmethod
     def not_found(ask: Ask, uri: str) -> tuple[int, str, Any]:
-        return revision.not_found_code(ask.modern), f"Resource not found: {resources.echo(uri)}", {"uri": resources.echo(uri)}
+        echoed = resources.echo(uri)
+        return revision.not_found_code(ask.modern), f"Resource not found: {echoed}", {"uri": echoed}
 
     def resource_templates(self, ask: Ask, params: dict[str, Any]) -> None:
         self.answer(ask, resources.templates_result())

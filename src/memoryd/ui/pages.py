@@ -143,9 +143,11 @@ def memory_page(memory: dict[str, Any], history: dict[str, Any], token: str, dra
                   ("branch", e(origin.get("branch"))), ("commit", f'<span class=mono>{e(origin.get("commit"))}</span>'),
                   ("client", e(origin.get("client")))]
     links = memory.get("links") or {}
-    link_rows = "".join(f"<li>{e(l['type'])} → {mem_link(l['target_id'])} <span class=muted>({e(l.get('target_state'))})</span></li>"
-                        for l in links.get("outgoing", []))
-    link_rows += "".join(f"<li>{mem_link(l['source_id'])} {e(l['type'])} this</li>" for l in links.get("incoming", []))
+    link_rows = "".join(f"<li>{e(link['type'])} → {mem_link(link['target_id'])} "
+                        f"<span class=muted>({e(link.get('target_state'))})</span></li>"
+                        for link in links.get("outgoing", []))
+    link_rows += "".join(f"<li>{mem_link(link['source_id'])} {e(link['type'])} this</li>"
+                         for link in links.get("incoming", []))
     events = "".join(f"<tr><td>{ts(ev.get('ts'))}</td><td>{e(ev.get('kind'))}</td><td>{e(ev.get('status'))}</td>"
                      f"<td>{session_link(ev.get('session'))}</td><td class=mono>{e(ev.get('seq'))}</td></tr>"
                      for ev in history.get("events", []))
@@ -271,7 +273,8 @@ def health_page(status: dict[str, Any], health: dict[str, Any], conflicts: dict[
              ("bad files", (health.get("bad_files") or {}).get("total"))]
     grid = "".join(f'<div class=stat data-stat="{e(k)}"><b>{e(v if v is not None else 0)}</b>{e(k)}</div>'
                    for k, v in stats)
-    chain = '<span class=ok>intact</span>' if log.get("chain_ok") else '<span class=bad>BROKEN — run memoryd log verify</span>'
+    chain = ('<span class=ok>intact</span>' if log.get("chain_ok")
+             else '<span class=bad>BROKEN — run memoryd log verify</span>')
     info = [("daemon", e(f"{status.get('version')} · pid {status.get('pid')} · up {status.get('uptime_s')} s")),
             ("store", f'<span class=mono>{e(status.get("store"))}</span>'), ("log chain", chain),
             ("reaper", e(f"last run {(health.get('reaper') or {}).get('last_run') or 'never'}, "
