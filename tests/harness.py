@@ -193,7 +193,8 @@ class Env:
 
 
 class RawBridge:
-    """`memoryd mcp` on pipes, spoken to in raw JSON-RPC lines: the test owns its pid and its bytes."""
+    """`memoryd mcp` on pipes, spoken to in raw JSON-RPC lines: the test owns its pid and its bytes
+    (and sends `initialize` only when it calls `initialize`)."""
 
     def __init__(self, env: Env, **extra: str) -> None:
         self.err_path = env.base / f"bridge-{time.monotonic_ns()}.err"
@@ -256,6 +257,12 @@ class RawBridge:
         reply = self.request("tools/call", {"name": tool, "arguments": arguments})
         assert "result" in reply, reply
         return reply["result"]["structuredContent"]  # type: ignore[no-any-return]
+
+    def close(self) -> int:
+        """Close its stdin, as a host that goes away does; the bridge's exit code."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        return self.proc.wait(timeout=10)
 
 
 def _wait_gone(pid: int, timeout: float = 5) -> None:

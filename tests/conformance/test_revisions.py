@@ -18,10 +18,10 @@ from typing import Any
 
 import anyio
 import pytest
-from harness import Env
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
+from harness import Env, RawBridge
 from memoryd.daemon.catalogue import CORE, TOOLS
 from memoryd.profiles import PROFILES
 
@@ -33,35 +33,6 @@ URI_PREFIX = "memoryd://memories/"
 UNKNOWN_URI = URI_PREFIX + "01ARZ3NDEKTSV4RRFFQ69G5FAV"  # a well-formed ULID no store holds
 MODES = ["legacy", "auto", MODERN]
 PROFILE_ENV: dict[str, dict[str, str]] = {"core": {}, "full": {"MEMORYD_TOOLS": "full"}}  # core: the default
-
-
-class Raw:
-    """One `memoryd mcp` process driven line by line, with no opening request unless a test sends one."""
-
-    def __init__(self, env: Env) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "memoryd", "mcp"], env=env.environ(),
-                                     cwd=str(env.base), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, start_new_session=True)
-        env.procs.append(self.proc)
-        self.next_id = 0
-
-    def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-        """The whole reply (result or error) to one request."""
-        self.next_id += 1
-        message: dict[str, Any] = {"jsonrpc": "2.0", "id": self.next_id, "method": method}
-        if params is not None:
-            message["params"] = params
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(json.dumps(message).encode() + b"\n")
-        self.proc.stdin.flush()
-        reply = json.loads(self.proc.stdout.readline())
-        assert reply["id"] == self.next_id
-        return reply  # type: ignore[no-any-return]
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        self.proc.wait(timeout=10)
 
 
 async def write_memory(client: Client, content: str, **extra: Any) -> str:
@@ -222,7 +193,7 @@ def test_modern_tool_errors_never_use_the_retired_32002(served: Env) -> None:
 # -- the wire, raw --------------------------------------------------------------------------------
 
 def test_a_modern_request_needs_no_initialize_and_carries_the_revisions_fields(served: Env) -> None:
-    raw = Raw(served)
+    raw = RawBridge(served)
     try:
         called = raw.request("tools/call", {"_meta": META, "name": "episode_write",
                                             "arguments": {"body": "first line of this bridge's life"}})
@@ -246,7 +217,7 @@ def test_a_modern_request_needs_no_initialize_and_carries_the_revisions_fields(s
 
 
 def test_server_discover_answers_versions_capabilities_and_instructions(served: Env) -> None:
-    raw = Raw(served)
+    raw = RawBridge(served)
     try:
         result = raw.request("server/discover", {"_meta": META})["result"]
         assert result["supportedVersions"][0] == MODERN
@@ -260,7 +231,7 @@ def test_server_discover_answers_versions_capabilities_and_instructions(served: 
 
 
 def test_unsupported_versions_and_malformed_envelopes_are_refused(served: Env) -> None:
-    raw = Raw(served)
+    raw = RawBridge(served)
     try:
         for version in ("2099-01-01", "2025-11-25"):  # unknown, and a handshake-only version
             error = raw.request("tools/list", {"_meta": {**META, "io.modelcontextprotocol/protocolVersion": version}})
@@ -279,7 +250,7 @@ def test_unsupported_versions_and_malformed_envelopes_are_refused(served: Env) -
 
 
 def test_initialize_never_negotiates_the_handshakeless_revision(served: Env) -> None:
-    raw = Raw(served)
+    raw = RawBridge(served)
     try:
         result = raw.request("initialize", {"protocolVersion": MODERN, "capabilities": {},
                                             "clientInfo": {"name": "confused", "version": "1"}})["result"]
@@ -292,7 +263,7 @@ def test_initialize_never_negotiates_the_handshakeless_revision(served: Env) -> 
 def test_tools_list_order_is_the_same_on_every_call_in_every_bridge_and_era(served: Env) -> None:
     orders = []
     for _ in range(2):
-        raw = Raw(served)
+        raw = RawBridge(served)
         try:
             for params in ({"_meta": META}, {}, {"_meta": META}):
                 orders.append([t["name"] for t in raw.request("tools/list", params)["result"]["tools"]])

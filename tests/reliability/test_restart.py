@@ -238,9 +238,7 @@ def test_stdin_eof_makes_the_bridge_exit_zero_and_close_its_session(env: Env) ->
     bridge = RawBridge(env, MEMORYD_WORKTREE="/w/eof")
     bridge.initialize()
     written = bridge.call("episode_write", body="done for today")
-    assert bridge.proc.stdin is not None
-    bridge.proc.stdin.close()
-    assert bridge.proc.wait(timeout=10) == 0
+    assert bridge.close() == 0
     prior = wait_until_ended(env, written["session_id"], timeout_s=10)
     assert prior["ended"] == "closed"
 
