@@ -205,7 +205,8 @@ def render(report: dict[str, Any]) -> str:
     lines = []
     for split in ("tune", "heldout", "all"):
         lines.append(f"\n{split}:")
-        lines.append(f"  {'kind':12} {'n':>4} {'hit@1':>6} {'R@1':>6} {'R@5':>6} {'MRR':>6} {'nDCG@10':>8} {'hook hit':>9}")
+        lines.append(f"  {'kind':12} {'n':>4} {'hit@1':>6} {'R@1':>6} {'R@5':>6} {'MRR':>6} "
+                     f"{'nDCG@10':>8} {'hook hit':>9}")
         for kind, m in sorted(report["summary"].get(split, {}).items(), key=lambda kv: kv[0] == "all"):
             if kind == "negative":
                 lines.append(f"  {kind:12} {m['n']:>4}   the prompt gate stays silent: {m['silent']:.3f}")
@@ -237,5 +238,6 @@ def main(ns: argparse.Namespace) -> int:
         if ns.verbose:
             for row in report["queries"]:
                 if row["relevant"] and row.get("mrr", 0) < 1:
-                    print(f"  miss [{row['split']}/{row['kind']}] {row['q']!r} -> {row['ranked'][:3]} want {row['relevant']}")
+                    print(f"  miss [{row['split']}/{row['kind']}] {row['q']!r} -> {row['ranked'][:3]} "
+                          f"want {row['relevant']}")
     return 0

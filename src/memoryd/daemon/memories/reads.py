@@ -1,8 +1,8 @@
 """Handlers that read durable memories: search, show, list, list_tombstones.
 
-Import contract: core, episode_tools (prior-session resolution), memories, memory_staleness,
-search. Every result that returns stored text says `framing: "data"` and flags tainted records.
-Reads that retrieve a memory (search, show) record an event naming ids only — the query is
+Import contract: clock, core, episodes.tools (prior-session resolution), the memory tier's args,
+records, staleness, tier and writes, scopes, text, validate. Every result that returns stored
+text says `framing: "data"` and flags tainted records. Reads that retrieve a memory (search, show) record an event naming ids only — the query is
 logged as a hash and a length, never verbatim.
 """
 
