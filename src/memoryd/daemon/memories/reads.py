@@ -2,8 +2,8 @@
 
 Import contract: clock, core, episodes.tools (prior-session resolution), the memory tier's args,
 records, staleness, tier and writes, scopes, text, validate. Every result that returns stored
-text says `framing: "data"` and flags tainted records. Reads that retrieve a memory (search, show) record an event naming ids only — the query is
-logged as a hash and a length, never verbatim.
+text says `framing: "data"` and flags tainted records. Reads that retrieve a memory (search,
+show) record an event naming ids only — the query is logged as a hash and a length, never verbatim.
 """
 
 from __future__ import annotations

@@ -135,8 +135,10 @@ def _restore_loser(state: service.SyncState, memory_id: str, shas: list[str]) ->
     tier: MemoryTier = state.core.memories
     versions = []
     for sha in shas:
+        path = state.layout.repo / CONFLICTS / memory_id / f"{sha}.md"
         try:
-            data = nofollow.read_nofollow(state.layout.repo / CONFLICTS / memory_id / f"{sha}.md")
+            nofollow.check_no_links(state.layout.repo, path)  # no link at any depth, as in _version_of
+            data = nofollow.read_nofollow(path)
             meta, _body = frontmatter.parse(data)
         except (OSError, frontmatter.BadRecord, UnicodeDecodeError):
             continue
