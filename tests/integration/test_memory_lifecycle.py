@@ -4,7 +4,6 @@ changed behind the daemon's back. All through the official MCP client → bridge
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -24,13 +23,6 @@ def serve(env: Env) -> None:
     """Start the daemon from the test (reaped by a thread), so `memoryd stop` never waits on a zombie."""
     proc = env.start_daemon()
     threading.Thread(target=proc.wait, daemon=True).start()
-
-
-def events(env: Env) -> list[dict[str, Any]]:
-    rows = []
-    for path in sorted((env.home / "events").glob("*.jsonl")):
-        rows += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return rows
 
 
 def configure(env: Env, text: str) -> None:
@@ -121,8 +113,8 @@ def test_pending_writes_expire_after_their_ttl_and_are_logged(env: Env) -> None:
             health = await call(s, "memory_health")
             assert health["pending_expired"] == 1
     anyio.run(main)
-    expired = [e for e in events(env) if e["kind"] == "pending_expired"]
-    assert [e["pending_id"] for e in expired] == [pending_id(events(env))]
+    expired = [e for e in env.events() if e["kind"] == "pending_expired"]
+    assert [e["pending_id"] for e in expired] == [pending_id(env.events())]
 
 
 def test_pending_writes_expire_while_calls_keep_the_daemon_busy(env: Env) -> None:
@@ -150,7 +142,7 @@ def test_pending_writes_expire_while_calls_keep_the_daemon_busy(env: Env) -> Non
             wire.drain()
             assert (await call(s, "memory_health"))["pending_expired"] == 1  # the reaper ran meanwhile
     anyio.run(main)
-    assert [e["pending_id"] for e in events(env) if e["kind"] == "pending_expired"] == staged
+    assert [e["pending_id"] for e in env.events() if e["kind"] == "pending_expired"] == staged
 
 
 def pending_id(rows: list[dict[str, Any]]) -> str:

@@ -17,13 +17,6 @@ SECRET = "sk-proj-" + "Zq8vR2mN4xT6yB1cD3eF5gH7jK9" + "LpQsWu"
 DURABLE = "The release pipeline signs wheels with the team GPG key before upload."
 
 
-def events(env: Env) -> list[dict[str, Any]]:
-    rows = []
-    for path in sorted((env.home / "events").glob("*.jsonl")):
-        rows += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return rows
-
-
 def run(env: Env, body: Any, **extra: str) -> None:
     async def main() -> None:
         async with env.session(**{**WT, **extra}) as s:
@@ -221,7 +214,7 @@ def test_bad_write_arguments_are_typed_errors_and_write_nothing(env: Env) -> Non
         assert err.code == -32602 and err.data["param"] == "scopes"
     run(env, body)
     assert not list((env.home / "memories").glob("*.md"))
-    assert not [e for e in events(env) if e["kind"] == "write"]
+    assert not [e for e in env.events() if e["kind"] == "write"]
 
 
 def test_write_events_carry_ids_statuses_gates_and_hashes_only(env: Env) -> None:
@@ -233,7 +226,7 @@ def test_write_events_carry_ids_statuses_gates_and_hashes_only(env: Env) -> None
         path = env.home / "memories" / f"{committed['id']}.md"
         import hashlib
         sha = hashlib.sha256(path.read_bytes()).hexdigest()
-        rows = [e for e in events(env) if e["kind"] in ("write", "search")]
+        rows = [e for e in env.events() if e["kind"] in ("write", "search")]
         assert rows[0]["status"] == "committed" and rows[0]["memory_id"] == committed["id"] and rows[0]["sha"] == sha
         assert rows[1]["status"] == "transient_warning" and rows[1]["gate"] == "durability"
         assert rows[2]["query_len"] == len("pipeline signs wheels") and rows[2]["ids"] == [committed["id"]]

@@ -19,13 +19,6 @@ WT = {"MEMORYD_WORKTREE": "/w/p"}
 TAKEAWAY = "The integration suite needs a running Postgres 15 with the pgvector extension."
 
 
-def events(env: Env) -> list[dict[str, Any]]:
-    rows = []
-    for path in sorted((env.home / "events").glob("*.jsonl")):
-        rows += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return rows
-
-
 async def episode(s: Any, takeaway: str | None = TAKEAWAY, body: str = "ran the suite; it needed pgvector") -> dict[str, Any]:
     args = {"body": body, **({"takeaway": takeaway} if takeaway else {})}
     return await call(s, "episode_write", **args)
@@ -55,10 +48,10 @@ def test_committed_promotion_deletes_the_episode_and_the_log_says_so(env: Env) -
     # the file goes just after the pass that made the memory durable
     wait_for(lambda: not list((env.home / "episodes").rglob(f"{out['episode']['id']}.md")), timeout=2,
              what="the promoted episode's file going")
-    promoted = next(e for e in events(env) if e["kind"] == "episode_promote")
+    promoted = next(e for e in env.events() if e["kind"] == "episode_promote")
     assert promoted["outcome"] == "committed" and promoted["deleted"] is True
     assert promoted["memory_id"] == out["memory"]["id"] and promoted["owner"] == out["episode"]["session_id"]
-    assert "pgvector" not in json.dumps(events(env))
+    assert "pgvector" not in json.dumps(env.events())
 
 
 def test_pending_promotion_holds_the_episode_until_confirm_and_cancel_keeps_it(env: Env) -> None:
@@ -75,7 +68,7 @@ def test_pending_promotion_holds_the_episode_until_confirm_and_cancel_keeps_it(e
             assert confirmed["status"] == "committed" and confirmed["promoted_from_episode_id"] == gone["id"]
             assert not await exists(s, gone["id"])
     anyio.run(main)
-    confirm = next(e for e in events(env) if e["kind"] == "write_confirm")
+    confirm = next(e for e in env.events() if e["kind"] == "write_confirm")
     assert confirm["deleted"] is True and confirm["episode_id"]
 
 
@@ -115,7 +108,7 @@ def test_other_statuses_leave_the_episode_untouched_for_a_retry(env: Env) -> Non
                 err = await call_error(s, "episode_promote", **bad)
                 assert err.code == -32602 and err.data["param"] == param
     anyio.run(main)
-    outcomes = [e["outcome"] for e in events(env) if e["kind"] == "episode_promote"]
+    outcomes = [e["outcome"] for e in env.events() if e["kind"] == "episode_promote"]
     assert outcomes == ["transient_warning", "duplicate", "committed"]
 
 
