@@ -1,14 +1,10 @@
 """The live event log: append-only JSONL, one segment per month, replayed at start.
 
-Import contract: stdlib, fsio, logcheck and errors. The line format and the rules for trusting a
-line are in logcheck.py. Appends are buffered; `sync` flushes and fsyncs once for everything
-appended since (group commit). The log never holds content, bodies, queries or secrets: callers
-pass ids, counts and hashes only.
-
-Damage (docs/storage.md, 'Reliability'): only a torn tail — the last line of the last segment,
-unterminated or unparseable, which a crash mid-append leaves — is cut at start. Anything else that
-replay cannot trust (a bad line mid-log, a seq gap, a missing oldest segment, a symlinked segment)
-stops the start with `LogDamaged` naming the segment and line, for `memoryd log repair`.
+Import contract: stdlib, fsio, logcheck (the line format, what makes a line trustworthy) and errors.
+Appends are buffered; `sync` flushes and fsyncs once for everything appended since (group commit).
+The log never holds content, bodies, queries or secrets: callers pass ids, counts and hashes only.
+Damage (docs/storage.md, 'Reliability'): only a torn tail — the last line, cut short by a crash
+mid-append — is cut at start; anything else replay cannot trust stops it with `LogDamaged`.
 """
 
 from __future__ import annotations

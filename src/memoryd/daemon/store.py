@@ -1,15 +1,10 @@
-"""Record files under one root, written atomically and durably, in batches (`FileStore`).
+"""Record files under one root, written atomically and durably in batches (`FileStore`: group commit).
 
-Import contract: stdlib, `fsio`, `frontmatter`, `nofollow` and errors; knows nothing of sessions,
-tools or the wire. Nothing is written or deleted through a symbolic link: every directory between
-the root and a file is checked first (`nofollow.check_no_links`), and a link there is refused.
-Durability is two-phase so writes can share fsyncs (group commit): `flush` fsyncs the staged temp
-files with the log, `publish` renames them into place, and their directories are made durable by
-the next flush's `syncfs` or `sync_dirs`. A reply that says "committed" is sent only after the
-flush (and the log's sync) returned.
-Faults (docs/storage.md, 'Reliability'): an OSError while staging is a `StorageError` that leaves
-what was staged before untouched; a target that could not be replaced or removed (chattr +i/+a)
-is refused at staging; `abort` drops a pass whose flush failed; `publish` never raises.
+Import contract: stdlib, fsio, frontmatter, nofollow and errors; nothing is written or deleted through
+a symbolic link (`nofollow.check_no_links` first). Faults (docs/storage.md, 'Reliability'): an
+OSError while staging is a `StorageError` that leaves what was staged before untouched; a target
+that could not be replaced or removed (chattr +i/+a) is refused at staging; `abort` drops a pass
+whose flush failed; `publish` never raises.
 """
 
 from __future__ import annotations
