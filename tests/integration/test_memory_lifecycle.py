@@ -5,7 +5,6 @@ changed behind the daemon's back. All through the official MCP client → bridge
 from __future__ import annotations
 
 import os
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -17,12 +16,6 @@ WT = {"MEMORYD_WORKTREE": "/w/a"}
 FACTS = [f"Service {name} listens on port {port} behind the internal load balancer."
          for name, port in (("alpha", 8101), ("bravo", 8102), ("charlie", 8103), ("delta", 8104),
                             ("echo", 8105), ("foxtrot", 8106), ("golf", 8107))]
-
-
-def serve(env: Env) -> None:
-    """Start the daemon from the test (reaped by a thread), so `memoryd stop` never waits on a zombie."""
-    proc = env.start_daemon()
-    threading.Thread(target=proc.wait, daemon=True).start()
 
 
 def configure(env: Env, text: str) -> None:
@@ -150,7 +143,7 @@ def pending_id(rows: list[dict[str, Any]]) -> str:
 
 
 def test_pending_writes_survive_a_daemon_restart_and_ids_keep_counting(env: Env) -> None:
-    serve(env)
+    env.start_daemon()
 
     async def main() -> None:
         async with env.session(**WT) as s:
@@ -335,7 +328,7 @@ def test_health_counts_log_events_and_stays_cheap_on_an_empty_store(env: Env) ->
 
 
 def test_a_restart_reads_the_parse_cache_but_a_file_changed_since_wins(env: Env) -> None:
-    serve(env)
+    env.start_daemon()
 
     async def first() -> list[dict[str, Any]]:
         async with env.session(**WT) as s:
@@ -347,7 +340,7 @@ def test_a_restart_reads_the_parse_cache_but_a_file_changed_since_wins(env: Env)
     assert cache.stat().st_size > 0
     path = env.home / "memories" / f"{written[0]['id']}.md"
     edit_while_stopped(path, "alpha", "ALPHA")
-    serve(env)
+    env.start_daemon()
 
     async def second() -> None:
         async with env.session(**WT) as s:
@@ -358,7 +351,7 @@ def test_a_restart_reads_the_parse_cache_but_a_file_changed_since_wins(env: Env)
     anyio.run(second)
     assert env.memoryd("stop").returncode == 0
     cache.write_bytes(b"\x93garbage that is not a cache")
-    serve(env)
+    env.start_daemon()
 
     async def third() -> None:
         async with env.session(**WT) as s:
@@ -372,7 +365,7 @@ def _index_restored(env: Env) -> int:
 
 def _three_facts_then_no_state(env: Env) -> None:
     """Three memories written, a clean stop, then state/ emptied: the next start is a cold one."""
-    serve(env)
+    env.start_daemon()
 
     async def first() -> None:
         async with env.session(**WT) as s:
@@ -388,13 +381,13 @@ def test_a_cold_start_writes_its_caches_after_it_serves_and_a_crash_keeps_them(e
     """The caches a start without state/ builds are written on the loop's first idle turn,
     durably: a SIGKILL right after still leaves the next start a search index to restore."""
     _three_facts_then_no_state(env)
-    serve(env)
+    env.start_daemon()
     cache = env.home / "state" / "search.index"
     wait_for(cache.exists, what="the search index being written")
     assert (env.home / "state" / "memories.cache").exists()
     assert _index_restored(env) == 0  # built at that start
     env.kill_daemon()  # they are renamed into place after their sync: durable once there
-    serve(env)
+    env.start_daemon()
     assert _index_restored(env) == 1
 
 
@@ -408,7 +401,7 @@ def test_a_cold_start_reads_every_record_file_without_touching_its_access_time(e
         mtime = path.stat().st_mtime_ns
         os.utime(path, ns=(mtime - 10**9, mtime))
     before = {path: path.stat().st_atime_ns for path in files}
-    serve(env)
+    env.start_daemon()
 
     async def second() -> None:
         async with env.session(**WT) as s:
@@ -421,7 +414,7 @@ def test_a_cold_start_reads_every_record_file_without_touching_its_access_time(e
 
 
 def test_a_clean_restart_restores_the_search_index_and_a_changed_file_forces_a_rebuild(env: Env) -> None:
-    serve(env)
+    env.start_daemon()
 
     async def first() -> list[dict[str, Any]]:
         async with env.session(**WT) as s:
@@ -432,7 +425,7 @@ def test_a_clean_restart_restores_the_search_index_and_a_changed_file_forces_a_r
     written = anyio.run(first)
     assert env.memoryd("stop").returncode == 0
     assert (env.home / "state" / "search.index").stat().st_size > 0
-    serve(env)
+    env.start_daemon()
 
     async def search(query: str) -> list[str]:
         async with env.session(**WT) as s:
@@ -444,7 +437,7 @@ def test_a_clean_restart_restores_the_search_index_and_a_changed_file_forces_a_r
     assert env.memoryd("stop").returncode == 0
     path = env.home / "memories" / f"{written[0]['id']}.md"
     edit_while_stopped(path, "alpha", "zulu")
-    serve(env)
+    env.start_daemon()
     # A start trusts the caches (no stat of every file); the files are compared with them in
     # slices right after, and at once when memory_health asks. The edited file is then indexed
     # and served, the index updated in place rather than rebuilt.
@@ -458,6 +451,6 @@ def test_a_clean_restart_restores_the_search_index_and_a_changed_file_forces_a_r
     assert anyio.run(search, "zulu") == [written[0]["id"]]
     assert anyio.run(search, "alpha") == []
     assert env.memoryd("stop").returncode == 0
-    serve(env)  # the caches written at that stop describe the edited file: restored again
+    env.start_daemon()  # the caches written at that stop describe the edited file: restored again
     assert _index_restored(env) == 1
     assert anyio.run(search, "zulu") == [written[0]["id"]]
