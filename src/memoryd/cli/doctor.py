@@ -22,6 +22,7 @@ from typing import Any, Literal, TextIO
 import memoryd
 from memoryd import paths
 from memoryd.cli import clients
+from memoryd.cli.output import emit
 
 Status = Literal["ok", "warn", "fail"]
 MIN_PYTHON = (3, 11)
@@ -360,26 +361,20 @@ def _counts(checks: list[Check]) -> dict[str, int]:
     return {status: sum(c.status == status for c in checks) for status in ("ok", "warn", "fail")}
 
 
-def _write_text(checks: list[Check], out: TextIO) -> None:
+def _text_lines(checks: list[Check]) -> list[str]:
     width = max(len(c.name) for c in checks)
-    print(f"memoryd {memoryd.__version__} doctor", file=out)
+    lines = [f"memoryd {memoryd.__version__} doctor"]
     for c in checks:
-        print(f"  {c.status:<4}  {c.name:<{width}}  {c.detail}", file=out)
+        lines.append(f"  {c.status:<4}  {c.name:<{width}}  {c.detail}")
         if c.fix and c.status != "ok":
-            print(f"  {'':<4}  {'':<{width}}  fix: {c.fix}", file=out)
+            lines.append(f"  {'':<4}  {'':<{width}}  fix: {c.fix}")
     counts = _counts(checks)
-    print(f"{counts['ok']} ok, {counts['warn']} warn, {counts['fail']} fail", file=out)
+    return [*lines, f"{counts['ok']} ok, {counts['warn']} warn, {counts['fail']} fail"]
 
 
-def _write_json(checks: list[Check], out: TextIO) -> None:
-    report = {
-        "version": memoryd.__version__,
-        "ok": not any(c.status == "fail" for c in checks),
-        "counts": _counts(checks),
-        "checks": [asdict(c) for c in checks],
-    }
-    json.dump(report, out, indent=2)
-    out.write("\n")
+def _report(checks: list[Check]) -> dict[str, Any]:
+    return {"version": memoryd.__version__, "ok": not any(c.status == "fail" for c in checks),
+            "counts": _counts(checks), "checks": [asdict(c) for c in checks]}
 
 
 def run_doctor(out: TextIO | None = None, as_json: bool = False) -> int:
@@ -389,5 +384,5 @@ def run_doctor(out: TextIO | None = None, as_json: bool = False) -> int:
     """
     out = out or sys.stdout
     checks = collect_checks()
-    (_write_json if as_json else _write_text)(checks, out)
+    emit(as_json, _report(checks) if as_json else checks, _text_lines, out)
     return 1 if any(c.status == "fail" for c in checks) else 0
