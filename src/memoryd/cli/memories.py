@@ -21,10 +21,9 @@ from collections.abc import Callable
 from typing import Any
 
 from memoryd.cli.output import emit, visible
-from memoryd.errors import MemorydError
+from memoryd.errors import INVALID_PARAMS, MemorydError
 
 OK, REFUSED, USAGE, UNAVAILABLE = 0, 1, 2, 3
-INVALID_PARAMS = -32602
 DEFAULT_REASON = "removed by the user from the terminal"
 
 
