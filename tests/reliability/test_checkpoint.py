@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import msgpack
 import pytest
-from harness import Env, call
+from harness import Env, call, wait_for
 
 from memoryd.config import Config
 from memoryd.daemon import checkpoint, lifecycle
@@ -202,8 +202,6 @@ def test_status_shows_a_start_in_progress(env: Env) -> None:
 
 
 def test_files_edited_while_stopped_are_found_by_the_check_after_start(env: Env) -> None:
-    import time
-
     memory_id = _write_one_and_stop(env, "The cache server listens on port 6379.")
     path = env.home / "memories" / f"{memory_id}.md"
     path.write_text(path.read_text().replace("6379", "6380 since the migration"))
@@ -213,10 +211,8 @@ def test_files_edited_while_stopped_are_found_by_the_check_after_start(env: Env)
         async with env.session(**WT) as s:
             return [h["id"] for h in (await call(s, "memory_search", query=query))["results"]]
 
-    deadline = time.monotonic() + 10
-    while anyio.run(search, "migration") != [memory_id]:  # the loop's idle slices reach it
-        assert time.monotonic() < deadline, "the edited file was never checked"
-        time.sleep(0.05)
+    wait_for(lambda: anyio.run(search, "migration") == [memory_id], step=0.05,  # the loop's idle slices reach it
+             what="the check of the edited file")
     assert anyio.run(search, "6379") == []
 
 
