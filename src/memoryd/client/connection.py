@@ -142,7 +142,7 @@ class Connection:
         return result
 
     def hook(self, action: str, **args: Any) -> dict[str, Any]:
-        """A hook's request (daemon/sessions/hooks.py)."""
+        """A hook's request (the daemon's `hook` op)."""
         result: dict[str, Any] = self.call("hook", {"action": action, **args})
         return result
 
