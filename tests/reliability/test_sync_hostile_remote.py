@@ -9,11 +9,10 @@ import json
 import os
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
-from harness import Env
+from harness import Env, wait_for
 from synckit import set_up, synced, tool
 
 from memoryd.daemon.memories.records import Memory, render_memory
@@ -256,16 +255,15 @@ def test_a_hung_ssh_transport_is_cut_and_its_ssh_child_killed(tmp_path: Path, mo
         clone.run("fetch", "ssh://memoryd.invalid/remote.git")
     assert failed.value.kind == "timeout"
     pid = int(pid_file.read_text())
-    deadline = time.monotonic() + 5
+
+    def gone() -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
     try:
-        while time.monotonic() < deadline:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.05)
-        else:
-            raise AssertionError(f"the ssh child {pid} outlived its git")
+        wait_for(gone, timeout=5, step=0.05, what=f"the ssh child {pid} ending with its git")
     finally:
         try:
             os.kill(pid, 9)
