@@ -9,11 +9,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from memoryd.daemon import idents
 from memoryd.daemon.core import Call
 
 SCOPE_PATTERN = r"^(?=.{1,128}$)[a-z0-9]+(?:[-:][a-z0-9]+)*$"  # the length cap rides in the pattern
-ULID_PATTERN = r"^[0-9A-HJKMNP-TV-Z]{26}$"
-SESSION_PATTERN = r"^sess-[1-9][0-9]{0,17}$"
+ULID_PATTERN = f"^{idents.ULID_RE.pattern}$"  # the schemas' patterns are the checks' own
+SESSION_PATTERN = f"^{idents.SESSION_RE.pattern}$"
 SHARED_PATTERNS = frozenset({SCOPE_PATTERN, ULID_PATTERN, SESSION_PATTERN})
 
 
