@@ -154,8 +154,8 @@ def _toml_key_lines(entry: dict[str, Any]) -> list[str]:
     return [f"{key} = {render(value)}\n" for key, value in entry.items()]
 
 
-def _toml_table(entry: dict[str, Any]) -> str:
-    return f"[mcp_servers.{SERVER_NAME}]\n" + "".join(_toml_key_lines(entry))
+def _toml_table(entry: dict[str, Any], name: str = f"mcp_servers.{SERVER_NAME}") -> str:
+    return f"[{name}]\n" + "".join(_toml_key_lines(entry))
 
 
 def _read_toml(path: Path) -> tuple[str, dict[str, Any]]:
@@ -173,17 +173,19 @@ def _toml_current_entry(path: Path) -> Any:
     return servers.get(SERVER_NAME) if isinstance(servers, dict) else None
 
 
-def _replace_toml_table(text: str, entry: dict[str, Any]) -> str:
-    """`text` with the keys of `entry` set in its [mcp_servers.memoryd] table, or the table appended.
+def _replace_toml_table(text: str, entry: dict[str, Any], header: re.Pattern[str] = _TABLE_HEADER,
+                        name: str = f"mcp_servers.{SERVER_NAME}") -> str:
+    """`text` with the keys of `entry` set in its table `name` (found by `header`; by default
+    [mcp_servers.memoryd]), or the table appended.
 
     Only the lines of those keys change; other keys, comments and sub-tables such as
     [mcp_servers.memoryd.env] are left as they were.
     """
     lines = text.splitlines(keepends=True)
-    start = next((i for i, line in enumerate(lines) if _TABLE_HEADER.match(line)), None)
+    start = next((i for i, line in enumerate(lines) if header.match(line)), None)
     if start is None:
         separator = "" if not text else ("\n" if text.endswith("\n") else "\n\n")
-        return text + separator + _toml_table(entry)
+        return text + separator + _toml_table(entry, name)
     end = next((i for i in range(start + 1, len(lines)) if _ANY_HEADER.match(lines[i])), len(lines))
     if not lines[start].endswith("\n"):
         lines[start] += "\n"
@@ -241,8 +243,11 @@ def write_config(path: Path, text: str) -> None:
 
 
 def config_target(spec: ClientSpec) -> Path:
-    # Dotfile managers symlink these files; replace the file they point at, not the link.
-    path = spec.config_path()
+    return resolved(spec.config_path())
+
+
+def resolved(path: Path) -> Path:
+    """Dotfile managers symlink these files: replace the file they point at, not the link."""
     return path.resolve() if path.is_symlink() else path
 
 
@@ -297,17 +302,7 @@ def enable_codex_hooks(out: TextIO) -> None:
     features = parsed.get("features")
     if isinstance(features, dict) and features.get("codex_hooks") is True:
         return
-    lines = text.splitlines(keepends=True)
-    start = next((i for i, line in enumerate(lines) if _FEATURES_HEADER.match(line)), None)
-    if start is None:
-        separator = "" if not text else ("\n" if text.endswith("\n") else "\n\n")
-        new_text = text + separator + "[features]\ncodex_hooks = true\n"
-    else:
-        body = [line for line in lines[start + 1:] if not re.match(r"^\s*codex_hooks\s*=", line)]
-        head = lines[: start + 1]
-        if not head[-1].endswith("\n"):
-            head[-1] += "\n"
-        new_text = "".join(head + ["codex_hooks = true\n"] + body)
+    new_text = _replace_toml_table(text, {"codex_hooks": True}, _FEATURES_HEADER, "features")
     try:
         ok = tomllib.loads(new_text).get("features", {}).get("codex_hooks") is True
     except tomllib.TOMLDecodeError:

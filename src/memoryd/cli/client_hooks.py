@@ -12,7 +12,14 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from memoryd.cli.client_config import ClientConfigError, codex_path, enable_codex_hooks, read_object, write_config
+from memoryd.cli.client_config import (
+    ClientConfigError,
+    codex_path,
+    enable_codex_hooks,
+    read_object,
+    resolved,
+    write_config,
+)
 
 # Claude Code reads hooks from ~/.claude/settings.json and Codex from ~/.codex/hooks.json (same
 # shape: event -> matcher groups -> command handlers; Codex also needs `[features] codex_hooks =
@@ -60,8 +67,7 @@ def hook_groups(python: str, client: str) -> dict[str, list[dict[str, Any]]]:
 
 
 def hooks_path(client: str) -> Path:
-    path = _claude_settings_path() if client == "claude-code" else _codex_hooks_path()
-    return path.resolve() if path.is_symlink() else path
+    return resolved(_claude_settings_path() if client == "claude-code" else _codex_hooks_path())
 
 
 def _is_ours(handler: Any) -> bool:
