@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from harness import Env
-
 from memoryd.client.connection import Operator
 
 

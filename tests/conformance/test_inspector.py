@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import Env
 
+from harness import Env
 from memoryd.daemon.catalogue import CORE, TOOLS
 
 CACHE = Path(tempfile.gettempdir()) / "memoryd-test-npm" / "inspector"

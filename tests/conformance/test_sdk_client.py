@@ -8,9 +8,9 @@ import sys
 
 import anyio
 import pytest
-from harness import Env, call, call_error
 from mcp import Client
 
+from harness import Env, call, call_error
 from memoryd.client.connection import Connection
 from memoryd.daemon import catalogue
 from memoryd.errors import MemorydError

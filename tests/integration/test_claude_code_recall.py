@@ -22,6 +22,8 @@ from typing import Any
 
 import anyio
 import pytest
+from test_hooks import claude_binary
+
 from harness import Env, call
 from scripted_claude import (
     Request,
@@ -32,7 +34,6 @@ from scripted_claude import (
     tool_results,
     tools_share,
 )
-from test_hooks import claude_binary
 
 PROJECT = "orders-service"
 RULE = ("Never edit an applied alembic migration: create a new revision with `alembic revision "

@@ -6,6 +6,7 @@ import json
 import tarfile
 
 import anyio
+
 from harness import Env, call
 
 

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from harness import Env, call
 
+from harness import Env, call
 from memoryd import config, identity
 from memoryd.daemon import checkpoint, frontmatter, lifecycle, reaper
 from memoryd.daemon.core import Core

@@ -12,8 +12,9 @@ from typing import Any
 
 import anyio
 import yaml
-from harness import Env, call, call_error, wait_for_async
 from ulid import ULID
+
+from harness import Env, call, call_error, wait_for_async
 
 WAIT_S = 60  # bound on each test's async body
 

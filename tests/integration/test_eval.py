@@ -11,7 +11,6 @@ from __future__ import annotations
 import pytest
 
 from harness import ensure_model
-
 from memoryd.eval.run import DEFAULT_PROMPTS, DEFAULT_SET, evaluate, load_prompts, load_set
 
 

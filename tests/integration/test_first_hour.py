@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import Env
 
+from harness import Env
 from memoryd.bench.run import render
 from memoryd.cli import doctor
 from memoryd.daemon.lifecycle import report_line

@@ -16,8 +16,9 @@ from typing import Any
 
 import anyio
 import yaml
-from harness import Env, call, call_error
 from ulid import ULID
+
+from harness import Env, call, call_error
 
 WAIT_S = 60  # bound on each test's async body
 

@@ -20,8 +20,8 @@ from typing import Any
 import anyio
 import pytest
 import yaml
-from harness import Env, call
 
+from harness import Env, call
 from memoryd.bench.kit import Bridge
 from memoryd.eval.run import write_memory
 

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from harness import Env, call
 
+from harness import Env, call
 from memoryd.cli.importing import Progress
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "import"

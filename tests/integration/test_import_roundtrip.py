@@ -20,9 +20,10 @@ from typing import Any
 
 import anyio
 import pytest
+from test_hooks import claude_binary
+
 from harness import Env, call
 from scripted_claude import Request, run_claude
-from test_hooks import claude_binary
 
 SECRET = "AKIA" + "ABCDEFGHIJKLMNOP"
 TOPICS = {

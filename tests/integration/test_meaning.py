@@ -12,7 +12,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from tests.harness import Env, call, ensure_model
 
 from memoryd.daemon import encoder

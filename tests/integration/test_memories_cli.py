@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from harness import Env
 
+from harness import Env
 from memoryd.client.connection import Connection
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+
 from harness import Env, call, call_error, wait_for, wait_for_async
 
 WT = {"MEMORYD_WORKTREE": "/w/a"}

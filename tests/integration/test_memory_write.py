@@ -10,6 +10,7 @@ from typing import Any
 
 import anyio
 import yaml
+
 from harness import Env, call, call_error
 
 WT = {"MEMORYD_WORKTREE": "/w/a"}

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import Env
-from scripted_claude import Request, Run, hook_context, run_claude
 from test_hooks import claude_binary, git_repo, start
 
+from harness import Env
 from memoryd.bench.kit import Bridge
 from memoryd.eval.run import write_memory
+from scripted_claude import Request, Run, hook_context, run_claude
 
 TOOL_CHARS = 800
 CLIENT_CHARS = 1000  # Claude Code wraps the hook's text; a bound on what one tool call can add

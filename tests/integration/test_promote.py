@@ -12,8 +12,9 @@ from typing import Any
 
 import anyio
 import yaml
-from harness import Env, call, call_error, wait_for
 from ulid import ULID
+
+from harness import Env, call, call_error, wait_for
 
 WT = {"MEMORYD_WORKTREE": "/w/p"}
 TAKEAWAY = "The integration suite needs a running Postgres 15 with the pgvector extension."

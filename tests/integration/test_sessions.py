@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import anyio
+
 from harness import Env, call, call_error
 
 WT = "/w/sessions"

@@ -15,6 +15,7 @@ from typing import Any
 
 import anyio
 import pytest
+
 from harness import Env, call, wait_for
 from synckit import operator, synced, tool
 

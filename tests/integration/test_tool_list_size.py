@@ -18,12 +18,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from harness import Env
-from scripted_claude import Request, given_text, run_claude, tools_share
 from test_hooks import claude_binary
 
+from harness import Env
 from memoryd.daemon.catalogue import CORE, TOOLS
 from memoryd.daemon.tool import SHARED_PATTERNS
+from scripted_claude import Request, given_text, run_claude, tools_share
 
 BUDGET = 8_000  # memoryd's share of each request, in compact JSON chars (the issue's goal)
 BEFORE = (12_418, 706)  # the same measurement before the issue (tools, instructions): 22 tools, no profiles

@@ -17,8 +17,8 @@ from typing import Any
 import anyio
 import msgpack
 import pytest
-from harness import Env, call, wait_for
 
+from harness import Env, call, wait_for
 from memoryd.config import Config
 from memoryd.daemon import checkpoint, lifecycle
 from memoryd.daemon.core import Core

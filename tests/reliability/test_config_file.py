@@ -18,8 +18,8 @@ from typing import Any
 
 import anyio
 import pytest
-from harness import Env, call
 
+from harness import Env, call
 from memoryd import profiles
 from memoryd.config import RANGES, Config, ConfigError, load
 

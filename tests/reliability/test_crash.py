@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from harness import Env, call, wait_for, wait_for_async
 from mcp.shared.exceptions import MCPError
+
+from harness import Env, call, wait_for, wait_for_async
 
 KILLS = 22
 WRITERS = 4

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+
 from harness import Env, call
 
 WT = {"MEMORYD_WORKTREE": "/w/log"}

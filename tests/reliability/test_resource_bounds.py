@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from harness import Env, call, call_error, wait_for_async
 
+from harness import Env, call, call_error, wait_for_async
 from memoryd.daemon.parked import MAX_PARKED_PER_CONN
 from memoryd.daemon.replies import REPLY_CACHE_BYTES
 

@@ -157,7 +157,7 @@ def test_a_restart_under_a_live_bridge_keeps_its_session(env: Env) -> None:
                 assert restarted.returncode == 0, restarted.stderr
                 assert env.daemon_pid() not in (None, old_pid)
                 after = await call(s, "episode_write", body="after the restart")
-                await anyio.sleep(3 * HEARTBEAT_S + 1)  # past the grace window of the new daemon
+                await anyio.sleep(3 * HEARTBEAT_S + 1)  # the subject: past the grace window of the new daemon
                 later = await call(s, "episode_write", body="after the grace window")
                 own = await call(s, "episode_handoff", prior_session_id=before["session_id"],
                                  max_episodes=10, include_bodies=True)

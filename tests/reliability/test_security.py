@@ -7,8 +7,8 @@ import os
 import stat
 
 import pytest
-from harness import Env
 
+from harness import Env
 from memoryd.protocol import decode, encode, request
 
 NOBODY = 65534

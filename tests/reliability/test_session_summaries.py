@@ -14,6 +14,7 @@ from typing import Any
 
 import anyio
 import yaml
+
 from harness import Env, call
 
 WT = {"MEMORYD_WORKTREE": "/w/summary"}

@@ -22,8 +22,8 @@ from typing import Any
 
 import anyio
 import pytest
-from harness import Env, call, call_error
 
+from harness import Env, call, call_error
 from memoryd.config import Config
 from memoryd.daemon.core import Core
 from memoryd.daemon.eventlog import RESERVE_BYTES

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from harness import Env, call, call_error
 from ulid import ULID
 
+from harness import Env, call, call_error
 from memoryd.daemon import frontmatter
 from memoryd.daemon.memories import records
 

@@ -12,10 +12,10 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from harness import Env, wait_for
-from synckit import set_up, synced, tool
 
+from harness import Env, wait_for
 from memoryd.daemon.memories.records import Memory, render_memory
+from synckit import set_up, synced, tool
 
 GIT_ID = ["-c", "user.name=mallory", "-c", "user.email=mallory@example.invalid"]
 EVIL_ID = "01JCCCCCCCCCCCCCCCCCCCCCC1"

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import Env
-from synckit import set_up, synced, tool
 
+from harness import Env
 from memoryd.daemon import nofollow
+from synckit import set_up, synced, tool
 
 GIT_ID = ["-c", "user.name=attacker", "-c", "user.email=attacker@example.invalid"]
 FACT = "The staging database runs Postgres 15 on port 5433 behind pgbouncer."

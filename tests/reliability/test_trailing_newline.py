@@ -11,8 +11,8 @@ from typing import Any
 
 import anyio
 import pytest
-from harness import Env, call, call_error
 
+from harness import Env, call, call_error
 from memoryd.daemon import idents
 from memoryd.daemon.memories import args as memory_args
 from memoryd.daemon.tool import SCOPE_PATTERN, SESSION_PATTERN, ULID_PATTERN

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from harness import Env
 
 HANG_GUARD_S = 20  # a subprocess timeout that only catches a hang; nothing here times anything

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from harness import Env
 
 sys.path.insert(0, str(Path(__file__).parent))

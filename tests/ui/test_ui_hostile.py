@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+
 from harness import Env, wait_for
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -7,14 +7,14 @@ import itertools
 from pathlib import Path
 
 from memoryd.daemon.memories.records import Memory, render_memory
-from memoryd.daemon.sync.layout import LIVE, TOMB
-from memoryd.daemon.sync.merge import Version, pick, stamp_ms, stamp_of, three_way
 from memoryd.daemon.sync.clone import (
     keep_loser,
     place,
     read_clone_record,
     real_parents,
 )
+from memoryd.daemon.sync.layout import LIVE, TOMB
+from memoryd.daemon.sync.merge import Version, pick, stamp_ms, stamp_of, three_way
 
 ID = "01JAAAAAAAAAAAAAAAAAAAAAAA"
 
