@@ -161,6 +161,16 @@ def test_only_the_server_imports_zmq() -> None:
     assert wrong == []
 
 
+def test_outside_the_daemon_zmq_is_the_one_clients_transport() -> None:
+    """One client (`client.connection`) over its transports; the bridge polls that client's socket
+    beside stdin, `spawn.ping` asks a daemon that may be starting, and the bench's pipelined loader
+    drives the wire directly on purpose."""
+    allowed = {"memoryd.daemon.server", "memoryd.client.zmq_socket", "memoryd.client.spawn",
+               "memoryd.mcp_bridge.bridge", "memoryd.bench.kit"}
+    users = {name for name, path in _modules().items() if "zmq" in _imports_of(path)}
+    assert users <= allowed
+
+
 def test_the_bridge_never_imports_the_daemon_cli_or_bench_even_transitively() -> None:
     graph = _graph()
     seen: set[str] = set()

@@ -95,7 +95,10 @@ def stop(ns: argparse.Namespace) -> int:
     _ask("stop", 2.0)
     for sig in (None, signal.SIGTERM, signal.SIGKILL):
         if sig is not None:
-            os.kill(pid, sig)  # type: ignore[arg-type]
+            try:
+                os.kill(pid, sig)  # type: ignore[arg-type]
+            except ProcessLookupError:  # it exited between the last look and this signal
+                pass
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline and spawn.pid_alive(pid):
             time.sleep(0.02)
