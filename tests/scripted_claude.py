@@ -68,7 +68,8 @@ class FakeAnthropic:
                 if request.get("stream"):
                     self._send(200, "text/event-stream", sse(reply, request.get("model", "scripted")))
                 else:
-                    self._send(200, "application/json", json.dumps(message(reply, request.get("model", "scripted"))).encode())
+                    body = json.dumps(message(reply, request.get("model", "scripted"))).encode()
+                    self._send(200, "application/json", body)
 
             def do_GET(self) -> None:
                 self._send(404, "application/json", b'{"type": "error"}')

@@ -169,7 +169,8 @@ def test_memories_edit_refused_by_a_gate_says_why_and_writes_nothing(daemon: Env
     before = (daemon.home / "memories" / f"{memory}.md").read_bytes()
     secret = "The staging password is AKIAIOSFODNN7EXAMPLE and secret wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
     refused = daemon.memoryd("memories", "edit", memory, "--content", secret)
-    assert refused.returncode == 1 and "not saved: credential" in refused.stdout and "nothing was written" in refused.stdout
+    assert refused.returncode == 1
+    assert "not saved: credential" in refused.stdout and "nothing was written" in refused.stdout
     assert (daemon.home / "memories" / f"{memory}.md").read_bytes() == before
     empty = daemon.memoryd("memories", "edit", memory, "--content", "  ")
     assert empty.returncode == 2 and "empty" in empty.stderr

@@ -216,7 +216,8 @@ def write_memories(env: Env, worktree: Path, contents: list[str]) -> None:
         bridge.initialize()
         outcomes: dict[str, int] = {}
         for i, content in enumerate(contents):
-            write_memory(bridge, {"key": f"m{i}", "content": content, "scopes": ["topic:billing"], "category": "fact"}, outcomes)
+            write_memory(bridge, {"key": f"m{i}", "content": content, "scopes": ["topic:billing"], "category": "fact"},
+                         outcomes)
     finally:
         bridge.close()
 

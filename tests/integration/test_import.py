@@ -63,7 +63,8 @@ def test_bettermemory_store_is_imported_verified_removed_and_a_rerun_adds_nothin
     assert tombstone["first_line"].startswith("The search index is rebuilt nightly")
     assert tombstone["reason"].startswith("removed in bettermemory on 2026-11-30")
     [pending] = first["pending"]
-    assert pending["origin"] == "bettermemory:01M8QDMSM6E0WA9GZGQ9ZH2NZQ" and pending["pending_id"].startswith("pending-")
+    assert pending["origin"] == "bettermemory:01M8QDMSM6E0WA9GZGQ9ZH2NZQ"
+    assert pending["pending_id"].startswith("pending-")
 
     count = total(daemon)
     again = run_import(daemon, "bettermemory", BETTERMEMORY)

@@ -57,12 +57,14 @@ def test_confirm_commits_and_cancel_drops_and_both_are_single_use(env: Env) -> N
             first = await stage(s)
             confirmed = await call(s, "memory_write_confirm", pending_id=first["pending_id"])
             assert confirmed["status"] == "committed" and confirmed["category"] == "user-inference"
-            assert (await call(s, "memory_show", id=confirmed["id"]))["content"] == "The user prefers terse commit messages."
+            shown = await call(s, "memory_show", id=confirmed["id"])
+            assert shown["content"] == "The user prefers terse commit messages."
             second = await stage(s, "The user reviews code in the morning.")
             assert second["pending_id"] != first["pending_id"]
             assert await call(s, "memory_write_cancel", pending_id=second["pending_id"]) == {
                 "status": "cancelled", "pending_id": second["pending_id"]}
-            for tool, pid in (("memory_write_confirm", first["pending_id"]), ("memory_write_cancel", second["pending_id"]),
+            for tool, pid in (("memory_write_confirm", first["pending_id"]),
+                              ("memory_write_cancel", second["pending_id"]),
                               ("memory_write_confirm", "pending-999")):
                 err = await call_error(s, tool, pending_id=pid)
                 assert err.code == -32002 and err.data == {"kind": "unknown_pending", "id": pid}
@@ -90,7 +92,8 @@ def test_a_pending_write_belongs_to_the_session_that_staged_it(env: Env) -> None
             for tool in ("memory_write_confirm", "memory_write_cancel"):
                 err = await call_error(other, tool, pending_id=pending["pending_id"])
                 assert err.code == -32002 and err.data == {"kind": "foreign_pending", "id": pending["pending_id"]}
-            assert (await call(owner, "memory_write_confirm", pending_id=pending["pending_id"]))["status"] == "committed"
+            confirmed = await call(owner, "memory_write_confirm", pending_id=pending["pending_id"])
+            assert confirmed["status"] == "committed"
     anyio.run(main)
 
 
@@ -169,7 +172,8 @@ def test_update_is_compare_and_set_and_reruns_content_gates(env: Env) -> None:
         async with env.session(**WT) as s:
             memory = await write(s, FACTS[0])
             verified = await call(s, "memory_verify", id=memory["id"], verified_paths=["deploy/lb.yaml"])
-            stale = await call(s, "memory_update", id=memory["id"], confidence="high", expected_updated="2000-01-01T00:00:00.000Z")
+            stale = await call(s, "memory_update", id=memory["id"], confidence="high",
+                               expected_updated="2000-01-01T00:00:00.000Z")
             shown = await call(s, "memory_show", id=memory["id"])
             assert stale == {"status": "stale", "id": memory["id"], "current_updated": shown["updated"]}
             assert shown["confidence"] == "medium"
@@ -240,7 +244,8 @@ def test_verify_resets_the_staleness_clock(env: Env) -> None:
 def test_list_pages_with_an_opaque_cursor_and_reports_the_total(env: Env) -> None:
     async def main() -> None:
         async with env.session(**WT) as s:
-            ids = [(await write(s, fact, ["projects:memoryd" if i % 2 else "infra"]))["id"] for i, fact in enumerate(FACTS)]
+            ids = [(await write(s, fact, ["projects:memoryd" if i % 2 else "infra"]))["id"]
+                   for i, fact in enumerate(FACTS)]
             seen, cursor = [], None
             while True:
                 page = await call(s, "memory_list", limit=3, **({"cursor": cursor} if cursor else {}))

@@ -129,7 +129,8 @@ def test_previously_removed_gate_points_at_the_tombstone_and_force_overrides(env
         await call(s, "memory_remove", id=first["id"], reason="moved to the wiki")
         again = await write(s, DURABLE)
         assert again["status"] == "previously_removed" and "memory_restore" in again["hint"]
-        assert again["removed_matches"] == [{"id": first["id"], "similarity": 1.0, "removed_reason": "moved to the wiki"}]
+        assert again["removed_matches"] == [
+            {"id": first["id"], "similarity": 1.0, "removed_reason": "moved to the wiki"}]
         assert (await write(s, DURABLE, force=True))["status"] == "committed"
     run(env, body)
 

@@ -130,7 +130,8 @@ def test_file_and_command_anchors_each_inject_once_and_unrelated_calls_stay_sile
     shell = injected(pre_tool(env, "cx-1", repo, "Bash", {"command": "sed -n 1,80p src/billing/stripe_client.py"},
                               client="codex"))
     assert shell is not None and retry in shell
-    patch = "*** Begin Patch\n*** Update File: src/billing/stripe_client.py\n@@\n-RETRIES = 5\n+RETRIES = 6\n*** End Patch"
+    patch = ("*** Begin Patch\n*** Update File: src/billing/stripe_client.py\n@@\n-RETRIES = 5\n+RETRIES = 6\n"
+             "*** End Patch")
     assert injected(pre_tool(env, "cx-2", repo, "apply_patch", {"command": patch}, client="codex")) is not None
 
 

@@ -20,7 +20,8 @@ WT = {"MEMORYD_WORKTREE": "/w/p"}
 TAKEAWAY = "The integration suite needs a running Postgres 15 with the pgvector extension."
 
 
-async def episode(s: Any, takeaway: str | None = TAKEAWAY, body: str = "ran the suite; it needed pgvector") -> dict[str, Any]:
+async def episode(s: Any, takeaway: str | None = TAKEAWAY,
+                  body: str = "ran the suite; it needed pgvector") -> dict[str, Any]:
     args = {"body": body, **({"takeaway": takeaway} if takeaway else {})}
     return await call(s, "episode_write", **args)
 
@@ -58,7 +59,8 @@ def test_committed_promotion_deletes_the_episode_and_the_log_says_so(env: Env) -
 def test_pending_promotion_holds_the_episode_until_confirm_and_cancel_keeps_it(env: Env) -> None:
     async def main() -> None:
         async with env.session(**WT) as s:
-            kept, gone = await episode(s, "The user wants suites to run offline."), await episode(s, "The user runs Linux.")
+            kept = await episode(s, "The user wants suites to run offline.")
+            gone = await episode(s, "The user runs Linux.")
             held = await promote(s, kept["id"], category="user-inference")
             assert held["status"] == "pending" and held["promoted_from_episode_id"] == kept["id"]
             assert await exists(s, kept["id"])

@@ -96,7 +96,8 @@ def test_a_write_on_one_machine_is_found_on_the_other_after_both_sync(pair: tupl
     assert [(e["memory_id"], e["device"]) for e in pulls] == [(memory_id, device_a)]
     assert "content" not in json.dumps(pulls) and FACT not in json.dumps(b.events())
     # The same bytes on both machines, and the pulled file is accounted for after a restart.
-    assert (a.home / "memories" / f"{memory_id}.md").read_bytes() == (b.home / "memories" / f"{memory_id}.md").read_bytes()
+    record = f"memories/{memory_id}.md"
+    assert (a.home / record).read_bytes() == (b.home / record).read_bytes()
     b.memoryd("stop")
     b.start_daemon()
     health = tool(b, "memory_health")

@@ -172,7 +172,8 @@ def test_reindex_rebuilds_every_derived_file_and_refuses_while_the_daemon_runs(e
 
     done = env.memoryd("reindex")
     assert done.returncode == 0, done.stderr
-    assert "building the search index" in done.stderr and "reindexed 3 memories" in done.stdout  # two facts and the handoff
+    assert "building the search index" in done.stderr
+    assert "reindexed 3 memories" in done.stdout  # two facts and the handoff
     assert (state / "pending.json").read_bytes() == pending_before  # not derived: kept as it was
     env.start_daemon()  # from the fresh checkpoint and caches: nothing replayed, nothing parsed
     recovery = [e for e in env.events() if e["kind"] == "recovery"][-1]
@@ -366,7 +367,8 @@ def test_a_restored_session_keeps_its_episode_ids_compact_until_it_writes_again(
         core.log.close()
 
 
-def test_closed_sessions_stay_packed_until_read_and_a_damaged_checkpoint_means_a_full_replay(env: Env, tmp_path: Path) -> None:
+def test_closed_sessions_stay_packed_until_read_and_a_damaged_checkpoint_means_a_full_replay(
+        env: Env, tmp_path: Path) -> None:
     restored, _, replayed = _restored_and_replayed(env, tmp_path)
     table = restored.sessions
     closed = [sid for sid in table.rows if sid not in table.open_ids]
@@ -424,7 +426,8 @@ def test_a_cold_start_with_helper_processes_equals_one_without(env: Env, tmp_pat
     for core in (helped, plain):
         assert [b["path"].rsplit("/", 1)[1] for b in core.memories.bad_files] == ["01ARZ3NDEKTSV4RRFFQ69G5FAV.md"]
         assert core.memories.hand_edited == [live[0].name[:-3]]
-    assert helped.memories.index.text.search("deploy2 nginx", limit=5) == plain.memories.index.text.search("deploy2 nginx", limit=5)
+    query = "deploy2 nginx"
+    assert helped.memories.index.text.search(query, limit=5) == plain.memories.index.text.search(query, limit=5)
     assert helped.memories.index_restored  # the helper's snapshot, checked against the files here
     cache = tmp_path / "helped" / "state" / "memories.cache"
     assert not cache.exists()  # the helper's caches are written on the first idle turn after start

@@ -30,13 +30,15 @@ def record(memory_id: str, content: str, worktree: str | None = None) -> bytes:
 
 
 def git(*args: str, cwd: Path, stdin: bytes | None = None) -> str:
-    return subprocess.run(["git", *GIT_ID, *args], cwd=cwd, input=stdin, capture_output=True, check=True).stdout.decode()
+    done = subprocess.run(["git", *GIT_ID, *args], cwd=cwd, input=stdin, capture_output=True, check=True)
+    return done.stdout.decode()
 
 
 def push(remote: Path, files: dict[bytes | str, bytes], modes: dict[str, int] | None = None) -> None:
     """Commit `files` (names may be bytes: not UTF-8) on the remote's main with plain git."""
     work = Path(tempfile.mkdtemp(prefix="mdh", dir="/tmp")) / "w"
-    heads = subprocess.run(["git", "ls-remote", "--heads", str(remote)], capture_output=True, text=True, check=True).stdout
+    heads = subprocess.run(["git", "ls-remote", "--heads", str(remote)],
+                           capture_output=True, text=True, check=True).stdout
     if heads:
         subprocess.run(["git", "clone", "-q", "-b", "main", str(remote), str(work)], check=True, capture_output=True)
     else:

@@ -3,8 +3,8 @@ chromedriver (no browser download at test time), against a real daemon on a temp
 
 Each page is loaded and screenshotted to tests/ui/artifacts/; search as you type, remove and
 restore, confirm a pending write and the live feed are driven through the page as a person would;
-the guards (one-time code, session cookie and secret path, Host, CSRF, Origin) are checked with plain HTTP; a memory holding `<script>`
-must render as text and never run.
+the guards (one-time code, session cookie and secret path, Host, CSRF, Origin) are checked with
+plain HTTP; a memory holding `<script>` must render as text and never run.
 """
 
 from __future__ import annotations

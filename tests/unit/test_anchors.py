@@ -94,7 +94,8 @@ def test_the_index_follows_changes_and_skips_handoffs_and_tainted_memories() -> 
     assert matched(found, "/w/billing/stripe_client.py") == [("A", FILE)]
     found.remove(old)
     found.add(memory("A", "`make deploy` only from main"))  # an update: remove the old, add the new
-    assert matched(found, "/w/billing/stripe_client.py") == [] and matched(found, command="make deploy") == [("A", COMMAND)]
+    assert matched(found, "/w/billing/stripe_client.py") == []
+    assert matched(found, command="make deploy") == [("A", COMMAND)]
     assert found.paths == {} and found.identifiers == {}
 
 

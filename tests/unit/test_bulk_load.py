@@ -55,7 +55,9 @@ def test_records_counts_and_indexes_built_by_column_equal_those_built_one_at_a_t
     assert by_column == [tables.from_row(row[4:]) for row in rows.values()] == memories
 
     live = [m for m in by_column if m.removed_at is None]
-    project_of = lambda m: next((s.split(":")[1] for s in m.scopes if s.startswith("projects:")), None)
+
+    def project_of(m: Memory) -> str | None:
+        return next((s.split(":")[1] for s in m.scopes if s.startswith("projects:")), None)
     bulk, single = LiveMemories(project_of), LiveMemories(project_of)
     bulk.load(live)
     bulk.sort_by_updated()

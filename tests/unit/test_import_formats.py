@@ -21,7 +21,8 @@ def test_claude_code_reads_old_and_bare_topic_files_and_needs_a_transcript_for_t
     folder = tmp_path / "-home-me-gone-app" / "memory"
     (folder / "team").mkdir(parents=True)
     (folder / "MEMORY.md").write_text("- [Old](old.md) — an older file\n")
-    (folder / "old.md").write_text("---\nname: old\ndescription: Tabs, not spaces\ntype: feedback\n---\nIn Makefiles.\n")
+    (folder / "old.md").write_text(
+        "---\nname: old\ndescription: Tabs, not spaces\ntype: feedback\n---\nIn Makefiles.\n")
     (folder / "team" / "bare.md").write_text("The CI cache key includes the lockfile hash.\n")
     (folder / "empty.md").write_text("---\nname: empty\n---\n\n")
     skipped: list[tuple[str, str]] = []
@@ -61,7 +62,8 @@ def test_an_export_record_must_name_its_own_id_and_handoffs_are_passed_over(tmp_
     hard.type, hard.linkname = tarfile.LNKTYPE, f"memories/{ID}.md"
     with pytest.raises(BadImportInput, match="is a link"):
         memoryd_export.read(_archive(tmp_path / "h.tar.gz", (hard, b"")), [])
-    wrong = _archive(tmp_path / "w.tar.gz", (tarfile.TarInfo(f"memories/{ID}.md"), _record("01JBBBBBBBBBBBBBBBBBBBBBBB")))
+    wrong = _archive(tmp_path / "w.tar.gz",
+                     (tarfile.TarInfo(f"memories/{ID}.md"), _record("01JBBBBBBBBBBBBBBBBBBBBBBB")))
     with pytest.raises(BadImportInput, match=r"\[memories/01JA.*\.md\]:2: its id"):
         memoryd_export.read(wrong, [])
     skipped: list[tuple[str, str]] = []

@@ -268,7 +268,8 @@ def test_a_failed_helper_costs_only_its_time(tmp_path: Path, monkeypatch: pytest
         assert again.journal.by_id[episode_id] == first.journal.by_id[episode_id]
 
 
-def test_a_helper_result_without_its_listing_means_listing_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_helper_result_without_its_listing_means_listing_here(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A result the daemon cannot use whole is not used at all: the folders are listed here,
     temp files included, as a start without a helper would."""
     from memoryd.daemon.episodes import journal
@@ -349,7 +350,8 @@ def _same_as_a_start_without_helper(core: Core, ids: list[str], bad: Path, crash
     assert sorted(core.journal.session_dirs) == sorted(plain.journal.session_dirs)
 
 
-def test_the_daemon_parses_the_folders_its_helper_has_not_reached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_daemon_parses_the_folders_its_helper_has_not_reached(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Once its own part of the start is done, the daemon takes session folders from the end
     the helper has not reached; the start indexes each episode once, as without a helper."""
     import time

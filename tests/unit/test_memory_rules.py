@@ -245,7 +245,8 @@ def test_scope_and_link_and_verification_rules() -> None:
         check_write_scopes([], cap=64)
     target = "01J0000000000000000000000A"
     live = {target: object()}
-    assert check_links(live, [{"type": "extends", "target_id": target}] * 2) == [{"type": "extends", "target_id": target}]
+    extends = {"type": "extends", "target_id": target}
+    assert check_links(live, [extends] * 2) == [extends]
     with pytest.raises(InvalidParams):
         check_links(live, [{"type": "extends", "target_id": target}], self_id=target)
     with pytest.raises(InvalidParams):
@@ -257,8 +258,9 @@ def test_scope_and_link_and_verification_rules() -> None:
 
 def test_live_index_pages_newest_first_and_learns_projects_and_backlinks() -> None:
     index = LiveIndex()
-    a, b = memory("01J000000000000000000000AA"), memory("01J000000000000000000000BB", scopes=("projects:web:ui",),
-                                                       links=[{"type": "extends", "target_id": "01J000000000000000000000AA"}])
+    a = memory("01J000000000000000000000AA")
+    b = memory("01J000000000000000000000BB", scopes=("projects:web:ui",),
+               links=[{"type": "extends", "target_id": "01J000000000000000000000AA"}])
     index.add(b)
     index.add(a)
     assert list(index.ids_descending()) == [b.id, a.id] and list(index.ids_descending(b.id)) == [a.id]

@@ -107,7 +107,8 @@ def test_a_cached_record_shares_its_empty_fields_and_unchanged_stamp() -> None:
     assert back == {plain.id: plain, linked.id: linked} and gen == "gen"
     loaded = back[plain.id]
     shared = ()  # the one empty tuple
-    assert all(field is shared for field in (loaded.links, loaded.taint, loaded.verified_paths, loaded.verified_commits))
+    fields = (loaded.links, loaded.taint, loaded.verified_paths, loaded.verified_commits)
+    assert all(field is shared for field in fields)
     assert loaded.updated is loaded.created
     assert back[linked.id].links == ({"type": "extends", "target_id": plain.id},)
     assert back[linked.id].verified_paths == ("a.py",) and back[linked.id].updated != back[linked.id].created
