@@ -1,7 +1,7 @@
-"""Issue 29 end to end, through the real Claude Code CLI with a scripted model (tests/scripted_claude.py),
-the bridge and hooks `memoryd init --client claude-code` registered, and a real daemon that searches
-by meaning. Every assertion reads what the model was given — the requests Claude Code sent — never
-memoryd's internals.
+"""Continuity and recall end to end, through the real Claude Code CLI with a scripted model
+(tests/scripted_claude.py), the bridge and hooks `memoryd init --client claude-code` registered, and
+a real daemon that searches by meaning. Every assertion reads what the model was given — the
+requests Claude Code sent — never memoryd's internals.
 
 1. Session 1 reads its memoryd session id from the SessionStart context, writes a memory with
    `memory_write` and finishes with `memory_session_finish(session_id=<that id>, handoff=…)`.

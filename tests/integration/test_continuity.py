@@ -1,4 +1,4 @@
-"""Continuity across sessions (issue 29): a handoff the agent wrote is never displaced by a captured
+"""Continuity across sessions: a handoff the agent wrote is never displaced by a captured
 last message; captured messages are session notes, not memories; stores from before are converted.
 
 Through the real parts: `python -m memoryd hook EVENT` processes and the official MCP SDK client on

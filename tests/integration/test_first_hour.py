@@ -1,4 +1,4 @@
-"""Issue 31, "trust on first contact": what a new user hit in the first hour, each through the
+"""Trust on first contact: what a new user hit in the first hour, each through the
 real CLI and a real daemon on a throwaway store."""
 
 from __future__ import annotations

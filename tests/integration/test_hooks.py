@@ -244,7 +244,7 @@ def test_an_unrelated_prompt_injects_nothing(served: Env) -> None:
 
 
 def test_hook_help_and_a_dry_run_that_shows_the_injection_without_marking_it_shown(served: Env) -> None:
-    """Issue 31 item 7: `--help` at both levels is usage and exit 0 (not "unknown event" or a stdin
+    """`--help` at both levels is usage and exit 0 (not "unknown event" or a stdin
     complaint); a dry run shows what the real run would inject and marks nothing as shown, so the
     real run after it still injects the memory."""
     env = served

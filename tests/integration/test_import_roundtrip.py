@@ -1,5 +1,5 @@
-"""`memoryd import claude-code` and `memoryd import memoryd-export` (issue 31, items 9 and 10), run
-as a user runs them against real daemons on temp stores.
+"""`memoryd import claude-code` and `memoryd import memoryd-export`, run as a
+user runs them against real daemons on temp stores.
 
 The Claude Code fixture is written by the real CLI (2.1.197, tests/scripted_claude.py's scripted
 model, offline): the model reads the memory folder its system prompt names and writes topic files

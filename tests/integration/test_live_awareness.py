@@ -1,4 +1,4 @@
-"""Live awareness across concurrent agents (issue 30): on its next prompt or tool hook, a session
+"""Live awareness across concurrent agents: on its next prompt or tool hook, a session
 hears what sibling sessions committed since its last hook — new durable memories and episode
 takeaways, at most 3 items in at most 800 chars, each once, never its own, never across repos
 unless the memory is user-wide.

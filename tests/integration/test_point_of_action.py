@@ -1,4 +1,4 @@
-"""Point-of-action recall (issue 30): `memoryd hook pre-tool` before a file tool or a shell command,
+"""Point-of-action recall: `memoryd hook pre-tool` before a file tool or a shell command,
 run as a client runs it — a whole process with recorded PreToolUse stdin against a real daemon —
 and through the real Claude Code CLI with a scripted model (tests/scripted_claude.py), asserting
 on what the model was given after each tool call.

@@ -487,7 +487,7 @@ def test_an_auth_failure_is_one_clear_error_and_never_a_prompt(pair: tuple[Env, 
     assert write(a, FACT)  # the daemon is unaffected
 
 
-# -- issue 31: a settled conflict, and a new remote's default branch -----------------------------------
+# -- a settled conflict, and a new remote's default branch --------------------------------------------
 
 def doctor_warns_of_conflicts(env: Env) -> bool:
     report = json.loads(env.memoryd("doctor", "--json").stdout)

@@ -1,4 +1,4 @@
-"""Issue 30, "A lean tool list": what memoryd costs in every request, measured where it is paid —
+"""A lean tool list: what memoryd costs in every request, measured where it is paid —
 in the requests the real Claude Code sends (tests/scripted_claude.py), not in `tools/list`.
 
 One "hello" session per tool profile through the bridge `memoryd init --client claude-code`
@@ -26,7 +26,7 @@ from memoryd.daemon.tool import SHARED_PATTERNS
 from scripted_claude import Request, given_text, run_claude, tools_share
 
 BUDGET = 8_000  # memoryd's share of each request, in compact JSON chars (the issue's goal)
-BEFORE = (12_418, 706)  # the same measurement before the issue (tools, instructions): 22 tools, no profiles
+BEFORE = (12_418, 706)  # the same measurement before the tool profiles (tools, instructions): 22 tools
 PREFIX = "mcp__memoryd__"
 
 # Contract facts of the seed tools (/work/shared/seeds, restated by the spec's tools.md) that must
@@ -115,7 +115,7 @@ def test_memoryds_share_of_each_request_fits_8000_chars_with_the_default_profile
         figures[profile] = (share.memoryd_chars, said)
         print(f"\n{profile}: {len(share.memoryd_tools)} tools, {share.memoryd_chars} JSON chars of Claude Code's "
               f"{share.total_chars}-char tools array ({share.share:.1%}), plus {said} chars of server "
-              f"instructions = {share.memoryd_chars + said} (before issue 30: {BEFORE[0]} + {BEFORE[1]} = "
+              f"instructions = {share.memoryd_chars + said} (before the profiles: {BEFORE[0]} + {BEFORE[1]} = "
               f"{sum(BEFORE)})")
     tools_chars, said = figures["core"]
     assert tools_chars + said <= BUDGET, figures

@@ -1,4 +1,4 @@
-"""A hostile sync remote (issue 28, the transport): plain `git` pushes to a local bare remote, pulled
+"""A hostile sync remote (the transport): plain `git` pushes to a local bare remote, pulled
 by a real daemon started through the harness. What a remote pushes goes through admission, is
 quarantined or causes conflicts — it never runs a program, fills memory or disk, or has its
 attributes rewrite a record (docs/sync.md, "What a remote can and cannot make this machine do")."""
@@ -60,7 +60,7 @@ def remote_tree(remote: Path) -> set[str]:
     return set(git("ls-tree", "-r", "--name-only", "main", cwd=remote).split("\n")) - {""}
 
 
-# -- defect 1: a program from the remote -------------------------------------------------------------
+# -- a program from the remote -----------------------------------------------------------------------
 
 def bare_repo_with_gpg_program(where: Path, program: str) -> dict[str, bytes]:
     """The files of a bare repository whose config runs `program` on `git log` (its one commit
@@ -144,7 +144,7 @@ def test_the_staleness_probe_never_runs_a_program_a_repository_names(tmp_path: P
     assert not pwned.exists()
 
 
-# -- defect 5: a file name that is not UTF-8 ---------------------------------------------------------
+# -- a file name that is not UTF-8 -------------------------------------------------------------------
 
 def test_a_non_utf8_file_name_is_reported_as_escaped_text_and_sync_exits_0(env: Env, remote: Path) -> None:
     set_up(env, remote)
@@ -167,7 +167,7 @@ def test_a_non_utf8_file_name_is_reported_as_escaped_text_and_sync_exits_0(env: 
     assert tool(env, "memory_health")["sync"]["last"]["remote"] == "bad\\xffname"
 
 
-# -- defect 6: a push that inflates to gigabytes ----------------------------------------------------
+# -- a push that inflates to gigabytes --------------------------------------------------------------
 
 def peak_rss_kb(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -212,7 +212,7 @@ def test_the_quarantine_keeps_no_bytes_past_its_cap(tmp_path: Path, monkeypatch:
     assert len(rows) == 20 and "not kept" in rows[-1]["reason"]
 
 
-# -- defect 9: the remote's .gitattributes (and .gitignore) ------------------------------------------
+# -- the remote's .gitattributes (and .gitignore) ----------------------------------------------------
 
 def test_a_remote_gitattributes_never_rewrites_a_pulled_record(env: Env, remote: Path) -> None:
     set_up(env, remote)
@@ -239,7 +239,7 @@ def test_a_remote_gitattributes_never_rewrites_a_pulled_record(env: Env, remote:
     assert {f"memories/{mine}.md", ".gitattributes", ".gitignore"} <= remote_tree(remote)
 
 
-# -- defect 15c: a hung ssh transport ----------------------------------------------------------------
+# -- a hung ssh transport ----------------------------------------------------------------------------
 
 def test_a_hung_ssh_transport_is_cut_and_its_ssh_child_killed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from memoryd.daemon.sync import git as sync_git

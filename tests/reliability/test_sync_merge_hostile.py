@@ -1,4 +1,4 @@
-"""Issue 28, sync merge semantics: pulled bytes are never trusted.
+"""Sync merge semantics: pulled bytes are never trusted.
 
 Real daemons (tests/harness.py), a local bare remote, and an attacker who pushes with plain git
 from a clone of their own: a symlinked `conflicts/<id>` gets no file written outside the clone;
@@ -86,7 +86,7 @@ def reasons(summary: dict[str, Any]) -> dict[str, str]:
     return {row["path"]: row["reason"] for row in summary["quarantined"]}
 
 
-# -- defect 2: a symlinked conflicts/<id> ------------------------------------------------------------
+# -- a symlinked conflicts/<id> ----------------------------------------------------------------------
 
 def test_a_symlinked_conflicts_folder_from_the_remote_gets_no_file_written_outside_the_clone(
         machine: Env, remote: Path) -> None:
@@ -113,7 +113,7 @@ def test_a_symlinked_conflicts_folder_from_the_remote_gets_no_file_written_outsi
     assert tool(machine, "memory_show", id=memory_id)["content"] == OTHER
 
 
-# -- defect 4: stamps that are not ISO-8601 or lie in the future -------------------------------------
+# -- stamps that are not ISO-8601 or lie in the future -----------------------------------------------
 
 def test_a_pulled_record_with_a_non_iso_or_future_stamp_is_quarantined_and_reads_keep_working(
         machine: Env, remote: Path) -> None:
@@ -155,7 +155,7 @@ def assert_reads_work(env: Env, memory_id: str, content: str) -> None:
     assert tool(env, "memory_show", id=memory_id)["content"] == changed
 
 
-# -- defect 7: git rm on the remote ------------------------------------------------------------------
+# -- git rm on the remote ----------------------------------------------------------------------------
 
 def test_a_memory_git_rmed_on_the_remote_is_put_back_by_the_next_sync_and_reported(
         machine: Env, second: Env, remote: Path) -> None:
@@ -176,7 +176,7 @@ def test_a_memory_git_rmed_on_the_remote_is_put_back_by_the_next_sync_and_report
     assert synced(machine)["restored_to_remote"] == []  # once: nothing to put back now
 
 
-# -- defect 8: a pulled tombstone that replaces the memory's text ------------------------------------
+# -- a pulled tombstone that replaces the memory's text ----------------------------------------------
 
 def bury_on_remote(remote: Path, memory_id: str, **change: str) -> None:
     """Push a tombstone for `memory_id` made from the remote's own version, changed as told."""

@@ -1,7 +1,7 @@
-"""Issue 28 "Hardening 2": what a hook is handed and what an import reads are never trusted.
+"""What a hook is handed and what an import reads are never trusted.
 
 Each test plays the attack through the real CLI (`memoryd hook …`, `memoryd import …`), against a
-real daemon where the defect showed there: crafted hook stdin (secrets in the last words, a
+real daemon where a flaw would show: crafted hook stdin (secrets in the last words, a
 transcript path naming a FIFO or an endless device) and crafted import files (YAML alias bombs,
 deep nesting, secrets, links out of the folder).
 """

@@ -255,7 +255,7 @@ def test_requests_without_the_cookie_with_a_foreign_host_or_without_csrf_are_ref
     assert not [e for e in view.env.events() if e["kind"] == "remove" and e.get("memory_id") == view.ids["replica"]]
 
 
-# -- ids people type, and editing (issue 31, items 3 and 4) ------------------------------------------
+# -- ids people type, and editing --------------------------------------------------------------------
 
 def test_a_memory_opens_by_a_unique_id_prefix_and_an_ambiguous_one_lists_the_candidates(view: View) -> None:
     replica, deploy = view.ids["replica"], view.ids["deploy"]

@@ -1,4 +1,4 @@
-"""`memoryd ui` under attack (issue 28, hardening 2): a real daemon, real `memoryd ui` processes,
+"""`memoryd ui` under attack: a real daemon, real `memoryd ui` processes,
 real sockets and a real headless Chromium.
 
 - Cookies do not isolate by port: a local web app on another 127.0.0.1 port the browser visits
