@@ -29,7 +29,8 @@ def _unpack(frame: bytes) -> Any:
 
 
 def encode(message: dict[str, Any]) -> bytes:
-    return msgpack.packb(message, use_bin_type=True)
+    frame: bytes = msgpack.packb(message, use_bin_type=True)
+    return frame
 
 
 def decode(frame: bytes) -> Any:

@@ -115,9 +115,9 @@ def encode(entries: Iterable[tuple[str, tuple[int, int], Memory, str]], gen: str
     tables = RowTables()
     rows = [(key, stat[0], stat[1], sha, *tables.to_row(memory)) for key, stat, memory, sha in entries]
     columns = list(zip(*rows)) if rows else [()] * (4 + len(ROW_FIELDS))
-    return msgpack.packb({"v": CACHE_VERSION, "gen": gen, "scopes": tables.scopes, "origins": tables.origins,
-                          "columns": columns},
-                         use_bin_type=True)
+    packed: bytes = msgpack.packb({"v": CACHE_VERSION, "gen": gen, "scopes": tables.scopes,
+                                   "origins": tables.origins, "columns": columns}, use_bin_type=True)
+    return packed
 
 
 # -- the search index snapshot (`state/search.index`) ----------------------------------------------
@@ -134,7 +134,8 @@ _MAX_INDEX_BYTES = 2 * 1024 * 1024 * 1024
 
 def encode_index(header: dict[str, Any], live: dict[str, Any], tombs: dict[str, Any]) -> bytes:
     packer = msgpack.Packer(use_bin_type=True)
-    return packer.pack({"v": INDEX_VERSION, **header}) + packer.pack([live, tombs])
+    packed: bytes = packer.pack({"v": INDEX_VERSION, **header}) + packer.pack([live, tombs])
+    return packed
 
 
 def read_index(path: Path | bytes, header: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
