@@ -44,7 +44,7 @@ def decode(frame: bytes) -> Any:
 def decode_reply(frame: bytes) -> Any:
     """`decode` without the nesting walk, for the daemon's replies: they come through the user's
     0700 runtime directory from our own code, built from requests it checked, and walking a
-    search's reply would cost the bridge ~40 µs a call."""
+    search's reply would cost the bridge time on every call (docs/benchmark.md)."""
     if len(frame) > MAX_FRAME_BYTES:
         raise BadRequest(f"frame of {len(frame)} bytes is over the {MAX_FRAME_BYTES}-byte limit")
     try:

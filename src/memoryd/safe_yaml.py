@@ -27,10 +27,10 @@ class YAMLRefused(ValueError):
 
 @functools.cache
 def yaml_kit() -> tuple[Any, Any, Any]:
-    """PyYAML with its safe loader and dumper, imported on first use (the import is ~40 ms)."""
+    """PyYAML with its safe loader and dumper, imported on first use (the import is slow: docs/benchmark.md)."""
     import yaml
 
-    try:  # libyaml is ~7x faster; fall back to pure Python when it is absent
+    try:  # libyaml is much faster (docs/benchmark.md); fall back to pure Python when it is absent
         from yaml import CSafeDumper as dumper
         from yaml import CSafeLoader as loader
     except ImportError:  # pragma: no cover

@@ -32,7 +32,7 @@ def serve_daemon(detach: bool, log_format: str = "text") -> int:
 
     # No cyclic GC while the daemon's modules load and its store opens: what they build lives as
     # long as the daemon (`lifecycle.open_store` freezes it, then turns the GC back on). The
-    # collections it ran during these imports were ~10 ms of every start.
+    # collections it would run during these imports slow every start (docs/benchmark.md).
     gc.disable()
     from memoryd.daemon import lifecycle
 

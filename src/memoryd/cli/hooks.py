@@ -20,8 +20,8 @@ News (issue 30): the prompt hook also brings what sibling sessions committed sin
 session's last hook (daemon/sessions/news.py), ≤ 800 chars; `sibling_news` is the same for a tool hook.
 
 Import contract: stdlib, `identity` and `client.connection` with its stdlib wire (`paths`,
-`protocol`: msgpack, ~9 ms); pyzmq only to start a daemon that is down or when the stdlib wire
-meets a protocol surprise.
+`protocol`: msgpack, a cheap import: docs/benchmark.md); pyzmq only to start a daemon that is
+down or when the stdlib wire meets a protocol surprise.
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ def client_key(data: dict[str, Any], client: str, worktree: str | None) -> str:
 
 class Daemon(Connection):
     """One hook connection: transient (it never owns the session it joins), over the stdlib wire
-    (importing pyzmq alone costs more than half the hook's 150 ms budget; pyzmq is the fallback
+    (importing pyzmq alone takes much of the hook's 150 ms budget, docs/benchmark.md; pyzmq is the fallback
     when the stdlib handshake fails), starting a daemon that is down only within the event's
     SPAWN_BUDGET_S, each request bounded by its CALL_TIMEOUT_S and never resent: a daemon that
     accepts but does not answer is not waited on twice."""

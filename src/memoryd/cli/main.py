@@ -175,7 +175,7 @@ def _main(argv: list[str] | None) -> int:
 
     try:
         if args in ([], ["serve"]):  # bare `memoryd` runs the daemon on the default store; its start
-            return serve_daemon(detach=False)  # counts, and building the whole argparse tree was ~0.1 s
+            return serve_daemon(detach=False)  # counts, and building argparse's whole tree is slow (docs/benchmark.md)
         ns = build_parser().parse_args(args)
         return int((ns.func(ns) if hasattr(ns, "func") else serve_daemon(detach=False)) or 0)
     except paths.PathError as exc:

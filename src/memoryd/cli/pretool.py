@@ -56,8 +56,8 @@ def wanted(data: dict[str, Any]) -> bool:
 
 
 def identity(data: dict[str, Any], client: str) -> dict[str, Any]:
-    """The hook's identity without a git process (~20-40 ms of a loaded machine, the largest share
-    of this hook's time): Claude Code's client-session key is its session id alone, and the daemon
+    """The hook's identity without a git process (one was the largest share of this hook's time,
+    docs/benchmark.md): Claude Code's client-session key is its session id alone, and the daemon
     only lets this hook join the session the start hook opened (it never starts one), so the
     repo comes from that session. Codex's key names the worktree, so it keeps the git lookup."""
     if client != "claude-code":

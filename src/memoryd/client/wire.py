@@ -1,7 +1,7 @@
 """A DEALER without pyzmq: ZMTP 3.0 (NULL mechanism) over the daemon's ipc socket, stdlib only.
 
-For short-lived processes (the client hooks): importing pyzmq alone costs ~55 ms, more than a
-third of a hook's whole budget. The daemon's ROUTER — and its ZAP uid check, which reads the
+For short-lived processes (the client hooks): importing pyzmq alone takes much of a hook's whole
+budget (docs/benchmark.md). The daemon's ROUTER — and its ZAP uid check, which reads the
 kernel's peer credentials — cannot tell this from libzmq. One socket, one request at a time;
 a protocol surprise raises `WireError` so `client.connection` can fall back to pyzmq. A transport
 of `client.connection`, as `client.zmq_socket` is. Import contract: stdlib only.

@@ -85,8 +85,7 @@ class SessionTable:
     """Sessions by id, per-worktree activity order, and the counter behind `sess-<n>`.
 
     Sessions restored from a checkpoint stay its packed rows until first read (`get`): a warm
-    start with 11k closed sessions unpacked them and built 11k objects (~90 ms) that a run
-    mostly never reads."""
+    start would unpack them into objects that a run mostly never reads (docs/benchmark.md)."""
 
     def __init__(self) -> None:
         self.sessions: dict[str, Session] = {}  # the sessions read or made so far

@@ -157,8 +157,8 @@ class Core(DomainState):
         with the files themselves; returns how many remain. A start trusts the caches so it need
         not stat 180k files; a hand edit made while the daemon was stopped is found here, a slice
         per loop pass (reaper), at once when `memory_health` asks. The first call also sweeps
-        the top-level folders for stray temp files after a resumed start (`open`): listing 100k
-        names was 0.15-0.3 s of a warm start."""
+        the top-level folders for stray temp files after a resumed start (`open`), so that their
+        listing is not part of a warm start (docs/benchmark.md)."""
         if self.temp_sweep_ids is not None:
             self._sweep_temp_files(self.temp_sweep_ids)
         left = sum(loader.verify_some(budget) for loader in self.loaders)
@@ -209,7 +209,7 @@ class Core(DomainState):
     def _missing_episodes(self, counts: dict[str, int] | None = None) -> list[str]:
         """Logged, not removed, and with no file: sorted. When every file's id is distinct (a start's
         `counts` add up to the ids owned) and as many logged ids have a file as are logged and not
-        removed, none is missing: the 88k-id set difference (~50 ms at 10k) is skipped."""
+        removed, none is missing: the set difference of every id is skipped (docs/benchmark.md)."""
         logged, removed, owner = self.logged_episodes, self.removed_episodes, self.journal.owner
         if counts is not None and sum(counts.values()) == len(owner) and \
                 counts["local"] == len(logged) - sum(1 for i in removed if i in logged):

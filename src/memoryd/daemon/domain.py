@@ -201,7 +201,7 @@ class DomainState:
             self.low_space = True
 
     def writable(self) -> bool:
-        """False while the store is out of space. One statvfs (~6 µs) per pass that writes, and
+        """False while the store is out of space. One statvfs (cheap: docs/benchmark.md) per pass that writes, and
         one per write while low: refusing up front is cheap, while a write that fails part-way
         costs an `abort`, which rebuilds the state from disk."""
         if self.low_space or not self.space_checked:

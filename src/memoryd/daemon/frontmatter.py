@@ -25,7 +25,7 @@ class BadRecord(ValueError):
 
 def _yaml() -> tuple[Any, Any, Any]:
     """PyYAML with its safe loader and dumper, imported on first use: the frontmatter memoryd writes
-    and reads is `key: <JSON>` lines (below), and the import was ~40 ms of every daemon start."""
+    and reads is `key: <JSON>` lines (below), and the import slows every daemon start (docs/benchmark.md)."""
     return safe_yaml.yaml_kit()
 
 
@@ -35,7 +35,7 @@ def render(meta: dict[str, Any], body: str, blame: str) -> bytes:
 
     A frontmatter of ASCII text, whole numbers, booleans and nulls is written one `key: <JSON>`
     line per key — JSON is YAML, so the file reads the same with any YAML tool — because a YAML
-    dump and the load that checks it cost ~1 ms, most of a write. Anything else (non-ASCII text,
+    dump and the load that checks it were most of a write (docs/benchmark.md). Anything else (non-ASCII text,
     floats) goes through the YAML dumper and the round-trip check as before.
     """
     front = _json_lines(meta)  # exact by construction (tests/unit/test_store_format.py reads it back)
@@ -82,7 +82,7 @@ def _json_text(value: Any) -> str | None:
     """`value` as `json.dumps` writes it (ASCII, its default separators), or None when it holds
     anything but ASCII strings, ints, booleans, nulls, lists and string-keyed mappings. Written
     out here, strings by the C encoder `json.dumps` itself uses, because one `json.dumps` per
-    key was ~75 µs of a ~1 ms memory write."""
+    key was a sizeable share of a memory write (docs/benchmark.md)."""
     kind = type(value)
     if kind is str:
         return _json_string(value) if value.isascii() else None
@@ -107,8 +107,8 @@ def _json_text(value: Any) -> str | None:
 def _parse_json_lines(text: str) -> dict[str, Any] | None:
     """The mapping of a frontmatter written as `key: <JSON>` lines, exactly as YAML would read
     it; None for anything else (blank lines, comments, YAML-only syntax, floats), which the YAML
-    loader then reads. Parsing JSON is ~10x faster than YAML: a cold start reads every file.
-    Each value goes straight to the C scanner (half the cost of `json.loads` per line); a value
+    loader then reads. Parsing JSON is much faster than YAML: a cold start reads every file.
+    Each value goes straight to the C scanner (cheaper than `json.loads` per line, docs/benchmark.md); a value
     with space around it or data after it takes the full decoder, which settles it exactly."""
     if _JSON_ONLY_ESCAPE.search(text):  # keys are [a-z_]+: a match can only be in a value
         return None

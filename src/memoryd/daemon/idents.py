@@ -19,7 +19,7 @@ SESSION_RE = re.compile(r"sess-[1-9][0-9]{0,17}")
 def mint_ulid(when: float) -> str:
     """A new ULID for `when` (Unix seconds): 48 bits of Unix milliseconds, then 80 random bits, in Crockford
     base32. Minted here rather than with python-ulid, whose import (it reads its own package
-    metadata) was ~60 ms of a daemon start of ~0.5 s budget."""
+    metadata) took a large share of a daemon start's ~0.5 s budget (docs/benchmark.md)."""
     value = int(when * 1000) << 80 | int.from_bytes(os.urandom(10), "big")
     return "".join([_CROCKFORD[value >> shift & 31] for shift in _ULID_SHIFTS])
 
@@ -43,8 +43,8 @@ def all_ulids(values: list[str]) -> bool:
 
 
 def all_of_type(values: Sequence[Any], kind: type) -> bool:
-    """Every one of `values` exactly of `kind` (not a subclass), at C speed: 100k values in
-    ~3 ms, against ~8 ms for a generator's `type(v) is kind` each."""
+    """Every one of `values` exactly of `kind` (not a subclass), at C speed, faster than
+    a generator's `type(v) is kind` each (docs/benchmark.md)."""
     return not values or set(map(type, values)) == {kind}
 
 

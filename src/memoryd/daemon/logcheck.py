@@ -40,8 +40,8 @@ def canonical(event: dict[str, Any]) -> str:
     return _CANONICAL(event)
 
 
-# One encoder, made once: `json.dumps` with these options builds a new one per call (~2.5 µs of
-# the ~10 µs an event's encoding takes, twice per event: the hash, then the line).
+# One encoder, made once: `json.dumps` with these options builds a new one per call, a real share
+# of an event's encoding, twice per event: the hash, then the line (docs/benchmark.md).
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
 
 

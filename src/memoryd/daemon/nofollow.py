@@ -33,7 +33,7 @@ def read_nofollow(path: Path | str) -> bytes:
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 # Reads leave the access time alone: under `relatime` the first read of a file since it was
 # written dirties its inode, and a cold start reads every record, so the next `syncfs` (the first
-# commit) would write back ~100k inodes: 40k files cost 44 ms here. Linux only, and only for the
+# commit) would write back ~100k inodes (docs/benchmark.md). Linux only, and only for the
 # files' owner (EPERM otherwise: then dropped for good, see `read_with_stat`).
 _noatime = getattr(os, "O_NOATIME", 0)
 
@@ -75,7 +75,7 @@ def is_plain_dir(path: Path) -> bool:
 def check_no_links(root: Path, path: Path) -> bool:
     """`LinkRefused` if any directory between `root` (exclusive) and `path` (exclusive) is a
     symlink; missing ones are fine (they are created as real directories). True when they all
-    exist. Works on the strings: `relative_to` and a `Path` per level were ~25 µs of a write."""
+    exist. Works on the strings: `relative_to` and a `Path` per level slowed each write (docs/benchmark.md)."""
     top, full = os.fspath(root), os.fspath(path)
     if full == top:
         return True

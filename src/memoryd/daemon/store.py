@@ -82,7 +82,7 @@ class FileStore:
 
     Changes are staged, then made durable in two rounds: `flush` syncs every staged temp file
     together with the event log in one `syncfs` (one journal commit instead of an fsync per
-    file: ~0.08 ms a record in a batch of 8 against ~0.26 ms here); `publish` then renames the
+    file, docs/benchmark.md); `publish` then renames the
     temp files into place, applies staged deletes and syncs the directories. A crash after the
     flush leaves temp files whose ids the log names: recovery rolls the whole ones forward
     (`recover_temp_files`), so a record is never visible without its event. Readers in the same
@@ -115,7 +115,7 @@ class FileStore:
         """Stage `data` for `path`; it replaces `path` atomically at the next `publish`.
         A symlinked directory on the way is refused (`StoreDamaged`, -32002) before anything is
         staged. `fresh`: the caller just minted the name (a new ULID), so there is no file to be
-        immutable and the probe for one (an open, ~2% of an episode write) is skipped."""
+        immutable and the probe for one (an open, docs/benchmark.md) is skipped."""
         try:
             folders_exist = check_no_links(self.root, path)
         except LinkRefused as exc:
@@ -191,7 +191,7 @@ class FileStore:
 
     def flush(self, extra_fds: tuple[int, ...] = ()) -> None:
         """Make every staged temp file's bytes durable, with `extra_fds` (the log) in the same
-        round: one `syncfs` covers them all (two fsyncs cost ~2x one syncfs here)."""
+        round: one `syncfs` covers them all (cheaper than an fsync each, docs/benchmark.md)."""
         staged = [fd for _tmp, fd in self._staged.values() if fd >= 0]
         fds = staged + list(extra_fds)
         try:

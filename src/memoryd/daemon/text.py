@@ -85,8 +85,8 @@ EQUIVALENCES: tuple[tuple[str, ...], ...] = (
 )
 
 _STEMMER = Stemmer.Stemmer("english")
-# PyStemmer's own cache costs ~4 µs a miss when it churns (measured: 5.6 -> 1.3 µs a word
-# without it); `stem` keeps the cache instead.
+# PyStemmer's own cache costs more than it saves when it churns (docs/benchmark.md); `stem`
+# keeps the cache instead.
 _STEMMER.maxCacheSize = 0
 # A chunk is a run of word characters and the joiners identifiers use (`_ . / -`); a leading `-`
 # or `--` survives so flags keep their dashes.

@@ -2,7 +2,7 @@
 
 An MCP host waits for its opening request before anything else: `initialize` (legacy revisions)
 or `server/discover` (2026-07-28, and dual-era clients probing). The first line is handled with
-json/os/sys only; the heavier imports (~40 ms) then happen while the agent reads the answer.
+json/os/sys only; the heavier imports (docs/benchmark.md) then happen while the agent reads the answer.
 Anything else on the first line (a malformed line, a modern request that needs the daemon, a
 discover the bridge must refuse, a line over the cap) goes to the full bridge, which answers it
 the same way.

@@ -26,7 +26,7 @@ log = logging.getLogger("memoryd.daemon")
 
 FOLDER_LISTING_COST = 10  # a folder listing, in `verify_some` budget units (one unit: an lstat)
 PREFETCH_MIN_SESSIONS = 500  # fewer session folders parse in well under a second: no helper
-SHARE_CHUNK = 16  # session folders per chunk of a shared parse: ~3 ms of work at 8 episodes each
+SHARE_CHUNK = 16  # session folders per chunk of a shared parse: a small unit of work (docs/benchmark.md)
 
 
 class Journal(JournalIndex):
@@ -54,22 +54,21 @@ class Journal(JournalIndex):
         """Index every episode file; untrustworthy files are listed in `bad_files`, not loaded.
 
         A session the index cache (`state/episodes.cache`, written at stop) holds is taken from
-        it packed, without a `stat` of its files: 80k frontmatters cost ~5 s to parse, 80k stats
-        most of a second and 80k objects ~0.5 s and ~70 MB. Whether those files still match the
-        cache (a hand edit while the daemon was stopped) is checked after start, a slice at a
-        time (`verify_some`); other files are parsed now.
+        it packed, without a `stat` of its files: parsing, stat-ing and an object per file were
+        most of a large store's start, and much of its memory (docs/benchmark.md). Whether those
+        files still match the cache (a hand edit while the daemon was stopped) is checked after
+        start, a slice at a time (`verify_some`); other files are parsed now.
 
         `listed_at`: on a start resumed from the checkpoint, the log's seq. A cache saved at that
         seq was written by the same clean stop, so it names every episode file there was; then
-        neither episodes/ nor the session folders are listed now but after start (11k folder
-        listings took 0.2 s with warm caches, 2 s cold; listing episodes/ and matching its 11k
-        names with the cache ~50 ms), and a file or folder added by hand while the daemon was
-        stopped is found then (`verify_some`). Otherwise a folder whose files are exactly the
-        cached ones stays packed, and any other is read now.
+        neither episodes/ nor the session folders are listed now but after start (listing them
+        slows a start, cold caches most: docs/benchmark.md), and a file or folder added by hand
+        while the daemon was stopped is found then (`verify_some`). Otherwise a folder whose files
+        are exactly the cached ones stays packed, and any other is read now.
 
         The cache's ids are kept as decoded, not mapped to the log's copies of the same ids
-        (the checkpoint's): that mapping was ~0.1 s of a 10k start, for ~7 MB of RSS (88k ids
-        held twice; the bench's RSS at 1k memories went from 77 to 85 MB without it).
+        (the checkpoint's): the mapping cost a start more than the RSS it saves, though every
+        cached id is then held twice (docs/benchmark.md).
         """
         if not nofollow.is_plain_dir(self.dir):
             return
@@ -182,8 +181,8 @@ class Journal(JournalIndex):
 
     def _parse_chunks(self, chunks: list[list[os.DirEntry[str]]], indexes: Iterator[int]) -> Journal:
         """The session folders of the chunks `indexes` yields, parsed into a journal of their own
-        and packed a chunk at a time: packing them all at the end was ~0.2 s (88k episodes) that
-        the helper did alone while the daemon waited."""
+        and packed a chunk at a time: packing them all at the end was work the helper did alone
+        while the daemon waited (docs/benchmark.md)."""
         parsed = Journal(self.dir.parent, self.files, self.provenance)
         for index in indexes:
             for folder in chunks[index]:
@@ -201,8 +200,8 @@ class Journal(JournalIndex):
     def finish_prefetch(self) -> tuple[str, ...] | None:
         """Parse the chunks the prefetch helper has not taken yet, then wait for it; the temp
         files either saw in the session folders, listed for this start so that neither temp-file
-        recovery nor `load` lists them again (11k folders: ~0.2 s each time, with the kernel's
-        caches warm). None when the helper failed: `load` then lists and parses everything here."""
+        recovery nor `load` lists them again (each listing of them all is slow, docs/benchmark.md).
+        None when the helper failed: `load` then lists and parses everything here."""
         if self._helper is not None:
             self._prefetched = self._helper_result()
         listing = self._prefetched[1] if self._prefetched is not None else None

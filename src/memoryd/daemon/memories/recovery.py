@@ -42,7 +42,7 @@ def load(tier: TierState) -> int:
 
     When the restored checkpoint vouches for the parse cache (`tier.trusted_gen`, the `gen` of
     the cache that listed every record at that clean stop), the folders are not listed now:
-    listing and filtering 100k names was ~0.4 s of a start. They are listed after start
+    listing and filtering them all slows a start (docs/benchmark.md). They are listed after start
     (`verify_some`), where a file added by hand while the daemon was stopped is parsed and one
     deleted is dropped, as this start would have."""
     helped = _helper_result(tier) if tier.helper is not None else None
@@ -167,8 +167,8 @@ def load_text_indexes(tier: TierState, snapshot: bytes | None = None) -> bool:
     """Restore both text indexes from the snapshot if it describes the files just loaded, else
     rebuild them from the records. True when the snapshot was used. After a start that took
     every record from the cache the checkpoint vouches for (`tier.unlisted`), the snapshot saved
-    with that very cache (the same `gen`) describes them: the fingerprint of 100k ids and shas
-    (~0.15 s) is not computed."""
+    with that very cache (the same `gen`) describes them: the fingerprint of every id and sha
+    is not computed (docs/benchmark.md)."""
     stored = None
     if tier.unlisted and tier.cache_gen is not None:
         stored = memory_cache.read_index(tier.index_path, {"analyzer": text.ANALYZER_VERSION, "gen": tier.cache_gen})
@@ -245,7 +245,7 @@ def check_entry(directory: Path, entry: os.DirEntry[str]) -> None:
 def read_record(path: Path | str, kind: str) -> tuple[Memory, str, tuple[int, int]]:
     """Parse one record file: (memory, sha256 of the file, (size, mtime_ns) it had before the
     read: an edit in between makes the next start's check read it again); a bad one raises one
-    of BAD_RECORD. `path` may be a plain string: 100k `Path` objects were ~2 s of a cold start."""
+    of BAD_RECORD. `path` may be a plain string: a `Path` each slowed a cold start (docs/benchmark.md)."""
     data, st = nofollow.read_with_stat(path)
     (meta, body), sha = frontmatter.parse(data), sha256_hex(data)
     memory = from_meta(meta, body, os.path.basename(path)[:-3])
@@ -307,8 +307,8 @@ def encode_caches(tier: TierState) -> tuple[bytes, bytes]:
 # -- a start without the caches: a helper process -----------------------------------------------
 
 # Below this many memory files the daemon parses them itself while the episode helper (if any)
-# runs: at 10k memories and 88k episodes a second helper only made three processes share two
-# cores (cold start 6.8 -> 7.7 s); at 100k it took the start from 36.5 to 30.7 s.
+# runs: on two cores a second helper slowed a smaller store's cold start (three processes share
+# them) and sped up a larger one's (docs/benchmark.md).
 PREFETCH_MIN_RECORDS = 20_000
 
 

@@ -11,10 +11,10 @@ encoder finds it by what it says. The rules that keep it off every budget:
 - a memory without its vector yet is still found lexically: `nearest` covers the rows it has;
 - rows are int8 with a float32 scale each (a quarter of float32's memory; cosines within ~0.002),
   widened a chunk at a time into one small reused buffer for the dot products: numpy's float16
-  widening was 3x slower than int8's (125 vs 37 ms over 100k rows here);
+  widening was slower than int8's (docs/benchmark.md);
 - the thread embeds only in the loop's quiet moments (no write or search for `QUIET_S`) and at
-  nice 19: it shares the loop's GIL, and a bulk load with it embedding alongside ran at ~60 % of
-  its rate. Vectors lag a burst and catch up after it.
+  nice 19: it shares the loop's GIL, and a bulk load with it embedding alongside ran much slower
+  (docs/benchmark.md). Vectors lag a burst and catch up after it.
 """
 
 from __future__ import annotations
