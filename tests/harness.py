@@ -92,6 +92,12 @@ class Env:
         return subprocess.run([sys.executable, "-m", "memoryd", *args], env=self.environ(**extra),
                               capture_output=True, text=True, timeout=timeout)
 
+    def memoryd_json(self, *args: str, code: int = 0, **extra: str) -> Any:
+        """`memoryd ARGS --json`: the parsed output, once the exit code is the expected one."""
+        result = self.memoryd(*args, "--json", **extra)
+        assert result.returncode == code, result.stdout + result.stderr
+        return json.loads(result.stdout)
+
     def start_daemon(self, wait: bool = True) -> subprocess.Popen[bytes]:
         log = open(self.base / "daemon.out", "ab")
         proc = subprocess.Popen([sys.executable, "-m", "memoryd", "serve"], env=self.environ(),

@@ -22,24 +22,12 @@ GRAPH = str(FIXTURES / "server-memory" / "memory.jsonl")
 NOTES = str(FIXTURES / "markdown")
 
 
-def run_import(env: Env, *args: str, code: int = 0) -> dict[str, Any]:
-    result = env.memoryd("import", *args, "--json")
-    assert result.returncode == code, result.stdout + result.stderr
-    return json.loads(result.stdout)  # type: ignore[no-any-return]
-
-
-def cli_json(env: Env, *args: str) -> Any:
-    result = env.memoryd(*args, "--json")
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
-
-
 def search(env: Env, query: str) -> list[dict[str, Any]]:
-    return cli_json(env, "memories", "search", query)["results"]  # type: ignore[no-any-return]
+    return env.memoryd_json("memories", "search", query)["results"]  # type: ignore[no-any-return]
 
 
 def total(env: Env) -> int:
-    return cli_json(env, "memories", "list")["total"]  # type: ignore[no-any-return]
+    return env.memoryd_json("memories", "list")["total"]  # type: ignore[no-any-return]
 
 
 def reasons(summary: dict[str, Any]) -> dict[tuple[str, str], list[str]]:
@@ -47,7 +35,7 @@ def reasons(summary: dict[str, Any]) -> dict[tuple[str, str], list[str]]:
 
 
 def test_bettermemory_store_is_imported_verified_removed_and_a_rerun_adds_nothing(daemon: Env) -> None:
-    first = run_import(daemon, "bettermemory", BETTERMEMORY)
+    first = daemon.memoryd_json("import", "bettermemory", BETTERMEMORY)
     assert first["counts"] == {"committed": 3, "removed": 1, "duplicate": 0, "pending": 1, "refused": 1, "failed": 0}
     why = reasons(first)
     assert why[("refused", "credential_warning")] == ["bettermemory:01M8QDMSPMF9H4FBAP86CVZWEM"]
@@ -55,11 +43,11 @@ def test_bettermemory_store_is_imported_verified_removed_and_a_rerun_adds_nothin
 
     [hit] = [h for h in search(daemon, "deploys staging cluster production") if "staging cluster" in h["content"]]
     assert hit["scopes"] == ["projects:webapp", "import:bettermemory"] and hit["confidence"] == "high"
-    shown = cli_json(daemon, "memories", "show", hit["id"])
+    shown = daemon.memoryd_json("memories", "show", hit["id"])
     assert shown["origin"]["client"].startswith("memoryd-import/")
     assert "2026-11-30T23:46:34.911Z" in shown["verification_note"] and shown["last_verified_at"]
 
-    [tombstone] = cli_json(daemon, "memories", "list", "--removed")["tombstones"]
+    [tombstone] = daemon.memoryd_json("memories", "list", "--removed")["tombstones"]
     assert tombstone["first_line"].startswith("The search index is rebuilt nightly")
     assert tombstone["reason"].startswith("removed in bettermemory on 2026-11-30")
     [pending] = first["pending"]
@@ -67,18 +55,18 @@ def test_bettermemory_store_is_imported_verified_removed_and_a_rerun_adds_nothin
     assert pending["pending_id"].startswith("pending-")
 
     count = total(daemon)
-    again = run_import(daemon, "bettermemory", BETTERMEMORY)
+    again = daemon.memoryd_json("import", "bettermemory", BETTERMEMORY)
     assert again["counts"] == {"committed": 0, "removed": 0, "duplicate": 4, "pending": 1, "refused": 1, "failed": 0}
     assert set(reasons(again)) == {("duplicate", "duplicate"), ("duplicate", "previously_removed"),
                                    ("pending", "already pending from an earlier import"),
                                    ("refused", "credential_warning")}
     assert again["pending"][0]["pending_id"] == pending["pending_id"]  # not staged twice
     assert total(daemon) == count
-    assert len(cli_json(daemon, "pending")["pending"]) == 1
+    assert len(daemon.memoryd_json("pending")["pending"]) == 1
 
 
 def test_server_memory_graph_is_searchable_per_entity_and_user_claims_confirmed_on_request(daemon: Env) -> None:
-    first = run_import(daemon, "server-memory", GRAPH, "--confirm-pending")
+    first = daemon.memoryd_json("import", "server-memory", GRAPH, "--confirm-pending")
     assert first["counts"] == {"committed": 4, "removed": 0, "duplicate": 0, "pending": 0, "refused": 1, "failed": 0}
     assert reasons(first)[("refused", "credential_warning")] == ["memory.jsonl:4"]
     [api] = [h for h in search(daemon, "payments-api integration tests Postgres port") if "5433" in h["content"]]
@@ -86,24 +74,25 @@ def test_server_memory_graph_is_searchable_per_entity_and_user_claims_confirmed_
     assert "Alice Martin owns payments-api" in api["content"]
     [user] = [h for h in search(daemon, "Lisbon asynchronous meetings") if "Lisbon" in h["content"]]
     assert user["category"] == "user-inference"
-    assert cli_json(daemon, "pending")["pending"] == []
+    assert daemon.memoryd_json("pending")["pending"] == []
 
-    again = run_import(daemon, "server-memory", GRAPH, "--confirm-pending")
+    again = daemon.memoryd_json("import", "server-memory", GRAPH, "--confirm-pending")
     assert again["counts"] == {"committed": 0, "removed": 0, "duplicate": 4, "pending": 0, "refused": 1, "failed": 0}
     assert total(daemon) == 4
 
 
 def test_markdown_notes_get_the_scope_asked_for_and_warnings_pass_only_when_acknowledged(daemon: Env) -> None:
-    first = run_import(daemon, "markdown", NOTES, "--scope", "projects:inventory")
+    first = daemon.memoryd_json("import", "markdown", NOTES, "--scope", "projects:inventory")
     assert first["counts"] == {"committed": 19, "removed": 0, "duplicate": 0, "pending": 0, "refused": 2, "failed": 0}
     assert reasons(first) == {("refused", "credential_warning"): ["CLAUDE.md:23"],
                               ("refused", "transient_warning"): ["notes/deploy.md:10"]}
     [rollback] = [h for h in search(daemon, "roll back previous digest") if "make rollback" in h["content"]]
     assert rollback["content"].startswith("Deploying: Roll back with")
     assert rollback["scopes"] == ["import:markdown", "projects:inventory"]
-    assert cli_json(daemon, "memories", "list", "--scope", "projects:inventory")["total"] == 19
+    assert daemon.memoryd_json("memories", "list", "--scope", "projects:inventory")["total"] == 19
 
-    again = run_import(daemon, "markdown", NOTES, "--scope", "projects:inventory", "--acknowledge", "transient")
+    again = daemon.memoryd_json("import", "markdown", NOTES, "--scope", "projects:inventory",
+                                "--acknowledge", "transient")
     assert again["counts"] == {"committed": 1, "removed": 0, "duplicate": 19, "pending": 0, "refused": 1, "failed": 0}
     assert total(daemon) == 20
 
@@ -111,7 +100,7 @@ def test_markdown_notes_get_the_scope_asked_for_and_warnings_pass_only_when_ackn
 def test_an_agent_finds_imported_memories_from_inside_a_repository(daemon: Env, tmp_path: Path) -> None:
     """The import runs outside any repo; an agent's default (auto-scoped) search through its
     bridge, with the official MCP client, still sees what was imported."""
-    run_import(daemon, "markdown", NOTES, "--scope", "projects:inventory")
+    daemon.memoryd_json("import", "markdown", NOTES, "--scope", "projects:inventory")
     repo = tmp_path / "inventory"
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
 
@@ -142,12 +131,12 @@ def test_notes_inside_a_repository_are_scoped_to_its_project_unless_scopes_are_g
     result = env.memoryd("import", "markdown", str(repo / "AGENTS.md"), "--dry-run", "--json")
     assert result.returncode == 0 and "adding scope projects:inventory" in result.stderr
     assert json.loads(result.stdout)["by_scope"] == {"import:markdown": 5, "projects:inventory": 5}
-    given = run_import(env, "markdown", str(repo / "AGENTS.md"), "--dry-run", "--scope", "teams:infra")
+    given = env.memoryd_json("import", "markdown", str(repo / "AGENTS.md"), "--dry-run", "--scope", "teams:infra")
     assert given["by_scope"] == {"import:markdown": 5, "teams:infra": 5}
 
 
 def test_dry_run_needs_no_daemon_and_writes_nothing(env: Env) -> None:
-    plan = run_import(env, "markdown", NOTES, "--dry-run", "--scope", "projects:inventory")
+    plan = env.memoryd_json("import", "markdown", NOTES, "--dry-run", "--scope", "projects:inventory")
     assert plan["dry_run"] and plan["total"] == 21 and plan["by_category"] == {"fact": 21}
     assert plan["by_scope"] == {"import:markdown": 21, "projects:inventory": 21}
     table = env.memoryd("import", "bettermemory", BETTERMEMORY, "--dry-run")
@@ -173,7 +162,7 @@ def test_a_write_the_daemon_refuses_with_an_error_is_reported_and_the_rest_goes_
     env.start_daemon()
     note = tmp_path / "n.md"
     note.write_text("## Big\n\n" + "word " * 300 + "\n\n## Small\n\n- Releases are cut on Tuesdays.\n")
-    summary = run_import(env, "markdown", str(note), "--scope", "projects:x", code=1)
+    summary = env.memoryd_json("import", "markdown", str(note), "--scope", "projects:x", code=1)
     assert summary["counts"]["failed"] == 1 and summary["counts"]["committed"] == 1
     [failed] = [r for r in summary["reasons"] if r["outcome"] == "failed"]
     assert "content" in failed["reason"] and failed["items"][0]["origin"] == "n.md:3"

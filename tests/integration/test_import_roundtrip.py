@@ -38,18 +38,6 @@ TOPICS = {
 INDEX = "".join(f"- [{name}]({file}) — {desc}\n" for file, (name, desc, _, _) in TOPICS.items())
 
 
-def run_import(env: Env, *args: str, code: int = 0, **extra: str) -> dict[str, Any]:
-    result = env.memoryd("import", *args, "--json", **extra)
-    assert result.returncode == code, result.stdout + result.stderr
-    return json.loads(result.stdout)  # type: ignore[no-any-return]
-
-
-def cli_json(env: Env, *args: str) -> Any:
-    result = env.memoryd(*args, "--json")
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
-
-
 # -- claude-code ---------------------------------------------------------------------------------------
 
 def _system(request: Request) -> str:
@@ -104,27 +92,27 @@ def test_claude_codes_own_memory_folder_is_imported_for_its_project(claude_memor
     assert sorted(p.name for p in folder.iterdir()) == ["MEMORY.md", *sorted(TOPICS)]
     (folder / "passwd.md").symlink_to("/etc/passwd")
 
-    first = run_import(env, "claude-code", HOME=str(home))  # no PATH: every project under ~/.claude
+    first = env.memoryd_json("import", "claude-code", HOME=str(home))  # no PATH: every project under ~/.claude
     assert first["counts"] == {"committed": 1, "removed": 0, "duplicate": 0, "pending": 1, "refused": 1, "failed": 0}
     [refused] = [r for r in first["reasons"] if r["outcome"] == "refused"]
     assert refused["reason"] == "credential_warning" and SECRET not in json.dumps(first)
     assert refused["items"][0]["origin"].endswith("/memory/legacy_job.md:1")
     assert first["skipped"] == [{"path": str(folder / "passwd.md"), "reason": "a symbolic link (not followed)"}]
-    [memory] = cli_json(env, "memories", "list", "--scope", "import:claude-code")["memories"]
-    shown = cli_json(env, "memories", "show", memory["id"])
+    [memory] = env.memoryd_json("memories", "list", "--scope", "import:claude-code")["memories"]
+    shown = env.memoryd_json("memories", "show", memory["id"])
     assert shown["scopes"] == ["projects:orders-service", "import:claude-code"]
     assert shown["content"].startswith("Deploys go through staging-2 before production\n\nEvery deploy goes")
     assert "MEMORY.md" not in json.dumps(first) and "[deploy-staging](" not in shown["content"]  # the index: skipped
-    [pending] = cli_json(env, "pending")["pending"]
+    [pending] = env.memoryd_json("pending")["pending"]
     assert pending["category"] == "user-inference" and "database specialist" in pending["content"]
 
-    again = run_import(env, "claude-code", str(folder.parent), HOME=str(home))  # a project folder as PATH
+    again = env.memoryd_json("import", "claude-code", str(folder.parent), HOME=str(home))  # a project folder as PATH
     assert again["counts"] == {"committed": 0, "removed": 0, "duplicate": 1, "pending": 1, "refused": 1, "failed": 0}
 
     (folder / "broken.md").write_text("---\nname: &a x\ntype: project\n---\nbody\n")
     bad = env.memoryd("import", "claude-code", str(folder), HOME=str(home))
     assert bad.returncode == 2 and f"{folder / 'broken.md'}:2: frontmatter: YAML anchors" in bad.stderr
-    assert cli_json(env, "memories", "list")["total"] == 1  # nothing more written
+    assert env.memoryd_json("memories", "list")["total"] == 1  # nothing more written
 
 
 # -- memoryd-export ------------------------------------------------------------------------------------
@@ -147,8 +135,8 @@ def fill(env: Env) -> dict[str, str]:
 
 
 def contents(env: Env) -> tuple[set[tuple[str, tuple[str, ...]]], set[str]]:
-    live = cli_json(env, "memories", "list")["memories"]
-    removed = cli_json(env, "memories", "list", "--removed")["tombstones"]
+    live = env.memoryd_json("memories", "list")["memories"]
+    removed = env.memoryd_json("memories", "list", "--removed")["tombstones"]
     return ({(m["first_line"], tuple(s for s in m["scopes"] if not s.startswith("import:"))) for m in live},
             {t["first_line"] for t in removed})
 
@@ -161,13 +149,13 @@ def test_an_export_comes_back_through_import_whole_and_once(env: Env, tmp_path: 
     fresh = Env()
     try:
         fresh.start_daemon()
-        first = run_import(fresh, "memoryd-export", str(archive))
+        first = fresh.memoryd_json("import", "memoryd-export", str(archive))
         assert first["counts"] == {"committed": 2, "removed": 1, "duplicate": 0, "pending": 0, "refused": 0,
                                    "failed": 0}
         assert contents(fresh) == contents(env)
-        [verified] = [m for m in cli_json(fresh, "memories", "list")["memories"] if "stripe" in m["first_line"]]
-        assert cli_json(fresh, "memories", "show", verified["id"])["last_verified_at"]
-        again = run_import(fresh, "memoryd-export", str(archive))
+        [verified] = [m for m in fresh.memoryd_json("memories", "list")["memories"] if "stripe" in m["first_line"]]
+        assert fresh.memoryd_json("memories", "show", verified["id"])["last_verified_at"]
+        again = fresh.memoryd_json("import", "memoryd-export", str(archive))
         assert again["counts"]["committed"] == again["counts"]["removed"] == 0 and again["counts"]["duplicate"] == 3
         assert contents(fresh) == contents(env)
     finally:
@@ -198,4 +186,4 @@ def test_an_archive_with_a_link_or_a_climbing_member_is_refused_naming_it(daemon
     not_tar.write_text("just text")
     refused = daemon.memoryd("import", "memoryd-export", str(not_tar))
     assert refused.returncode == 2 and "not a readable tar.gz archive" in refused.stderr
-    assert cli_json(daemon, "memories", "list")["total"] == 0
+    assert daemon.memoryd_json("memories", "list")["total"] == 0
