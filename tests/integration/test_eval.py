@@ -54,6 +54,6 @@ def test_queries_about_absent_topics_leave_the_prompt_gate_silent(report: dict) 
 
 def test_the_prompt_gate_speaks_for_related_prompts_and_not_for_unrelated_ones(report: dict) -> None:
     gate = report["prompt_gate"]["heldout"]
-    assert gate["related_right"] >= 0.38     # measured 0.429 (relevance alone: 0.238)
-    assert gate["unrelated_silent"] >= 0.95  # measured 1.000
+    assert gate["related_right"] >= 0.46     # measured 0.508 (relevance alone: 0.238; words or meaning: 0.429)
+    assert gate["unrelated_silent"] >= 0.95  # measured 0.979
     assert report["prompt_gate"]["all"]["max_chars"] <= 1500
