@@ -212,6 +212,20 @@ def test_the_quarantine_keeps_no_bytes_past_its_cap(tmp_path: Path, monkeypatch:
     assert len(rows) == 20 and "not kept" in rows[-1]["reason"]
 
 
+def test_the_quarantine_index_is_never_appended_through_a_link(tmp_path: Path) -> None:
+    from memoryd.daemon.sync import clone
+
+    kept, outside = tmp_path / "sync" / "quarantine", tmp_path / "outside.txt"
+    kept.mkdir(parents=True)
+    outside.write_text("untouched\n")
+    (kept / "index.jsonl").symlink_to(outside)
+    quarantine, rows = clone.Quarantine(kept), []
+    quarantine.load()
+    quarantine.keep("junk/1", "1" * 40, b"bad bytes", "outside the synced folders", rows)
+    assert outside.read_text() == "untouched\n"
+    assert [r["blob"] for r in rows] == ["1" * 40]  # still reported
+
+
 # -- the remote's .gitattributes (and .gitignore) ----------------------------------------------------
 
 def test_a_remote_gitattributes_never_rewrites_a_pulled_record(env: Env, remote: Path) -> None:
