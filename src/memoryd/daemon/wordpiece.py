@@ -1,0 +1,126 @@
+"""BERT's WordPiece tokenizer for the encoder, from the model's own `tokenizer.json`.
+
+Why not the `tokenizers` package (docs/search.md, "The forward pass"): its Rust tokenizer held
+~18 MB of the daemon's memory for a 30k-word vocabulary, which a dict holds in ~4 MB, and a query
+is a few dozen words, tokenized here in well under a millisecond. The ids are the same as
+`tokenizers` gives for this file's settings; `tests/unit/test_wordpiece.py` compares them on the
+eval sets and on hostile text (controls, accents, CJK, literal special tokens, long words).
+
+The steps, as the file configures them (BertNormalizer with lowercase, BertPreTokenizer,
+WordPiece, `[CLS] … [SEP]`):
+- special tokens written literally in the text (`[SEP]`, …) are taken whole, before anything else;
+- controls (Cc, Cf, Co, Cs; U+0000 among them) and U+FFFD are dropped, whitespace becomes a space;
+- each CJK ideograph becomes a word of its own;
+- accents are stripped (NFD, then nonspacing marks dropped), then the text is lowercased;
+- words split at whitespace and around every punctuation character (Unicode P*, and all of
+  ASCII's punctuation and symbols);
+- each word is matched greedily, longest vocabulary piece first (`##` marks a continuation);
+  a word that cannot be matched, or is over 100 characters, is `[UNK]`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+
+_ASCII_PUNCTUATION = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
+# "Other" categories dropped as controls; unassigned code points (Cn) are not: the model's
+# tokenizer keeps them (and then finds no piece for their word).
+_CONTROLS = frozenset({"Cc", "Cf", "Co", "Cs"})
+_CJK = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F), (0x2B740, 0x2B81F),
+        (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
+
+
+# ASCII text (most of it) takes a shortcut with the same result: controls out, \t \n \r to
+# spaces, then runs of letters and digits, each other visible character a word of its own.
+_ASCII_CLEAN = {code: None for code in [*range(32), 127] if code not in (9, 10, 13)} | {9: " ", 10: " ", 13: " "}
+_ASCII_WORD = re.compile(r"[a-z0-9]+|[^\sa-z0-9]")
+
+
+def _is_cjk(code: int) -> bool:
+    return any(low <= code <= high for low, high in _CJK)
+
+
+def _clean(text: str) -> str:
+    """Controls out, whitespace to spaces, CJK ideographs spaced apart, accents stripped, lowercased."""
+    out = []
+    for char in text:
+        if char in "\t\n\r":
+            out.append(" ")
+        elif char == "\ufffd" or unicodedata.category(char) in _CONTROLS:
+            continue
+        elif char.isspace():
+            out.append(" ")
+        elif _is_cjk(ord(char)):
+            out.append(f" {char} ")
+        else:
+            out.append(char)
+    decomposed = unicodedata.normalize("NFD", "".join(out))
+    # char by char: str.lower() would turn a word's final capital sigma into ς, the model's tokenizer does not
+    return "".join(c.lower() for c in decomposed if unicodedata.category(c) != "Mn")
+
+
+def _words(text: str) -> list[str]:
+    """Whitespace-separated words, each punctuation character a word of its own."""
+    words: list[str] = []
+    for chunk in text.split():
+        start = 0
+        for i, char in enumerate(chunk):
+            if char in _ASCII_PUNCTUATION or unicodedata.category(char).startswith("P"):
+                if start < i:
+                    words.append(chunk[start:i])
+                words.append(char)
+                start = i + 1
+        if start < len(chunk):
+            words.append(chunk[start:])
+    return words
+
+
+class WordPiece:
+    """Text → token ids, `[CLS]` first and `[SEP]` last, cut to `max_tokens` in all."""
+
+    def __init__(self, vocab: dict[str, int], specials: dict[str, int], unknown: str, prefix: str,
+                 max_word_chars: int, max_tokens: int) -> None:
+        self.vocab, self.specials, self.prefix = vocab, specials, prefix
+        self.unknown, self.max_word_chars, self.max_tokens = vocab[unknown], max_word_chars, max_tokens
+        self.first, self.last = vocab["[CLS]"], vocab["[SEP]"]
+        self._special_re = re.compile("(" + "|".join(re.escape(s) for s in specials) + ")") if specials else None
+
+    @classmethod
+    def from_json(cls, text: str, max_tokens: int) -> WordPiece:
+        spec = json.loads(text)
+        model = spec["model"]
+        specials = {t["content"]: t["id"] for t in spec.get("added_tokens", []) if t.get("special")}
+        return cls(model["vocab"], specials, model["unk_token"], model["continuing_subword_prefix"],
+                   model["max_input_chars_per_word"], max_tokens)
+
+    def encode(self, text: str) -> list[int]:
+        ids: list[int] = []
+        parts = self._special_re.split(text) if self._special_re else [text]
+        for i, part in enumerate(parts):
+            if i % 2:  # a special token written in the text
+                ids.append(self.specials[part])
+                continue
+            if part.isascii():
+                words = _ASCII_WORD.findall(part.translate(_ASCII_CLEAN).lower())
+            else:
+                words = _words(_clean(part))
+            for word in words:
+                ids.extend(self._pieces(word))
+        return [self.first, *ids[:self.max_tokens - 2], self.last]
+
+    def _pieces(self, word: str) -> list[int]:
+        if len(word) > self.max_word_chars:
+            return [self.unknown]
+        pieces, start = [], 0
+        while start < len(word):
+            for end in range(len(word), start, -1):
+                piece = word[start:end] if start == 0 else self.prefix + word[start:end]
+                if piece in self.vocab:
+                    pieces.append(self.vocab[piece])
+                    start = end
+                    break
+            else:
+                return [self.unknown]
+        return pieces
