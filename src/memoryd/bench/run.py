@@ -100,8 +100,23 @@ def bench_concurrent_writes(box: Throwaway, agents: int, per_agent: int) -> list
                 (rate >= 1000 if agents <= 8 else pcts(samples)["p99_ms"] <= 50) and lost == 0)]
 
 
+def compile_bytecode() -> None:
+    """memoryd's bytecode, written as an installed package has it: pip compiles at install, and
+    Python writes it on a first import. Where PYTHONDONTWRITEBYTECODE is set and memoryd is an
+    editable checkout (the development host), nothing ever writes it, and every daemon, bridge and
+    hook process the bench starts would compile memoryd from source first: ~0.2 s of each daemon
+    start here (docs/benchmark.md)."""
+    import compileall
+    import os
+
+    import memoryd
+
+    compileall.compile_dir(os.path.dirname(memoryd.__file__), quiet=1)
+
+
 def run(quick: bool) -> list[Row]:
     rows: list[Row] = []
+    compile_bytecode()
     box = Throwaway()
     try:
         box.start()
