@@ -14,7 +14,7 @@ import pytest
 import yaml
 from tests.harness import ensure_model
 
-from memoryd.daemon import encoder
+from memoryd.daemon import encoder, wordpiece
 from memoryd.daemon.wordpiece import WordPiece
 
 HOSTILE = [
@@ -78,3 +78,32 @@ def test_a_tokenizer_that_is_not_the_pinned_one_is_refused(tmp_path: Path) -> No
         archive.writestr("tokenizer.json", real.read("tokenizer.json").replace(b'"[UNK]":100', b'"[UNK]":101'))
     with pytest.raises(encoder.EncoderUnavailable, match="tokenizer sha256"):
         encoder.Encoder.load(fake)
+
+
+def long_texts() -> list[str]:
+    """Texts of several pieces (`wordpiece.CHUNK_CHARS`), with controls, marks and whitespace of
+    every kind near the cuts, and heads of blank or dropped characters before the first word."""
+    rng = random.Random(2)
+    pool = random_texts(400)
+    texts = [" ".join(rng.sample(pool, 300)) for _ in range(6)]
+    texts += ["\x1c".join(rng.sample(pool, 300)), "\u0301 ".join(rng.sample(pool, 300)), "-" * 9000 + " tail words",
+              " " * 9000 + "late start", "\x00" * 9000 + "after controls", "é" * 5000 + " " + "ü" * 5000 + " end",
+              "\u2028".join(rng.sample(pool, 300)), "ab\x1c" * 5000 + " end", "ab\u2028" * 5000 + " end"]
+    return texts
+
+
+def test_long_texts_give_the_reference_ids_piece_by_piece(tokenizers: tuple[WordPiece, object]) -> None:
+    ours, theirs = tokenizers
+    for text in long_texts():
+        assert len(text) > 2 * wordpiece.CHUNK_CHARS
+        assert ours.encode(text) == theirs.encode(text).ids, repr(text[:80])  # type: ignore[attr-defined]
+
+
+def test_a_huge_text_is_tokenized_only_as_far_as_the_model_reads(tokenizers: tuple[WordPiece, object],
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    cleaned: list[int] = []
+    clean = wordpiece._clean
+    monkeypatch.setattr(wordpiece, "_clean", lambda text: cleaned.append(len(text)) or clean(text))
+    ids = tokenizers[0].encode("naïve résumé " * 300_000)  # 3.9M chars, not ASCII
+    assert len(ids) == encoder.MAX_TOKENS
+    assert sum(cleaned) <= 2 * wordpiece.CHUNK_CHARS

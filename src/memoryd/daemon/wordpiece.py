@@ -16,6 +16,9 @@ WordPiece, `[CLS] … [SEP]`):
   ASCII's punctuation and symbols);
 - each word is matched greedily, longest vocabulary piece first (`##` marks a continuation);
   a word that cannot be matched, or is over 100 characters, is `[UNK]`.
+Memory text arrives from agents, imports and sync pulls, so the work is bounded: a text is taken
+a piece at a time (`_chunks`, cut only at whitespace, so the ids are the same) and only until the
+model's 256 tokens are found; a huge text costs what its head costs.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
+from collections.abc import Iterator
 
 _ASCII_PUNCTUATION = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
 # "Other" categories dropped as controls; unassigned code points (Cn) are not: the model's
@@ -36,6 +40,11 @@ _CJK = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73
 # spaces, then runs of letters and digits, each other visible character a word of its own.
 _ASCII_CLEAN = {code: None for code in [*range(32), 127] if code not in (9, 10, 13)} | {9: " ", 10: " ", 13: " "}
 _ASCII_WORD = re.compile(r"[a-z0-9]+|[^\sa-z0-9]")
+# Cut only at these: other whitespace, such as U+001C, is a control the normalizer drops, and a
+# cut there would split a word the whole text keeps.
+_CUT_AT = " \t\n\r"
+_SPACE = re.compile("[ \t\n\r]")
+CHUNK_CHARS = 4096  # a text is tokenized a piece at a time, and only until the model's cut
 
 
 def _is_cjk(code: int) -> bool:
@@ -77,6 +86,27 @@ def _words(text: str) -> list[str]:
     return words
 
 
+def _chunks(text: str, size: int = CHUNK_CHARS) -> Iterator[str]:
+    """`text` in pieces of about `size` chars, each cut just after a whitespace character, so that
+    no word is split and tokenizing the pieces gives the ids of the whole. The caller stops once it
+    has all the tokens the model takes: a huge text costs no more than its head. A piece with no
+    whitespace to cut at runs on to the next one that has some."""
+    start = 0
+    while start < len(text):
+        end = start + size
+        if end >= len(text):
+            yield text[start:]
+            return
+        back = max(text.rfind(space, start, end) for space in _CUT_AT)
+        if back >= 0:
+            cut = back + 1
+        else:
+            match = _SPACE.search(text, end)
+            cut = match.end() if match else len(text)
+        yield text[start:cut]
+        start = cut
+
+
 class WordPiece:
     """Text → token ids, `[CLS]` first and `[SEP]` last, cut to `max_tokens` in all."""
 
@@ -102,12 +132,15 @@ class WordPiece:
             if i % 2:  # a special token written in the text
                 ids.append(self.specials[part])
                 continue
-            if part.isascii():
-                words = _ASCII_WORD.findall(part.translate(_ASCII_CLEAN).lower())
-            else:
-                words = _words(_clean(part))
-            for word in words:
-                ids.extend(self._pieces(word))
+            for chunk in _chunks(part):
+                if len(ids) >= self.max_tokens - 2:
+                    break
+                if chunk.isascii():
+                    words = _ASCII_WORD.findall(chunk.translate(_ASCII_CLEAN).lower())
+                else:
+                    words = _words(_clean(chunk))
+                for word in words:
+                    ids.extend(self._pieces(word))
         return [self.first, *ids[:self.max_tokens - 2], self.last]
 
     def _pieces(self, word: str) -> list[int]:
