@@ -104,11 +104,15 @@ LOCAL = ("The inventory service pins its Postgres client to psycopg 3.1 because 
 
 
 def test_a_sibling_in_another_repo_is_heard_only_for_a_user_wide_memory(served: Env) -> None:
+    """User-wide as `memory_search` has it: made outside any repo (tests/integration/test_news_visibility.py
+    has a memory of another repo that names no project, and is not heard)."""
     env = served
     here, there = git_repo(env.base / "shop"), git_repo(env.base / "inventory")
+    loose = env.base / "home-notes"  # outside any repo
+    loose.mkdir()
     begin(env, "here", here)
-    local, user_wide = committed(agent(env, "there", there, write(LOCAL, "projects:inventory", "topic:postgres"),
-                                       write(USER_WIDE, "user:preferences", "topic:git")))
+    [local] = committed(agent(env, "there", there, write(LOCAL, "projects:inventory", "topic:postgres")))
+    [user_wide] = committed(agent(env, "loose", loose, write(USER_WIDE, "user:preferences", "topic:git")))
     news = news_of(ask(env, "here", here))
     assert user_wide in news and "imperative mood" in news and "user-wide" in news, news
     assert local not in news and "psycopg" not in news

@@ -1,9 +1,10 @@
 """Handlers that read durable memories: search, show, list, list_tombstones.
 
-Import contract: clock, core, episodes.tools (prior-session resolution), the memory tier's args,
-records, staleness, tier and writes, scopes, text, validate. Every result that returns stored
-text says `framing: "data"` and flags tainted records. Reads that retrieve a memory (search,
-show) record an event naming ids only — the query is logged as a hash and a length, never verbatim.
+Import contract: clock, connections (the session a rule reads), core, episodes.tools (prior-session
+resolution), the memory tier's args, records, staleness, tier and writes, scopes, text, validate.
+Every result that returns stored text says `framing: "data"` and flags tainted records. Reads that
+retrieve a memory (search, show) record an event naming ids only — the query is logged as a hash
+and a length, never verbatim.
 """
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ import binascii
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from memoryd.daemon.clock import parse_stamp
+from memoryd.daemon.connections import Session
 from memoryd.daemon.core import Call, Core
 from memoryd.daemon.episodes.tools import resolve_prior
 from memoryd.daemon.memories.args import check_id, check_scope_list
@@ -68,8 +71,11 @@ def staleness_fields(core: Core, memory: Memory) -> dict[str, Any]:
 def memory_filter(call: Call, scopes: list[str] | None, category: str | None,
                   repos: tuple[str | None, ...] | None = None, since: str | None = None) -> Callable[[Memory], bool]:
     """The reads' common predicate; disabled scopes are always hidden."""
-    disabled = call.session.disabled_scopes
+    return _accepting(call.session.disabled_scopes, scopes, category, repos, since)
 
+
+def _accepting(disabled: AbstractSet[str], scopes: list[str] | None, category: str | None,
+               repos: tuple[str | None, ...] | None, since: str | None) -> Callable[[Memory], bool]:
     def accept(m: Memory) -> bool:
         return ((repos is None or m.repo in repos)
                 and (category is None or m.category == category)
@@ -81,10 +87,21 @@ def memory_filter(call: Call, scopes: list[str] | None, category: str | None,
 
 def caller_repos(call: Call, auto_scope: bool) -> tuple[str | None, ...] | None:
     """auto_scope: the caller's repo (any worktree of it) plus memories that have no repo."""
-    if not auto_scope:
-        return None
-    repo = call.session.repo or call.identity.get("repo")
+    return session_repos(call.session, call.identity) if auto_scope else None
+
+
+def session_repos(session: Session, identity: Mapping[str, Any]) -> tuple[str | None, ...]:
+    """The repos a session's auto-scoped reads keep to: its own and "none" (memories made outside
+    any repo, which every session sees)."""
+    repo = session.repo or identity.get("repo")
     return (repo, None) if repo else (None,)
+
+
+def shown_by_default_search(session: Session, identity: Mapping[str, Any]) -> Callable[[Memory], bool]:
+    """Whether a `memory_search` with its defaults (auto_scope, no filter) may show a memory to
+    this session. Live news (sessions/news.py) keeps to it, so nothing reaches a session as news
+    that its own search would keep from it."""
+    return _accepting(session.disabled_scopes, None, None, session_repos(session, identity), None)
 
 
 # -- memory_search --------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Live awareness across concurrent agents (issue 30): what sibling sessions committed since a
 client session's last hook, for its next prompt or tool hook.
 
-Import contract: core, connections, scopes — no zmq, no msgpack, no file reads.
+Import contract: core, connections, scopes, memories.reads (the search's visibility rule), records —
+no zmq, no msgpack, no file reads.
 
 - The ring: every live commit worth announcing (a committed memory write or confirm, an episode
   with a takeaway) is noted as (seq, ts, kind, id, writer session) when `Core.record` appends it.
@@ -14,17 +15,23 @@ Import contract: core, connections, scopes — no zmq, no msgpack, no file reads
 - Sibling: another agent session (never an operator's verb, never the caller's own, by session or
   by client key) in the caller's repo; without a repo, the same worktree or swarm. Never across
   repos, except a memory that names no project (no `projects:` scope): a user-wide one.
+- Visible: a memory is news only when the caller's own default `memory_search` would show it
+  (`memories.reads.shown_by_default_search`: its repo, or none; no disabled scope). So a memory
+  another repo wrote stays there even when its scopes name no project (`topics:billing`): the
+  user-wide memories heard across repos are those made outside any repo, as search has them.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from memoryd.daemon.connections import Session, is_operator_client
 from memoryd.daemon.core import Core
+from memoryd.daemon.memories.reads import shown_by_default_search
+from memoryd.daemon.memories.records import Memory
 from memoryd.daemon.scopes import is_hidden, under
 
 RING_SIZE = 512        # recent commits kept; a hook shows at most NEWS_MAX of them anyway
@@ -71,7 +78,8 @@ class News:
         if cursor is not None:  # a failed commit rolled the log back below it: those seqs come again
             cursor = min(cursor, core.log.seq)
         fresh = [c for c in self.ring if (c.seq > cursor if cursor is not None else c.ts >= caller.started_at)]
-        items = list(_unique(filter(None, (_item(core, c, caller, identity) for c in reversed(fresh))),
+        visible = shown_by_default_search(caller, identity)
+        items = list(_unique(filter(None, (_item(core, c, caller, identity, visible) for c in reversed(fresh))),
                              {*caller.injected, *exclude}))
         shown = items[:NEWS_MAX]
         if mark:
@@ -94,9 +102,11 @@ def _unique(items: Iterable[dict[str, Any]], seen_ids: Iterable[str]) -> Iterabl
             yield item
 
 
-def _item(core: Core, commit: Commit, caller: Session, identity: dict[str, Any]) -> dict[str, Any] | None:
-    """What the caller may hear of `commit`, or None (its own, not a sibling's, gone, hidden)."""
-    facts = _facts(core, commit)
+def _item(core: Core, commit: Commit, caller: Session, identity: dict[str, Any],
+          visible: Callable[[Memory], bool]) -> dict[str, Any] | None:
+    """What the caller may hear of `commit`, or None (its own, not a sibling's, gone, hidden, or
+    a memory the caller's default search would not show: `visible`)."""
+    facts = _facts(core, commit, visible)
     writer = core.sessions.get(facts["writer"]) if facts is not None else None
     if facts is None or writer is None or writer.id == caller.id or is_operator_client(writer.client):
         return None
@@ -113,12 +123,12 @@ def _item(core: Core, commit: Commit, caller: Session, identity: dict[str, Any])
             "user_wide": facts["user_wide"] and repo != caller.repo, "tainted": facts["tainted"]}
 
 
-def _facts(core: Core, commit: Commit) -> dict[str, Any] | None:
+def _facts(core: Core, commit: Commit, visible: Callable[[Memory], bool]) -> dict[str, Any] | None:
     """The record behind `commit`, as `_item` filters it; None when it is gone (removed, promoted,
-    pruned, or taken back by a failed commit) or is a handoff."""
+    pruned, or taken back by a failed commit), is a handoff, or is a memory not `visible`."""
     if commit.kind == "memory":
         memory = core.memories.live.get(commit.record_id) if core.memories is not None else None
-        if memory is None or memory.category == HANDOFF:
+        if memory is None or memory.category == HANDOFF or not visible(memory):
             return None
         return {"writer": memory.session_id or commit.session_id,  # an operator's confirm: the stager
                 "scopes": memory.scopes, "text": memory.content, "label": memory.category, "repo": memory.repo,
