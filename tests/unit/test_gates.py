@@ -65,7 +65,7 @@ def test_provider_keys_are_detected_and_never_echoed(secret: str, kind: str) -> 
 
 def test_openai_key_snippet_shows_only_the_provider_prefix() -> None:
     (hit,) = find_credentials(f"key {OPENAI_KEY} here")
-    assert "sk-…[REDACTED]" in hit["snippet"]
+    assert "sk-proj-…[REDACTED]" in hit["snippet"]
 
 
 def test_pem_private_key_is_detected_with_its_body_redacted() -> None:
@@ -379,17 +379,3 @@ def test_cited_paths_finds_relative_dotted_and_absolute_paths_in_order() -> None
 def test_cited_paths_skips_urls_and_slash_words() -> None:
     text = "See https://example.com/a/b.py and github.com/o/r/x, and/or I/O on 2026/01/05, 50/50."
     assert cited_paths(text) == []
-
-
-def test_the_provider_prefilter_passes_every_text_a_provider_pattern_matches() -> None:
-    """`_provider_hits` skips the provider patterns when the prefilter finds no prefix: it must
-    never skip a text one of them matches."""
-    from memoryd.daemon.memories.gates import _PROVIDER_KEYS, _PROVIDER_PREFIX_RE
-
-    samples = [OPENAI_KEY, ANTHROPIC_KEY, GITHUB_TOKEN, AWS_KEY, SLACK_TOKEN, GITLAB_TOKEN, GOOGLE_KEY, JWT,
-               "github_pat_" + "A1b2C3d4E5" * 4, "ASIA" + "Q2W3E4R5T6Y7U8I9", "Bearer " + "abcDEF123456" * 3,
-               "sk-proj-" + "Zx8Cv7Bn" * 4, "xoxp-" + "1234567890-abc"]
-    for kind, pattern, _visible in _PROVIDER_KEYS:
-        matched = [s for s in samples if pattern.search(f"use {s} here")]
-        assert matched, f"no sample for {kind}"
-        assert all(_PROVIDER_PREFIX_RE.search(f"use {s} here") for s in matched), kind

@@ -1,7 +1,7 @@
 """The episode tier's tools: episode_write, episode_handoff, episode_search.
 
-Import contract: core (and its journal), clock, connections, store, scopes, tool, validate, the
-episode record, and protocol's frame limit — no zmq, no msgpack.
+Import contract: core (and its journal), clock, connections, credentials, store, scopes, tool,
+validate, the episode record, and protocol's frame limit — no zmq, no msgpack.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from memoryd.daemon import frontmatter, idents
 from memoryd.daemon.clock import parse_iso
 from memoryd.daemon.connections import Session
 from memoryd.daemon.core import Call, Core
+from memoryd.daemon.credentials import mask_credentials
 from memoryd.daemon.episodes.episode import Episode, first_line, to_meta
 from memoryd.daemon.scopes import is_hidden, matches_any, unique
 from memoryd.daemon.tool import (
@@ -75,7 +76,18 @@ def episode_write(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     swarm = args["swarm_id"] or call.identity.get("swarm_id")
     if swarm is not None and not python_pattern(SWARM_PATTERN).fullmatch(swarm):
         raise InvalidParams("swarm_id", "must be 1-128 chars of [A-Za-z0-9_-]")
-    return write_episode(core, call.session, body, takeaway, scopes, swarm, call.req)
+    body, masked = _mask("body", body, [])
+    takeaway, masked = _mask("takeaway", takeaway, masked) if takeaway is not None else (None, masked)
+    result = write_episode(core, call.session, body, takeaway, scopes, swarm, call.req)
+    return {**result, "masked": masked} if masked else result
+
+
+def _mask(field: str, text: str, masked: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+    """`text` with its secrets replaced before anything stores it. Run state is kept rather than
+    refused (a refused journal entry loses the rest of it), but a takeaway is shown by every
+    handoff, digest and sibling's live news, so no secret may reach the file (docs/security.md)."""
+    clean, kinds = mask_credentials(text)
+    return clean, masked + ([{"field": field, "kinds": sorted(set(kinds))}] if kinds else [])
 
 
 def write_episode(core: Core, session: Session, body: str, takeaway: str | None,
@@ -344,6 +356,7 @@ TOOLS = [
         description=(
             "Journal run state in your session: what was tried, where it failed, what is blocked or "
             "next; the transient notes memory_write rejects (no durability gate: not durable facts). "
+            "Secrets are masked before storing (masked names the fields). "
             "Kept 30 days, never in memory_* reads; episode_handoff shows the takeaway (else the body's "
             "first line); episode_promote makes one durable."
         ),
@@ -357,7 +370,7 @@ TOOLS = [
         },
         required=("body",),
         returns={"status": STR, "id": STR, "session_id": STR, "created": STR, "takeaway": OPT_STR,
-                 "scopes": ANY_LIST, "swarm_id": OPT_STR},
+                 "scopes": ANY_LIST, "swarm_id": OPT_STR, "masked": ANY_LIST},
         handler=episode_write,
     ),
     Tool(

@@ -1,66 +1,29 @@
 """Pure detectors behind memory_write's gate chain and the taint scan (docs/tools.md).
 
-Import contract: stdlib and `text` (stopwords, word tokens) only, no I/O, no state; every
-function takes text and returns plain data, so the gate order and the override flags live in the
-caller. Past 400 lines on purpose: the gates' detectors share one lazy pattern compiler (`_re`,
-`compile_patterns`) and the snippet window; split by gate, each piece would need that wiring again.
+Import contract: stdlib, `text` (stopwords, word tokens), `patterns` (lazy compiling) and the
+credential detector (`credentials`, the first gate, shared with every other path that stores outside
+text) only; no I/O, no state. Every function takes text and returns plain data, so the gate order
+and the override flags live in the caller.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Any, cast
 
+from memoryd.daemon.credentials import credential_hits, find_credentials, redact_credentials
+from memoryd.daemon.patterns import compile_all as compile_patterns
+from memoryd.daemon.patterns import lazy as _re
 from memoryd.daemon.text import STOPWORDS, word_tokens
 
-
-class _Lazy:
-    """A pattern compiled on first use, then called as fast as the compiled one: its methods are
-    copied onto the instance. Compiling the ~40 patterns below is a tenth of a daemon start
-    (docs/benchmark.md); the memory tier compiles them in its first slice after start (`compile_patterns`)."""
-
-    _METHODS = ("search", "match", "fullmatch", "finditer", "findall", "sub", "split")
-
-    def __init__(self, pattern: str, flags: int) -> None:
-        self._args = (pattern, flags)
-
-    def compile(self) -> None:
-        if "_compiled" not in self.__dict__:
-            compiled = re.compile(*self._args)
-            self.__dict__.update({m: getattr(compiled, m) for m in self._METHODS}, _compiled=compiled)
-
-    def __getattr__(self, name: str) -> Any:  # only until compiled, and for rarer attributes
-        if name.startswith("__") or name in ("_args", "_compiled"):
-            raise AttributeError(name)
-        self.compile()
-        return getattr(self._compiled, name)
-
-
-_LAZY: list[_Lazy] = []
-
-
-def _re(pattern: str, flags: int = 0) -> re.Pattern[str]:
-    lazy = _Lazy(pattern, flags)
-    _LAZY.append(lazy)
-    return cast("re.Pattern[str]", lazy)
-
-
-def compile_patterns() -> None:
-    """Compile every gate pattern now (idempotent), rather than in the first write's time."""
-    for lazy in _LAZY:
-        lazy.compile()
-
 __all__ = [
-    "cited_paths", "credential_hits", "find_credentials", "find_scope_mismatches", "find_transient_markers",
-    "find_ungrounded_claims", "redact_credentials", "scan_taint",
+    "cited_paths", "compile_patterns", "credential_hits", "find_credentials", "find_scope_mismatches",
+    "find_transient_markers", "find_ungrounded_claims", "redact_credentials", "scan_taint",
 ]
 
-REDACTED = "[REDACTED]"
 MIN_GROUNDED_OVERLAP = 0.30
 MIN_CLAIM_CONTENT_WORDS = 3
 MIN_PROJECT_NAME_CHARS = 3
-CREDENTIAL_CONTEXT_CHARS = 20
 MARKER_SNIPPET_CHARS = 60
 
 # ---------------------------------------------------------------------------------------------
@@ -74,154 +37,17 @@ def _window(text: str, start: int, end: int, radius: int) -> str:
     return ("…" if lo > 0 else "") + body + ("…" if hi < len(text) else "")
 
 
-# ---------------------------------------------------------------------------------------------
-# Gate 1: credentials
-
-# (kind, pattern, visible prefix length). Only the fixed provider prefix is ever shown.
-_PROVIDER_KEYS: list[tuple[str, re.Pattern[str], int]] = [
-    ("anthropic_key", _re(r"(?<![\w-])sk-ant-[A-Za-z0-9_-]{20,}"), 7),
-    ("openai_key", _re(r"(?<![\w-])sk-(?!ant-)(?:proj-)?[A-Za-z0-9_-]{20,}"), 3),
-    ("github_token", _re(r"(?<!\w)gh[pousr]_[A-Za-z0-9]{30,}"), 4),
-    ("github_token", _re(r"(?<!\w)github_pat_[A-Za-z0-9_]{30,}"), 11),
-    ("aws_access_key", _re(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Za-z0-9])"), 4),
-    ("slack_token", _re(r"(?<![\w-])xox[abposr]-[A-Za-z0-9-]{10,}"), 5),
-    ("gitlab_token", _re(r"(?<![\w-])glpat-[A-Za-z0-9_-]{20,}"), 6),
-    ("google_api_key", _re(r"(?<![\w-])AIza[0-9A-Za-z_-]{35}"), 4),
-    ("jwt", _re(r"(?<![\w-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"), 3),
-    ("bearer_token", _re(r"(?<!\w)Bearer\s+[A-Za-z0-9._~+/-]{20,}=*"), 7),
-]
-# Every provider pattern above starts with one of these: text without any skips them all.
-_PROVIDER_PREFIX_RE = _re(r"sk-|gh[pousr]_|github_pat_|AKIA|ASIA|xox[abposr]-|glpat-|AIza|eyJ|Bearer")
-_PEM_RE = _re(
-    r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
-    r"(?:.*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|.{0,8192})",
-    re.DOTALL,
-)
-_URL_PASSWORD_RE = _re(r"\b[a-z][a-z0-9+.-]*://[^\s/:@]+:([^\s/@]+)@", re.IGNORECASE)
-_ASSIGNMENT_RE = _re(
-    r"""(?<![A-Za-z0-9_])
-    (?P<key>(?:[A-Za-z0-9]+[_.-])*
-        (?:password|passwd|passphrase|secret|token|api[_-]?key|apikey|access[_-]?key
-          |secret[_-]?key|private[_-]?key|client[_-]?secret))
-    ["']?[ \t]*(?P<sep>:=|=>|=|:)(?![=>])[ \t]*
-    (?:(?P<q>["'])(?P<qv>[^"'\n]{0,300})(?P=q)|(?P<uv>[^\s"'`,;)}\]]{1,300}))""",
-    re.IGNORECASE | re.VERBOSE,
-)
-# Values that say "a secret goes here" rather than being one.
-_PLACEHOLDER_RE = _re(
-    r"""^(?:none|null|nil|undefined|true|false|empty|n/?a|tbd|todo|hidden|secret|password|token
-    |[x*._•…-]+|<[^>]*>|\[[^\]]*\]|\{\{.*\}\}|\$\{?[a-z_][a-z0-9_]*\}?
-    |%\(?[a-z_]+\)?s?|%[a-z_]+%
-    |(?:your|my|the|some|an?)[_-].*|.*(?:placeholder|example|redacted|changeme|change_me|dummy
-    |sample|xxxx).*|[a-z_][a-z0-9_.]*[(\[].*|(?:os\.environ|process\.env|env\.).*)\Z""",
-    re.IGNORECASE | re.VERBOSE,
-)
-
-_Hit = tuple[int, int, str, str]  # start, end, kind, replacement text
-
-
-def _provider_hits(text: str) -> list[_Hit]:
-    hits: list[_Hit] = []
-    if _PROVIDER_PREFIX_RE.search(text):
-        for kind, pattern, visible in _PROVIDER_KEYS:
-            for m in pattern.finditer(text):
-                hits.append((m.start(), m.end(), kind, m.group()[:visible] + "…" + REDACTED))
-    for m in _PEM_RE.finditer(text) if "-----BEGIN" in text else ():
-        header = text[m.start() : text.index("-----", m.start() + 5) + 5]
-        hits.append((m.start(), m.end(), "private_key", header + "…" + REDACTED))
-    for m in _URL_PASSWORD_RE.finditer(text) if "://" in text else ():
-        if not _PLACEHOLDER_RE.match(m.group(1)):
-            hits.append((m.start(1), m.end(1), "url_password", REDACTED))
-    return hits
-
-
-def _looks_secret(value: str, sep: str, quoted: bool) -> bool:
-    """Whether an assigned value is a real secret rather than a placeholder or prose.
-
-    After a bare `:` the value must look machine-made (a digit, a symbol, mixed case or 16+ chars),
-    because "token: rotate it monthly" is prose while "token: a8Fq…" is not.
-    """
-    if len(value) < 3 or _PLACEHOLDER_RE.match(value):
-        return False
-    if quoted or sep != ":":
-        return True
-    return (
-        len(value) >= 16
-        or any(c.isdigit() or not c.isalnum() for c in value)
-        or (value != value.lower() and value[1:] != value[1:].lower())
-    )
-
-
-def _assignment_hits(text: str, taken: list[_Hit]) -> list[_Hit]:
-    hits: list[_Hit] = []
-    for m in _ASSIGNMENT_RE.finditer(text):
-        group = "qv" if m.group("q") else "uv"
-        start, end = m.span(group)
-        if not _looks_secret(m.group(group), m.group("sep"), group == "qv"):
-            continue
-        if any(s < end and start < e for s, e, _, _ in taken):
-            continue  # the value is already reported under its provider's kind
-        hits.append((start, end, "secret_assignment", REDACTED))
-    return hits
-
-
-def _non_overlapping(hits: list[_Hit]) -> list[_Hit]:
-    """Hits by position; one overlapping an earlier (or longer, same-start) hit is dropped."""
-    kept: list[_Hit] = []
-    for hit in sorted(hits, key=lambda h: (h[0], -h[1])):
-        if not kept or hit[0] >= kept[-1][1]:
-            kept.append(hit)
+def _non_overlapping(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Spans by position; one overlapping an earlier (or longer, same-start) span is dropped."""
+    kept: list[tuple[int, int]] = []
+    for span in sorted(spans, key=lambda s: (s[0], -s[1])):
+        if not kept or span[0] >= kept[-1][1]:
+            kept.append(span)
     return kept
 
 
-def credential_hits(text: str) -> list[_Hit]:
-    """Every secret in `text` as (start, end, kind, replacement), by position, none overlapping.
-    A private key's hit runs from BEGIN through END (or 8 KiB on, when END is missing)."""
-    provider = _non_overlapping(_provider_hits(text))
-    return _non_overlapping(provider + _assignment_hits(text, provider))
-
-
-def redact_credentials(text: str) -> str:
-    """`text` with every secret replaced as find_credentials' snippets show it (a provider's fixed
-    prefix, then [REDACTED]): for reports that name what was refused, e.g. `memoryd import`."""
-    out, cursor = [], 0
-    for start, end, _, replacement in credential_hits(text):
-        out += [text[cursor:start], replacement]
-        cursor = end
-    return "".join(out) + text[cursor:]
-
-
-def find_credentials(text: str) -> list[dict[str, str]]:
-    """Secrets in `text` as `[{kind, snippet}]`, in text order.
-
-    Every detected secret is redacted from the whole text before any snippet is cut, so a snippet
-    never holds a secret it found, even one sitting next to another.
-    """
-    hits = credential_hits(text)
-    parts: list[str] = []
-    spans: list[tuple[int, int, str]] = []
-    cursor = length = 0
-    for start, end, kind, replacement in hits:
-        parts.append(text[cursor:start])
-        length += start - cursor
-        spans.append((length, length + len(replacement), kind))
-        parts.append(replacement)
-        length += len(replacement)
-        cursor = end
-    parts.append(text[cursor:])
-    redacted = "".join(parts)
-    return [
-        {"kind": kind, "snippet": _window(redacted, *_snap(spans, s, e), 0)} for s, e, kind in spans
-    ]
-
-
-def _snap(spans: list[tuple[int, int, str]], start: int, end: int) -> tuple[int, int]:
-    """Widen `[start, end)` by the context radius without cutting another redaction in half."""
-    lo, hi = start - CREDENTIAL_CONTEXT_CHARS, end + CREDENTIAL_CONTEXT_CHARS
-    for s, e, _ in spans:
-        lo = e if s < lo < e else lo
-        hi = s if s < hi < e else hi
-    return max(0, lo), hi
+# ---------------------------------------------------------------------------------------------
+# Gate 1, credentials, is `daemon/credentials.py`: every path that stores outside text asks it.
 
 
 # ---------------------------------------------------------------------------------------------
@@ -295,9 +121,9 @@ def _marker_spans(text: str) -> Iterator[tuple[int, int]]:
 
 def find_transient_markers(text: str) -> list[dict[str, str]]:
     """Transient phrasing as `[{marker, snippet}]` in text order; `marker` is the match, lowered."""
-    spans = _non_overlapping([(s, e, "", "") for s, e in _marker_spans(text)])
+    spans = _non_overlapping(list(_marker_spans(text)))
     results = []
-    for start, end, _, _ in spans:
+    for start, end in spans:
         radius = max(10, (MARKER_SNIPPET_CHARS - (end - start)) // 2)
         results.append({
             "marker": " ".join(text[start:end].lower().split()),

@@ -1,6 +1,6 @@
 """What client hooks (`memoryd hook EVENT`) ask of the session tier, beyond the tools.
 
-Import contract: core, clock, connections, memories (gates), session records — no zmq, no msgpack.
+Import contract: core, clock, connections, credentials, session records — no zmq, no msgpack.
 
 - One memoryd session per client session: `ClientSessions` maps the client's session key (Claude
   Code's `session_id`, which its bridge also sees as `CLAUDE_CODE_SESSION_ID`) to the open memoryd
@@ -24,6 +24,7 @@ from typing import Any
 from memoryd.daemon.clock import parse_iso
 from memoryd.daemon.connections import Session
 from memoryd.daemon.core import Core
+from memoryd.daemon.credentials import Hit, credential_hits, find_credentials
 from memoryd.daemon.sessions import records
 from memoryd.errors import MemorydError
 
@@ -83,8 +84,6 @@ def scrub(text: str) -> str | None:
     recognisable. A private key is withheld BEGIN through END — its body lines look like nothing —
     and to the end of the text when END is missing. The cut then drops its first, partial word,
     so what was next to the cut cannot be a token's tail either."""
-    from memoryd.daemon.memories.gates import credential_hits, find_credentials
-
     text = _cut(text.strip(), SCAN_CHARS)
     text = _withhold(text, credential_hits(text))
     if find_credentials(text):
@@ -93,7 +92,7 @@ def scrub(text: str) -> str | None:
     return None if not text or find_credentials(text) else text
 
 
-def _withhold(text: str, hits: list[tuple[int, int, str, str]]) -> str:
+def _withhold(text: str, hits: list[Hit]) -> str:
     """`text` with each run of lines a credential touches replaced by WITHHELD."""
     runs: list[tuple[int, int]] = []
     for start, end, kind, _ in hits:
