@@ -11,7 +11,8 @@ quarantined with the reason; it is never indexed or served.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Collection
+from dataclasses import dataclass, replace
 
 from memoryd.daemon import frontmatter, idents
 from memoryd.daemon.memories.args import check_scope_list
@@ -126,3 +127,28 @@ def check(path: str, mode: str, data: bytes, max_content_bytes: int, not_after: 
     if markers:
         raise Refused(f"holds a credential ({', '.join(sorted({m['kind'] for m in markers}))})")
     return Admitted(memory_id, state, memory)
+
+
+def buries(state: str, pulled: Memory, live: Memory | None, live_sha: str | None, kept: Collection[str]) -> bool:
+    """Whether a pulled version may take the place of this machine's live one (`live`, whose file's
+    sha is `live_sha`); run in the loop, against the live version at admission. Only a tombstone
+    is checked: a removal elsewhere buries the version both machines had (`bury` changes nothing
+    but `removed_at` and `removed_reason`), so anything else in it — content, scopes, taint — is
+    someone else's text, which `memory_restore` would bring back in this memory's name.
+
+    One exception, so an edit here and a newer removal elsewhere do not split the machines for
+    good: the merge rule gave the removal the win and kept this machine's edit in the shared tree
+    as a conflict (`kept`: the shas under `conflicts/<id>/`). Then the removal is taken here too,
+    and the edit's text is not lost: every machine reports it until the user settles it, and
+    `memoryd sync resolve ID --keep other` makes it current again (docs/sync.md, "Merging")."""
+    if state != TOMB or live is None:
+        return True
+    if replace(pulled, removed_at=None, removed_reason=None) == live:
+        return True
+    return live_sha is not None and live_sha in kept and _not_older(pulled.removed_at, live.updated)
+
+
+def _not_older(stamp: str | None, than: str) -> bool:
+    """`stamp` is a valid stamp no earlier than `than` (equal stamps: the merge broke the tie by sha)."""
+    mine, other = stamp_ms(stamp), stamp_ms(than)
+    return mine is not None and other is not None and mine >= other

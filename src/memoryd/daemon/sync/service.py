@@ -14,8 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -326,7 +325,7 @@ def admit_batch(state: SyncState, result: Result) -> None:
         if current_version(tier, item.memory_id) != item.expected:
             result.deferred += 1  # changed here while the job ran: the next sync decides
             continue
-        if not removes_this(tier, item):
+        if not removes_this(tier, item, result.conflicts.get(item.memory_id, ())):
             refuse(state, result, item, "a tombstone whose text is not this machine's version of it")
             continue
         put_record(tier, item.memory, item.data, item.state)
@@ -368,15 +367,13 @@ def finish(state: SyncState, result: Result) -> None:
         state.next_auto = core.clock() + min(MAX_RETRY_S, interval * 2 ** min(state.failures, 12))
 
 
-def removes_this(tier: MemoryTier, item: Incoming) -> bool:
+def removes_this(tier: MemoryTier, item: Incoming, kept: Collection[str]) -> bool:
     """False for a pulled tombstone that would replace this machine's live version with other
-    text: a removal elsewhere buries the version both machines had (`bury` changes nothing but
-    `removed_at` and `removed_reason`), so anything else in it — content, scopes, taint — is
-    what the sender wrote, not this memory, and `memory_restore` would bring that back."""
-    live = tier.live.get(item.memory_id)
-    if item.state != TOMB or live is None:
-        return True
-    return bool(replace(item.memory, removed_at=None, removed_reason=None) == live)
+    text, unless that version is kept in the tree as a conflict (`kept`): `admission.buries`."""
+    from memoryd.daemon.sync.admission import buries
+
+    live_sha = item.expected[1] if item.expected is not None else None  # the file now (checked just before)
+    return buries(item.state, item.memory, tier.live.get(item.memory_id), live_sha, kept)
 
 
 def refuse(state: SyncState, result: Result, item: Incoming, reason: str) -> None:
