@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Collection
 from pathlib import Path
 
 from memoryd.daemon import frontmatter, nofollow
@@ -162,26 +163,58 @@ def read_clone_record(repo: Path, memory_id: str) -> Version | None:
 
 class Quarantine:
     """`sync/quarantine/`: each refused file's bytes (`<blob>.bad`) and its row in index.jsonl
-    (path, reason, blob), reported once."""
+    (path, reason, blob), reported once, and kept until a version of that record is admitted
+    (`release`): what it counts is what this machine still refuses."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.listed: set[str] = set()  # blobs index.jsonl lists (`load`)
+        self.ids: set[str] = set()  # the record ids its rows name
         self.used = 0  # and the bytes the folder holds
 
     def load(self) -> None:
         """What the folder already lists (reported once) and the bytes it holds."""
-        self.listed, self.used = set(), 0
+        self.listed, self.ids, self.used = set(), set(), 0
         try:
             self.used = sum(e.stat(follow_symlinks=False).st_size for e in os.scandir(self.folder))
-            with open(self.folder / "index.jsonl", encoding="utf-8", errors="replace") as handle:
-                for line in handle:
-                    try:
-                        self.listed.add(json.loads(line)["blob"])
-                    except (ValueError, KeyError, TypeError):
-                        continue
         except OSError:
-            pass
+            return
+        for row in self._rows():
+            self.listed.add(row["blob"])
+            self.ids.add(_record_id(row))
+
+    def _rows(self) -> list[dict[str, str]]:
+        """index.jsonl's rows (a row that does not parse is skipped; a link there is never read)."""
+        try:
+            text = nofollow.read_nofollow(self.folder / "index.jsonl").decode("utf-8", "replace")
+        except (OSError, frontmatter.BadRecord):
+            return []
+        rows = []
+        for line in text.splitlines():
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(row, dict) and isinstance(row.get("blob"), str) and isinstance(row.get("path"), str):
+                rows.append(row)
+        return rows
+
+    def release(self, admitted: Collection[str]) -> int:
+        """Drop the rows (and kept bytes) of every refused version of a record just admitted in
+        another version — a stamp from a clock ahead, admitted once this clock caught up — so the
+        count stops reporting what this machine now holds. Returns how many rows went."""
+        if self.ids.isdisjoint(admitted):
+            return 0
+        rows = self._rows()
+        kept = [row for row in rows if _record_id(row) not in admitted]
+        write_atomic(self.folder / "index.jsonl", "".join(json.dumps(row) + "\n" for row in kept).encode())
+        still = {row["blob"] for row in kept}
+        for row in rows:
+            blob = row["blob"]
+            if blob not in still and len(blob) == 40 and all(c in "0123456789abcdef" for c in blob):
+                (self.folder / f"{blob}.bad").unlink(missing_ok=True)  # unlink never follows a link
+        self.load()
+        return len(rows) - len(kept)
 
     def keep(self, path: str, blob: str, data: bytes | None, reason: str, rows: list[dict[str, str]]) -> None:
         """Keep a refused file's bytes and add its row to `rows` (the job's report), unless it was
@@ -194,6 +227,7 @@ class Quarantine:
         self.listed.add(blob)
         self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         row = {"blob": blob, "path": escaped(path)[:300], "reason": reason}
+        self.ids.add(_record_id(row))
         if data is not None and self.used + len(data) + 1024 <= QUARANTINE_MAX_BYTES:
             write_atomic(self.folder / f"{blob}.bad", data)
             self.used += len(data)
@@ -210,3 +244,9 @@ class Quarantine:
                     handle.write(line)
                 self.used += len(line)
         rows.append(row)
+
+
+def _record_id(row: dict[str, str]) -> str:
+    """The id of the record a quarantine row's path names; "" for a path that names none."""
+    named = admission.record_path(row["path"])
+    return named[0] if named is not None else ""

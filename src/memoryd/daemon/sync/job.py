@@ -61,7 +61,7 @@ class Result:
     head: str | None = None
     remote: str | None = None
     device: str | None = None
-    admitted: int = 0                           # pulled records the loop has admitted so far
+    admitted: list[str] = field(default_factory=list)  # ids of the pulled records admitted so far
     position: int = 0                           # how far the loop's admission has got
 
     def summary(self) -> dict[str, Any]:

@@ -331,7 +331,7 @@ def admit_batch(state: SyncState, result: Result) -> None:
         put_record(tier, item.memory, item.data, item.state)
         core.record("sync_pull", None, memory_id=item.memory_id, state=item.state, sha=item.sha,
                     device=item.device)
-        result.admitted += 1
+        result.admitted.append(item.memory_id)
     result.position += len(batch)
     if result.position >= len(result.incoming):
         worker_for(core).admitting = None
@@ -340,10 +340,10 @@ def admit_batch(state: SyncState, result: Result) -> None:
 
 def finish(state: SyncState, result: Result) -> None:
     """The job's end: conflicts and quarantine as the clone has them, its event, its summary."""
-    core, pulled = state.core, result.admitted
+    core, pulled = state.core, len(result.admitted)
     if result.status == "ok" and result.kind == "sync":
         state.conflicts = result.conflicts
-        state.quarantined_total = result.quarantined_total
+        state.quarantined_total = result.quarantined_total = _after_release(state, result)
         state.publish_conflicts()
     summary = {**result.summary(), "pulled": pulled, "deferred": result.deferred, "finished_at": core.now()}
     if result.status == "ok" and result.kind == "init" and result.device:  # a fresh clone was made
@@ -365,6 +365,18 @@ def finish(state: SyncState, result: Result) -> None:
     interval = core.config.sync_interval_seconds
     if interval > 0 and state.failures:
         state.next_auto = core.clock() + min(MAX_RETRY_S, interval * 2 ** min(state.failures, 12))
+
+
+def _after_release(state: SyncState, result: Result) -> int:
+    """The quarantine's count once the refused versions of the records this job admitted have left
+    it (a version refused for a clock ahead, admitted now): it counts what is still refused."""
+    quarantine = worker_for(state.core).quarantine
+    try:
+        if result.admitted and quarantine.release(set(result.admitted)):
+            return count_quarantined(state.layout)
+    except OSError as exc:  # the rows stay, counted, and go at the next admission
+        log.warning("sync: could not drop admitted records from the quarantine: %s", exc)
+    return result.quarantined_total
 
 
 def removes_this(tier: MemoryTier, item: Incoming, kept: Collection[str]) -> bool:
