@@ -9,6 +9,9 @@ import hmac
 import os
 import secrets
 import threading
+import time
+from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 
 from memoryd.client.connection import Operator
@@ -16,6 +19,39 @@ from memoryd.client.connection import Operator
 HOST = "127.0.0.1"
 PORT_BASE, PORT_SPAN = 47000, 2000
 READ_TIMEOUT_S = 20.0
+# Wrong one-time codes a minute before every sign-in is refused (429) for the rest of it. A code is
+# 192 random bits, so this is not what keeps a guesser out; it keeps a local process from spending
+# the view's time on guesses, and makes a flood of them visible (a 429 to the user's own code).
+SIGN_IN_FAILURES_PER_MINUTE = 10
+SIGN_IN_WINDOW_S = 60.0
+
+
+class SignInLimited(Exception):
+    """Too many wrong codes lately: no sign-in is tried for `retry_after_s` seconds."""
+
+    def __init__(self, retry_after_s: float) -> None:
+        super().__init__(f"too many sign-in attempts; retry in {retry_after_s:.0f} s")
+        self.retry_after_s = retry_after_s
+
+
+class Attempts:
+    """The failed sign-ins of the last window: at `cap` of them, none is tried until the oldest
+    ages out. Not thread-safe on its own (UI holds its lock around it)."""
+
+    def __init__(self, cap: int = SIGN_IN_FAILURES_PER_MINUTE, window_s: float = SIGN_IN_WINDOW_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.cap, self.window_s, self.clock = cap, window_s, clock
+        self.failures: deque[float] = deque()
+
+    def wait_s(self) -> float:
+        """Seconds until a sign-in may be tried again; 0 when it may now."""
+        now = self.clock()
+        while self.failures and self.failures[0] <= now - self.window_s:
+            self.failures.popleft()
+        return self.failures[0] + self.window_s - now if len(self.failures) >= self.cap else 0.0
+
+    def failed(self) -> None:
+        self.failures.append(self.clock())
 
 
 def default_port(uid: int | None = None) -> int:
@@ -45,6 +81,7 @@ class UI:
         self.csrf = derive("csrf")
         self.codes: set[str] = set()
         self.codes_lock = threading.Lock()
+        self.attempts = Attempts()
 
     def new_code(self) -> str:
         code = secrets.token_urlsafe(24)
@@ -53,11 +90,17 @@ class UI:
         return code
 
     def spend_code(self, code: str) -> bool:
-        """True once per code: the first load with it wins, every later one is refused."""
+        """True once per code: the first load with it wins, every later one is refused. Past the
+        cap of wrong codes a minute, `SignInLimited` instead, whatever the code: a guesser whose
+        guesses are not even looked at learns nothing."""
         with self.codes_lock:
+            wait_s = self.attempts.wait_s()
+            if wait_s > 0:
+                raise SignInLimited(wait_s)
             if code in self.codes:
                 self.codes.discard(code)
                 return True
+            self.attempts.failed()
         return False
 
     def url(self, code: str) -> str:

@@ -11,6 +11,7 @@ Guards, each on every request:
   - one-time codes: the URL printed, and the one handed to the browser (its argv is readable by
     other users with `ps`), are `/?code=…`, each a different code good for one load; that load
     trades it for the session cookie and a redirect, and the code is then spent (403 after);
+    past 10 wrong codes a minute every sign-in is answered 429 with Retry-After (`access.Attempts`);
   - the session cookie `memoryd_ui_<port>` = HMAC(secret, "session:<port>"), HttpOnly,
     SameSite=Strict, and scoped with `Path=` to a secret path prefix, HMAC(secret, "path:<port>"),
     under which every page lives. Why the path: cookies do not isolate by port, so a cookie with
@@ -20,7 +21,8 @@ Guards, each on every request:
     (`__Host-` is not used: it demands `Path=/`, and Secure over plain http is not honoured by
     every browser.) A request needs both the prefix and the cookie;
 - a change (POST) also needs the CSRF value (a third HMAC, never the secret) as its `csrf` form
-  field or `X-Memoryd-Token` header, and an `Origin`, when sent, that is this server;
+  field or `X-Memoryd-Token` header, and an `Origin`, when sent, that is this server; an edit also
+  needs the version it was made against (`expected_updated`), or it is refused (400), unwritten;
 - every page is rendered with escaped text (pages.py) under a Content-Security-Policy that allows
   only our own script and stylesheet files, no inline code, no framing.
 
@@ -33,6 +35,7 @@ live feed only writes, and its pings every FEED_PING_S find a vanished reader wi
 from __future__ import annotations
 
 import json
+import math
 import sys
 import threading
 import time
@@ -44,7 +47,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 from memoryd.client.connection import is_unavailable
 from memoryd.errors import DAEMON_UNAVAILABLE, INVALID_PARAMS, RESOURCE_STATE, MemorydError
 from memoryd.ui import assets, pages
-from memoryd.ui.access import HOST, UI
+from memoryd.ui.access import HOST, UI, SignInLimited
 from memoryd.ui.feed import follow_events
 
 MAX_BODY = 64 * 1024
@@ -77,11 +80,11 @@ def http_status(exc: MemorydError) -> int:
 
 
 class Refused(Exception):
-    """A request the guards turn away, with the status to answer."""
+    """A request the guards turn away, with the status to answer (and headers, e.g. Retry-After)."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
-        self.status, self.message = status, message
+        self.status, self.message, self.headers = status, message, headers
 
 
 # -- requests -----------------------------------------------------------------------------------------
@@ -120,7 +123,13 @@ class Handler(BaseHTTPRequestHandler):
 
     def spend(self, query: dict[str, list[str]]) -> None:
         """Trade a one-time code for the session cookie, scoped to our secret path, and land inside."""
-        if not self.ui.spend_code(_first(query, "code") or ""):
+        try:
+            spent = self.ui.spend_code(_first(query, "code") or "")
+        except SignInLimited as exc:
+            wait_s = max(1, math.ceil(exc.retry_after_s))
+            raise Refused(429, f"too many sign-in attempts with a wrong code: none is tried for {wait_s} s",
+                          {"Retry-After": str(wait_s)}) from None
+        if not spent:
             raise Refused(403, "this one-time code is spent or wrong: restart `memoryd ui` for a new URL")
         print("memoryd ui: a browser signed in with a one-time code", file=sys.stderr, flush=True)
         cookie = f"{self.ui.cookie}={self.ui.session}; HttpOnly; SameSite=Strict; Path={self.ui.prefix}"
@@ -192,7 +201,7 @@ class Handler(BaseHTTPRequestHandler):
                     return
             raise Refused(404, "no such page")
         except Refused as exc:
-            self.send(exc.status, pages.error_page(exc.status, exc.message, self.base))
+            self.send(exc.status, pages.error_page(exc.status, exc.message, self.base), extra=exc.headers)
         except MemorydError as exc:
             status = http_status(exc)
             text = "the daemon is not running (memoryd serve --detach)" if status == 503 else exc.message
@@ -301,7 +310,12 @@ class Handler(BaseHTTPRequestHandler):
         an `update` in the history. A refusal writes nothing and shows the page again with the
         reason and the draft kept, so no typing is lost."""
         draft = (_first(form, "content") or "").replace("\r\n", "\n")
-        read_at = _first(form, "expected_updated") or None
+        read_at = (_first(form, "expected_updated") or "").strip()
+        if not read_at:  # without it memory_update skips its compare-and-set: a blind overwrite
+            self.show_memory(memory_id, {}, 400, "not saved: the edit names no version it was made against "
+                             "(expected_updated, which the page's own form sends); nothing was written, the "
+                             "current text is shown and your draft is kept below", draft)
+            return
         if not draft.strip():
             self.show_memory(memory_id, {}, 400, "the new content is empty: nothing saved (Remove removes a memory)",
                              draft)
