@@ -35,6 +35,12 @@ class Config:
     hook_prompt_min_relevance: float = 0.6
     hook_prompt_min_similarity: float = 0.6   # the encoder's cosine; docs/search.md, "The prompt gate"
     hook_prompt_min_both: float = 0.4         # …or both signals at this floor
+    # Below those floors, a pointer line (short id + first words) where a lower bar is cleared
+    # (cli/disclosure.py; fit on the tune split, docs/search.md "Disclosure").
+    hook_prompt_max_pointers: int = 1
+    hook_pointer_min_similarity: float = 0.5
+    hook_pointer_min_relevance: float = 1.1   # off: words alone never made a pointer pay on the tune split
+    hook_pointer_depth: int = 1               # only the ranking's first hit may be pointed to
     hook_last_words: bool = True
     # Sync through a git remote (docs/sync.md): seconds between the daemon's own syncs; 0 = off.
     sync_interval_seconds: int = 0
@@ -66,6 +72,10 @@ RANGES: dict[str, tuple[float, float]] = {
     "hook_prompt_min_relevance": (0.0, 1.0),
     "hook_prompt_min_similarity": (0.0, 1.0),
     "hook_prompt_min_both": (0.0, 1.0),
+    "hook_prompt_max_pointers": (0, 5),
+    "hook_pointer_min_similarity": (0.0, 1.1),
+    "hook_pointer_min_relevance": (0.0, 1.1),
+    "hook_pointer_depth": (1, 10),
     "sync_interval_seconds": (0, 7 * DAY_S),         # off .. once a week
 }
 # Every string key's choices: anything else is refused at start, naming the key and the choices.

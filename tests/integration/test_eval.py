@@ -52,8 +52,15 @@ def test_queries_about_absent_topics_leave_the_prompt_gate_silent(report: dict) 
     assert report["summary"]["all"]["negative"]["silent"] >= 0.95  # measured 1.000
 
 
-def test_the_prompt_gate_speaks_for_related_prompts_and_not_for_unrelated_ones(report: dict) -> None:
+def test_the_prompt_hook_discloses_for_related_prompts_and_not_for_unrelated_ones(report: dict) -> None:
+    """Floors under the held-out numbers of the three tiers (docs/search.md, "Disclosure")."""
     gate = report["prompt_gate"]["heldout"]
-    assert gate["related_right"] >= 0.46     # measured 0.508 (relevance alone: 0.238; words or meaning: 0.429)
-    assert gate["unrelated_silent"] >= 0.95  # measured 0.979
+    assert gate["right_full"] >= 0.46        # measured 0.508 (relevance alone: 0.238; words or meaning: 0.429)
+    assert gate["reached"] >= 0.55           # measured 0.587 with pointers (0.508 in full alone)
+    assert gate["unrelated_nothing"] >= 0.90  # measured 0.938 (0.979 before pointers)
+    assert gate["unrelated_full"] <= 0.05 and gate["unrelated_mean_chars"] <= 100
     assert report["prompt_gate"]["all"]["max_chars"] <= 1500
+
+
+def test_filler_words_do_not_change_what_a_prompt_is_given(report: dict) -> None:
+    assert report["prompt_gate"]["all"]["filler_agree"] >= 0.90  # measured 1.000 (0.96 / 0.87 without the trim)

@@ -23,6 +23,7 @@ import yaml
 
 from harness import Env, call
 from memoryd.bench.kit import Bridge
+from memoryd.cli.disclosure import POINTER_HEADER
 from memoryd.eval.run import write_memory
 
 WAIT_S = 60
@@ -298,6 +299,7 @@ def test_prompt_list_silent_and_hit_rates_through_a_real_daemon(served: Env, cap
             bridge.close()
     for name, value in env.vars.items():
         monkeypatch.setenv(name, value)
+    by_short = {"m" + memory_id[-8:].lower(): key for memory_id, key in key_of.items()}  # hook lines show short ids
     silent = hit = related = unrelated = 0
     for i, item in enumerate(prompts):
         monkeypatch.setenv("MEMORYD_WORKTREE", str(worktree[item["project"]]))
@@ -305,7 +307,8 @@ def test_prompt_list_silent_and_hit_rates_through_a_real_daemon(served: Env, cap
         hooks.main("prompt", stdin=io.BytesIO(json.dumps(payload).encode()))
         out = capsys.readouterr().out.strip()
         shown = json.loads(out)["hookSpecificOutput"]["additionalContext"] if out else ""
-        injected = {key_of.get(line.split(" ", 2)[1], "?") for line in shown.splitlines()[1:]}
+        full = shown.split(POINTER_HEADER)[0]  # the memories shown in full, not the pointers
+        injected = {by_short.get(line.split(" ", 2)[1], "?") for line in full.splitlines()[1:] if line.startswith("- ")}
         if item["related"] is None:
             unrelated += 1
             silent += not shown

@@ -150,7 +150,7 @@ def test_a_shown_prompt_hit_is_not_shown_again_before_a_tool(served: Env) -> Non
               "prompt": "can I git push --force to main without asking the user first?"}
     shown = subprocess.run([sys.executable, "-m", "memoryd", "hook", "prompt"], input=json.dumps(prompt),
                            env=env.environ(), capture_output=True, text=True, timeout=30, check=False)
-    assert shown.returncode == 0 and force in shown.stdout, shown.stdout
+    assert shown.returncode == 0 and "m" + force[-8:].lower() in shown.stdout, shown.stdout  # its short id
     assert bash(env, "cc-b", repo, "git push --force origin main") is None
 
 

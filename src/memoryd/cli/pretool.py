@@ -17,6 +17,7 @@ import re
 from typing import Any
 
 from memoryd.cli import hooks
+from memoryd.cli.disclosure import clip, one_line
 
 MAX_HITS = 2
 TOOL_CHARS = 800
@@ -72,14 +73,14 @@ def line(row: dict[str, Any], room: int) -> str:
     if row.get("note"):
         notes.append(str(row["note"]))  # "moved" / "stale": the staleness verdict in a word
     head = f"- {row.get('id')} [{'; '.join(notes)}]: "
-    return head + hooks.clip(hooks.one_line(row.get("content", ""), 10_000), max(40, room - len(head)))
+    return head + clip(one_line(row.get("content", ""), 10_000), max(40, room - len(head)))
 
 
 def section(rows: list[dict[str, Any]], header: str, budget: int) -> str | None:
     if not rows:
         return None
     room = (budget - len(header) - 1) // len(rows) - 1
-    return hooks.clip("\n".join([header, *(line(r, room) for r in rows)]), budget)
+    return clip("\n".join([header, *(line(r, room) for r in rows)]), budget)
 
 
 def pre_tool(daemon: hooks.Daemon, data: dict[str, Any], dry_run: bool = False) -> str | None:

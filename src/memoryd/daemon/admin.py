@@ -29,7 +29,9 @@ from memoryd.daemon.clock import iso
 from memoryd.daemon.connections import Conn, Session
 from memoryd.daemon.core import Call, Core
 from memoryd.daemon.episodes.tools import episode_view
+from memoryd.daemon.memories.args import named_memory
 from memoryd.daemon.memories.records import first_line_of
+from memoryd.daemon.memories.shortids import is_short_id
 from memoryd.daemon.memories.writes import memory_write_cancel, memory_write_confirm
 from memoryd.daemon.sessions import records
 from memoryd.daemon.sync import actions as sync_actions
@@ -238,15 +240,18 @@ MAX_CANDIDATES = 10
 
 
 def resolve_id(core: Core, args: dict[str, Any]) -> dict[str, Any]:
-    """The memory (live or removed) whose id starts with `prefix`, like git's short hashes: at least
-    MIN_PREFIX characters, any case. Ambiguous → InvalidParams listing the candidates; none →
-    `unknown_memory`. A whole id comes back as it is (the tool then says whether it exists)."""
+    """The memory (live or removed) a short id names (`m…`, memories/shortids.py), or whose id starts
+    with `prefix`, like git's short hashes: at least MIN_PREFIX characters, any case. Ambiguous →
+    InvalidParams listing the candidates; none → `unknown_memory`. A whole id comes back as it is
+    (the tool then says whether it exists)."""
     prefix = args.get("prefix")
     if not isinstance(prefix, str) or not prefix.strip():
         raise InvalidParams("id", "must be a memory id or a prefix of one")
     wanted = prefix.strip().upper()
     if len(wanted) >= 26:
         return {"id": wanted, "prefix": prefix}
+    if is_short_id(prefix):
+        return {"id": named_memory(core.memories.short_ids, "id", prefix), "prefix": prefix}
     if not _CROCKFORD.issuperset(wanted):
         raise InvalidParams("id", f"{prefix!r} is not a memory id: ids use 0-9 and A-Z without I, L, O, U")
     if len(wanted) < MIN_PREFIX:

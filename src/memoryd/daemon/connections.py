@@ -57,6 +57,7 @@ class Session:
     client_session: str | None = None
     last_words: str | None = None
     injected: AbstractSet[str] = frozenset()
+    pointed: AbstractSet[str] = frozenset()     # memories the prompt hook pointed to (a line, not the text)
 
     @property
     def is_open(self) -> bool:

@@ -122,7 +122,7 @@ class Core(DomainState):
             if old is not None:
                 session.conn, session.disabled_scopes, session.client_session = (
                     old.conn, old.disabled_scopes, old.client_session)
-                session.last_words, session.injected = old.last_words, old.injected
+                session.last_words, session.injected, session.pointed = old.last_words, old.injected, old.pointed
         self.suspended = {sid: t for sid, t in self.suspended.items() if sid in self.sessions.open_ids}
         self.episode_feed, self.feed_base = [], feed_end  # parked calls' cursors stay valid
         self._mark = self.log.checkpoint()

@@ -27,20 +27,14 @@ from typing import Any
 import yaml
 
 from memoryd.bench.kit import Bridge, Throwaway, progress
-from memoryd.cli.hooks import SEARCH_DEPTH as HOOK_DEPTH
-from memoryd.cli.hooks import gate, prompt_context, prompt_query
-from memoryd.config import Config
+from memoryd.cli.disclosure import gate
+from memoryd.eval import prompts as typed
 
 DEFAULT_SET = Path(__file__).with_name("recall_set.yaml")
 # Typed prompts for the prompt hook's gate, labelled against DEFAULT_SET's memories.
 DEFAULT_PROMPTS = Path(__file__).with_name("prompts_typed.yaml")
 SEARCH_DEPTH = 10
-# The prompt hook injects a hit only at or above this relevance (share of the asked terms' idf).
-HOOK_RELEVANCE = Config().hook_prompt_min_relevance
-GATE_SETTINGS = {"prompt_min_relevance": HOOK_RELEVANCE, "prompt_min_similarity": Config().hook_prompt_min_similarity,
-                 "prompt_min_both": Config().hook_prompt_min_both,
-                 "prompt_max_hits": Config().hook_prompt_max_hits,
-                 "prompt_chars": Config().hook_prompt_chars}
+GATE_SETTINGS = typed.SETTINGS
 ACKNOWLEDGE = {"transient_warning": "acknowledge_transient", "scope_mismatch": "acknowledge_scope_mismatch",
                "ungrounded": "acknowledge_ungrounded", "credential_warning": "acknowledge_credential"}
 
@@ -132,13 +126,15 @@ def evaluate(data: dict[str, Any], prompts: list[dict[str, Any]], lexical: bool 
         progress(f"eval: {len(data['queries'])} queries")
         rows = [run_query(bridge_for(q.get("project")), q, key_of) for q in data["queries"]]
         progress(f"eval: {len(prompts)} typed prompts")
-        prompt_rows = [run_prompt(bridge_for(p.get("project")), p, key_of) for p in prompts]
+        prompt_rows = [typed.run_prompt(bridge_for(p.get("project")), p, key_of) for p in prompts]
+        progress("eval: filler pairs")
+        pairs = typed.run_filler_pairs(bridge_for, key_of)
     finally:
         for bridge in bridges.values():
             bridge.close()
         box.close()
     return {"write_outcomes": outcomes, "search_by_meaning": meaning, "queries": rows, "summary": summarize(rows),
-            "prompts": prompt_rows, "prompt_gate": summarize_prompts(prompt_rows)}
+            "prompts": prompt_rows, "filler_pairs": pairs, "prompt_gate": typed.summarize(prompt_rows, pairs)}
 
 
 def run_query(bridge: Bridge, query: dict[str, Any], key_of: dict[str, str]) -> dict[str, Any]:
@@ -153,37 +149,6 @@ def run_query(bridge: Bridge, query: dict[str, Any], key_of: dict[str, str]) -> 
     else:
         row["silent"] = float(not gate(hits, GATE_SETTINGS))
     return row
-
-
-def run_prompt(bridge: Bridge, prompt: dict[str, Any], key_of: dict[str, str]) -> dict[str, Any]:
-    """What the prompt hook would inject for one typed prompt: its search, then its gate."""
-    hits = bridge.call("memory_search", query=prompt_query(prompt["prompt"]), max_results=HOOK_DEPTH)["results"]
-    chosen = gate(hits, GATE_SETTINGS)
-    injected = [key_of.get(h["id"], "?") for h in chosen]
-    row = {"prompt": prompt["prompt"], "kind": prompt["kind"], "split": prompt["split"], "related": prompt["related"],
-           "injected": injected, "chars": len(prompt_context(chosen, GATE_SETTINGS)) if chosen else 0,
-           "top": [{"key": key_of.get(h["id"], "?"), "relevance": h.get("relevance"),
-                    "similarity": h.get("similarity")} for h in hits]}
-    if prompt["related"]:
-        row["right"] = float(prompt["related"] in injected)
-    else:
-        row["silent"] = float(not injected)
-    return row
-
-
-def summarize_prompts(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """`{split: {related_right, unrelated_silent, mean/max chars, n}}` for tune, heldout, all."""
-    out: dict[str, dict[str, float]] = {}
-    for split in ("tune", "heldout", "all"):
-        members = [r for r in rows if split in (r["split"], "all")]
-        related = [r["right"] for r in members if "right" in r]
-        unrelated = [r["silent"] for r in members if "silent" in r]
-        spoke = [r["chars"] for r in members if r["chars"]]
-        out[split] = {"related_right": round(sum(related) / max(1, len(related)), 3),
-                      "unrelated_silent": round(sum(unrelated) / max(1, len(unrelated)), 3),
-                      "mean_chars": round(sum(spoke) / max(1, len(spoke))), "max_chars": max(spoke, default=0),
-                      "n_related": len(related), "n_unrelated": len(unrelated)}
-    return out
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
@@ -213,11 +178,7 @@ def render(report: dict[str, Any]) -> str:
             else:
                 lines.append(f"  {kind:12} {m['n']:>4} {m['hit@1']:>6.3f} {m['recall@1']:>6.3f} {m['recall@5']:>6.3f} "
                              f"{m['mrr']:>6.3f} {m['ndcg@10']:>8.3f} {m['hook_hit']:>9.3f}")
-    lines.append("\nprompt gate (typed prompts: related -> right memory injected; unrelated -> silent):")
-    for split, m in report["prompt_gate"].items():
-        lines.append(f"  {split:8} related right {m['related_right']:.3f} (n={m['n_related']})  "
-                     f"unrelated silent {m['unrelated_silent']:.3f} (n={m['n_unrelated']})  "
-                     f"chars mean {m['mean_chars']} max {m['max_chars']}")
+    lines += typed.render(report["prompt_gate"])
     lines.append(f"\nwrite outcomes: {report['write_outcomes']}; search by meaning: {report['search_by_meaning']}")
     return "\n".join(lines).lstrip("\n")
 

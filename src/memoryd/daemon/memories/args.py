@@ -12,16 +12,18 @@ from typing import Any
 
 from memoryd.daemon import idents
 from memoryd.daemon.memories.records import LINK_TYPES
+from memoryd.daemon.memories.shortids import ShortIds, is_short_id
 from memoryd.daemon.scopes import unique
 from memoryd.daemon.tool import SCOPE_PATTERN
 from memoryd.daemon.validate import python_pattern
-from memoryd.errors import InvalidParams
+from memoryd.errors import InvalidParams, ResourceState
 
 MAX_LINKS = 64
 MAX_SCOPE_CHARS = 128
 MAX_FILTER_SCOPES = 64
 MAX_VERIFIED_ITEMS = 64
 MAX_PATH_CHARS = 4096
+MAX_CANDIDATES = 10
 _SCOPE_RE = python_pattern(SCOPE_PATTERN)
 # Matched with `fullmatch`: `$` would also accept a value that ends in a newline.
 _PENDING_RE = re.compile(r"pending-[1-9][0-9]{0,17}")
@@ -32,6 +34,23 @@ def check_id(name: str, value: str) -> str:
     if not idents.is_ulid(value):
         raise InvalidParams(name, "must be a ULID (26 chars of Crockford base32)")
     return value
+
+
+def named_memory(short_ids: ShortIds, name: str, value: str) -> str:
+    """The memory id `value` names: a whole id, or a short id (`m` + 8 or 9 characters of its tail,
+    what hook pointers and lists show). A short id that names two memories (a sync brought in one
+    with the same tail) fails naming both, so the caller can say which is meant."""
+    if idents.is_ulid(value) or not is_short_id(value):
+        return check_id(name, value)
+    found = short_ids.resolve(value)
+    if not found:
+        raise ResourceState("unknown_memory", value, f"no memory has the short id {value!r}")
+    if len(found) > 1:
+        error = InvalidParams(name, f"{value!r} names {len(found)} memories: " + ", ".join(
+            short_ids.short(i) + f" ({i})" for i in found[:MAX_CANDIDATES]))
+        error.data["candidates"] = [{"id": i, "short_id": short_ids.short(i)} for i in found[:MAX_CANDIDATES]]
+        raise error
+    return found[0]
 
 
 def check_pending_id(value: str) -> str:

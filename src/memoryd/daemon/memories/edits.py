@@ -13,10 +13,10 @@ from typing import Any
 from memoryd.daemon.clock import parse_stamp
 from memoryd.daemon.core import Call
 from memoryd.daemon.memories.args import (
-    check_id,
     check_links,
     check_verified,
     check_write_scopes,
+    named_memory,
 )
 from memoryd.daemon.memories.chain import GATES, Draft, Gate, check_duplicate, run_gates
 from memoryd.daemon.memories.gates import find_credentials, scan_taint
@@ -35,7 +35,8 @@ RESTORE_DUPLICATE_HINT = ("A live memory now says nearly the same; memory_update
 
 
 def live_memory(tier: MemoryTier, memory_id: str) -> Memory:
-    memory = tier.live.get(check_id("id", memory_id))
+    memory_id = named_memory(tier.short_ids, "id", memory_id)
+    memory = tier.live.get(memory_id)
     if memory is not None:
         return memory
     if memory_id in tier.tombstones:
@@ -107,9 +108,10 @@ def memory_remove(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     """Move to a tombstone with the reason. Removing a tombstoned id again is a no-op (retries)."""
     tier = tier_of(call.core)
     reason = require_text("reason", args["reason"], MAX_REASON_BYTES).strip()
-    if check_id("id", args["id"]) in tier.tombstones:
-        return {"status": "removed", "id": args["id"]}
-    memory = live_memory(tier, args["id"])
+    memory_id = named_memory(tier.short_ids, "id", args["id"])
+    if memory_id in tier.tombstones:
+        return {"status": "removed", "id": memory_id}
+    memory = live_memory(tier, memory_id)
     sha = tier.bury(memory, reason)
     call.core.record("remove", call.session, memory_id=memory.id, status="removed", sha=sha, req=call.req)
     return {"status": "removed", "id": memory.id}
@@ -117,7 +119,7 @@ def memory_remove(call: Call, args: dict[str, Any]) -> dict[str, Any]:
 
 def memory_restore(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     core, tier = call.core, tier_of(call.core)
-    memory_id = check_id("id", args["id"])
+    memory_id = named_memory(tier.short_ids, "id", args["id"])
     if memory_id in tier.live:
         raise ResourceState("not_removed", memory_id, f"memory {memory_id} is live, not removed")
     tomb = tier.tombstones.get(memory_id)

@@ -22,7 +22,7 @@ from memoryd.daemon.clock import parse_stamp
 from memoryd.daemon.connections import Session
 from memoryd.daemon.core import Call, Core
 from memoryd.daemon.episodes.tools import resolve_prior
-from memoryd.daemon.memories.args import check_id, check_scope_list
+from memoryd.daemon.memories.args import check_scope_list, named_memory
 from memoryd.daemon.memories.records import Memory
 from memoryd.daemon.memories.staleness import assess
 from memoryd.daemon.memories.tier import MemoryTier
@@ -140,7 +140,8 @@ def since_prior_cutoff(call: Call) -> str | None:
 def hit_view(core: Core, memory: Memory, score: float, relevance: float, terms: list[str],
              similarity: float | None = None) -> dict[str, Any]:
     content, cut = hit_content(memory.content, terms)
-    view: dict[str, Any] = {"id": memory.id, "content": content, "scopes": list(memory.scopes),
+    view: dict[str, Any] = {"id": memory.id, "short_id": tier_of(core).short_ids.short(memory.id),
+                            "content": content, "scopes": list(memory.scopes),
                             "category": memory.category, "confidence": memory.confidence,
                             "created": memory.created, "updated": memory.updated, "score": score,
                             "relevance": relevance}
@@ -231,11 +232,12 @@ def links_view(tier: MemoryTier, memory: Memory) -> dict[str, list[dict[str, str
 
 def memory_show(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     core, tier = call.core, tier_of(call.core)
-    memory_id = check_id("id", args["id"])
+    memory_id = named_memory(tier.short_ids, "id", args["id"])
     memory = tier.live.get(memory_id) or tier.tombstones.get(memory_id)
     if memory is None:
         raise ResourceState("unknown_memory", args["id"])
-    view = {"status": "live" if memory.id in tier.live else "removed", **record_view(memory)}
+    view = {"status": "live" if memory.id in tier.live else "removed", **record_view(memory),
+            "short_id": tier.short_ids.short(memory.id)}
     if memory.removed_at is not None:
         view.update(removed_at=memory.removed_at, removed_reason=memory.removed_reason)
     else:
@@ -300,8 +302,8 @@ def memory_list(call: Call, args: dict[str, Any]) -> dict[str, Any]:
         m = tier.live[memory_id]
         if not keep(m):
             return None
-        view = {"id": m.id, "first_line": m.first_line, "scopes": list(m.scopes), "category": m.category,
-                "updated": m.updated, **taint_fields(m)}
+        view = {"id": m.id, "short_id": tier.short_ids.short(m.id), "first_line": m.first_line,
+                "scopes": list(m.scopes), "category": m.category, "updated": m.updated, **taint_fields(m)}
         if args["with_bodies"]:
             view["content"] = m.content
         return view
@@ -323,7 +325,8 @@ def memory_list_tombstones(call: Call, args: dict[str, Any]) -> dict[str, Any]:
 
     def row(key: tuple[str, str]) -> dict[str, Any]:
         t = tier.tombstones[key[1]]
-        return {"id": t.id, "removed_at": t.removed_at, "reason": t.removed_reason, "first_line": t.first_line,
+        return {"id": t.id, "short_id": tier.short_ids.short(t.id), "removed_at": t.removed_at,
+                "reason": t.removed_reason, "first_line": t.first_line,
                 **taint_fields(t)}
 
     keys = tier.tomb_index.keys_descending((after[0], after[1]) if after else None)

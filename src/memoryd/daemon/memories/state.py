@@ -19,6 +19,7 @@ from memoryd.daemon.memories import cache as memory_cache
 from memoryd.daemon.memories.index import LiveIndex, TombIndex, project_scope_name
 from memoryd.daemon.memories.records import Memory, PendingWrite
 from memoryd.daemon.memories.semantic import Semantic
+from memoryd.daemon.memories.shortids import ShortIds
 from memoryd.daemon.memories.staleness import GitProbe
 from memoryd.daemon.memories.stats import LiveMemories
 
@@ -59,6 +60,7 @@ class TierState:
         self.loaded = False                         # replay is over: events now are live ones
         self.live: LiveMemories = LiveMemories(self.project_of)
         self.tombstones: dict[str, Memory] = {}
+        self.short_ids = ShortIds(self.live, self.tombstones)
         self.index = LiveIndex()
         self.semantic = Semantic(core.root / "state" / "vectors.bin", core.files.write_file)
         self.index.semantic = self.semantic

@@ -108,7 +108,7 @@ class Bindings:
 
 def hook(core: Core, bindings: Bindings, news: News, conn: Conn, args: dict[str, Any]) -> dict[str, Any]:
     """What a hook process (`memoryd hook EVENT`) asks beyond the tools, by `action`:
-    `latest_handoff` (what the session continues from), `take_unseen` (ids, limit; `peek_unseen`
+    `latest_handoff` (what the session continues from), `take_unseen` (ids, limit, pointer_ids; `peek_unseen`
     marks nothing; with `news`, also what `news` gives), `news` (sibling sessions' commits since
     this client session's last hook, sessions/news.py), `anchored` (tool, paths, command, limit,
     peek: what a tool call touches, sessions/anchored.py), `last_words` (text), `end` (reason)."""
@@ -126,9 +126,10 @@ def hook(core: Core, bindings: Bindings, news: News, conn: Conn, args: dict[str,
         return {**hooks.continuity(core, session), "session_id": session.id}
     if action in ("take_unseen", "peek_unseen"):  # peek: a dry run, nothing marked as shown
         mark = action == "take_unseen"
-        taken = {"ids": hooks.take_unseen(session, args.get("ids"), args.get("limit"), mark)}
+        ids = hooks.take_unseen(session, args.get("ids"), args.get("limit"), mark)
+        taken = {"ids": ids, "pointer_ids": hooks.take_unpointed(session, args.get("pointer_ids"), ids, mark)}
         # The prompt hook's one call for both: news after the hits, so none is shown twice.
-        return {**taken, **news.take(core, session, conn.identity, mark, taken["ids"])} \
+        return {**taken, **news.take(core, session, conn.identity, mark, ids + taken["pointer_ids"])} \
             if args.get("news") else taken
     if action == "news":  # a tool hook's light call
         return news.take(core, session, conn.identity)

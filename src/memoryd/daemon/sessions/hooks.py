@@ -39,6 +39,7 @@ WITHHELD = "[withheld: it looked like a credential]"
 # scanning that on the request path would stall the loop. Far wider than the kept window, so a
 # private key cut off here (its BEGIN line lost) cannot reach into what is kept.
 SCAN_CHARS = 64 * 1024
+MAX_POINTERS = 5              # pointer candidates one prompt may name (the setting's cap)
 PEM_END_RE = re.compile(r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")  # gates' _PEM_RE end
 FIRST_WORD_RE = re.compile(r"^\S*\s*")
 
@@ -225,10 +226,25 @@ def take_unseen(session: Session, ids: Any, limit: Any, mark: bool = True) -> li
     return fresh
 
 
+def take_unpointed(session: Session, ids: Any, taken: list[str], mark: bool = True) -> list[str]:
+    """Of `ids` (pointer candidates), those neither shown in full nor pointed to before in this
+    session, nor shown in full by this same call (`taken`). A pointer never repeats; a memory
+    pointed to may still be shown in full later, when a prompt is clearly about it."""
+    if not isinstance(ids, list):
+        return []
+    seen = {*session.injected, *session.pointed, *taken}
+    fresh = [i for i in dict.fromkeys(x for x in ids[:MAX_POINTERS] if isinstance(x, str)) if i not in seen]
+    if mark:
+        session.pointed = {*session.pointed, *fresh}
+    return fresh
+
+
 def settings(core: Core) -> dict[str, Any]:
     """The hook settings a hook process needs (it never reads the config file itself)."""
     c = core.config
     return {"session_start_chars": c.hook_session_start_chars, "prompt_chars": c.hook_prompt_chars,
             "prompt_max_hits": c.hook_prompt_max_hits, "prompt_min_relevance": c.hook_prompt_min_relevance,
             "prompt_min_similarity": c.hook_prompt_min_similarity, "prompt_min_both": c.hook_prompt_min_both,
+            "prompt_max_pointers": c.hook_prompt_max_pointers, "pointer_min_similarity": c.hook_pointer_min_similarity,
+            "pointer_min_relevance": c.hook_pointer_min_relevance, "pointer_depth": c.hook_pointer_depth,
             "last_words": c.hook_last_words}

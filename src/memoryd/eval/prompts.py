@@ -1,0 +1,162 @@
+"""The prompt hook's part of `memoryd eval`: what it would disclose for each typed prompt.
+
+Each prompt of `prompts_typed.yaml` is searched from its project's bridge as the hook searches it
+(`disclosure.prompt_query`) and run through the same choice (`disclosure.choose`): the right memory
+in full, a pointer to it, or nothing (docs/search.md, "Disclosure"). Reported per split, side by
+side with the issue's targets; only the tune split may inform a bar. Two more measures:
+
+- filler pairs (`filler_pairs.yaml`): a prompt and the same prompt with "please", "ok so", "can
+  you"…; the tier and memory chosen must agree;
+- a 20-turn session: the related and unrelated prompts of one project in file order, twenty at a
+  time, each memory shown in full once and pointed to once per session as the hook does: the
+  characters the prompts add to a session's automatic context.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from memoryd.bench.kit import Bridge
+from memoryd.cli import disclosure
+from memoryd.config import Config
+
+FILLER_PAIRS = Path(__file__).with_name("filler_pairs.yaml")
+HOOK_DEPTH = 10
+SESSION_TURNS = 20
+_CONFIG = Config()
+SETTINGS = {"prompt_min_relevance": _CONFIG.hook_prompt_min_relevance,
+            "prompt_min_similarity": _CONFIG.hook_prompt_min_similarity,
+            "prompt_min_both": _CONFIG.hook_prompt_min_both, "prompt_max_hits": _CONFIG.hook_prompt_max_hits,
+            "prompt_chars": _CONFIG.hook_prompt_chars, "prompt_max_pointers": _CONFIG.hook_prompt_max_pointers,
+            "pointer_min_similarity": _CONFIG.hook_pointer_min_similarity,
+            "pointer_min_relevance": _CONFIG.hook_pointer_min_relevance, "pointer_depth": _CONFIG.hook_pointer_depth}
+# The issue's targets, checked on held-out: (key, comparison, bound, label).
+TARGETS = [
+    ("reached", ">=", 0.85, "related: right memory reached the agent (full or pointer)"),
+    ("right_full", ">=", 0.50, "related: right memory in full"),
+    ("unrelated_nothing", ">=", 0.90, "unrelated: nothing at all"),
+    ("unrelated_full", "<=", 0.05, "unrelated: a memory in full"),
+    ("unrelated_mean_chars", "<=", 100, "unrelated: mean chars injected"),
+    ("max_chars", "<=", 1500, "largest injection on any prompt (chars)"),
+    ("session_max_chars", "<=", 4000, "20 prompts of one session: most chars (prompts only)"),
+    ("filler_agree", ">=", 0.90, "filler pairs: same tier and memory"),
+]
+
+
+def disclose(bridge: Bridge, prompt: str, key_of: dict[str, str]) -> dict[str, Any]:
+    """What the hook would choose for `prompt`, by memory key: full, pointed, and its hits."""
+    hits = bridge.call("memory_search", query=disclosure.prompt_query(prompt), max_results=HOOK_DEPTH)["results"]
+    full, pointed = disclosure.choose(hits, SETTINGS)
+    return {"full": full, "pointed": pointed, "hits": hits,
+            "keys": ([key_of.get(h["id"], "?") for h in full], [key_of.get(h["id"], "?") for h in pointed])}
+
+
+def chars(full: list[dict[str, Any]], pointed: list[dict[str, Any]]) -> int:
+    return len(disclosure.context(full, pointed, int(SETTINGS["prompt_chars"])) or "")
+
+
+def run_prompt(bridge: Bridge, prompt: dict[str, Any], key_of: dict[str, str]) -> dict[str, Any]:
+    seen = disclose(bridge, prompt["prompt"], key_of)
+    full_keys, pointed_keys = seen["keys"]
+    row = {"prompt": prompt["prompt"], "kind": prompt["kind"], "split": prompt["split"],
+           "related": prompt["related"], "project": prompt.get("project"), "injected": full_keys,
+           "pointed": pointed_keys, "chars": chars(seen["full"], seen["pointed"]),
+           "ids": ([h["id"] for h in seen["full"]], [h["id"] for h in seen["pointed"]]),
+           "lengths": {h["id"]: len(disclosure.hit_line(h, 10_000)) for h in seen["full"]},
+           "top": [{"key": key_of.get(h["id"], "?"), "relevance": h.get("relevance"),
+                    "similarity": h.get("similarity")} for h in seen["hits"]]}
+    if prompt["related"]:
+        row["right"] = float(prompt["related"] in full_keys)
+        row["reached"] = float(prompt["related"] in full_keys + pointed_keys)
+    else:
+        row["silent"] = float(not full_keys and not pointed_keys)
+        row["full"] = float(bool(full_keys))
+    return row
+
+
+def run_filler_pairs(bridge_for: Any, key_of: dict[str, str], path: Path = FILLER_PAIRS) -> list[dict[str, Any]]:
+    rows = []
+    for pair in yaml.safe_load(path.read_text())["pairs"]:
+        bridge = bridge_for(pair.get("project"))
+        plain, filled = disclose(bridge, pair["prompt"], key_of), disclose(bridge, pair["filled"], key_of)
+        rows.append({"split": pair["split"], "prompt": pair["prompt"], "filled": pair["filled"],
+                     "agree": float(plain["keys"] == filled["keys"]), "plain": plain["keys"],
+                     "with_filler": filled["keys"]})
+    return rows
+
+
+def session_chars(rows: list[dict[str, Any]]) -> list[int]:
+    """Chars the prompt hook adds over sessions of SESSION_TURNS prompts of one project, each
+    memory in full once and pointed to once per session, as `take_unseen` keeps it."""
+    totals = []
+    by_project: dict[Any, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_project.setdefault(row["project"], []).append(row)
+    for members in by_project.values():
+        for start in range(0, len(members), SESSION_TURNS):
+            shown: set[str] = set()
+            pointed: set[str] = set()
+            total = 0
+            for row in members[start : start + SESSION_TURNS]:
+                full_ids = [i for i in row["ids"][0] if i not in shown]
+                pointer_ids = [i for i in row["ids"][1] if i not in shown | pointed | set(full_ids)]
+                shown |= set(full_ids)
+                pointed |= set(pointer_ids)
+                total += _estimate(row, full_ids, pointer_ids)
+            totals.append(total)
+    return totals
+
+
+def _estimate(row: dict[str, Any], full_ids: list[str], pointer_ids: list[str]) -> int:
+    """The chars of a prompt's disclosure after the session's dedup: its full lines and pointers."""
+    if not full_ids and not pointer_ids:
+        return 0
+    full = sum(row["lengths"].get(i, 0) + 1 for i in full_ids) + (len(disclosure.PROMPT_HEADER) if full_ids else 0)
+    pointer = (len(disclosure.POINTER_HEADER) + 1 + 95 * len(pointer_ids)) if pointer_ids else 0
+    return int(min(full, int(SETTINGS["prompt_chars"])) + pointer)
+
+
+def summarize(rows: list[dict[str, Any]], pairs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for split in ("tune", "heldout", "all"):
+        members = [r for r in rows if split in (r["split"], "all")]
+        related = [r for r in members if r["related"]]
+        unrelated = [r for r in members if not r["related"]]
+        spoke = [r["chars"] for r in members if r["chars"]]
+        agree = [p["agree"] for p in pairs if split in (p["split"], "all")]
+        out[split] = {
+            "reached": _mean(r["reached"] for r in related), "right_full": _mean(r["right"] for r in related),
+            "unrelated_nothing": _mean(r["silent"] for r in unrelated),
+            "unrelated_full": _mean(r["full"] for r in unrelated),
+            "unrelated_mean_chars": round(_mean(r["chars"] for r in unrelated), 1),
+            "max_chars": max(spoke, default=0), "mean_chars_when_shown": round(_mean(spoke)),
+            "session_max_chars": max(session_chars(members), default=0),
+            "filler_agree": _mean(agree), "n_related": len(related), "n_unrelated": len(unrelated),
+            "n_pairs": len(agree),
+            # the former measures, for comparison with earlier reports
+            "related_right": _mean(r["right"] for r in related),
+            "unrelated_silent": _mean(r["silent"] for r in unrelated),
+            "mean_chars": round(_mean(spoke)),
+        }
+    return out
+
+
+def _mean(values: Any) -> float:
+    items = list(values)
+    return round(sum(items) / len(items), 3) if items else 0.0
+
+
+def render(summary: dict[str, dict[str, float]]) -> list[str]:
+    lines = ["\nprompt hook disclosure (typed prompts; targets are checked on held-out):",
+             f"  {'measure':58} {'tune':>7} {'heldout':>8} {'target':>9}"]
+    for key, op, bound, label in TARGETS:
+        tune, held = summary["tune"][key], summary["heldout"][key]
+        met = held >= bound if op == ">=" else held <= bound
+        lines.append(f"  {label:58} {tune:>7} {held:>8} {op + ' ' + str(bound):>9} {'met' if met else 'MISSED'}")
+    tune_n, held_n = summary["tune"], summary["heldout"]
+    lines.append(f"  (n related {tune_n['n_related']}/{held_n['n_related']}, unrelated {tune_n['n_unrelated']}/"
+                 f"{held_n['n_unrelated']}, filler pairs {tune_n['n_pairs']}/{held_n['n_pairs']})")
+    return lines
