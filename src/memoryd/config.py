@@ -41,6 +41,9 @@ class Config:
     hook_pointer_min_similarity: float = 0.5
     hook_pointer_min_relevance: float = 1.1   # off: words alone never made a pointer pay on the tune split
     hook_pointer_depth: int = 1               # only the ranking's first hit may be pointed to
+    # A session's automatic context (start + prompts + tool hooks, from receipts): past it, the
+    # prompt hook points instead of showing memories in full.
+    hook_session_chars: int = 4000
     hook_last_words: bool = True
     # Sync through a git remote (docs/sync.md): seconds between the daemon's own syncs; 0 = off.
     sync_interval_seconds: int = 0
@@ -76,6 +79,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "hook_pointer_min_similarity": (0.0, 1.1),
     "hook_pointer_min_relevance": (0.0, 1.1),
     "hook_pointer_depth": (1, 10),
+    "hook_session_chars": (500, 100_000),
     "sync_interval_seconds": (0, 7 * DAY_S),         # off .. once a week
 }
 # Every string key's choices: anything else is refused at start, naming the key and the choices.

@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from memoryd.cli import disclosure
+from memoryd.cli import disclosure, receipts
 from memoryd.cli.disclosure import clip, one_line
 from memoryd.client.connection import Connection
 
@@ -231,8 +231,9 @@ def prompt(daemon: Daemon, data: dict[str, Any], dry_run: bool = False) -> str |
     reply = daemon.hook("peek_unseen" if dry_run else "take_unseen", ids=[h["id"] for h in full],
                         pointer_ids=[h["id"] for h in pointed],
                         limit=int(settings.get("prompt_max_hits", 3)), news=True)
+    # Past the session's budget the daemon turns full texts into pointers (sessions/receipts.py).
+    pointed = [h for h in full + pointed if h["id"] in (reply.get("pointer_ids") or ())]
     full = [h for h in full if h["id"] in reply["ids"]]
-    pointed = [h for h in pointed if h["id"] in (reply.get("pointer_ids") or ())]
     budget = min(int(settings.get("prompt_chars", 1500)), 10_000)
     news = news_section(reply, min(NEWS_CHARS, budget // 2 if full or pointed else budget))
     memories = disclosure.context(full, pointed, budget - (len(news) + 2 if news else 0))
@@ -377,6 +378,8 @@ def run(event: str, client: str, data: dict[str, Any], dry_run: bool = False) ->
             daemon.hook("end", reason=str(data.get("reason") or "other"))
             return None
         text = session_start(daemon, identity) if event == "session-start" else prompt(daemon, data, dry_run)
+        if not dry_run:
+            receipts.send(daemon, event, text)
     finally:
         daemon.close()
     return context_output(event, text) if text else None

@@ -164,6 +164,10 @@ def show_lines(memory: dict[str, Any], history: dict[str, Any]) -> list[str]:
         lines.append(f"link        {link['type']} -> {link['target_id']} ({link.get('target_state')})")
     for link in links.get("incoming", []):
         lines.append(f"link        {link['source_id']} -> {link['type']} this")
+    if memory.get("delivery"):
+        d = memory["delivery"]
+        lines.append(f"delivered   injected {d['injected']} times in {d['sessions']} sessions; "
+                     f"pointed to {d['pointed']} times, opened {d['pointer_opened']}")
     for event in history.get("events", []):
         lines.append(f"history     {event['ts']}  {event['kind']}{_status(event)}  {event.get('session', '')}")
     return [*lines, "", memory.get("content") or ""]
@@ -177,6 +181,7 @@ def cmd_show(op: Any, ns: argparse.Namespace) -> int:
     memory_id = full_id(op, ns.id)
     memory = op.tool("memory_show", id=memory_id)
     history = op.admin("history", id=memory_id)
+    memory["delivery"] = {k: v for k, v in op.admin("delivery", id=memory_id).items() if k != "id"}
     emit(ns.json, {**memory, "history": history["events"]} if ns.json else memory, lambda m: show_lines(m, history))
     return OK
 

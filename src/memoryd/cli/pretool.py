@@ -16,7 +16,7 @@ import os
 import re
 from typing import Any
 
-from memoryd.cli import hooks
+from memoryd.cli import hooks, receipts
 from memoryd.cli.disclosure import clip, one_line
 
 MAX_HITS = 2
@@ -107,6 +107,8 @@ def run(event: str, client: str, data: dict[str, Any], dry_run: bool = False) ->
     daemon = hooks.Daemon(identity(data, client), event)
     try:
         text = pre_tool(daemon, data, dry_run)
+        if not dry_run:
+            receipts.send(daemon, event, text)
     finally:
         daemon.close()
     return hooks.context_output(event, text) if text else None

@@ -42,7 +42,24 @@ def session_lines(result: dict[str, Any]) -> list[str]:
     return [*lines, f"{len(result['sessions'])} of {result['total']} sessions"]
 
 
+def injection_lines(result: dict[str, Any]) -> list[str]:
+    """A session's automatic injections in order: when, which hook, each memory and its tier."""
+    rows = [[(r.get("ts") or "")[:19], str(r.get("hook")), str(r.get("chars")),
+             ", ".join(f"{i['id']} ({i['tier']})" for i in r["items"]) or "-"] for r in result["injections"]]
+    lines = table(["WHEN", "HOOK", "CHARS", "MEMORIES (TIER)"], rows)
+    return [*lines, f"{len(rows)} injections, {result['chars']} chars, in session {result['session_id']}"]
+
+
+def cmd_show(op: Any, session_id: str, as_json: bool) -> int:
+    emit(as_json, op.admin("injections", session_id=session_id), injection_lines)
+    return OK
+
+
 def cmd_sessions(op: Any, ns: argparse.Namespace) -> int:
+    if ns.worktree == "show":  # `memoryd sessions show SESSION`: what was injected into it
+        if not ns.session:
+            raise SystemExit("memoryd sessions show: give a session id (sess-<n>)")
+        return cmd_show(op, ns.session, ns.json)
     worktree = worktree_of(ns.worktree) if ns.worktree else None
     result = op.admin("sessions", worktree=worktree, limit=ns.limit, include_operator=ns.all or None)
     emit(ns.json, result, session_lines)
@@ -54,8 +71,10 @@ def main(ns: argparse.Namespace) -> int:
 
 
 def add_parser(sub: Any) -> None:
-    sessions = sub.add_parser("sessions", help="recent sessions, how each ended, its handoff")
-    sessions.add_argument("worktree", nargs="?", help="only this checkout's sessions (a path in it)")
+    sessions = sub.add_parser("sessions", help="recent sessions, how each ended, its handoff; show ID: its injections")
+    sessions.add_argument("worktree", nargs="?", help="only this checkout's sessions (a path in it); "
+                          "or `show SESSION`: every memory the hooks injected into it, in order")
+    sessions.add_argument("session", nargs="?", help=argparse.SUPPRESS)
     sessions.add_argument("--limit", type=int, default=20)
     sessions.add_argument("--all", action="store_true", help="include the operator's own CLI/UI sessions")
     sessions.add_argument("--json", action="store_true")

@@ -33,7 +33,7 @@ from memoryd.daemon.memories.args import named_memory
 from memoryd.daemon.memories.records import first_line_of
 from memoryd.daemon.memories.shortids import is_short_id
 from memoryd.daemon.memories.writes import memory_write_cancel, memory_write_confirm
-from memoryd.daemon.sessions import records
+from memoryd.daemon.sessions import receipts, records
 from memoryd.daemon.sync import actions as sync_actions
 from memoryd.errors import BadRequest, InvalidParams, ResourceState
 
@@ -275,8 +275,32 @@ def _first_line(core: Core, memory_id: str) -> str:
     return first_line_of(memory.content) if memory is not None else ""
 
 
+def _injections(core: Core, args: dict[str, Any]) -> dict[str, Any]:
+    session_id = args.get("session_id")
+    if not isinstance(session_id, str) or not session_id:
+        raise InvalidParams("session_id", "must be a session id")
+    return receipts.session_injections(core, session_id)
+
+
+def _delivery(core: Core, args: dict[str, Any]) -> dict[str, Any]:
+    memory_id = args.get("id")
+    if not isinstance(memory_id, str) or not memory_id:
+        raise InvalidParams("id", "must be a memory id")
+    return {"id": memory_id, **receipts.delivery(core, memory_id)}
+
+
+def _stats(core: Core, args: dict[str, Any]) -> dict[str, Any]:
+    days = args.get("days", receipts.STATS_DAYS)
+    if not isinstance(days, int) or isinstance(days, bool) or not 1 <= days <= 365:
+        raise InvalidParams("days", "must be an integer 1-365")
+    return receipts.stats(core, days)
+
+
 READERS = {
     "resolve_id": resolve_id,
+    "injections": _injections,
+    "delivery": _delivery,
+    "stats": _stats,
     "pending": pending,
     "sessions": sessions,
     "session": session,

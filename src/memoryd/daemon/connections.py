@@ -58,6 +58,8 @@ class Session:
     last_words: str | None = None
     injected: AbstractSet[str] = frozenset()
     pointed: AbstractSet[str] = frozenset()     # memories the prompt hook pointed to (a line, not the text)
+    auto_chars: int = 0                         # chars of automatic context its hooks injected (receipts)
+    receipts: int = 0
 
     @property
     def is_open(self) -> bool:

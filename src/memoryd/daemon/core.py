@@ -123,6 +123,7 @@ class Core(DomainState):
                 session.conn, session.disabled_scopes, session.client_session = (
                     old.conn, old.disabled_scopes, old.client_session)
                 session.last_words, session.injected, session.pointed = old.last_words, old.injected, old.pointed
+                session.auto_chars, session.receipts = old.auto_chars, old.receipts
         self.suspended = {sid: t for sid, t in self.suspended.items() if sid in self.sessions.open_ids}
         self.episode_feed, self.feed_base = [], feed_end  # parked calls' cursors stay valid
         self._mark = self.log.checkpoint()

@@ -46,7 +46,7 @@ NON_CALL_KINDS = frozenset({
 # Audit events of reads (retrieval counts, docs/storage.md "Group commit"): a pass that logged only
 # these replies before its fsync, which waits up to READ_EVENTS_SYNC_S to share one with others.
 # A crash can lose that second of retrieval counts; never a write, a session or a handoff.
-READ_EVENT_KINDS = frozenset({"search", "show", "digest"})
+READ_EVENT_KINDS = frozenset({"search", "show", "digest", "inject"})
 READ_EVENTS_SYNC_S = 1.0
 # After a full disk, writes are refused up front until the store's filesystem has this much free
 # again (so each refused write costs a statvfs, not a rollback and a reload).

@@ -200,8 +200,12 @@ def memory_search(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     terms = word_tokens(query)
     results = [hit_view(core, live[doc_id], score, relevance, terms, similarity)
                for doc_id, score, relevance, similarity in hits]
+    # A hook's search is a candidate list, not a read (what it injected has its own receipt): its
+    # ids would flood every memory's history with prompts it was never shown for.
+    hook = call.conn.transient
     core.record("search", call.session, query_hash=hashlib.sha256(query.encode()).hexdigest()[:16],
-                query_len=len(query), hits=len(results), total=total, ids=[r["id"] for r in results])
+                query_len=len(query), hits=len(results), total=total,
+                ids=None if hook else [r["id"] for r in results], via="hook" if hook else None)
     return {"results": results, "total": total, "framing": "data"}
 
 
@@ -247,7 +251,8 @@ def memory_show(call: Call, args: dict[str, Any]) -> dict[str, Any]:
         provenance = getattr(extension, "provenance_of", None)
         if callable(provenance):
             view.update(provenance(memory.id))
-    core.record("show", call.session, memory_id=memory.id)
+    # `pointed`: the prompt hook had pointed this session to it, so the pointer was opened (receipts).
+    core.record("show", call.session, memory_id=memory.id, pointed=True if memory.id in call.session.pointed else None)
     return {**view, "framing": "data"}
 
 

@@ -272,7 +272,8 @@ class MemoryTier(TierState):
         self._named(event, "tomb")
 
     def _on_retrieval(self, event: dict[str, Any]) -> None:
-        ids = event.get("ids") or ([event["memory_id"]] if event.get("memory_id") else [])
+        # A hook's candidate search names no ids; what it injected comes as an `inject` event.
+        ids = event.get("ids") or event.get("injected") or ([event["memory_id"]] if event.get("memory_id") else [])
         self.retrievals.update(ids)
 
     def _on_daemon_stop(self, event: dict[str, Any]) -> None:
@@ -395,6 +396,7 @@ _APPLIERS = {
     "handoff_converted": MemoryTier._on_remove,  # a captured handoff became a session note (sessions/records)
     "search": MemoryTier._on_retrieval,
     "show": MemoryTier._on_retrieval,
+    "inject": MemoryTier._on_retrieval,
     "reaper_run": MemoryTier._on_reaper,
     "episode_prune": MemoryTier._on_reaper,
     "daemon_stop": MemoryTier._on_daemon_stop,

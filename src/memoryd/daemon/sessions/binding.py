@@ -10,7 +10,7 @@ from typing import Any
 
 from memoryd.daemon.connections import Conn, Session, client_name, is_operator_client
 from memoryd.daemon.core import Core
-from memoryd.daemon.sessions import anchored, hooks
+from memoryd.daemon.sessions import anchored, hooks, receipts
 from memoryd.daemon.sessions.news import News
 from memoryd.errors import BadRequest
 
@@ -126,8 +126,11 @@ def hook(core: Core, bindings: Bindings, news: News, conn: Conn, args: dict[str,
         return {**hooks.continuity(core, session), "session_id": session.id}
     if action in ("take_unseen", "peek_unseen"):  # peek: a dry run, nothing marked as shown
         mark = action == "take_unseen"
-        ids = hooks.take_unseen(session, args.get("ids"), args.get("limit"), mark)
-        taken = {"ids": ids, "pointer_ids": hooks.take_unpointed(session, args.get("pointer_ids"), ids, mark)}
+        wanted, pointers = args.get("ids"), args.get("pointer_ids")
+        if receipts.over_budget(core, session) and isinstance(wanted, list):  # past the session's
+            wanted, pointers = [], [*wanted, *(pointers if isinstance(pointers, list) else [])]  # budget: point
+        ids = hooks.take_unseen(session, wanted, args.get("limit"), mark)
+        taken = {"ids": ids, "pointer_ids": hooks.take_unpointed(session, pointers, ids, mark)}
         # The prompt hook's one call for both: news after the hits, so none is shown twice.
         return {**taken, **news.take(core, session, conn.identity, mark, ids + taken["pointer_ids"])} \
             if args.get("news") else taken
@@ -135,6 +138,8 @@ def hook(core: Core, bindings: Bindings, news: News, conn: Conn, args: dict[str,
         return news.take(core, session, conn.identity)
     if action == "anchored":  # the pre-tool hook: memories the tool call is about to touch
         return {**anchored.anchored(core, session, args), "session_id": session.id}
+    if action == "receipt":  # what a hook just injected (sessions/receipts.py)
+        return receipts.record(core, session, args)
     if action == "last_words":
         if not (session.is_open and core.config.hook_last_words):
             return {"kept": False}

@@ -39,7 +39,7 @@ WITHHELD = "[withheld: it looked like a credential]"
 # scanning that on the request path would stall the loop. Far wider than the kept window, so a
 # private key cut off here (its BEGIN line lost) cannot reach into what is kept.
 SCAN_CHARS = 64 * 1024
-MAX_POINTERS = 5              # pointer candidates one prompt may name (the setting's cap)
+MAX_POINTERS = 2              # pointer lines one prompt may get (a demoted full hit included)
 PEM_END_RE = re.compile(r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")  # gates' _PEM_RE end
 FIRST_WORD_RE = re.compile(r"^\S*\s*")
 
@@ -233,7 +233,7 @@ def take_unpointed(session: Session, ids: Any, taken: list[str], mark: bool = Tr
     if not isinstance(ids, list):
         return []
     seen = {*session.injected, *session.pointed, *taken}
-    fresh = [i for i in dict.fromkeys(x for x in ids[:MAX_POINTERS] if isinstance(x, str)) if i not in seen]
+    fresh = [i for i in dict.fromkeys(x for x in ids if isinstance(x, str)) if i not in seen][:MAX_POINTERS]
     if mark:
         session.pointed = {*session.pointed, *fresh}
     return fresh

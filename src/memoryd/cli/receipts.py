@@ -1,0 +1,60 @@
+"""The receipt a hook sends after it injected context (daemon/sessions/receipts.py).
+
+What was injected is read back from the text the hook prints, so the receipt is what the agent got:
+each section's header says its tier (a prompt's full texts, its pointers, a tool's anchored
+memories, sibling news, the start context's lists) and each `- <id>` or `(<id>)` in it names a
+memory. Best effort: a receipt that cannot be sent never costs the agent its context.
+
+Import contract: stdlib and cli.disclosure (the hook's import path).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from memoryd.cli.disclosure import POINTER_HEADER, PROMPT_HEADER
+
+_ID_RE = re.compile(r"(?<![\w-])(m[0-9a-hjkmnp-tv-z]{8,9}|[0-7][0-9A-HJKMNP-TV-Z]{25})(?![\w-])")
+NEWS_MARK = "new from other agents"
+TOOL_MARK = "stored memories about this"
+MAX_ITEMS = 40
+
+
+def _tier(header: str, event: str) -> str | None:
+    if header.startswith(POINTER_HEADER):
+        return "pointer"
+    if header.startswith(PROMPT_HEADER) or TOOL_MARK in header:
+        return "full"
+    if NEWS_MARK in header:
+        return "news"
+    return "listed" if event == "session-start" else None
+
+
+def items_of(text: str, event: str) -> list[dict[str, str]]:
+    """`[{id, tier}]` for the memories named in `text`, by the section each sits in."""
+    items: list[dict[str, str]] = []
+    tier = "listed" if event == "session-start" else None
+    for line in text.splitlines():
+        if line.startswith(("memoryd:", "## ")):
+            tier = _tier(line, event)
+            continue
+        if tier is None or not line.lstrip().startswith(("- ", "* ")) and "(" not in line:
+            continue
+        for found in _ID_RE.findall(line):
+            if len(items) < MAX_ITEMS and all(i["id"] != found for i in items):
+                items.append({"id": found, "tier": tier})
+    return items
+
+
+def send(daemon: Any, event: str, text: str | None) -> None:
+    """Tell the daemon what this hook injected (nothing to tell for an empty context)."""
+    if not text:
+        return
+    hook = {"session-start": "session-start", "prompt": "prompt", "pre-tool": "pre-tool"}.get(event)
+    if hook is None:
+        return
+    try:
+        daemon.hook("receipt", hook=hook, items=items_of(text, event), chars=len(text))
+    except Exception:  # noqa: BLE001 - the context is already chosen; a lost receipt must not cost it
+        pass

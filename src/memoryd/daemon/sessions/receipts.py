@@ -1,0 +1,156 @@
+"""Receipts: what each automatic injection put in front of an agent (docs/tools.md, "Receipts").
+
+Every hook that injects context (session start, prompt, pre-tool, news riding on them) sends one
+`receipt` after it printed: which memories, in which tier (full, pointer, listed at start, news)
+and how many characters. The daemon logs it as one `inject` event — ids, tiers and a count, never
+the prompt or the text — and adds the characters to the session's automatic context, which the
+prompt hook's choice reads (`over_budget`). `show` events say when the memory shown was one the
+session had been pointed to, so the log alone tells how often a pointer was opened.
+
+The log is the store of record, so receipts survive restarts and sync nothing; a session records
+at most MAX_RECEIPTS of them. The readers below scan the log's files: operator views, not hot paths.
+
+Import contract: core, connections, logcheck (the log's segments), memories (short ids), errors.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from typing import Any
+
+from memoryd.daemon import idents, logcheck
+from memoryd.daemon.clock import iso
+from memoryd.daemon.connections import Session
+from memoryd.daemon.core import Core
+from memoryd.daemon.memories.shortids import is_short_id
+from memoryd.errors import InvalidParams
+
+HOOKS = ("session-start", "prompt", "pre-tool", "news")
+TIERS = ("full", "pointer", "listed", "news")
+MAX_ITEMS = 40
+MAX_RECEIPTS = 500            # per session: a runaway client cannot grow the log without bound
+MAX_CHARS = 100_000
+STATS_DAYS = 7
+
+
+def record(core: Core, session: Session, args: dict[str, Any]) -> dict[str, Any]:
+    """Log one injection's receipt and count its characters against the session."""
+    hook, items, chars = args.get("hook"), args.get("items"), args.get("chars")
+    if hook not in HOOKS:
+        raise InvalidParams("hook", f"must be one of {', '.join(HOOKS)}")
+    if not isinstance(items, list) or len(items) > MAX_ITEMS:
+        raise InvalidParams("items", f"must be a list of at most {MAX_ITEMS} {{id, tier}}")
+    if not isinstance(chars, int) or isinstance(chars, bool) or not 0 <= chars <= MAX_CHARS:
+        raise InvalidParams("chars", f"must be an integer 0-{MAX_CHARS}")
+    session.auto_chars += chars
+    if session.receipts >= MAX_RECEIPTS:
+        return {"recorded": False, "auto_chars": session.auto_chars}
+    ids, tiers = _known(core, items)
+    session.receipts += 1
+    core.record("inject", session, hook=hook, injected=ids, tiers=tiers, chars=chars)
+    return {"recorded": True, "auto_chars": session.auto_chars}
+
+
+def _known(core: Core, items: list[Any]) -> tuple[list[str], list[str]]:
+    """The memories named (whole ids, or short ids as the hook printed them), with their tiers;
+    anything else (an episode's id in the news, a made-up id) is left out."""
+    tier_of = core.memories
+    ids: list[str] = []
+    tiers: list[str] = []
+    for item in items:
+        if not isinstance(item, dict) or item.get("tier") not in TIERS or not isinstance(item.get("id"), str):
+            continue
+        named = item["id"]
+        if is_short_id(named):
+            found = tier_of.short_ids.resolve(named)
+            named = found[0] if len(found) == 1 else ""
+        if idents.is_ulid(named) and (named in tier_of.live or named in tier_of.tombstones) and named not in ids:
+            ids.append(named)
+            tiers.append(item["tier"])
+    return ids, tiers
+
+
+def over_budget(core: Core, session: Session) -> bool:
+    """Whether the session's automatic context has reached its budget: then the prompt hook points
+    instead of showing memories in full."""
+    return session.auto_chars >= core.config.hook_session_chars
+
+
+# -- the readers (operator views) ---------------------------------------------------------------------
+
+def _events(core: Core, kinds: tuple[str, ...], since: str | None = None) -> list[dict[str, Any]]:
+    core.log.flush()  # reads' events wait for the next fsync (domain.READ_EVENTS_SYNC_S): hand them to the file
+    found = []
+    needles = tuple(f'"kind":"{k}"' for k in kinds)
+    for segment in logcheck.segments(core.root / "events"):
+        with open(segment, encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if not any(n in line for n in needles):
+                    continue
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(event, dict) and event.get("kind") in kinds and (since is None or event["ts"] >= since):
+                    found.append(event)
+    return found
+
+
+def _row(event: dict[str, Any]) -> dict[str, Any]:
+    return {"ts": event.get("ts"), "hook": event.get("hook"), "chars": event.get("chars", 0),
+            "items": [{"id": i, "tier": t} for i, t in zip(event.get("injected") or [], event.get("tiers") or [])]}
+
+
+def session_injections(core: Core, session_id: str) -> dict[str, Any]:
+    rows = [_row(e) for e in _events(core, ("inject",)) if e.get("session") == session_id]
+    return {"session_id": session_id, "injections": rows, "chars": sum(r["chars"] for r in rows)}
+
+
+def delivery(core: Core, memory_id: str) -> dict[str, Any]:
+    """How often `memory_id` was injected, in how many sessions, and how often its pointer was opened."""
+    injected = pointed = opened = 0
+    sessions: set[str] = set()
+    for event in _events(core, ("inject", "show")):
+        if event["kind"] == "show":
+            opened += event.get("memory_id") == memory_id and bool(event.get("pointed"))
+            continue
+        for named, tier in zip(event.get("injected") or [], event.get("tiers") or []):
+            if named == memory_id:
+                injected += 1
+                pointed += tier == "pointer"
+                sessions.add(str(event.get("session")))
+    return {"injected": injected, "sessions": len(sessions), "pointed": pointed, "pointer_opened": opened}
+
+
+def stats(core: Core, days: int = STATS_DAYS) -> dict[str, Any]:
+    """The last `days` days of automatic injection: per session, the pointer open rate, the memories
+    injected most and those injected but never opened or shown."""
+    since = iso(time.time() - days * 86400)
+    events = _events(core, ("inject", "show"), since)
+    per_session: Counter[str] = Counter()
+    chars: Counter[str] = Counter()
+    by_memory: Counter[str] = Counter()
+    pointed: Counter[str] = Counter()
+    opened: Counter[str] = Counter()
+    for event in events:
+        if event["kind"] == "show":
+            if event.get("pointed"):
+                opened[str(event.get("memory_id"))] += 1
+            continue
+        per_session[str(event.get("session"))] += 1
+        chars[str(event.get("session"))] += int(event.get("chars") or 0)
+        for named, tier in zip(event.get("injected") or [], event.get("tiers") or []):
+            by_memory[named] += 1
+            pointed[named] += tier == "pointer"
+    sessions = len(per_session) or 1
+    return {
+        "days": days, "since": since, "sessions": len(per_session), "injections": sum(per_session.values()),
+        "injections_per_session": round(sum(per_session.values()) / sessions, 2),
+        "chars_per_session": round(sum(chars.values()) / sessions), "pointers": sum(pointed.values()),
+        "pointers_opened": sum(opened.values()),
+        "pointer_open_rate": round(sum(opened.values()) / max(1, sum(pointed.values())), 3),
+        "most_injected": [{"id": i, "times": n} for i, n in by_memory.most_common(10)],
+        "never_opened": [i for i, n in pointed.most_common() if n and not opened[i]][:10],
+    }
