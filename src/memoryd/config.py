@@ -15,6 +15,11 @@ class ConfigError(ValueError):
     """A config file the daemon refuses to start with; the message names the key."""
 
 
+# Less of a session's automatic-context budget left than this: the prompt hook points instead of
+# showing a memory in full (daemon/sessions/receipts.py; replayed by memoryd eval).
+SESSION_MIN_FULL_CHARS = 300
+
+
 @dataclass(frozen=True)
 class Config:
     episode_ttl_days: int = 30

@@ -121,6 +121,7 @@ def context(full: list[dict[str, Any]], pointed: list[dict[str, Any]], budget: i
     """The prompt's memory sections within `budget` chars: pointers first claim their few lines
     (they are short and fixed), the full texts share the rest."""
     pointer_text = pointer_section(pointed) if pointed else ""
+    pointer_text = pointer_text if len(pointer_text) <= budget else ""
     room = budget - (len(pointer_text) + 2 if pointer_text else 0)
     full_text = full_section(full, room) if full and room > len(PROMPT_HEADER) + 40 else ""
     return "\n\n".join(s for s in (full_text, pointer_text) if s) or None

@@ -234,7 +234,7 @@ def prompt(daemon: Daemon, data: dict[str, Any], dry_run: bool = False) -> str |
     # Past the session's budget the daemon turns full texts into pointers (sessions/receipts.py).
     pointed = [h for h in full + pointed if h["id"] in (reply.get("pointer_ids") or ())]
     full = [h for h in full if h["id"] in reply["ids"]]
-    budget = min(int(settings.get("prompt_chars", 1500)), 10_000)
+    budget = min(int(settings.get("prompt_chars", 1500)), 10_000, int(reply.get("budget_left", 10_000)))
     news = news_section(reply, min(NEWS_CHARS, budget // 2 if full or pointed else budget))
     memories = disclosure.context(full, pointed, budget - (len(news) + 2 if news else 0))
     return "\n\n".join(s for s in (memories, news) if s) or None

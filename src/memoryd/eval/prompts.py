@@ -8,8 +8,9 @@ side with the issue's targets; only the tune split may inform a bar. Two more me
 - filler pairs (`filler_pairs.yaml`): a prompt and the same prompt with "please", "ok so", "can
   you"…; the tier and memory chosen must agree;
 - a 20-turn session: the related and unrelated prompts of one project in file order, twenty at a
-  time, each memory shown in full once and pointed to once per session as the hook does: the
-  characters the prompts add to a session's automatic context.
+  time, each memory shown in full once and pointed to once per session, and pointers instead of
+  full text once the session's budget is spent, as the hook and daemon do: the characters the
+  prompts add to a session's automatic context.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import yaml
 
 from memoryd.bench.kit import Bridge
 from memoryd.cli import disclosure
+from memoryd.config import SESSION_MIN_FULL_CHARS as MIN_FULL_CHARS
 from memoryd.config import Config
 
 FILLER_PAIRS = Path(__file__).with_name("filler_pairs.yaml")
@@ -102,21 +104,28 @@ def session_chars(rows: list[dict[str, Any]]) -> list[int]:
             total = 0
             for row in members[start : start + SESSION_TURNS]:
                 full_ids = [i for i in row["ids"][0] if i not in shown]
-                pointer_ids = [i for i in row["ids"][1] if i not in shown | pointed | set(full_ids)]
+                candidates = row["ids"][1]
+                left = _CONFIG.hook_session_chars - total
+                if left < MIN_FULL_CHARS:  # too little budget left: the daemon points instead
+                    full_ids, candidates = [], full_ids + candidates
+                pointer_ids = [i for i in candidates if i not in shown | pointed | set(full_ids)][:2]
                 shown |= set(full_ids)
                 pointed |= set(pointer_ids)
-                total += _estimate(row, full_ids, pointer_ids)
+                total += _estimate(row, full_ids, pointer_ids, max(0, left))
             totals.append(total)
     return totals
 
 
-def _estimate(row: dict[str, Any], full_ids: list[str], pointer_ids: list[str]) -> int:
-    """The chars of a prompt's disclosure after the session's dedup: its full lines and pointers."""
+def _estimate(row: dict[str, Any], full_ids: list[str], pointer_ids: list[str], left: int) -> int:
+    """The chars of a prompt's disclosure after the session's dedup: its full lines and pointers,
+    within what is left of the session's budget (the hook clips to it)."""
     if not full_ids and not pointer_ids:
         return 0
     full = sum(row["lengths"].get(i, 0) + 1 for i in full_ids) + (len(disclosure.PROMPT_HEADER) if full_ids else 0)
     pointer = (len(disclosure.POINTER_HEADER) + 1 + 95 * len(pointer_ids)) if pointer_ids else 0
-    return int(min(full, int(SETTINGS["prompt_chars"])) + pointer)
+    if left < pointer:  # not even a pointer fits what is left of the session's budget
+        return 0 if not full_ids else min(full, left)
+    return int(min(full + pointer, int(SETTINGS["prompt_chars"]), left))
 
 
 def summarize(rows: list[dict[str, Any]], pairs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:

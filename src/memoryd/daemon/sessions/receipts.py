@@ -20,6 +20,7 @@ import time
 from collections import Counter
 from typing import Any
 
+from memoryd.config import SESSION_MIN_FULL_CHARS
 from memoryd.daemon import idents, logcheck
 from memoryd.daemon.clock import iso
 from memoryd.daemon.connections import Session
@@ -72,10 +73,16 @@ def _known(core: Core, items: list[Any]) -> tuple[list[str], list[str]]:
     return ids, tiers
 
 
+def budget_left(core: Core, session: Session) -> int:
+    """Chars of automatic context the session may still be given (the prompt hook fits its full
+    texts into them)."""
+    return max(0, core.config.hook_session_chars - session.auto_chars)
+
+
 def over_budget(core: Core, session: Session) -> bool:
-    """Whether the session's automatic context has reached its budget: then the prompt hook points
-    instead of showing memories in full."""
-    return session.auto_chars >= core.config.hook_session_chars
+    """Whether too little of the session's budget is left for a memory in full: then the prompt
+    hook points instead (a pointer line is ~100 chars)."""
+    return budget_left(core, session) < SESSION_MIN_FULL_CHARS
 
 
 # -- the readers (operator views) ---------------------------------------------------------------------
