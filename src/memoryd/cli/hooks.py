@@ -372,7 +372,7 @@ def run(event: str, client: str, data: dict[str, Any], dry_run: bool = False) ->
     if event == "stop":
         stop(lambda: Daemon(identity, event), data)
         return None
-    daemon = Daemon(identity, event)
+    daemon = Daemon({**identity, "dry_run": True} if dry_run else identity, event)  # a dry run opens nothing
     try:
         if event == "session-end":
             daemon.hook("end", reason=str(data.get("reason") or "other"))

@@ -104,7 +104,7 @@ def run(event: str, client: str, data: dict[str, Any], dry_run: bool = False) ->
     """The stdout of one pre-tool hook run (None: print nothing); `hooks.main` calls it."""
     if not wanted(data):  # most tool calls: no git, no daemon
         return None
-    daemon = hooks.Daemon(identity(data, client), event)
+    daemon = hooks.Daemon({**identity(data, client), **({"dry_run": True} if dry_run else {})}, event)
     try:
         text = pre_tool(daemon, data, dry_run)
         if not dry_run:

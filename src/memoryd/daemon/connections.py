@@ -71,6 +71,9 @@ class Session:
         return is_operator_client(self.client)
 
 
+DRY_RUN_SESSION = "dry-run"  # what a dry run's calls run as when its client has no open session
+
+
 @dataclass
 class Conn:
     id: str
@@ -82,6 +85,7 @@ class Conn:
     reply_bytes: int = 0  # held in `replies`
     in_flight: set[int] = field(default_factory=set)
     transient: bool = False  # a hook process: uses a session, never owns it (ends nothing on exit)
+    dry_run: bool = False    # a hook's --dry-run: joins an open session if there is one, else none
 
 
 class SessionTable:

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from memoryd.config import Config
 from memoryd.daemon import idents, store
 from memoryd.daemon.clock import Clock, iso
-from memoryd.daemon.connections import Session, SessionTable
+from memoryd.daemon.connections import DRY_RUN_SESSION, Session, SessionTable
 from memoryd.daemon.episodes.journal import Journal
 from memoryd.daemon.eventlog import EventLog
 from memoryd.daemon.retries import Retries
@@ -128,8 +128,11 @@ class DomainState:
     # -- the one write path -------------------------------------------------------------------
 
     def record(self, kind: str, actor: Session | None = None, **fields: Any) -> dict[str, Any]:
-        """Append one event (ids, counts, hashes only — never content) and apply it."""
+        """Append one event (ids, counts, hashes only — never content) and apply it. A hook's dry
+        run with no session of its own records nothing (sessions/binding.py)."""
         event: dict[str, Any] = {"ts": self.now(), "kind": kind}
+        if actor is not None and actor.id == DRY_RUN_SESSION:
+            return event
         if actor is not None:
             event["session"] = actor.id
         event.update({k: v for k, v in fields.items() if v is not None})

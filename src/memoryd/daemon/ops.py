@@ -72,7 +72,8 @@ def hello(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> d
         session = d.bindings.attach_or_start(conn_id, identity, args.get("session_id"), transient)
     old = d.conns.get(conn_id)
     conn = Conn(id=conn_id, routing_id=routing_id, identity=identity, session_id=session.id if session else None,
-                last_seen=d.core.clock(), transient=transient)
+                last_seen=d.core.clock(), transient=transient,
+                dry_run=transient and isinstance(raw, dict) and raw.get("dry_run") is True)
     if old is not None:
         conn.replies, conn.reply_bytes = old.replies, old.reply_bytes
     d.conns[conn_id] = conn

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from memoryd.daemon.connections import Conn, Session, client_name, is_operator_client
+from memoryd.daemon.connections import DRY_RUN_SESSION, Conn, Session, client_name, is_operator_client
 from memoryd.daemon.core import Core
 from memoryd.daemon.sessions import anchored, hooks, receipts
 from memoryd.daemon.sessions.news import News
@@ -37,6 +37,8 @@ class Bindings:
         """The connection's session; a finished one is replaced by a fresh session (docs/tools.md),
         the operator's by the operator session (open, as `create` makes sure)."""
         session = self.open_of(conn)
+        if session is None and conn.dry_run:
+            return self._dry_run_session(conn)
         if session is None and is_operator_client(conn.identity.get("client")):
             session = self.operator_session(conn.identity, create=True)
             assert session is not None
@@ -51,6 +53,18 @@ class Bindings:
                 self.client_sessions.bind(key, session)
             conn.session_id = session.id
         return session
+
+    def _dry_run_session(self, conn: Conn) -> Session:
+        """A hook's dry run joins its client's open session if there is one; else its calls run
+        as a session that is never registered nor logged (`DomainState.record` drops its events),
+        so a made-up session id opens nothing and records nothing."""
+        found = self.client_sessions.open_session(self.core, conn.identity.get("client_session"))
+        if found is not None:
+            return found
+        now = self.core.now()
+        return Session(id=DRY_RUN_SESSION, worktree=conn.identity.get("worktree"), repo=conn.identity.get("repo"),
+                       project=conn.identity.get("project"), client=conn.identity.get("client"),
+                       started_at=now, last_active=now)
 
     def after_call(self, conn: Conn, before: Session) -> None:
         """Keep the client-session key on the connection's current session (a finish or a
