@@ -337,3 +337,29 @@ def test_an_edit_without_csrf_or_from_another_origin_is_refused(view: View) -> N
     evil = {**cookie, "Origin": "http://evil.example"}
     assert _http(view, target, "POST", evil, f"{body}&csrf={csrf}".encode())[0] == 403
     assert "hijacked" not in _stored(view, view.ids["replica"])
+
+
+def test_a_sessions_page_lists_what_the_hooks_injected(view: View) -> None:
+    """The real hooks inject into a Claude Code session; its page shows each injection's memories."""
+    import json
+    import re
+
+    repo = view.env.base / "web"  # named like the seeded project, so its memories are in scope
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True, capture_output=True, timeout=30)
+
+    def hook(event: str, payload: dict[str, Any]) -> str:
+        done = subprocess.run([sys.executable, "-m", "memoryd", "hook", event], input=json.dumps(payload),
+                              env=view.env.environ(), capture_output=True, text=True, timeout=30, check=False)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    started = hook("session-start", {"session_id": "ui-cc", "cwd": str(repo), "hook_event_name": "SessionStart"})
+    session_id = re.search(r'session_id=\\"(sess-[0-9]+)', started).group(1)  # type: ignore[union-attr]
+    answered = hook("prompt", {"session_id": "ui-cc", "cwd": str(repo), "hook_event_name": "UserPromptSubmit",
+                               "prompt": "do deploys go through the staging cluster first?"})
+    assert "m" + view.ids["deploy"][-8:].lower() in answered
+    view.get(f"/session/{session_id}")
+    table = view.wait(lambda d: d.find_element(By.ID, "injections"))
+    assert view.ids["deploy"] in table.text and "prompt" in table.text and "full" in table.text
+    view.shot("session-injections")

@@ -249,7 +249,19 @@ def session_item(s: dict[str, Any]) -> str:
             f'{e(s["calls"])} calls · {e(s["episodes"])} episodes</div>{summary}{handoff_html}</div>')
 
 
-def session_page(session: dict[str, Any], episodes: dict[str, Any], **banners: Any) -> str:
+def injections_table(injections: dict[str, Any]) -> str:
+    """What the hooks put in front of the session's agent, in order (daemon/sessions/receipts.py)."""
+    rows = "".join(f'<tr><td>{ts(r.get("ts"))}</td><td>{e(r.get("hook"))}</td><td>{e(r.get("chars"))}</td><td>'
+                   + ", ".join(f'{mem_link(i["id"])} <span class=muted>{e(i["tier"])}</span>' for i in r["items"])
+                   + "</td></tr>" for r in injections.get("injections", []))
+    if not rows:
+        return '<p class=muted>Nothing was injected automatically.</p>'
+    return (f'<table id=injections><thead><tr><th>when</th><th>hook</th><th>chars</th><th>memories (tier)</th>'
+            f'</tr></thead><tbody>{rows}</tbody></table><p class=muted>{e(injections.get("chars"))} chars in all</p>')
+
+
+def session_page(session: dict[str, Any], episodes: dict[str, Any], injections: dict[str, Any] | None = None,
+                 **banners: Any) -> str:
     rows = "".join(f'<tr><td>{ts(ep.get("created"))}</td><td class=mono>{e(ep.get("id"))}</td>'
                    f'<td>{e(ep.get("provenance"))}</td><td>{tags(ep.get("scopes"))}</td>'
                    f'<td>{e(ep.get("takeaway"))}</td></tr>' for ep in episodes.get("episodes", []))
@@ -257,7 +269,8 @@ def session_page(session: dict[str, Any], episodes: dict[str, Any], **banners: A
              f'<th>takeaway</th></tr></thead><tbody>{rows}</tbody></table>') if rows else \
             '<p class=muted>No live episodes (none written, promoted, or expired).</p>'
     return layout(f"Session {session['session_id']}", "sessions",
-                  f'<div class=timeline>{session_item(session)}</div><h2>Episodes</h2>{table}', **banners)
+                  f'<div class=timeline>{session_item(session)}</div><h2>Episodes</h2>{table}'
+                  f'<h2>Injected by the hooks</h2>{injections_table(injections or {})}', **banners)
 
 
 # -- health and the feed ------------------------------------------------------------------------------

@@ -361,7 +361,8 @@ class Handler(BaseHTTPRequestHandler):
     def page_session(self, rest: str, query: dict[str, list[str]]) -> None:
         session = self.ui.operator.admin("session", session_id=rest)
         episodes = self.ui.operator.call("episodes", {"action": "list", "session": rest})
-        self.send(200, pages.session_page(session, episodes, **self.banners(query)))
+        injections = self.ui.operator.admin("injections", session_id=rest)
+        self.send(200, pages.session_page(session, episodes, injections, **self.banners(query)))
 
     def page_health(self, rest: str, query: dict[str, list[str]]) -> None:
         op = self.ui.operator
