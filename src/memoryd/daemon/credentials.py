@@ -5,7 +5,7 @@ importer and sync admission call `find_credentials` / `credential_hits`; nothing
 its own. The detector knows *families* rather than examples:
 
 - `vendor_token`: tokens whose issuer gives them a fixed prefix (cloud, code hosts, registries,
-  payment, chat, mail, model hubs …), one row each in `_VENDOR_ROWS`;
+  payment, chat, mail, model hubs …), one row each in `vendor_tokens.py`;
 - `private_key`: PEM private-key blocks (with or without their END line) and JWTs;
 - `command_line` and `header`: a password or token handed to a program (`mysql -p…`, `curl -u
   user:pw`, `--password …`, `PGPASSWORD=…`) or sent in an `Authorization`/`Cookie` header;
@@ -25,137 +25,13 @@ import bisect
 import math
 import re
 from collections import Counter
-from typing import NamedTuple
 
 from memoryd.daemon.patterns import lazy
+from memoryd.daemon.vendor_tokens import REDACTED, Hit, vendor_hits
 
 __all__ = ["Hit", "credential_hits", "find_credentials", "mask_credentials", "redact_credentials"]
 
-REDACTED = "[REDACTED]"
 CONTEXT_CHARS = 20
-
-
-class Hit(NamedTuple):
-    start: int
-    end: int
-    kind: str
-    replacement: str
-
-
-# ---------------------------------------------------------------------------------------------
-# vendor_token: (kind, the issuer's fixed prefixes, what follows one)
-
-_B64 = r"A-Za-z0-9+/"
-_URLSAFE = r"A-Za-z0-9_-"
-_GITLAB = ("glpat-", "gldt-", "glrt-", "glptt-", "glcbt-", "gloas-", "glsoat-", "glft-", "glimt-", "glagent-", "glwt-")
-_AWS = ("AKIA", "ASIA", "AGPA", "AIDA", "AROA", "AIPA", "ANPA", "ANVA", "ABIA", "ACCA")
-_VENDOR_ROWS: list[tuple[str, tuple[str, ...], str]] = [
-    ("anthropic_key", ("sk-ant-",), rf"[{_URLSAFE}]{{20,}}"),
-    ("openai_key", ("sk-proj-", "sk-svcacct-", "sk-admin-", "sk-"), rf"(?!ant-)[{_URLSAFE}]{{20,}}"),
-    ("github_token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), r"[A-Za-z0-9]{30,}"),
-    ("github_token", ("github_pat_",), r"[A-Za-z0-9_]{30,}"),
-    ("gitlab_token", _GITLAB, rf"[{_URLSAFE}]{{20,}}"),
-    ("gitlab_token", ("GR1348941",), rf"[{_URLSAFE}]{{20,}}"),
-    ("aws_access_key", _AWS, r"[0-9A-Z]{16}(?![A-Za-z0-9])"),
-    ("slack_token", ("xoxa-", "xoxb-", "xoxp-", "xoxo-", "xoxs-", "xoxr-", "xoxe-"), r"[A-Za-z0-9-]{10,}"),
-    ("slack_token", ("xapp-",), r"\d-[A-Za-z0-9-]{20,}"),
-    ("slack_webhook", ("hooks.slack.com/",), r"(?:services|workflows|triggers)/[A-Za-z0-9_/-]{20,}"),
-    ("discord_webhook", ("discord.com/api/webhooks/", "discordapp.com/api/webhooks/"), r"\d+/[A-Za-z0-9_-]{30,}"),
-    ("stripe_key", ("sk_live_", "sk_test_", "rk_live_", "rk_test_"), r"[A-Za-z0-9]{16,}"),
-    ("stripe_webhook_secret", ("whsec_",), rf"[{_B64}=]{{24,}}"),
-    ("npm_token", ("npm_",), r"[A-Za-z0-9]{36}(?![A-Za-z0-9])"),
-    ("pypi_token", ("pypi-AgEIcHlwaS5vcmc",), rf"[{_URLSAFE}]{{40,}}"),
-    ("huggingface_token", ("hf_", "api_org_"), r"[A-Za-z0-9]{30,}"),
-    ("sendgrid_key", ("SG.",), rf"[{_URLSAFE}]{{20,24}}\.[{_URLSAFE}]{{40,46}}"),
-    ("mailgun_key", ("key-",), r"[0-9a-f]{32}(?![0-9a-f])"),
-    ("twilio_key", ("SK",), r"[0-9a-fA-F]{32}(?![0-9a-fA-F])"),
-    ("google_api_key", ("AIza",), rf"[{_URLSAFE}]{{35}}"),
-    ("google_oauth_secret", ("GOCSPX-",), rf"[{_URLSAFE}]{{24,}}"),
-    ("google_oauth_token", ("ya29.",), rf"[{_URLSAFE}]{{20,}}"),
-    ("digitalocean_token", ("dop_v1_", "doo_v1_", "dor_v1_"), r"[a-f0-9]{64}"),
-    ("shopify_token", ("shpat_", "shpca_", "shppa_", "shpss_"), r"[a-fA-F0-9]{32}"),
-    ("atlassian_token", ("ATATT3",), r"[A-Za-z0-9_=-]{50,}"),
-    ("databricks_token", ("dapi",), r"[a-f0-9]{32}(?:-\d)?(?![\w-])"),
-    ("vault_token", ("hvs.", "hvb.", "hvr."), rf"[{_URLSAFE}]{{24,}}"),
-    ("doppler_token", ("dp.pt.", "dp.st.", "dp.sa.", "dp.ct.", "dp.scim.", "dp.audit."), r"[A-Za-z0-9]{30,}"),
-    ("linear_key", ("lin_api_", "lin_oauth_"), r"[A-Za-z0-9]{32,}"),
-    ("postman_key", ("PMAK-",), r"[a-f0-9]{24}-[a-f0-9]{34}"),
-    ("grafana_token", ("glsa_",), r"[A-Za-z0-9]{32}_[a-f0-9]{8}"),
-    ("grafana_token", ("glc_",), rf"[{_B64}]{{32,}}={{0,2}}"),
-    ("newrelic_key", ("NRAK-", "NRII-", "NRJS-", "NRRA-"), r"[A-Za-z0-9]{20,}"),
-    ("docker_token", ("dckr_pat_", "dckr_oat_"), rf"[{_URLSAFE}]{{20,}}"),
-    ("replicate_token", ("r8_",), r"[A-Za-z0-9]{30,}"),
-    ("groq_key", ("gsk_",), r"[A-Za-z0-9]{40,}"),
-    ("xai_key", ("xai-",), r"[A-Za-z0-9]{40,}"),
-    ("perplexity_key", ("pplx-",), r"[A-Za-z0-9]{40,}"),
-    ("tailscale_key", ("tskey-",), r"[a-z]+-[A-Za-z0-9]+-[A-Za-z0-9]{10,}"),
-    ("age_secret_key", ("AGE-SECRET-KEY-1",), r"[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}"),
-    ("sentry_token", ("sntrys_", "sntryu_", "sntrya_"), rf"[{_B64}=_-]{{40,}}"),
-    ("heroku_key", ("HRKU-",), rf"[{_URLSAFE}]{{20,}}"),
-    ("supabase_token", ("sbp_",), r"[a-f0-9]{40}"),
-    ("square_token", ("sq0atp-", "sq0csp-"), rf"[{_URLSAFE}]{{22,}}"),
-    ("square_token", ("EAAA",), rf"[{_URLSAFE}]{{60,}}"),
-    ("alibaba_key", ("LTAI",), r"[A-Za-z0-9]{12,20}(?![A-Za-z0-9])"),
-    ("mapbox_token", ("sk.eyJ",), rf"[{_URLSAFE}]{{20,}}\.[{_URLSAFE}]{{20,}}"),
-    ("fly_token", ("fo1_",), rf"[{_URLSAFE}]{{30,}}"),
-    ("netlify_token", ("nfp_",), r"[A-Za-z0-9]{30,}"),
-    ("buildkite_token", ("bkua_",), r"[a-f0-9]{40}"),
-    ("circleci_token", ("CCIPAT_",), r"[A-Za-z0-9]{20,}_[a-f0-9]{40}"),
-    ("jfrog_key", ("AKCp",), r"[A-Za-z0-9]{60,}"),
-    ("figma_token", ("figd_",), rf"[{_URLSAFE}]{{30,}}"),
-    ("notion_token", ("secret_",), r"[A-Za-z0-9]{43}(?![A-Za-z0-9])"),
-    ("notion_token", ("ntn_",), r"[A-Za-z0-9]{40,}"),
-    ("airtable_token", ("pat",), r"[A-Za-z0-9]{14}\.[a-f0-9]{64}"),
-    ("dropbox_token", ("sl.",), rf"[{_URLSAFE}]{{120,}}"),
-    ("pulumi_token", ("pul-",), r"[a-f0-9]{40}"),
-    ("render_key", ("rnd_",), r"[A-Za-z0-9]{30,}"),
-    ("jwt", ("eyJ",), rf"[{_URLSAFE}]{{8,}}\.eyJ[{_URLSAFE}]{{8,}}\.[{_URLSAFE}]*"),
-]
-# Each prefix's rows, anchored at the prefix. A vendor token is found by a scan for long runs of
-# token characters (one character class, ~0.02 µs a character), then a look at where a prefix could
-# start inside each run: its start, or just after a `.+/=:~` (`KEY=sk_live_…`, `https://hooks…`).
-# One pattern per row over the whole text cost 50× that; one alternation of the prefixes 10×.
-_ROWS_BY_PREFIX: dict[str, list[tuple[str, re.Pattern[str], int]]] = {}
-for _kind, _prefixes, _body in _VENDOR_ROWS:
-    for _prefix in _prefixes:
-        _ROWS_BY_PREFIX.setdefault(_prefix, []).append((_kind, lazy(re.escape(_prefix) + _body), len(_prefix)))
-_PREFIXES = tuple(_ROWS_BY_PREFIX)
-_PREFIX_LENGTHS = sorted({len(p) for p in _PREFIXES}, reverse=True)
-_RUN_RE = lazy(r"[A-Za-z0-9_.+/=:~-]{16,}")
-_INNER_START_RE = lazy(r"[.+/=:~]")
-# Tokens without a fixed prefix, looked for only in a run that holds their tell-tale piece.
-_SHAPE_ROWS: list[tuple[str, str, re.Pattern[str]]] = [
-    ("telegram_bot_token", ":AA", lazy(r"(?<![\w:])\d{8,10}:AA[A-Za-z0-9_-]{33}(?![\w-])")),
-    ("mailchimp_key", "-us", lazy(r"(?<![\w-])[0-9a-f]{32}-us\d{1,2}(?!\w)")),
-    ("terraform_token", ".atlasv1.", lazy(r"(?<![\w.])[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_-]{60,}")),
-    ("azure_client_secret", "Q~", lazy(r"(?<![\w~.])[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{31,34}(?![\w~.-])")),
-    ("discord_token", ".",
-     lazy(r"(?<![\w.-])[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,40}(?![\w-])")),
-]
-
-
-def _prefixed_at(text: str, at: int) -> Hit | None:
-    """The vendor token starting at `at`, if one does (the longest prefix that is there wins)."""
-    for length in _PREFIX_LENGTHS:
-        for kind, pattern, visible in _ROWS_BY_PREFIX.get(text[at : at + length], ()):
-            found = pattern.match(text, at)
-            if found:
-                return Hit(at, found.end(), kind, found.group()[:visible] + "…" + REDACTED)
-    return None
-
-
-def _vendor_hits(text: str) -> list[Hit]:
-    hits = []
-    for run in _RUN_RE.finditer(text):
-        lo, hi = run.span()
-        for at in [lo] + [m.end() for m in _INNER_START_RE.finditer(text, lo, hi)]:
-            hit = _prefixed_at(text, at) if text.startswith(_PREFIXES, at) else None
-            if hit:
-                hits.append(hit)
-        for kind, tell, pattern in _SHAPE_ROWS:
-            if tell in run.group():
-                hits += [Hit(*found.span(), kind, REDACTED) for found in pattern.finditer(text, lo, hi)]
-    return hits
 
 
 # ---------------------------------------------------------------------------------------------
@@ -184,19 +60,30 @@ def _pem_hits(text: str) -> list[Hit]:
 # What a value must look like to be a secret rather than a placeholder, a variable or prose
 
 _PLACEHOLDER_RE = lazy(
-    r"""^(?:none|null|nil|undefined|true|false|empty|n/?a|tbd|todo|hidden|secret|password|token
-    |[x*._•…-]+|<[^>]*>?|\[[^\]]*\]|\{\{.*\}\}|\$\{?[a-z_][a-z0-9_]*\}?.*
+    r"""^(?:none|null|nil|undefined|true|false|yes|no|empty|n/?a|tbd|todo|hidden|secret|password|passwd|pass
+    |same-origin|same-site|include|omit|required|optional|inherit|read-?only
+    |pwd|pw|token|[x*._•…-]+|<[^>]*>?|\[[^\]]*\]|\{\{.*\}\}|\$\{?[a-z_][a-z0-9_]*\}?.*
     |%\(?[a-z_]+\)?s?|%[a-z_]+%
-    |(?:your|my|the|some|an?)[_-].*|.*(?:placeholder|example|redacted|changeme|change_me|dummy
-    |sample|xxxx).*|[a-z_][a-z0-9_.]*[(\[].*|(?:os\.environ|process\.env|env\.).*)\Z""",
+    |(?:your|my|the|some|an?)[_-][a-z_-]*|.*(?:placeholder|example|redacted|changeme|change_me|dummy|sample).*
+    |(?:\S{0,6}[^a-z0-9])?(?:test|fake|demo|foo|bar)(?:[^a-z0-9]\S{0,4})?
+    |(?:os\.environ|process\.env|env\.).*)\Z""",
     re.IGNORECASE | re.VERBOSE,
 )
+# Code, not a value: a call or a subscript (`get_secret()`, `args["token"]`) or an attribute path
+# (`settings.API_KEY`, `m.group(`), as memories quote it from source.
+_NAME = r"(?:_*[a-z][a-z0-9_]*|_*[A-Z][A-Za-z0-9_]*)"  # snake_case, CamelCase, CONSTANT
+_CODE_RE = lazy(rf"{_NAME}(?:\.{_NAME})*(?:\(.*\)|\[.*\]|\(\Z)(?:\.{_NAME}(?:\(.*\))?|\[.*\])*\Z"
+                rf"|{_NAME}(?:\.{_NAME})+\Z")
 _ULID_RE = lazy(r"[0-7][0-9A-HJKMNP-TV-Z]{25}\Z")
+_PATH_WORD_RE = lazy(r"(?:^|[/.])[a-z]{3,}(?:[/.]|$)")
+_WORDS_ONLY_RE = lazy(r"[A-Za-z]+(?:[-_.:/][A-Za-z]+)*[-_.:/]?")  # unambiguous: no backtracking blow-up
 _VERSION_RE = lazy(r"v?\d+(?:[.-]\d+)+(?:[-+.][\w.]+)?\Z")
 
 
 def _is_placeholder(value: str) -> bool:
-    return bool(_PLACEHOLDER_RE.match(value))
+    """A slot, not a value: "<token>", "${API_KEY}", "********", "sk-test", "xxxx…", code."""
+    x_share = value.lower().count("x") / len(value) if value else 0.0
+    return bool(_PLACEHOLDER_RE.match(value) or _CODE_RE.match(value) or x_share >= 0.5)
 
 
 def _entropy(value: str) -> float:
@@ -214,25 +101,40 @@ def _machine_made(value: str) -> bool:
     )
 
 
+def _words_only(value: str) -> bool:
+    """Words joined up without a digit ("X-Api-Key", "provider-prefixed", "readOnlyToken"): a name,
+    not a secret. Random letters change case every other character; words rarely."""
+    if any(c.isdigit() for c in value) or _WORDS_ONLY_RE.fullmatch(value) is None:
+        return False
+    return _case_changes(value) <= max(2, len(value) // 5)
+
+
+def _case_changes(value: str) -> int:
+    return sum(a.islower() != b.islower() for a, b in zip(value, value[1:]) if a.isalpha() and b.isalpha())
+
+
 def _random_looking(value: str, min_len: int = 8) -> bool:
     """A token nobody would type as a word: long enough, several character classes, little
     repetition, and none of the shapes that are ids rather than secrets (ULIDs, versions, paths,
     URLs, variables). Hex-only strings qualify only from 32 characters (commit SHAs are shorter
     or sit next to words like "commit", not "token is")."""
-    if len(value) < min_len or _is_placeholder(value) or "://" in value or value[0] in "/~.$%<{":
+    if len(value) < min_len or _is_placeholder(value) or "://" in value or value[0] in "$<{":
         return False
+    if value[0] in "/~." and _PATH_WORD_RE.search(value):
+        return False  # a path ("/etc/nginx/conf.d"), not base64 that happens to start with "/"
     if _ULID_RE.match(value) or _VERSION_RE.match(value):
         return False
     lower, upper = any(c.islower() for c in value), any(c.isupper() for c in value)
     digit, symbol = any(c.isdigit() for c in value), any(not c.isalnum() for c in value)
-    if not (lower or upper):
-        return False
+    if not (lower or upper) or _words_only(value):
+        return False  # no letters, or words joined up ("X-Api-Key", "readOnlyToken"): a name, not a secret
     if all(c in "0123456789abcdef" for c in value.lower()):
         return len(value) >= 32
     classes = lower + upper + digit + symbol
-    if classes < 3 and not (classes == 2 and digit and len(value) >= 12):
+    mixed_case = lower and upper and _case_changes(value) > len(value) // 4
+    if classes < 3 and not (classes == 2 and len(value) >= 12 and (digit or mixed_case)):
         return False
-    return _entropy(value) >= min(3.0, math.log2(len(value)) - 0.5)
+    return _entropy(value) >= min(2.5, math.log2(len(value)) - 1.0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -252,6 +154,7 @@ _KEY_QUALIFIERS = ("api", "access", "secret", "private", "signing", "master", "a
 # Names that make an assignment a secret only when the value is random-looking: "auth: oauth2" and
 # "cache_key = user" are settings.
 _WEAK_WORDS = {"key", "keys", "auth", "sig", "signature", "cookie", "dsn"}
+_PLURALS = {"passwords", "secrets", "tokens", "keys"}
 _PROSE_WORDS = {"password", "passwords", "passwd", "passphrase", "pw", "pwd", "secret", "secrets", "token",
                 "tokens", "credential", "credentials", "creds", "apikey", "key", "keys"}
 _ASSIGNMENT_TAIL_RE = lazy(
@@ -259,6 +162,7 @@ _ASSIGNMENT_TAIL_RE = lazy(
     (?:(?P<q>["'])(?P<qv>[^"'\n]{0,300})(?P=q)|(?P<uv>[^\s"'`,;)}\]]{1,300}))""",
     re.VERBOSE,
 )
+_TOKEN_END_RE = lazy(r"[^\s\"'`]{0,4096}")  # bounded; words inside a hit are skipped (_word_hits)
 _PROSE_TAIL_RE = lazy(
     r"""(?P<gap>(?:[ \t]+[A-Za-z][\w'-]{0,20}){0,5}?)
     (?P<link>[ \t]*(?::|=|->|→)[ \t]*|[ \t]+(?:is|was|are)[ \t]+|[ \t]+)
@@ -284,8 +188,11 @@ def _qualified(low: str, start: int) -> bool:
 def _word_hits(text: str) -> list[Hit]:
     low = _lowered(text)
     hits = []
+    covered = 0  # the end of the last hit: a word inside it ("password=password=…") is not looked at again
     for m in _WORD_RE.finditer(low):
         word, start, end = m.group(), m.start(), m.end()
+        if start < covered:
+            continue
         after = low[end : end + 1]
         if after.isalnum() or after == "_":
             continue  # "tokenizer", "password_min_length", "keyword"
@@ -297,29 +204,36 @@ def _word_hits(text: str) -> list[Hit]:
             strong = word not in _WEAK_WORDS
         if glued and len(word) <= 4:
             continue  # "monkey", "bypass", "oauth"
-        hit = _assigned(text, end, strong) or (
+        assignable = word not in _PLURALS  # "max_tokens: 4096" counts tokens; it holds none
+        hit = (_assigned(text, end, strong) if assignable else None) or (
             _in_prose(text, end) if word in _PROSE_WORDS and strong and not glued else None)
         if hit:
             hits.append(hit)
+            covered = hit.end
     return hits
 
 
 def _assigned(text: str, end: int, strong: bool) -> Hit | None:
     """The value assigned right after a name ending at `end`. After a bare `:` the value must look
     machine-made, because "token: rotate it monthly" is prose while "token: a8Fq…" is not; a weak
-    name needs a random-looking value."""
+    name needs a random-looking value. An unquoted value is masked to its token's end: one cut at
+    `)` or `,` may go on ("…(H*JY)&&BJ3…")."""
     m = _ASSIGNMENT_TAIL_RE.match(text, end)
     if not m:
         return None
-    group = "qv" if m.group("q") else "uv"
-    value = m.group(group)
-    if len(value) < 3 or _is_placeholder(value):
+    quoted = m.group("q") is not None
+    start, end = m.span("qv" if quoted else "uv")
+    if not quoted:
+        end = _TOKEN_END_RE.match(text, end).end()  # type: ignore[union-attr]
+    raw = text[start:end]
+    value = raw if quoted else raw.strip("([{").rstrip(".,;:!?)]}")
+    if len(value) < 3 or _is_placeholder(value) or _is_placeholder(raw.rstrip(".,;:!?")):
         return None
-    if strong and not (group == "qv" or m.group("sep") != ":" or _machine_made(value)):
-        return None
+    if strong and not (quoted or m.group("sep") != ":" or _machine_made(value) and not _words_only(value)):
+        return None  # "secret: provider-prefixed" is prose
     if not strong and not _random_looking(value, 16):
         return None
-    return Hit(*m.span(group), "secret_assignment", REDACTED)
+    return Hit(start, end, "secret_assignment", REDACTED)
 
 
 def _in_prose(text: str, end: int) -> Hit | None:
@@ -330,7 +244,7 @@ def _in_prose(text: str, end: int) -> Hit | None:
     if not m or (m.group("gap") and not m.group("link").strip()):
         return None
     token = m.group("tok").rstrip(".,;:)!?]}")
-    if not _random_looking(token):
+    if not _random_looking(token) or _is_placeholder(m.group("tok")):
         return None
     return Hit(m.start("tok"), m.start("tok") + len(token), "keyword_secret", REDACTED)
 
@@ -338,7 +252,8 @@ def _in_prose(text: str, end: int) -> Hit | None:
 # ---------------------------------------------------------------------------------------------
 # connection_string: a password in a URL's userinfo (`postgres://app:…@db`, `redis://:…@cache`)
 
-_URL_PASSWORD_RE = lazy(r"://[^\s/:@]{0,256}:([^\s/@]{1,300})@")
+# The password runs to the authority's last `@` (an unescaped `@` in it happens in real notes).
+_URL_PASSWORD_RE = lazy(r"://[^\s/:@]{0,256}:([^\s/]{1,300})@(?=[^\s@/:]+[:/?#\s]|[^\s@/:]+$)")
 
 
 def _url_hits(text: str) -> list[Hit]:
@@ -353,7 +268,9 @@ def _url_hits(text: str) -> list[Hit]:
 # command_line and header: a secret handed to a program or sent in a request. Each row runs only
 # when the lowered text holds one of its words.
 
-_VALUE = r"""(?P<v>'[^'\n]{1,300}'|"[^"\n]{1,300}"|[^\s'"|;&)]{1,300})"""
+# An unquoted value ends at whitespace, a quote, `|`, `;`, or an `&`/`)` that ends the command
+# (`&&`, `&` then a space): one inside a password (`-p_&Hu6…`) belongs to it.
+_VALUE = r"""(?P<v>'[^'\n]{1,300}'|"[^"\n]{1,300}"|(?:[^\s'"`|;&)]|[&)](?![&\s]|$)){1,300})"""
 _SEGMENT = r"[^\n|;&]{0,200}?"  # the rest of one command, up to a pipe, a `;` or an `&&`
 _COMMAND_ROWS: list[tuple[str, tuple[str, ...], re.Pattern[str]]] = [
     ("command_password", ("mysql", "mariadb"),
@@ -378,6 +295,7 @@ _COMMAND_ROWS: list[tuple[str, tuple[str, ...], re.Pattern[str]]] = [
                                          re.IGNORECASE)),
 ]
 _SCHEMES = {"basic", "bearer", "token", "digest", "bot"}
+_FLAG_RE = lazy(r"--?[A-Za-z][A-Za-z-]*\Z")  # the next option ("-p --verbose"), not a password
 
 
 def _command_hits(text: str) -> list[Hit]:
@@ -385,12 +303,14 @@ def _command_hits(text: str) -> list[Hit]:
     hits = []
     for kind, words, pattern in _COMMAND_ROWS:
         for m in pattern.finditer(text) if any(w in low for w in words) else ():
-            value = m.group("v").strip("'\"")
-            if _is_placeholder(value) or value.lower() in _SCHEMES or value.startswith(("-", "$")):
+            start, end = m.span("v")
+            end = end if text[start] in "'\"" else _TOKEN_END_RE.match(text, end).end()  # type: ignore[union-attr]
+            value = text[start:end].strip("'\"")  # to the token's end: "-pc8%&&U7p…" is one word
+            if _is_placeholder(value) or value.lower() in _SCHEMES or value.startswith("$") or _FLAG_RE.match(value):
                 continue
-            if kind in ("auth_header", "cookie_header") and not _machine_made(value):
-                continue
-            hits.append(Hit(*m.span("v"), kind, REDACTED))
+            if len(value) < 4 or not _machine_made(value):
+                continue  # "curl -u user:pass" in a how-to names the slot, it fills none
+            hits.append(Hit(start, end, kind, REDACTED))
     return hits
 
 
@@ -409,7 +329,7 @@ def _non_overlapping(hits: list[Hit]) -> list[Hit]:
 
 # Surest first: where two families overlap, the earlier one names the hit (a vendor token assigned
 # to a name is reported as the vendor's, `AccountKey=…` as an assignment rather than prose).
-_FAMILIES = (_vendor_hits, _pem_hits, _url_hits, _command_hits, _word_hits)
+_FAMILIES = (vendor_hits, _pem_hits, _url_hits, _command_hits, _word_hits)
 
 
 def credential_hits(text: str) -> list[Hit]:
