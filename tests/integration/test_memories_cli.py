@@ -48,7 +48,9 @@ def test_list_shows_a_table_and_json_and_filters_by_scope_project_category(daemo
     other = agent.write("The billing service retries webhooks three times.", scopes=["projects:billing"])["id"]
     table = daemon.memoryd("memories", "list")
     assert table.returncode == 0, table.stderr
-    assert "FIRST LINE" in table.stdout and deploy in table.stdout and other in table.stdout
+    def short(memory_id: str) -> str:  # tables show short ids, as the hooks do
+        return "m" + memory_id[-8:].lower()
+    assert "FIRST LINE" in table.stdout and short(deploy) in table.stdout and short(other) in table.stdout
     assert "2 of 2 memories" in table.stdout
     listed = as_json(daemon, "memories", "list", "--project", "billing")
     assert [m["id"] for m in listed["memories"]] == [other]
@@ -62,7 +64,7 @@ def test_search_ranks_across_repos_and_says_staleness(daemon: Env, agent: Agent)
     found = as_json(daemon, "memories", "search", "staging deploy")
     assert found["results"][0]["id"] == hit and found["results"][0]["staleness_verdict"] == "fresh"
     table = daemon.memoryd("memories", "search", "staging deploy")
-    assert hit in table.stdout and "fresh" in table.stdout
+    assert "m" + hit[-8:].lower() in table.stdout and "fresh" in table.stdout  # its short id
     nothing = as_json(daemon, "memories", "search", "kubernetes", "--project", "proj")
     assert nothing["results"] == []
 

@@ -256,7 +256,7 @@ def test_list_pages_with_an_opaque_cursor_and_reports_the_total(env: Env) -> Non
                     break
             assert seen == ids[::-1]
             row = (await call(s, "memory_list", limit=1))["memories"][0]
-            assert set(row) == {"id", "first_line", "scopes", "category", "updated"}
+            assert set(row) == {"id", "short_id", "first_line", "scopes", "category", "updated"}
             infra = await call(s, "memory_list", scopes=["infra"], with_bodies=True)
             assert infra["total"] == 4 and all(r["content"] in FACTS for r in infra["memories"])
             err = await call_error(s, "memory_list", cursor="bm90LWEtY3Vyc29y")

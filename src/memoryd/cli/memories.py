@@ -108,8 +108,13 @@ def table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def memory_rows(items: list[dict[str, Any]]) -> list[list[str]]:
-    return [[m["id"], (m.get("updated") or "")[:19], m.get("category") or "", ",".join(m.get("scopes") or []),
+    return [[shown_id(m), (m.get("updated") or "")[:19], m.get("category") or "", ",".join(m.get("scopes") or []),
              m.get("first_line") or m.get("content") or ""] for m in items]
+
+
+def shown_id(item: dict[str, Any]) -> str:
+    """The short id lists show (as the hooks do), else the whole id."""
+    return str(item.get("short_id") or item["id"])
 
 
 MEMORY_HEADER = ["ID", "UPDATED", "CATEGORY", "SCOPES", "FIRST LINE"]
@@ -120,8 +125,8 @@ MEMORY_HEADER = ["ID", "UPDATED", "CATEGORY", "SCOPES", "FIRST LINE"]
 def cmd_list(op: Any, ns: argparse.Namespace) -> int:
     if ns.removed:
         result = op.tool("memory_list_tombstones", limit=ns.limit)
-        rows = [[t["id"], (t.get("removed_at") or "")[:19], one_line(t.get("reason"), 40), t.get("first_line") or ""]
-                for t in result["tombstones"]]
+        rows = [[shown_id(t), (t.get("removed_at") or "")[:19], one_line(t.get("reason"), 40),
+                 t.get("first_line") or ""] for t in result["tombstones"]]
         emit(ns.json, result, lambda r: table(["ID", "REMOVED", "REASON", "FIRST LINE"], rows)
              + [f"{len(rows)} of {r['total']} removed memories"])
         return OK
@@ -134,7 +139,7 @@ def cmd_list(op: Any, ns: argparse.Namespace) -> int:
 def cmd_search(op: Any, ns: argparse.Namespace) -> int:
     result = op.tool("memory_search", query=ns.query, scopes=scopes_of(ns), category=ns.category,
                      max_results=ns.limit, auto_scope=False)
-    rows = [[h["id"], f"{h.get('relevance', 0):.2f}", h.get("staleness_verdict") or "", h.get("category") or "",
+    rows = [[shown_id(h), f"{h.get('relevance', 0):.2f}", h.get("staleness_verdict") or "", h.get("category") or "",
              h.get("content") or ""] for h in result["results"]]
     emit(ns.json, result, lambda r: table(["ID", "REL", "STALENESS", "CATEGORY", "CONTENT"], rows)
          + [f"{len(rows)} of {r['total']} matching memories"])
