@@ -97,7 +97,6 @@ def check_model() -> list[Check]:
     """Search by meaning needs the encoder's weights, which `memoryd model install` puts in place
     (they are not a package dependency: cli/model.py says why). Without them search is by words."""
     from memoryd.cli import model
-
     from memoryd.daemon.modelfile import MODEL_ZIP_ENV, EncoderUnavailable, read_pinned
 
     version = model.installed()

@@ -117,6 +117,8 @@ def shown_id(item: dict[str, Any]) -> str:
     return str(item.get("short_id") or item["id"])
 
 
+# What `memories edit` reads back from an editor: the daemon's largest content (config max_content_bytes).
+MAX_EDIT_BYTES = 4_000_000
 MEMORY_HEADER = ["ID", "UPDATED", "CATEGORY", "SCOPES", "FIRST LINE"]
 
 
@@ -216,7 +218,11 @@ def cmd_edit(op: Any, ns: argparse.Namespace) -> int:
         print(f"memoryd: {memory['id']} is removed; restore it first (memoryd memories restore {memory['id']})",
               file=sys.stderr)
         return REFUSED
-    draft = ns.content if ns.content is not None else edit_in_editor(memory)
+    try:
+        draft = ns.content if ns.content is not None else edit_in_editor(memory)
+    except EditRefused as exc:
+        print(f"memoryd: {exc}; nothing written", file=sys.stderr)
+        return USAGE
     if draft is None:
         return REFUSED
     if not draft.strip():
@@ -239,19 +245,22 @@ def cmd_edit(op: Any, ns: argparse.Namespace) -> int:
 
 def edit_in_editor(memory: dict[str, Any]) -> str | None:
     """The content after $VISUAL / $EDITOR (else vi) edited it in a private temp file; None when the
-    editor failed (the message says so)."""
+    editor failed (the message says so). What the editor leaves is read without trusting it
+    (`read_edited`)."""
     import os
     import shlex
+    import shutil
     import subprocess
     import tempfile
 
     editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
-    fd, path = tempfile.mkstemp(prefix=f"memoryd-{memory['id']}-", suffix=".md")  # 0600
+    folder = tempfile.mkdtemp(prefix=f"memoryd-{memory['id']}-")  # 0700, ours alone
+    name = "memory.md"
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        with open(os.path.join(folder, name), "x", encoding="utf-8") as handle:
             handle.write(memory.get("content") or "")
         try:
-            code = subprocess.run([*shlex.split(editor), path], check=False).returncode
+            code = subprocess.run([*shlex.split(editor), os.path.join(folder, name)], check=False).returncode
         except OSError as exc:
             print(f"memoryd: cannot run the editor {editor!r} ($EDITOR): {exc}; or use --content TEXT",
                   file=sys.stderr)
@@ -259,10 +268,42 @@ def edit_in_editor(memory: dict[str, Any]) -> str | None:
         if code != 0:
             print(f"memoryd: the editor exited with {code}; nothing written", file=sys.stderr)
             return None
-        with open(path, encoding="utf-8") as handle:
-            return handle.read()
+        return read_edited(folder, name)
     finally:
-        os.unlink(path)
+        shutil.rmtree(folder, ignore_errors=True)  # never follows a link the editor left there
+
+
+class EditRefused(Exception):
+    """What the editor left is not a file memoryd will read; the message says why, nothing is written."""
+
+
+def read_edited(folder: str, name: str) -> str:
+    """The edited file, opened from its folder without following a link (an editor, or anything
+    else, that swaps it for a symlink would have memoryd read the link's target into the memory),
+    and only if it is a regular file of at most MAX_EDIT_BYTES of UTF-8."""
+    import os
+    import stat
+
+    folder_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder_fd)
+        except FileNotFoundError:
+            raise EditRefused("the edited file is gone (the editor deleted or moved it)") from None
+        except OSError as exc:  # ELOOP: a symlink
+            raise EditRefused(f"the edited file is not a plain file ({exc.strerror})") from None
+    finally:
+        os.close(folder_fd)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise EditRefused("the edited file is not a regular file")
+        data = handle.read(MAX_EDIT_BYTES + 1)
+    if len(data) > MAX_EDIT_BYTES:
+        raise EditRefused(f"the edited file is over {MAX_EDIT_BYTES} bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise EditRefused(f"the edited file is not UTF-8 (byte {exc.start})") from None
 
 
 MEMORY_VERBS: dict[str, Callable[[Any, argparse.Namespace], int]] = {
