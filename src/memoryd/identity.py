@@ -41,6 +41,11 @@ def _origin_url(common: str, worktree: str) -> str | None:
     return url or None
 
 
+def project_name(remote: str | None, common_dir: str | None) -> str | None:
+    """The project a repo with this origin URL and git dir is named (as `capture` names it)."""
+    return _sanitize_project(_project_name(remote, common_dir))
+
+
 def _project_name(remote: str | None, common_dir: str | None) -> str | None:
     if remote:
         tail = remote.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1]

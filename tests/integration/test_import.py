@@ -186,3 +186,22 @@ def test_progress_is_a_bar_on_a_terminal_and_a_few_lines_elsewhere() -> None:
         lines.step({})
     lines.done()
     assert pipe.getvalue().splitlines() == [f"memoryd import: {n}/200" for n in (50, 100, 150, 200)]
+
+
+def test_claude_code_folder_whose_transcript_names_another_repo_is_skipped_and_reported(daemon: Env) -> None:
+    """Through the real CLI and daemon: the folder for repo `web` whose transcript says its cwd is
+    the existing repo `payments` imports nothing under payments' scope; the report names it."""
+    from memoryd.importers import claude_code
+
+    payments = daemon.base / "payments"
+    (payments / ".git").mkdir(parents=True)
+    (payments / ".git" / "config").write_text('[remote "origin"]\n\turl = git@example.com:acme/payments.git\n')
+    root = daemon.base / "projects"
+    web = root / claude_code._NOT_ALNUM.sub("-", str(daemon.base / "web"))
+    (web / "memory").mkdir(parents=True)
+    (web / "memory" / "deploy.md").write_text("Deploys of web go through the staging cluster first.\n")
+    (web / "s1.jsonl").write_text(json.dumps({"type": "user", "cwd": str(payments)}) + "\n")
+    done = daemon.memoryd("import", "claude-code", str(root), "--json")
+    shown = done.stdout + done.stderr
+    assert str(web) in shown and "not the path the folder is named for" in shown, shown
+    assert search(daemon, "deploys of web staging cluster") == []

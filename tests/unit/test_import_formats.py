@@ -32,7 +32,29 @@ def test_claude_code_reads_old_and_bare_topic_files_and_needs_a_transcript_for_t
         ("The CI cache key includes the lockfile hash.", ("import:claude-code",), "fact")]
     assert skipped == [(str(folder / "empty.md"), "an empty memory file")]
     (folder.parent / "s1.jsonl").write_text(json.dumps({"type": "user", "cwd": "/home/me/gone_app"}) + "\n")
-    assert claude_code.project_scopes(folder.parent) == ("projects:gone-app",)  # the cwd's name: it is gone
+    assert claude_code.project_scopes(folder.parent, []) == ("projects:gone-app",)  # the cwd's name: it is gone
+
+
+def test_a_transcript_naming_another_repo_than_its_folder_gets_the_folder_skipped(tmp_path: Path) -> None:
+    """The folder for /home/me/web says its cwd is /home/me/payments (which exists, with its own
+    origin): the memories are not given payments' scope; the folder is skipped and reported."""
+    payments = tmp_path / "home" / "me" / "payments"
+    (payments / ".git").mkdir(parents=True)
+    (payments / ".git" / "config").write_text('[remote "origin"]\n\turl = git@example.com:acme/payments.git\n')
+    root = tmp_path / "projects"
+    web = root / claude_code._NOT_ALNUM.sub("-", str(tmp_path / "home" / "me" / "web"))
+    (web / "memory").mkdir(parents=True)
+    (web / "memory" / "deploy.md").write_text("Deploys of web go through staging first.\n")
+    (web / "s1.jsonl").write_text(json.dumps({"type": "user", "cwd": str(payments)}) + "\n")
+    skipped: list[tuple[str, str]] = []
+    assert read("claude-code", root, skipped=skipped) == []
+    assert skipped and skipped[0][0] == str(web) and "not the path the folder is named for" in skipped[0][1]
+    own = root / claude_code._NOT_ALNUM.sub("-", str(payments))  # the same transcript in its own folder
+    (own / "memory").mkdir(parents=True)
+    (own / "memory" / "cards.md").write_text("Card data never leaves the payments service.\n")
+    (own / "s1.jsonl").write_text(json.dumps({"type": "user", "cwd": str(payments)}) + "\n")
+    [draft] = read("claude-code", own, skipped=[])
+    assert draft.scopes == ("projects:payments", "import:claude-code")  # from .git/config, no git run
 
 
 def _archive(path: Path, *members: tuple[tarfile.TarInfo, bytes]) -> Path:

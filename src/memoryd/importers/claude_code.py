@@ -21,15 +21,18 @@ skipped; team memories sit under `team/` in the same shape.
 Mapping: the description then the body → content (the description is the line a list shows);
 type `user` (who the user is) → a user-inference, source inferred, waiting for the user's yes
 like any claim about them; the others → fact, explicit-statement. Scopes: `projects:<project>`
-(the project the bridge would name for that cwd: its git origin or repository folder; the cwd's
-folder name when it no longer exists) and `import:claude-code`; a folder with no transcript
-naming its cwd gets no project scope (give `--scope`). Symbolic links are never followed.
+(the project the bridge would name for that cwd: its git origin, read from `.git/config` as a file,
+or the repository folder; never by running git there) and `import:claude-code`. The cwd is taken
+only when the folder's own name is that cwd encoded: a folder whose transcripts name another path
+is skipped and reported. A folder with no transcript naming its cwd gets no project scope (give
+`--scope`). Symbolic links are never followed.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -44,6 +47,9 @@ MEMORY_DIR = "memory"
 TRANSCRIPT_HEAD_BYTES = 256 * 1024  # the cwd is on the first lines; a transcript can be megabytes
 MAX_TRANSCRIPTS = 20
 USER_TYPE = "user"
+ENCODED_MAX = 200                 # Claude Code cuts a longer folder name and adds a hash
+GIT_CONFIG_BYTES = 64 * 1024
+_NOT_ALNUM = re.compile(r"[^A-Za-z0-9]")
 
 
 def default_root() -> Path:
@@ -60,7 +66,9 @@ def read(target: Path, skipped: list[tuple[str, str]]) -> list[Draft]:
                              f"{default_root()}, holding MEMORY.md and topic .md files)")
     drafts: list[Draft] = []
     for folder in folders:
-        scopes = project_scopes(folder.parent)
+        scopes = project_scopes(folder.parent, skipped)
+        if scopes is None:
+            continue
         for path in _note_files(folder, skipped):
             if path.name != INDEX:
                 draft = _topic(path, f"{folder.parent.name}/{path.relative_to(folder.parent)}", scopes, skipped)
@@ -88,18 +96,56 @@ def memory_folders(target: Path, skipped: list[tuple[str, str]]) -> list[Path]:
     return found
 
 
-def project_scopes(project_dir: Path) -> tuple[str, ...]:
-    """(`projects:<name>`,) for the cwd the folder's transcripts name, else ()."""
+def project_scopes(project_dir: Path, skipped: list[tuple[str, str]]) -> tuple[str, ...] | None:
+    """(`projects:<name>`,) for the cwd the folder's transcripts name, () when none does, None when
+    the transcripts name a cwd that is not the path the folder is named for: a transcript is
+    outside text, and one saying "cwd: <another repo>" must not hand that repo's scope to these
+    memories. The folder is then skipped and reported."""
     cwd = transcript_cwd(project_dir)
     if cwd is None:
         return ()
-    name = None
-    if os.path.isdir(cwd):
-        from memoryd import identity
-
-        name = identity.capture(cwd).get("project")
-    name = name or slug(Path(cwd).name)
+    if not named_for(project_dir.name, cwd):
+        skipped.append((str(project_dir), f"its transcripts name {cwd[:200]!r}, not the path the folder is named "
+                                          "for; skipped (import the memory folder with --scope to keep it)"))
+        return None
+    name = repo_project(cwd) or slug(Path(cwd).name)
     return (f"projects:{name}",) if name else ()
+
+
+def named_for(folder: str, cwd: str) -> bool:
+    """Whether Claude Code would name a project folder `folder` for `cwd`: every character but a-z,
+    A-Z and 0-9 made `-`; past ENCODED_MAX characters cut and suffixed with a hash we cannot
+    recompute, so only the cut is compared."""
+    encoded = _NOT_ALNUM.sub("-", cwd)
+    return folder == encoded if len(encoded) <= ENCODED_MAX else folder.startswith(encoded[:ENCODED_MAX])
+
+
+def repo_project(cwd: str) -> str | None:
+    """The project the bridge would name for `cwd`, read from `<cwd>/.git/config` as a plain file
+    (bounded, no link followed) — never by running git in a path a transcript named."""
+    from memoryd import identity
+
+    git_dir = os.path.join(cwd, ".git")
+    try:
+        fd = os.open(os.path.join(git_dir, "config"), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            return None
+        text = handle.read(GIT_CONFIG_BYTES).decode("utf-8", errors="replace")
+    return identity.project_name(_origin(text), git_dir)
+
+
+def _origin(config: str) -> str | None:
+    section, url = None, None
+    for raw in config.splitlines():
+        line = raw.strip()
+        if line.startswith("["):
+            section = " ".join(line.strip("[]").split()).lower()
+        elif section == 'remote "origin"' and line.split("=", 1)[0].strip().lower() == "url" and "=" in line:
+            url = line.split("=", 1)[1].strip().strip('"')
+    return url or None
 
 
 def transcript_cwd(project_dir: Path) -> str | None:
