@@ -4,8 +4,10 @@ The archive is read as untrusted and never extracted: it is streamed member by m
 member that is a link (symbolic or hard), a device, a FIFO, or named with an absolute path or a
 `..` step is refused, the whole import with it (`memoryd export` never writes one, so it means
 the file was made or changed by something else). Only `memories/<ULID>.md` and
-`tombstones/<ULID>.md` are read, each at most MAX_RECORD_BYTES; episodes, sessions and the event
-log belong to the exporting machine and are passed over unread.
+`tombstones/<ULID>.md` are read, each at most MAX_RECORD_BYTES and all together at most
+MAX_RECORDS_BYTES, one at a time; episodes, sessions and the event log belong to the exporting
+machine and are passed over unread. The whole stream is bounded too (MAX_ARCHIVE_BYTES unpacked,
+MAX_MEMBERS members, MAX_HEADER_BYTES for a pax or long-name header), checked as it is read.
 
 Each record is parsed as the store parses its own files (a `---` YAML frontmatter read by
 `safe_yaml`, which refuses anchors, aliases, tags and deep nesting unbuilt, then the body) and
@@ -19,11 +21,13 @@ dates, links and provenance are not carried: the memories are new in this store.
 
 from __future__ import annotations
 
+import gzip
 import os
 import re
 import stat
 import tarfile
 import zlib
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -34,12 +38,18 @@ from memoryd.importers.draft import CATEGORIES, CONFIDENCES, SOURCES, Draft, val
 SOURCE_SCOPE = "import:memoryd-export"
 MAX_RECORD_BYTES = 8 << 20  # a record: content (max_content_bytes ≤ 4 MB) plus its frontmatter
 MAX_MEMBERS = 2_000_000  # far above any store; bounds the walk of a crafted archive
+MAX_RECORDS_BYTES = 256 << 20   # all records together: ~2.5x a 100k-memory store's text
+MAX_ARCHIVE_BYTES = 4 << 30     # everything unpacked, records or not: a gzip bomb stops here
+MAX_HEADER_BYTES = 64 << 10     # a pax or GNU long-name header's value; `memoryd export` writes none
+LONG_HEADER_TYPES = (b"x", b"g", b"L", b"K")
+BLOCK = 512
 RECORD_RE = re.compile(r"(memories|tombstones)/([0-9A-HJKMNP-TV-Z]{26})\.md")
 HANDOFF = "handoff"
 
 
 def read(path: Path, skipped: list[tuple[str, str]]) -> list[Draft]:
-    """Every memory and tombstone of the archive at `path`, oldest `created` first."""
+    """Every memory and tombstone of the archive at `path`, oldest `created` first. Records are
+    parsed as they stream by, so only their drafts are held, never the archive's bytes."""
     found = [_record(path, name, data, skipped) for name, data in _records(path)]
     if not found:
         raise BadImportInput(path, "no memories/<id>.md or tombstones/<id>.md in this archive "
@@ -48,9 +58,9 @@ def read(path: Path, skipped: list[tuple[str, str]]) -> list[Draft]:
     return [draft for _, draft in found if draft is not None]
 
 
-def _records(path: Path) -> list[tuple[str, bytes]]:
-    """(member name, bytes) of each record member; BadImportInput for a member that is unsafe or
-    too big, or an archive that is not a gzip'd tar."""
+def _records(path: Path) -> Iterator[tuple[str, bytes]]:
+    """(member name, bytes) of each record member, one at a time; BadImportInput for a member that
+    is unsafe or too big, an archive over its bounds, or one that is not a gzip'd tar."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO named as PATH must not hang the import
     except OSError as exc:
@@ -59,14 +69,18 @@ def _records(path: Path) -> list[tuple[str, bytes]]:
         if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
             raise BadImportInput(path, "not a regular file")
         try:
-            with tarfile.open(fileobj=handle, mode="r|gz") as archive:  # a stream: nothing seeks, nothing lands on disk
-                return _walk(path, archive)
-        except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
+            # We gunzip and watch each tar header ourselves (TarGuard): tarfile reads a pax or GNU
+            # long-name header's whole value into memory before any check of ours could run.
+            with gzip.GzipFile(fileobj=handle) as unzipped:
+                guard: Any = TarGuard(unzipped, path)  # a file-like reader, as tarfile's stream mode reads one
+                with tarfile.open(fileobj=guard, mode="r|") as archive:
+                    yield from _walk(path, archive)
+        except (tarfile.TarError, EOFError, OSError, zlib.error, gzip.BadGzipFile) as exc:
             raise BadImportInput(path, f"not a readable tar.gz archive ({type(exc).__name__}: {exc})") from None
 
 
-def _walk(path: Path, archive: tarfile.TarFile) -> list[tuple[str, bytes]]:
-    out: list[tuple[str, bytes]] = []
+def _walk(path: Path, archive: tarfile.TarFile) -> Iterator[tuple[str, bytes]]:
+    held = 0
     for count, member in enumerate(archive, 1):
         if count > MAX_MEMBERS:
             raise BadImportInput(path, f"more than {MAX_MEMBERS} members; refused")
@@ -76,10 +90,64 @@ def _walk(path: Path, archive: tarfile.TarFile) -> list[tuple[str, bytes]]:
         if member.size > MAX_RECORD_BYTES:
             raise BadImportInput(path, f"member {member.name!r} is {member.size} bytes, over the "
                                  f"{MAX_RECORD_BYTES >> 20} MiB a record may hold; refused")
+        held += member.size
+        if held > MAX_RECORDS_BYTES:
+            raise BadImportInput(path, f"its records hold over {MAX_RECORDS_BYTES >> 20} MiB; refused")
         extracted = archive.extractfile(member)
         assert extracted is not None  # a regular member
-        out.append((member.name, extracted.read(MAX_RECORD_BYTES + 1)))
-    return out
+        yield member.name, extracted.read(MAX_RECORD_BYTES + 1)
+
+
+class TarGuard:
+    """The gunzipped stream tarfile reads, watched on the way: every tar header is looked at as it
+    passes (its 512-byte block is where the previous member's data ends), and the archive is
+    refused once its decompressed size passes MAX_ARCHIVE_BYTES or a pax/GNU header's value would
+    pass MAX_HEADER_BYTES — before tarfile allocates it."""
+
+    def __init__(self, raw: Any, path: Path) -> None:
+        self.raw, self.path = raw, path
+        self.pos = 0          # bytes handed to tarfile so far
+        self.next_header = 0  # where the next header block starts
+        self.partial = b""    # a header block split across two reads
+
+    def read(self, size: int = -1) -> bytes:
+        data: bytes = self.raw.read(size if size >= 0 else BLOCK * 20)
+        start, self.pos = self.pos, self.pos + len(data)
+        if self.pos > MAX_ARCHIVE_BYTES:
+            raise BadImportInput(self.path, f"it unpacks to over {MAX_ARCHIVE_BYTES >> 30} GiB; refused")
+        while self.next_header < self.pos:
+            offset = self.next_header - start
+            block = self.partial + data[max(0, offset) : offset + BLOCK]
+            if len(block) < BLOCK:  # the rest comes with the next read
+                self.partial = block
+                break
+            self.partial = b""
+            self.next_header += BLOCK + _padded(self._member_size(block))
+        return data
+
+    def _member_size(self, block: bytes) -> int:
+        if block == bytes(BLOCK):
+            return 0  # an end-of-archive block
+        size = _tar_number(block[124:136])
+        if block[156:157] in LONG_HEADER_TYPES and size > MAX_HEADER_BYTES:
+            raise BadImportInput(self.path, f"a {block[156:157].decode()!r} header of {size} bytes (over "
+                                 f"{MAX_HEADER_BYTES >> 10} KiB); refused")
+        return size
+
+
+def _tar_number(field: bytes) -> int:
+    """A tar header's number: octal digits, or base-256 when the first byte's high bit is set."""
+    if field[:1] and field[0] & 0x80:
+        return int.from_bytes(bytes([field[0] & 0x7F]) + field[1:], "big")
+    digits = field.split(b"\0", 1)[0].strip()
+    try:
+        return int(digits or b"0", 8)
+    except ValueError:
+        return 0  # tarfile refuses such a header itself
+
+
+def _padded(size: int) -> int:
+    return -(-size // BLOCK) * BLOCK
 
 
 def _check_member(path: Path, member: tarfile.TarInfo) -> None:
