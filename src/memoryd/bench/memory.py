@@ -143,8 +143,8 @@ def seed_vectors(box: Throwaway) -> int:
     import numpy as np
 
     from memoryd.daemon import frontmatter
-    from memoryd.daemon.encoder import DIMENSIONS
-    from memoryd.daemon.memories.semantic import file_bytes, quantize
+    from memoryd.daemon.encoder import DIMENSIONS, WEIGHTS_SHA256
+    from memoryd.daemon.memories.vectorfile import file_bytes, quantize
 
     box.stop()
     ids, stamps = [], []
@@ -155,7 +155,8 @@ def seed_vectors(box: Throwaway) -> int:
     rng = np.random.default_rng(7)
     vectors = rng.standard_normal((len(ids), DIMENSIONS)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    (box.base / "h" / "state" / "vectors.bin").write_bytes(file_bytes(ids, stamps, DIMENSIONS, *quantize(vectors)))
+    (box.base / "h" / "state" / "vectors.bin").write_bytes(file_bytes(WEIGHTS_SHA256, ids, stamps, DIMENSIONS,
+                                                                                 *quantize(vectors)))
     box.start()
     wait_for_vectors(box)
     return len(ids)

@@ -20,7 +20,6 @@ encoder finds it by what it says. The rules that keep it off every budget:
 from __future__ import annotations
 
 import ctypes
-import json
 import logging
 import os
 import queue
@@ -31,9 +30,11 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from memoryd.daemon.memories import vectorfile
+from memoryd.daemon.memories.vectorfile import quantize
+
 log = logging.getLogger("memoryd.daemon")
 
-MAGIC = b"MDVEC2\n"
 SAVE_EVERY_S = 30.0      # a start that embedded a large backlog saves its progress this often
 BATCH = 8                # texts per forward pass: a query waits at most for one batch's GIL share
 CHUNK = 2048             # rows widened to float32 at a time in `nearest` (a 3 MB buffer)
@@ -64,6 +65,7 @@ class Semantic:
         self.busy_at = 0.0                        # monotonic time of the loop's last write or search
         self._trimmed_at = -TRIM_EVERY_S          # the thread's last `_release_free_memory`
         self._untrimmed = True                    # the thread worked (or started) since then
+        self.file_note: str | None = None         # why a saved vectors file was thrown away (health)
 
     # -- the loop's side ---------------------------------------------------------------------
 
@@ -185,7 +187,8 @@ class Semantic:
         return {m: round(float(s), 4) for (m, _), s in zip(rows, scores)}
 
     def health(self) -> dict[str, Any]:
-        return {"state": self.state, "vectors": len(self.rows)}
+        found = {"state": self.state, "vectors": len(self.rows)}
+        return {**found, "vector_file": self.file_note} if self.file_note else found
 
     def close(self) -> None:
         if self._thread is not None:
@@ -219,8 +222,11 @@ class Semantic:
         rows = [(i, memory_id) for i, memory_id in enumerate(self.ids) if memory_id is not None]
         at = [i for i, _ in rows]
         dims = 0 if self.matrix is None else self.matrix.shape[1]
-        self.write(self.path, file_bytes([m for _, m in rows], [self.stamps[i] for i in at], dims,
-                                         self.matrix[at] if rows else None, self.scales[at] if rows else None))
+        from memoryd.daemon.encoder import WEIGHTS_SHA256
+
+        self.write(self.path, vectorfile.file_bytes(WEIGHTS_SHA256, [m for _, m in rows], [self.stamps[i] for i in at],
+                                                    dims, self.matrix[at] if rows else None,
+                                                    self.scales[at] if rows else None))
         self.dirty, self.saved_at = False, time.monotonic()
 
     # -- the thread's side --------------------------------------------------------------------
@@ -278,25 +284,21 @@ class Semantic:
 
     def _reuse_saved(self, snapshot: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
         """Hand over the saved vectors that still match; returns what must be embedded (oldest first,
-        so `pop` takes the newest)."""
-        import numpy as np
-
+        so `pop` takes the newest). A file that cannot be trusted is thrown away (vectorfile.py) and
+        health says so."""
         from memoryd.daemon.encoder import WEIGHTS_SHA256
 
         saved: dict[str, tuple[str, int]] = {}
         matrix = None
         try:
-            with open(self.path, "rb") as handle:
-                if handle.read(len(MAGIC)) == MAGIC:
-                    header = json.loads(handle.read(int.from_bytes(handle.read(8), "little")))
-                    if header.get("model") == WEIGHTS_SHA256 and header["ids"]:
-                        count = len(header["ids"])
-                        scales = np.frombuffer(handle.read(4 * count), np.float32)
-                        rows = np.frombuffer(handle.read(count * header["dims"]), np.int8)
-                        matrix = rows.reshape(count, header["dims"]).astype(np.float32) * scales[:, None]
-                        saved = {m: (s, i) for i, (m, s) in enumerate(zip(header["ids"], header["stamps"]))}
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            log.warning("state/vectors.bin is unreadable (%s): embedding every memory again", exc)
+            found = vectorfile.read(self.path, WEIGHTS_SHA256)
+        except (vectorfile.Refused, MemoryError, OSError) as exc:  # anything wrong: embed again
+            found = None
+            self.file_note = f"state/vectors.bin discarded ({exc}); every memory embedded again"
+            log.warning("%s", self.file_note)
+        if found is not None and found[0]:
+            ids, stamps, matrix = found
+            saved = {m: (s, i) for i, (m, s) in enumerate(zip(ids, stamps))}
         keep = [(m, s) for m, s, _ in snapshot if saved.get(m, ("",))[0] == s]
         if keep and matrix is not None:
             picked = [saved[m][1] for m, _ in keep]
@@ -321,21 +323,3 @@ def _libc() -> Any:
         return ctypes.CDLL(None)
     except OSError:
         return None
-
-
-def quantize(vectors: Any) -> tuple[Any, Any]:
-    """Unit vectors (n, dims) float32 → int8 rows and a float32 scale per row (row * scale ≈ vector)."""
-    import numpy as np
-
-    scales = np.maximum(np.abs(vectors).max(axis=1), 1e-12).astype(np.float32) / 127
-    return np.round(vectors / scales[:, None]).astype(np.int8), scales
-
-
-def file_bytes(ids: list[str], stamps: list[str], dims: int, rows: Any, scales: Any) -> bytes:
-    """`state/vectors.bin` (docs/storage.md): MAGIC, the JSON header's length (8 bytes, little-endian),
-    the header, every row's scale (float32), then the int8 rows."""
-    from memoryd.daemon.encoder import WEIGHTS_SHA256
-
-    header = json.dumps({"model": WEIGHTS_SHA256, "dims": dims, "ids": ids, "stamps": stamps}).encode()
-    body = scales.tobytes() + rows.tobytes() if ids else b""
-    return MAGIC + len(header).to_bytes(8, "little") + header + body
