@@ -12,6 +12,7 @@ from typing import Any
 
 from memoryd.daemon.clock import parse_stamp
 from memoryd.daemon.core import Call
+from memoryd.daemon.credentials import find_credentials
 from memoryd.daemon.memories.args import (
     check_links,
     check_verified,
@@ -19,7 +20,7 @@ from memoryd.daemon.memories.args import (
     named_memory,
 )
 from memoryd.daemon.memories.chain import GATES, Draft, Gate, check_duplicate, run_gates
-from memoryd.daemon.memories.gates import find_credentials, scan_taint
+from memoryd.daemon.memories.gates import scan_taint
 from memoryd.daemon.memories.records import HANDOFF, Memory
 from memoryd.daemon.memories.staleness import assess
 from memoryd.daemon.memories.tier import MemoryTier

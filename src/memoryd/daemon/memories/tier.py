@@ -23,9 +23,10 @@ from typing import Any
 from memoryd.daemon import idents
 from memoryd.daemon.connections import Session
 from memoryd.daemon.core import Core
+from memoryd.daemon.credentials import find_credentials
 from memoryd.daemon.memories import recovery as memory_recovery
 from memoryd.daemon.memories import verify as memory_verify
-from memoryd.daemon.memories.gates import compile_patterns, find_credentials, scan_taint
+from memoryd.daemon.memories.gates import compile_patterns, scan_taint
 from memoryd.daemon.memories.records import (
     HANDOFF,
     HANDOFF_SOURCE,

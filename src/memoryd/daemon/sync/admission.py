@@ -15,8 +15,9 @@ from collections.abc import Collection
 from dataclasses import dataclass, replace
 
 from memoryd.daemon import frontmatter, idents
+from memoryd.daemon.credentials import find_credentials
 from memoryd.daemon.memories.args import check_scope_list
-from memoryd.daemon.memories.gates import find_credentials, scan_taint
+from memoryd.daemon.memories.gates import scan_taint
 from memoryd.daemon.memories.records import CATEGORIES, CONFIDENCES, HANDOFF, Memory, from_meta
 from memoryd.daemon.sync.layout import CONFLICTS, FOLDER_OF, TOMB
 from memoryd.daemon.sync.merge import STAMP_FIELDS, horizon, stamp_ms

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from memoryd.daemon import frontmatter, nofollow
-from memoryd.daemon.memories.gates import find_credentials
+from memoryd.daemon.credentials import find_credentials
 from memoryd.daemon.memories.records import sha256_hex
 from memoryd.daemon.sync import admission, clone
 from memoryd.daemon.sync.git import Git, GitFailed
