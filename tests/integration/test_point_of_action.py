@@ -13,10 +13,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from test_hooks import claude_binary, git_repo, start
 
-from harness import Env
+from harness import Env, call
 from memoryd.bench.kit import Bridge
 from memoryd.eval.run import write_memory
 from scripted_claude import Request, Run, hook_context, run_claude
@@ -244,3 +245,23 @@ def test_point_of_action_recall_through_real_claude_code(served: Env) -> None:
     total = sum(len(c) for tool in ("Read", "Bash") for c in hook_context(turns[4], f"PreToolUse:{tool}"))
     print(f"point-of-action context given to the model in this session: {total} chars", file=sys.stderr)
     assert total <= 2 * TOOL_CHARS
+
+
+def test_a_memory_the_same_session_just_wrote_is_not_injected_before_its_next_tool(served: Env) -> None:
+    """The agent of client session cc-w writes a memory citing a file, then reads that file: its own
+    memory is not put in front of it; another session reading the file gets it."""
+    env = served
+    repo = git_repo(env.base / "shop").resolve()
+    (repo / "src" / "billing").mkdir(parents=True)
+    (repo / "src" / "billing" / "stripe_client.py").write_text("RETRIES = 5\n")
+    start(env, "cc-w", repo)
+
+    async def write() -> None:
+        async with env.session(cwd=str(repo), CLAUDE_CODE_SESSION_ID="cc-w") as bridge:
+            result = await call(bridge, "memory_write", content=RETRY, scopes=["topic:billing"])
+            assert result["status"] == "committed", result
+    anyio.run(write)
+    assert read(env, "cc-w", repo, "src/billing/stripe_client.py") is None  # its writer knows it
+    start(env, "cc-other", repo)
+    other = read(env, "cc-other", repo, "src/billing/stripe_client.py")
+    assert other is not None and RETRY in other

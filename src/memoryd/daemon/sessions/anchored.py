@@ -65,7 +65,10 @@ def _paths(raw: Any) -> list[str]:
 
 
 def _visible(memory: Memory | None, repos: tuple[str | None, ...], session: Session) -> bool:
-    return memory is not None and memory.repo in repos and not is_hidden(memory.scopes, session.disabled_scopes)
+    """Auto-scoped like `memory_search`, and never what this session wrote itself: its agent knows
+    it (it wrote it a moment ago), so pointing at it before a tool call is noise."""
+    return (memory is not None and memory.repo in repos and memory.session_id != session.id
+            and not is_hidden(memory.scopes, session.disabled_scopes))
 
 
 def _row(core: Core, memory: Memory, hit: Hit) -> dict[str, Any]:
