@@ -139,3 +139,28 @@ def test_the_cap_counts_only_the_last_minute() -> None:
     assert attempts.wait_s() == 0
     attempts.failed()
     assert attempts.wait_s() == pytest.approx(10.0)  # three again: until the one at 1010 ages out
+
+
+def test_the_pin_toggle_pins_and_unpins_through_memory_update(daemon_env: Env) -> None:
+    """The memory page's Pin button (issue 39): a form POST with the page's csrf pins the memory
+    in its file, the page then offers Unpin, and Unpin takes it back; both are updates in the log."""
+    env = daemon_env
+    memory_id = tool(env, "memory_write", content="Never force-push to main in the web repo.",
+                     scopes=["projects:web"])["id"]
+    view = View(env)
+    view.sign_in()
+    page = view.request("GET", f"{view.base}/memory/{memory_id}")[2]
+    assert 'id=pin-toggle aria-pressed=false>Pin<' in page
+    status, headers, _ = view.request("POST", f"{view.base}/memory/{memory_id}/pin",
+                                      urlencode({"csrf": form_value(page, "csrf")}))
+    assert status == 303 and headers["Location"].endswith("done=pinned")
+    assert "pinned: true" in stored(env, memory_id)
+    page = view.request("GET", f"{view.base}/memory/{memory_id}")[2]
+    assert 'aria-pressed=true>Unpin<' in page and "listed first at every session start" in page
+    assert view.request("POST", f"{view.base}/memory/{memory_id}/unpin", urlencode({}))[0] == 403  # no csrf
+    assert view.request("POST", f"{view.base}/memory/{memory_id}/unpin",
+                        urlencode({"csrf": form_value(page, "csrf")}))[0] == 303
+    assert "pinned" not in stored(env, memory_id)
+    updates = [e for e in env.events() if e["kind"] == "update" and e.get("memory_id") == memory_id]
+    assert len(updates) == 2
+    view.stop()

@@ -1,4 +1,4 @@
-"""`memoryd memories list|search|show|rm|restore|edit` and `memoryd pending [confirm|cancel ID]`: see
+"""`memoryd memories list|search|show|rm|restore|edit|pin|unpin` and `memoryd pending [confirm|cancel ID]`: see
 and curate durable memory from the terminal, through the daemon (the only writer).
 
 Every verb calls the agents' own tools (memory_list, memory_search, memory_show, memory_remove,
@@ -132,9 +132,9 @@ def cmd_list(op: Any, ns: argparse.Namespace) -> int:
         emit(ns.json, result, lambda r: table(["ID", "REMOVED", "REASON", "FIRST LINE"], rows)
              + [f"{len(rows)} of {r['total']} removed memories"])
         return OK
-    result = op.tool("memory_list", scopes=scopes_of(ns), category=ns.category, limit=ns.limit)
+    result = op.tool("memory_list", scopes=scopes_of(ns), category=ns.category, limit=ns.limit, pinned=ns.pinned)
     emit(ns.json, result, lambda r: table(MEMORY_HEADER, memory_rows(r["memories"]))
-         + [f"{len(r['memories'])} of {r['total']} memories"])
+         + [f"{len(r['memories'])} of {r['total']} {'pinned ' if ns.pinned else ''}memories"])
     return OK
 
 
@@ -154,7 +154,8 @@ def show_lines(memory: dict[str, Any], history: dict[str, Any]) -> list[str]:
     lines = [f"id          {memory['id']}  ({memory['status']})",
              f"category    {memory.get('category')}   confidence {memory.get('confidence')}   "
              f"source {memory.get('source')}",
-             f"scopes      {', '.join(memory.get('scopes') or []) or '-'}",
+             f"scopes      {', '.join(memory.get('scopes') or []) or '-'}"
+             + ("   PINNED (listed first at every session start)" if memory.get("pinned") else ""),
              f"created     {memory.get('created')}   updated {memory.get('updated')}",
              f"written by  {memory.get('session_id')} from {origin.get('worktree') or '-'} "
              f"({origin.get('branch') or '-'} {str(origin.get('commit') or '-')[:12]}, {origin.get('client') or '-'})"]
@@ -206,6 +207,14 @@ def cmd_restore(op: Any, ns: argparse.Namespace) -> int:
              + [f"  {m['id']}  {m.get('snippet', '')}" for m in r.get("matches", [])])
         return REFUSED
     emit(ns.json, result, lambda r: [f"restored {r['id']}"])
+    return OK
+
+
+def cmd_pin(op: Any, ns: argparse.Namespace) -> int:
+    """Pin or unpin through `memory_update`, as an agent would: the same history and the same sync."""
+    result = op.tool("memory_update", id=full_id(op, ns.id), pinned=ns.action == "pin")
+    emit(ns.json, result, lambda r: [f"{ns.action}ned {r['id']}" + (
+        " (listed first at every session start; memoryd memories list --pinned)" if ns.action == "pin" else "")])
     return OK
 
 
@@ -308,7 +317,7 @@ def read_edited(folder: str, name: str) -> str:
 
 MEMORY_VERBS: dict[str, Callable[[Any, argparse.Namespace], int]] = {
     "list": cmd_list, "search": cmd_search, "show": cmd_show, "rm": cmd_rm, "restore": cmd_restore,
-    "edit": cmd_edit,
+    "edit": cmd_edit, "pin": cmd_pin, "unpin": cmd_pin,
 }
 
 
@@ -352,12 +361,13 @@ def add_parsers(sub: Any) -> None:
     for name, text in (("list", "newest first"), ("search", "ranked search (all repos)"),
                        ("show", "one memory: fields, staleness, provenance, links, history"),
                        ("rm", "move a memory to a tombstone"), ("restore", "bring a removed memory back"),
-                       ("edit", "change a memory's content ($EDITOR, or --content)")):
+                       ("edit", "change a memory's content ($EDITOR, or --content)"),
+                       ("pin", "list a rule first at every session start"), ("unpin", "undo pin")):
         verb = verbs.add_parser(name, help=text)
         verb.add_argument("--json", action="store_true", help="the daemon's result as JSON")
         if name == "search":
             verb.add_argument("query")
-        if name in ("show", "rm", "restore", "edit"):
+        if name in ("show", "rm", "restore", "edit", "pin", "unpin"):
             verb.add_argument("id", help="a memory id, or a unique prefix of it (6+ characters)")
         if name == "edit":
             verb.add_argument("--content", help="the new content (instead of opening $EDITOR)")
@@ -370,6 +380,7 @@ def add_parsers(sub: Any) -> None:
             verb.add_argument("--limit", type=int, default=50 if name == "list" else 10)
         if name == "list":
             verb.add_argument("--removed", action="store_true", help="removed memories (tombstones) instead")
+            verb.add_argument("--pinned", action="store_true", help="only pinned rules")
         if name == "rm":
             verb.add_argument("--reason", help="why (kept with the tombstone)")
     memories.set_defaults(func=main)

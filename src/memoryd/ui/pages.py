@@ -126,7 +126,8 @@ def memory_page(memory: dict[str, Any], history: dict[str, Any], token: str, dra
     fields = [("status", e(memory["status"])), ("category", e(memory.get("category"))),
               ("confidence", e(memory.get("confidence"))), ("source", e(memory.get("source"))),
               ("scopes", tags(memory.get("scopes"))), ("created", ts(memory.get("created"))),
-              ("updated", ts(memory.get("updated")))]
+              ("updated", ts(memory.get("updated"))),
+              ("pinned", "yes — listed first at every session start" if memory.get("pinned") else "no")]
     if live:
         drift = (memory.get("path_drift") or {}).get("missing") or []
         fields += [("staleness", f'{verdict(memory.get("staleness_verdict"))} · {e(memory.get("age_days"))} days'
@@ -151,7 +152,11 @@ def memory_page(memory: dict[str, Any], history: dict[str, Any], token: str, dra
     events = "".join(f"<tr><td>{ts(ev.get('ts'))}</td><td>{e(ev.get('kind'))}</td><td>{e(ev.get('status'))}</td>"
                      f"<td>{session_link(ev.get('session'))}</td><td class=mono>{e(ev.get('seq'))}</td></tr>"
                      for ev in history.get("events", []))
-    action = (f'<form class=inline method=post action="memory/{quote(memory["id"])}/remove">{csrf(token)}'
+    pin = "unpin" if memory.get("pinned") else "pin"
+    action = (f'<form class=inline method=post action="memory/{quote(memory["id"])}/{pin}">{csrf(token)}'
+              f'<button id=pin-toggle aria-pressed={"true" if pin == "unpin" else "false"}>'
+              f'{"Unpin" if pin == "unpin" else "Pin"}</button></form>'
+              f'<form class=inline method=post action="memory/{quote(memory["id"])}/remove">{csrf(token)}'
               '<input type=text name=reason placeholder="reason (kept with the tombstone)" size=36>'
               '<button class=danger id=remove>Remove</button></form>') if live else \
              (f'<form class=inline method=post action="memory/{quote(memory["id"])}/restore">{csrf(token)}'

@@ -65,7 +65,8 @@ SECURITY_HEADERS = {
 }
 NOTICES = {"removed": "Memory removed (Restore brings it back).", "restored": "Memory restored.",
            "confirmed": "Pending write confirmed and committed.", "cancelled": "Pending write cancelled.",
-           "edited": "Memory saved (its history shows the update).", "unchanged": "Nothing changed, nothing saved."}
+           "edited": "Memory saved (its history shows the update).", "unchanged": "Nothing changed, nothing saved.",
+           "pinned": "Pinned: listed first at every session start.", "unpinned": "Unpinned."}
 ID_CHARS = frozenset("0123456789ABCDEFGHJKMNPQRSTVWXYZabcdefghjkmnpqrstvwxyz")  # a ULID's, any case
 MIN_ID_PREFIX, ULID_LEN = 6, 26
 
@@ -296,6 +297,9 @@ class Handler(BaseHTTPRequestHandler):
             reason = (_first(form, "reason") or "").strip() or "removed by the user in memoryd ui"
             op.tool("memory_remove", id=memory_id, reason=reason)
             self.redirect(f"/memory/{quote(memory_id)}?done=removed")
+        elif verb in ("pin", "unpin"):  # through memory_update, as an agent's pin: history, sync
+            op.tool("memory_update", id=memory_id, pinned=verb == "pin")
+            self.redirect(f"/memory/{quote(memory_id)}?done={verb}ned")
         elif verb == "restore":
             result = op.tool("memory_restore", id=memory_id)
             if result.get("status") != "restored":

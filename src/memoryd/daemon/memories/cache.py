@@ -30,7 +30,7 @@ from memoryd.daemon import idents, nofollow
 from memoryd.daemon.memories.records import ROW_FIELDS, Memory, RowTables
 
 CACHE_NAME = "memories.cache"
-CACHE_VERSION = 3
+CACHE_VERSION = 4  # 4: `pinned` is the last column; a 3 gets a column of False (nothing was pinned)
 _SCOPES, _ORIGIN = (4 + ROW_FIELDS.index(name) for name in ("scopes", "origin"))  # their columns
 
 
@@ -46,16 +46,19 @@ def read(path: Path) -> tuple[Mapping[str, tuple[Any, ...]], RowTables, str | No
 
 def decode(raw: bytes) -> tuple[Mapping[str, tuple[Any, ...]], RowTables, str | None]:
     """`read` of the cache's bytes. Arrays decode as tuples: a record's list fields are tuples
-    (`records.Memory`), and every empty one is then the shared `()`, not a new list. Format 3's
-    rows stay columns (`ColumnRows`); format 2 (a row per record) is still read, so the first
-    start after an upgrade parses nothing."""
+    (`records.Memory`), and every empty one is then the shared `()`, not a new list. Format 4's
+    rows stay columns (`ColumnRows`); formats 3 (columns without `pinned`) and 2 (a row per
+    record) are still read, so the first start after an upgrade parses nothing."""
     try:
         data = msgpack.unpackb(raw, raw=False, use_list=False)
-        if not isinstance(data, dict) or data.get("v") not in (2, CACHE_VERSION):
+        if not isinstance(data, dict) or data.get("v") not in (2, 3, CACHE_VERSION):
             return {}, RowTables(), None
         tables = RowTables(data["scopes"], data["origins"])
-        if data["v"] == CACHE_VERSION:
-            rows = ColumnRows(data["columns"])
+        if data["v"] in (3, CACHE_VERSION):
+            columns = data["columns"]
+            if data["v"] == 3 and isinstance(columns, tuple) and columns:
+                columns = (*columns, (False,) * len(columns[0]))
+            rows = ColumnRows(columns)
             gen = data.get("gen")
             return rows, tables, gen if type(gen) is str and rows.complete else None
         listed = data["rows"]
@@ -64,8 +67,9 @@ def decode(raw: bytes) -> tuple[Mapping[str, tuple[Any, ...]], RowTables, str | 
     except (ValueError, TypeError, KeyError, AttributeError, msgpack.UnpackException):
         return {}, RowTables(), None
     del data
-    by_key = {row[0]: row for row in listed if isinstance(row, tuple) and len(row) > 4 and isinstance(row[0], str)}
-    return by_key, tables, None  # no gen: rewritten (as format 3) at the next stop
+    by_key = {row[0]: (*row, False) for row in listed
+              if isinstance(row, tuple) and len(row) > 4 and isinstance(row[0], str)}
+    return by_key, tables, None  # no gen: rewritten (as format 4) at the next stop
 
 
 class ColumnRows(Mapping[str, tuple[Any, ...]]):

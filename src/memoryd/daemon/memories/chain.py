@@ -49,6 +49,7 @@ class Draft:
     transcript: str | None = None
     duplicate_at: float = 0.75
     related_at: float = 0.40
+    pinned: bool = False
 
     def __post_init__(self) -> None:
         self._terms: list[str] | None = None

@@ -30,7 +30,7 @@ from memoryd.errors import InvalidParams, ResourceState
 
 MAX_NOTE_BYTES = 4096
 MAX_REASON_BYTES = 4096
-EDITABLE = ("content", "scopes", "confidence", "category", "links")
+EDITABLE = ("content", "scopes", "confidence", "category", "links", "pinned")
 RESTORE_DUPLICATE_HINT = ("A live memory now says nearly the same; memory_update that one instead, or "
                           "leave this one removed.")
 
@@ -57,6 +57,8 @@ def _field_changes(call: Call, memory: Memory, args: dict[str, Any]) -> dict[str
         changes["links"] = check_links(tier_of(call.core).live, args["links"], self_id=memory.id)
     if args["confidence"] is not None:
         changes["confidence"] = args["confidence"]
+    if args["pinned"] is not None:
+        changes["pinned"] = args["pinned"]
     if args["category"] is not None:
         if args["category"] == USER_INFERENCE and memory.category != USER_INFERENCE:
             raise InvalidParams("category", "user-inference needs the user's yes: write it with memory_write")

@@ -36,6 +36,7 @@ class LiveIndex:
         self.backlinks: dict[str, dict[str, str]] = {}        # target -> {source: link type}
         self.projects: dict[str, str | None] = {}             # known project -> a worktree of it
         self.handoffs: dict[str, str] = {}                    # sha256(content) -> handoff id
+        self.pinned: set[str] = set()                         # ids of pinned memories
         self.semantic: Any = None                             # memories.semantic.Semantic: vectors follow changes
         self.anchors = AnchorIndex()                          # paths/names/commands -> ids (built on first use)
 
@@ -56,6 +57,8 @@ class LiveIndex:
         self._learn_projects(memory)
         if memory.category == HANDOFF:
             self.handoffs[sha256_hex(memory.content.encode())] = memory.id
+        if memory.pinned:
+            self.pinned.add(memory.id)
 
     def load(self, memories: list[Memory]) -> None:
         """Index the memories a start read, in ascending id order, into an empty index (the text
@@ -74,6 +77,8 @@ class LiveIndex:
                 self._learn_projects(memory)
             if memory.category == HANDOFF:
                 self.handoffs[sha256_hex(memory.content.encode())] = memory.id
+            if memory.pinned:
+                self.pinned.add(memory.id)
 
     def add_text(self, memory: Memory, terms: list[str] | None = None) -> None:
         self.text.add(*self._doc(memory), terms=terms)
@@ -97,6 +102,7 @@ class LiveIndex:
             del self.order[index]
         for link in memory.links:
             self.backlinks.get(link["target_id"], {}).pop(memory.id, None)
+        self.pinned.discard(memory.id)
         if memory.category == HANDOFF:
             self.handoffs.pop(sha256_hex(memory.content.encode()), None)
 

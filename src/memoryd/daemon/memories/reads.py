@@ -219,7 +219,7 @@ def record_view(memory: Memory) -> dict[str, Any]:
             "origin": dict(memory.origin), "last_verified_at": memory.last_verified_at,
             "verified_paths": list(memory.verified_paths), "verified_commits": list(memory.verified_commits),
             "verification_note": memory.verification_note, "tainted": memory.tainted,
-            "taint": list(memory.taint)}
+            "taint": list(memory.taint), "pinned": memory.pinned}
     if memory.anchor_session_id:
         view["anchor_session_id"] = memory.anchor_session_id
     return view
@@ -309,13 +309,22 @@ def memory_list(call: Call, args: dict[str, Any]) -> dict[str, Any]:
             return None
         view = {"id": m.id, "short_id": tier.short_ids.short(m.id), "first_line": m.first_line,
                 "scopes": list(m.scopes), "category": m.category, "updated": m.updated, **taint_fields(m)}
+        if m.pinned:
+            view["pinned"] = True
         if args["with_bodies"]:
             view["content"] = m.content
         return view
 
-    rows, last = take_page(tier.index.ids_descending(after[0] if after else None), args["limit"], row)
-    filtered = scopes or args["category"] or call.session.disabled_scopes
-    total = sum(1 for m in tier.live.values() if keep(m)) if filtered else len(tier.live)
+    start = after[0] if after else None
+    ids = (sorted((i for i in tier.index.pinned if start is None or i < start), reverse=True) if args["pinned"]
+           else tier.index.ids_descending(start))
+    rows, last = take_page(iter(ids), args["limit"], row)
+    if args["pinned"]:
+        total = sum(1 for i in tier.index.pinned if keep(tier.live[i]))
+    elif scopes or args["category"] or call.session.disabled_scopes:
+        total = sum(1 for m in tier.live.values() if keep(m))
+    else:
+        total = len(tier.live)
     result: dict[str, Any] = {"memories": rows, "total": total, "framing": "data"}
     if last is not None:
         result["next_cursor"] = encode_cursor("m", [last])

@@ -67,6 +67,7 @@ class Memory:
     anchor_session_id: str | None = None  # handoffs: the session they close
     removed_at: str | None = None
     removed_reason: str | None = None
+    pinned: bool = False  # listed first at every session start (docs/search.md "Pinned rules")
     repo: str | None = field(init=False, default=None, compare=False)
 
     def __post_init__(self) -> None:
@@ -114,6 +115,8 @@ def to_meta(memory: Memory) -> dict[str, Any]:
     }
     if memory.verification_note is not None:
         meta["verification_note"] = memory.verification_note
+    if memory.pinned:  # said only when set: an unpinned memory's file is what it always was
+        meta["pinned"] = True
     if memory.anchor_session_id is not None:
         meta["anchor_session_id"] = memory.anchor_session_id
     if memory.removed_at is not None:
@@ -180,6 +183,7 @@ def from_meta(meta: dict[str, Any], body: str, file_id: str) -> Memory:
         tainted=bool(meta.get("tainted")) or bool(taint), taint=taint,
         anchor_session_id=_opt_str(meta, "anchor_session_id"),
         removed_at=_opt_str(meta, "removed_at"), removed_reason=_opt_str(meta, "removed_reason"),
+        pinned=meta.get("pinned") is True,
     )
 
 
@@ -187,7 +191,7 @@ def from_meta(meta: dict[str, Any], body: str, file_id: str) -> Memory:
 # `scopes` and `origin` are stored as numbers into tables of the distinct values.
 ROW_FIELDS = ("id", "content", "scopes", "category", "confidence", "source", "created", "updated", "session_id",
               "origin", "last_verified_at", "verified_paths", "verified_commits", "verification_note", "links",
-              "tainted", "taint", "anchor_session_id", "removed_at", "removed_reason")
+              "tainted", "taint", "anchor_session_id", "removed_at", "removed_reason", "pinned")
 
 
 class RowTables:
@@ -224,7 +228,7 @@ class RowTables:
         TypeError/ValueError/IndexError when the row is not what `to_row` writes."""
         (memory_id, content, scopes, category, confidence, source, created, updated, session_id, origin,
          last_verified_at, verified_paths, verified_commits, note, links, tainted, taint, anchor, removed_at,
-         removed_reason) = row
+         removed_reason, pinned) = row
         if not (type(memory_id) is str and type(content) is str and type(created) is str and type(updated) is str
                 and type(category) is str):
             raise TypeError("a cache row with a field of the wrong type")
@@ -235,7 +239,8 @@ class RowTables:
                       intern(source), created, created if updated == created else updated,
                       intern(session_id) if type(session_id) is str else session_id,
                       self.origins[origin], last_verified_at, verified_paths,
-                      verified_commits, note, links, bool(tainted), taint, anchor, removed_at, removed_reason)
+                      verified_commits, note, links, bool(tainted), taint, anchor, removed_at, removed_reason,
+                      pinned is True)
 
     def from_columns(self, columns: Sequence[Sequence[Any]]) -> list[Memory]:
         """The memories of a cache's `ROW_FIELDS` columns, as `from_row` makes them one at a
@@ -243,7 +248,7 @@ class RowTables:
         TypeError/ValueError/IndexError when a column is not what `to_row` writes."""
         (ids, content, scopes, category, confidence, source, created, updated, session_id, origin,
          last_verified_at, verified_paths, verified_commits, note, links, tainted, taint, anchor, removed_at,
-         removed_reason) = columns
+         removed_reason, pinned) = columns
         if not all(idents.all_of_type(c, str) for c in (ids, content, created, updated, category)):
             raise TypeError("a cache column with a field of the wrong type")
         intern = sys.intern
@@ -253,7 +258,7 @@ class RowTables:
                         [intern(s) if type(s) is str else s for s in session_id],
                         map(self.origins.__getitem__, origin), last_verified_at, verified_paths,
                         verified_commits, note, links, map(bool, tainted), taint, anchor, removed_at,
-                        removed_reason))
+                        removed_reason, [p is True for p in pinned]))
 
 
 # -- the pending snapshot ----------------------------------------------------------------------

@@ -79,6 +79,7 @@ _WRITE_PARAMS: dict[str, Any] = {
     "groundedness_check": _flag(),
     "source_transcript": _STR,
     "links": _LINKS,
+    "pinned": _flag(),
 }
 
 TOOLS = [
@@ -106,7 +107,7 @@ TOOLS = [
             "instead, with evidence and a hint naming its override flag: credential_warning, "
             "transient_warning, scope_mismatch, ungrounded (with groundedness_check), duplicate, "
             "previously_removed. user-inference is always pending until the user says yes. "
-            "Injection-like text is stored flagged tainted."
+            "Injection-like text is stored flagged tainted. pinned: a rule listed first at every session start."
         ),
         params=_WRITE_PARAMS, required=("content", "scopes"),
         returns=_STATUS, handler=memory_write,
@@ -147,10 +148,10 @@ TOOLS = [
         name="memory_list",
         description=(
             "Browse memories, newest first, as compact rows; pass next_cursor back as cursor. "
-            "To find by topic use memory_search."
+            "To find by topic use memory_search. pinned=true: only pinned rules."
         ),
         params={"scopes": _SCOPES, "category": _choice((*CATEGORIES, "handoff")), "limit": _LIMIT,
-                "cursor": _STR, "with_bodies": _flag()},
+                "cursor": _STR, "with_bodies": _flag(), "pinned": _flag()},
         required=(), returns={"memories": ANY_LIST, "total": INT},
         handler=memory_list, read_only=True,
     ),
@@ -159,10 +160,10 @@ TOOLS = [
         description=(
             "Edit a memory in place instead of writing a near-duplicate; scopes and links replace. New "
             "content re-runs the credential and transient gates and resets verification. "
-            "expected_updated: compare-and-set (status stale on a mismatch, nothing changed)."
+            "expected_updated: compare-and-set (status stale on a mismatch, nothing changed). pinned: pin or unpin."
         ),
         params={"id": _STR, "content": _STR, "scopes": _SCOPES, "confidence": _choice(CONFIDENCES),
-                "category": _choice(CATEGORIES), "links": _LINKS, "expected_updated": _STR,
+                "category": _choice(CATEGORIES), "links": _LINKS, "pinned": _flag(), "expected_updated": _STR,
                 "acknowledge_transient": _flag(), "acknowledge_credential": _flag()},
         required=("id",), returns=_STATUS, handler=memory_update,
     ),

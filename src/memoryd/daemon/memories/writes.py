@@ -56,7 +56,7 @@ def draft_from_args(core: Core, args: dict[str, Any]) -> Draft:
                  category=args["category"], confidence=args["confidence"], source=args["source"],
                  links=check_links(tier_of(core).live, args.get("links")),
                  flags={f: bool(args.get(f)) for f in FLAGS}, transcript=transcript,
-                 duplicate_at=cfg.dedup_duplicate, related_at=cfg.dedup_related)
+                 duplicate_at=cfg.dedup_duplicate, related_at=cfg.dedup_related, pinned=bool(args.get("pinned")))
 
 
 # -- the write path shared by memory_write, episode_promote and confirm ------------------------------
@@ -66,7 +66,8 @@ def new_memory(tier: MemoryTier, draft: Draft, origin: dict[str, Any], session_i
     taint = gates.scan_taint(draft.content)
     return Memory(id=tier.new_id(), content=draft.content, scopes=tuple(draft.scopes), category=draft.category,
                   confidence=draft.confidence, source=draft.source, created=now, updated=now, session_id=session_id,
-                  origin=origin, links=tuple(draft.links), tainted=bool(taint), taint=tuple(taint))
+                  origin=origin, links=tuple(draft.links), tainted=bool(taint), taint=tuple(taint),
+                  pinned=draft.pinned)
 
 
 def committed_view(tier: MemoryTier, memory: Memory, draft: Draft | None = None) -> dict[str, Any]:
@@ -78,6 +79,8 @@ def committed_view(tier: MemoryTier, memory: Memory, draft: Draft | None = None)
         result.update(related=near, framing="data")
     if memory.tainted:
         result.update(tainted=True, taint=list(memory.taint))
+    if memory.pinned:
+        result["pinned"] = True
     return result
 
 

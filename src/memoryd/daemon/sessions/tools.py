@@ -38,6 +38,7 @@ from memoryd.errors import InvalidParams, ResourceState
 MAX_HANDOFF_BYTES = 65_536
 MAX_SUMMARY_BYTES = 65_536
 SUMMARY_WALK = 200  # sessions memory_digest looks back through for summaries
+PINNED_ROWS = 50    # pinned rules a digest carries whole; `pinned_total` counts them all
 
 
 # -- memory_session_start ----------------------------------------------------------------------
@@ -121,6 +122,8 @@ class _MemoryScan:
 
     def __init__(self, core: Core, disabled: AbstractSet[str], project: str | None) -> None:
         live = core.memories.live
+        self.pinned = [live[i] for i in core.memories.index.pinned if not is_hidden(live[i].scopes, disabled)]
+        self.short_id = core.memories.short_ids.short
         self.sessions = core.sessions
         self.live = live
         self.project = project
@@ -181,6 +184,14 @@ class _MemoryScan:
     def summary_of(self, session_id: str | None) -> str | None:
         session = self.sessions.get(session_id or "")
         return session.summary if session is not None else None
+
+    def pinned_rows(self, project: str | None) -> dict[str, Any]:
+        """Pinned rules of `project` and the user-wide ones (no project), oldest first: a rule
+        written first is not pushed out by newer ones (docs/search.md "Pinned rules")."""
+        rules = sorted((m for m in self.pinned if self.project_of(m) in (None, project)), key=lambda m: m.id)
+        rows = [{"id": m.id, "short_id": self.short_id(m.id), "content": m.content, "scopes": list(m.scopes),
+                 "created": m.created} for m in rules[:PINNED_ROWS]]
+        return {"pinned": rows, "pinned_total": len(rules)}
 
     def others_total(self) -> int:
         return len(self.others) if self.filtered else self.count - self.by_category.get("handoff", 0)
@@ -243,6 +254,7 @@ def memory_digest(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     core.record("digest", session, headlines=cap, project=args["project"])
     return {
         "current_session": {"id": session.id, "started_at": session.started_at},
+        **scan.pinned_rows(caller_project),
         **_capped("handoffs", scan.handoff_rows(caller_project), cap),
         "counts": {"memories": scan.count, "by_category": dict(scan.by_category),
                    "by_project": dict(scan.by_project), "episodes": len(core.journal.by_id),
