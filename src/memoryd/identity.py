@@ -56,6 +56,17 @@ def _project_name(remote: str | None, common_dir: str | None) -> str | None:
     return None
 
 
+_OWN: dict[str, Any] = {}
+
+
+def own() -> dict[str, Any]:
+    """`capture()` of this process, taken once: a bridge names its worktree's project in its
+    `initialize` answer and then in its hello, and its cwd does not change in between."""
+    if not _OWN:
+        _OWN.update(capture())
+    return dict(_OWN)
+
+
 def capture(cwd: str | None = None) -> dict[str, Any]:
     """Identity of a bridge started in `cwd`; `MEMORYD_WORKTREE` overrides the git lookup."""
     cwd = cwd or os.getcwd()
@@ -79,6 +90,7 @@ def capture(cwd: str | None = None) -> dict[str, Any]:
         "worktree": worktree or None,
         "repo": (common + (" " + remote if remote else "")) if common else None,
         "project": _sanitize_project(project),
+        "project_from_origin": remote is not None,
         "client": None,
         "pid": os.getpid(),
         "swarm_id": os.environ.get("MEMORYD_SWARM_ID") or None,

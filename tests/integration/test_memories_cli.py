@@ -45,7 +45,8 @@ def as_json(env: Env, *args: str) -> Any:
 
 def test_list_shows_a_table_and_json_and_filters_by_scope_project_category(daemon: Env, agent: Agent) -> None:
     deploy = agent.write("Deploys go through the staging cluster first.")["id"]
-    other = agent.write("The billing service retries webhooks three times.", scopes=["projects:billing"])["id"]
+    other = agent.write("The billing service retries webhooks three times.", scopes=["projects:billing"],
+                        acknowledge_scope_mismatch=True)["id"]  # a project new to the store
     table = daemon.memoryd("memories", "list")
     assert table.returncode == 0, table.stderr
     def short(memory_id: str) -> str:  # tables show short ids, as the hooks do

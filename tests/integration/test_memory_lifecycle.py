@@ -13,7 +13,7 @@ import anyio
 
 from harness import Env, call, call_error, wait_for, wait_for_async
 
-WT = {"MEMORYD_WORKTREE": "/w/a"}
+WT = {"MEMORYD_WORKTREE": "/w/memoryd"}  # its project is memoryd, the scope the writes name
 FACTS = [f"Service {name} listens on port {port} behind the internal load balancer."
          for name, port in (("alpha", 8101), ("bravo", 8102), ("charlie", 8103), ("delta", 8104),
                             ("echo", 8105), ("foxtrot", 8106), ("golf", 8107))]

@@ -112,7 +112,8 @@ def test_filters_totals_and_long_content_snippets(env: Env) -> None:
 def test_disabled_scopes_are_hidden_from_search(env: Env) -> None:
     async def main() -> None:
         async with env.session(**WT) as s:
-            hidden = await write(s, "The legacy billing cron runs at midnight UTC.", ["projects:billing:legacy"])
+            hidden = await write(s, "The legacy billing cron runs at midnight UTC.", ["projects:billing:legacy"],
+                                 acknowledge_scope_mismatch=True)  # a project new to the store
             await call(s, "memory_scope_disable", scope="projects:billing")
             assert (await call(s, "memory_search", query="billing cron midnight"))["results"] == []
             assert (await call(s, "memory_list"))["total"] == 0

@@ -13,7 +13,7 @@ import yaml
 
 from harness import Env, call, call_error
 
-WT = {"MEMORYD_WORKTREE": "/w/a"}
+WT = {"MEMORYD_WORKTREE": "/w/memoryd"}  # its project is memoryd, the scope the writes name
 SECRET = "sk-proj-" + "Zq8vR2mN4xT6yB1cD3eF5gH7jK9" + "LpQsWu"
 DURABLE = "The release pipeline signs wheels with the team GPG key before upload."
 
@@ -38,7 +38,7 @@ def test_committed_write_lands_as_a_markdown_file_with_frontmatter(env: Env) -> 
         meta = yaml.safe_load(text.split("---\n")[1])
         assert text.endswith(DURABLE)
         assert meta["id"] == result["id"] and meta["schema_version"] == 1
-        assert meta["origin"]["worktree"] == "/w/a" and meta["session_id"].startswith("sess-")
+        assert meta["origin"]["worktree"] == "/w/memoryd" and meta["session_id"].startswith("sess-")
         for key in ("created", "updated", "scopes", "category", "confidence", "source", "last_verified_at",
                     "verified_paths", "verified_commits", "links", "tainted", "taint"):
             assert key in meta
@@ -77,7 +77,9 @@ def test_durability_gate_fires_on_transient_phrasing_but_not_on_names_or_version
 
 def test_scope_mismatch_names_another_known_project_and_suggests_its_scope(env: Env) -> None:
     async def body(s: Any) -> None:
-        await write(s, "Checkout retries card payments twice.", ["projects:webshop"])
+        new = await write(s, "Checkout retries card payments twice.", ["projects:webshop"])
+        assert new["status"] == "scope_mismatch" and new["matches"][0]["kind"] == "unknown_project"
+        await write(s, "Checkout retries card payments twice.", ["projects:webshop"], acknowledge_scope_mismatch=True)
         text = "The webshop checkout talks to the payment gateway over gRPC."
         mismatch = await write(s, text, ["projects:memoryd"])
         assert mismatch["status"] == "scope_mismatch" and mismatch["suggested_scopes"] == ["projects:webshop"]

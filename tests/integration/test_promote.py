@@ -16,7 +16,7 @@ from ulid import ULID
 
 from harness import Env, call, call_error, wait_for
 
-WT = {"MEMORYD_WORKTREE": "/w/p"}
+WT = {"MEMORYD_WORKTREE": "/w/suite"}  # its project is suite, the scope the writes name
 TAKEAWAY = "The integration suite needs a running Postgres 15 with the pgvector extension."
 
 

@@ -113,7 +113,7 @@ def test_digest_with_a_project_filter_and_a_disabled_scope_counts_only_what_is_v
             await call(s, "memory_write", content="Alpha builds with make and a pinned toolchain.",
                        scopes=["projects:alpha"])
             await call(s, "memory_write", content="Beta deploys through a blue green switch.",
-                       scopes=["projects:beta"])
+                       scopes=["projects:beta"], acknowledge_scope_mismatch=True)  # a project new to the store
             everything = await call(s, "memory_digest")
             only_beta = await call(s, "memory_digest", project="beta")
             await call(s, "memory_scope_disable", scope="projects:alpha")

@@ -20,7 +20,7 @@ from memoryd.daemon.validate import python_pattern
 from memoryd.errors import InvalidParams
 
 INVALID_PARAMS = -32602
-WT = {"MEMORYD_WORKTREE": "/w/patterns"}
+WT = {"MEMORYD_WORKTREE": "/w/nl"}  # its project is nl, the scope the writes name
 DURABLE = "The release pipeline signs wheels with the team GPG key before upload."
 
 

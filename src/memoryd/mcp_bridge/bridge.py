@@ -107,7 +107,7 @@ class Bridge:
 
     def ensure_connected(self) -> Connection:
         if self.conn is None or self.conn.transport is None:
-            ident = identity.capture()
+            ident = identity.own()
             name = self.client_info.get("name")
             ident["client"] = f"{name}/{self.client_info.get('version', '?')}" if name else None
             self.conn = self.conn or Connection(ident)

@@ -187,15 +187,17 @@ def negotiate(requested: Any) -> str:
 
 
 def initialize_result(params: dict[str, Any]) -> dict[str, Any]:
-    from memoryd import __version__
-    from memoryd.instructions import INSTRUCTIONS
+    from memoryd import __version__, instructions
 
     return {
         "protocolVersion": negotiate(params.get("protocolVersion")),
         "capabilities": CAPABILITIES,
         "serverInfo": {"name": "memoryd", "version": __version__},
-        "instructions": INSTRUCTIONS,
+        "instructions": instructions.own(),
     }
+
+
+
 
 
 def tool_result(result: dict[str, Any]) -> dict[str, Any]:

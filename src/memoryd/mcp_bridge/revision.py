@@ -119,10 +119,10 @@ def finish(method: str, result: dict[str, Any]) -> dict[str, Any]:
 
 def discover_result() -> dict[str, Any]:
     """The `server/discover` answer: versions, capabilities and instructions (finish() adds the rest)."""
-    from memoryd.instructions import INSTRUCTIONS
+    from memoryd import instructions
 
     return finish("server/discover", {"supportedVersions": list(ALL_VERSIONS), "capabilities": CAPABILITIES,
-                                      "instructions": INSTRUCTIONS})
+                                      "instructions": instructions.own()})
 
 
 def not_found_code(modern: bool) -> int:

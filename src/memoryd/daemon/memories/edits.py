@@ -21,6 +21,7 @@ from memoryd.daemon.memories.args import (
 )
 from memoryd.daemon.memories.chain import GATES, Draft, Gate, check_duplicate, run_gates
 from memoryd.daemon.memories.gates import scan_taint
+from memoryd.daemon.memories.projects import check_project_scopes
 from memoryd.daemon.memories.records import HANDOFF, Memory
 from memoryd.daemon.memories.staleness import assess
 from memoryd.daemon.memories.tier import MemoryTier
@@ -52,7 +53,9 @@ def _field_changes(call: Call, memory: Memory, args: dict[str, Any]) -> dict[str
     """The non-content changes, each validated (scopes and links replace)."""
     changes: dict[str, Any] = {}
     if args["scopes"] is not None:
-        changes["scopes"] = tuple(check_write_scopes(args["scopes"], call.core.config.max_scopes_per_write))
+        scopes = check_write_scopes(args["scopes"], call.core.config.max_scopes_per_write)
+        checked = check_project_scopes(call, scopes, acknowledged=True)  # renames only: the memory exists
+        changes["scopes"] = tuple(checked.scopes)
     if args["links"] is not None:
         changes["links"] = check_links(tier_of(call.core).live, args["links"], self_id=memory.id)
     if args["confidence"] is not None:

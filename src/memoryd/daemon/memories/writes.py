@@ -23,6 +23,7 @@ from memoryd.daemon.memories.args import (
     check_write_scopes,
 )
 from memoryd.daemon.memories.chain import FLAGS, Draft, related, run_gates
+from memoryd.daemon.memories.projects import check_project_scopes
 from memoryd.daemon.memories.records import (
     PREVIEW_CHARS,
     Memory,
@@ -136,7 +137,17 @@ def submit(call: Call, draft: Draft, req: str | None, episode_id: str | None = N
 
 
 def memory_write(call: Call, args: dict[str, Any]) -> dict[str, Any]:
-    return submit(call, draft_from_args(call.core, args), call.req)
+    draft = draft_from_args(call.core, args)
+    checked = check_project_scopes(call, draft.scopes, draft.flags.get("acknowledge_scope_mismatch", False))
+    if checked.refusal is not None:
+        call.core.record("write", call.session, status="scope_mismatch", gate="unknown_project",
+                         overrides=draft.overrides() or None, req=call.req)
+        return checked.refusal
+    draft.scopes = checked.scopes
+    result = submit(call, draft, call.req)
+    if checked.resolved:
+        result["scopes_resolved"] = checked.resolved
+    return result
 
 
 def replay_memory_write(core: Core, event: dict[str, Any]) -> dict[str, Any] | None:

@@ -1,0 +1,98 @@
+"""The project scopes a write names, held against the writer's own (docs/tools.md "Project scopes").
+
+Import contract: core, connections, memories.index (the scope's project name) and identity (the
+folder-name rule a bridge names projects by) — no tier internals.
+
+A repository's project scope is `projects:<name>`, the name taken from its origin URL (else its
+folder). A memory written under another name for the same repository — the folder's name, or the
+folder of another worktree of it — is shown by no digest, start context or pinned list of that
+repository: its writer would never see it again. So such a scope is resolved to the canonical one
+and the reply says so. A project that no worktree and no memory has ever used is more likely a
+slip than a new project: the write is refused (status `scope_mismatch`, kind `unknown_project`)
+naming the worktree's scope, until `acknowledge_scope_mismatch` says the new project is meant.
+
+Only a writer inside a repository is held to this: outside one there is no scope to resolve to,
+and what it writes has no repository, so every session's auto-scoped search shows it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from memoryd.daemon.core import Call
+from memoryd.daemon.memories.index import PROJECT_PREFIX, project_scope_name
+from memoryd.daemon.scopes import unique
+from memoryd.identity import project_name
+
+UNKNOWN_HINT = ("No worktree or memory has used project {name!r}; this repo's memories are scoped {own}. Use "
+                "that, or pass acknowledge_scope_mismatch=true to start project {name!r}.")
+
+
+@dataclass
+class Checked:
+    """The scopes to store, the renames made, and the refusal when an unknown project is named."""
+
+    scopes: list[str]
+    resolved: list[dict[str, str]] = field(default_factory=list)
+    refusal: dict[str, Any] | None = None
+
+
+def check_project_scopes(call: Call, scopes: list[str], acknowledged: bool) -> Checked:
+    own, repo, worktree = _writer(call)
+    named = {n for s in scopes if (n := project_scope_name(s)) is not None and n != own}
+    if own is None or not named:
+        return Checked(scopes)
+    worktrees = _latest_by_worktree(call)
+    aliases = _aliases(worktrees, repo, worktree) - _others_projects(worktrees, repo) - {own}
+    out, resolved = [], []
+    for scope in scopes:
+        name = project_scope_name(scope)
+        if name in aliases:
+            canonical = f"{PROJECT_PREFIX}{own}{scope[len(PROJECT_PREFIX) + len(name or ''):]}"
+            resolved.append({"from": scope, "to": canonical, "why": f"{name!r} is this repo's folder name"})
+            scope = canonical
+        out.append(scope)
+    known = set(call.core.memories.known_projects()) | {s[1] for s in worktrees.values() if s[1]}
+    unknown = [s for s in unique(out) if (n := project_scope_name(s)) not in (None, own) and n not in known]
+    if unknown and not acknowledged:
+        name = project_scope_name(unknown[0])
+        return Checked(out, resolved, {
+            "status": "scope_mismatch",
+            "matches": [{"kind": "unknown_project", "evidence": s, "suggested_scope": f"{PROJECT_PREFIX}{own}"}
+                        for s in unknown],
+            "suggested_scopes": [f"{PROJECT_PREFIX}{own}"],
+            "hint": UNKNOWN_HINT.format(name=name, own=f"{PROJECT_PREFIX}{own}")})
+    return Checked(unique(out), resolved)
+
+
+def _writer(call: Call) -> tuple[str | None, str | None, str | None]:
+    """The writer's (project, repo, worktree): its session's, else its connection's identity."""
+    session, identity = call.session, call.identity
+    def pick(key: str) -> Any:
+        value = getattr(session, key, None)
+        return value if value is not None else identity.get(key)
+    return pick("project"), pick("repo"), pick("worktree")
+
+
+def _latest_by_worktree(call: Call) -> dict[str, tuple[str | None, str | None]]:
+    """Per worktree any agent worked in: the (repo, project) of its latest session (one thawed each)."""
+    sessions = call.core.sessions
+    out: dict[str, tuple[str | None, str | None]] = {}
+    for worktree, ids in sessions.by_worktree.items():
+        latest = sessions.get(next(reversed(ids))) if worktree and ids else None
+        if worktree and latest is not None:
+            out[worktree] = (latest.repo, latest.project)
+    return out
+
+
+def _aliases(worktrees: dict[str, tuple[str | None, str | None]], repo: str | None, worktree: str | None) -> set[str]:
+    """The folder names of this repository's worktrees, as a project would be named after them."""
+    folders = {worktree} | {w for w, (r, _) in worktrees.items() if repo is not None and r == repo}
+    return {n for f in folders if f and (n := project_name(None, os.path.join(f, ".git")))}
+
+
+def _others_projects(worktrees: dict[str, tuple[str | None, str | None]], repo: str | None) -> set[str]:
+    """Projects other repositories are named: a folder name that is one of them is never renamed."""
+    return {p for r, p in worktrees.values() if p and r != repo}
