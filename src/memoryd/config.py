@@ -46,6 +46,10 @@ class Config:
     hook_pointer_min_similarity: float = 0.5
     hook_pointer_min_relevance: float = 1.1   # off: words alone never made a pointer pay on the tune split
     hook_pointer_depth: int = 1               # only the ranking's first hit may be pointed to
+    # A shell call's description + command searched by meaning (cli/pretool.py): one line at most,
+    # in full past the first bar, a pointer past the second (fit on the tune split of tool_calls.yaml).
+    hook_tool_min_similarity: float = 0.75
+    hook_tool_pointer_similarity: float = 0.55
     # A session's automatic context (start + prompts + tool hooks, from receipts): past it, the
     # prompt hook points instead of showing memories in full.
     hook_session_chars: int = 4000
@@ -84,6 +88,8 @@ RANGES: dict[str, tuple[float, float]] = {
     "hook_pointer_min_similarity": (0.0, 1.1),
     "hook_pointer_min_relevance": (0.0, 1.1),
     "hook_pointer_depth": (1, 10),
+    "hook_tool_min_similarity": (0.0, 1.1),
+    "hook_tool_pointer_similarity": (0.0, 1.1),
     "hook_session_chars": (500, 100_000),
     "sync_interval_seconds": (0, 7 * DAY_S),         # off .. once a week
 }

@@ -15,6 +15,7 @@ from typing import Any
 
 import anyio
 import pytest
+from test_claude_code_recall import meaning, wait_for_vectors  # noqa: F401 - fixture
 from test_hooks import claude_binary, git_repo, start
 
 from harness import Env, call
@@ -265,3 +266,25 @@ def test_a_memory_the_same_session_just_wrote_is_not_injected_before_its_next_to
     start(env, "cc-other", repo)
     other = read(env, "cc-other", repo, "src/billing/stripe_client.py")
     assert other is not None and RETRY in other
+
+
+DEPLOY = ("Never deploy a new version to production by hand: production deploys go only through the "
+          "release pipeline, after the changelog is updated.")
+
+
+def test_a_shell_call_no_memory_names_is_searched_by_its_description(meaning: Env) -> None:  # noqa: F811
+    """Anchors are literal: nothing in `make ship ENV=production` names the deploy memory. The
+    call's description says what it is for, and its meaning reaches the memory: one line (full or a
+    pointer), once per session; an everyday call gets nothing."""
+    env = meaning
+    repo = git_repo(env.base / "shop").resolve()
+    [deploy] = store(env, repo, [DEPLOY])
+    wait_for_vectors(env)
+    start(env, "cc-m", repo)
+    call_input = {"command": "make ship ENV=production", "description": "Deploy the new version to production"}
+    shown = injected(pre_tool(env, "cc-m", repo, "Bash", call_input))
+    assert shown is not None and deploy[-8:].lower() in shown, shown  # its short id
+    assert len(shown.splitlines()) == 2  # a header and one line
+    assert injected(pre_tool(env, "cc-m", repo, "Bash", call_input)) is None  # once per session
+    everyday = {"command": "ls -la src", "description": "List the source folder"}
+    assert injected(pre_tool(env, "cc-m", repo, "Bash", everyday)) is None

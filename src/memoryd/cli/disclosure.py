@@ -80,6 +80,33 @@ def choose(hits: list[dict[str, Any]], settings: dict[str, Any]) -> tuple[list[d
     return full, pointers(hits, full, settings)
 
 
+# -- a shell call, by meaning (the pre-tool hook) --------------------------------------------------
+
+TOOL_QUERY_CHARS = 600
+
+
+def tool_query(command: str, description: Any) -> str:
+    """A shell call as the pre-tool hook searches it: the agent's own description of the call (what
+    it is for, in words a memory uses) before the command; at most TOOL_QUERY_CHARS."""
+    said = " ".join(description.split()) if isinstance(description, str) else ""
+    return f"{said} {' '.join(command.split())}".strip()[:TOOL_QUERY_CHARS]
+
+
+def choose_for_tool(hits: list[dict[str, Any]], settings: dict[str, Any]
+                    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(full, pointed) for one tool call: only the ranking's first hit, by meaning alone — in full
+    when the encoder is confident, a pointer past a lower bar, nothing for most calls. Words are
+    no evidence here: a command shares its program's name with every memory about it."""
+    if not hits:
+        return [], []
+    similarity = _signals(hits[0])[1]
+    if similarity >= float(settings.get("tool_min_similarity", 1.1)):
+        return hits[:1], []
+    if similarity >= float(settings.get("tool_pointer_similarity", 1.1)):
+        return [], hits[:1]
+    return [], []
+
+
 # -- how each tier reads ---------------------------------------------------------------------------
 
 def clip(text: str, limit: int) -> str:

@@ -4,7 +4,9 @@ Before a file tool (Read, Edit, Write, MultiEdit, NotebookEdit; Codex's `apply_p
 memories anchored to that file, before a shell command (`Bash`) those naming the command or a file
 it touches — at most MAX_HITS, each at most once per client session (the prompt hook's "already
 shown" set), TOOL_CHARS in all, and nothing at all for most tool calls. The daemon's `anchored`
-action does the matching (daemon/memories/anchors.py): exact keys, no relevance floor.
+action does the matching (daemon/memories/anchors.py): exact keys, no relevance floor. A shell
+call no memory is anchored to is searched by its description and command (`by_meaning`, docs/search.md
+"Shell calls by meaning"): one line at most, a pointer unless the encoder is confident.
 
 It never decides for the client: the output carries context only, never a permission decision,
 so the tool runs whatever happens here. Import contract: as cli/hooks.py (stdlib and the wire).
@@ -16,10 +18,11 @@ import os
 import re
 from typing import Any
 
-from memoryd.cli import hooks, receipts
+from memoryd.cli import disclosure, hooks, receipts
 from memoryd.cli.disclosure import clip, one_line
 
 MAX_HITS = 2
+MEANING_DEPTH = 3
 TOOL_CHARS = 800
 MAX_PATH_CHARS = 4096
 MAX_COMMAND_CHARS = 8192
@@ -83,6 +86,27 @@ def section(rows: list[dict[str, Any]], header: str, budget: int) -> str | None:
     return clip("\n".join([header, *(line(r, room) for r in rows)]), budget)
 
 
+def by_meaning(daemon: hooks.Daemon, command: str, description: Any, dry_run: bool) -> str | None:
+    """A shell call no memory is anchored to, searched by what it is for (its description and
+    command) through the tool call's own bars: one line at most — the memory in full where the
+    encoder is confident, else a pointer, else nothing (cli/disclosure.choose_for_tool)."""
+    settings = daemon.settings
+    if float(settings.get("tool_pointer_similarity", 1.1)) > 1.0:  # off in the config
+        return None
+    query = disclosure.tool_query(command, description)
+    hits = daemon.tool("memory_search", query=query, max_results=MEANING_DEPTH)["results"]
+    full, pointed = disclosure.choose_for_tool(hits, settings)
+    if not (full or pointed):
+        return None
+    reply = daemon.hook("peek_unseen" if dry_run else "take_unseen", ids=[h["id"] for h in full],
+                        pointer_ids=[h["id"] for h in pointed], limit=1)
+    pointed = [h for h in full + pointed if h["id"] in (reply.get("pointer_ids") or ())]
+    full = [h for h in full if h["id"] in reply["ids"]]
+    if full:
+        return clip("\n".join([COMMAND_HEADER, disclosure.hit_line(full[0], TOOL_CHARS)]), TOOL_CHARS)
+    return disclosure.pointer_section(pointed[:1]) if pointed else None
+
+
 def pre_tool(daemon: hooks.Daemon, data: dict[str, Any], dry_run: bool = False) -> str | None:
     """The hook's context: anchored memories first, then sibling news in what is left of
     TOOL_CHARS (live awareness, cli/hooks.sibling_news, when that exists)."""
@@ -95,6 +119,8 @@ def pre_tool(daemon: hooks.Daemon, data: dict[str, Any], dry_run: bool = False) 
     found = section(rows, COMMAND_HEADER if command else FILE_HEADER, TOOL_CHARS)
     if reply.get("session_id") is None:  # no open session to speak for: nothing, and no news
         return None
+    if not rows and command and data.get("tool_name") in SHELL_TOOLS:
+        found = by_meaning(daemon, command, (data.get("tool_input") or {}).get("description"), dry_run)
     news = getattr(hooks, "sibling_news", None)
     extra = news(daemon, data) if callable(news) and not dry_run else None
     return hooks.fit([s for s in (found, extra) if s], TOOL_CHARS) or None

@@ -29,6 +29,7 @@ import yaml
 from memoryd.bench.kit import Bridge, Throwaway, progress
 from memoryd.cli.disclosure import gate
 from memoryd.eval import prompts as typed
+from memoryd.eval import toolcalls
 
 DEFAULT_SET = Path(__file__).with_name("recall_set.yaml")
 # Typed prompts for the prompt hook's gate, labelled against DEFAULT_SET's memories.
@@ -129,12 +130,16 @@ def evaluate(data: dict[str, Any], prompts: list[dict[str, Any]], lexical: bool 
         prompt_rows = [typed.run_prompt(bridge_for(p.get("project")), p, key_of) for p in prompts]
         progress("eval: filler pairs")
         pairs = typed.run_filler_pairs(bridge_for, key_of)
+        calls = toolcalls.load()
+        progress(f"eval: {len(calls)} shell calls")
+        call_rows = [toolcalls.run_call(bridge_for(c.get("project")), c, key_of) for c in calls]
     finally:
         for bridge in bridges.values():
             bridge.close()
         box.close()
     return {"write_outcomes": outcomes, "search_by_meaning": meaning, "queries": rows, "summary": summarize(rows),
-            "prompts": prompt_rows, "filler_pairs": pairs, "prompt_gate": typed.summarize(prompt_rows, pairs)}
+            "prompts": prompt_rows, "filler_pairs": pairs, "prompt_gate": typed.summarize(prompt_rows, pairs),
+            "tool_calls": call_rows, "tool_gate": toolcalls.summarize(call_rows)}
 
 
 def run_query(bridge: Bridge, query: dict[str, Any], key_of: dict[str, str]) -> dict[str, Any]:
@@ -179,6 +184,7 @@ def render(report: dict[str, Any]) -> str:
                 lines.append(f"  {kind:12} {m['n']:>4} {m['hit@1']:>6.3f} {m['recall@1']:>6.3f} {m['recall@5']:>6.3f} "
                              f"{m['mrr']:>6.3f} {m['ndcg@10']:>8.3f} {m['hook_hit']:>9.3f}")
     lines += typed.render(report["prompt_gate"])
+    lines += toolcalls.render(report["tool_gate"])
     lines.append(f"\nwrite outcomes: {report['write_outcomes']}; search by meaning: {report['search_by_meaning']}")
     return "\n".join(lines).lstrip("\n")
 

@@ -247,4 +247,6 @@ def settings(core: Core) -> dict[str, Any]:
             "prompt_min_similarity": c.hook_prompt_min_similarity, "prompt_min_both": c.hook_prompt_min_both,
             "prompt_max_pointers": c.hook_prompt_max_pointers, "pointer_min_similarity": c.hook_pointer_min_similarity,
             "pointer_min_relevance": c.hook_pointer_min_relevance, "pointer_depth": c.hook_pointer_depth,
+            "tool_min_similarity": c.hook_tool_min_similarity,
+            "tool_pointer_similarity": c.hook_tool_pointer_similarity,
             "last_words": c.hook_last_words}

@@ -1,0 +1,80 @@
+"""The pre-tool hook's search by meaning, in `memoryd eval`: what it would disclose before each
+shell call of `tool_calls.yaml` (a Bash call's command and the agent's description of it).
+
+Each call is searched from its project's bridge as the hook searches it (`disclosure.tool_query`)
+and run through the same choice (`disclosure.choose_for_tool`): the right memory in full, a
+pointer to it, or nothing. Only the tune split may inform the bars (config `hook_tool_*`); the
+targets are checked on held-out. The hook's exact anchors (docs/search.md, "Anchors") run before
+this and are not part of the measure: it is the meaning path alone.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from memoryd.bench.kit import Bridge
+from memoryd.cli import disclosure
+from memoryd.config import Config
+
+TOOL_CALLS = Path(__file__).with_name("tool_calls.yaml")
+DEPTH = 3
+_CONFIG = Config()
+SETTINGS = {"tool_min_similarity": _CONFIG.hook_tool_min_similarity,
+            "tool_pointer_similarity": _CONFIG.hook_tool_pointer_similarity}
+TARGETS = [
+    ("reached", ">=", 0.70, "related calls: right memory reached the agent"),
+    ("unrelated_nothing", ">=", 0.95, "unrelated calls: nothing at all"),
+]
+
+
+def load(path: Path = TOOL_CALLS) -> list[dict[str, Any]]:
+    calls = yaml.safe_load(path.read_text())["calls"]
+    if not isinstance(calls, list) or not all(isinstance(c, dict) and c.get("command") for c in calls):
+        raise ValueError(f"{path}: calls must be a list of {{command, description, related, split}}")
+    return calls
+
+
+def run_call(bridge: Bridge, call: dict[str, Any], key_of: dict[str, str],
+             settings: dict[str, Any] = SETTINGS) -> dict[str, Any]:
+    query = disclosure.tool_query(call["command"], call.get("description"))
+    hits = bridge.call("memory_search", query=query, max_results=DEPTH)["results"]
+    full, pointed = disclosure.choose_for_tool(hits, settings)
+    shown = [key_of.get(h["id"], "?") for h in full + pointed]
+    row = {"command": call["command"], "split": call["split"], "kind": call.get("kind"),
+           "related": call.get("related"), "full": [key_of.get(h["id"], "?") for h in full], "shown": shown,
+           "top": [(key_of.get(h["id"], "?"), h.get("similarity")) for h in hits[:1]]}
+    if call.get("related"):
+        row["reached"] = float(call["related"] in shown)
+    else:
+        row["silent"] = float(not shown)
+    return row
+
+
+def summarize(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for split in ("tune", "heldout", "all"):
+        members = [r for r in rows if split in (r["split"], "all")]
+        related = [r["reached"] for r in members if r["related"]]
+        unrelated = [r["silent"] for r in members if not r["related"]]
+        out[split] = {"reached": _mean(related), "unrelated_nothing": _mean(unrelated),
+                      "n_related": len(related), "n_unrelated": len(unrelated)}
+    return out
+
+
+def _mean(items: list[float]) -> float:
+    return round(sum(items) / len(items), 3) if items else 0.0
+
+
+def render(summary: dict[str, dict[str, float]]) -> list[str]:
+    lines = ["\npre-tool search by meaning (Bash command + description; targets checked on held-out):",
+             f"  {'measure':58} {'tune':>7} {'heldout':>8} {'target':>9}"]
+    for key, op, bound, label in TARGETS:
+        tune, held = summary["tune"][key], summary["heldout"][key]
+        met = held >= bound if op == ">=" else held <= bound
+        lines.append(f"  {label:58} {tune:>7} {held:>8} {op + ' ' + str(bound):>9} {'met' if met else 'MISSED'}")
+    t, h = summary["tune"], summary["heldout"]
+    lines.append(f"  (n related {t['n_related']}/{h['n_related']}, unrelated {t['n_unrelated']}/{h['n_unrelated']})")
+    return lines
