@@ -95,7 +95,8 @@ def test_file_and_command_anchors_each_inject_once_and_unrelated_calls_stay_sile
 
     # Before the client session's start hook there is no session to speak for: silent, none started.
     assert read(env, "cc-a", repo, "src/billing/stripe_client.py") is None
-    start(env, "cc-a", repo)
+    listed = start(env, "cc-a", repo) or ""
+    assert RETRY[:60] in listed  # the start context's digest lists it, read long before the action:
     # A Read of the file a memory cites (relative in the memory, absolute in the tool input): once.
     first = read(env, "cc-a", repo, "src/billing/stripe_client.py")
     assert first is not None and retry in first and RETRY in first and "cites billing/stripe_client.py" in first

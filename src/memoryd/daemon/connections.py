@@ -151,6 +151,14 @@ class SessionTable:
         session.ended, session.ended_at = reason, ts
         self.open_ids.pop(session.id, None)
 
+    def reopen(self, session: Session, ts: str) -> None:
+        """A resumed client conversation's session, open again (docs/wire.md "Resume")."""
+        session.ended, session.ended_at, session.last_active = OPEN, None, ts
+        self.open_ids[session.id] = None
+        walk = self.by_worktree.get(session.worktree)
+        if walk is not None and session.id in walk:
+            walk.move_to_end(session.id)
+
     def walk_back(self, worktree: str | None, skip: str) -> Iterator[Session]:
         """This worktree's sessions, most recently active first, without `skip` (lazy)."""
         for sid in reversed(self.by_worktree.get(worktree, OrderedDict())):

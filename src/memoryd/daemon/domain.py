@@ -40,7 +40,7 @@ def no_progress(phase: str, done: int, total: int) -> None:
 
 # Events that are not a caller's tool call, so they do not count as session activity.
 NON_CALL_KINDS = frozenset({
-    "daemon_start", "daemon_stop", "recovery", "session_start", "session_end", "session_attach",
+    "daemon_start", "daemon_stop", "recovery", "session_start", "session_end", "session_attach", "session_reopen",
     "pending_expired", "episode_prune", "reaper_run", "files_checked",
 })
 # Audit events of reads (retrieval counts, docs/storage.md "Group commit"): a pass that logged only
@@ -293,6 +293,10 @@ class DomainState:
         session.conn = conn_id
         return session
 
+    def reopen_session(self, session: Session) -> None:
+        if not session.is_open:
+            self.record("session_reopen", session)
+
     def end_session(self, session: Session, reason: str, **fields: Any) -> None:
         if session.is_open:
             self.record("session_end", session, reason=reason, **fields)
@@ -309,6 +313,12 @@ def _on_session_end(core: DomainState, event: dict[str, Any]) -> None:
         core.sessions.end(session, event["reason"], event["ts"])
         session.summary = event.get("summary", session.summary)
         session.handoff_id = event.get("handoff_id", session.handoff_id)
+
+
+def _on_session_reopen(core: DomainState, event: dict[str, Any]) -> None:
+    session = core.sessions.get(event["session"])
+    if session is not None:
+        core.sessions.reopen(session, event["ts"])
 
 
 def _on_episode_write(core: DomainState, event: dict[str, Any]) -> None:
@@ -342,6 +352,7 @@ def _on_episode_gone(core: DomainState, event: dict[str, Any]) -> None:
 _APPLIERS: dict[str, Callable[[DomainState, dict[str, Any]], None]] = {
     "session_start": _on_session_start,
     "session_end": _on_session_end,
+    "session_reopen": _on_session_reopen,
     "episode_write": _on_episode_write,
     "episode_handoff": _on_episode_handoff,
     "episode_promote": _on_episode_gone,

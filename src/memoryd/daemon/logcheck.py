@@ -32,7 +32,7 @@ _GOOD_SESSIONS: set[str] = set()  # ids already checked: a replay sees each one 
 _DECODER = json.JSONDecoder()
 _DECODE, _SCAN = _DECODER.decode, _DECODER.scan_once  # type: ignore[attr-defined]  # the C scanner (not in the stubs)
 # Fields the core appliers index by name: an event without them cannot be replayed.
-_REQUIRED = {"session_start": ("session",), "session_end": ("session", "reason"),
+_REQUIRED = {"session_start": ("session",), "session_end": ("session", "reason"), "session_reopen": ("session",),
              "episode_write": ("session", "episode_id")}
 
 

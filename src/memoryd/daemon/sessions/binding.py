@@ -14,6 +14,10 @@ from memoryd.daemon.sessions import anchored, hooks, receipts
 from memoryd.daemon.sessions.news import News
 from memoryd.errors import BadRequest
 
+# How a session ended that a resumed conversation may reopen: its client went away, nothing more
+# (a `/clear` starts a new conversation; a finish or a new bracket closed it on purpose).
+RESUMABLE = frozenset({"client:other", "client:prompt_input_exit", "client:logout", "bye", "lost", "idle"})
+
 
 class Bindings:
     """Connections and client sessions to memoryd sessions, and each operator client's session."""
@@ -96,9 +100,29 @@ class Bindings:
         elif transient:
             return None
         else:
-            session = self.core.start_session(identity, conn_id)
+            session = self.reopen_for(identity) or self.core.start_session(identity, conn_id)
+            session.conn = conn_id
         self.client_sessions.bind(key, session)
         return session
+
+    def reopen_for(self, identity: dict[str, Any]) -> Session | None:
+        """A resumed client conversation (Claude Code's `--resume` keeps its session id) continues
+        its own memoryd session: the one its client session last had in this worktree, ended by the
+        client going away, is opened again, so the agent's context names one session, not two. One
+        the agent finished (a handoff) or closed stays closed; then a new one starts."""
+        key = identity.get("client_session")
+        if not key or self.client_sessions.open_session(self.core, key) is not None:
+            return None
+        for count, session in enumerate(self.core.sessions.walk_back(identity.get("worktree"), skip="")):
+            if count >= hooks.MAX_WALK_BACK:
+                break
+            if session.client_session == key:
+                if session.is_open or session.handoff_id is not None or session.ended not in RESUMABLE:
+                    return None
+                self.core.reopen_session(session)
+                self.client_sessions.bind(key, session)
+                return session
+        return None
 
     def operator_session(self, identity: dict[str, Any], create: bool) -> Session | None:
         """The one open session every connection of an operator client shares (`memoryd-cli`,
@@ -131,6 +155,10 @@ def hook(core: Core, bindings: Bindings, news: News, conn: Conn, args: dict[str,
     if _nothing_to_end(core, bindings, conn, action):
         keys.forget(conn.identity.get("client_session") if action == "end" else None)
         return {"kept": False} if action == "last_words" else {"session_id": None, "ended": None}
+    if action == "latest_handoff" and bindings.open_of(conn) is None:  # a resumed conversation's start
+        resumed = bindings.reopen_for(conn.identity)
+        if resumed is not None:
+            conn.session_id = resumed.id
     # The pre-tool hook sends a thin identity (no git process on a tool's critical path): it joins
     # the open session it found at hello, never starts one.
     if action == "anchored" and bindings.open_of(conn) is None:
@@ -175,3 +203,4 @@ def _nothing_to_end(core: Core, bindings: Bindings, conn: Conn, action: Any) -> 
     by_key = bindings.client_sessions.by_key
     bound = core.sessions.get(by_key.get(conn.identity.get("client_session") or "", ""))
     return action == "end" or (bound is not None and not bound.is_open)
+
