@@ -49,6 +49,10 @@ def test_a_finished_session_stays_closed_and_a_cleared_one_too(served: Env) -> N
     end(env, "cc-r", repo)
     again = NAMED.findall(start(env, "cc-r", repo, source="resume") or "")
     assert again == first  # the client went away; its conversation came back
+    env.kill_daemon()  # the reopen is a logged event: a start replays it like any other
+    env.start_daemon()
+    listed = env.memoryd("sessions", "--json")
+    assert listed.returncode == 0 and f'"{first[0]}"' in listed.stdout, listed.stderr
 
     async def finish(session_id: str) -> None:
         async with env.session(cwd=str(repo), CLAUDE_CODE_SESSION_ID="cc-r") as bridge:
