@@ -281,3 +281,43 @@ def test_a_fractional_heartbeat_is_accepted_and_announced_in_hello(env: Env) -> 
         assert conn.connect()["heartbeat_s"] == 0.5
     finally:
         conn.close()
+
+
+def test_edits_resent_after_a_restart_get_their_first_answer_and_run_once(env: Env) -> None:
+    """An update made with expected_updated, then a remove, each resent across a restart: the
+    answer the lost reply held, not `stale` from running again, and one event each (issue 40)."""
+    from memoryd.client.connection import Connection
+
+    env.start_daemon()
+    identity = {"worktree": "/w/edits", "repo": None, "project": None, "client": "retry-test",
+                "pid": os.getpid(), "swarm_id": None}
+    conn = Connection(identity, endpoint=(env.status() or {})["endpoint"], autospawn=False)
+
+    def ask(req: str, tool: str, **arguments: Any) -> dict[str, Any]:
+        assert conn.send(req, "call", {"tool": tool, "arguments": arguments})
+        reply = conn.wait_reply(req, 10)
+        assert reply is not None and reply["ok"], reply
+        return dict(reply["result"])
+
+    try:
+        conn.connect()
+        written = ask(conn.new_id(), "memory_write", content="The nightly export runs at 02:00 UTC.",
+                      scopes=["topic:export"])
+        update_req = conn.new_id()
+        updated = ask(update_req, "memory_update", id=written["id"], content="The nightly export runs at 03:00 UTC.",
+                      expected_updated=written["created"])
+        remove_req = conn.new_id()
+        other = ask(conn.new_id(), "memory_write", content="Exports are kept for 30 days in the archive bucket.",
+                    scopes=["topic:export"])
+        removed = ask(remove_req, "memory_remove", id=other["id"], reason="obsolete")
+        stop_daemon(env)
+        env.start_daemon()
+        conn.reconnect()
+        assert ask(update_req, "memory_update", id=written["id"], content="The nightly export runs at 03:00 UTC.",
+                   expected_updated=written["created"]) == updated
+        assert ask(remove_req, "memory_remove", id=other["id"], reason="obsolete") == removed
+    finally:
+        conn.close()
+    assert updated["status"] == "updated" and removed["status"] == "removed"
+    assert [e["memory_id"] for e in env.events() if e["kind"] == "update"] == [written["id"]]
+    assert [e["memory_id"] for e in env.events() if e["kind"] == "remove"] == [other["id"]]

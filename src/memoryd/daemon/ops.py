@@ -17,7 +17,7 @@ from memoryd.daemon import admin, catalogue
 from memoryd.daemon.connections import Conn, is_operator_client
 from memoryd.daemon.core import Call, Core
 from memoryd.daemon.episodes.tools import replay_episode_write
-from memoryd.daemon.memories import writes
+from memoryd.daemon.memories import edits, writes
 from memoryd.daemon.parked import ParkedCalls
 from memoryd.daemon.sessions import binding, hooks
 from memoryd.daemon.sessions.binding import Bindings
@@ -30,7 +30,8 @@ from memoryd.profiles import PROFILES
 # Results a retried request gets when its first attempt was applied before a daemon restart.
 REPLAYERS: dict[str, Callable[[Core, dict[str, Any]], dict[str, Any] | None]] = {
     "episode_write": replay_episode_write, "memory_write": writes.replay_memory_write,
-    "memory_write_confirm": writes.replay_write_confirm, "episode_promote": writes.replay_episode_promote}
+    "memory_write_confirm": writes.replay_write_confirm, "episode_promote": writes.replay_episode_promote,
+    **dict.fromkeys(("memory_update", "memory_remove", "memory_restore", "memory_verify"), edits.replay_edit)}
 
 
 class Daemon:

@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import Any
 
 from memoryd.daemon.clock import parse_stamp
-from memoryd.daemon.core import Call
+from memoryd.daemon.core import Call, Core
 from memoryd.daemon.credentials import find_credentials
 from memoryd.daemon.memories.args import (
     check_links,
@@ -162,3 +162,27 @@ def memory_verify(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     staleness = assess(new, core.clock(), tier.probe, core.config.verification_stale_days, parse_stamp)
     return {"status": "verified", "id": memory.id, "last_verified_at": now,
             "staleness_verdict": staleness.verdict}
+
+
+# -- a resent edit -----------------------------------------------------------------------------------
+
+def replay_edit(core: Core, event: dict[str, Any]) -> dict[str, Any] | None:
+    """An update, remove, restore or verify resent after its reply was lost (a daemon restart in
+    between): its answer again, from the record as it is now, not a second run — which would say
+    `stale` to an update made with `expected_updated`, `not_removed` to a restore, and log twice.
+    None (run it) when the record has since moved on: the first answer no longer describes it."""
+    tier = tier_of(core)
+    memory_id, status = event.get("memory_id") or "", event.get("status")
+    memory = tier.live.get(memory_id)
+    if status == "removed" and memory_id in tier.tombstones:
+        return {"status": "removed", "id": memory_id}
+    if memory is None or status not in ("updated", "restored", "verified"):
+        return None
+    if status == "updated":
+        return {"status": "updated", "id": memory_id, "updated": memory.updated,
+                **({"tainted": True, "taint": list(memory.taint)} if memory.tainted else {})}
+    if status == "restored":
+        return {"status": "restored", "id": memory_id}
+    verdict = assess(memory, core.clock(), tier.probe, core.config.verification_stale_days, parse_stamp).verdict
+    return {"status": "verified", "id": memory_id, "last_verified_at": memory.last_verified_at,
+            "staleness_verdict": verdict}

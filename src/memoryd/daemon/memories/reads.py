@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import heapq
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -170,7 +171,7 @@ def ranked(tier: MemoryTier, query: str, limit: int, accept: Callable[[str], boo
     weight = IDENTIFIER_MEANING_WEIGHT if _IDENTIFIER_RE.search(query) else MEANING_WEIGHT
     for rank, doc_id in enumerate(meaning):
         fused[doc_id] = fused.get(doc_id, 0.0) + weight / (RRF_K + rank)
-    order = sorted(fused, key=lambda d: (-fused[d], d))[:limit]
+    order = fused_order(fused, tier.live, limit)
     relevance = {d: r for d, _, r in lexical}
     unranked = [d for d in order if d not in relevance]
     relevance.update(tier.index.text.relevance(query, unranked) if unranked else {})
@@ -179,6 +180,15 @@ def ranked(tier: MemoryTier, query: str, limit: int, accept: Callable[[str], boo
     if missing:
         similarity.update(tier.semantic.similarity(vector, missing))
     return [(d, round(fused[d] * 1000, 4), relevance[d], similarity.get(d)) for d in order]
+
+
+def fused_order(fused: dict[str, float], live: Mapping[str, Memory], limit: int) -> list[str]:
+    """The best `limit` ids by fused score; equal scores put the newer `updated` first, then the
+    larger id, as the lexical ranking does (docs/tools.md, "Search")."""
+    def key(doc_id: str) -> tuple[float, str, str]:
+        memory = live.get(doc_id)
+        return fused[doc_id], memory.updated if memory is not None else "", doc_id
+    return heapq.nlargest(limit, fused, key=key)
 
 
 def memory_search(call: Call, args: dict[str, Any]) -> dict[str, Any]:
