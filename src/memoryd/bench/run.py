@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import threading
 import time
+from typing import Any
 
 from memoryd.bench import hooks as bench_hooks
 from memoryd.bench import memory as bench_memory
@@ -157,7 +159,39 @@ def _value(r: Row) -> str:
     return f"{r.get('value')} {r.get('unit', '')}".strip()
 
 
+BUSY_LOAD_PER_CPU = 0.7  # a 1-minute load above this share of the CPUs: other work shared the host
+
+
+def host_load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def verdict(rows: list[Row], before: list[float], after: list[float]) -> dict[str, Any]:
+    """How many rows met their target, and whether the host was busy enough to skew them: the
+    bench measures wall-clock latencies, which another process on the same cores inflates."""
+    cpus = os.cpu_count() or 1
+    busy = max(before[0], after[0]) > BUSY_LOAD_PER_CPU * cpus
+    return {"met": sum(1 for r in rows if r["met"]), "missed": sum(1 for r in rows if not r["met"]),
+            "host": {"cpus": cpus, "load_before": before, "load_after": after, "busy": busy}}
+
+
+def summary_lines(found: dict[str, Any]) -> list[str]:
+    h = found["host"]
+    lines = [f"{found['met']} rows met their target, {found['missed']} missed; host: {h['cpus']} CPUs, "
+             f"load average {'/'.join(map(str, h['load_before']))} before, {'/'.join(map(str, h['load_after']))} after"]
+    if h["busy"]:
+        lines.append(f"warning: the host was busy (1-minute load over {BUSY_LOAD_PER_CPU:g} per CPU): latencies "
+                     "include other work; run again on an idle host before quoting them")
+    return lines
+
+
 def main(ns: argparse.Namespace) -> int:
+    before = host_load()
+    progress(f"host: {os.cpu_count()} CPUs, load average {'/'.join(map(str, before))}")
     rows = run(ns.quick)
-    print(json.dumps({"rows": rows}, indent=2) if ns.json else render(rows))
+    found = verdict(rows, before, host_load())
+    if ns.json:
+        print(json.dumps({"rows": rows, **found}, indent=2))
+    else:
+        print("\n".join([render(rows), "", *summary_lines(found)]))
     return 0
