@@ -71,6 +71,8 @@ FACT = "The staging database runs Postgres 15 on port 5433 behind pgbouncer."
 def test_a_write_on_one_machine_is_found_on_the_other_after_both_sync(pair: tuple[Env, Env], remote: Path) -> None:
     a, b = pair
     set_up(remote, a, b)
+    for machine in (a, b):  # the sync folder holds the store's records: 0700 like the rest of it
+        assert [oct((machine.home / p).stat().st_mode & 0o777) for p in ("sync", "sync/repo")] == ["0o700"] * 2
     memory_id = write(a, FACT)
     op = operator(a)  # a session handoff: it names local sessions, so it stays on its machine
     session_id = op.tool("memory_digest")["current_session"]["id"]

@@ -23,6 +23,7 @@ One job:
 
 from __future__ import annotations
 
+import os
 import secrets
 import shutil
 import threading
@@ -118,6 +119,9 @@ class Worker:
     def init(self, job: Job, result: Result) -> None:
         layout, remote = self.layout, job.remote or ""
         clone.check_plain(layout.dir, layout.repo)
+        # 0700 like the rest of the store: as a parent of repo/ it was made with the umask's 0755.
+        layout.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(layout.dir, 0o700)
         result.remote = remote
         current = layout.read_config().get("remote")
         if layout.is_set_up():
