@@ -171,7 +171,11 @@ def test_memories_edit_refused_by_a_gate_says_why_and_writes_nothing(daemon: Env
     refused = daemon.memoryd("memories", "edit", memory, "--content", secret)
     assert refused.returncode == 1
     assert "not saved: credential" in refused.stdout and "nothing was written" in refused.stdout
+    assert "acknowledge_credential" not in refused.stdout  # the agent's parameter: no terminal flag
     assert (daemon.home / "memories" / f"{memory}.md").read_bytes() == before
+    transient = daemon.memoryd("memories", "edit", memory, "--content", "Right now staging is down for repairs.")
+    assert transient.returncode == 1 and "--acknowledge-transient" in transient.stdout, transient.stdout
+    assert "acknowledge_transient=true" not in transient.stdout
     empty = daemon.memoryd("memories", "edit", memory, "--content", "  ")
     assert empty.returncode == 2 and "empty" in empty.stderr
     agent.conn.close()

@@ -244,12 +244,25 @@ def cmd_edit(op: Any, ns: argparse.Namespace) -> int:
     result = op.tool("memory_update", id=memory["id"], content=draft, expected_updated=memory.get("updated"),
                      acknowledge_transient=ns.acknowledge_transient or None)
     if result.get("status") != "updated":
-        emit(ns.json, result, lambda r: [f"not saved: {r['status']}: " + (r.get("hint") or r.get("message") or (
-            f"the memory changed since it was read (now {r.get('current_updated')}); edit again")),
+        emit(ns.json, result, lambda r: [f"not saved: {r['status']}: " + (
+            in_cli_words(r.get("hint")) or r.get("message")
+            or f"the memory changed since it was read (now {r.get('current_updated')}); edit again"),
             "nothing was written"])
         return REFUSED
     emit(ns.json, result, lambda r: [f"updated {r['id']} ({r['updated']})"])
     return OK
+
+
+# A gate's hint names the agent's parameter; the terminal has a flag for one and none for the other.
+CLI_WORDS = {"acknowledge_transient=true": "--acknowledge-transient",
+             "pass acknowledge_credential=true": "take the secret out (the terminal never overrides this gate)"}
+
+
+def in_cli_words(hint: Any) -> str:
+    text = str(hint or "")
+    for said, meant in CLI_WORDS.items():
+        text = text.replace(said, meant)
+    return text
 
 
 def edit_in_editor(memory: dict[str, Any]) -> str | None:
