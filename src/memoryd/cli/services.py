@@ -1,9 +1,8 @@
 """Render and install memoryd's service definitions: a systemd user unit or a launchd agent.
 
-Import contract: stdlib, `memoryd.paths` and `memoryd.fsio`. The templates live in the repository's top-level
-`systemd/` directory and are found relative to this file, which an editable install
-(`pip install -e .`, what the README uses) leaves in place; anything else gets a `ServiceError`
-naming where the templates were expected.
+Import contract: stdlib, `memoryd.paths` and `memoryd.fsio`. The templates are package data
+(`memoryd/units/`), so a wheel installed by pip or pipx has them; the repository's top-level
+`systemd/` folder is the readable copy, and a test keeps the two equal.
 
 Entry point: `install_service` (behind `memoryd install-service`); the two `render_*` functions
 are pure and are what the tests and `--print` look at.
@@ -22,7 +21,7 @@ from xml.sax.saxutils import escape as xml_escape
 
 from memoryd import fsio, paths
 
-TEMPLATE_DIR = Path(__file__).resolve().parents[3] / "systemd"
+TEMPLATE_DIR = Path(__file__).resolve().parents[1] / "units"
 UNIT_NAME = "memoryd.service"
 PLIST_NAME = "com.memoryd.daemon.plist"
 LAUNCHD_LABEL = "com.memoryd.daemon"
@@ -38,15 +37,13 @@ class ServiceError(RuntimeError):
 
 
 def load_template(name: str) -> str:
-    """The text of template `name` from the repository's `systemd/` dir; ServiceError if absent."""
+    """The text of template `name` from the package's `units/`; ServiceError if absent."""
     path = TEMPLATE_DIR / name
     try:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ServiceError(
-            f"service template not found: {path} (install-service needs the source checkout; "
-            "install memoryd with `pip install -e .`)"
-        ) from None
+        raise ServiceError(f"service template not found: {path} (this memoryd install is incomplete: "
+                           "reinstall it)") from None
 
 
 def _unit_quote(value: str, *, in_exec: bool = False) -> str:
