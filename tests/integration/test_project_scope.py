@@ -30,6 +30,15 @@ def shop_clone(env: Env) -> Path:
     return repo
 
 
+def longest_common(a: str, b: str) -> int:
+    """The length of the longest substring of `a` that is also in `b`."""
+    best = 0
+    for at in range(len(a)):
+        while at + best < len(a) and a[at:at + best + 1] in b:
+            best += 1
+    return best
+
+
 def memory_files(env: Env) -> list[Path]:
     return sorted((env.home / "memories").glob("*.md"))
 
@@ -48,6 +57,9 @@ def test_the_start_context_and_the_instructions_name_the_scope_from_the_origin_u
             return result.instructions or ""
     said = anyio.run(instructions)
     assert "projects:shop (" in said and "origin URL)" in said and len(said) <= 800
+    # What the agent reads twice: the instructions and the start context share no phrase (they
+    # shared 833 chars); only the scope's name, which both must say.
+    assert longest_common(said, context.replace("projects:shop", "")) < 40, longest_common(said, context)
 
     plain = git_repo(env.base / "notes").resolve()  # no origin remote: named after its folder
     assert "scoped projects:notes (from its folder name: it has no origin remote)" in (start(env, "cc-s2", plain) or "")
