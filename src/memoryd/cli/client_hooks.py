@@ -66,6 +66,41 @@ def hook_groups(python: str, client: str) -> dict[str, list[dict[str, Any]]]:
             for event, (verb, timeout) in table.items()}
 
 
+# The Claude Code plugin (`plugin/` at the repository's root, listed by `.claude-plugin/marketplace.json`)
+# registers the same hooks as `init`, from this table, through its runner: `plugin/bin/memoryd` runs
+# the `memoryd` on PATH, or says in one line that there is none. tests/integration/test_plugin.py
+# keeps the plugin's files equal to what these functions make.
+PLUGIN_RUNNER = "${CLAUDE_PLUGIN_ROOT}/bin/memoryd"
+
+
+def plugin_hooks() -> dict[str, Any]:
+    """The plugin's hooks/hooks.json: `init`'s Claude Code hooks, each with `--from-plugin` (it
+    stands down where `init` registered them too)."""
+    groups = {event: [{**({"matcher": HOOK_MATCHERS["claude-code"][event]}
+                          if event in HOOK_MATCHERS["claude-code"] else {}),
+                       "hooks": [{"type": "command", "command": f'"{PLUGIN_RUNNER}" hook {verb} --from-plugin',
+                                  "timeout": timeout}]}]
+              for event, (verb, timeout) in CLAUDE_HOOKS.items()}
+    return {"description": "memoryd's hooks: recall at session start, on prompts and before tools; "
+                           "last words at stop and session end", "hooks": groups}
+
+
+def plugin_enabled() -> bool:
+    """Whether Claude Code's user settings enable a memoryd plugin (`enabledPlugins["memoryd@…"]`):
+    `init` then writes nothing, so memoryd is never registered twice."""
+    try:
+        data = read_object(resolved(_claude_settings_path()))
+    except (ClientConfigError, OSError):
+        return False
+    enabled = data.get("enabledPlugins")
+    return isinstance(enabled, dict) and any(k.startswith("memoryd@") and v is True for k, v in enabled.items())
+
+
+def plugin_mcp() -> dict[str, Any]:
+    """The plugin's .mcp.json: the bridge, through the runner."""
+    return {"mcpServers": {"memoryd": {"command": PLUGIN_RUNNER, "args": ["mcp"]}}}
+
+
 def hooks_path(client: str) -> Path:
     return resolved(_claude_settings_path() if client == "claude-code" else _codex_hooks_path())
 

@@ -17,7 +17,14 @@ from memoryd.cli.client_config import (
     register_bridge,
     snippet,
 )
-from memoryd.cli.client_hooks import HOOK_CLIENTS, hook_groups, hooks_current, hooks_path, register_hooks
+from memoryd.cli.client_hooks import (
+    HOOK_CLIENTS,
+    hook_groups,
+    hooks_current,
+    hooks_path,
+    plugin_enabled,
+    register_hooks,
+)
 
 __all__ = ["CLIENTS", "HOOK_CLIENTS", "client_config_status", "hooks_current", "register_client"]
 
@@ -37,6 +44,10 @@ def register_client(name: str, print_only: bool, out: TextIO | None = None, pyth
     if spec is None:
         print(f"memoryd: unknown client {name!r}; known clients: {', '.join(CLIENTS)}", file=sys.stderr)
         return 2
+    if name == "claude-code" and not print_only and plugin_enabled():
+        print("claude-code: memoryd is installed as a Claude Code plugin (memoryd@…), which registers the bridge "
+              "and the hooks; nothing written (uninstall the plugin to use settings files instead)", file=out)
+        return 0
     entry = spec.entry(python or sys.executable)
     path = config_target(spec)
     wire_hooks = hooks and name in HOOK_CLIENTS

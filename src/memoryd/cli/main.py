@@ -38,7 +38,15 @@ def _hook_fast_path(args: list[str]) -> int:
         client = rest[rest.index("--client") + 1]
     if client not in ("claude-code", "codex"):
         return hooks.fail(f"unknown client {client!r}")
+    if "--from-plugin" in rest and hooks.settings_register_hooks():
+        return 0  # `init` registered the same hooks in settings.json: they run, this one must not
     return _hook(event, client, "--dry-run" in rest)
+
+
+def _hook_from(event: str, client: str, dry_run: bool, from_plugin: bool) -> int:
+    from memoryd.cli import hooks
+
+    return 0 if from_plugin and hooks.settings_register_hooks() else _hook(event, client, dry_run)
 
 
 def _hook(event: str, client: str, dry_run: bool) -> int:
@@ -83,10 +91,12 @@ def _add_hook_parser(sub: Any) -> None:
                           "stdin, prints what the client should be given, always exits 0.")
     hook.add_argument("event", choices=["session-start", "prompt", "pre-tool", "stop", "session-end"])
     hook.add_argument("--client", default="claude-code", choices=["claude-code", "codex"])
+    hook.add_argument("--from-plugin", action="store_true",
+                      help="run by the Claude Code plugin: do nothing when `init` registered the hooks too")
     hook.add_argument("--dry-run", action="store_true",
                       help="record nothing: prompt and pre-tool print what would be injected ({} for nothing) without "
                       "marking it shown; the other events only check stdin and print {}")
-    hook.set_defaults(func=lambda ns: _hook(ns.event, ns.client, ns.dry_run))
+    hook.set_defaults(func=lambda ns: _hook_from(ns.event, ns.client, ns.dry_run, ns.from_plugin))
 
 
 def _add_store_parsers(sub: Any) -> None:
