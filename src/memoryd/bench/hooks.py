@@ -38,6 +38,8 @@ ANCHORED = [
     "Never edit an applied alembic migration: create a new one with `alembic revision --autogenerate`.",
     "Run `make lint` before any commit: CI rejects unformatted code and reruns take 20 minutes.",
 ]
+DEPLOY = ("Never deploy a new version to production by hand: production deploys go only through the "
+          "release pipeline, after the changelog is updated.")  # what the by-meaning pre-tool row finds
 SIBLING = "The orders.status column is now an enum: pending, paid, refunded (migration 3f2a)."
 
 
@@ -53,6 +55,7 @@ def prepare(box: Throwaway) -> Path:
     try:
         bridge.initialize()
         write_memory(bridge, {"key": "retry", "content": MEMORY, "scopes": ["topic:billing"]}, {})
+        write_memory(bridge, {"key": "deploy", "content": DEPLOY, "scopes": ["topic:deploy"]}, {})
         for i, content in enumerate([FORCE, *ANCHORED]):
             write_memory(bridge, {"key": f"anchored-{i}", "content": content, "scopes": ["topic:billing"]}, {})
         session = bridge.call("memory_digest")["current_session"]["id"]
@@ -77,6 +80,10 @@ def run_hook(box: Throwaway, event: str, payload: dict[str, Any]) -> tuple[float
     return elapsed, proc.stdout
 
 
+MEANING = "pre-tool, Bash by meaning"
+VERB = {MEANING: "pre-tool"}
+
+
 def payloads(repo: Path, i: int) -> dict[str, dict[str, Any]]:
     """One client session's hook inputs; each sample is a fresh client session, as in real use."""
     sid = f"bench-{i}"
@@ -85,6 +92,9 @@ def payloads(repo: Path, i: int) -> dict[str, dict[str, Any]]:
                           "source": "startup", "transcript_path": ""},
         "prompt": {"session_id": sid, "cwd": str(repo), "hook_event_name": "UserPromptSubmit", "prompt": PROMPT},
         "pre-tool": tool_payload(sid, repo, "Bash", {"command": "git push --force origin main"}),
+        # no memory is anchored to it: the description and command are searched by meaning
+        MEANING: tool_payload(sid, repo, "Bash", {"command": "make ship ENV=production",
+                                                  "description": "Deploy the new version to production"}),
         "stop": {"session_id": sid, "cwd": str(repo), "hook_event_name": "Stop", "stop_hook_active": False,
                  "last_assistant_message": f"Turn {i}: the retry test passes; next, open the PR."},
         "session-end": {"session_id": sid, "cwd": str(repo), "hook_event_name": "SessionEnd", "reason": "other"},
@@ -94,15 +104,15 @@ def payloads(repo: Path, i: int) -> dict[str, dict[str, Any]]:
 def bench_hooks(box: Throwaway, quick: bool) -> list[Row]:
     progress("client hooks (whole process per sample)")
     repo = prepare(box)
-    samples: dict[str, list[float]] = {event: [] for event in ("session-start", "prompt", "pre-tool", "stop",
-                                                                "session-end")}
-    answered = {"session-start": 0, "prompt": 0, "pre-tool": 0}
+    samples: dict[str, list[float]] = {event: [] for event in ("session-start", "prompt", "pre-tool", MEANING,
+                                                                "stop", "session-end")}
+    answered = {"session-start": 0, "prompt": 0, "pre-tool": 0, MEANING: 0}
     runs = 10 if quick else 40
     for event, payload in payloads(repo, -1).items():
-        run_hook(box, event, payload)  # warm-up: bytecode caches, the OS page cache
+        run_hook(box, VERB.get(event, event), payload)  # warm-up: bytecode caches, the OS page cache
     for i in range(runs):
         for event, payload in payloads(repo, i).items():
-            elapsed, out = run_hook(box, event, payload)
+            elapsed, out = run_hook(box, VERB.get(event, event), payload)
             samples[event].append(elapsed)
             if event in answered and out.strip():
                 answered[event] += 1
@@ -110,7 +120,7 @@ def bench_hooks(box: Throwaway, quick: bool) -> list[Row]:
     for event, values in samples.items():
         stats = pcts(values)
         extra = {"answered": f"{answered[event]}/{runs}"} if event in answered else {}
-        target = PRE_TOOL_TARGET_MS if event == "pre-tool" else TARGET_MS
+        target = PRE_TOOL_TARGET_MS if event == "pre-tool" else TARGET_MS  # by meaning: the issue's 150 ms
         rows.append(row(f"hook {event} (process end to end)", f"{runs} runs", {**stats, **extra},
                         f"<= {target:g} ms p50", stats["p50_ms"] <= target))
     return rows
