@@ -412,6 +412,17 @@ def test_daemon_down_session_start_spawns_one(env: Env) -> None:
 CLAUDE_CACHE = Path(os.environ.get("MEMORYD_CLAUDE_CODE_DIR", "/tmp/memoryd-ci/claude-code"))
 
 
+def claude_home_and_repo(env: Env) -> tuple[Path, Path]:
+    """A throwaway HOME where `memoryd init --client claude-code` registered the bridge and the
+    hooks, and a git repo `shop` to run Claude Code in."""
+    home = env.base / "home"
+    home.mkdir()
+    repo = git_repo(env.base / "shop").resolve()
+    init = env.memoryd("init", "--client", "claude-code", HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"))
+    assert init.returncode == 0, init.stderr
+    return home, repo
+
+
 def claude_binary() -> Path:
     """The Claude Code CLI from the cache dir, installed with npm when missing."""
     binary = CLAUDE_CACHE / "node_modules" / ".bin" / "claude"

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from test_hooks import WAIT_S, claude_binary, context, git_repo, hook
+from test_hooks import WAIT_S, claude_binary, claude_home_and_repo, context, git_repo, hook
 
 from harness import Env, call
 from scripted_claude import (
@@ -249,11 +249,7 @@ def news_given(request: Request) -> list[str]:
 def test_two_concurrent_claude_code_sessions_hear_each_other_through_the_prompt_hook(served: Env) -> None:
     env = served
     claude = claude_binary()
-    home = env.base / "home"
-    home.mkdir()
-    repo = git_repo(env.base / "shop").resolve()
-    init = env.memoryd("init", "--client", "claude-code", HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"))
-    assert init.returncode == 0, init.stderr
+    home, repo = claude_home_and_repo(env)
     write_fact = ("tool", "mcp__memoryd__memory_write",
                   {"content": FACT, "scopes": ["projects:shop", "topic:stripe"], "confidence": "high"})
     write_retry = ("tool", "mcp__memoryd__memory_write",

@@ -13,7 +13,7 @@ import json
 import re
 
 import anyio
-from test_hooks import claude_binary, end, git_repo, start
+from test_hooks import claude_binary, claude_home_and_repo, end, git_repo, start
 
 from harness import Env, call
 from scripted_claude import given_text, run_claude
@@ -24,11 +24,7 @@ NAMED = re.compile(r"memoryd session (sess-\d+)")
 def test_claude_code_resume_names_one_session(served: Env) -> None:
     env = served
     claude = claude_binary()
-    home = env.base / "home"
-    home.mkdir()
-    repo = git_repo(env.base / "shop").resolve()
-    init = env.memoryd("init", "--client", "claude-code", HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"))
-    assert init.returncode == 0, init.stderr
+    home, repo = claude_home_and_repo(env)
     first = run_claude("hello", repo, env.environ(), home, [("text", "Done.")], claude=claude)
     assert first.proc.returncode == 0 and first.turns, first.proc.stderr[-800:]
     client_id = json.loads(first.proc.stdout)["session_id"]

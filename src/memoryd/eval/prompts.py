@@ -137,34 +137,41 @@ def summarize(rows: list[dict[str, Any]], pairs: list[dict[str, Any]]) -> dict[s
         spoke = [r["chars"] for r in members if r["chars"]]
         agree = [p["agree"] for p in pairs if split in (p["split"], "all")]
         out[split] = {
-            "reached": _mean(r["reached"] for r in related), "right_full": _mean(r["right"] for r in related),
-            "unrelated_nothing": _mean(r["silent"] for r in unrelated),
-            "unrelated_full": _mean(r["full"] for r in unrelated),
-            "unrelated_mean_chars": round(_mean(r["chars"] for r in unrelated), 1),
-            "max_chars": max(spoke, default=0), "mean_chars_when_shown": round(_mean(spoke)),
+            "reached": mean(r["reached"] for r in related), "right_full": mean(r["right"] for r in related),
+            "unrelated_nothing": mean(r["silent"] for r in unrelated),
+            "unrelated_full": mean(r["full"] for r in unrelated),
+            "unrelated_mean_chars": round(mean(r["chars"] for r in unrelated), 1),
+            "max_chars": max(spoke, default=0), "mean_chars_when_shown": round(mean(spoke)),
             "session_max_chars": max(session_chars(members), default=0),
-            "filler_agree": _mean(agree), "n_related": len(related), "n_unrelated": len(unrelated),
+            "filler_agree": mean(agree), "n_related": len(related), "n_unrelated": len(unrelated),
             "n_pairs": len(agree),
             # the former measures, for comparison with earlier reports
-            "related_right": _mean(r["right"] for r in related),
-            "unrelated_silent": _mean(r["silent"] for r in unrelated),
-            "mean_chars": round(_mean(spoke)),
+            "related_right": mean(r["right"] for r in related),
+            "unrelated_silent": mean(r["silent"] for r in unrelated),
+            "mean_chars": round(mean(spoke)),
         }
     return out
 
 
-def _mean(values: Any) -> float:
+def mean(values: Any) -> float:
     items = list(values)
     return round(sum(items) / len(items), 3) if items else 0.0
 
 
-def render(summary: dict[str, dict[str, float]]) -> list[str]:
-    lines = ["\nprompt hook disclosure (typed prompts; targets are checked on held-out):",
+def target_table(title: str, summary: dict[str, dict[str, float]], targets: list[tuple[str, str, float, str]]
+                 ) -> list[str]:
+    """Each target's measure on tune and held-out side by side, and whether held-out met it."""
+    lines = [f"\n{title} (targets are checked on held-out):",
              f"  {'measure':58} {'tune':>7} {'heldout':>8} {'target':>9}"]
-    for key, op, bound, label in TARGETS:
+    for key, op, bound, label in targets:
         tune, held = summary["tune"][key], summary["heldout"][key]
         met = held >= bound if op == ">=" else held <= bound
         lines.append(f"  {label:58} {tune:>7} {held:>8} {op + ' ' + str(bound):>9} {'met' if met else 'MISSED'}")
+    return lines
+
+
+def render(summary: dict[str, dict[str, float]]) -> list[str]:
+    lines = target_table("prompt hook disclosure (typed prompts)", summary, TARGETS)
     tune_n, held_n = summary["tune"], summary["heldout"]
     lines.append(f"  (n related {tune_n['n_related']}/{held_n['n_related']}, unrelated {tune_n['n_unrelated']}/"
                  f"{held_n['n_unrelated']}, filler pairs {tune_n['n_pairs']}/{held_n['n_pairs']})")

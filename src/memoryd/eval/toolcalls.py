@@ -18,6 +18,7 @@ import yaml
 from memoryd.bench.kit import Bridge
 from memoryd.cli import disclosure
 from memoryd.config import Config
+from memoryd.eval.prompts import mean, target_table
 
 TOOL_CALLS = Path(__file__).with_name("tool_calls.yaml")
 DEPTH = 3
@@ -59,22 +60,13 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
         members = [r for r in rows if split in (r["split"], "all")]
         related = [r["reached"] for r in members if r["related"]]
         unrelated = [r["silent"] for r in members if not r["related"]]
-        out[split] = {"reached": _mean(related), "unrelated_nothing": _mean(unrelated),
+        out[split] = {"reached": mean(related), "unrelated_nothing": mean(unrelated),
                       "n_related": len(related), "n_unrelated": len(unrelated)}
     return out
 
 
-def _mean(items: list[float]) -> float:
-    return round(sum(items) / len(items), 3) if items else 0.0
-
-
 def render(summary: dict[str, dict[str, float]]) -> list[str]:
-    lines = ["\npre-tool search by meaning (Bash command + description; targets checked on held-out):",
-             f"  {'measure':58} {'tune':>7} {'heldout':>8} {'target':>9}"]
-    for key, op, bound, label in TARGETS:
-        tune, held = summary["tune"][key], summary["heldout"][key]
-        met = held >= bound if op == ">=" else held <= bound
-        lines.append(f"  {label:58} {tune:>7} {held:>8} {op + ' ' + str(bound):>9} {'met' if met else 'MISSED'}")
+    lines = target_table("pre-tool search by meaning (Bash command + description)", summary, TARGETS)
     t, h = summary["tune"], summary["heldout"]
     lines.append(f"  (n related {t['n_related']}/{h['n_related']}, unrelated {t['n_unrelated']}/{h['n_unrelated']})")
     return lines
