@@ -1,4 +1,5 @@
-"""`memoryd export [PATH]`: a portable tar.gz of the store (memories, tombstones, episodes, log).
+"""`memoryd export [PATH]`: a portable tar.gz of the store (memories, tombstones, episodes,
+sessions, log): a full backup, which `memoryd restore` brings back whole into an empty store.
 
 Records are replaced atomically, so every file in the archive is a whole record even while the
 daemon runs; `state/` is left out because it is derived. Symbolic links are left out too (the

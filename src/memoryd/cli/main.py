@@ -147,6 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
         log,
         memories,
         reindex,
+        restore,
         sessions,
         stats,
         sync,
@@ -156,8 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"memoryd {__version__}")
     sub = parser.add_subparsers(dest="command")
     for add in (daemon_control.add_parsers, _add_setup_parsers, _add_hook_parser, log.add_parser, _add_store_parsers,
-                reindex.add_parser, _add_measuring_parsers, memories.add_parsers, sessions.add_parser,
-                importing.add_parser, sync.add_parser, stats.add_parser):
+                reindex.add_parser, restore.add_parser, _add_measuring_parsers, memories.add_parsers,
+                sessions.add_parser, importing.add_parser, sync.add_parser, stats.add_parser):
         add(sub)
     return parser
 

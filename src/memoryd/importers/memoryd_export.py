@@ -28,8 +28,9 @@ import stat
 import tarfile
 import zlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import IO, Any
 
 from memoryd.errors import BadImportInput
 from memoryd.importers.bettermemory import split_frontmatter
@@ -61,6 +62,14 @@ def read(path: Path, skipped: list[tuple[str, str]]) -> list[Draft]:
 def _records(path: Path) -> Iterator[tuple[str, bytes]]:
     """(member name, bytes) of each record member, one at a time; BadImportInput for a member that
     is unsafe or too big, an archive over its bounds, or one that is not a gzip'd tar."""
+    with opened(path) as archive:
+        yield from _walk(path, archive)
+
+
+@contextmanager
+def opened(path: Path) -> Iterator[Checked]:
+    """The archive at `path`, streamed through the guard: iterating it gives each member once it
+    passed `_check_member` (and the member count its bound). Also `memoryd restore`'s reader."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO named as PATH must not hang the import
     except OSError as exc:
@@ -74,17 +83,31 @@ def _records(path: Path) -> Iterator[tuple[str, bytes]]:
             with gzip.GzipFile(fileobj=handle) as unzipped:
                 guard: Any = TarGuard(unzipped, path)  # a file-like reader, as tarfile's stream mode reads one
                 with tarfile.open(fileobj=guard, mode="r|") as archive:
-                    yield from _walk(path, archive)
-        except (tarfile.TarError, EOFError, OSError, zlib.error, gzip.BadGzipFile) as exc:
+                    yield Checked(path, archive)
+        except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
             raise BadImportInput(path, f"not a readable tar.gz archive ({type(exc).__name__}: {exc})") from None
 
 
-def _walk(path: Path, archive: tarfile.TarFile) -> Iterator[tuple[str, bytes]]:
+class Checked:
+    """A streamed tar archive whose members are checked as they come (see `opened`)."""
+
+    def __init__(self, path: Path, archive: tarfile.TarFile) -> None:
+        self.path, self.archive = path, archive
+
+    def __iter__(self) -> Iterator[tarfile.TarInfo]:
+        for count, member in enumerate(self.archive, 1):
+            if count > MAX_MEMBERS:
+                raise BadImportInput(self.path, f"more than {MAX_MEMBERS} members; refused")
+            _check_member(self.path, member)
+            yield member
+
+    def extractfile(self, member: tarfile.TarInfo) -> IO[bytes] | None:
+        return self.archive.extractfile(member)
+
+
+def _walk(path: Path, archive: Checked) -> Iterator[tuple[str, bytes]]:
     held = 0
-    for count, member in enumerate(archive, 1):
-        if count > MAX_MEMBERS:
-            raise BadImportInput(path, f"more than {MAX_MEMBERS} members; refused")
-        _check_member(path, member)
+    for member in archive:
         if not (member.isreg() and RECORD_RE.fullmatch(member.name)):
             continue
         if member.size > MAX_RECORD_BYTES:
