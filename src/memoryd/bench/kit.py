@@ -26,8 +26,8 @@ Row = dict[str, Any]
 START_TIMEOUT_S = 600
 
 
-def progress(message: str) -> None:
-    print(f"bench: {message}", file=sys.stderr, flush=True)
+def progress(message: str, who: str = "bench") -> None:
+    print(f"{who}: {message}", file=sys.stderr, flush=True)
 
 
 def row(metric: str, size: str, stats: dict[str, Any], target: str, met: bool) -> Row:

@@ -120,18 +120,18 @@ def evaluate(data: dict[str, Any], prompts: list[dict[str, Any]], lexical: bool 
                 bridges[project] = bridge
             return bridges[project]
 
-        progress(f"eval: writing {len(data['memories'])} memories")
+        progress(f"writing {len(data['memories'])} memories", "eval")
         outcomes: dict[str, int] = {}
         key_of = {write_memory(bridge_for(m.get("project")), m, outcomes): m["key"] for m in data["memories"]}
         meaning = wait_for_vectors(bridge_for(None), len(key_of))
-        progress(f"eval: {len(data['queries'])} queries")
+        progress(f"{len(data['queries'])} queries", "eval")
         rows = [run_query(bridge_for(q.get("project")), q, key_of) for q in data["queries"]]
-        progress(f"eval: {len(prompts)} typed prompts")
+        progress(f"{len(prompts)} typed prompts", "eval")
         prompt_rows = [typed.run_prompt(bridge_for(p.get("project")), p, key_of) for p in prompts]
-        progress("eval: filler pairs")
+        progress("filler pairs", "eval")
         pairs = typed.run_filler_pairs(bridge_for, key_of)
         calls = toolcalls.load()
-        progress(f"eval: {len(calls)} shell calls")
+        progress(f"{len(calls)} shell calls", "eval")
         call_rows = [toolcalls.run_call(bridge_for(c.get("project")), c, key_of) for c in calls]
     finally:
         for bridge in bridges.values():
