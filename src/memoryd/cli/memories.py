@@ -371,7 +371,8 @@ def add_parsers(sub: Any) -> None:
     """Register `memories` and `pending` on the main parser's subparsers (cli/main.py)."""
     memories = sub.add_parser("memories", help="see and curate durable memories (through the daemon)")
     verbs = memories.add_subparsers(dest="action", required=True)
-    for name, text in (("list", "newest first"), ("search", "ranked search (all repos)"),
+    for name, text in (("list", "newest written first (by creation; UPDATED is the last edit)"),
+                       ("search", "ranked search (all repos)"),
                        ("show", "one memory: fields, staleness, provenance, links, history"),
                        ("rm", "move a memory to a tombstone"), ("restore", "bring a removed memory back"),
                        ("edit", "change a memory's content ($EDITOR, or --content)"),
