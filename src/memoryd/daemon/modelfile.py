@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import zipfile
 from importlib import metadata
 from pathlib import Path
@@ -27,11 +28,21 @@ class EncoderUnavailable(Exception):
     """The encoder's package is missing or its files are not the pinned ones; search stays lexical."""
 
 
+def installed_zip() -> Path:
+    """Where `memoryd model install` puts `model.zip`: beside this environment's packages (under
+    `sys.prefix`), as a pip install would, but as a plain file, so no package metadata carries the
+    wheel's own requirements into pip's later dependency checks."""
+    return Path(sys.prefix) / "share" / "memoryd" / "model.zip"
+
+
 def model_zip() -> Path:
-    """Where the wheel put `model.zip`, found from the distribution's RECORD (nothing imported)."""
+    """`MEMORYD_MODEL_ZIP`, else the file `memoryd model install` extracted, else (an install from
+    before that) the zip inside the wheel, found from the distribution's RECORD (nothing imported)."""
     override = os.environ.get(MODEL_ZIP_ENV)
     if override:
         return Path(override)
+    if installed_zip().is_file():
+        return installed_zip()
     try:
         files = metadata.files(DISTRIBUTION) or []
     except metadata.PackageNotFoundError:
