@@ -43,3 +43,25 @@ def remote() -> Iterator[Path]:
     subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(base / "remote.git")], check=True)
     yield base / "remote.git"
     subprocess.run(["rm", "-rf", str(base)], check=False)
+
+
+@pytest.fixture
+def pair() -> Iterator[tuple[Env, Env]]:
+    """Two throwaway stores: two machines for sync tests."""
+    a, b = Env(), Env()
+    try:
+        yield a, b
+    finally:
+        a.cleanup()
+        b.cleanup()
+
+
+@pytest.fixture(scope="module")
+def daemon_env() -> Iterator[Env]:
+    """One daemon a whole module shares (the web view's tests start a `memoryd ui` per test)."""
+    env = Env()
+    try:
+        env.start_daemon()
+        yield env
+    finally:
+        env.cleanup()

@@ -9,27 +9,15 @@ import os
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
-import pytest
 
 from harness import Env, call, wait_for
 from synckit import operator, synced, tool
 
 GIT_ID = ["-c", "user.name=test", "-c", "user.email=test@example.invalid"]
-
-
-@pytest.fixture
-def pair() -> Iterator[tuple[Env, Env]]:
-    a, b = Env(), Env()
-    try:
-        yield a, b
-    finally:
-        a.cleanup()
-        b.cleanup()
 
 
 def admin(env: Env, action: str, **args: Any) -> dict[str, Any]:

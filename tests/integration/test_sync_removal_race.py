@@ -9,7 +9,6 @@ Two real daemons (two `MEMORYD_HOME`s), one local bare git remote, syncs through
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,16 +20,6 @@ from synckit import set_up, synced, tool
 FACT = "The staging database runs Postgres 15 on port 5433 behind pgbouncer."
 EDITED = "The staging database runs Postgres 17 on port 5435 behind pgbouncer, since the March upgrade."
 ROUNDS = 2  # a round: each machine syncs once; the third (below) must move nothing
-
-
-@pytest.fixture
-def pair() -> Iterator[tuple[Env, Env]]:
-    a, b = Env(), Env()
-    try:
-        yield a, b
-    finally:
-        a.cleanup()
-        b.cleanup()
 
 
 def edited_then_removed(remote: Path, a: Env, b: Env) -> str:

@@ -15,7 +15,6 @@ import re
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
 from urllib.parse import urlencode
 
 import pytest
@@ -23,16 +22,6 @@ import pytest
 from harness import Env
 from memoryd.ui.access import SIGN_IN_FAILURES_PER_MINUTE, Attempts
 from synckit import tool
-
-
-@pytest.fixture(scope="module")
-def daemon_env() -> Iterator[Env]:
-    env = Env()
-    try:
-        env.start_daemon()
-        yield env
-    finally:
-        env.cleanup()
 
 
 def free_port() -> int:

@@ -18,12 +18,9 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
-
-import pytest
 
 from harness import Env, wait_for
 
@@ -31,16 +28,6 @@ sys.path.insert(0, str(Path(__file__).parent))
 from test_browser import CHROMEDRIVER, CHROMIUM, FLAGS, _free_port, webdriver
 
 from memoryd.ui.server import MAX_CONNECTIONS
-
-
-@pytest.fixture(scope="module")
-def daemon_env() -> Iterator[Env]:
-    env = Env()
-    try:
-        env.start_daemon()
-        yield env
-    finally:
-        env.cleanup()
 
 
 class Launched:
