@@ -49,7 +49,7 @@ class Config:
     # A shell call's description + command searched by meaning (cli/pretool.py): one line at most,
     # in full past the first bar, a pointer past the second (fit on the tune split of tool_calls.yaml).
     hook_tool_min_similarity: float = 0.75
-    hook_tool_pointer_similarity: float = 0.55
+    hook_tool_pointer_similarity: float = 0.60
     # A session's automatic context (start + prompts + tool hooks, from receipts): past it, the
     # prompt hook points instead of showing memories in full.
     hook_session_chars: int = 4000
