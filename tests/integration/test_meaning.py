@@ -101,3 +101,36 @@ def test_a_daemon_finds_a_memory_by_meaning_and_opens_no_network_socket() -> Non
         assert not log.exists(), log.read_text()  # no socket but AF_UNIX, no name lookup, no URL
     finally:
         env.cleanup()
+
+
+def test_memories_search_lists_only_matches_with_their_scores() -> None:
+    """Search by meaning always has a nearest memory; `memoryd memories search` shows a person the
+    ones that share a word with the query or are close in meaning, each with its scores."""
+    env = Env(meaning=True)
+    try:
+        env.start_daemon()
+
+        async def write_all() -> None:
+            async with env.session() as s:
+                for text in ("Deploys to production happen only from a signed release tag via `make release`.",
+                             "The billing service stores money as integer cents, never floats."):
+                    await call(s, "memory_write", content=text, scopes=["user"], category="fact")
+                deadline = time.monotonic() + 60
+                while (await call(s, "memory_health"))["search_by_meaning"].get("vectors", 0) < 2:
+                    assert time.monotonic() < deadline, "the encoder never embedded the memories"
+                    await asyncio.sleep(0.2)
+        asyncio.run(write_all())
+
+        matched = env.memoryd_json("memories", "search", "signed release tag")
+        assert [h["content"][:11] for h in matched["results"]] == ["Deploys to "], matched
+        assert matched["not_matching"] == 1
+        table = env.memoryd("memories", "search", "signed release tag").stdout
+        assert "SCORE" in table and "WORDS" in table and "MEANING" in table and "1 matching memory" in table
+        assert "1 nearest by meaning left out" in table and "--all" in table
+
+        unrelated = env.memoryd_json("memories", "search", "watering the tomato plants")
+        assert unrelated["results"] == [] and unrelated["not_matching"] == 2
+        everything = env.memoryd_json("memories", "search", "watering the tomato plants", "--all")
+        assert len(everything["results"]) == 2 and all(h["similarity"] < 0.5 for h in everything["results"])
+    finally:
+        env.cleanup()

@@ -141,11 +141,37 @@ def cmd_list(op: Any, ns: argparse.Namespace) -> int:
 def cmd_search(op: Any, ns: argparse.Namespace) -> int:
     result = op.tool("memory_search", query=ns.query, scopes=scopes_of(ns), category=ns.category,
                      max_results=ns.limit, auto_scope=False)
-    rows = [[shown_id(h), f"{h.get('relevance', 0):.2f}", h.get("staleness_verdict") or "", h.get("category") or "",
-             h.get("content") or ""] for h in result["results"]]
-    emit(ns.json, result, lambda r: table(["ID", "REL", "STALENESS", "CATEGORY", "CONTENT"], rows)
-         + [f"{len(rows)} of {r['total']} matching memories"])
+    hits = result["results"] if ns.all else [h for h in result["results"] if is_match(h)]
+    rows = [[shown_id(h), f"{h.get('score', 0):.1f}", f"{h.get('relevance', 0):.2f}", _cosine(h),
+             h.get("staleness_verdict") or "", h.get("category") or "", h.get("content") or ""] for h in hits]
+    hidden = len(result["results"]) - len(hits)
+
+    def lines(r: dict[str, Any]) -> list[str]:
+        out = table(["ID", "SCORE", "WORDS", "MEANING", "STALENESS", "CATEGORY", "CONTENT"], rows)
+        out.append(f"{len(rows)} matching memor{'y' if len(rows) == 1 else 'ies'}"
+                   + (f" ({r['total']} share a word with the query)" if r["total"] > len(rows) else ""))
+        if hidden:
+            out.append(f"{hidden} nearest by meaning left out: no word in common and meaning below "
+                       f"{MEANING_MATCH_FLOOR:.2f} (--all shows them)")
+        return out
+    emit(ns.json, {**result, "results": hits, "not_matching": hidden}, lines)
     return OK
+
+
+# A hit that shares no word with the query is a match only when its meaning is this close (the
+# encoder's cosine): the prompt hook's default bar for pointing to a memory (docs/search.md,
+# "Disclosure"). Below it, the nearest memories of an unrelated query are the usual neighbours.
+MEANING_MATCH_FLOOR = 0.5
+
+
+def is_match(hit: dict[str, Any]) -> bool:
+    """Search by meaning always has a nearest memory; a person asked for the ones that match."""
+    return bool(hit.get("relevance")) or (hit.get("similarity") or 0.0) >= MEANING_MATCH_FLOOR
+
+
+def _cosine(hit: dict[str, Any]) -> str:
+    similarity = hit.get("similarity")
+    return "-" if similarity is None else f"{similarity:.2f}"
 
 
 def show_lines(memory: dict[str, Any], history: dict[str, Any]) -> list[str]:
@@ -381,6 +407,8 @@ def add_parsers(sub: Any) -> None:
         verb.add_argument("--json", action="store_true", help="the daemon's result as JSON")
         if name == "search":
             verb.add_argument("query")
+            verb.add_argument("--all", action="store_true",
+                              help="also the nearest memories that share no word and are not close in meaning")
         if name in ("show", "rm", "restore", "edit", "pin", "unpin"):
             verb.add_argument("id", help="a memory id, or a unique prefix of it (6+ characters)")
         if name == "edit":
