@@ -31,16 +31,17 @@ from memoryd.bench.sync import bench_sync
 VOCABULARY = 20_000
 ZIPF_OFFSET = 100
 SAMPLES = 300
+QUICK_SAMPLES = 120  # --quick: p50 holds steady; p99 is rougher
 DIGEST_TARGET_MS = 10.0
 BULK_TARGET_PER_S = 1_000
 # Per store size: memory_write p50; memory_search p50 and p99; warm start, cold start (s); RSS (MB).
 WRITE_TARGETS_MS = {10_000: 2.0, 100_000: 3.0}
-# memory_search p50 with the encoder (a query embedding, then both rankings fused); 100k: ours.
-SEARCH_TARGETS_MS = {1_000: 12.0, 10_000: 12.0, 100_000: 20.0}
+# memory_search p50 with the encoder (a query embedding, then both rankings fused); at 1k: none.
+SEARCH_TARGETS_MS = {10_000: 20.0, 100_000: 30.0}
 WARM_START_TARGETS_S = {10_000: 0.5, 100_000: 1.5}
-COLD_START_TARGETS_S = {10_000: 3.0, 100_000: 20.0}
+COLD_START_TARGETS_S = {10_000: 3.0, 100_000: 5.0}  # to the first reply; vectors back-fill behind it
 RSS_TARGETS_MB = {10_000: 150.0, 100_000: 400.0}  # with the encoder and a vector per memory
-PROMPT_EMBED_TARGET_MS = 10.0
+PROMPT_EMBED_TARGET_MS = 15.0
 TYPED_PROMPT = "I need to change a column in an existing alembic migration, can I just edit the migration file?"
 _SYLLABLES = ["ka", "lo", "mi", "ru", "te", "zo", "pa", "ne", "shi", "vo", "gu", "ra", "fe", "di", "mo", "xu"]
 
@@ -130,8 +131,9 @@ def bench_memory_tier(box: Throwaway, quick: bool) -> list[Row]:
         stored = size
         if meaning:
             seed_vectors(box)
-        timed = _timed_rows(box, corpus, size)
-        stored += SAMPLES - timed[0]["refused"]
+        samples = QUICK_SAMPLES if quick else SAMPLES
+        timed = _timed_rows(box, corpus, size, samples)
+        stored += samples - timed[0]["refused"]
         rows += timed + _start_rows(box, size, meaning)
     return rows
 
@@ -193,7 +195,8 @@ def _encoder_rows() -> list[Row]:
         began = time.perf_counter()
         encoder.encode_one(TYPED_PROMPT)
         prompt.append(time.perf_counter() - began)
-    texts = [Corpus(seed=3).memory() for _ in range(64)]
+    corpus = Corpus(seed=3)  # one: building its vocabulary takes ~0.15 s
+    texts = [corpus.memory() for _ in range(64)]
     began = time.perf_counter()
     encoder.encode(texts)
     rate = len(texts) / (time.perf_counter() - began)
@@ -204,21 +207,20 @@ def _encoder_rows() -> list[Row]:
                 True)]
 
 
-def _timed_rows(box: Throwaway, corpus: Corpus, size: int) -> list[Row]:
+def _timed_rows(box: Throwaway, corpus: Corpus, size: int, samples: int) -> list[Row]:
     """memory_write, memory_search and memory_digest through a real bridge at this size."""
     writes, written = time_calls(box, "memory_write",
-                                 lambda: {"content": corpus.memory(), "scopes": ["projects:bench"]}, SAMPLES)
+                                 lambda: {"content": corpus.memory(), "scopes": ["projects:bench"]}, samples)
     refused = sum(r.get("status") != "committed" for r in written)
     stats = pcts(writes)
     target, met = _target(WRITE_TARGETS_MS, size, "ms", stats["p50_ms"])
     out = [row("memory_write (all gates, committed)", _size_label(size), {**stats, "refused": refused},
                target, refused == 0 and met)]
-    searches, results = time_calls(box, "memory_search", lambda: {"query": corpus.query()}, SAMPLES)
+    searches, results = time_calls(box, "memory_search", lambda: {"query": corpus.query()}, samples)
     stats = pcts(searches)
-    p50 = SEARCH_TARGETS_MS[size]
-    mean_hits = sum(len(r["results"]) for r in results) / SAMPLES  # type: ignore[arg-type,misc]
+    mean_hits = sum(len(r["results"]) for r in results) / samples  # type: ignore[arg-type,misc]
     out.append(row("memory_search (words + meaning)", _size_label(size), {**stats, "mean_hits": round(mean_hits, 2)},
-                   f"<= {p50:g} ms p50", stats["p50_ms"] <= p50))
+                   *_target(SEARCH_TARGETS_MS, size, "ms", stats["p50_ms"])))
     digests, _ = time_calls(box, "memory_digest", dict, 100)
     stats = pcts(digests)
     out.append(row("memory_digest", _size_label(size), stats,

@@ -96,10 +96,15 @@ def bench_concurrent_writes(box: Throwaway, agents: int, per_agent: int) -> list
     lost = len(ids) - len(set(ids)) + (min(200, len(ids)) - found)
     lost += sum(1 for i in ids if not list((box.base / "h" / "episodes").glob(f"*/{i}.md")))
     rate = len(ids) / elapsed
+    floor = CONCURRENT_TARGETS[agents]
     return [row(f"{agents} agents, durable writes", f"{len(ids)} writes",
                 {"value": round(rate), "unit": "writes/s", **pcts(samples), "lost": lost},
-                ">= 1,000/s, 0 lost" if agents <= 8 else "0 lost, p99 <= 50 ms",
-                (rate >= 1000 if agents <= 8 else pcts(samples)["p99_ms"] <= 50) and lost == 0)]
+                f">= {floor:,}/s, 0 lost" + ("" if agents <= 8 else ", p99 <= 50 ms"),
+                rate >= floor and (agents <= 8 or pcts(samples)["p99_ms"] <= 50) and lost == 0)]
+
+
+# Durable writes per second, all agents together: 8 side by side with a peer, 32 for group commit.
+CONCURRENT_TARGETS = {8: 1_000, 32: 5_000}
 
 
 def compile_bytecode() -> None:
