@@ -138,8 +138,8 @@ def test_file_and_command_anchors_each_inject_once_and_unrelated_calls_stay_sile
     assert injected(pre_tool(env, "cx-2", repo, "apply_patch", {"command": patch}, client="codex")) is not None
 
 
-def test_a_shown_prompt_hit_is_not_shown_again_before_a_tool(served: Env) -> None:
-    """One "already shown" set per client session, shared with the prompt hook."""
+def test_a_shown_prompt_hit_is_not_shown_again_before_a_tool_for_20_tool_calls(served: Env) -> None:
+    """What the prompt hook injected counts for the pre-tool hook's window (TOOL_WINDOW)."""
     env = served
     repo = git_repo(env.base / "shop").resolve()
     [force] = store(env, repo, [FORCE])
@@ -154,6 +154,14 @@ def test_a_shown_prompt_hit_is_not_shown_again_before_a_tool(served: Env) -> Non
     shown = subprocess.run([sys.executable, "-m", "memoryd", "hook", "prompt"], input=json.dumps(prompt),
                            env=env.environ(), capture_output=True, text=True, timeout=30, check=False)
     assert shown.returncode == 0 and "m" + force[-8:].lower() in shown.stdout, shown.stdout  # its short id
+    assert bash(env, "cc-b", repo, "git push --force origin main") is None
+    # Not repeated within the session's last 20 tool calls (that push was one); after them the
+    # rule comes back where it applies, then is quiet for another 20.
+    for n in range(18):
+        assert read(env, "cc-b", repo, f"notes/{n}.md") is None
+    assert bash(env, "cc-b", repo, "git push --force origin main") is None  # the 20th since the prompt
+    again = bash(env, "cc-b", repo, "git push --force origin main")
+    assert again is not None and force in again
     assert bash(env, "cc-b", repo, "git push --force origin main") is None
 
 

@@ -2,8 +2,9 @@
 
 Before a file tool (Read, Edit, Write, MultiEdit, NotebookEdit; Codex's `apply_patch`) the durable
 memories anchored to that file, before a shell command (`Bash`) those naming the command or a file
-it touches — at most MAX_HITS, each at most once per client session (the prompt hook's "already
-shown" set), TOOL_CHARS in all, and nothing at all for most tool calls. The daemon's `anchored`
+it touches — at most MAX_HITS, none that a prompt or tool hook injected within the session's last
+20 tool calls (daemon/sessions/hooks.TOOL_WINDOW), TOOL_CHARS in all, and nothing at all for most
+tool calls. The daemon's `anchored`
 action does the matching (daemon/memories/anchors.py): exact keys, no relevance floor. A shell
 call no memory is anchored to is searched by its description and command (`by_meaning`, docs/search.md
 "Shell calls by meaning"): one line at most, a pointer unless the encoder is confident.
@@ -99,7 +100,7 @@ def by_meaning(daemon: hooks.Daemon, command: str, description: Any, dry_run: bo
     if not (full or pointed):
         return None
     reply = daemon.hook("peek_unseen" if dry_run else "take_unseen", ids=[h["id"] for h in full],
-                        pointer_ids=[h["id"] for h in pointed], limit=1)
+                        pointer_ids=[h["id"] for h in pointed], limit=1, window=True)
     pointed = [h for h in full + pointed if h["id"] in (reply.get("pointer_ids") or ())]
     full = [h for h in full if h["id"] in reply["ids"]]
     if full:

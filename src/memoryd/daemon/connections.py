@@ -8,15 +8,18 @@ from the most recently active without scanning the log.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 OPEN = "open"
 # The operator's own clients (the CLI's curation verbs, the web view, `memoryd import`): they are no
 # agent's run: each shares one session among all its connections (sessions/binding.py),
 # which no list, handoff walk or digest shows as an agent session.
+NO_INJECTIONS: Mapping[str, int] = MappingProxyType({})  # shared, like the empty sets below
+
 OPERATOR_CLIENTS = ("memoryd-cli", "memoryd-ui", "memoryd-import")
 
 
@@ -58,6 +61,10 @@ class Session:
     last_words: str | None = None
     injected: AbstractSet[str] = frozenset()
     pointed: AbstractSet[str] = frozenset()     # memories the prompt hook pointed to (a line, not the text)
+    # Point of action: the tool calls the pre-tool hook asked about, and at which of them a prompt or
+    # tool hook last injected each memory (daemon/sessions/hooks.py, TOOL_WINDOW).
+    tool_calls: int = 0
+    injected_at: Mapping[str, int] = field(default_factory=lambda: NO_INJECTIONS)
     auto_chars: int = 0                         # chars of automatic context its hooks injected (receipts)
     receipts: int = 0
 

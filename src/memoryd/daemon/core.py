@@ -124,6 +124,7 @@ class Core(DomainState):
                     old.conn, old.disabled_scopes, old.client_session)
                 session.last_words, session.injected, session.pointed = old.last_words, old.injected, old.pointed
                 session.auto_chars, session.receipts = old.auto_chars, old.receipts
+                session.tool_calls, session.injected_at = old.tool_calls, old.injected_at
         self.suspended = {sid: t for sid, t in self.suspended.items() if sid in self.sessions.open_ids}
         self.episode_feed, self.feed_base = [], feed_end  # parked calls' cursors stay valid
         self._mark = self.log.checkpoint()

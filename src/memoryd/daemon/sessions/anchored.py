@@ -18,7 +18,7 @@ from memoryd.daemon.memories.anchors import Hit, best
 from memoryd.daemon.memories.records import Memory
 from memoryd.daemon.memories.staleness import FRESH
 from memoryd.daemon.scopes import is_hidden
-from memoryd.daemon.sessions.hooks import take_unseen
+from memoryd.daemon.sessions.hooks import count_tool_call, take_unseen
 
 MAX_PATHS = 8
 MAX_PATH_CHARS = 4096
@@ -35,6 +35,8 @@ def anchored(core: Core, session: Session, args: dict[str, Any]) -> dict[str, An
     from memoryd.daemon.memories.writes import tier_of
 
     tier = tier_of(core)
+    if not args.get("peek"):
+        count_tool_call(session)
     anchors = tier.index.anchors
     if not anchors.built:  # idle turns build it after a start; a call early on helps, boundedly
         anchors.build_some(tier.live, BUILD_SLICE)
@@ -51,10 +53,7 @@ def anchored(core: Core, session: Session, args: dict[str, Any]) -> dict[str, An
     limit = args.get("limit")
     limit = min(limit, MAX_LIMIT) if isinstance(limit, int) and limit > 0 else 2
     ids = [h.memory_id for h in ranked]
-    if args.get("peek"):  # a dry run looks without marking anything shown
-        fresh = set([i for i in ids if i not in session.injected][:limit])
-    else:
-        fresh = set(take_unseen(session, ids, limit))
+    fresh = set(take_unseen(session, ids, limit, mark=not args.get("peek"), window=True))
     return {"memories": [_row(core, tier.live[h.memory_id], h) for h in ranked if h.memory_id in fresh]}
 
 

@@ -171,8 +171,9 @@ def hook(core: Core, bindings: Bindings, news: News, conn: Conn, args: dict[str,
         wanted, pointers = args.get("ids"), args.get("pointer_ids")
         if receipts.over_budget(core, session) and isinstance(wanted, list):  # past the session's
             wanted, pointers = [], [*wanted, *(pointers if isinstance(pointers, list) else [])]  # budget: point
-        ids = hooks.take_unseen(session, wanted, args.get("limit"), mark)
-        taken: dict[str, Any] = {"ids": ids, "pointer_ids": hooks.take_unpointed(session, pointers, ids, mark),
+        window = args.get("window") is True  # the pre-tool hook's: not repeated within TOOL_WINDOW calls
+        ids = hooks.take_unseen(session, wanted, args.get("limit"), mark, window)
+        taken: dict[str, Any] = {"ids": ids, "pointer_ids": hooks.take_unpointed(session, pointers, ids, mark, window),
                                  "budget_left": receipts.budget_left(core, session)}
         # The prompt hook's one call for both: news after the hits, so none is shown twice.
         return {**taken, **news.take(core, session, conn.identity, mark, ids + taken["pointer_ids"])} \

@@ -214,29 +214,61 @@ def _capped(text: str) -> str:
     return text if len(text) <= SINCE_CHARS else text[:SINCE_CHARS - 1].rstrip() + "…"
 
 
-def take_unseen(session: Session, ids: Any, limit: Any, mark: bool = True) -> list[str]:
-    """The first `limit` of `ids` not injected before in this session; they count as injected
-    unless `mark` is False (a hook's dry run only looks)."""
+# Point of action: a memory a prompt or tool hook injected (in full or as a pointer) is not shown
+# again before a tool call until this many of the session's tool calls have passed. The start
+# context is a digest read long before the action, so it does not count (docs/hooks.md).
+TOOL_WINDOW = 20
+
+
+def recently_injected(session: Session, memory_id: str) -> bool:
+    """Injected at most TOOL_WINDOW tool calls ago: `injected_at` holds the count of calls so far
+    at that moment, and the call being decided has already been counted."""
+    at = session.injected_at.get(memory_id)
+    return at is not None and session.tool_calls - at <= TOOL_WINDOW
+
+
+def count_tool_call(session: Session) -> None:
+    """One more tool call the pre-tool hook asked about (the window's clock)."""
+    session.tool_calls += 1
+
+
+def take_unseen(session: Session, ids: Any, limit: Any, mark: bool = True, window: bool = False) -> list[str]:
+    """The first `limit` of `ids` not injected before in this session — or, before a tool call
+    (`window`), not within the last TOOL_WINDOW tool calls; they count as injected now unless
+    `mark` is False (a hook's dry run only looks)."""
     if not isinstance(ids, list):
         return []
     cap = limit if isinstance(limit, int) and limit > 0 else 3
-    fresh = [i for i in dict.fromkeys(x for x in ids if isinstance(x, str)) if i not in session.injected][:cap]
+    seen = (lambda i: recently_injected(session, i)) if window else session.injected.__contains__
+    fresh = [i for i in dict.fromkeys(x for x in ids if isinstance(x, str)) if not seen(i)][:cap]
     if mark:
         session.injected = {*session.injected, *fresh}
+        _stamp(session, fresh)
     return fresh
 
 
-def take_unpointed(session: Session, ids: Any, taken: list[str], mark: bool = True) -> list[str]:
+def take_unpointed(session: Session, ids: Any, taken: list[str], mark: bool = True, window: bool = False) -> list[str]:
     """Of `ids` (pointer candidates), those neither shown in full nor pointed to before in this
-    session, nor shown in full by this same call (`taken`). A pointer never repeats; a memory
-    pointed to may still be shown in full later, when a prompt is clearly about it."""
+    session (before a tool call: within the window), nor shown in full by this same call
+    (`taken`). A prompt's pointer never repeats; a memory pointed to may still be shown in full
+    later, when a prompt is clearly about it."""
     if not isinstance(ids, list):
         return []
-    seen = {*session.injected, *session.pointed, *taken}
-    fresh = [i for i in dict.fromkeys(x for x in ids if isinstance(x, str)) if i not in seen][:MAX_POINTERS]
+    if window:
+        fresh = [i for i in dict.fromkeys(x for x in ids if isinstance(x, str))
+                 if i not in taken and not recently_injected(session, i)][:MAX_POINTERS]
+    else:
+        seen = {*session.injected, *session.pointed, *taken}
+        fresh = [i for i in dict.fromkeys(x for x in ids if isinstance(x, str)) if i not in seen][:MAX_POINTERS]
     if mark:
         session.pointed = {*session.pointed, *fresh}
+        _stamp(session, fresh)
     return fresh
+
+
+def _stamp(session: Session, ids: list[str]) -> None:
+    if ids:
+        session.injected_at = {**session.injected_at, **dict.fromkeys(ids, session.tool_calls)}
 
 
 def settings(core: Core) -> dict[str, Any]:
