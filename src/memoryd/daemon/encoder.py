@@ -38,10 +38,9 @@ from memoryd.daemon.modelfile import (
 )
 from memoryd.daemon.wordpiece import WordPiece
 
-__all__ = ["DIMENSIONS", "DISTRIBUTION", "MAX_TOKENS", "MODEL_NAME", "TOKENIZER_SHA256", "WEIGHTS_SHA256", "Encoder",
+__all__ = ["DIMENSIONS", "DISTRIBUTION", "MAX_TOKENS", "TOKENIZER_SHA256", "WEIGHTS_SHA256", "Encoder",
            "EncoderUnavailable", "model_zip", "read_pinned"]
 
-MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2 (Apache-2.0)"
 DIMENSIONS = 384
 MAX_TOKENS = 256  # the model's max_seq_length; longer texts are cut (a memory is rarely that long)
 _HEADS = 12

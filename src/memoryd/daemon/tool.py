@@ -91,13 +91,6 @@ def boolean(desc: str = "", default: bool = False) -> dict[str, Any]:
     return rule
 
 
-def enum(desc: str, values: list[str], default: str | None = None) -> dict[str, Any]:
-    rule: dict[str, Any] = {"type": "string", "description": desc, "enum": values}
-    if default is not None:
-        rule["default"] = default
-    return rule
-
-
 def scope_list(desc: str, max_items: int = 64, min_items: int = 0) -> dict[str, Any]:
     rule: dict[str, Any] = {"type": "array", "maxItems": max_items, "items": string(pattern=SCOPE_PATTERN)}
     if desc:

@@ -9,10 +9,10 @@ filtering is the caller's `accept` predicate. `postings` keeps the terms and the
 from __future__ import annotations
 
 from memoryd.daemon.search.duplicates import NearDuplicates
-from memoryd.daemon.search.postings import content_terms, query_tokens, scope_tokens
+from memoryd.daemon.search.postings import content_terms, scope_tokens
 from memoryd.daemon.search.ranking import Ranking
 
-__all__ = ["SearchIndex", "content_terms", "query_tokens", "scope_tokens"]
+__all__ = ["SearchIndex", "content_terms", "scope_tokens"]
 
 
 class SearchIndex(Ranking, NearDuplicates):

@@ -36,11 +36,6 @@ def content_terms(content: str) -> list[str]:
     return text.analyze(content)
 
 
-def query_tokens(query: str) -> list[str]:
-    """Distinct terms the caller typed (no equivalents): what a snippet looks for."""
-    return [term for term, weight, _ in text.query_terms(query) if weight == 1.0]
-
-
 _PAIR_TYPE = "I"
 _PAIR_BYTES = 2 * array(_PAIR_TYPE).itemsize
 
@@ -159,11 +154,6 @@ class Postings:
             for postings in (self._content, self._scope):
                 found.update(self._docs_of(postings, term) or ())
         return found
-
-    def set_recency(self, doc_id: str, ts: str) -> None:
-        """Update the tie-break timestamp of an indexed document (e.g. after an update)."""
-        if doc_id in self._recency:
-            self._recency[doc_id] = ts
 
     def _post(self, postings: dict[str, Any], doc_id: str, number: int, tf: Counter[str]) -> None:
         for term, count in tf.items():
