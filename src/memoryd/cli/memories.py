@@ -148,8 +148,9 @@ def cmd_search(op: Any, ns: argparse.Namespace) -> int:
 
     def lines(r: dict[str, Any]) -> list[str]:
         out = table(["ID", "SCORE", "WORDS", "MEANING", "STALENESS", "CATEGORY", "CONTENT"], rows)
+        capped = len(result["results"]) >= ns.limit
         out.append(f"{len(rows)} matching memor{'y' if len(rows) == 1 else 'ies'}"
-                   + (f" ({r['total']} share a word with the query)" if r["total"] > len(rows) else ""))
+                   + (f" (the best {ns.limit} looked at; --limit looks further)" if capped else ""))
         if hidden:
             out.append(f"{hidden} nearest by meaning left out: no word in common and meaning below "
                        f"{MEANING_MATCH_FLOOR:.2f} (--all shows them)")
