@@ -25,8 +25,9 @@ from memoryd.daemon.clock import Clock, iso
 from memoryd.daemon.connections import DRY_RUN_SESSION, Session, SessionTable
 from memoryd.daemon.episodes.journal import Journal
 from memoryd.daemon.eventlog import EventLog
+from memoryd.daemon.events import KINDS, NON_CALL_KINDS, READ_KINDS
 from memoryd.daemon.retries import Retries
-from memoryd.errors import StorageError
+from memoryd.errors import InternalError, StorageError
 
 log = logging.getLogger("memoryd.daemon")
 
@@ -38,15 +39,9 @@ def no_progress(phase: str, done: int, total: int) -> None:
     """The default: a start nobody watches."""
 
 
-# Events that are not a caller's tool call, so they do not count as session activity.
-NON_CALL_KINDS = frozenset({
-    "daemon_start", "daemon_stop", "recovery", "session_start", "session_end", "session_attach", "session_reopen",
-    "pending_expired", "episode_prune", "reaper_run", "files_checked",
-})
-# Audit events of reads (retrieval counts, docs/storage.md "Group commit"): a pass that logged only
-# these replies before its fsync, which waits up to READ_EVENTS_SYNC_S to share one with others.
-# A crash can lose that second of retrieval counts; never a write, a session or a handoff.
-READ_EVENT_KINDS = frozenset({"search", "show", "digest", "inject"})
+# A pass that logged only reads' audit events (events.READ_KINDS: retrieval counts, docs/storage.md
+# "Group commit") replies before its fsync, which waits up to READ_EVENTS_SYNC_S to share one with
+# others. A crash can lose that second of retrieval counts; never a write, a session or a handoff.
 READ_EVENTS_SYNC_S = 1.0
 # After a full disk, writes are refused up front until the store's filesystem has this much free
 # again (so each refused write costs a statvfs, not a rollback and a reload).
@@ -130,6 +125,8 @@ class DomainState:
     def record(self, kind: str, actor: Session | None = None, **fields: Any) -> dict[str, Any]:
         """Append one event (ids, counts, hashes only — never content) and apply it. A hook's dry
         run with no session of its own records nothing (sessions/binding.py)."""
+        if kind not in KINDS:  # every kind is declared once, in daemon/events.py
+            raise InternalError(f"event kind {kind!r} is not declared in daemon/events.py")
         event: dict[str, Any] = {"ts": self.now(), "kind": kind}
         if actor is not None and actor.id == DRY_RUN_SESSION:
             return event
@@ -141,7 +138,7 @@ class DomainState:
         except OSError as exc:  # a full buffer flushed into a full disk: the pass cannot commit
             self.abort()
             raise StorageError.from_os(exc, self.log.dir) from exc
-        if kind not in READ_EVENT_KINDS:
+        if kind not in READ_KINDS:
             self.must_sync = True
         elif self.reads_logged_at is None:
             self.reads_logged_at = time.monotonic()

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from memoryd import fsio
+from memoryd.daemon.events import REQUIRED_FIELDS
 from memoryd.daemon.idents import SESSION_RE
 from memoryd.errors import StoreDamaged
 
@@ -31,9 +32,8 @@ _BASE_FIELDS = (("seq", int), ("ts", str), ("kind", str), ("prev", str), ("hash"
 _GOOD_SESSIONS: set[str] = set()  # ids already checked: a replay sees each one many times
 _DECODER = json.JSONDecoder()
 _DECODE, _SCAN = _DECODER.decode, _DECODER.scan_once  # type: ignore[attr-defined]  # the C scanner (not in the stubs)
-# Fields the core appliers index by name: an event without them cannot be replayed.
-_REQUIRED = {"session_start": ("session",), "session_end": ("session", "reason"), "session_reopen": ("session",),
-             "episode_write": ("session", "episode_id")}
+# Fields the core appliers index by name (daemon/events.py): an event without them cannot be replayed.
+_REQUIRED = REQUIRED_FIELDS
 
 
 def canonical(event: dict[str, Any]) -> str:

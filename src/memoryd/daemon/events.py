@@ -1,0 +1,51 @@
+"""Every kind of event the log holds, declared once (docs/storage.md, "The event log").
+
+A kind's row says what the rest of the daemon must know about it without reading its appliers:
+the fields replay indexes by name (`logcheck` refuses an event without them), whether it is a
+caller's tool call (an agent's activity, which keeps its session alive) and whether it is a read's
+audit event (which may wait up to a second for an fsync shared with others: `domain.record`). The
+tiers' appliers, the verifier and the rollups key on these names; `Core.record` refuses a kind
+that is not declared here, and tests/unit/test_events.py checks every applier table against it.
+
+Import contract: stdlib only (the log verifier and the CLI's `log verify` import it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str
+    required: tuple[str, ...] = ()  # fields an applier indexes by name
+    call: bool = True               # a caller's tool call: counts as its session's activity
+    read: bool = False              # a read's audit event: its fsync may be shared a moment later
+
+
+_DECLARED = (
+    # the daemon and its passes
+    Kind("daemon_start", call=False), Kind("daemon_stop", call=False), Kind("recovery", call=False),
+    Kind("reaper_run", call=False), Kind("files_checked", call=False),
+    # sessions
+    Kind("session_start", ("session",), call=False), Kind("session_end", ("session", "reason"), call=False),
+    Kind("session_reopen", ("session",), call=False), Kind("session_attach", call=False),
+    Kind("session_note_expired"), Kind("scope_enable"), Kind("scope_disable"),
+    # the journal tier
+    Kind("episode_write", ("session", "episode_id")), Kind("episode_search"), Kind("episode_handoff"),
+    Kind("episode_promote"), Kind("episode_prune", call=False),
+    # the memory tier
+    Kind("write"), Kind("write_confirm"), Kind("write_cancel"), Kind("pending_expired", call=False),
+    Kind("update"), Kind("verify"), Kind("remove"), Kind("restore"), Kind("handoff_converted"),
+    Kind("operator_resolve"),
+    Kind("search", read=True), Kind("show", read=True), Kind("digest", read=True), Kind("inject", read=True),
+    # sync between machines
+    Kind("sync"), Kind("sync_init"), Kind("sync_push"), Kind("sync_pull"), Kind("sync_resolve"),
+    # what `memoryd log repair` leaves where it moved damaged lines aside (logcheck.QUARANTINED)
+    Kind("quarantined", call=False),
+)
+
+KINDS: dict[str, Kind] = {kind.name: kind for kind in _DECLARED}
+NON_CALL_KINDS = frozenset(name for name, kind in KINDS.items() if not kind.call)
+READ_KINDS = frozenset(name for name, kind in KINDS.items() if kind.read)
+REQUIRED_FIELDS = {name: kind.required for name, kind in KINDS.items() if kind.required}
