@@ -41,12 +41,12 @@ class Config:
     hook_prompt_min_similarity: float = 0.6   # the encoder's cosine; docs/search.md, "The prompt gate"
     hook_prompt_min_both: float = 0.4         # …or both signals at this floor
     # Below those floors, a pointer line (short id + first words) where a lower bar is cleared
-    # (cli/disclosure.py; fit on the tune split, docs/search.md "Disclosure").
+    # (hooks/disclosure.py; fit on the tune split, docs/search.md "Disclosure").
     hook_prompt_max_pointers: int = 1
     hook_pointer_min_similarity: float = 0.5
     hook_pointer_min_relevance: float = 1.1   # off: words alone never made a pointer pay on the tune split
     hook_pointer_depth: int = 1               # only the ranking's first hit may be pointed to
-    # A shell call's description + command searched by meaning (cli/pretool.py): one line at most,
+    # A shell call's description + command searched by meaning (hooks/pretool.py): one line at most,
     # in full past the first bar, a pointer past the second (fit on the tune split of tool_calls.yaml).
     hook_tool_min_similarity: float = 0.75
     hook_tool_pointer_similarity: float = 0.60

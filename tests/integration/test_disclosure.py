@@ -20,7 +20,7 @@ from test_claude_code_recall import diagnose, meaning, wait_for_vectors  # noqa:
 from test_hooks import claude_binary
 
 from harness import Env, call
-from memoryd.cli.disclosure import POINTER_HEADER, PROMPT_HEADER, prompt_query
+from memoryd.hooks.disclosure import POINTER_HEADER, PROMPT_HEADER, prompt_query
 from scripted_claude import ALLOWED_TOOLS, Request, hook_context, run_claude, tool_results
 
 EVAL = Path(__file__).resolve().parents[2] / "src" / "memoryd" / "eval"

@@ -23,8 +23,8 @@ import yaml
 
 from harness import Env, call
 from memoryd.bench.kit import Bridge
-from memoryd.cli.disclosure import POINTER_HEADER
 from memoryd.eval.run import write_memory
+from memoryd.hooks.disclosure import POINTER_HEADER
 
 WAIT_S = 60
 EVAL = Path(__file__).resolve().parents[2] / "src" / "memoryd" / "eval"
@@ -276,7 +276,7 @@ def test_prompt_list_silent_and_hit_rates_through_a_real_daemon(served: Env, cap
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """The labelled prompts of eval/prompts.yaml through the prompt hook (in-process, one client
     session per prompt) against a daemon loaded with the recall set, per project worktree."""
-    from memoryd.cli import hooks
+    from memoryd.hooks import common as hooks
 
     env = served
     recall = yaml.safe_load((EVAL / "recall_set.yaml").read_text())
@@ -330,7 +330,7 @@ def test_a_hook_process_never_imports_pyzmq_when_the_daemon_runs(served: Env) ->
     """pyzmq's import alone is over half the 150 ms budget: hooks speak the wire with the stdlib."""
     a = git_repo(served.base / "a")
     payload = json.dumps({"session_id": "z", "cwd": str(a), "prompt": "anything at all"})
-    probe = ("import io, sys; from memoryd.cli import hooks; "
+    probe = ("import io, sys; from memoryd.hooks import common as hooks; "
              f"hooks.main('prompt', stdin=io.BytesIO({payload.encode()!r})); "
              "print(sorted(m for m in sys.modules if m.split('.')[0] == 'zmq'), file=sys.stderr)")
     proc = subprocess.run([sys.executable, "-c", probe], env=served.environ(), capture_output=True, text=True,

@@ -171,8 +171,8 @@ def test_at_most_three_items_in_800_chars_each_once_and_never_twice_in_one_event
 
 
 def test_sibling_news_is_one_call_a_tool_hook_can_make(served: Env, monkeypatch: Any) -> None:
-    """`cli.hooks.sibling_news`, as the pre-tool hook calls it, in process."""
-    from memoryd.cli import hooks
+    """`hooks.common.sibling_news`, as the pre-tool hook calls it, in process."""
+    from memoryd.hooks import common as hooks
 
     env = served
     repo = git_repo(env.base / "shop")

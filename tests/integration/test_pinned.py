@@ -16,8 +16,8 @@ from test_hooks import git_repo, start
 
 from harness import Env, call
 from memoryd.bench.kit import Bridge
-from memoryd.cli.hooks import PINNED_CHARS
 from memoryd.eval.run import write_memory
+from memoryd.hooks.start import PINNED_CHARS
 
 RULE = "Never run `terraform apply` against prod from a laptop: every prod change goes through the deploy pipeline."
 TOPICS = ["invoices", "webhooks", "celery", "redis", "sentry", "migrations", "coupons", "refunds", "taxes", "ledger"]

@@ -1,6 +1,6 @@
 """The Claude Code plugin (issue 41): the checkout is a marketplace (`.claude-plugin/marketplace.json`)
 listing `plugin/`, whose `.mcp.json` starts the bridge and whose `hooks/hooks.json` registers every
-hook `init` registers — both made from `cli/client_hooks.py`'s table, and held equal to it here.
+hook `init` registers — both made from the hook table (`hooks/table.py`), and held equal to it here.
 
 Real path: the real `claude` CLI adds the checkout as a local marketplace under a throwaway HOME,
 installs the plugin, lists its MCP server as connected, and a scripted session gets memoryd's tools

@@ -201,8 +201,8 @@ def test_the_pre_tool_process_stays_light(served: Env) -> None:
     start(served, "cc-e", repo)
     payload = json.dumps({"session_id": "cc-e", "cwd": str(repo), "tool_name": "Read",
                           "tool_input": {"file_path": str(repo / "a.py")}})
-    probe = ("import io, sys; from memoryd.cli import pretool; "
-             f"pretool.main(stdin=io.BytesIO({payload.encode()!r})); "
+    probe = ("import io, sys; from memoryd.hooks import common; "
+             f"common.main('pre-tool', stdin=io.BytesIO({payload.encode()!r})); "
              "print(sorted(m for m in sys.modules if m.split('.')[0] == 'zmq' or m.startswith('memoryd.daemon')),"
              " file=sys.stderr)")
     proc = subprocess.run([sys.executable, "-c", probe], env=served.environ(), capture_output=True, text=True,

@@ -20,7 +20,7 @@ import anyio
 from test_hooks import WAIT_S, context, git_repo, hook
 
 from harness import Env, call
-from memoryd.cli.disclosure import POINTER_HEADER, PROMPT_HEADER
+from memoryd.hooks.disclosure import POINTER_HEADER, PROMPT_HEADER
 
 RULE = "Never run the billing migrations by hand: the deploy pipeline applies them after the canary."
 PROMPT = "can I run the billing migrations by hand before the deploy?"

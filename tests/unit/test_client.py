@@ -12,10 +12,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from memoryd.cli import hooks
 from memoryd.client import spawn
 from memoryd.client.connection import unwrap
 from memoryd.errors import DaemonUnavailable, InvalidParams, MemorydError, from_wire
+from memoryd.hooks import common as hooks
 from memoryd.ui.server import http_status
 
 

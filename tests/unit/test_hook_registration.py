@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.cli import clients, hooks
+from memoryd.cli import clients
+from memoryd.hooks import common as hooks
+from memoryd.hooks import stop
 
 PY = "/opt/venv/bin/python"
 
@@ -91,8 +93,8 @@ def test_assistant_text_reads_claude_code_and_codex_lines() -> None:
     claude = {"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text", "text": "hi"}]}}
     codex = {"type": "response_item", "payload": {"type": "message", "role": "assistant",
                                                   "content": [{"type": "output_text", "text": "yo"}]}}
-    assert hooks.assistant_text(claude) == "hi" and hooks.assistant_text(codex) == "yo"
-    assert hooks.assistant_text({"type": "user", "message": {"role": "user", "content": "x"}}) is None
+    assert stop.assistant_text(claude) == "hi" and stop.assistant_text(codex) == "yo"
+    assert stop.assistant_text({"type": "user", "message": {"role": "user", "content": "x"}}) is None
 
 
 def test_the_hook_fast_path_skips_argparse() -> None:

@@ -127,9 +127,19 @@ def test_tiers_import_only_the_tiers_below_them() -> None:
 
 
 def test_the_daemon_imports_no_operator_command_bench_bridge_or_client() -> None:
-    above = ("memoryd.cli", "memoryd.bench", "memoryd.mcp_bridge", "memoryd.client", "memoryd.importers")
+    above = ("memoryd.cli", "memoryd.hooks", "memoryd.bench", "memoryd.mcp_bridge", "memoryd.client",
+             "memoryd.importers")
     wrong = [(m, d) for m, deps in _graph().items() if _within(m, "memoryd.daemon")
              for d in deps if _within(d, *above)]
+    assert wrong == []
+
+
+def test_the_hooks_stay_light_they_reach_the_daemon_only_over_the_wire() -> None:
+    """A hook process runs on every prompt and tool call: its package (hooks/) imports no daemon,
+    operator command, bench, bridge or UI module, lazily or not."""
+    wrong = [(m, d) for m, deps in _graph().items() if _within(m, "memoryd.hooks")
+             for d in deps if _within(d, "memoryd.daemon", "memoryd.cli", "memoryd.bench", "memoryd.mcp_bridge",
+                                      "memoryd.ui", "memoryd.importers")]
     assert wrong == []
 
 

@@ -1,5 +1,5 @@
 """The plugin's hooks read ~/.claude/settings.json to stand down where `init` wrote hooks
-(cli/hooks.settings_register_hooks). That file is not ours: a FIFO must not hang the hook, a link
+(hooks/common.settings_register_hooks). That file is not ours: a FIFO must not hang the hook, a link
 is not followed, and at most MAX_SETTINGS_BYTES are read."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.cli import hooks
+from memoryd.hooks import common as hooks
 
 MARK = '{"hooks": {"SessionStart": [{"hooks": [{"command": "python -m memoryd hook session-start"}]}]}}'
 

@@ -2,7 +2,7 @@
 `memoryd hook` verb, merged into Claude Code's ~/.claude/settings.json or Codex's ~/.codex/hooks.json
 beside the user's own hooks, and how `memoryd doctor` finds them.
 
-Import contract: stdlib and `cli.client_config` (its file reads and atomic writes).
+Import contract: stdlib, `cli.client_config` (its file reads and atomic writes) and `hooks.table`.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from memoryd.cli.client_config import (
     resolved,
     write_config,
 )
+from memoryd.hooks.table import CLIENTS, client_hooks
 
 # Claude Code reads hooks from ~/.claude/settings.json and Codex from ~/.codex/hooks.json (same
 # shape: event -> matcher groups -> command handlers; Codex also needs `[features] codex_hooks =
@@ -28,17 +29,7 @@ from memoryd.cli.client_config import (
 # sessionStart event has been reported rejected as an unknown hook type by released builds.
 
 HOOK_MARK = " -m memoryd hook "
-# event -> (our hook verb, timeout in seconds). SessionEnd's client budget is ~1.5 s in all.
-CLAUDE_HOOKS = {"SessionStart": ("session-start", 10), "UserPromptSubmit": ("prompt", 5),
-                "PreToolUse": ("pre-tool", 3), "Stop": ("stop", 5), "SessionEnd": ("session-end", 2)}
-CODEX_HOOKS = {"SessionStart": ("session-start", 10), "UserPromptSubmit": ("prompt", 5),
-               "PreToolUse": ("pre-tool", 3), "Stop": ("stop", 5)}
-# PreToolUse only for the tools point-of-action recall reads (cli/pretool.py): other tools would
-# start a process for nothing. Codex (0.171) reports shell commands as `Bash` and file edits as
-# `apply_patch` (the patch in tool_input.command); it has no file-read tool, it reads with the shell.
-HOOK_MATCHERS = {"claude-code": {"PreToolUse": "Read|Edit|Write|MultiEdit|Bash"},
-                 "codex": {"PreToolUse": "Bash|apply_patch"}}
-HOOK_CLIENTS = {"claude-code", "codex"}
+HOOK_CLIENTS = set(CLIENTS)  # the events, their names per client, matchers and timeouts: hooks/table.py
 
 
 def _claude_settings_path() -> Path:
@@ -57,13 +48,12 @@ def hook_command(python: str, verb: str, client: str) -> str:
 
 
 def hook_groups(python: str, client: str) -> dict[str, list[dict[str, Any]]]:
-    """The hook groups `init` merges for `client`: one group per event, matcher-less but for
-    PreToolUse (HOOK_MATCHERS)."""
-    table = CLAUDE_HOOKS if client == "claude-code" else CODEX_HOOKS
-    matchers = HOOK_MATCHERS.get(client, {})
-    return {event: [{**({"matcher": matchers[event]} if event in matchers else {}),
-                     "hooks": [{"type": "command", "command": hook_command(python, verb, client), "timeout": timeout}]}]
-            for event, (verb, timeout) in table.items()}
+    """The hook groups `init` merges for `client`: one group per event of the table it has, with
+    the event's tool matcher where it has one."""
+    return {row.clients[client]: [{**({"matcher": row.matchers[client]} if client in row.matchers else {}),
+                                   "hooks": [{"type": "command", "command": hook_command(python, row.verb, client),
+                                              "timeout": row.timeout_s}]}]
+            for row in client_hooks(client)}
 
 
 # The Claude Code plugin (`plugin/` at the repository's root, listed by `.claude-plugin/marketplace.json`)
@@ -76,11 +66,12 @@ PLUGIN_RUNNER = "${CLAUDE_PLUGIN_ROOT}/bin/memoryd"
 def plugin_hooks() -> dict[str, Any]:
     """The plugin's hooks/hooks.json: `init`'s Claude Code hooks, each with `--from-plugin` (it
     stands down where `init` registered them too)."""
-    groups = {event: [{**({"matcher": HOOK_MATCHERS["claude-code"][event]}
-                          if event in HOOK_MATCHERS["claude-code"] else {}),
-                       "hooks": [{"type": "command", "command": f'"{PLUGIN_RUNNER}" hook {verb} --from-plugin',
-                                  "timeout": timeout}]}]
-              for event, (verb, timeout) in CLAUDE_HOOKS.items()}
+    groups = {row.clients["claude-code"]: [{**({"matcher": row.matchers["claude-code"]}
+                                               if "claude-code" in row.matchers else {}),
+                                            "hooks": [{"type": "command",
+                                                       "command": f'"{PLUGIN_RUNNER}" hook {row.verb} --from-plugin',
+                                                       "timeout": row.timeout_s}]}]
+              for row in client_hooks("claude-code")}
     return {"description": "memoryd's hooks: recall at session start, on prompts and before tools; "
                            "last words at stop and session end", "hooks": groups}
 

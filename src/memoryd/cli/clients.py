@@ -1,6 +1,6 @@
 """`memoryd init --client NAME`: register the memoryd MCP bridge in a client's config file
 (cli/client_config.py) and, for Claude Code and Codex, memoryd's hooks in its hook config
-(cli/client_hooks.py).
+(cli/client_hooks.py, from the hook table in hooks/table.py).
 """
 
 from __future__ import annotations

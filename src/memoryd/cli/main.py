@@ -30,13 +30,14 @@ def _entry(target: str, call: Callable[[Any, argparse.Namespace], Any] = lambda 
 def _hook_fast_path(args: list[str]) -> int:
     """`memoryd hook EVENT [--client NAME] [--dry-run]` without building the argparse tree: hooks
     run on every prompt, and their budget (150 ms end to end) counts interpreter start."""
-    from memoryd.cli import hooks
+    from memoryd.hooks import common as hooks
+    from memoryd.hooks.table import CLIENTS
 
     event, rest = args[0], args[1:]
     client = "claude-code"
     if "--client" in rest and rest.index("--client") + 1 < len(rest):
         client = rest[rest.index("--client") + 1]
-    if client not in ("claude-code", "codex"):
+    if client not in CLIENTS:
         return hooks.fail(f"unknown client {client!r}")
     if "--from-plugin" in rest and hooks.settings_register_hooks():
         return 0  # `init` registered the same hooks in settings.json: they run, this one must not
@@ -44,17 +45,13 @@ def _hook_fast_path(args: list[str]) -> int:
 
 
 def _hook_from(event: str, client: str, dry_run: bool, from_plugin: bool) -> int:
-    from memoryd.cli import hooks
+    from memoryd.hooks import common as hooks
 
     return 0 if from_plugin and hooks.settings_register_hooks() else _hook(event, client, dry_run)
 
 
 def _hook(event: str, client: str, dry_run: bool) -> int:
-    if event == "pre-tool":
-        from memoryd.cli import pretool
-
-        return pretool.main(client=client, dry_run=dry_run)
-    from memoryd.cli import hooks
+    from memoryd.hooks import common as hooks
 
     return hooks.main(event, client=client, dry_run=dry_run)
 
@@ -86,11 +83,13 @@ def _add_setup_parsers(sub: Any) -> None:
 
 
 def _add_hook_parser(sub: Any) -> None:
+    from memoryd.hooks.table import CLIENTS, EVENTS
+
     hook = sub.add_parser("hook", help="run one client hook event (stdin: the client's hook JSON)",
                           description="What a client's hooks run: reads the hook JSON (with session_id) on "
                           "stdin, prints what the client should be given, always exits 0.")
-    hook.add_argument("event", choices=["session-start", "prompt", "pre-tool", "stop", "session-end"])
-    hook.add_argument("--client", default="claude-code", choices=["claude-code", "codex"])
+    hook.add_argument("event", choices=EVENTS)
+    hook.add_argument("--client", default="claude-code", choices=CLIENTS)
     hook.add_argument("--from-plugin", action="store_true",
                       help="run by the Claude Code plugin: do nothing when `init` registered the hooks too")
     hook.add_argument("--dry-run", action="store_true",

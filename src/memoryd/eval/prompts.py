@@ -21,9 +21,9 @@ from typing import Any
 import yaml
 
 from memoryd.bench.kit import Bridge
-from memoryd.cli import disclosure
 from memoryd.config import SESSION_MIN_FULL_CHARS as MIN_FULL_CHARS
 from memoryd.config import Config
+from memoryd.hooks import disclosure
 
 FILLER_PAIRS = Path(__file__).with_name("filler_pairs.yaml")
 HOOK_DEPTH = 10

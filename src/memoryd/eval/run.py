@@ -27,9 +27,9 @@ from typing import Any
 import yaml
 
 from memoryd.bench.kit import Bridge, Throwaway, progress
-from memoryd.cli.disclosure import gate
 from memoryd.eval import prompts as typed
 from memoryd.eval import toolcalls
+from memoryd.hooks.disclosure import gate
 
 DEFAULT_SET = Path(__file__).with_name("recall_set.yaml")
 # Typed prompts for the prompt hook's gate, labelled against DEFAULT_SET's memories.

@@ -16,9 +16,9 @@ from typing import Any
 import yaml
 
 from memoryd.bench.kit import Bridge
-from memoryd.cli import disclosure
 from memoryd.config import Config
 from memoryd.eval.prompts import mean, target_table
+from memoryd.hooks import disclosure
 
 TOOL_CALLS = Path(__file__).with_name("tool_calls.yaml")
 DEPTH = 3

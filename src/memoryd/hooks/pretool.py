@@ -10,7 +10,7 @@ call no memory is anchored to is searched by its description and command (`by_me
 "Shell calls by meaning"): one line at most, a pointer unless the encoder is confident.
 
 It never decides for the client: the output carries context only, never a permission decision,
-so the tool runs whatever happens here. Import contract: as cli/hooks.py (stdlib and the wire).
+so the tool runs whatever happens here. Import contract: as hooks/common.py (stdlib and the wire).
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ import os
 import re
 from typing import Any
 
-from memoryd.cli import disclosure, hooks, receipts
-from memoryd.cli.disclosure import clip, one_line
+from memoryd.hooks import common as hooks
+from memoryd.hooks import disclosure, receipts
+from memoryd.hooks.disclosure import clip, one_line
 
 MAX_HITS = 2
 MEANING_DEPTH = 3
@@ -90,7 +91,7 @@ def section(rows: list[dict[str, Any]], header: str, budget: int) -> str | None:
 def by_meaning(daemon: hooks.Daemon, command: str, description: Any, dry_run: bool) -> str | None:
     """A shell call no memory is anchored to, searched by what it is for (its description and
     command) through the tool call's own bars: one line at most — the memory in full where the
-    encoder is confident, else a pointer, else nothing (cli/disclosure.choose_for_tool)."""
+    encoder is confident, else a pointer, else nothing (hooks/disclosure.choose_for_tool)."""
     settings = daemon.settings
     if float(settings.get("tool_pointer_similarity", 1.1)) > 1.0:  # off in the config
         return None
@@ -110,7 +111,7 @@ def by_meaning(daemon: hooks.Daemon, command: str, description: Any, dry_run: bo
 
 def pre_tool(daemon: hooks.Daemon, data: dict[str, Any], dry_run: bool = False) -> str | None:
     """The hook's context: anchored memories first, then sibling news in what is left of
-    TOOL_CHARS (live awareness, cli/hooks.sibling_news, when that exists)."""
+    TOOL_CHARS (live awareness, hooks/common.sibling_news)."""
     paths, command = targets(data)
     if not (paths or command):
         return None
@@ -122,8 +123,7 @@ def pre_tool(daemon: hooks.Daemon, data: dict[str, Any], dry_run: bool = False) 
         return None
     if not rows and command and data.get("tool_name") in SHELL_TOOLS:
         found = by_meaning(daemon, command, (data.get("tool_input") or {}).get("description"), dry_run)
-    news = getattr(hooks, "sibling_news", None)
-    extra = news(daemon, data) if callable(news) and not dry_run else None
+    extra = hooks.sibling_news(daemon, data) if not dry_run else None
     return hooks.fit([s for s in (found, extra) if s], TOOL_CHARS) or None
 
 
@@ -139,8 +139,3 @@ def run(event: str, client: str, data: dict[str, Any], dry_run: bool = False) ->
     finally:
         daemon.close()
     return hooks.context_output(event, text) if text else None
-
-
-def main(client: str = "claude-code", dry_run: bool = False, stdin: Any = None) -> int:
-    """`memoryd hook pre-tool`: the hooks' contract (exit 0 always), with this module's answer."""
-    return hooks.main("pre-tool", client=client, dry_run=dry_run, stdin=stdin, runner=run)

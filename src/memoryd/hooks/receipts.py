@@ -5,7 +5,7 @@ each section's header says its tier (a prompt's full texts, its pointers, a tool
 memories, sibling news, the start context's lists) and each `- <id>` or `(<id>)` in it names a
 memory. Best effort: a receipt that cannot be sent never costs the agent its context.
 
-Import contract: stdlib and cli.disclosure (the hook's import path).
+Import contract: stdlib, hooks.disclosure and hooks.table (the hook's import path).
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from memoryd.cli.disclosure import POINTER_HEADER, PROMPT_HEADER
+from memoryd.hooks.disclosure import POINTER_HEADER, PROMPT_HEADER
+from memoryd.hooks.table import BY_VERB
 
 _ID_RE = re.compile(r"(?<![\w-])(m[0-9a-hjkmnp-tv-z]{8,9}|[0-7][0-9A-HJKMNP-TV-Z]{25})(?![\w-])")
 NEWS_MARK = "new from other agents"
@@ -51,10 +52,10 @@ def send(daemon: Any, event: str, text: str | None) -> None:
     """Tell the daemon what this hook injected (nothing to tell for an empty context)."""
     if not text:
         return
-    hook = {"session-start": "session-start", "prompt": "prompt", "pre-tool": "pre-tool"}.get(event)
-    if hook is None:
+    row = BY_VERB.get(event)
+    if row is None or not row.injects:
         return
     try:
-        daemon.hook("receipt", hook=hook, items=items_of(text, event), chars=len(text))
+        daemon.hook("receipt", hook=row.verb, items=items_of(text, event), chars=len(text))
     except Exception:  # noqa: BLE001 - the context is already chosen; a lost receipt must not cost it
         pass

@@ -1,0 +1,43 @@
+"""`memoryd hook prompt` (hooks/table.py): what to disclose for a typed prompt — memories in full,
+pointers to them, or nothing (hooks/disclosure.py, docs/search.md "Disclosure") — and what sibling
+sessions committed since this client session's last hook (daemon/sessions/news.py).
+
+Import contract: as hooks/common.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memoryd.hooks import disclosure
+from memoryd.hooks.common import NEWS_CHARS, Daemon, answer, news_section
+
+SEARCH_DEPTH = 10
+
+
+def run(event: str, client: str, data: dict[str, Any], dry_run: bool = False) -> str | None:
+    return answer(event, client, data, dry_run, lambda daemon, _: prompt(daemon, data, dry_run))
+
+
+def prompt(daemon: Daemon, data: dict[str, Any], dry_run: bool = False) -> str | None:
+    """What to disclose for this prompt (hooks/disclosure.py: full texts, pointers, or nothing). A
+    real run marks them shown (`take_unseen`), so each memory is shown in full once per session and
+    pointed to once; a dry run only asks which are unseen (`peek_unseen`)."""
+    text = data.get("prompt")
+    if not isinstance(text, str) or not disclosure.prompt_query(text):
+        return None
+    settings = daemon.settings
+    hits = daemon.tool("memory_search", query=disclosure.prompt_query(text), max_results=SEARCH_DEPTH)["results"]
+    full, pointed = disclosure.choose(hits, settings)
+    # One call marks them shown and brings the siblings' news (sessions/news.py), deduplicated
+    # against them: a memory another agent just wrote and this prompt matches shows once.
+    reply = daemon.hook("peek_unseen" if dry_run else "take_unseen", ids=[h["id"] for h in full],
+                        pointer_ids=[h["id"] for h in pointed],
+                        limit=int(settings.get("prompt_max_hits", 3)), news=True)
+    # Past the session's budget the daemon turns full texts into pointers (sessions/receipts.py).
+    pointed = [h for h in full + pointed if h["id"] in (reply.get("pointer_ids") or ())]
+    full = [h for h in full if h["id"] in reply["ids"]]
+    budget = min(int(settings.get("prompt_chars", 1500)), 10_000, int(reply.get("budget_left", 10_000)))
+    news = news_section(reply, min(NEWS_CHARS, budget // 2 if full or pointed else budget))
+    memories = disclosure.context(full, pointed, budget - (len(news) + 2 if news else 0))
+    return "\n\n".join(s for s in (memories, news) if s) or None

@@ -1,0 +1,108 @@
+"""`memoryd hook stop` and `memoryd hook session-end` (hooks/table.py): keep the agent's latest
+message as the session's last words; close the session at its end (last words become its note
+when no handoff was written). Neither injects anything.
+
+Import contract: as hooks/common.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from typing import Any
+
+from memoryd.hooks.common import Daemon, identity_for
+
+TRANSCRIPT_TAIL_BYTES = 256 * 1024
+
+
+def run(event: str, client: str, data: dict[str, Any], dry_run: bool = False) -> str | None:
+    identity = identity_for(data, client)
+    if event == "stop":
+        stop(lambda: Daemon(identity, event), data)
+        return None
+    daemon = Daemon(identity, event)
+    try:
+        daemon.hook("end", reason=str(data.get("reason") or "other"))
+    finally:
+        daemon.close()
+    return None
+
+
+def assistant_text(entry: Any) -> str | None:
+    """The text of a transcript line when it is an assistant message (Claude Code or Codex shape)."""
+    if not isinstance(entry, dict):
+        return None
+    for message in (entry.get("message"), entry.get("payload"), entry):
+        if not isinstance(message, dict) or message.get("role") != "assistant":
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            return content.strip() or None
+        if isinstance(content, list):
+            parts = [str(b["text"]) for b in content if isinstance(b, dict) and isinstance(b.get("text"), str)]
+            return "\n".join(parts).strip() or None
+    return None
+
+
+def transcript_tail(path: str) -> tuple[bytes, bool] | None:
+    """At most TRANSCRIPT_TAIL_BYTES from the end of the regular file at `path`, and whether the
+    read started mid-file; None for anything else.
+
+    The path comes from hook stdin, so it may name a FIFO (an open would block until killed) or
+    a device (`/dev/zero` never ends). A symlink is followed: stdin could name its target just as
+    well, so refusing it protects nothing, and only what parses as an assistant message is kept.
+    What counts is where it ends: a regular file, checked before the open (so no device is even
+    opened) and again on the open descriptor (it may have been swapped in between). Non-blocking,
+    so even a FIFO swapped in cannot hang the hook."""
+    path = os.path.expanduser(path)
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        return None
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        start = max(0, info.st_size - TRANSCRIPT_TAIL_BYTES)
+        return os.pread(fd, TRANSCRIPT_TAIL_BYTES, start), start > 0
+    finally:
+        os.close(fd)
+
+
+def last_from_transcript(path: Any) -> str | None:
+    """The last assistant text in a JSONL transcript, reading only its tail."""
+    if not isinstance(path, str) or not path:
+        return None
+    try:
+        tail = transcript_tail(path)
+    except (OSError, ValueError):  # ValueError: a NUL in the path
+        return None
+    if tail is None:
+        return None
+    data, cut = tail
+    lines = data.splitlines()
+    if len(lines) > 1 and cut:
+        lines = lines[1:]  # the first line of the tail is cut
+    for line in reversed(lines):
+        try:
+            found = assistant_text(json.loads(line))
+        except ValueError:
+            continue
+        if found:
+            return found
+    return None
+
+
+def stop(daemon_factory: Any, data: dict[str, Any]) -> None:
+    if data.get("hook_event_name") == "SubagentStop":
+        return  # a sub-agent's report is not the session's last words
+    text = data.get("last_assistant_message")
+    if not isinstance(text, str) or not text.strip():
+        text = last_from_transcript(data.get("transcript_path"))
+    if text:
+        daemon = daemon_factory()
+        try:
+            daemon.hook("last_words", text=text)
+        finally:
+            daemon.close()

@@ -1,0 +1,54 @@
+"""memoryd's client hooks, one row per event (README "Automatic recall", docs/architecture.md).
+
+A row says everything the rest of memoryd needs about an event: the `memoryd hook` verb, the module
+that answers it (`memoryd.hooks.<module>.run`), its name in each client's hook settings, the tool
+matcher where a client filters, the client's timeout for the command, how long the hook may spend
+starting a daemon that is down and waiting on each request, and whether it injects context. The
+CLI's verbs, `memoryd init`'s settings for Claude Code and Codex, the Claude Code plugin's
+hooks.json and the hook processes' budgets are all made from this table.
+
+Import contract: stdlib only (it is on every hook process's import path).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class HookEvent:
+    verb: str                   # `memoryd hook VERB`
+    module: str                 # memoryd.hooks.<module> answers it (`run`)
+    clients: dict[str, str]     # client -> its name for the event in the client's hook settings
+    timeout_s: int              # the client's timeout for the command
+    spawn_s: float              # it may start a daemon that is down within this long
+    call_s: float               # each request to the daemon waits at most this long
+    matchers: dict[str, str] = field(default_factory=dict)  # client -> the tools it fires for
+    injects: bool = False       # prints context for the agent (and sends a receipt of it)
+    dry_run_answers: bool = False  # `--dry-run` prints what would be injected (else `{}`)
+
+
+# SessionEnd runs under the client's ~1.5 s exit budget, so it never spawns: with no daemon there is
+# no session to close. PreToolUse holds up the tool it precedes and fires for most tool calls: it
+# never spawns (the start and prompt hooks will have) and waits little on an answer. It fires only
+# for the tools point-of-action recall reads (hooks/pretool.py): Codex (0.171) reports shell commands
+# as `Bash` and file edits as `apply_patch`; it has no file-read tool and no SessionEnd.
+HOOKS = (
+    HookEvent("session-start", "start", {"claude-code": "SessionStart", "codex": "SessionStart"},
+              timeout_s=10, spawn_s=3.0, call_s=2.0, injects=True),
+    HookEvent("prompt", "prompt", {"claude-code": "UserPromptSubmit", "codex": "UserPromptSubmit"},
+              timeout_s=5, spawn_s=2.0, call_s=1.5, injects=True, dry_run_answers=True),
+    HookEvent("pre-tool", "pretool", {"claude-code": "PreToolUse", "codex": "PreToolUse"},
+              timeout_s=3, spawn_s=0.0, call_s=0.5, injects=True, dry_run_answers=True,
+              matchers={"claude-code": "Read|Edit|Write|MultiEdit|Bash", "codex": "Bash|apply_patch"}),
+    HookEvent("stop", "stop", {"claude-code": "Stop", "codex": "Stop"}, timeout_s=5, spawn_s=2.0, call_s=1.0),
+    HookEvent("session-end", "stop", {"claude-code": "SessionEnd"}, timeout_s=2, spawn_s=0.0, call_s=0.8),
+)
+BY_VERB = {hook.verb: hook for hook in HOOKS}
+EVENTS = tuple(BY_VERB)
+CLIENTS = ("claude-code", "codex")
+
+
+def client_hooks(client: str) -> list[HookEvent]:
+    """The rows a client has an event for, in table order."""
+    return [hook for hook in HOOKS if client in hook.clients]
