@@ -12,18 +12,19 @@ Import contract: stdlib only (it is on every hook process's import path).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from typing import NamedTuple
+
+_NONE: dict[str, str] = {}
 
 
-@dataclass(frozen=True)
-class HookEvent:
+class HookEvent(NamedTuple):  # not a dataclass: importing dataclasses costs a hook ~12 ms
     verb: str                   # `memoryd hook VERB`
     module: str                 # memoryd.hooks.<module> answers it (`run`)
     clients: dict[str, str]     # client -> its name for the event in the client's hook settings
     timeout_s: int              # the client's timeout for the command
     spawn_s: float              # it may start a daemon that is down within this long
     call_s: float               # each request to the daemon waits at most this long
-    matchers: dict[str, str] = field(default_factory=dict)  # client -> the tools it fires for
+    matchers: dict[str, str] = _NONE  # client -> the tools it fires for (never changed in place)
     injects: bool = False       # prints context for the agent (and sends a receipt of it)
     dry_run_answers: bool = False  # `--dry-run` prints what would be injected (else `{}`)
 
