@@ -22,15 +22,12 @@ def _collect() -> dict[str, Tool]:
 
 TOOLS: dict[str, Tool] = _collect()
 
-# The `core` profile (the default): what an agent calls on its own, and what those calls' results
-# send it to. Why each is here: docs/tools.md, "Tool profiles". Reading at session start and on
-# each prompt is the hooks' job, so the browsing and curation tools wait for `full`.
-CORE = (
-    "episode_handoff", "episode_write", "episode_promote", "memory_session_finish",  # the seed tools
-    "memory_write", "memory_write_confirm", "memory_write_cancel",  # a write and its pending flow
-    "memory_search", "memory_show",  # a task's own question, and the ids the hooks inject
-    "memory_digest",  # the start without hooks, and where the session id is
-)
+# The `core` profile (the default; `Tool.core`): what an agent calls on its own — the seed tools,
+# a write and its pending flow, a task's own question and the ids the hooks inject, the start
+# without hooks — and what those calls' results send it to. Why each: docs/tools.md, "Tool
+# profiles". Reading at session start and on each prompt is the hooks' job, so the browsing and
+# curation tools wait for `full`.
+CORE = tuple(name for name, tool in TOOLS.items() if tool.core)
 
 
 def listed(profile: str) -> list[Tool]:

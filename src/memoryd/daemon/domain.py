@@ -223,7 +223,7 @@ class DomainState:
         session = self.sessions.get(event.get("session", ""))
         if session is not None and event["kind"] not in NON_CALL_KINDS:
             self.sessions.touch(session, event["ts"])
-        if "req" in event:  # kept small: only what a retry's replayer reads (ops.REPLAYERS)
+        if "req" in event:  # kept small: only what a retry's replayer reads (Tool.replay)
             self.retries.note(event)
 
     @property

@@ -16,8 +16,6 @@ from memoryd import PROTOCOL, __version__
 from memoryd.daemon import admin, catalogue
 from memoryd.daemon.connections import Conn, is_operator_client
 from memoryd.daemon.core import Call, Core
-from memoryd.daemon.episodes.tools import replay_episode_write
-from memoryd.daemon.memories import edits, writes
 from memoryd.daemon.parked import ParkedCalls
 from memoryd.daemon.sessions import binding, hooks
 from memoryd.daemon.sessions.binding import Bindings
@@ -28,10 +26,6 @@ from memoryd.errors import BadRequest, InvalidParams, ProtocolMismatch, StorageE
 from memoryd.profiles import PROFILES
 
 # Results a retried request gets when its first attempt was applied before a daemon restart.
-REPLAYERS: dict[str, Callable[[Core, dict[str, Any]], dict[str, Any] | None]] = {
-    "episode_write": replay_episode_write, "memory_write": writes.replay_memory_write,
-    "memory_write_confirm": writes.replay_write_confirm, "episode_promote": writes.replay_episode_promote,
-    **dict.fromkeys(("memory_update", "memory_remove", "memory_restore", "memory_verify"), edits.replay_edit)}
 
 
 class Daemon:
@@ -107,7 +101,7 @@ def tools(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> d
 
 def call(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> Any:
     """Run one tool for the connection's session; a retry of a call applied before a restart
-    gets its first result back (REPLAYERS); a `wait_for` call may park."""
+    gets its first result back (`Tool.replay`); a `wait_for` call may park."""
     conn = d.connection(conn_id, "before calling tools")
     name = args.get("tool")
     tool = catalogue.TOOLS.get(name) if isinstance(name, str) else None
@@ -116,8 +110,8 @@ def call(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> An
     core = d.core
     req = f"{conn_id}:{args['_req_id']}"
     applied = core.retries.applied(req)
-    if applied is not None and tool.name in REPLAYERS:
-        replayed = REPLAYERS[tool.name](core, applied)
+    if applied is not None and tool.replay is not None:
+        replayed = tool.replay(core, applied)
         if replayed is not None:
             return replayed
     raw = args.get("arguments")

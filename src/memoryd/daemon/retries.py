@@ -1,5 +1,5 @@
 """Which requests the log already holds, so that a write resent after a lost reply or a restart is
-answered from what it did (`ops.REPLAYERS`) instead of running twice: each logged event that
+answered from what it did (its `Tool.replay`) instead of running twice: each logged event that
 carries a request key (`<conn>:<request id>`) leaves what a replayer reads, the newest
 MAX_APPLIED_REQS of them. A start from the checkpoint keeps the older keys packed (`cold_reqs`).
 """

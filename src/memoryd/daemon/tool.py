@@ -1,4 +1,5 @@
-"""What a tool is (name, description, schemas, annotations, handler) and schema shorthands.
+"""What a tool is — one declaration: name, description, schemas, annotations, handler, its profile
+and how a resent call is replayed — and schema shorthands.
 
 Import contract: nothing above `core`. Each tier module lists its `TOOLS`; `catalogue` joins them.
 """
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memoryd.daemon import idents
-from memoryd.daemon.core import Call
+from memoryd.daemon.core import Call, Core
 
 SCOPE_PATTERN = r"^(?=.{1,128}$)[a-z0-9]+(?:[-:][a-z0-9]+)*$"  # the length cap rides in the pattern
 ULID_PATTERN = f"^{idents.ULID_RE.pattern}$"  # the schemas' patterns are the checks' own
@@ -40,6 +41,10 @@ class Tool:
     read_only: bool = False
     destructive: bool = False
     idempotent: bool = False
+    core: bool = False  # listed in the `core` profile (docs/tools.md, "Tool profiles"); all are in `full`
+    # A call resent after it was applied (a restart lost the reply cache) is answered from what it
+    # did: the logged event -> its first result, or None to run it again (daemon/retries.py).
+    replay: Callable[[Core, dict[str, Any]], dict[str, Any] | None] | None = None
 
     @property
     def input_schema(self) -> dict[str, Any]:

@@ -352,7 +352,7 @@ _EPISODE_ROW = {"type": "array", "items": {"type": "object"}}
 
 TOOLS = [
     Tool(
-        name="episode_write",
+        name="episode_write", core=True, replay=replay_episode_write,
         description=(
             "Journal run state in your session: what was tried, where it failed, what is blocked or "
             "next; the transient notes memory_write rejects (no durability gate: not durable facts). "
@@ -374,7 +374,7 @@ TOOLS = [
         handler=episode_write,
     ),
     Tool(
-        name="episode_handoff",
+        name="episode_handoff", core=True,
         description=(
             "What did the last session in this worktree conclude? Call first in a fresh agent or loop "
             "iteration, before memory_search: its last takeaways (oldest first), how it ended, its "

@@ -17,6 +17,7 @@ from memoryd.daemon.memories.edits import (
     memory_restore,
     memory_update,
     memory_verify,
+    replay_edit,
 )
 from memoryd.daemon.memories.reads import (
     memory_list,
@@ -36,6 +37,9 @@ from memoryd.daemon.memories.writes import (
     memory_write,
     memory_write_cancel,
     memory_write_confirm,
+    replay_episode_promote,
+    replay_memory_write,
+    replay_write_confirm,
 )
 from memoryd.daemon.tool import ANY_LIST, INT, STR, Tool, scope
 
@@ -101,7 +105,7 @@ TOOLS = [
         handler=memory_scope_enable, idempotent=True,
     ),
     Tool(
-        name="memory_write",
+        name="memory_write", core=True, replay=replay_memory_write,
         description=(
             "Store a durable fact, preference or decision (run state: episode_write). A gate may answer "
             "instead, with evidence and a hint naming its override flag: credential_warning, "
@@ -113,7 +117,7 @@ TOOLS = [
         returns=_STATUS, handler=memory_write,
     ),
     Tool(
-        name="memory_write_confirm",
+        name="memory_write_confirm", core=True, replay=replay_write_confirm,
         description=(
             "Commit your pending write after the user's yes. Gates re-run; if one fires, its status "
             "returns and the write stays pending. A promoted episode is deleted on commit."
@@ -121,13 +125,13 @@ TOOLS = [
         params={"pending_id": _STR}, required=("pending_id",), returns=_STATUS, handler=memory_write_confirm,
     ),
     Tool(
-        name="memory_write_cancel",
+        name="memory_write_cancel", core=True,
         description="Drop your pending write (the user said no); a promoted episode is kept.",
         params={"pending_id": _STR}, required=("pending_id",), returns=_STATUS,
         handler=memory_write_cancel, destructive=True,
     ),
     Tool(
-        name="memory_search",
+        name="memory_search", core=True,
         description=(
             "Ranked search of durable memories (not episodes) for tasks referring to shared or past "
             "context. auto_scope: your repo plus repo-less memories; since_prior_session: only changes "
@@ -139,7 +143,7 @@ TOOLS = [
         handler=memory_search, read_only=True,
     ),
     Tool(
-        name="memory_show",
+        name="memory_show", core=True,
         description="One memory by id, live or removed: every field, links both ways, staleness.",
         params=_ID_ONLY, required=("id",), returns={"id": STR},
         handler=memory_show, read_only=True,
@@ -156,7 +160,7 @@ TOOLS = [
         handler=memory_list, read_only=True,
     ),
     Tool(
-        name="memory_update",
+        name="memory_update", replay=replay_edit,
         description=(
             "Edit a memory in place instead of writing a near-duplicate; scopes and links replace. New "
             "content re-runs the credential and transient gates and resets verification. "
@@ -168,13 +172,13 @@ TOOLS = [
         required=("id",), returns=_STATUS, handler=memory_update,
     ),
     Tool(
-        name="memory_remove",
+        name="memory_remove", replay=replay_edit,
         description="Move a wrong or obsolete memory to a tombstone with a reason (memory_restore undoes).",
         params={"id": _STR, "reason": _STR}, required=("id", "reason"), returns=_STATUS,
         handler=memory_remove, destructive=True, idempotent=True,
     ),
     Tool(
-        name="memory_restore",
+        name="memory_restore", replay=replay_edit,
         description="Bring a removed memory back, unless a live one now says the same (status duplicate).",
         params=_ID_ONLY, required=("id",), returns=_STATUS, handler=memory_restore,
     ),
@@ -185,7 +189,7 @@ TOOLS = [
         returns={"tombstones": ANY_LIST, "total": INT}, handler=memory_list_tombstones, read_only=True,
     ),
     Tool(
-        name="memory_verify",
+        name="memory_verify", replay=replay_edit,
         description="Record that a memory still holds (optionally the paths or commits checked); "
                     "its staleness clock restarts.",
         params={"id": _STR, "note": _STR, "verified_paths": _SCOPES, "verified_commits": _SCOPES},
@@ -206,7 +210,7 @@ TOOLS = [
         handler=memory_health, read_only=True,
     ),
     Tool(
-        name="episode_promote",
+        name="episode_promote", core=True, replay=replay_episode_promote,
         description=(
             "Promote an episode whose takeaway became a lasting fact to a durable memory, through "
             "memory_write's gates. committed deletes the episode; pending holds it (memory_write_confirm "

@@ -281,7 +281,7 @@ TOOLS = [
         handler=memory_session_start,
     ),
     Tool(
-        name="memory_session_finish",
+        name="memory_session_finish", core=True,
         description=(
             "Close an open session exactly once, optionally with a summary and a handoff: what became "
             "true, what is open, the next physical action. The handoff is saved first, as a durable "
@@ -300,7 +300,7 @@ TOOLS = [
         handler=memory_session_finish, destructive=False,
     ),
     Tool(
-        name="memory_digest",
+        name="memory_digest", core=True,
         description=(
             "Session-start overview led by the newest handoff per project (yours first): your session "
             "id, counts, newest memories, open sessions, your pending writes, recent takeaways here. "
