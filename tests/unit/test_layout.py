@@ -16,7 +16,7 @@ import memoryd
 SRC = Path(memoryd.__file__).resolve().parent
 MACHINERY = {"core", "domain", "retries", "clock", "tool", "validate", "connections", "search", "text",
              "credentials", "vendor_tokens", "patterns",
-             "scopes", "store", "frontmatter", "idents", "nofollow", "eventlog", "events", "logcheck", "helper"}
+             "scopes", "store", "frontmatter", "idents", "nofollow", "eventlog", "events", "logcheck", "prefetch"}
 TIER_ORDER = ["episodes", "memories", "sessions"]  # each may import only those before it
 
 

@@ -2,7 +2,7 @@
 clean stop wrote, or by parsing the files, in a helper process while the log replays when there
 are many — and as the check after start compares what came from the cache with the files.
 
-Import contract: building blocks (store, idents, nofollow, helper), the cache format
+Import contract: building blocks (store, idents, nofollow, prefetch), the cache format
 (`episodes.cache`), the record (`episodes.episode`) and the index. Symlinked session folders and
 episode files are listed in `bad_files` and never indexed, so nothing reads them and the TTL
 reaper never deletes through them.
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import msgpack
 
-from memoryd.daemon import helper, idents, nofollow, store
+from memoryd.daemon import idents, nofollow, prefetch, store
 from memoryd.daemon.episodes.cache import Listing, Packed, encode_cache, read_cache, read_header, sessions_of
 from memoryd.daemon.episodes.episode import from_row
 from memoryd.daemon.episodes.index import JournalIndex
@@ -43,9 +43,9 @@ class Journal(JournalIndex):
         # changed files) and cache-loaded episodes whose file was gone; `Core.verify_files` logs it.
         self.found_late: list[str] = []
         self.dropped_late = 0
-        self._helper: helper.Helper | None = None  # the prefetch helper, while it runs
+        self._helper: prefetch.Helper | None = None  # the prefetch helper, while it runs
         self._prefetched: tuple[dict[str, Packed], Listing | None] | None = None  # what it found
-        self._shares: tuple[list[list[os.DirEntry[str]]], helper.Shares] | None = None  # its work, chunked
+        self._shares: tuple[list[list[os.DirEntry[str]]], prefetch.Shares] | None = None  # its work, chunked
         self.temp_files: list[str] = []  # temp files seen in session folders as they were listed
 
     # -- start -----------------------------------------------------------------------------------
@@ -158,7 +158,7 @@ class Journal(JournalIndex):
         least `minimum` sessions, fork a helper that parses the episode files — most of such a
         start — while this process replays the log and loads the memories; then this process
         parses what the helper has not reached yet, from the other end (`finish_prefetch`). The
-        session folders are listed here, once, and shared out in chunks (`helper.Shares`). The
+        session folders are listed here, once, and shared out in chunks (`prefetch.Shares`). The
         helper writes what the cache would hold to an anonymous file, which `load` adopts. A
         helper that fails costs nothing but its time: `load` then parses the files itself."""
         if (self._helper is not None or not hasattr(os, "fork") or self.cache_path.exists()
@@ -169,13 +169,13 @@ class Journal(JournalIndex):
         if len(folders) < (PREFETCH_MIN_SESSIONS if minimum is None else minimum):
             return
         chunks = [folders[i:i + SHARE_CHUNK] for i in range(0, len(folders), SHARE_CHUNK)]
-        shares = helper.Shares(len(chunks))
+        shares = prefetch.Shares(len(chunks))
 
         def work(fd: int) -> None:  # in the helper: reads files, writes only to `fd`
-            parsed = self._parse_chunks(chunks, shares.take(helper.HELPER))
+            parsed = self._parse_chunks(chunks, shares.take(prefetch.HELPER))
             listing = {"dirs": parsed.session_dirs, "bad": parsed.bad_files, "temp": parsed.temp_files}
-            helper.write_all(fd, encode_cache(-1, list(parsed._packed.items()), listing))
-        self._helper = helper.start(work)
+            prefetch.write_all(fd, encode_cache(-1, list(parsed._packed.items()), listing))
+        self._helper = prefetch.start(work)
         if self._helper is not None:
             self._shares = (chunks, shares)
 
@@ -212,10 +212,10 @@ class Journal(JournalIndex):
         None) when it failed."""
         assert self._helper is not None and self._shares is not None
         (chunks, shares), running = self._shares, self._helper
-        mine = self._parse_chunks(chunks, shares.take(helper.DAEMON))  # what the helper has not reached
+        mine = self._parse_chunks(chunks, shares.take(prefetch.DAEMON))  # what the helper has not reached
         self._helper = self._shares = None
         try:
-            source, header = read_header(helper.finish(running))  # closes the file if it is bad
+            source, header = read_header(prefetch.finish(running))  # closes the file if it is bad
             if not isinstance(header, dict):
                 raise TypeError("its result is not a cache")
             listing = Listing.of(header.get("listing"))

@@ -4,7 +4,7 @@ them with the event log: hand-edited, unaccounted and missing files, half-finish
 pending snapshot. Runs after the log replay, so the tier's log-derived maps are complete; what
 came from the cache unread is checked after start (`verify`).
 
-Import contract: building blocks (store, frontmatter, idents, nofollow, helper, text, search), core's
+Import contract: building blocks (store, frontmatter, idents, nofollow, prefetch, text, search), core's
 PROGRESS_EVERY and the tier's cache, records and state.
 Bad files are listed, never fatal: a planted file with YAML aliases or a broken frontmatter is
 skipped and reported by memory_health.
@@ -21,7 +21,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from memoryd.daemon import frontmatter, helper, idents, nofollow, store, text
+from memoryd.daemon import frontmatter, idents, nofollow, store, text
+from memoryd.daemon import prefetch as forked  # the module; `prefetch` below is this tier's step
 from memoryd.daemon.core import PROGRESS_EVERY
 from memoryd.daemon.memories import cache as memory_cache
 from memoryd.daemon.memories.records import Memory, RowTables, decode_pending, from_meta, sha256_hex
@@ -314,7 +315,7 @@ PREFETCH_MIN_RECORDS = 20_000
 
 def prefetch(tier: TierState, minimum: int | None = None) -> None:
     """On a start without the parse cache in a store of at least `minimum` memory files, fork a
-    helper (daemon/helper.py) that parses every record file and builds the search index while
+    helper (daemon/prefetch.py) that parses every record file and builds the search index while
     the daemon replays the log; `load` then takes them like a cache and a snapshot: the folders
     are still listed here, doubles, bad files and the log's verdicts still settled here (a file
     the helper could not parse is parsed again here, and reported)."""
@@ -329,8 +330,8 @@ def prefetch(tier: TierState, minimum: int | None = None) -> None:
         _load_dirs(tier, ({}, RowTables(), None), [0])
         load_text_indexes(tier)
         cache, snapshot = encode_caches(tier)
-        helper.write_all(fd, len(cache).to_bytes(8, "little") + cache + snapshot)
-    tier.helper = helper.start(work)
+        forked.write_all(fd, len(cache).to_bytes(8, "little") + cache + snapshot)
+    tier.helper = forked.start(work)
 
 
 def _helper_result(tier: TierState) -> tuple[bytes, bytes] | None:
@@ -338,9 +339,9 @@ def _helper_result(tier: TierState) -> tuple[bytes, bytes] | None:
     running, tier.helper = tier.helper, None
     tier.core.progress("loading memories (helper)", 0, 0)
     try:
-        fd = helper.finish(running)
+        fd = forked.finish(running)
         try:
-            data = helper.read_all(fd)
+            data = forked.read_all(fd)
         finally:
             os.close(fd)
     except (OSError, ValueError) as exc:

@@ -21,7 +21,7 @@ from memoryd.daemon.memories.records import Memory, PendingWrite
 from memoryd.daemon.memories.semantic import Semantic
 from memoryd.daemon.memories.shortids import ShortIds
 from memoryd.daemon.memories.staleness import GitProbe
-from memoryd.daemon.memories.stats import LiveMemories
+from memoryd.daemon.memories.live import LiveMemories
 
 PENDING_SNAPSHOT = "pending.json"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memoryd.daemon.memories.stats import LiveMemories
+from memoryd.daemon.memories.live import LiveMemories
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
-"""Helper processes for a start without `state/` (a cold start, `memoryd reindex`): parsing the
-record files is most of such a start, and it can run on the other core while the daemon replays
-the log (docs/storage.md, 'Recovery at start').
+"""The prefetch helper: a process forked for a start without `state/` (a cold start, `memoryd
+reindex`): parsing the record files is most of such a start, and it can run on the other core
+while the daemon replays the log (docs/storage.md, 'Recovery at start').
 
 A helper is a fork that reads files and writes bytes to an anonymous file, nothing else: it never
 touches the store, the log or the runtime files, and leaves with `os._exit`. Its result is only
