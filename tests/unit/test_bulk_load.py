@@ -10,9 +10,9 @@ import pytest
 
 from memoryd.daemon.memories import cache
 from memoryd.daemon.memories.index import LiveIndex
+from memoryd.daemon.memories.live import LiveMemories
 from memoryd.daemon.memories.records import HANDOFF, Memory, RowTables
 from memoryd.daemon.memories.recovery import _from_columns
-from memoryd.daemon.memories.live import LiveMemories
 
 CATEGORIES = ("fact", "decision", "ambient", HANDOFF)
 

@@ -17,11 +17,11 @@ from memoryd.daemon import idents
 from memoryd.daemon.core import Core
 from memoryd.daemon.memories import cache as memory_cache
 from memoryd.daemon.memories.index import LiveIndex, TombIndex, project_scope_name
+from memoryd.daemon.memories.live import LiveMemories
 from memoryd.daemon.memories.records import Memory, PendingWrite
 from memoryd.daemon.memories.semantic import Semantic
 from memoryd.daemon.memories.shortids import ShortIds
 from memoryd.daemon.memories.staleness import GitProbe
-from memoryd.daemon.memories.live import LiveMemories
 
 PENDING_SNAPSHOT = "pending.json"
 
