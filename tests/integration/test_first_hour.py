@@ -18,7 +18,7 @@ import pytest
 from harness import Env
 from memoryd.bench.run import render
 from memoryd.cli import doctor
-from memoryd.daemon.lifecycle import report_line
+from memoryd.daemon.process.lifecycle import report_line
 
 
 def _fresh_home(env: Env) -> dict[str, str]:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from tests.harness import Env, call, ensure_model
 
-from memoryd.daemon import encoder
+from memoryd.daemon.encoder import model as encoder
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -11,7 +11,7 @@ import sys
 
 from harness import Env
 from memoryd.cli.model import DISTRIBUTION
-from memoryd.daemon.modelfile import installed_zip, model_zip, read_pinned
+from memoryd.daemon.encoder.files import installed_zip, model_zip, read_pinned
 
 
 def test_the_model_is_a_checked_file_beside_the_environment_and_pip_has_nothing_to_say(env: Env) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import anyio
 
 from harness import Env, call, ensure_model
-from memoryd.daemon.modelfile import model_zip
+from memoryd.daemon.encoder.files import model_zip
 
 
 def tampered_copy(where: Path) -> Path:

@@ -18,7 +18,7 @@ from mcp.client.stdio import stdio_client
 from test_hooks import git_repo, start
 
 from harness import Env, call
-from memoryd.daemon import frontmatter
+from memoryd.daemon.storage import frontmatter
 
 NOTE = "Invoices are numbered per tenant; the sequence lives in billing/numbering.py and never reuses a number."
 

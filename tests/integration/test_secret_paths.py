@@ -1,6 +1,6 @@
 """No credential becomes a memory, an episode, a handoff, last words, an import or a synced record.
 
-Every path that stores outside text asks the one detector (`daemon/credentials.py`); these tests
+Every path that stores outside text asks the one detector (`daemon/credentials/detector.py`); these tests
 drive each path for real — the official MCP client through a real bridge, real hook processes,
 `memoryd import` and a local bare git remote — with secrets drawn from the shared corpus
 (`tests/secret_corpus.py`, seeded, so a failure reproduces from its seed), and then look for the

@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 from harness import Env, wait_for
-from memoryd.daemon.clock import iso
 from memoryd.daemon.memories.records import Memory, render_memory
+from memoryd.daemon.storage.clock import iso
 from memoryd.daemon.sync.merge import SKEW_MS
 from synckit import set_up, synced, tool
 

@@ -20,8 +20,8 @@ import pytest
 
 from harness import Env, call, wait_for
 from memoryd.config import Config
-from memoryd.daemon import checkpoint, lifecycle
 from memoryd.daemon.core import Core
+from memoryd.daemon.process import checkpoint, lifecycle
 
 WT = {"MEMORYD_WORKTREE": "/repo/ckpt"}
 

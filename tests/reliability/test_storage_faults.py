@@ -26,7 +26,7 @@ import pytest
 from harness import Env, call, call_error
 from memoryd.config import Config
 from memoryd.daemon.core import Core
-from memoryd.daemon.eventlog import RESERVE_BYTES
+from memoryd.daemon.storage.eventlog import RESERVE_BYTES
 from memoryd.errors import StorageError
 
 WT = {"MEMORYD_WORKTREE": "/w/storage"}
@@ -315,7 +315,7 @@ def test_a_log_flush_that_fails_rolls_the_whole_pass_back(tmp_path: Path) -> Non
         core.sync()
         assert core.log.seq == seq + 1
         core.log.close()
-        from memoryd.daemon.logcheck import verify
+        from memoryd.daemon.storage.logcheck import verify
         report = verify(mount / "store" / "events")
         assert report["ok"] and report["events"] == seq + 1, report
     finally:
@@ -352,7 +352,7 @@ def test_a_rename_that_fails_after_the_commit_is_retried_not_lost(tmp_path: Path
     """The race the staging check cannot see: a record turns immutable between staging and
     publish. The change is committed (its event is durable), so publish must neither raise nor
     drop it: the temp file is served and renamed at a later commit; the move's delete waits."""
-    from memoryd.daemon.store import FileStore
+    from memoryd.daemon.storage.store import FileStore
 
     root = tmp_path / "store"
     (root / "memories").mkdir(parents=True)

@@ -19,8 +19,8 @@ import anyio
 from ulid import ULID
 
 from harness import Env, call, call_error
-from memoryd.daemon import frontmatter
 from memoryd.daemon.memories import records
+from memoryd.daemon.storage import frontmatter
 
 WT = {"MEMORYD_WORKTREE": "/w/links"}
 OUTSIDE_TEXT = "OUTSIDE zebra quartz secret plan for the billing webhook"

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from harness import Env
-from memoryd.daemon import nofollow
+from memoryd.daemon.storage import nofollow
 from synckit import set_up, synced, tool
 
 GIT_ID = ["-c", "user.name=attacker", "-c", "user.email=attacker@example.invalid"]

@@ -13,10 +13,10 @@ import anyio
 import pytest
 
 from harness import Env, call, call_error
-from memoryd.daemon import idents
+from memoryd.daemon.calls.validate import python_pattern
+from memoryd.daemon.identity import idents
 from memoryd.daemon.memories import args as memory_args
 from memoryd.daemon.tool import SCOPE_PATTERN, SESSION_PATTERN, ULID_PATTERN
-from memoryd.daemon.validate import python_pattern
 from memoryd.errors import InvalidParams
 
 INVALID_PARAMS = -32602

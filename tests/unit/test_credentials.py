@@ -13,8 +13,13 @@ from collections import Counter
 
 import pytest
 
-from memoryd.daemon import vendor_tokens
-from memoryd.daemon.credentials import credential_hits, find_credentials, mask_credentials, redact_credentials
+from memoryd.daemon.credentials import vendor_tokens
+from memoryd.daemon.credentials.detector import (
+    credential_hits,
+    find_credentials,
+    mask_credentials,
+    redact_credentials,
+)
 from secret_corpus import FAMILIES, POSITIVE_FORMS, negatives, positives
 
 SEEDS = range(8)

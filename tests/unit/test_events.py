@@ -1,4 +1,4 @@
-"""Every event kind is declared once (daemon/events.py): what the daemon records, replays and
+"""Every event kind is declared once (daemon/storage/events.py): what the daemon records, replays and
 verifies is a declared kind, and the derived sets say what the old hand-written lists said."""
 
 from __future__ import annotations
@@ -9,22 +9,34 @@ from pathlib import Path
 import pytest
 
 import memoryd
-from memoryd.daemon import events, logcheck
+import memoryd.names
 from memoryd.daemon.domain import _APPLIERS as CORE_APPLIERS
 from memoryd.daemon.memories.tier import _APPLIERS as MEMORY_APPLIERS
+from memoryd.daemon.storage import events, logcheck
 from memoryd.daemon.sync.service import _APPLIERS as SYNC_APPLIERS
 
 SRC = Path(memoryd.__file__).resolve().parent
 
 
+def _kind_named(node: ast.expr) -> str | None:
+    """A literal kind, or one named through `memoryd.names` (`names.EPISODE_WRITE`) or `events`."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "names":
+        return str(getattr(memoryd.names, node.attr))
+    if isinstance(node, ast.Name) and isinstance(getattr(events, node.id, None), str):
+        return str(getattr(events, node.id))
+    return None
+
+
 def recorded_kinds() -> dict[str, list[str]]:
-    """Each literal kind passed to a `.record(...)` call in the package, with where."""
+    """Each kind passed by name to a `.record(...)` call in the package, with where."""
     found: dict[str, list[str]] = {}
     for path in SRC.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "record"
-                    and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
-                found.setdefault(node.args[0].value, []).append(f"{path.relative_to(SRC)}:{node.lineno}")
+                    and node.args and (kind := _kind_named(node.args[0])) is not None):
+                found.setdefault(kind, []).append(f"{path.relative_to(SRC)}:{node.lineno}")
     return found
 
 

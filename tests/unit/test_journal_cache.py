@@ -319,8 +319,8 @@ def _store_of_six_sessions(root: Path) -> tuple[Core, list[str], Path, Path]:
 def _shared_start(root: Path, monkeypatch: pytest.MonkeyPatch, take: object) -> tuple[Core, list[str]]:
     """A cold start whose episode parse is shared in one-folder chunks, `take` standing in for
     `helper.Shares.take`; returns the started core and the folders this process parsed."""
-    from memoryd.daemon import prefetch as helper
     from memoryd.daemon.episodes import journal
+    from memoryd.daemon.storage import prefetch as helper
 
     here, parsed_here = os.getpid(), []
     load_entry = journal.Journal._load_entry
@@ -356,7 +356,7 @@ def test_the_daemon_parses_the_folders_its_helper_has_not_reached(
     the helper has not reached; the start indexes each episode once, as without a helper."""
     import time
 
-    from memoryd.daemon import prefetch as helper
+    from memoryd.daemon.storage import prefetch as helper
 
     _, ids, bad, crashed = _store_of_six_sessions(tmp_path / "s")
     take = helper.Shares.take
@@ -377,7 +377,7 @@ def test_a_chunk_both_took_is_indexed_once(tmp_path: Path, monkeypatch: pytest.M
     temp files count once. Here both take every chunk, one after the other."""
     import time
 
-    from memoryd.daemon import prefetch as helper
+    from memoryd.daemon.storage import prefetch as helper
 
     _, ids, bad, crashed = _store_of_six_sessions(tmp_path / "s")
     final = helper.HELPER if last == "helper" else helper.DAEMON

@@ -14,9 +14,8 @@ from pathlib import Path
 import memoryd
 
 SRC = Path(memoryd.__file__).resolve().parent
-MACHINERY = {"core", "domain", "retries", "clock", "tool", "validate", "connections", "search", "text",
-             "credentials", "vendor_tokens", "patterns",
-             "scopes", "store", "frontmatter", "idents", "nofollow", "eventlog", "events", "logcheck", "prefetch"}
+# Below the tiers: the domain core and the machinery packages (docs/architecture.md).
+MACHINERY = {"core", "domain", "tool", "calls", "identity", "search", "encoder", "credentials", "storage"}
 TIER_ORDER = ["episodes", "memories", "sessions"]  # each may import only those before it
 
 
@@ -225,7 +224,7 @@ def test_files_are_replaced_only_through_fsio_or_the_stores_group_commit() -> No
     """One atomic replace (`memoryd.fsio`); the store publishes a whole commit's renames itself,
     after one flush for all of them (docs/storage.md)."""
     users = {name for name, path in _modules().items() if {"os.replace", "os.rename"} & set(_calls(path))}
-    assert users <= {"memoryd.fsio", "memoryd.daemon.store"}
+    assert users <= {"memoryd.fsio", "memoryd.daemon.storage.store"}
 
 
 def test_in_sync_only_the_git_backend_starts_a_process() -> None:
@@ -237,7 +236,7 @@ def test_in_sync_only_the_git_backend_starts_a_process() -> None:
 
 def test_the_cli_checks_the_log_through_logcheck_without_the_live_log() -> None:
     wrong = [(m, d) for m, deps in _graph().items() if _within(m, "memoryd.cli")
-             for d in deps if d == "memoryd.daemon.eventlog"]
+             for d in deps if d == "memoryd.daemon.storage.eventlog"]
     assert wrong == []
 
 

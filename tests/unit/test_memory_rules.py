@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from memoryd.config import Config
-from memoryd.daemon import frontmatter
 from memoryd.daemon.core import Core
 from memoryd.daemon.memories.args import (
     check_links,
@@ -40,7 +39,8 @@ from memoryd.daemon.memories.staleness import (
 )
 from memoryd.daemon.memories.tier import attach
 from memoryd.daemon.search import SearchIndex
-from memoryd.daemon.text import token_set
+from memoryd.daemon.search.text import token_set
+from memoryd.daemon.storage import frontmatter
 from memoryd.errors import InvalidParams, ResourceState
 
 SECRET = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"

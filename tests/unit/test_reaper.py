@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from memoryd.config import Config
-from memoryd.daemon import reaper
-from memoryd.daemon.connections import Conn
 from memoryd.daemon.core import Core
 from memoryd.daemon.episodes.tools import write_episode
+from memoryd.daemon.identity.connections import Conn
+from memoryd.daemon.process import reaper
 
 DAY = 86400.0
 T0 = 1_800_000_000.0
@@ -130,8 +130,8 @@ def test_next_due_is_the_earliest_deadline(core: Core, clock: Clock) -> None:
 
 def _call(core: Core, session_id: str, tool: str, **arguments: object) -> dict:
     from memoryd.daemon import catalogue
+    from memoryd.daemon.calls.validate import check_args
     from memoryd.daemon.core import Call
-    from memoryd.daemon.validate import check_args
 
     session = core.sessions.get(session_id)
     conn = Conn("c-" + session_id, b"r", {"worktree": session.worktree}, session_id, last_seen=0)
@@ -160,7 +160,7 @@ def test_pending_expiry_keeps_the_promoted_episode(tmp_path: Path, clock: Clock)
 
 
 def test_the_log_starts_a_new_monthly_segment_and_the_chain_runs_across(tmp_path: Path, clock: Clock) -> None:
-    from memoryd.daemon import logcheck
+    from memoryd.daemon.storage import logcheck
 
     clock.now = 1_798_761_599.0  # 2026-12-31T23:59:59Z
     core = Core(tmp_path / "store", Config(), clock=clock)

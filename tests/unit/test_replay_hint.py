@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from memoryd.config import Config
-from memoryd.daemon import eventlog
 from memoryd.daemon.core import Core
 from memoryd.daemon.episodes.tools import write_episode
-from memoryd.daemon.eventlog import EventLog
+from memoryd.daemon.storage import eventlog
+from memoryd.daemon.storage.eventlog import EventLog
 
 
 def _log(root: Path, events: list[dict[str, object]]) -> EventLog:

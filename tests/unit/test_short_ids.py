@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memoryd.daemon.idents import mint_ulid
+from memoryd.daemon.identity.idents import mint_ulid
 from memoryd.daemon.memories.shortids import ShortIds, is_short_id
 
 

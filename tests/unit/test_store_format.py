@@ -10,7 +10,8 @@ import string
 import pytest
 import yaml
 
-from memoryd.daemon import frontmatter, idents, nofollow
+from memoryd.daemon.identity import idents
+from memoryd.daemon.storage import frontmatter, nofollow
 from memoryd.errors import InvalidParams
 
 
@@ -115,7 +116,7 @@ def test_a_cached_record_shares_its_empty_fields_and_unchanged_stamp() -> None:
 
 
 def test_all_ulids_checks_every_id_in_one_call_exactly_as_is_ulid() -> None:
-    from memoryd.daemon.idents import all_ulids, is_ulid
+    from memoryd.daemon.identity.idents import all_ulids, is_ulid
 
     good = "01K00000000000000000000000"
     cases = [[], [good], [good, good.replace("0", "Z")], [good, "x"], [good[:-1] + "U"],

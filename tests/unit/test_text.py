@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from memoryd.daemon import text
-from memoryd.daemon.search import SearchIndex
+from memoryd.daemon.search import SearchIndex, text
 
 
 def test_inflections_reduce_to_one_stem() -> None:

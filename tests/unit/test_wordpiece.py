@@ -14,8 +14,9 @@ import pytest
 import yaml
 from tests.harness import ensure_model
 
-from memoryd.daemon import encoder, wordpiece
-from memoryd.daemon.wordpiece import WordPiece
+from memoryd.daemon.encoder import model as encoder
+from memoryd.daemon.encoder import wordpiece
+from memoryd.daemon.encoder.wordpiece import WordPiece
 
 HOSTILE = [
     "", "   ", "[CLS] hello [SEP]world[MASK]x", "naïve café résumé ÉCOLE", "ΟΔΟΣ ΣΟΦΟΣ Σ", "İstanbul ǅ ß ﬁ",

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from memoryd import names
 from memoryd.bench.kit import Bridge, Row, Throwaway, pcts, progress, row
 from memoryd.eval.run import write_memory
 
@@ -58,10 +59,10 @@ def prepare(box: Throwaway) -> Path:
         write_memory(bridge, {"key": "deploy", "content": DEPLOY, "scopes": ["topic:deploy"]}, {})
         for i, content in enumerate([FORCE, *ANCHORED]):
             write_memory(bridge, {"key": f"anchored-{i}", "content": content, "scopes": ["topic:billing"]}, {})
-        session = bridge.call("memory_digest")["current_session"]["id"]
-        bridge.call("memory_session_finish", session_id=session,
+        session = bridge.call(names.MEMORY_DIGEST)["current_session"]["id"]
+        bridge.call(names.MEMORY_SESSION_FINISH, session_id=session,
                     handoff="Retries are wired; next, add the CardError test and open the PR.")
-        box.counts["memories"] = int(bridge.call("memory_health")["memories"])
+        box.counts["memories"] = int(bridge.call(names.MEMORY_HEALTH)["memories"])
     finally:
         bridge.close()
     return repo

@@ -25,6 +25,7 @@ import random
 import time
 from collections.abc import Callable
 
+from memoryd import names
 from memoryd.bench.kit import Bridge, Row, Throwaway, WireLoader, pcts, progress, row
 from memoryd.bench.sync import bench_sync
 
@@ -77,7 +78,7 @@ def load_memories(box: Throwaway, corpus: Corpus, count: int) -> float:
     loader.session(conn, "/bench/memories")
     began = time.perf_counter()
     for _ in range(count):
-        loader.call(conn, "memory_write", content=corpus.memory(), scopes=["projects:bench", "bench:load"],
+        loader.call(conn, names.MEMORY_WRITE, content=corpus.memory(), scopes=["projects:bench", "bench:load"],
                     force=True, acknowledge_transient=True, acknowledge_scope_mismatch=True,
                     acknowledge_credential=True)
     loader.send(conn, "bye", {})
@@ -144,9 +145,9 @@ def seed_vectors(box: Throwaway) -> int:
     until it holds them all; returns how many."""
     import numpy as np
 
-    from memoryd.daemon import frontmatter
-    from memoryd.daemon.encoder import DIMENSIONS, WEIGHTS_SHA256
+    from memoryd.daemon.encoder.model import DIMENSIONS, WEIGHTS_SHA256
     from memoryd.daemon.memories.vectorfile import file_bytes, quantize
+    from memoryd.daemon.storage import frontmatter
 
     box.stop()
     ids, stamps = [], []
@@ -171,7 +172,7 @@ def wait_for_vectors(box: Throwaway, timeout_s: float = 300) -> None:
     deadline = time.monotonic() + timeout_s
     try:
         while True:
-            health = bridge.call("memory_health")
+            health = bridge.call(names.MEMORY_HEALTH)
             meaning = health["search_by_meaning"]
             if meaning.get("state") == "ready" and meaning.get("vectors", 0) >= health["memories"]:
                 return
@@ -186,7 +187,7 @@ def _encoder_rows() -> list[Row]:
     """The encoder's own cost, with the daemon's code on one core: a typed prompt (what a search
     and the prompt hook add) and memory-length texts (what the background thread spends)."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    from memoryd.daemon.encoder import Encoder
+    from memoryd.daemon.encoder.model import Encoder
 
     encoder = Encoder.load()
     encoder.encode_one(TYPED_PROMPT)
@@ -209,21 +210,21 @@ def _encoder_rows() -> list[Row]:
 
 def _timed_rows(box: Throwaway, corpus: Corpus, size: int, samples: int) -> list[Row]:
     """memory_write, memory_search and memory_digest through a real bridge at this size."""
-    writes, written = time_calls(box, "memory_write",
+    writes, written = time_calls(box, names.MEMORY_WRITE,
                                  lambda: {"content": corpus.memory(), "scopes": ["projects:bench"]}, samples)
     refused = sum(r.get("status") != "committed" for r in written)
     stats = pcts(writes)
     target, met = _target(WRITE_TARGETS_MS, size, "ms", stats["p50_ms"])
     out = [row("memory_write (all gates, committed)", _size_label(size), {**stats, "refused": refused},
                target, refused == 0 and met)]
-    searches, results = time_calls(box, "memory_search", lambda: {"query": corpus.query()}, samples)
+    searches, results = time_calls(box, names.MEMORY_SEARCH, lambda: {"query": corpus.query()}, samples)
     stats = pcts(searches)
     mean_hits = sum(len(r["results"]) for r in results) / samples  # type: ignore[arg-type,misc]
     out.append(row("memory_search (words + meaning)", _size_label(size), {**stats, "mean_hits": round(mean_hits, 2)},
                    *_target(SEARCH_TARGETS_MS, size, "ms", stats["p50_ms"])))
-    digests, _ = time_calls(box, "memory_digest", dict, 100)
+    digests, _ = time_calls(box, names.MEMORY_DIGEST, dict, 100)
     stats = pcts(digests)
-    out.append(row("memory_digest", _size_label(size), stats,
+    out.append(row(names.MEMORY_DIGEST, _size_label(size), stats,
                    f"<= {DIGEST_TARGET_MS:g} ms" if size == 10_000 else "-",
                    size != 10_000 or stats["p50_ms"] <= DIGEST_TARGET_MS))
     return out

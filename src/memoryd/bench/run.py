@@ -13,6 +13,7 @@ import threading
 import time
 from typing import Any
 
+from memoryd import names
 from memoryd.bench import hooks as bench_hooks
 from memoryd.bench import memory as bench_memory
 from memoryd.bench.kit import Bridge, Row, Throwaway, WireLoader, pcts, progress, row
@@ -34,7 +35,7 @@ def bench_cold_start(box: Throwaway, runs: int) -> list[Row]:
 def bench_episode_write(box: Throwaway, n: int) -> list[Row]:
     bridge = Bridge(box.env, worktree="/bench/w0")
     bridge.initialize()
-    samples = [bridge.timed("episode_write", body=f"iteration {i}: tried a thing", takeaway=f"step {i}")
+    samples = [bridge.timed(names.EPISODE_WRITE, body=f"iteration {i}: tried a thing", takeaway=f"step {i}")
                for i in range(n)]
     bridge.close()
     stats = pcts(samples)
@@ -52,7 +53,7 @@ def load_sessions(box: Throwaway, sessions: int, episodes_each: int) -> None:
         conn = f"load-{tag}-{s}"
         loader.session(conn, f"/bench/w{s % 100}")
         for e in range(episodes_each):
-            loader.call(conn, "episode_write", body=f"session {s} step {e}", takeaway=f"s{s} e{e}")
+            loader.call(conn, names.EPISODE_WRITE, body=f"session {s} step {e}", takeaway=f"s{s} e{e}")
         loader.send(conn, "bye", {})
     loader.drain()
     box.counts["sessions"] = max(first, sessions)
@@ -62,24 +63,24 @@ def bench_handoff(box: Throwaway, sessions: int, runs: int) -> list[Row]:
     load_sessions(box, sessions, episodes_each=8)
     bridge = Bridge(box.env, worktree="/bench/w7")
     bridge.initialize()
-    samples = [bridge.timed("episode_handoff") for _ in range(runs)]
+    samples = [bridge.timed(names.EPISODE_HANDOFF) for _ in range(runs)]
     bridge.close()
     stats = pcts(samples)
-    return [row("episode_handoff", f"{sessions} sessions", stats, "<= 2 ms", stats["p50_ms"] <= 2)]
+    return [row(names.EPISODE_HANDOFF, f"{sessions} sessions", stats, "<= 2 ms", stats["p50_ms"] <= 2)]
 
 
 def bench_concurrent_writes(box: Throwaway, agents: int, per_agent: int) -> list[Row]:
     bridges = [Bridge(box.env, worktree=f"/bench/agent{i}") for i in range(agents)]
     for bridge in bridges:
         bridge.initialize()
-        bridge.call("episode_write", body="warm-up")
+        bridge.call(names.EPISODE_WRITE, body="warm-up")
     acked: list[list[str]] = [[] for _ in bridges]
     samples: list[float] = []
 
     def agent(i: int) -> None:
         for k in range(per_agent):
             began = time.perf_counter()
-            acked[i].append(bridges[i].call("episode_write", body=f"agent {i} write {k}")["id"])
+            acked[i].append(bridges[i].call(names.EPISODE_WRITE, body=f"agent {i} write {k}")["id"])
             samples.append(time.perf_counter() - began)
 
     threads = [threading.Thread(target=agent, args=(i,)) for i in range(agents)]
@@ -90,7 +91,7 @@ def bench_concurrent_writes(box: Throwaway, agents: int, per_agent: int) -> list
         thread.join()
     elapsed = time.perf_counter() - began
     ids = [i for ack in acked for i in ack]
-    found = bridges[0].call("episode_search", ids=ids[:200], include_bodies=False)["total"]
+    found = bridges[0].call(names.EPISODE_SEARCH, ids=ids[:200], include_bodies=False)["total"]
     for bridge in bridges:
         bridge.close()
     lost = len(ids) - len(set(ids)) + (min(200, len(ids)) - found)
@@ -129,7 +130,7 @@ def run(quick: bool) -> list[Row]:
         box.start()
         progress("bridge cold start")
         rows += bench_cold_start(box, 5 if quick else 20)
-        progress("episode_write")
+        progress(names.EPISODE_WRITE)
         rows += bench_episode_write(box, 200 if quick else 2000)
         progress("concurrent agents")
         rows += bench_concurrent_writes(box, 8, 50 if quick else 250)

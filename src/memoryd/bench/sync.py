@@ -17,6 +17,7 @@ import threading
 import time
 from pathlib import Path
 
+from memoryd import names
 from memoryd.bench.kit import Bridge, Row, Throwaway, WireLoader, pcts, progress, row
 
 COUNT = 1_000
@@ -29,7 +30,7 @@ def _load(box: Throwaway, label: str, count: int) -> None:
     conn = f"sync-load-{label}"
     loader.session(conn, f"/bench/{label}")
     for n in range(count):
-        loader.call(conn, "memory_write", content=f"Machine {label} record {n} notes port {9000 + n} for "
+        loader.call(conn, names.MEMORY_WRITE, content=f"Machine {label} record {n} notes port {9000 + n} for "
                     f"service s{label}{n} in zone z{n % 17}.", scopes=["projects:bench"], force=True,
                     acknowledge_transient=True, acknowledge_scope_mismatch=True, acknowledge_credential=True)
     loader.send(conn, "bye", {})
@@ -57,7 +58,7 @@ def _while_syncing(box: Throwaway) -> tuple[float, dict[str, object], list[float
 
     def searching() -> None:
         while not done.is_set():
-            latencies.append(bridge.timed("memory_search", query="service port zone"))
+            latencies.append(bridge.timed(names.MEMORY_SEARCH, query="service port zone"))
 
     probe = threading.Thread(target=searching)
     probe.start()

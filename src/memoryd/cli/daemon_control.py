@@ -34,7 +34,7 @@ def serve_daemon(detach: bool, log_format: str = "text") -> int:
     # long as the daemon (`lifecycle.open_store` freezes it, then turns the GC back on). The
     # collections it would run during these imports slow every start (docs/benchmark.md).
     gc.disable()
-    from memoryd.daemon import lifecycle
+    from memoryd.daemon.process import lifecycle
 
     lifecycle.configure_logging(log_format)
     if detach:

@@ -10,6 +10,7 @@ import json
 import sys
 import time
 
+from memoryd import names
 from memoryd.bench.kit import Bridge, Throwaway
 
 WORKTREE = "/demo/checkout"
@@ -23,12 +24,12 @@ def agent_one(box: Throwaway) -> str:
     bridge = Bridge(box.env, worktree=WORKTREE)
     bridge.initialize()
     say("agent 1: journals two iterations with episode_write")
-    bridge.call("episode_write", body="iteration 1: ran the migration, step 3 failed on a NULL column",
+    bridge.call(names.EPISODE_WRITE, body="iteration 1: ran the migration, step 3 failed on a NULL column",
                 takeaway="migration fails at step 3: NULL in users.email", scopes=["projects:demo"])
-    bridge.call("episode_write", body="iteration 2: backfilled emails, migration passes locally",
+    bridge.call(names.EPISODE_WRITE, body="iteration 2: backfilled emails, migration passes locally",
                 takeaway="backfill fixes the migration; CI not yet run", scopes=["projects:demo"])
-    session: str = bridge.call("episode_search", max_results=1)["episodes"][0]["session_id"]
-    finish = bridge.call("memory_session_finish", session_id=session, summary="migration unblocked",
+    session: str = bridge.call(names.EPISODE_SEARCH, max_results=1)["episodes"][0]["session_id"]
+    finish = bridge.call(names.MEMORY_SESSION_FINISH, session_id=session, summary="migration unblocked",
                          handoff="Became true: backfill fixes the users.email migration. Open: CI run. "
                                  "Next: push the branch and watch CI.")
     say(f"agent 1: finished {session} with handoff {finish.get('handoff_capsule')}")
@@ -39,14 +40,14 @@ def agent_one(box: Throwaway) -> str:
 def agent_two(box: Throwaway) -> None:
     bridge = Bridge(box.env, worktree=WORKTREE)
     bridge.initialize()
-    handoff = bridge.call("episode_handoff")
+    handoff = bridge.call(names.EPISODE_HANDOFF)
     say(f"agent 2: episode_handoff -> prior session {handoff['prior_session_id']} "
         f"ended '{handoff['prior_session']['ended']}'")
     for episode in handoff["episodes"]:
         say(f"           takeaway [{episode['provenance']}]: {episode['takeaway']}")
     if "handoff" in handoff["prior_session"]:
         say(f"           handoff: {handoff['prior_session']['handoff']['text']}")
-    digest = bridge.call("memory_digest", headlines=3)
+    digest = bridge.call(names.MEMORY_DIGEST, headlines=3)
     say(f"agent 2: memory_digest leads with {digest['handoffs_total']} handoff(s): "
         + json.dumps([h["text"][:60] for h in digest["handoffs"]]))
     bridge.close()

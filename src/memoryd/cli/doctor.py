@@ -1,7 +1,7 @@
 """`memoryd doctor`: check the install, paths, permissions, daemon and client configs, with a fix for each.
 
 Import contract: stdlib, `memoryd.paths` and `memoryd.cli.clients` (and, lazily, the stdlib-only
-`memoryd.daemon.logcheck` to verify the log from its files, and `client.spawn.pid_alive`); the
+`memoryd.daemon.storage.logcheck` to verify the log from its files, and `client.spawn.pid_alive`); the
 runtime packages are imported only to prove they load, and the daemon is judged from its status
 file, never over ZeroMQ, so doctor still answers when the transport or the daemon is what is broken.
 """
@@ -97,7 +97,7 @@ def check_model() -> list[Check]:
     """Search by meaning needs the encoder's weights, which `memoryd model install` puts in place
     (they are not a package dependency: cli/model.py says why). Without them search is by words."""
     from memoryd.cli import model
-    from memoryd.daemon.modelfile import MODEL_ZIP_ENV, EncoderUnavailable, installed_zip, read_pinned
+    from memoryd.daemon.encoder.files import MODEL_ZIP_ENV, EncoderUnavailable, installed_zip, read_pinned
 
     version = model.installed()
     if version == model.VERSION or os.environ.get(MODEL_ZIP_ENV):
@@ -201,7 +201,7 @@ def check_config() -> list[Check]:
 
 def check_event_log() -> list[Check]:
     """The whole chain, read from the files, so it answers while the daemon refuses to start."""
-    from memoryd.daemon import logcheck  # lazy; stdlib and errors only
+    from memoryd.daemon.storage import logcheck  # lazy; stdlib and errors only
 
     events = paths.store_root() / "events"
     if not events.is_dir():

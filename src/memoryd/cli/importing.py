@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from memoryd import names
 from memoryd.cli.memories import OK, REFUSED, UNAVAILABLE, USAGE, one_line
 from memoryd.cli.output import emit
 from memoryd.errors import MemorydError
@@ -207,7 +208,7 @@ def import_one(operator: Any, draft: Draft, ns: argparse.Namespace, held: str | 
     overrides = {ACKNOWLEDGE[kind]: True for kind in ns.acknowledge or []}
     try:
         result = {"status": "pending", "pending_id": held} if held else operator.tool(
-            "memory_write", content=draft.content, scopes=list(draft.scopes), category=draft.category,
+            names.MEMORY_WRITE, content=draft.content, scopes=list(draft.scopes), category=draft.category,
             confidence=draft.confidence, source=draft.source, **overrides)
         if result.get("status") == "pending" and ns.confirm_pending and not draft.removed_reason:
             result = operator.admin("resolve", pending_id=result["pending_id"], decision="confirm")
@@ -234,7 +235,7 @@ def _carry_over(operator: Any, draft: Draft, memory_id: str) -> Outcome:
     verification. If that second call fails, the memory stays written and the report says so."""
     from memoryd.client.connection import is_unavailable
 
-    tool = "memory_remove" if draft.removed_reason else "memory_verify"
+    tool = names.MEMORY_REMOVE if draft.removed_reason else names.MEMORY_VERIFY
     try:
         if draft.removed_reason:
             operator.tool(tool, id=memory_id, reason=draft.removed_reason)
@@ -252,7 +253,7 @@ def _carry_over(operator: Any, draft: Draft, memory_id: str) -> Outcome:
 def _pending(operator: Any, draft: Draft, result: dict[str, Any]) -> Outcome:
     """A staged write. A removed claim stays out (it would only be removed again): cancel it."""
     if draft.removed_reason:
-        operator.tool("memory_write_cancel", pending_id=result["pending_id"])
+        operator.tool(names.MEMORY_WRITE_CANCEL, pending_id=result["pending_id"])
         return Outcome("refused", "removed in the source tool and needs a confirmation: skipped", draft)
     return Outcome("pending", "waits for your yes: memoryd pending confirm ID", draft,
                    pending_id=result["pending_id"])

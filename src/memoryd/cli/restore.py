@@ -38,7 +38,7 @@ def add_parser(sub: Any) -> None:
 
 def main(archive: str) -> int:
     from memoryd import paths
-    from memoryd.daemon import lifecycle
+    from memoryd.daemon.process import lifecycle
 
     root = paths.store_root()
     paths.ensure_private_dir(paths.runtime_dir())

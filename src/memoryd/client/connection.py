@@ -137,7 +137,7 @@ class Connection:
         return result
 
     def admin(self, action: str, **args: Any) -> dict[str, Any]:
-        """An operator read (daemon/admin.py), or `resolve` of a pending write."""
+        """An operator read (daemon/process/admin.py), or `resolve` of a pending write."""
         result: dict[str, Any] = self.call("admin", {"action": action, **_given(args)})
         return result
 

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from memoryd.daemon import nofollow
-from memoryd.daemon.connections import Conn, Session
 from memoryd.daemon.domain import DomainState
-from memoryd.daemon.eventlog import Resume
+from memoryd.daemon.identity.connections import Conn, Session
+from memoryd.daemon.storage import nofollow
+from memoryd.daemon.storage.eventlog import Resume
 from memoryd.errors import StorageError, StoreDamaged
 
 log = logging.getLogger("memoryd.daemon")

@@ -19,14 +19,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from memoryd import names
 from memoryd.config import Config
-from memoryd.daemon import idents, store
-from memoryd.daemon.clock import Clock, iso
-from memoryd.daemon.connections import DRY_RUN_SESSION, Session, SessionTable
+from memoryd.daemon.calls.retries import Retries
 from memoryd.daemon.episodes.journal import Journal
-from memoryd.daemon.eventlog import EventLog
-from memoryd.daemon.events import KINDS, NON_CALL_KINDS, READ_KINDS
-from memoryd.daemon.retries import Retries
+from memoryd.daemon.identity import idents
+from memoryd.daemon.identity.connections import DRY_RUN_SESSION, Session, SessionTable
+from memoryd.daemon.storage import store
+from memoryd.daemon.storage.clock import Clock, iso
+from memoryd.daemon.storage.eventlog import EventLog
+from memoryd.daemon.storage.events import EPISODE_PRUNE, KINDS, NON_CALL_KINDS, READ_KINDS, WRITE_CONFIRM
 from memoryd.errors import InternalError, StorageError
 
 log = logging.getLogger("memoryd.daemon")
@@ -125,8 +127,8 @@ class DomainState:
     def record(self, kind: str, actor: Session | None = None, **fields: Any) -> dict[str, Any]:
         """Append one event (ids, counts, hashes only — never content) and apply it. A hook's dry
         run with no session of its own records nothing (sessions/binding.py)."""
-        if kind not in KINDS:  # every kind is declared once, in daemon/events.py
-            raise InternalError(f"event kind {kind!r} is not declared in daemon/events.py")
+        if kind not in KINDS:  # every kind is declared once, in daemon/storage/events.py
+            raise InternalError(f"event kind {kind!r} is not declared in daemon/storage/events.py")
         event: dict[str, Any] = {"ts": self.now(), "kind": kind}
         if actor is not None and actor.id == DRY_RUN_SESSION:
             return event
@@ -338,11 +340,11 @@ def _on_episode_handoff(core: DomainState, event: dict[str, Any]) -> None:
 def _on_episode_gone(core: DomainState, event: dict[str, Any]) -> None:
     """A promote that committed, a confirm of a promote, or a prune deleted episodes."""
     ids = event.get("episode_ids") or ([event["episode_id"]] if event.get("episode_id") else [])
-    if event["kind"] in ("episode_promote", "write_confirm") and event.get("deleted") is not True:
+    if event["kind"] in (names.EPISODE_PROMOTE, WRITE_CONFIRM) and event.get("deleted") is not True:
         return
     core.removed_episodes.update(ids)
     owner = core.sessions.get(event.get("owner", ""))
-    if owner is not None and event["kind"] != "episode_prune":
+    if owner is not None and event["kind"] != EPISODE_PRUNE:
         owner.episodes_promoted = {*owner.episodes_promoted, *ids}
 
 
@@ -350,9 +352,9 @@ _APPLIERS: dict[str, Callable[[DomainState, dict[str, Any]], None]] = {
     "session_start": _on_session_start,
     "session_end": _on_session_end,
     "session_reopen": _on_session_reopen,
-    "episode_write": _on_episode_write,
-    "episode_handoff": _on_episode_handoff,
-    "episode_promote": _on_episode_gone,
-    "write_confirm": _on_episode_gone,
-    "episode_prune": _on_episode_gone,
+    names.EPISODE_WRITE: _on_episode_write,
+    names.EPISODE_HANDOFF: _on_episode_handoff,
+    names.EPISODE_PROMOTE: _on_episode_gone,
+    WRITE_CONFIRM: _on_episode_gone,
+    EPISODE_PRUNE: _on_episode_gone,
 }

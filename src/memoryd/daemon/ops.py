@@ -13,15 +13,16 @@ from collections.abc import Callable
 from typing import Any
 
 from memoryd import PROTOCOL, __version__
-from memoryd.daemon import admin, catalogue
-from memoryd.daemon.connections import Conn, is_operator_client
+from memoryd.daemon import catalogue
+from memoryd.daemon.calls.validate import check_args
 from memoryd.daemon.core import Call, Core
-from memoryd.daemon.parked import ParkedCalls
+from memoryd.daemon.identity.connections import Conn, is_operator_client
+from memoryd.daemon.process import admin
+from memoryd.daemon.process.parked import ParkedCalls
 from memoryd.daemon.sessions import binding, hooks
 from memoryd.daemon.sessions.binding import Bindings
 from memoryd.daemon.sessions.news import News
 from memoryd.daemon.tool import Parked
-from memoryd.daemon.validate import check_args
 from memoryd.errors import BadRequest, InvalidParams, ProtocolMismatch, StorageError
 from memoryd.profiles import PROFILES
 
@@ -131,7 +132,7 @@ def call(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> An
 
 
 def admin_op(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
-    """Operator reads and decisions (daemon/admin.py); a decision is logged as the operator
+    """Operator reads and decisions (daemon/process/admin.py); a decision is logged as the operator
     session's, so one is found or started for it first."""
     conn = d.conns.get(conn_id)
     if conn is not None and args.get("action") in ("resolve", "sync_resolve"):
@@ -140,7 +141,7 @@ def admin_op(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -
 
 
 def episodes(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
-    """The operator's view of the journal tier (daemon/admin.py)."""
+    """The operator's view of the journal tier (daemon/process/admin.py)."""
     return admin.episodes(d.core, args)
 
 

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from memoryd.daemon import idents
 from memoryd.daemon.core import Call, Core
+from memoryd.daemon.identity import idents
 
 SCOPE_PATTERN = r"^(?=.{1,128}$)[a-z0-9]+(?:[-:][a-z0-9]+)*$"  # the length cap rides in the pattern
 ULID_PATTERN = f"^{idents.ULID_RE.pattern}$"  # the schemas' patterns are the checks' own
@@ -43,7 +43,7 @@ class Tool:
     idempotent: bool = False
     core: bool = False  # listed in the `core` profile (docs/tools.md, "Tool profiles"); all are in `full`
     # A call resent after it was applied (a restart lost the reply cache) is answered from what it
-    # did: the logged event -> its first result, or None to run it again (daemon/retries.py).
+    # did: the logged event -> its first result, or None to run it again (daemon/calls/retries.py).
     replay: Callable[[Core, dict[str, Any]], dict[str, Any] | None] | None = None
 
     @property

@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from memoryd import names
 from memoryd.bench.kit import Bridge
 from memoryd.config import SESSION_MIN_FULL_CHARS as MIN_FULL_CHARS
 from memoryd.config import Config
@@ -50,7 +51,7 @@ TARGETS = [
 
 def disclose(bridge: Bridge, prompt: str, key_of: dict[str, str]) -> dict[str, Any]:
     """What the hook would choose for `prompt`, by memory key: full, pointed, and its hits."""
-    hits = bridge.call("memory_search", query=disclosure.prompt_query(prompt), max_results=HOOK_DEPTH)["results"]
+    hits = bridge.call(names.MEMORY_SEARCH, query=disclosure.prompt_query(prompt), max_results=HOOK_DEPTH)["results"]
     full, pointed = disclosure.choose(hits, SETTINGS)
     return {"full": full, "pointed": pointed, "hits": hits,
             "keys": ([key_of.get(h["id"], "?") for h in full], [key_of.get(h["id"], "?") for h in pointed])}

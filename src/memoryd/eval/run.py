@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from memoryd import names
 from memoryd.bench.kit import Bridge, Throwaway, progress
 from memoryd.eval import prompts as typed
 from memoryd.eval import toolcalls
@@ -64,13 +65,13 @@ def write_memory(bridge: Bridge, memory: dict[str, Any], outcomes: dict[str, int
     args: dict[str, Any] = {"content": memory["content"], "scopes": memory["scopes"],
                             "category": memory.get("category", "fact")}
     for _ in range(len(ACKNOWLEDGE) + 2):
-        result = bridge.call("memory_write", **args)
+        result = bridge.call(names.MEMORY_WRITE, **args)
         status = str(result.get("status"))
         outcomes[status] = outcomes.get(status, 0) + 1
         if status == "committed":
             return str(result["id"])
         if status == "pending":
-            return str(bridge.call("memory_write_confirm", pending_id=result["pending_id"])["id"])
+            return str(bridge.call(names.MEMORY_WRITE_CONFIRM, pending_id=result["pending_id"])["id"])
         if status in ACKNOWLEDGE:
             args[ACKNOWLEDGE[status]] = True
         elif status == "duplicate":
@@ -95,7 +96,7 @@ def wait_for_vectors(bridge: Bridge, count: int, timeout_s: float = 600) -> str:
     returns the state it ended in, so a report says whether meaning took part."""
     deadline = time.monotonic() + timeout_s
     while True:
-        meaning = bridge.call("memory_health").get("search_by_meaning", {})
+        meaning = bridge.call(names.MEMORY_HEALTH).get("search_by_meaning", {})
         state = str(meaning.get("state"))
         if state in ("off",) or state.startswith("unavailable") or meaning.get("vectors", 0) >= count:
             return state
@@ -143,7 +144,7 @@ def evaluate(data: dict[str, Any], prompts: list[dict[str, Any]], lexical: bool 
 
 
 def run_query(bridge: Bridge, query: dict[str, Any], key_of: dict[str, str]) -> dict[str, Any]:
-    hits = bridge.call("memory_search", query=query["q"], max_results=SEARCH_DEPTH)["results"]
+    hits = bridge.call(names.MEMORY_SEARCH, query=query["q"], max_results=SEARCH_DEPTH)["results"]
     ranked = [key_of.get(h["id"], "?") for h in hits]
     top_relevance = hits[0].get("relevance", 0.0) if hits else 0.0
     row = {"q": query["q"], "kind": query["kind"], "split": query["split"], "ranked": ranked[:5],

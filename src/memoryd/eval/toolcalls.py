@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from memoryd import names
 from memoryd.bench.kit import Bridge
 from memoryd.config import Config
 from memoryd.eval.prompts import mean, target_table
@@ -41,7 +42,7 @@ def load(path: Path = TOOL_CALLS) -> list[dict[str, Any]]:
 def run_call(bridge: Bridge, call: dict[str, Any], key_of: dict[str, str],
              settings: dict[str, Any] = SETTINGS) -> dict[str, Any]:
     query = disclosure.tool_query(call["command"], call.get("description"))
-    hits = bridge.call("memory_search", query=query, max_results=DEPTH)["results"]
+    hits = bridge.call(names.MEMORY_SEARCH, query=query, max_results=DEPTH)["results"]
     full, pointed = disclosure.choose_for_tool(hits, settings)
     shown = [key_of.get(h["id"], "?") for h in full + pointed]
     row = {"command": call["command"], "split": call["split"], "kind": call.get("kind"),

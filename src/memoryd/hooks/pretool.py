@@ -19,6 +19,7 @@ import os
 import re
 from typing import Any
 
+from memoryd import names
 from memoryd.hooks import common as hooks
 from memoryd.hooks import disclosure, receipts
 from memoryd.hooks.disclosure import clip, one_line
@@ -96,7 +97,7 @@ def by_meaning(daemon: hooks.Daemon, command: str, description: Any, dry_run: bo
     if float(settings.get("tool_pointer_similarity", 1.1)) > 1.0:  # off in the config
         return None
     query = disclosure.tool_query(command, description)
-    hits = daemon.tool("memory_search", query=query, max_results=MEANING_DEPTH)["results"]
+    hits = daemon.tool(names.MEMORY_SEARCH, query=query, max_results=MEANING_DEPTH)["results"]
     full, pointed = disclosure.choose_for_tool(hits, settings)
     if not (full or pointed):
         return None

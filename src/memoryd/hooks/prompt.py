@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from memoryd import names
 from memoryd.hooks import disclosure
 from memoryd.hooks.common import NEWS_CHARS, Daemon, answer, news_section
 
@@ -27,7 +28,7 @@ def prompt(daemon: Daemon, data: dict[str, Any], dry_run: bool = False) -> str |
     if not isinstance(text, str) or not disclosure.prompt_query(text):
         return None
     settings = daemon.settings
-    hits = daemon.tool("memory_search", query=disclosure.prompt_query(text), max_results=SEARCH_DEPTH)["results"]
+    hits = daemon.tool(names.MEMORY_SEARCH, query=disclosure.prompt_query(text), max_results=SEARCH_DEPTH)["results"]
     full, pointed = disclosure.choose(hits, settings)
     # One call marks them shown and brings the siblings' news (sessions/news.py), deduplicated
     # against them: a memory another agent just wrote and this prompt matches shows once.

@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from memoryd.hooks.disclosure import POINTER_HEADER, PROMPT_HEADER
-from memoryd.hooks.table import BY_VERB
+from memoryd.hooks.table import BY_VERB, SESSION_START
 
 _ID_RE = re.compile(r"(?<![\w-])(m[0-9a-hjkmnp-tv-z]{8,9}|[0-7][0-9A-HJKMNP-TV-Z]{25})(?![\w-])")
 NEWS_MARK = "new from other agents"
@@ -29,13 +29,13 @@ def _tier(header: str, event: str) -> str | None:
         return "full"
     if NEWS_MARK in header:
         return "news"
-    return "listed" if event == "session-start" else None
+    return "listed" if event == SESSION_START.verb else None
 
 
 def items_of(text: str, event: str) -> list[dict[str, str]]:
     """`[{id, tier}]` for the memories named in `text`, by the section each sits in."""
     items: list[dict[str, str]] = []
-    tier = "listed" if event == "session-start" else None
+    tier = "listed" if event == SESSION_START.verb else None
     for line in text.splitlines():
         if line.startswith(("memoryd:", "## ")):
             tier = _tier(line, event)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from memoryd import names
 from memoryd.hooks.common import Daemon, answer, fit
 from memoryd.hooks.disclosure import clip, one_line
 from memoryd.instructions import project_line
@@ -110,9 +111,9 @@ def session_start(daemon: Daemon, identity: dict[str, Any]) -> str | None:
     rows = reply.get("since") or []
     since = since_section(rows, int(reply.get("since_total") or len(rows)), found is not None)
     line = session_line(reply.get("session_id"))
-    handoff = daemon.tool("episode_handoff", max_episodes=5, include_bodies=False)
+    handoff = daemon.tool(names.EPISODE_HANDOFF, max_episodes=5, include_bodies=False)
     project = identity.get("project")
-    digest = daemon.tool("memory_digest", headlines=5, **({"project": project} if project else {}))
+    digest = daemon.tool(names.MEMORY_DIGEST, headlines=5, **({"project": project} if project else {}))
     pinned = pinned_section(digest)
     written = handoff_section(found)
     if written and (since or pinned):  # a long handoff is cut, not the lines after it

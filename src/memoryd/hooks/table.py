@@ -34,17 +34,16 @@ class HookEvent(NamedTuple):  # not a dataclass: importing dataclasses costs a h
 # never spawns (the start and prompt hooks will have) and waits little on an answer. It fires only
 # for the tools point-of-action recall reads (hooks/pretool.py): Codex (0.171) reports shell commands
 # as `Bash` and file edits as `apply_patch`; it has no file-read tool and no SessionEnd.
-HOOKS = (
-    HookEvent("session-start", "start", {"claude-code": "SessionStart", "codex": "SessionStart"},
-              timeout_s=10, spawn_s=3.0, call_s=2.0, injects=True),
-    HookEvent("prompt", "prompt", {"claude-code": "UserPromptSubmit", "codex": "UserPromptSubmit"},
-              timeout_s=5, spawn_s=2.0, call_s=1.5, injects=True, dry_run_answers=True),
-    HookEvent("pre-tool", "pretool", {"claude-code": "PreToolUse", "codex": "PreToolUse"},
-              timeout_s=3, spawn_s=0.0, call_s=0.5, injects=True, dry_run_answers=True,
-              matchers={"claude-code": "Read|Edit|Write|MultiEdit|Bash", "codex": "Bash|apply_patch"}),
-    HookEvent("stop", "stop", {"claude-code": "Stop", "codex": "Stop"}, timeout_s=5, spawn_s=2.0, call_s=1.0),
-    HookEvent("session-end", "stop", {"claude-code": "SessionEnd"}, timeout_s=2, spawn_s=0.0, call_s=0.8),
-)
+SESSION_START = HookEvent("session-start", "start", {"claude-code": "SessionStart", "codex": "SessionStart"},
+                          timeout_s=10, spawn_s=3.0, call_s=2.0, injects=True)
+PROMPT = HookEvent("prompt", "prompt", {"claude-code": "UserPromptSubmit", "codex": "UserPromptSubmit"},
+                   timeout_s=5, spawn_s=2.0, call_s=1.5, injects=True, dry_run_answers=True)
+PRE_TOOL = HookEvent("pre-tool", "pretool", {"claude-code": "PreToolUse", "codex": "PreToolUse"},
+                     timeout_s=3, spawn_s=0.0, call_s=0.5, injects=True, dry_run_answers=True,
+                     matchers={"claude-code": "Read|Edit|Write|MultiEdit|Bash", "codex": "Bash|apply_patch"})
+STOP = HookEvent("stop", "stop", {"claude-code": "Stop", "codex": "Stop"}, timeout_s=5, spawn_s=2.0, call_s=1.0)
+SESSION_END = HookEvent("session-end", "stop", {"claude-code": "SessionEnd"}, timeout_s=2, spawn_s=0.0, call_s=0.8)
+HOOKS = (SESSION_START, PROMPT, PRE_TOOL, STOP, SESSION_END)
 BY_VERB = {hook.verb: hook for hook in HOOKS}
 EVENTS = tuple(BY_VERB)
 CLIENTS = ("claude-code", "codex")

@@ -18,7 +18,7 @@ from typing import Any
 
 import zmq
 
-from memoryd import identity
+from memoryd import identity, names
 from memoryd.client.connection import CALL_TIMEOUT_S, Connection
 from memoryd.client.zmq_socket import ZmqSocket
 from memoryd.errors import (
@@ -284,7 +284,7 @@ class Bridge:
         if cursor is not None and not isinstance(cursor, str):
             return self.fail(ask, INVALID_PARAMS, "'cursor' must be a string",
                              {"param": "cursor", "reason": "must be a string"})
-        self.forward(ask, "call", {"tool": "memory_list", "arguments": resources.list_arguments(cursor)},
+        self.forward(ask, "call", {"tool": names.MEMORY_LIST, "arguments": resources.list_arguments(cursor)},
                      shape=resources.list_result)
 
     def resources_read(self, ask: Ask, params: dict[str, Any]) -> None:
@@ -303,7 +303,7 @@ class Bridge:
         def reshape_error(error: dict[str, Any]) -> tuple[int, str, Any] | None:
             return self.not_found(ask, uri) if error.get("kind") == "unknown_memory" else None
 
-        self.forward(ask, "call", {"tool": "memory_show", "arguments": {"id": memory_id}},
+        self.forward(ask, "call", {"tool": names.MEMORY_SHOW, "arguments": {"id": memory_id}},
                      shape=lambda shown: resources.read_result(uri, shown), reshape_error=reshape_error)
 
     @staticmethod

@@ -44,6 +44,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
+from memoryd import names
 from memoryd.client.connection import is_unavailable
 from memoryd.errors import DAEMON_UNAVAILABLE, INVALID_PARAMS, RESOURCE_STATE, MemorydError
 from memoryd.ui import assets, pages
@@ -236,12 +237,12 @@ class Handler(BaseHTTPRequestHandler):
         scopes = [s for s in (scope, f"projects:{project}" if project else "") if s] or None
         op = self.ui.operator
         if removed:
-            result, mode = op.tool("memory_list_tombstones", limit=200), "removed"
+            result, mode = op.tool(names.MEMORY_LIST_TOMBSTONES, limit=200), "removed"
         elif q:
-            result, mode = op.tool("memory_search", query=q, scopes=scopes, category=category or None,
+            result, mode = op.tool(names.MEMORY_SEARCH, query=q, scopes=scopes, category=category or None,
                                    max_results=50, auto_scope=False), "search"
         else:
-            result, mode = op.tool("memory_list", scopes=scopes, category=category or None, limit=200), "list"
+            result, mode = op.tool(names.MEMORY_LIST, scopes=scopes, category=category or None, limit=200), "list"
         fragment = self.id_match(q) + pages.memory_results(result, mode)
         if _first(query, "fragment") == "1":
             self.send(200, fragment)
@@ -281,7 +282,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def show_memory(self, memory_id: str, query: dict[str, list[str]], status: int = 200,
                     error: str | None = None, draft: str | None = None) -> None:
-        memory = self.ui.operator.tool("memory_show", id=memory_id)
+        memory = self.ui.operator.tool(names.MEMORY_SHOW, id=memory_id)
         history = self.ui.operator.admin("history", id=memory_id)
         banners = {**self.banners(query), "error": error}
         self.send(status, pages.memory_page(memory, history, self.ui.csrf, draft=draft, **banners))
@@ -295,13 +296,13 @@ class Handler(BaseHTTPRequestHandler):
             self.edit_memory(memory_id, form)
         elif verb == "remove":
             reason = (_first(form, "reason") or "").strip() or "removed by the user in memoryd ui"
-            op.tool("memory_remove", id=memory_id, reason=reason)
+            op.tool(names.MEMORY_REMOVE, id=memory_id, reason=reason)
             self.redirect(f"/memory/{quote(memory_id)}?done=removed")
         elif verb in ("pin", "unpin"):  # through memory_update, as an agent's pin: history, sync
-            op.tool("memory_update", id=memory_id, pinned=verb == "pin")
+            op.tool(names.MEMORY_UPDATE, id=memory_id, pinned=verb == "pin")
             self.redirect(f"/memory/{quote(memory_id)}?done={verb}ned")
         elif verb == "restore":
-            result = op.tool("memory_restore", id=memory_id)
+            result = op.tool(names.MEMORY_RESTORE, id=memory_id)
             if result.get("status") != "restored":
                 raise Refused(409, f"not restored: {result.get('status')}: {result.get('hint', '')}")
             self.redirect(f"/memory/{quote(memory_id)}?done=restored")
@@ -324,10 +325,10 @@ class Handler(BaseHTTPRequestHandler):
             self.show_memory(memory_id, {}, 400, "the new content is empty: nothing saved (Remove removes a memory)",
                              draft)
             return
-        if draft.strip() == (self.ui.operator.tool("memory_show", id=memory_id).get("content") or "").strip():
+        if draft.strip() == (self.ui.operator.tool(names.MEMORY_SHOW, id=memory_id).get("content") or "").strip():
             self.redirect(f"/memory/{quote(memory_id)}?done=unchanged")
             return
-        result = self.ui.operator.tool("memory_update", id=memory_id, content=draft, expected_updated=read_at,
+        result = self.ui.operator.tool(names.MEMORY_UPDATE, id=memory_id, content=draft, expected_updated=read_at,
                                        acknowledge_transient=_first(form, "acknowledge_transient") == "1" or None)
         status = result.get("status")
         if status == "updated":
@@ -370,7 +371,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def page_health(self, rest: str, query: dict[str, list[str]]) -> None:
         op = self.ui.operator
-        status, health = op.call("status", {}), op.tool("memory_health")
+        status, health = op.call("status", {}), op.tool(names.MEMORY_HEALTH)
         conflicts, pending = op.admin("conflicts"), op.admin("pending")
         self.send(200, pages.health_page(status, health, conflicts, pending["total"], **self.banners(query)))
 

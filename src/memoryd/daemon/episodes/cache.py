@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 import msgpack
 
-from memoryd.daemon import nofollow
+from memoryd.daemon.storage import nofollow
 
 CACHE_VERSION = 3
 

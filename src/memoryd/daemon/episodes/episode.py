@@ -10,8 +10,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from memoryd.daemon import idents
-from memoryd.daemon.clock import stamp_text
+from memoryd.daemon.identity import idents
+from memoryd.daemon.storage.clock import stamp_text
 
 
 @dataclass(slots=True)

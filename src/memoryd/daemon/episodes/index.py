@@ -18,9 +18,10 @@ from typing import Any
 
 import msgpack
 
-from memoryd.daemon import frontmatter, idents, nofollow, store
 from memoryd.daemon.episodes.cache import Packed, encode_cache
 from memoryd.daemon.episodes.episode import Episode, from_meta, from_row
+from memoryd.daemon.identity import idents
+from memoryd.daemon.storage import frontmatter, nofollow, store
 
 
 class EpisodeIndex(Mapping[str, Episode]):

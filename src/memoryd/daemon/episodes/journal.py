@@ -17,10 +17,11 @@ from pathlib import Path
 
 import msgpack
 
-from memoryd.daemon import idents, nofollow, prefetch, store
 from memoryd.daemon.episodes.cache import Listing, Packed, encode_cache, read_cache, read_header, sessions_of
 from memoryd.daemon.episodes.episode import from_row
 from memoryd.daemon.episodes.index import JournalIndex
+from memoryd.daemon.identity import idents
+from memoryd.daemon.storage import nofollow, prefetch, store
 
 log = logging.getLogger("memoryd.daemon")
 

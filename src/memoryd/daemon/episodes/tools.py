@@ -11,13 +11,16 @@ import time
 from collections.abc import Set as AbstractSet
 from typing import Any
 
-from memoryd.daemon import frontmatter, idents
-from memoryd.daemon.clock import parse_iso
-from memoryd.daemon.connections import Session
+from memoryd import names
+from memoryd.daemon.calls.validate import python_pattern, require_text
 from memoryd.daemon.core import Call, Core
-from memoryd.daemon.credentials import mask_credentials
+from memoryd.daemon.credentials.detector import mask_credentials
 from memoryd.daemon.episodes.episode import Episode, first_line, to_meta
-from memoryd.daemon.scopes import is_hidden, matches_any, unique
+from memoryd.daemon.identity import idents
+from memoryd.daemon.identity.connections import Session
+from memoryd.daemon.identity.scopes import is_hidden, matches_any, unique
+from memoryd.daemon.storage import frontmatter
+from memoryd.daemon.storage.clock import parse_iso
 from memoryd.daemon.tool import (
     ANY_LIST,
     ANY_OBJ,
@@ -34,7 +37,6 @@ from memoryd.daemon.tool import (
     string,
     ulid,
 )
-from memoryd.daemon.validate import python_pattern, require_text
 from memoryd.errors import InvalidParams, ResourceState
 from memoryd.protocol import MAX_FRAME_BYTES
 
@@ -51,7 +53,7 @@ REPLY_BUDGET_BYTES = MAX_FRAME_BYTES - 64 * 1024
 
 def since_cutoff(value: str, now: float) -> str:
     """`since` as an ISO timestamp to compare against: absolute ISO, or a span like 30m/24h/7d."""
-    from memoryd.daemon.clock import iso
+    from memoryd.daemon.storage.clock import iso
 
     span = _SPAN.fullmatch(value.strip())
     try:
@@ -100,7 +102,7 @@ def write_episode(core: Core, session: Session, body: str, takeaway: str | None,
                       worktree=session.worktree)
     data = frontmatter.render(to_meta(episode, session.id), body, blame="takeaway")
     core.files.write_file(path, data, fresh=True)  # a new ULID: nothing there to be immutable
-    core.record("episode_write", session, episode_id=episode_id, swarm_id=swarm, req=req)
+    core.record(names.EPISODE_WRITE, session, episode_id=episode_id, swarm_id=swarm, req=req)
     core.journal.add(episode)
     return {"status": "committed", "id": episode_id, "session_id": session.id, "created": episode.created,
             "takeaway": takeaway, "scopes": scopes, "swarm_id": swarm}
@@ -252,7 +254,7 @@ def episode_handoff(call: Call, args: dict[str, Any]) -> dict[str, Any]:
         first, adopted, note = resolve_prior(core, caller)
     shown = visible_episodes(core, adopted, caller.disabled_scopes)[-args["max_episodes"]:] if adopted else []
     prior = adopted or first
-    core.record("episode_handoff", caller, prior=prior.id if prior else None, episodes=len(shown))
+    core.record(names.EPISODE_HANDOFF, caller, prior=prior.id if prior else None, episodes=len(shown))
     result: dict[str, Any] = {"prior_session_id": prior.id if prior else None, "episodes": [], "framing": "data"}
     if note:
         result["note"] = note if adopted is None else f"{note} (rewound to the older session {adopted.id})"
@@ -302,7 +304,7 @@ def episode_search(call: Call, args: dict[str, Any]) -> dict[str, Any] | Parked:
     core = call.core
     accept, worktree = _search_filter(call, args), _search_worktree(call, args)
     with_body = args["include_bodies"] if args["include_bodies"] is not None else bool(args["ids"])
-    core.record("episode_search", call.session, wait_for=args["wait_for"])
+    core.record(names.EPISODE_SEARCH, call.session, wait_for=args["wait_for"])
 
     found = {"total": 0}  # what the last full search counted (the parked check starts from it)
 
@@ -352,7 +354,7 @@ _EPISODE_ROW = {"type": "array", "items": {"type": "object"}}
 
 TOOLS = [
     Tool(
-        name="episode_write", core=True, replay=replay_episode_write,
+        name=names.EPISODE_WRITE, core=True, replay=replay_episode_write,
         description=(
             "Journal run state in your session: what was tried, where it failed, what is blocked or "
             "next; the transient notes memory_write rejects (no durability gate: not durable facts). "
@@ -374,7 +376,7 @@ TOOLS = [
         handler=episode_write,
     ),
     Tool(
-        name="episode_handoff", core=True,
+        name=names.EPISODE_HANDOFF, core=True,
         description=(
             "What did the last session in this worktree conclude? Call first in a fresh agent or loop "
             "iteration, before memory_search: its last takeaways (oldest first), how it ended, its "
@@ -393,7 +395,7 @@ TOOLS = [
         handler=episode_handoff, read_only=True,
     ),
     Tool(
-        name="episode_search",
+        name=names.EPISODE_SEARCH,
         description=(
             "Find episodes across sessions (never memories); filters AND; the newest matches, oldest "
             "first, with total. auto_scope keeps your worktree unless swarm_id, session_id or ids is "

@@ -10,12 +10,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from memoryd.daemon import idents
+from memoryd.daemon.calls.validate import python_pattern
+from memoryd.daemon.identity import idents
+from memoryd.daemon.identity.scopes import unique
 from memoryd.daemon.memories.records import LINK_TYPES
 from memoryd.daemon.memories.shortids import ShortIds, is_short_id
-from memoryd.daemon.scopes import unique
 from memoryd.daemon.tool import SCOPE_PATTERN
-from memoryd.daemon.validate import python_pattern
 from memoryd.errors import InvalidParams, ResourceState
 
 MAX_LINKS = 64

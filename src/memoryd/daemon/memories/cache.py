@@ -26,8 +26,9 @@ from typing import Any
 
 import msgpack
 
-from memoryd.daemon import idents, nofollow
+from memoryd.daemon.identity import idents
 from memoryd.daemon.memories.records import ROW_FIELDS, Memory, RowTables
+from memoryd.daemon.storage import nofollow
 
 CACHE_NAME = "memories.cache"
 CACHE_VERSION = 4  # 4: `pinned` is the last column; a 3 gets a column of False (nothing was pinned)

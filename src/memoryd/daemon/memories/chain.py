@@ -11,10 +11,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from memoryd.daemon import text
+from memoryd.daemon.identity.scopes import unique
 from memoryd.daemon.memories import gates
 from memoryd.daemon.memories.records import Memory
-from memoryd.daemon.scopes import unique
+from memoryd.daemon.search import text
 
 SNIPPET_CHARS = 160
 MAX_MATCHES = 5

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from memoryd.daemon.clock import parse_stamp
+from memoryd.daemon.calls.validate import require_text
 from memoryd.daemon.core import Call, Core
-from memoryd.daemon.credentials import find_credentials
+from memoryd.daemon.credentials.detector import find_credentials
 from memoryd.daemon.memories.args import (
     check_links,
     check_verified,
@@ -26,7 +26,7 @@ from memoryd.daemon.memories.records import HANDOFF, Memory
 from memoryd.daemon.memories.staleness import assess
 from memoryd.daemon.memories.tier import MemoryTier
 from memoryd.daemon.memories.writes import USER_INFERENCE, tier_of
-from memoryd.daemon.validate import require_text
+from memoryd.daemon.storage.clock import parse_stamp
 from memoryd.errors import InvalidParams, ResourceState
 
 MAX_NOTE_BYTES = 4096

@@ -11,10 +11,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from memoryd.daemon.credentials import credential_hits, find_credentials, redact_credentials
-from memoryd.daemon.patterns import compile_all as compile_patterns
-from memoryd.daemon.patterns import lazy as _re
-from memoryd.daemon.text import STOPWORDS, word_tokens
+from memoryd.daemon.credentials.detector import credential_hits, find_credentials, redact_credentials
+from memoryd.daemon.credentials.patterns import compile_all as compile_patterns
+from memoryd.daemon.credentials.patterns import lazy as _re
+from memoryd.daemon.search.text import STOPWORDS, word_tokens
 
 __all__ = [
     "cited_paths", "compile_patterns", "credential_hits", "find_credentials", "find_scope_mismatches",
@@ -47,7 +47,7 @@ def _non_overlapping(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Gate 1, credentials, is `daemon/credentials.py`: every path that stores outside text asks it.
+# Gate 1, credentials, is `daemon/credentials/detector.py`: every path that stores outside text asks it.
 
 
 # ---------------------------------------------------------------------------------------------

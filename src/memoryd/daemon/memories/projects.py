@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memoryd.daemon.core import Call
+from memoryd.daemon.identity.scopes import unique
 from memoryd.daemon.memories.index import PROJECT_PREFIX, project_scope_name
-from memoryd.daemon.scopes import unique
 from memoryd.identity import project_name
 
 UNKNOWN_HINT = ("No worktree or memory has used project {name!r}; this repo's memories are scoped {own}. Use "

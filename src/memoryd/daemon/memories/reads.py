@@ -19,18 +19,18 @@ from collections.abc import Callable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from typing import Any
 
-from memoryd.daemon.clock import parse_stamp
-from memoryd.daemon.connections import Session
+from memoryd.daemon.calls.validate import require_text
 from memoryd.daemon.core import Call, Core
 from memoryd.daemon.episodes.tools import resolve_prior
+from memoryd.daemon.identity.connections import Session
+from memoryd.daemon.identity.scopes import is_hidden, matches_any
 from memoryd.daemon.memories.args import check_scope_list, named_memory
 from memoryd.daemon.memories.records import Memory
 from memoryd.daemon.memories.staleness import assess
 from memoryd.daemon.memories.tier import MemoryTier
 from memoryd.daemon.memories.writes import tier_of
-from memoryd.daemon.scopes import is_hidden, matches_any
-from memoryd.daemon.text import word_tokens
-from memoryd.daemon.validate import require_text
+from memoryd.daemon.search.text import word_tokens
+from memoryd.daemon.storage.clock import parse_stamp
 from memoryd.errors import InvalidParams, ResourceState
 
 MAX_QUERY_BYTES = 4096

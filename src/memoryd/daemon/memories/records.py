@@ -14,15 +14,17 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from memoryd.daemon import frontmatter, idents
-from memoryd.daemon.clock import stamp_text
+from memoryd import names
+from memoryd.daemon.identity import idents
+from memoryd.daemon.storage import frontmatter
+from memoryd.daemon.storage.clock import stamp_text
 
 SCHEMA_VERSION = 1
 CATEGORIES = ("fact", "user-inference", "ambient")
 HANDOFF = "handoff"
 CONFIDENCES = ("high", "medium", "low")
 SOURCES = ("explicit-statement", "inferred", "user-correction")
-HANDOFF_SOURCE = "memory_session_finish"
+HANDOFF_SOURCE = names.MEMORY_SESSION_FINISH
 LINK_TYPES = ("supersedes", "contradicts", "extends", "depends_on")
 ORIGIN_KEYS = ("worktree", "repo", "project", "branch", "commit", "client")
 FIRST_LINE_CHARS = 200

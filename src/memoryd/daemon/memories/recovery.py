@@ -21,13 +21,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from memoryd.daemon import frontmatter, idents, nofollow, store, text
-from memoryd.daemon import prefetch as forked  # the module; `prefetch` below is this tier's step
 from memoryd.daemon.core import PROGRESS_EVERY
+from memoryd.daemon.identity import idents
 from memoryd.daemon.memories import cache as memory_cache
 from memoryd.daemon.memories.records import Memory, RowTables, decode_pending, from_meta, sha256_hex
 from memoryd.daemon.memories.state import TierState
-from memoryd.daemon.search import SearchIndex
+from memoryd.daemon.search import SearchIndex, text
+from memoryd.daemon.storage import frontmatter, nofollow, store
+from memoryd.daemon.storage import prefetch as forked  # the module; `prefetch` below is this tier's step
 
 log = logging.getLogger("memoryd.daemon")
 
@@ -315,7 +316,7 @@ PREFETCH_MIN_RECORDS = 20_000
 
 def prefetch(tier: TierState, minimum: int | None = None) -> None:
     """On a start without the parse cache in a store of at least `minimum` memory files, fork a
-    helper (daemon/prefetch.py) that parses every record file and builds the search index while
+    helper (daemon/storage/prefetch.py) that parses every record file and builds the search index while
     the daemon replays the log; `load` then takes them like a cache and a snapshot: the folders
     are still listed here, doubles, bad files and the log's verdicts still settled here (a file
     the helper could not parse is parsed again here, and reported)."""

@@ -13,13 +13,13 @@ import os
 from collections import Counter
 from typing import Any
 
-from memoryd.daemon import logcheck
-from memoryd.daemon.clock import parse_stamp
 from memoryd.daemon.core import Call, Core
 from memoryd.daemon.memories.reads import caller_repos, memory_filter
 from memoryd.daemon.memories.records import Memory
 from memoryd.daemon.memories.staleness import DAY_S, REQUIRED, assess
 from memoryd.daemon.memories.writes import tier_of
+from memoryd.daemon.storage import logcheck
+from memoryd.daemon.storage.clock import parse_stamp
 
 HEALTH_ITEMS = 20
 NEVER_RETRIEVED_DAYS = 30

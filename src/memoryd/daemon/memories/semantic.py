@@ -197,7 +197,7 @@ class Semantic:
     def rebuild(self, live: Iterable[Any], progress: Callable[[str, int, int], None]) -> int:
         """Embed every memory here and now (`memoryd reindex`, daemon stopped); returns how many.
         The caller's clean stop writes them (`MemoryTier._on_daemon_stop`)."""
-        from memoryd.daemon.encoder import Encoder, EncoderUnavailable
+        from memoryd.daemon.encoder.model import Encoder, EncoderUnavailable
 
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
         try:
@@ -222,7 +222,7 @@ class Semantic:
         rows = [(i, memory_id) for i, memory_id in enumerate(self.ids) if memory_id is not None]
         at = [i for i, _ in rows]
         dims = 0 if self.matrix is None else self.matrix.shape[1]
-        from memoryd.daemon.encoder import WEIGHTS_SHA256
+        from memoryd.daemon.encoder.model import WEIGHTS_SHA256
 
         self.write(self.path, vectorfile.file_bytes(WEIGHTS_SHA256, [m for _, m in rows], [self.stamps[i] for i in at],
                                                     dims, self.matrix[at] if rows else None,
@@ -238,7 +238,7 @@ class Semantic:
         except (AttributeError, OSError):
             pass
         try:
-            from memoryd.daemon.encoder import Encoder, EncoderUnavailable
+            from memoryd.daemon.encoder.model import Encoder, EncoderUnavailable
 
             encoder = Encoder.load()
         except (ImportError, EncoderUnavailable) as exc:
@@ -286,7 +286,7 @@ class Semantic:
         """Hand over the saved vectors that still match; returns what must be embedded (oldest first,
         so `pop` takes the newest). A file that cannot be trusted is thrown away (vectorfile.py) and
         health says so."""
-        from memoryd.daemon.encoder import WEIGHTS_SHA256
+        from memoryd.daemon.encoder.model import WEIGHTS_SHA256
 
         saved: dict[str, tuple[str, int]] = {}
         matrix = None

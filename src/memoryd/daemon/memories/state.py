@@ -13,8 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from memoryd.daemon import idents
 from memoryd.daemon.core import Core
+from memoryd.daemon.identity import idents
 from memoryd.daemon.memories import cache as memory_cache
 from memoryd.daemon.memories.index import LiveIndex, TombIndex, project_scope_name
 from memoryd.daemon.memories.live import LiveMemories

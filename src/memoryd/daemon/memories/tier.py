@@ -20,10 +20,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from memoryd.daemon import idents
-from memoryd.daemon.connections import Session
 from memoryd.daemon.core import Core
-from memoryd.daemon.credentials import find_credentials
+from memoryd.daemon.credentials.detector import find_credentials
+from memoryd.daemon.identity import idents
+from memoryd.daemon.identity.connections import Session
+from memoryd.daemon.identity.scopes import unique
 from memoryd.daemon.memories import recovery as memory_recovery
 from memoryd.daemon.memories import verify as memory_verify
 from memoryd.daemon.memories.gates import compile_patterns, scan_taint
@@ -37,7 +38,6 @@ from memoryd.daemon.memories.records import (
     sha256_hex,
 )
 from memoryd.daemon.memories.state import TierState
-from memoryd.daemon.scopes import unique
 from memoryd.errors import InvalidParams, ResourceState, StorageError
 
 log = logging.getLogger("memoryd.daemon")
@@ -149,7 +149,7 @@ class MemoryTier(TierState):
 
     def next_updated(self, previous: str) -> str:
         """Now, but strictly after `previous`, so compare-and-set on `updated` is never ambiguous."""
-        from memoryd.daemon.clock import iso, parse_iso
+        from memoryd.daemon.storage.clock import iso, parse_iso
 
         now = self.core.clock()
         if self.core.now() <= previous:
@@ -294,7 +294,7 @@ class MemoryTier(TierState):
         else:
             self.episodes_pruned += len(event.get("episode_ids") or ())
 
-    # -- the checkpoint (daemon/checkpoint.py): the log-derived fields above, saved and restored --
+    # -- the checkpoint (daemon/process/checkpoint.py): the log-derived fields above, saved and restored --
 
     def log_state(self) -> dict[str, Any]:
         # logged_sha and logged_state get the same keys at the same moments (`_named`, sync), so

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from memoryd import names
 from memoryd.daemon.memories.edits import (
     memory_remove,
     memory_restore,
@@ -105,7 +106,7 @@ TOOLS = [
         handler=memory_scope_enable, idempotent=True,
     ),
     Tool(
-        name="memory_write", core=True, replay=replay_memory_write,
+        name=names.MEMORY_WRITE, core=True, replay=replay_memory_write,
         description=(
             "Store a durable fact, preference or decision (run state: episode_write). A gate may answer "
             "instead, with evidence and a hint naming its override flag: credential_warning, "
@@ -117,7 +118,7 @@ TOOLS = [
         returns=_STATUS, handler=memory_write,
     ),
     Tool(
-        name="memory_write_confirm", core=True, replay=replay_write_confirm,
+        name=names.MEMORY_WRITE_CONFIRM, core=True, replay=replay_write_confirm,
         description=(
             "Commit your pending write after the user's yes. Gates re-run; if one fires, its status "
             "returns and the write stays pending. A promoted episode is deleted on commit."
@@ -125,13 +126,13 @@ TOOLS = [
         params={"pending_id": _STR}, required=("pending_id",), returns=_STATUS, handler=memory_write_confirm,
     ),
     Tool(
-        name="memory_write_cancel", core=True,
+        name=names.MEMORY_WRITE_CANCEL, core=True,
         description="Drop your pending write (the user said no); a promoted episode is kept.",
         params={"pending_id": _STR}, required=("pending_id",), returns=_STATUS,
         handler=memory_write_cancel, destructive=True,
     ),
     Tool(
-        name="memory_search", core=True,
+        name=names.MEMORY_SEARCH, core=True,
         description=(
             "Ranked search of durable memories (not episodes) for tasks referring to shared or past "
             "context. auto_scope: your repo plus repo-less memories; since_prior_session: only changes "
@@ -143,13 +144,13 @@ TOOLS = [
         handler=memory_search, read_only=True,
     ),
     Tool(
-        name="memory_show", core=True,
+        name=names.MEMORY_SHOW, core=True,
         description="One memory by id, live or removed: every field, links both ways, staleness.",
         params=_ID_ONLY, required=("id",), returns={"id": STR},
         handler=memory_show, read_only=True,
     ),
     Tool(
-        name="memory_list",
+        name=names.MEMORY_LIST,
         description=(
             "Browse memories, newest first, as compact rows; pass next_cursor back as cursor. "
             "To find by topic use memory_search. pinned=true: only pinned rules."
@@ -160,7 +161,7 @@ TOOLS = [
         handler=memory_list, read_only=True,
     ),
     Tool(
-        name="memory_update", replay=replay_edit,
+        name=names.MEMORY_UPDATE, replay=replay_edit,
         description=(
             "Edit a memory in place instead of writing a near-duplicate; scopes and links replace. New "
             "content re-runs the credential and transient gates and resets verification. "
@@ -172,24 +173,24 @@ TOOLS = [
         required=("id",), returns=_STATUS, handler=memory_update,
     ),
     Tool(
-        name="memory_remove", replay=replay_edit,
+        name=names.MEMORY_REMOVE, replay=replay_edit,
         description="Move a wrong or obsolete memory to a tombstone with a reason (memory_restore undoes).",
         params={"id": _STR, "reason": _STR}, required=("id", "reason"), returns=_STATUS,
         handler=memory_remove, destructive=True, idempotent=True,
     ),
     Tool(
-        name="memory_restore", replay=replay_edit,
+        name=names.MEMORY_RESTORE, replay=replay_edit,
         description="Bring a removed memory back, unless a live one now says the same (status duplicate).",
         params=_ID_ONLY, required=("id",), returns=_STATUS, handler=memory_restore,
     ),
     Tool(
-        name="memory_list_tombstones",
+        name=names.MEMORY_LIST_TOMBSTONES,
         description="Removed memories with reasons, latest first; paged by cursor.",
         params={"limit": _LIMIT, "cursor": _STR}, required=(),
         returns={"tombstones": ANY_LIST, "total": INT}, handler=memory_list_tombstones, read_only=True,
     ),
     Tool(
-        name="memory_verify", replay=replay_edit,
+        name=names.MEMORY_VERIFY, replay=replay_edit,
         description="Record that a memory still holds (optionally the paths or commits checked); "
                     "its staleness clock restarts.",
         params={"id": _STR, "note": _STR, "verified_paths": _SCOPES, "verified_commits": _SCOPES},
@@ -203,14 +204,14 @@ TOOLS = [
         handler=memory_scope_overview, read_only=True,
     ),
     Tool(
-        name="memory_health",
+        name=names.MEMORY_HEALTH,
         description="Curation rollup: stale, tainted, never-retrieved memories; log chain; reaper; "
                     "bad, hand-edited, unaccounted, missing files.",
         params={}, required=(), returns={"memories": INT},
         handler=memory_health, read_only=True,
     ),
     Tool(
-        name="episode_promote", core=True, replay=replay_episode_promote,
+        name=names.EPISODE_PROMOTE, core=True, replay=replay_episode_promote,
         description=(
             "Promote an episode whose takeaway became a lasting fact to a durable memory, through "
             "memory_write's gates. committed deletes the episode; pending holds it (memory_write_confirm "

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from memoryd.daemon import nofollow, store
 from memoryd.daemon.memories.records import Memory
 from memoryd.daemon.memories.recovery import (
     BAD_RECORD,
@@ -22,6 +21,7 @@ from memoryd.daemon.memories.recovery import (
     settle_double,
 )
 from memoryd.daemon.memories.state import TierState
+from memoryd.daemon.storage import nofollow, store
 
 
 def verify_some(tier: TierState, budget: int | None) -> int:

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from memoryd.daemon.clock import iso
+from memoryd import names
+from memoryd.daemon.calls.validate import require_text
 from memoryd.daemon.core import Call, Core
 from memoryd.daemon.episodes.episode import Episode
 from memoryd.daemon.memories import gates
@@ -31,7 +32,7 @@ from memoryd.daemon.memories.records import (
     render_memory,
 )
 from memoryd.daemon.memories.tier import MemoryTier
-from memoryd.daemon.validate import require_text
+from memoryd.daemon.storage.clock import iso
 from memoryd.errors import InvalidParams, ResourceState
 
 USER_INFERENCE = "user-inference"
@@ -248,7 +249,7 @@ def episode_promote(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     if result["status"] == "committed":
         delete_episode(core, episode)
         deleted = True
-    core.record("episode_promote", call.session, episode_id=episode.id, owner=episode.session_id,
+    core.record(names.EPISODE_PROMOTE, call.session, episode_id=episode.id, owner=episode.session_id,
                 outcome=result["status"], memory_id=result.get("id"), pending_id=result.get("pending_id"),
                 deleted=deleted, req=call.req)
     return {**result, "promoted_from_episode_id": episode.id}

@@ -16,7 +16,7 @@ from itertools import accumulate
 from operator import le
 from typing import Any, Self, cast
 
-from memoryd.daemon import text
+from memoryd.daemon.search import text
 
 
 @lru_cache(maxsize=4096)

@@ -10,7 +10,7 @@ import math
 from collections.abc import Callable, Iterable, Iterator
 from operator import itemgetter
 
-from memoryd.daemon import text
+from memoryd.daemon.search import text
 from memoryd.daemon.search.postings import Postings
 
 BM25_K1 = 1.2

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from memoryd.daemon.connections import Session
 from memoryd.daemon.core import Core
+from memoryd.daemon.identity.connections import Session
+from memoryd.daemon.identity.scopes import is_hidden
 from memoryd.daemon.memories.anchors import Hit, best
 from memoryd.daemon.memories.records import Memory
 from memoryd.daemon.memories.staleness import FRESH
-from memoryd.daemon.scopes import is_hidden
 from memoryd.daemon.sessions.hooks import count_tool_call, take_unseen
 
 MAX_PATHS = 8

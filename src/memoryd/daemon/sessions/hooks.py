@@ -21,11 +21,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from memoryd.daemon.clock import parse_iso
-from memoryd.daemon.connections import Session
 from memoryd.daemon.core import Core
-from memoryd.daemon.credentials import Hit, credential_hits, find_credentials
+from memoryd.daemon.credentials.detector import Hit, credential_hits, find_credentials
+from memoryd.daemon.identity.connections import Session
 from memoryd.daemon.sessions import records
+from memoryd.daemon.storage.clock import parse_iso
 from memoryd.errors import MemorydError
 
 LAST_WORDS_CHARS = 4000

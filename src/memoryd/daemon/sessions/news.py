@@ -28,11 +28,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from memoryd.daemon.connections import Session, is_operator_client
+from memoryd import names
 from memoryd.daemon.core import Core
+from memoryd.daemon.identity.connections import Session, is_operator_client
+from memoryd.daemon.identity.scopes import is_hidden, under
 from memoryd.daemon.memories.reads import shown_by_default_search
 from memoryd.daemon.memories.records import Memory
-from memoryd.daemon.scopes import is_hidden, under
+from memoryd.daemon.storage.events import WRITE, WRITE_CONFIRM
 
 RING_SIZE = 512        # recent commits kept; a hook shows at most NEWS_MAX of them anyway
 MAX_CURSORS = 4096     # client sessions whose cursor is kept
@@ -62,9 +64,9 @@ class News:
         kind, session = event["kind"], event.get("session")
         if not session:
             return
-        if kind in ("write", "write_confirm") and event.get("status") == "committed" and event.get("gate") != HANDOFF:
+        if kind in (WRITE, WRITE_CONFIRM) and event.get("status") == "committed" and event.get("gate") != HANDOFF:
             self.ring.append(Commit(event["seq"], event["ts"], "memory", event["memory_id"], session))
-        elif kind == "episode_write":
+        elif kind == names.EPISODE_WRITE:
             self.ring.append(Commit(event["seq"], event["ts"], "takeaway", event["episode_id"], session))
 
     def take(self, core: Core, caller: Session, identity: dict[str, Any], mark: bool = True,

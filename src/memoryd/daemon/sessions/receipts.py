@@ -21,11 +21,13 @@ from collections import Counter
 from typing import Any
 
 from memoryd.config import SESSION_MIN_FULL_CHARS
-from memoryd.daemon import idents, logcheck
-from memoryd.daemon.clock import iso
-from memoryd.daemon.connections import Session
 from memoryd.daemon.core import Core
+from memoryd.daemon.identity import idents
+from memoryd.daemon.identity.connections import Session
 from memoryd.daemon.memories.shortids import is_short_id
+from memoryd.daemon.storage import logcheck
+from memoryd.daemon.storage.clock import iso
+from memoryd.daemon.storage.events import SHOW
 from memoryd.errors import InvalidParams
 
 HOOKS = ("session-start", "prompt", "pre-tool", "news")
@@ -119,8 +121,8 @@ def delivery(core: Core, memory_id: str) -> dict[str, Any]:
     """How often `memory_id` was injected, in how many sessions, and how often its pointer was opened."""
     injected = pointed = opened = 0
     sessions: set[str] = set()
-    for event in _events(core, ("inject", "show")):
-        if event["kind"] == "show":
+    for event in _events(core, ("inject", SHOW)):
+        if event["kind"] == SHOW:
             opened += event.get("memory_id") == memory_id and bool(event.get("pointed"))
             continue
         for named, tier in zip(event.get("injected") or [], event.get("tiers") or []):
@@ -135,14 +137,14 @@ def stats(core: Core, days: int = STATS_DAYS) -> dict[str, Any]:
     """The last `days` days of automatic injection: per session, the pointer open rate, the memories
     injected most and those injected but never opened or shown."""
     since = iso(time.time() - days * 86400)
-    events = _events(core, ("inject", "show"), since)
+    events = _events(core, ("inject", SHOW), since)
     per_session: Counter[str] = Counter()
     chars: Counter[str] = Counter()
     by_memory: Counter[str] = Counter()
     pointed: Counter[str] = Counter()
     opened: Counter[str] = Counter()
     for event in events:
-        if event["kind"] == "show":
+        if event["kind"] == SHOW:
             if event.get("pointed"):
                 opened[str(event.get("memory_id"))] += 1
             continue

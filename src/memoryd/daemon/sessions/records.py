@@ -26,10 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memoryd.daemon import frontmatter, idents, nofollow, store
-from memoryd.daemon.clock import iso
-from memoryd.daemon.connections import Session
 from memoryd.daemon.core import Core
+from memoryd.daemon.identity import idents
+from memoryd.daemon.identity.connections import Session
+from memoryd.daemon.storage import frontmatter, nofollow, store
+from memoryd.daemon.storage.clock import iso
 from memoryd.errors import StorageError
 
 log = logging.getLogger("memoryd.daemon")

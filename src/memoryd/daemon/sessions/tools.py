@@ -14,13 +14,15 @@ from collections import Counter
 from collections.abc import Set as AbstractSet
 from typing import Any
 
-from memoryd.daemon.clock import iso
-from memoryd.daemon.connections import Session, is_operator_client
+from memoryd import names
+from memoryd.daemon.calls.validate import require_text
 from memoryd.daemon.core import Call, Core
+from memoryd.daemon.identity.connections import Session, is_operator_client
+from memoryd.daemon.identity.scopes import is_hidden
 from memoryd.daemon.memories.records import Memory
 from memoryd.daemon.memories.rollups import extension_sections
-from memoryd.daemon.scopes import is_hidden
 from memoryd.daemon.sessions import records
+from memoryd.daemon.storage.clock import iso
 from memoryd.daemon.tool import (
     ANY_LIST,
     ANY_OBJ,
@@ -32,7 +34,6 @@ from memoryd.daemon.tool import (
     session_id,
     string,
 )
-from memoryd.daemon.validate import require_text
 from memoryd.errors import InvalidParams, ResourceState
 
 MAX_HANDOFF_BYTES = 65_536
@@ -281,7 +282,7 @@ TOOLS = [
         handler=memory_session_start,
     ),
     Tool(
-        name="memory_session_finish", core=True,
+        name=names.MEMORY_SESSION_FINISH, core=True,
         description=(
             "Close an open session exactly once, optionally with a summary and a handoff: what became "
             "true, what is open, the next physical action. The handoff is saved first, as a durable "
@@ -300,7 +301,7 @@ TOOLS = [
         handler=memory_session_finish, destructive=False,
     ),
     Tool(
-        name="memory_digest", core=True,
+        name=names.MEMORY_DIGEST, core=True,
         description=(
             "Session-start overview led by the newest handoff per project (yours first): your session "
             "id, counts, newest memories, open sessions, your pending writes, recent takeaways here. "

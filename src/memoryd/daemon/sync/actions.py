@@ -9,11 +9,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from memoryd.daemon import frontmatter, idents, nofollow
-from memoryd.daemon.connections import Conn
 from memoryd.daemon.core import Core
+from memoryd.daemon.identity import idents
+from memoryd.daemon.identity.connections import Conn
 from memoryd.daemon.memories.records import render_memory
 from memoryd.daemon.memories.tier import MemoryTier
+from memoryd.daemon.storage import frontmatter, nofollow
 from memoryd.daemon.sync import service
 from memoryd.daemon.sync.layout import CONFLICTS, FOLDER_OF, LIVE, TOMB, branch_of
 from memoryd.errors import InvalidParams, ResourceState

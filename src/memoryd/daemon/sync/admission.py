@@ -14,11 +14,12 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass, replace
 
-from memoryd.daemon import frontmatter, idents
-from memoryd.daemon.credentials import find_credentials
+from memoryd.daemon.credentials.detector import find_credentials
+from memoryd.daemon.identity import idents
 from memoryd.daemon.memories.args import check_scope_list
 from memoryd.daemon.memories.gates import scan_taint
 from memoryd.daemon.memories.records import CATEGORIES, CONFIDENCES, HANDOFF, Memory, from_meta
+from memoryd.daemon.storage import frontmatter
 from memoryd.daemon.sync.layout import CONFLICTS, FOLDER_OF, TOMB
 from memoryd.daemon.sync.merge import STAMP_FIELDS, horizon, stamp_ms
 from memoryd.errors import InvalidParams

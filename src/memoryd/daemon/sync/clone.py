@@ -15,8 +15,8 @@ import shutil
 from collections.abc import Collection
 from pathlib import Path
 
-from memoryd.daemon import frontmatter, nofollow
 from memoryd.daemon.memories.records import sha256_hex
+from memoryd.daemon.storage import frontmatter, nofollow
 from memoryd.daemon.sync import admission
 from memoryd.daemon.sync.git import Git, GitFailed
 from memoryd.daemon.sync.layout import CONFLICTS, FOLDER_OF, escaped, write_atomic

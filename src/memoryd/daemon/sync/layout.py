@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from memoryd import fsio
-from memoryd.daemon import frontmatter, nofollow
+from memoryd.daemon.storage import frontmatter, nofollow
 
 LIVE, TOMB = "live", "tomb"  # a record's two states, in events and in the merge rule
 FOLDER_OF = {LIVE: "memories", TOMB: "tombstones"}  # a state's folder, in the clone as in the store

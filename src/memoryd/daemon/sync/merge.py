@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from memoryd.daemon import frontmatter
-from memoryd.daemon.clock import stamp_text
+from memoryd.daemon.storage import frontmatter
+from memoryd.daemon.storage.clock import stamp_text
 from memoryd.daemon.sync.layout import TOMB
 
 # The stamp fields of a record and their one format (`clock.iso`: UTC, milliseconds, `Z`).

@@ -18,10 +18,10 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memoryd.daemon import frontmatter, nofollow
 from memoryd.daemon.core import Core
 from memoryd.daemon.memories.records import HANDOFF, Memory
 from memoryd.daemon.memories.tier import MemoryTier
+from memoryd.daemon.storage import frontmatter, nofollow
 from memoryd.daemon.sync.job import Incoming, Job, Result
 from memoryd.daemon.sync.layout import CONFLICTS, FOLDER_OF, LIVE, TOMB, Layout, count_quarantined, escaped
 
@@ -127,7 +127,7 @@ class SyncState:
             tier.logged_state[memory_id] = event["state"]
             tier.probe.pulled.add(memory_id)  # a kept loser: maybe another machine's version
 
-    # -- the start-up checkpoint (daemon/checkpoint.py): what the log implies, saved at a stop ----
+    # -- the start-up checkpoint (daemon/process/checkpoint.py): what the log implies, saved at a stop ----
 
     def log_state(self) -> dict[str, Any]:
         tier: MemoryTier | None = self.core.memories

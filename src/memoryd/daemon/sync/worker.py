@@ -31,9 +31,9 @@ from itertools import chain
 from pathlib import Path
 from typing import Any
 
-from memoryd.daemon import frontmatter, nofollow
-from memoryd.daemon.credentials import find_credentials
+from memoryd.daemon.credentials.detector import find_credentials
 from memoryd.daemon.memories.records import sha256_hex
+from memoryd.daemon.storage import frontmatter, nofollow
 from memoryd.daemon.sync import admission, clone
 from memoryd.daemon.sync.git import Git, GitFailed
 from memoryd.daemon.sync.job import Incoming, Job, Result

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from memoryd.daemon.modelfile import (
+from memoryd.daemon.encoder.files import (
     DISTRIBUTION,
     TOKENIZER_SHA256,
     WEIGHTS_SHA256,
@@ -36,7 +36,7 @@ from memoryd.daemon.modelfile import (
     model_zip,
     read_pinned,
 )
-from memoryd.daemon.wordpiece import WordPiece
+from memoryd.daemon.encoder.wordpiece import WordPiece
 
 __all__ = ["DIMENSIONS", "DISTRIBUTION", "MAX_TOKENS", "TOKENIZER_SHA256", "WEIGHTS_SHA256", "Encoder",
            "EncoderUnavailable", "model_zip", "read_pinned"]

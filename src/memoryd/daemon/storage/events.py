@@ -7,12 +7,18 @@ audit event (which may wait up to a second for an fsync shared with others: `dom
 tiers' appliers, the verifier and the rollups key on these names; `Core.record` refuses a kind
 that is not declared here, and tests/unit/test_events.py checks every applier table against it.
 
-Import contract: stdlib only (the log verifier and the CLI's `log verify` import it).
+Kinds that modules beyond their own tier's read by name are named once here (`WRITE`, …).
+
+Import contract: stdlib and `memoryd.names` (the log verifier and the CLI's `log verify` import it).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from memoryd import names
+
+WRITE, WRITE_CONFIRM, SHOW, EPISODE_PRUNE = "write", "write_confirm", "show", "episode_prune"
 
 
 @dataclass(frozen=True)
@@ -32,13 +38,13 @@ _DECLARED = (
     Kind("session_reopen", ("session",), call=False), Kind("session_attach", call=False),
     Kind("session_note_expired"), Kind("scope_enable"), Kind("scope_disable"),
     # the journal tier
-    Kind("episode_write", ("session", "episode_id")), Kind("episode_search"), Kind("episode_handoff"),
-    Kind("episode_promote"), Kind("episode_prune", call=False),
+    Kind(names.EPISODE_WRITE, ("session", "episode_id")), Kind(names.EPISODE_SEARCH), Kind(names.EPISODE_HANDOFF),
+    Kind(names.EPISODE_PROMOTE), Kind(EPISODE_PRUNE, call=False),
     # the memory tier
-    Kind("write"), Kind("write_confirm"), Kind("write_cancel"), Kind("pending_expired", call=False),
+    Kind(WRITE), Kind(WRITE_CONFIRM), Kind("write_cancel"), Kind("pending_expired", call=False),
     Kind("update"), Kind("verify"), Kind("remove"), Kind("restore"), Kind("handoff_converted"),
     Kind("operator_resolve"),
-    Kind("search", read=True), Kind("show", read=True), Kind("digest", read=True), Kind("inject", read=True),
+    Kind("search", read=True), Kind(SHOW, read=True), Kind("digest", read=True), Kind("inject", read=True),
     # sync between machines
     Kind("sync"), Kind("sync_init"), Kind("sync_push"), Kind("sync_pull"), Kind("sync_resolve"),
     # what `memoryd log repair` leaves where it moved damaged lines aside (logcheck.QUARANTINED)

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from memoryd import fsio
-from memoryd.daemon.frontmatter import BadRecord, parse
-from memoryd.daemon.nofollow import LinkRefused, check_no_links, is_plain_dir, read_nofollow
+from memoryd.daemon.storage.frontmatter import BadRecord, parse
+from memoryd.daemon.storage.nofollow import LinkRefused, check_no_links, is_plain_dir, read_nofollow
 from memoryd.errors import StorageError, StoreDamaged
 
 log = logging.getLogger("memoryd.daemon")

@@ -9,11 +9,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from memoryd.daemon import store
-from memoryd.daemon.clock import iso
-from memoryd.daemon.connections import Conn
 from memoryd.daemon.core import Core
+from memoryd.daemon.identity.connections import Conn
 from memoryd.daemon.sessions import records
+from memoryd.daemon.storage import store
+from memoryd.daemon.storage.clock import iso
 from memoryd.daemon.sync import service as sync_service
 from memoryd.errors import StorageError
 

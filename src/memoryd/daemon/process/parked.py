@@ -8,8 +8,8 @@ from __future__ import annotations
 import time
 from typing import NamedTuple
 
-from memoryd.daemon.connections import Conn
-from memoryd.daemon.replies import remember
+from memoryd.daemon.identity.connections import Conn
+from memoryd.daemon.process.replies import remember
 from memoryd.daemon.tool import Parked
 from memoryd.errors import MemorydError, ResourceState
 from memoryd.protocol import encode, encode_reply, error_reply

@@ -24,16 +24,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from memoryd.daemon import logcheck, reaper
-from memoryd.daemon.clock import iso
-from memoryd.daemon.connections import Conn, Session
 from memoryd.daemon.core import Call, Core
 from memoryd.daemon.episodes.tools import episode_view
+from memoryd.daemon.identity.connections import Conn, Session
 from memoryd.daemon.memories.args import named_memory
 from memoryd.daemon.memories.records import first_line_of
 from memoryd.daemon.memories.shortids import is_short_id
 from memoryd.daemon.memories.writes import memory_write_cancel, memory_write_confirm
+from memoryd.daemon.process import reaper
 from memoryd.daemon.sessions import receipts, records
+from memoryd.daemon.storage import logcheck
+from memoryd.daemon.storage.clock import iso
 from memoryd.daemon.sync import actions as sync_actions
 from memoryd.errors import BadRequest, InvalidParams, ResourceState
 

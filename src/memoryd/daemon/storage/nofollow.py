@@ -13,7 +13,7 @@ import os
 import stat
 from pathlib import Path
 
-from memoryd.daemon.frontmatter import BadRecord
+from memoryd.daemon.storage.frontmatter import BadRecord
 from memoryd.errors import StoreDamaged
 
 

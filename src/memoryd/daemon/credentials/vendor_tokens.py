@@ -1,4 +1,4 @@
-"""The `vendor_token` family of the credential detector (daemon/credentials.py): tokens whose
+"""The `vendor_token` family of the credential detector (daemon/credentials/detector.py): tokens whose
 issuer gives them a fixed prefix, one row per issuer, and the tokens with a tell-tale shape but no
 prefix. Pure, stdlib only.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from memoryd.daemon.patterns import lazy
+from memoryd.daemon.credentials.patterns import lazy
 
 REDACTED = "[REDACTED]"
 

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from memoryd import fsio
-from memoryd.daemon.events import REQUIRED_FIELDS
-from memoryd.daemon.idents import SESSION_RE
+from memoryd.daemon.identity.idents import SESSION_RE
+from memoryd.daemon.storage.events import REQUIRED_FIELDS
 from memoryd.errors import StoreDamaged
 
 GENESIS = "0" * 64
@@ -32,7 +32,7 @@ _BASE_FIELDS = (("seq", int), ("ts", str), ("kind", str), ("prev", str), ("hash"
 _GOOD_SESSIONS: set[str] = set()  # ids already checked: a replay sees each one many times
 _DECODER = json.JSONDecoder()
 _DECODE, _SCAN = _DECODER.decode, _DECODER.scan_once  # type: ignore[attr-defined]  # the C scanner (not in the stubs)
-# Fields the core appliers index by name (daemon/events.py): an event without them cannot be replayed.
+# Fields the core appliers index by name (daemon/storage/events.py): an event without them cannot be replayed.
 _REQUIRED = REQUIRED_FIELDS
 
 

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from memoryd import fsio
-from memoryd.daemon import logcheck
-from memoryd.daemon.logcheck import link_problem, parse_line  # on every line of a replay: no attribute lookup
+from memoryd.daemon.storage import logcheck
+from memoryd.daemon.storage.logcheck import link_problem, parse_line  # on every line of a replay: no attribute lookup
 
 TAIL_BYTES = 1 << 16           # read from a segment's end to find its last line
 HINT_WINDOW = 8 << 20          # how far back from the end `last_seq_of` searches (~25k events)

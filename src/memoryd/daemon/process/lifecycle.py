@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from memoryd import PROTOCOL, __version__, config, fsio, paths
-from memoryd.daemon import checkpoint
-from memoryd.daemon.clock import iso
 from memoryd.daemon.core import Core
 from memoryd.daemon.domain import Progress, no_progress
+from memoryd.daemon.process import checkpoint
+from memoryd.daemon.storage.clock import iso
 from memoryd.errors import StorageError, StoreDamaged
 
 log = logging.getLogger("memoryd.daemon")

@@ -26,8 +26,8 @@ import math
 import re
 from collections import Counter
 
-from memoryd.daemon.patterns import lazy
-from memoryd.daemon.vendor_tokens import REDACTED, Hit, vendor_hits
+from memoryd.daemon.credentials.patterns import lazy
+from memoryd.daemon.credentials.vendor_tokens import REDACTED, Hit, vendor_hits
 
 __all__ = ["Hit", "credential_hits", "find_credentials", "mask_credentials", "redact_credentials"]
 

@@ -20,12 +20,13 @@ from typing import Any
 
 import msgpack
 
-from memoryd.daemon import idents, nofollow
-from memoryd.daemon.connections import Session, SessionTable
+from memoryd.daemon.calls.retries import REPLAYED_FIELDS, Retries
 from memoryd.daemon.core import Core
-from memoryd.daemon.eventlog import EventLog, Resume
-from memoryd.daemon.logcheck import segments
-from memoryd.daemon.retries import REPLAYED_FIELDS, Retries
+from memoryd.daemon.identity import idents
+from memoryd.daemon.identity.connections import Session, SessionTable
+from memoryd.daemon.storage import nofollow
+from memoryd.daemon.storage.eventlog import EventLog, Resume
+from memoryd.daemon.storage.logcheck import segments
 
 log = logging.getLogger("memoryd.daemon")
 
