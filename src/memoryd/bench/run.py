@@ -16,6 +16,7 @@ from typing import Any
 from memoryd import names
 from memoryd.bench import hooks as bench_hooks
 from memoryd.bench import memory as bench_memory
+from memoryd.bench import peer as bench_peer
 from memoryd.bench.kit import Bridge, Row, Throwaway, WireLoader, pcts, progress, row
 
 
@@ -80,7 +81,7 @@ def bench_concurrent_writes(box: Throwaway, agents: int, per_agent: int) -> list
     def agent(i: int) -> None:
         for k in range(per_agent):
             began = time.perf_counter()
-            acked[i].append(bridges[i].call(names.EPISODE_WRITE, body=f"agent {i} write {k}")["id"])
+            acked[i].append(bridges[i].call(names.EPISODE_WRITE, body=bench_peer.body(i, k))["id"])
             samples.append(time.perf_counter() - began)
 
     threads = [threading.Thread(target=agent, args=(i,)) for i in range(agents)]
@@ -133,7 +134,8 @@ def run(quick: bool) -> list[Row]:
         progress(names.EPISODE_WRITE)
         rows += bench_episode_write(box, 200 if quick else 2000)
         progress("concurrent agents")
-        rows += bench_concurrent_writes(box, 8, 50 if quick else 250)
+        eight = bench_concurrent_writes(box, 8, 50 if quick else 250)
+        rows += eight + bench_peer.side_by_side(box, eight[0], quick)
         rows += bench_concurrent_writes(box, 32, 10 if quick else 50)
         for sessions in ([1000] if quick else [1000, 10_000]):
             progress(f"episode_handoff with {sessions} sessions")
@@ -152,11 +154,16 @@ def render(rows: list[Row]) -> str:
     the number columns right-aligned."""
     header = ["metric", "size", "p50/value", "p99", "target", "met"]
     cells = [header] + [[str(r["metric"]), str(r["size"]), _value(r), f"{r['p99_ms']} ms" if "p99_ms" in r else "",
-                         str(r["target"]), "yes" if r["met"] else "NO"] for r in rows]
+                         str(r["target"]), _met(r)] for r in rows]
     widths = [max(len(line[i]) for line in cells) for i in range(len(header))]
     right = {2, 3}
     return "\n".join("  ".join(cell.rjust(w) if i in right else cell.ljust(w)
                                for i, (cell, w) in enumerate(zip(line, widths))).rstrip() for line in cells)
+
+
+def _met(r: Row) -> str:
+    """`met` None: the row was not measured (its reason is printed under the table)."""
+    return "-" if r["met"] is None else "yes" if r["met"] else "NO"
 
 
 def _value(r: Row) -> str:
@@ -177,7 +184,9 @@ def verdict(rows: list[Row], before: list[float], after: list[float]) -> dict[st
     bench measures wall-clock latencies, which another process on the same cores inflates."""
     cpus = os.cpu_count() or 1
     busy = max(before[0], after[0]) > BUSY_LOAD_PER_CPU * cpus
-    return {"met": sum(1 for r in rows if r["met"]), "missed": sum(1 for r in rows if not r["met"]),
+    measured = [r for r in rows if r["met"] is not None]  # a row not measured is neither met nor missed
+    return {"met": sum(1 for r in measured if r["met"]), "missed": sum(1 for r in measured if not r["met"]),
+            "not_measured": [{"metric": r["metric"], "reason": r.get("reason", "")} for r in rows if r["met"] is None],
             "host": {"cpus": cpus, "load_before": before, "load_after": after, "busy": busy}}
 
 
@@ -185,6 +194,7 @@ def summary_lines(found: dict[str, Any]) -> list[str]:
     h = found["host"]
     lines = [f"{found['met']} rows met their target, {found['missed']} missed; host: {h['cpus']} CPUs, "
              f"load average {'/'.join(map(str, h['load_before']))} before, {'/'.join(map(str, h['load_after']))} after"]
+    lines += [f"not measured: {skipped['metric']}: {skipped['reason']}" for skipped in found.get("not_measured", [])]
     if h["busy"]:
         lines.append(f"warning: the host was busy (1-minute load over {BUSY_LOAD_PER_CPU:g} per CPU): latencies "
                      "include other work; run again on an idle host before quoting them")

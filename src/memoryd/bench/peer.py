@@ -1,0 +1,172 @@
+"""The side-by-side row (issue 42): memoryd's 8-agent durable-write rate against a peer memory
+server's, measured in the same run, as a ratio.
+
+The peer is bettermemory 8.0.0, an MCP stdio server with its own `episode_write`. It is never a
+dependency of memoryd: the row is measured only when `MEMORYD_BENCH_PEER` names its executable
+(installed in a venv of its own, docs/benchmark.md), and is otherwise printed as not measured,
+which the verdict counts neither met nor missed.
+
+Each agent launches its own peer server, as an agent launches its own MCP server; all eight share
+one store (as agents on one machine share the peer's default store) inside the bench's throwaway
+dir, with HOME and the XDG dirs pointed there too, so a real user's memories are never touched.
+The servers are driven over stdio JSON-RPC as `kit.Bridge` drives memoryd's bridge.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from memoryd import names
+from memoryd.bench.kit import Bridge, Row, Throwaway, pcts, progress, row
+
+PEER_ENV = "MEMORYD_BENCH_PEER"
+PEER_NAME = "bettermemory 8.0.0"
+METRIC = f"8 agents side by side with {PEER_NAME} (same run)"
+TARGET_RATIO = 200
+AGENTS = 8
+PER_AGENT = {True: 5, False: 25}  # peer writes per agent, by --quick: each takes tens of ms
+HOW_TO_ENABLE = (f"python3 -m venv /tmp/peer && /tmp/peer/bin/pip install bettermemory==8.0.0, then "
+                 f"{PEER_ENV}=/tmp/peer/bin/bettermemory memoryd bench")
+
+
+def body(agent: int, k: int) -> str:
+    """The k-th body agent `agent` writes: the same text on both sides."""
+    return f"agent {agent} write {k}"
+
+
+def not_measured(reason: str) -> Row:
+    """The row when the peer was not run: `met` is None, so the verdict counts it neither way."""
+    return {"metric": METRIC, "size": "-", "value": "not measured", "target": f">= {TARGET_RATIO}x",
+            "met": None, "reason": reason}
+
+
+class PeerServer(Bridge):
+    """One peer server process, driven like `kit.Bridge`; it may interleave notifications with its
+    replies (they are skipped), and a tool's failure comes back as `isError`, raised here."""
+
+    def __init__(self, exe: str, home: Path, log: IO[bytes]) -> None:
+        self.started = time.perf_counter()
+        self.proc = subprocess.Popen([exe], cwd=home, env=peer_env(home), stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=log)
+        self.next_id = 0
+
+    def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        self.next_id += 1
+        self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+        assert self.proc.stdout is not None
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError(f"{method}: the peer server exited (code {self.proc.poll()})")
+            reply = json.loads(line)
+            if reply.get("id") == self.next_id:
+                break
+        if "error" in reply:
+            raise RuntimeError(f"{method} failed: {reply['error']}")
+        result: dict[str, Any] = reply["result"]
+        if result.get("isError"):
+            raise RuntimeError(f"{method} failed: {str(result.get('content'))[:300]}")
+        return result
+
+    def send(self, message: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(message).encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def initialize(self) -> float:
+        took = super().initialize()
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return took
+
+
+def peer_env(home: Path) -> dict[str, str]:
+    """A minimal environment: the store, HOME and every XDG dir inside the throwaway dir, and
+    nothing else of the caller's (no API keys, no PYTHONPATH)."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "HOME": str(home),
+           "BETTERMEMORY_DIR": str(home / "store"), "TMPDIR": str(home / "tmp")}
+    env.update({f"XDG_{kind}_HOME": str(home / f"xdg-{kind.lower()}") for kind in ("CONFIG", "DATA", "STATE", "CACHE")})
+    return env
+
+
+def side_by_side(box: Throwaway, memoryd_row: Row, quick: bool) -> list[Row]:
+    """The ratio row, from memoryd's `8 agents, durable writes` row of this run and a run of the
+    peer now; not measured (with the reason) when the peer is not configured or fails."""
+    exe = os.environ.get(PEER_ENV, "")
+    if not exe:
+        return [not_measured(f"{PEER_ENV} is not set; to measure it: {HOW_TO_ENABLE}")]
+    if not os.access(exe, os.X_OK):
+        return [not_measured(f"{PEER_ENV}={exe} is not an executable file")]
+    progress(f"{AGENTS} agents on {PEER_NAME} ({exe})")
+    try:
+        peer = run_peer(exe, box.base / "peer", PER_AGENT[quick])
+    except RuntimeError as failed:
+        return [not_measured(f"the peer failed: {failed}")]
+    ours = float(memoryd_row["value"])
+    ratio = ours / peer["rate"] if peer["rate"] else float("inf")
+    stats = {"value": round(ratio, 1), "unit": f"x ({ours:,.0f} vs {peer['rate']:,.1f} writes/s)",
+             "memoryd_rate": ours, "memoryd_lost": memoryd_row.get("lost"), "peer": PEER_NAME,
+             "peer_rate": round(peer["rate"], 2), "peer_writes": peer["writes"], "peer_lost": peer["lost"],
+             "peer_p50_ms": peer["p50_ms"], "peer_p99_ms": peer["p99_ms"]}
+    size = f"{memoryd_row['size']} / {peer['writes']} peer writes"
+    return [row(METRIC, size, stats, f">= {TARGET_RATIO}x", ratio >= TARGET_RATIO)]
+
+
+def run_peer(exe: str, home: Path, per_agent: int) -> dict[str, Any]:
+    """AGENTS peer servers on one store, one thread each writing `per_agent` episodes back to back
+    after a warm-up write (as memoryd's row does); the rate is acknowledged writes / wall time."""
+    (home / "tmp").mkdir(parents=True)
+    log = open(home / "servers.log", "ab")
+    servers = [PeerServer(exe, home, log) for _ in range(AGENTS)]  # all start at once: spawning is not timed
+    try:
+        for server in servers:
+            server.initialize()
+            server.call(names.EPISODE_WRITE, body="warm-up")
+        acked, samples, errors, elapsed = write_concurrently(servers, per_agent)
+    except (RuntimeError, ValueError, OSError) as failed:
+        raise RuntimeError(f"{failed}; its log: {home / 'servers.log'}") from failed
+    finally:
+        for server in servers:
+            server.close()
+        log.close()
+    if errors:
+        raise RuntimeError(f"{len(errors)} of {AGENTS} agents stopped on an error, the first: {errors[0]}")
+    return {"rate": len(acked) / elapsed, "writes": len(acked), "lost": lost(home / "store", acked), **pcts(samples)}
+
+
+def write_concurrently(servers: list[PeerServer], per_agent: int) -> tuple[list[str], list[float], list[str], float]:
+    acked: list[list[str]] = [[] for _ in servers]
+    samples: list[float] = []
+    errors: list[str] = []
+
+    def agent(i: int) -> None:
+        try:
+            for k in range(per_agent):
+                began = time.perf_counter()
+                reply = servers[i].call(names.EPISODE_WRITE, body=body(i, k))
+                samples.append(time.perf_counter() - began)
+                if reply.get("status") != "committed":
+                    raise RuntimeError(f"episode_write answered {str(reply)[:200]}")
+                acked[i].append(str(reply["id"]))
+        except (RuntimeError, ValueError, KeyError) as failed:
+            errors.append(repr(failed))
+
+    threads = [threading.Thread(target=agent, args=(i,)) for i in range(len(servers))]
+    began = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return [i for ids in acked for i in ids], samples, errors, time.perf_counter() - began
+
+
+def lost(store: Path, acked: list[str]) -> int:
+    """Acknowledged writes not on disk as the peer says it keeps them (`episodes/<session>/<id>.md`),
+    plus duplicate ids."""
+    on_disk = {path.stem for path in (store / "episodes").glob("*/*.md")}
+    return len(acked) - len(set(acked)) + sum(1 for i in set(acked) if i not in on_disk)
