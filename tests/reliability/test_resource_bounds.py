@@ -16,8 +16,8 @@ from typing import Any
 import anyio
 
 from harness import Env, call, call_error, wait_for_async
-from memoryd.daemon.process.parked import MAX_PARKED_PER_CONN
-from memoryd.daemon.process.replies import REPLY_CACHE_BYTES
+from memoryd.daemon.process.reply_cache import REPLY_CACHE_BYTES
+from memoryd.daemon.process.waiting import MAX_PARKED_PER_CONN
 
 WT = {"MEMORYD_WORKTREE": "/w/memory"}
 BODY_BYTES = 950_000

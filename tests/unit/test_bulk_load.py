@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from memoryd.daemon.memories import cache
+from memoryd.daemon.memories import parse_cache as cache
 from memoryd.daemon.memories.index import LiveIndex
 from memoryd.daemon.memories.live import LiveMemories
 from memoryd.daemon.memories.records import HANDOFF, Memory, RowTables

@@ -12,7 +12,7 @@ import pytest
 
 from memoryd.config import Config
 from memoryd.daemon.core import Core
-from memoryd.daemon.episodes.cache import read_cache
+from memoryd.daemon.episodes.index_cache import read_cache
 from memoryd.daemon.episodes.journal import Journal
 from memoryd.daemon.episodes.tools import write_episode
 

@@ -9,7 +9,7 @@ import pytest
 from memoryd.config import Config
 from memoryd.daemon.core import Core
 from memoryd.daemon.episodes.tools import write_episode
-from memoryd.daemon.identity.connections import Conn
+from memoryd.daemon.identity.session_table import Conn
 from memoryd.daemon.process import reaper
 
 DAY = 86400.0

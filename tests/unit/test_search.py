@@ -256,7 +256,7 @@ def test_dropping_candidates_that_cannot_reach_the_threshold_changes_no_answer(m
 def test_an_index_restored_from_its_exported_state_answers_exactly_like_the_original(tmp_path) -> None:
     import random
 
-    from memoryd.daemon.memories import cache
+    from memoryd.daemon.memories import parse_cache as cache
 
     rng = random.Random(5)
     vocab = [f"term{i}" for i in range(80)] + ["stripe_client.py", "SENTRY_DSN", "deploying", "k8s"]
@@ -364,7 +364,7 @@ def test_a_built_index_equals_one_added_to_a_document_at_a_time() -> None:
 
 
 def test_a_cache_or_snapshot_planted_as_a_link_is_ignored_not_followed(tmp_path: Path) -> None:
-    from memoryd.daemon.memories import cache
+    from memoryd.daemon.memories import parse_cache as cache
 
     (tmp_path / "elsewhere").write_bytes(b"\x80")
     for name in ("memories.cache", "search.index"):

@@ -95,7 +95,7 @@ def test_a_cached_record_shares_its_empty_fields_and_unchanged_stamp() -> None:
     (the compaction behind the 100k RSS target)."""
     import dataclasses
 
-    from memoryd.daemon.memories import cache
+    from memoryd.daemon.memories import parse_cache as cache
     from memoryd.daemon.memories.records import Memory
 
     plain = Memory("01J00000000000000000000000", "text", ("projects:x",), "fact", "high", "inferred",

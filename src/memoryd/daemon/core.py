@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memoryd.daemon.domain import DomainState
-from memoryd.daemon.identity.connections import Conn, Session
+from memoryd.daemon.identity.session_table import Conn, Session
 from memoryd.daemon.storage import nofollow
 from memoryd.daemon.storage.eventlog import Resume
 from memoryd.errors import StorageError, StoreDamaged

@@ -21,10 +21,10 @@ from typing import Any, Protocol
 
 from memoryd import names
 from memoryd.config import Config
-from memoryd.daemon.calls.retries import Retries
+from memoryd.daemon.calls.resent import Retries
 from memoryd.daemon.episodes.journal import Journal
 from memoryd.daemon.identity import idents
-from memoryd.daemon.identity.connections import DRY_RUN_SESSION, Session, SessionTable
+from memoryd.daemon.identity.session_table import DRY_RUN_SESSION, Session, SessionTable
 from memoryd.daemon.storage import store
 from memoryd.daemon.storage.clock import Clock, iso
 from memoryd.daemon.storage.eventlog import EventLog
@@ -72,6 +72,26 @@ class TierLoader(Protocol):
         ...
 
 
+class Extension(Protocol):
+    """What joins the core beside its own appliers (the memory tier, session records, sync): it
+    sees every event as it is applied or replayed, loads its files at a start and reconciles them
+    with the log, and saves its log-derived state in the checkpoint. Rollups and `memory_show`
+    also ask each extension, if it has them, for `provenance_of(memory_id)` and for sections by
+    name (`health`, `digest`: `memories/rollups.extension_sections`)."""
+
+    def apply(self, event: dict[str, Any]) -> None: ...
+
+    def load(self) -> None: ...
+
+    def reconcile(self) -> dict[str, Any]: ...
+
+    def log_state(self) -> dict[str, Any]: ...
+
+    def restore_log_state(self, data: dict[str, Any]) -> Callable[[], None]:
+        """Fill from the checkpoint's part; returns what to run once every part is in."""
+        ...
+
+
 class DomainState:
     """The state a start builds (`Core`) and every change goes through."""
 
@@ -98,7 +118,7 @@ class DomainState:
         self.stats = {"dropped_frames": 0, "bad_requests": 0}
         self.torn_bytes_truncated = 0         # by the last start (memory_health reports it)
         self.bad_files: list[dict[str, str]] = []  # found at start by tiers without their own list
-        self.extensions: list[Any] = []  # tiers that add appliers and recovery (memories, reaper)
+        self.extensions: list[Extension] = []  # the memory tier, session records, sync
         self.loaders: list[TierLoader] = [self.journal]  # and the memory tier, once attached
         self.memories: Any = None        # the durable tier, set by `memories.attach`
         self.aborts = 0                   # commits rolled back (a server compares it across a call)

@@ -16,9 +16,9 @@ from memoryd import PROTOCOL, __version__
 from memoryd.daemon import catalogue
 from memoryd.daemon.calls.validate import check_args
 from memoryd.daemon.core import Call, Core
-from memoryd.daemon.identity.connections import Conn, is_operator_client
+from memoryd.daemon.identity.session_table import Conn, is_operator_client
 from memoryd.daemon.process import admin
-from memoryd.daemon.process.parked import ParkedCalls
+from memoryd.daemon.process.waiting import ParkedCalls
 from memoryd.daemon.sessions import binding, hooks
 from memoryd.daemon.sessions.binding import Bindings
 from memoryd.daemon.sessions.news import News

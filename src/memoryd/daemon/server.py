@@ -22,7 +22,7 @@ from memoryd.daemon import catalogue, ops
 from memoryd.daemon.core import Core
 from memoryd.daemon.ops import Daemon
 from memoryd.daemon.process import reaper
-from memoryd.daemon.process.replies import remember
+from memoryd.daemon.process.reply_cache import remember
 from memoryd.daemon.sessions import hooks
 from memoryd.daemon.tool import Parked
 from memoryd.errors import BadRequest, InternalError, MemorydError, StorageError
@@ -317,7 +317,7 @@ class Server(Daemon):
         self._pass_out.extend(self.parked.void(self.conns, cause))
 
     def _remember(self, conn_id: str, req_id: int, reply: bytes) -> None:
-        """Cache `reply` for a resend (daemon/process/replies.py), if the connection is still there."""
+        """Cache `reply` for a resend (daemon/process/reply_cache.py), if the connection is still there."""
         conn = self.conns.get(conn_id)
         if conn is not None:
             remember(conn, req_id, reply)

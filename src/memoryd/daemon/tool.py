@@ -43,7 +43,7 @@ class Tool:
     idempotent: bool = False
     core: bool = False  # listed in the `core` profile (docs/tools.md, "Tool profiles"); all are in `full`
     # A call resent after it was applied (a restart lost the reply cache) is answered from what it
-    # did: the logged event -> its first result, or None to run it again (daemon/calls/retries.py).
+    # did: the logged event -> its first result, or None to run it again (daemon/calls/resent.py).
     replay: Callable[[Core, dict[str, Any]], dict[str, Any] | None] | None = None
 
     @property

@@ -18,8 +18,8 @@ from typing import Any
 
 import msgpack
 
-from memoryd.daemon.episodes.cache import Packed, encode_cache
 from memoryd.daemon.episodes.episode import Episode, from_meta, from_row
+from memoryd.daemon.episodes.index_cache import Packed, encode_cache
 from memoryd.daemon.identity import idents
 from memoryd.daemon.storage import frontmatter, nofollow, store
 

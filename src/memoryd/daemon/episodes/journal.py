@@ -17,9 +17,9 @@ from pathlib import Path
 
 import msgpack
 
-from memoryd.daemon.episodes.cache import Listing, Packed, encode_cache, read_cache, read_header, sessions_of
 from memoryd.daemon.episodes.episode import from_row
 from memoryd.daemon.episodes.index import JournalIndex
+from memoryd.daemon.episodes.index_cache import Listing, Packed, encode_cache, read_cache, read_header, sessions_of
 from memoryd.daemon.identity import idents
 from memoryd.daemon.storage import nofollow, prefetch, store
 

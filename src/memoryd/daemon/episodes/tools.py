@@ -17,8 +17,8 @@ from memoryd.daemon.core import Call, Core
 from memoryd.daemon.credentials.detector import mask_credentials
 from memoryd.daemon.episodes.episode import Episode, first_line, to_meta
 from memoryd.daemon.identity import idents
-from memoryd.daemon.identity.connections import Session
 from memoryd.daemon.identity.scopes import is_hidden, matches_any, unique
+from memoryd.daemon.identity.session_table import Session
 from memoryd.daemon.storage import frontmatter
 from memoryd.daemon.storage.clock import parse_iso
 from memoryd.daemon.tool import (

@@ -12,9 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import heapq
 import json
-import re
 from collections.abc import Callable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from typing import Any
@@ -22,13 +20,14 @@ from typing import Any
 from memoryd.daemon.calls.validate import require_text
 from memoryd.daemon.core import Call, Core
 from memoryd.daemon.episodes.tools import resolve_prior
-from memoryd.daemon.identity.connections import Session
 from memoryd.daemon.identity.scopes import is_hidden, matches_any
+from memoryd.daemon.identity.session_table import Session
 from memoryd.daemon.memories.args import check_scope_list, named_memory
 from memoryd.daemon.memories.records import Memory
 from memoryd.daemon.memories.staleness import assess
 from memoryd.daemon.memories.tier import MemoryTier
 from memoryd.daemon.memories.writes import tier_of
+from memoryd.daemon.search.fusion import FUSE_DEPTH, fuse, fused_order
 from memoryd.daemon.search.text import word_tokens
 from memoryd.daemon.storage.clock import parse_stamp
 from memoryd.errors import InvalidParams, ResourceState
@@ -38,20 +37,6 @@ MAX_CURSOR_CHARS = 512
 HIT_CONTENT_CHARS = 1000
 SNIPPET_LEAD_CHARS = 200
 MAX_PAGE_BODY_BYTES = 2_000_000  # keeps a with_bodies page well inside the 4 MiB frame
-# Reciprocal-rank fusion of the lexical and the meaning ranking (`ranked`): each list's best
-# FUSE_DEPTH count, a hit's share 1 / (RRF_K + rank) weighted per list. Chosen by the eval set's
-# tune-split MRR only (docs/search.md, "Meaning"): the grid was flat, K=1 and equal weights led.
-FUSE_DEPTH = 20
-RRF_K = 1
-LEXICAL_WEIGHT = 1.0
-MEANING_WEIGHT = 1.0
-# A query naming an identifier (a `backticked` term, a path, dotted or snake_case name, camelCase,
-# an ALL_CAPS variable, a --flag) is about exact terms: meaning counts half (tune split: identifier
-# hit@1 0.923 -> 1.000, all 0.797 -> 0.819).
-IDENTIFIER_MEANING_WEIGHT = 0.5
-_IDENTIFIER_RE = re.compile(r"`|[A-Za-z0-9][_/.][A-Za-z0-9]|[a-z][A-Z]|\b[A-Z][A-Z0-9_]{2,}\b|--?[a-z]")
-
-
 # -- shared views ----------------------------------------------------------------------------------
 
 def taint_fields(memory: Memory) -> dict[str, Any]:
@@ -165,12 +150,7 @@ def ranked(tier: MemoryTier, query: str, limit: int, accept: Callable[[str], boo
     if vector is None:
         return [(d, score, relevance, None) for d, score, relevance in lexical[:limit]]
     meaning = dict(tier.semantic.nearest(vector, max(limit, FUSE_DEPTH), accept))
-    fused: dict[str, float] = {}
-    for rank, (doc_id, _, _) in enumerate(lexical):
-        fused[doc_id] = LEXICAL_WEIGHT / (RRF_K + rank)
-    weight = IDENTIFIER_MEANING_WEIGHT if _IDENTIFIER_RE.search(query) else MEANING_WEIGHT
-    for rank, doc_id in enumerate(meaning):
-        fused[doc_id] = fused.get(doc_id, 0.0) + weight / (RRF_K + rank)
+    fused = fuse(query, [d for d, _, _ in lexical], list(meaning))
     order = fused_order(fused, limit)
     relevance = {d: r for d, _, r in lexical}
     unranked = [d for d in order if d not in relevance]
@@ -180,14 +160,6 @@ def ranked(tier: MemoryTier, query: str, limit: int, accept: Callable[[str], boo
     if missing:
         similarity.update(tier.semantic.similarity(vector, missing))
     return [(d, round(fused[d] * 1000, 4), relevance[d], similarity.get(d)) for d in order]
-
-
-def fused_order(fused: dict[str, float], limit: int) -> list[str]:
-    """The best `limit` ids by fused score. With equal weights a fused tie is common (ranked 1st
-    by words and 2nd by meaning ties 2nd and 1st); it goes to the older memory (the smaller id):
-    on the eval's tune split that beat the newer first (hit@1 0.819 against 0.797) and the one
-    closer in meaning or ranked higher by words (0.808). docs/tools.md, "Search"."""
-    return heapq.nsmallest(limit, fused, key=lambda doc_id: (-fused[doc_id], doc_id))
 
 
 def memory_search(call: Call, args: dict[str, Any]) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from typing import Any
 
 from memoryd.daemon.core import PROGRESS_EVERY
 from memoryd.daemon.identity import idents
-from memoryd.daemon.memories import cache as memory_cache
+from memoryd.daemon.memories import parse_cache as memory_cache
 from memoryd.daemon.memories.records import Memory, RowTables, decode_pending, from_meta, sha256_hex
 from memoryd.daemon.memories.state import TierState
 from memoryd.daemon.search import SearchIndex, text

@@ -15,7 +15,7 @@ from typing import Any
 
 from memoryd.daemon.core import Core
 from memoryd.daemon.identity import idents
-from memoryd.daemon.memories import cache as memory_cache
+from memoryd.daemon.memories import parse_cache as memory_cache
 from memoryd.daemon.memories.index import LiveIndex, TombIndex, project_scope_name
 from memoryd.daemon.memories.live import LiveMemories
 from memoryd.daemon.memories.records import Memory, PendingWrite

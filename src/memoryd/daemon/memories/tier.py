@@ -23,10 +23,10 @@ from typing import Any
 from memoryd.daemon.core import Core
 from memoryd.daemon.credentials.detector import find_credentials
 from memoryd.daemon.identity import idents
-from memoryd.daemon.identity.connections import Session
 from memoryd.daemon.identity.scopes import unique
+from memoryd.daemon.identity.session_table import Session
+from memoryd.daemon.memories import after_start as memory_verify
 from memoryd.daemon.memories import recovery as memory_recovery
-from memoryd.daemon.memories import verify as memory_verify
 from memoryd.daemon.memories.gates import compile_patterns, scan_taint
 from memoryd.daemon.memories.records import (
     HANDOFF,

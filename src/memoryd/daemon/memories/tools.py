@@ -20,6 +20,12 @@ from memoryd.daemon.memories.edits import (
     memory_verify,
     replay_edit,
 )
+from memoryd.daemon.memories.overview import (
+    memory_health,
+    memory_scope_disable,
+    memory_scope_enable,
+    memory_scope_overview,
+)
 from memoryd.daemon.memories.reads import (
     memory_list,
     memory_list_tombstones,
@@ -27,12 +33,6 @@ from memoryd.daemon.memories.reads import (
     memory_show,
 )
 from memoryd.daemon.memories.records import CATEGORIES, CONFIDENCES, SOURCES
-from memoryd.daemon.memories.rollups import (
-    memory_health,
-    memory_scope_disable,
-    memory_scope_enable,
-    memory_scope_overview,
-)
 from memoryd.daemon.memories.writes import (
     episode_promote,
     memory_write,

@@ -26,7 +26,7 @@ from typing import Any
 
 from memoryd.daemon.core import Call, Core
 from memoryd.daemon.episodes.tools import episode_view
-from memoryd.daemon.identity.connections import Conn, Session
+from memoryd.daemon.identity.session_table import Conn, Session
 from memoryd.daemon.memories.args import named_memory
 from memoryd.daemon.memories.records import first_line_of
 from memoryd.daemon.memories.shortids import is_short_id

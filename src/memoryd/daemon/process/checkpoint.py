@@ -20,10 +20,10 @@ from typing import Any
 
 import msgpack
 
-from memoryd.daemon.calls.retries import REPLAYED_FIELDS, Retries
+from memoryd.daemon.calls.resent import REPLAYED_FIELDS, Retries
 from memoryd.daemon.core import Core
 from memoryd.daemon.identity import idents
-from memoryd.daemon.identity.connections import Session, SessionTable
+from memoryd.daemon.identity.session_table import Session, SessionTable
 from memoryd.daemon.storage import nofollow
 from memoryd.daemon.storage.eventlog import EventLog, Resume
 from memoryd.daemon.storage.logcheck import segments

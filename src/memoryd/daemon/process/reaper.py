@@ -10,7 +10,7 @@ import logging
 from typing import Any
 
 from memoryd.daemon.core import Core
-from memoryd.daemon.identity.connections import Conn
+from memoryd.daemon.identity.session_table import Conn
 from memoryd.daemon.sessions import records
 from memoryd.daemon.storage import store
 from memoryd.daemon.storage.clock import iso

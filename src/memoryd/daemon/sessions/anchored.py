@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from memoryd.daemon.core import Core
-from memoryd.daemon.identity.connections import Session
 from memoryd.daemon.identity.scopes import is_hidden
+from memoryd.daemon.identity.session_table import Session
 from memoryd.daemon.memories.anchors import Hit, best
 from memoryd.daemon.memories.records import Memory
 from memoryd.daemon.memories.staleness import FRESH

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from memoryd.daemon.core import Core
-from memoryd.daemon.identity.connections import DRY_RUN_SESSION, Conn, Session, client_name, is_operator_client
+from memoryd.daemon.identity.session_table import DRY_RUN_SESSION, Conn, Session, client_name, is_operator_client
 from memoryd.daemon.sessions import anchored, hooks, receipts
 from memoryd.daemon.sessions.news import News
 from memoryd.errors import BadRequest

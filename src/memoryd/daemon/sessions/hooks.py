@@ -23,7 +23,7 @@ from typing import Any
 
 from memoryd.daemon.core import Core
 from memoryd.daemon.credentials.detector import Hit, credential_hits, find_credentials
-from memoryd.daemon.identity.connections import Session
+from memoryd.daemon.identity.session_table import Session
 from memoryd.daemon.sessions import records
 from memoryd.daemon.storage.clock import parse_iso
 from memoryd.errors import MemorydError

@@ -30,8 +30,8 @@ from typing import Any
 
 from memoryd import names
 from memoryd.daemon.core import Core
-from memoryd.daemon.identity.connections import Session, is_operator_client
 from memoryd.daemon.identity.scopes import is_hidden, under
+from memoryd.daemon.identity.session_table import Session, is_operator_client
 from memoryd.daemon.memories.reads import shown_by_default_search
 from memoryd.daemon.memories.records import Memory
 from memoryd.daemon.storage.events import WRITE, WRITE_CONFIRM

@@ -23,7 +23,7 @@ from typing import Any
 from memoryd.config import SESSION_MIN_FULL_CHARS
 from memoryd.daemon.core import Core
 from memoryd.daemon.identity import idents
-from memoryd.daemon.identity.connections import Session
+from memoryd.daemon.identity.session_table import Session
 from memoryd.daemon.memories.shortids import is_short_id
 from memoryd.daemon.storage import logcheck
 from memoryd.daemon.storage.clock import iso

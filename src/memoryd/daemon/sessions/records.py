@@ -28,7 +28,7 @@ from typing import Any
 
 from memoryd.daemon.core import Core
 from memoryd.daemon.identity import idents
-from memoryd.daemon.identity.connections import Session
+from memoryd.daemon.identity.session_table import Session
 from memoryd.daemon.storage import frontmatter, nofollow, store
 from memoryd.daemon.storage.clock import iso
 from memoryd.errors import StorageError

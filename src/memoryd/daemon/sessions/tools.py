@@ -17,10 +17,10 @@ from typing import Any
 from memoryd import names
 from memoryd.daemon.calls.validate import require_text
 from memoryd.daemon.core import Call, Core
-from memoryd.daemon.identity.connections import Session, is_operator_client
 from memoryd.daemon.identity.scopes import is_hidden
+from memoryd.daemon.identity.session_table import Session, is_operator_client
+from memoryd.daemon.memories.overview import extension_sections
 from memoryd.daemon.memories.records import Memory
-from memoryd.daemon.memories.rollups import extension_sections
 from memoryd.daemon.sessions import records
 from memoryd.daemon.storage.clock import iso
 from memoryd.daemon.tool import (

@@ -11,7 +11,7 @@ from typing import Any
 
 from memoryd.daemon.core import Core
 from memoryd.daemon.identity import idents
-from memoryd.daemon.identity.connections import Conn
+from memoryd.daemon.identity.session_table import Conn
 from memoryd.daemon.memories.records import render_memory
 from memoryd.daemon.memories.tier import MemoryTier
 from memoryd.daemon.storage import frontmatter, nofollow

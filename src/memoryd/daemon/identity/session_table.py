@@ -88,7 +88,7 @@ class Conn:
     identity: dict[str, Any]
     session_id: str | None  # None until a call needs one (operator and hook connections)
     last_seen: float
-    replies: OrderedDict[int, bytes] = field(default_factory=OrderedDict)  # daemon/process/replies.py
+    replies: OrderedDict[int, bytes] = field(default_factory=OrderedDict)  # daemon/process/reply_cache.py
     reply_bytes: int = 0  # held in `replies`
     in_flight: set[int] = field(default_factory=set)
     transient: bool = False  # a hook process: uses a session, never owns it (ends nothing on exit)

@@ -6,7 +6,7 @@ once took 280 MB): past the budget the oldest go, but the newest reply is always
 
 from __future__ import annotations
 
-from memoryd.daemon.identity.connections import Conn
+from memoryd.daemon.identity.session_table import Conn
 
 REPLY_CACHE_SIZE = 256
 REPLY_CACHE_BYTES = 4 * 1024 * 1024

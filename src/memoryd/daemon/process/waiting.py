@@ -8,8 +8,8 @@ from __future__ import annotations
 import time
 from typing import NamedTuple
 
-from memoryd.daemon.identity.connections import Conn
-from memoryd.daemon.process.replies import remember
+from memoryd.daemon.identity.session_table import Conn
+from memoryd.daemon.process.reply_cache import remember
 from memoryd.daemon.tool import Parked
 from memoryd.errors import MemorydError, ResourceState
 from memoryd.protocol import encode, encode_reply, error_reply
