@@ -85,6 +85,23 @@ def test_bad_arguments_are_typed_invalid_params_naming_the_parameter(env: Env) -
     anyio.run(main)
 
 
+def test_every_declared_tool_is_served_and_refuses_an_argument_it_does_not_declare(env: Env) -> None:
+    """Each tool of the catalogue reaches its handler's validation through a real bridge: an
+    argument outside its declared schema is a -32602 naming that argument, and nothing is written."""
+    async def main() -> None:
+        async with env.session(MEMORYD_TOOLS="full") as session:
+            listed = {t.name: t for t in (await session.list_tools()).tools}
+            assert list(listed) == list(catalogue.TOOLS)
+            for name, tool in catalogue.TOOLS.items():
+                assert listed[name].input_schema == tool.wire()["inputSchema"], name
+                err = await call_error(session, name, not_a_parameter=1)
+                assert err.code == -32602, (name, err)
+                assert err.data["param"] in {"not_a_parameter", *tool.required}, (name, err.data)
+            health = await call(session, "memory_health")
+            assert health["memories"] == 0
+    anyio.run(main)
+
+
 def test_tools_list_fits_the_17000_character_budget(env: Env) -> None:
     """Every agent pays for tools/list in context on every session (the spec's budget, for all 22
     with their output schemas; what Claude Code sends is tests/integration/test_tool_list_size.py)."""
