@@ -128,6 +128,31 @@ def test_a_real_restart_resumes_from_the_checkpoint_and_keeps_every_answer(env: 
     assert anyio.run(answers)[2] == before[2]
 
 
+def test_a_cold_start_answers_first_and_its_deferred_index_gives_the_same_answers(env: Env) -> None:
+    """With every derived file gone the text index is built after the daemon answers (docs/benchmark.md,
+    "Cold start"); the first search, and the near-duplicate gate of the first write, see all of it."""
+    env.start_daemon()
+    _populate(env)
+
+    async def search() -> list[str]:
+        async with env.session(**WT) as s:
+            return [h["id"] for h in (await call(s, "memory_search", query="deploy script"))["results"]]
+
+    before = anyio.run(search)
+    assert env.memoryd("stop").returncode == 0
+    for name in lifecycle.DERIVED_STATE:
+        (env.home / "state" / name).unlink(missing_ok=True)
+    env.start_daemon()
+    assert anyio.run(search) == before
+
+    async def near_duplicate() -> Any:
+        async with env.session(**WT) as s:
+            return await call(s, "memory_write", content="The deploy script lives in ops/deploy.sh!",
+                              scopes=["projects:ckpt"])
+
+    assert anyio.run(near_duplicate)["status"] != "committed"
+
+
 def test_a_changed_log_a_crash_or_a_bad_checkpoint_means_a_full_replay(env: Env, tmp_path: Path) -> None:
     env.start_daemon()
     _populate(env)

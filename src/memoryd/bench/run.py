@@ -169,7 +169,8 @@ def _met(r: Row) -> str:
 def _value(r: Row) -> str:
     if "p50_ms" in r and "value" not in r:
         return f"{r['p50_ms']} ms"
-    return f"{r.get('value')} {r.get('unit', '')}".strip()
+    value = f"{r.get('value')} {r.get('unit', '')}".strip()
+    return value + (f" (first search {r['first_search_s']} s)" if "first_search_s" in r else "")
 
 
 BUSY_LOAD_PER_CPU = 0.7  # a 1-minute load above this share of the CPUs: other work shared the host

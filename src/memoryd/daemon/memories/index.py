@@ -8,6 +8,7 @@ structural ones (which repo, which projects exist, who links here, paging order)
 from __future__ import annotations
 
 import bisect
+import gc
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -30,7 +31,10 @@ class LiveIndex:
     """Live memories: text index, by-repo sets, id order, backlinks, known projects, handoffs."""
 
     def __init__(self) -> None:
-        self.text = SearchIndex()
+        self._text: SearchIndex | None = SearchIndex()
+        # A cold start's memories, waiting for their text index (`defer_text`), and its progress line.
+        self._text_todo: list[Memory] = []
+        self._text_progress: Callable[[int], None] | None = None
         self.by_repo: dict[str | None, set[str]] = {}
         self.order: list[str] = []                            # ids ascending (ULID = creation order)
         self.backlinks: dict[str, dict[str, str]] = {}        # target -> {source: link type}
@@ -83,9 +87,44 @@ class LiveIndex:
     def add_text(self, memory: Memory, terms: list[str] | None = None) -> None:
         self.text.add(*self._doc(memory), terms=terms)
 
+    @property
+    def text(self) -> SearchIndex:
+        """The BM25 and near-duplicate index; a deferred one (`defer_text`) is built on first use."""
+        if self._text is None:
+            self.finish_text()
+        assert self._text is not None
+        return self._text
+
+    @text.setter
+    def text(self, index: SearchIndex) -> None:
+        self._text, self._text_todo = index, []
+
     def build_text(self, memories: Iterable[Memory], progress: Callable[[int], None] | None = None) -> None:
         """A new text index of `memories` in one go (start-up without a snapshot)."""
         self.text = SearchIndex.build(map(self._doc, memories), progress)
+
+    def defer_text(self, memories: list[Memory], progress: Callable[[int], None] | None = None) -> None:
+        """A start without a snapshot: the index of `memories` (the records just loaded, never
+        changed in place) is built after the daemon answers — on its first idle turn, or by the
+        first call that reads or changes it, whichever comes first (docs/benchmark.md, "Cold
+        start"). Any change goes through `text`, so it lands on the whole index."""
+        self._text, self._text_todo, self._text_progress = None, memories, progress
+
+    def finish_text(self) -> None:
+        if self._text is None:
+            # As during a start (lifecycle.open_store): the cyclic GC would walk the growing heap
+            # again and again while the build makes its objects, which live as long as the daemon.
+            gc.disable()
+            try:
+                self.build_text(self._text_todo, self._text_progress)
+            finally:
+                gc.freeze()
+                gc.enable()
+            self._text_progress = None
+
+    @property
+    def text_pending(self) -> bool:
+        return self._text is None
 
     @staticmethod
     def _doc(memory: Memory) -> tuple[str, str, tuple[str, ...], str]:

@@ -167,7 +167,8 @@ def index_header(tier: TierState) -> dict[str, Any]:
 
 def load_text_indexes(tier: TierState, snapshot: bytes | None = None) -> bool:
     """Restore both text indexes from the snapshot if it describes the files just loaded, else
-    rebuild them from the records. True when the snapshot was used. After a start that took
+    rebuild them from the records (the live one after the first reply: `LiveIndex.defer_text`).
+    True when the snapshot was used. After a start that took
     every record from the cache the checkpoint vouches for (`tier.unlisted`), the snapshot saved
     with that very cache (the same `gen`) describes them: the fingerprint of every id and sha
     is not computed (docs/benchmark.md)."""
@@ -186,7 +187,8 @@ def load_text_indexes(tier: TierState, snapshot: bytes | None = None) -> bool:
         except (KeyError, IndexError, TypeError, ValueError):
             pass
     total = len(tier.live)
-    tier.index.build_text(tier.live.values(), lambda done: tier.core.progress("building the search index", done, total))
+    tier.index.defer_text(list(tier.live.values()),
+                          lambda done: tier.core.progress("building the search index", done, total))
     tier.tomb_index.build_text(tier.tombstones.values())
     return False
 

@@ -360,6 +360,7 @@ class MemoryTier(TierState):
         if not self.patterns_compiled:
             compile_patterns()
             self.patterns_compiled = True
+        self.index.finish_text()  # a cold start's text index, after its first reply (recovery)
         self.save_built_caches()
         self.pump_vectors()
         self.index.anchors.build_some(self.live, ANCHOR_SLICE)  # point-of-action recall's keys

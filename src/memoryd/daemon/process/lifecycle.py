@@ -254,6 +254,10 @@ def reindex(progress: Progress) -> dict[str, Any]:
         for name in DERIVED_STATE:
             (root / "state" / name).unlink(missing_ok=True)
         core, report = open_store(root, settings, progress)
+        if core.memories is not None:  # no reply to hurry: build the text index a serve would defer
+            core.progress = progress
+            core.memories.index.finish_text()
+            core.progress = no_progress
         if settings.search_by_meaning and core.memories is not None:
             report["vectors"] = core.memories.semantic.rebuild(core.memories.live.values(), progress)
         progress("writing the caches", 0, 0)

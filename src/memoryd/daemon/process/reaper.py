@@ -138,6 +138,7 @@ def next_due_in(core: Core, now: float) -> float:
         waits.append(sync_service.next_due_in(core, now))
     if (core.journal.unverified or core.journal.unlisted or core.journal.root_unlisted
             or (memories is not None and (memories.unverified or memories.save_after_start
-                                          or memories.semantic.waiting() or not memories.index.anchors.built))):
+                                          or memories.index.text_pending or memories.semantic.waiting()
+                                          or not memories.index.anchors.built))):
         waits.append(0.0)
     return max(0.01, min(waits))
