@@ -108,6 +108,12 @@ class SessionTable:
         self.by_worktree: dict[str | None, OrderedDict[str, None]] = {}
         self.open_ids: dict[str, None] = {}  # kept so listing open sessions never scans them all
         self.last_n = 0
+        # Per worktree, the (repo, project) of its most recently active session: what every
+        # memory_write's project-scope check asks (memories/projects.py). Made on first use (one
+        # session thawed per worktree), then kept as sessions start and act. `derived` holds what
+        # callers make of it, emptied whenever an entry changes.
+        self._identities: dict[str, tuple[str | None, str | None]] | None = None
+        self.derived: dict[Any, Any] = {}
 
     def __len__(self) -> int:
         return len(self.sessions) + len(self.rows)
@@ -129,6 +135,25 @@ class SessionTable:
     def next_id(self) -> str:
         return f"sess-{self.last_n + 1}"
 
+    def latest_identities(self) -> dict[str, tuple[str | None, str | None]]:
+        """Per worktree any agent worked in: the (repo, project) of its latest session."""
+        if self._identities is None:
+            self._identities = {}
+            for worktree, ids in self.by_worktree.items():
+                latest = self.get(next(reversed(ids))) if worktree and ids else None
+                if worktree and latest is not None:
+                    self._identities[worktree] = (latest.repo, latest.project)
+        return self._identities
+
+    def _now_latest(self, session: Session) -> None:
+        """`session` just became the last of its worktree's walk."""
+        walk = self.by_worktree.get(session.worktree)
+        if self._identities is not None and session.worktree and walk and next(reversed(walk)) == session.id:
+            identity = (session.repo, session.project)
+            if self._identities.get(session.worktree) != identity:
+                self._identities[session.worktree] = identity
+                self.derived.clear()
+
     def open_sessions(self) -> list[Session]:
         return [session for sid in self.open_ids if (session := self.get(sid)) is not None]
 
@@ -144,6 +169,7 @@ class SessionTable:
         self.last_n = max(self.last_n, int(session.id.split("-", 1)[1]))
         if not is_operator_client(session.client):  # the handoff walk sees agents' sessions only
             self.by_worktree.setdefault(session.worktree, OrderedDict())[session.id] = None
+            self._now_latest(session)
         return session
 
     def touch(self, session: Session, ts: str) -> None:
@@ -152,7 +178,8 @@ class SessionTable:
         try:
             self.by_worktree[session.worktree].move_to_end(session.id)
         except KeyError:  # an operator session, in no worktree's walk
-            pass
+            return
+        self._now_latest(session)
 
     def end(self, session: Session, reason: str, ts: str) -> None:
         session.ended, session.ended_at = reason, ts
@@ -165,6 +192,7 @@ class SessionTable:
         walk = self.by_worktree.get(session.worktree)
         if walk is not None and session.id in walk:
             walk.move_to_end(session.id)
+            self._now_latest(session)
 
     def walk_back(self, worktree: str | None, skip: str) -> Iterator[Session]:
         """This worktree's sessions, most recently active first, without `skip` (lazy)."""

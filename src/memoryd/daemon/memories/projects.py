@@ -44,8 +44,7 @@ def check_project_scopes(call: Call, scopes: list[str], acknowledged: bool) -> C
     named = {n for s in scopes if (n := project_scope_name(s)) is not None and n != own}
     if own is None or not named:
         return Checked(scopes)
-    worktrees = _latest_by_worktree(call)
-    aliases = _aliases(worktrees, repo, worktree) - _others_projects(worktrees, repo) - {own}
+    aliases, worktree_projects = _view(call, repo, worktree, own)
     out, resolved = [], []
     for scope in scopes:
         name = project_scope_name(scope)
@@ -54,8 +53,9 @@ def check_project_scopes(call: Call, scopes: list[str], acknowledged: bool) -> C
             resolved.append({"from": scope, "to": canonical, "why": f"{name!r} is this repo's folder name"})
             scope = canonical
         out.append(scope)
-    known = set(call.core.memories.known_projects()) | {s[1] for s in worktrees.values() if s[1]}
-    unknown = [s for s in unique(out) if (n := project_scope_name(s)) not in (None, own) and n not in known]
+    memory_projects = call.core.memories.known_projects()
+    unknown = [s for s in unique(out) if (n := project_scope_name(s)) not in (None, own)
+               and n not in memory_projects and n not in worktree_projects]
     if unknown and not acknowledged:
         name = project_scope_name(unknown[0])
         return Checked(out, resolved, {
@@ -67,6 +67,20 @@ def check_project_scopes(call: Call, scopes: list[str], acknowledged: bool) -> C
     return Checked(unique(out), resolved)
 
 
+def _view(call: Call, repo: str | None, worktree: str | None, own: str) -> tuple[frozenset[str], frozenset[str]]:
+    """This writer's aliases and the projects worktrees are named, from every worktree's latest
+    session; kept with the session table until one of those changes (deriving them walked every
+    worktree and named folders: the largest share of a write's gates, docs/benchmark.md)."""
+    sessions = call.core.sessions
+    key = ("project scopes", repo, worktree, own)
+    view: tuple[frozenset[str], frozenset[str]] | None = sessions.derived.get(key)
+    if view is None:
+        worktrees = sessions.latest_identities()
+        aliases = _aliases(worktrees, repo, worktree) - _others_projects(worktrees, repo) - {own}
+        view = sessions.derived[key] = (frozenset(aliases), frozenset(p for _, p in worktrees.values() if p))
+    return view
+
+
 def _writer(call: Call) -> tuple[str | None, str | None, str | None]:
     """The writer's (project, repo, worktree): its session's, else its connection's identity."""
     session, identity = call.session, call.identity
@@ -74,17 +88,6 @@ def _writer(call: Call) -> tuple[str | None, str | None, str | None]:
         value = getattr(session, key, None)
         return value if value is not None else identity.get(key)
     return pick("project"), pick("repo"), pick("worktree")
-
-
-def _latest_by_worktree(call: Call) -> dict[str, tuple[str | None, str | None]]:
-    """Per worktree any agent worked in: the (repo, project) of its latest session (one thawed each)."""
-    sessions = call.core.sessions
-    out: dict[str, tuple[str | None, str | None]] = {}
-    for worktree, ids in sessions.by_worktree.items():
-        latest = sessions.get(next(reversed(ids))) if worktree and ids else None
-        if worktree and latest is not None:
-            out[worktree] = (latest.repo, latest.project)
-    return out
 
 
 def _aliases(worktrees: dict[str, tuple[str | None, str | None]], repo: str | None, worktree: str | None) -> set[str]:
