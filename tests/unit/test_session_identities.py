@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from memoryd.daemon.connections import SessionTable
+from memoryd.daemon.identity.session_table import SessionTable
 
 
 def walked(table: SessionTable) -> dict[str, tuple[Any, Any]]:
