@@ -16,7 +16,7 @@ from itertools import accumulate
 from operator import le
 from typing import Any, Self, cast
 
-from memoryd.daemon.search import text
+from memoryd.daemon.search.text import analyze, query_terms
 
 
 @lru_cache(maxsize=4096)
@@ -27,13 +27,13 @@ def scope_tokens(scope: str) -> tuple[str, ...]:
     scopes and every indexed memory repeats them."""
     levels = scope.lower().split(":")
     tokens = [":".join(levels[: i + 1]) for i in range(1, len(levels))]
-    tokens += [term for level in levels for term in text.analyze(level)]
+    tokens += [term for level in levels for term in analyze(level)]
     return tuple(dict.fromkeys(tokens))
 
 
 def content_terms(content: str) -> list[str]:
     """Indexed terms of `content`, in order (`text.analyze`: stems, identifiers whole and split)."""
-    return text.analyze(content)
+    return analyze(content)
 
 
 _PAIR_TYPE = "I"
@@ -150,7 +150,7 @@ class Postings:
     def matching(self, query: str) -> set[str]:
         """Every document holding at least one query term (a search's pre-cap total)."""
         found: set[str] = set()
-        for term, _, _ in text.query_terms(query):
+        for term, _, _ in query_terms(query):
             for postings in (self._content, self._scope):
                 found.update(self._docs_of(postings, term) or ())
         return found

@@ -10,8 +10,8 @@ import math
 from collections.abc import Callable, Iterable, Iterator
 from operator import itemgetter
 
-from memoryd.daemon.search import text
 from memoryd.daemon.search.postings import Postings
+from memoryd.daemon.search.text import query_terms
 
 BM25_K1 = 1.2
 BM25_B = 0.75
@@ -44,7 +44,7 @@ class Ranking(Postings):
     ) -> list[tuple[str, float, float]]:
         """`search`'s hits as `(doc_id, score, relevance)`: the coverage the reranking computed is
         each hit's `relevance` too, so a caller that shows both does not compute it twice."""
-        rows = text.query_terms(query)
+        rows = query_terms(query)
         hits = self.bm25(query, max(limit, RERANK_DEPTH), accept)
         share = self._coverage(rows, [doc_id for doc_id, _ in hits])
         final = [(round(score * (COVERAGE_BASE + share[d]), SCORE_DIGITS), self._recency[d], d)
@@ -61,7 +61,7 @@ class Ranking(Postings):
         the larger doc_id. `accept` is called lazily in rank order, so a permissive filter costs
         about `limit` calls rather than one per matching document.
         """
-        terms = [(t, w) for t, w, _ in text.query_terms(query) if t in self._df]
+        terms = [(t, w) for t, w, _ in query_terms(query) if t in self._df]
         if limit <= 0 or not terms:
             return []
         hits: list[tuple[str, float]] = []
@@ -180,7 +180,7 @@ class Ranking(Postings):
         equivalent instead. Unlike a BM25 score this is comparable across queries and store
         sizes, so a caller (the prompt hook) can keep only hits above a fixed threshold.
         """
-        share = self._coverage(text.query_terms(query), list(doc_ids))
+        share = self._coverage(query_terms(query), list(doc_ids))
         return {doc_id: round(value, 2) for doc_id, value in share.items()}
 
     def _coverage(self, rows: tuple[tuple[str, float, str], ...], doc_ids: list[str]) -> dict[str, float]:
