@@ -42,7 +42,7 @@ def _imports(name: str, path: Path, known: set[str]) -> set[str]:
                 base = ".".join(anchor + ([base] if base else []))
             for alias in node.names:
                 sub = f"{base}.{alias.name}"
-                found.add(sub if sub in known else base)
+                found.update((sub, base) if sub in known else (base,))  # the package runs first
     return {m for m in found if m in known and m != name}
 
 
