@@ -106,8 +106,8 @@ class LiveIndex:
     def defer_text(self, memories: list[Memory], progress: Callable[[int], None] | None = None) -> None:
         """A start without a snapshot: the index of `memories` (the records just loaded, never
         changed in place) is built after the daemon answers — on its first idle turn, or by the
-        first call that reads or changes it, whichever comes first (docs/benchmark.md, "Cold
-        start"). Any change goes through `text`, so it lands on the whole index."""
+        first call that reads or changes it, whichever comes first (docs/storage.md, recovery
+        step 4). Any change goes through `text`, so it lands on the whole index."""
         self._text, self._text_todo, self._text_progress = None, memories, progress
 
     def finish_text(self) -> None:
