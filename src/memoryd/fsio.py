@@ -17,12 +17,13 @@ def fsync_dir(directory: Path | str) -> None:
         os.close(fd)
 
 
-def replace_atomic(path: Path, data: bytes, mode: int = 0o600) -> None:
+def replace_atomic(path: Path, data: bytes, mode: int = 0o600, durable: bool = True) -> None:
     """Make `path` hold `data`, permission bits `mode`, in one rename — a reader or a crash finds
     the old file or the new, never half — durable at return (the temp file's bytes and then the
-    directory are fsynced). The temp file beside `path` is a fresh name created with O_EXCL, so a
-    planted link there is never followed; a link at `path` itself is replaced, never followed.
-    The parent directory must exist."""
+    directory are fsynced) unless `durable` is False: a file that is only a copy of data kept
+    durably elsewhere, rewritten from there when lost (the sync clone's working tree). The temp
+    file beside `path` is a fresh name created with O_EXCL, so a planted link there is never
+    followed; a link at `path` itself is replaced, never followed. The parent directory must exist."""
     tmp = path.with_name(f".{path.name}.{os.urandom(4).hex()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
@@ -31,11 +32,13 @@ def replace_atomic(path: Path, data: bytes, mode: int = 0o600) -> None:
             while view:
                 view = view[os.write(fd, view):]
             os.fchmod(fd, mode)
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    fsync_dir(path.parent)
+    if durable:
+        fsync_dir(path.parent)

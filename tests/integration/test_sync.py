@@ -361,6 +361,31 @@ def test_a_daemon_killed_mid_sync_is_consistent_after_restart(pair: tuple[Env, E
     assert synced(a)["pushed"] == 0
 
 
+def test_a_clone_file_a_crash_cut_short_is_written_again_and_never_reaches_a_store(
+        pair: tuple[Env, Env], remote: Path) -> None:
+    """The clone's working tree is written without fsync (a copy of the store and of git's blobs):
+    what a power cut can leave of such a file — empty, or cut short — makes the tree dirty, and the
+    next sync resets it from the last commit. Neither store ever takes the damaged bytes."""
+    a, b = pair
+    set_up(remote, a, b)
+    pushed = write(a, FACT)
+    assert synced(a)["pushed"] == 1 and synced(b)["pulled"] == 1
+    a_copy = a.home / "sync" / "repo" / "memories" / f"{pushed}.md"
+    b_copy = b.home / "sync" / "repo" / "memories" / f"{pushed}.md"
+    whole = a_copy.read_bytes()
+    assert b_copy.read_bytes() == whole  # the pull's checkout wrote the same bytes from the blob
+    a_copy.write_bytes(b"")            # lost whole (delayed allocation, then a power cut)
+    b_copy.write_bytes(whole[: len(whole) // 2])  # lost its tail
+    for env in (a, b):
+        again = synced(env)
+        assert again["status"] == "ok" and "reset the clone" in again["repaired"], again
+        assert again["pushed"] == 0 and again["pulled"] == 0 and again["quarantined"] == []
+    assert a_copy.read_bytes() == whole and b_copy.read_bytes() == whole
+    for env in (a, b):
+        assert tool(env, "memory_show", id=pushed)["content"] == FACT
+        assert tool(env, "memory_health")["hand_edited"]["total"] == 0
+
+
 def test_a_push_that_loses_a_race_pulls_merges_and_pushes_again(pair: tuple[Env, Env], remote: Path) -> None:
     a, b = pair
     hold = hold_pushes(a)

@@ -19,7 +19,7 @@ from memoryd.daemon.memories.records import sha256_hex
 from memoryd.daemon.storage import frontmatter, nofollow
 from memoryd.daemon.sync import admission
 from memoryd.daemon.sync.git import Git, GitFailed
-from memoryd.daemon.sync.layout import CONFLICTS, FOLDER_OF, escaped, write_atomic
+from memoryd.daemon.sync.layout import CONFLICTS, FOLDER_OF, escaped, write_atomic, write_tree_file
 from memoryd.daemon.sync.merge import Version
 
 TOP_FOLDERS = (*FOLDER_OF.values(), CONFLICTS)  # the synced folders at the top of the tree
@@ -90,7 +90,7 @@ def checkout(git: Git, old: str | None, new: str | None, full: bool = False) -> 
     data = dict(git.iter_blobs(sorted(set(records.values()))))
     for path, blob in records.items():
         if blob in data:
-            write_atomic(real_parents(repo, repo / path), data[blob])
+            write_tree_file(real_parents(repo, repo / path), data[blob])
     git.reset_index(new)
     left_out = [os.fsencode(path) for path, (_mode, blob) in changed.items() if records.get(path) not in data]
     if left_out:  # none when `new` is None
@@ -128,7 +128,7 @@ def place(repo: Path, memory_id: str, state: str, data: bytes) -> None:
             target = real_parents(repo, repo / folder / f"{memory_id}.md")
             if os.path.lexists(target):
                 target.unlink()
-    write_atomic(real_parents(repo, repo / FOLDER_OF[state] / f"{memory_id}.md"), data)
+    write_tree_file(real_parents(repo, repo / FOLDER_OF[state] / f"{memory_id}.md"), data)
 
 
 def drop_kept(repo: Path, path: Path) -> None:
@@ -146,7 +146,7 @@ def drop_kept(repo: Path, path: Path) -> None:
 
 
 def keep_loser(repo: Path, memory_id: str, data: bytes) -> None:
-    write_atomic(real_parents(repo, repo / CONFLICTS / memory_id / f"{sha256_hex(data)}.md"), data)
+    write_tree_file(real_parents(repo, repo / CONFLICTS / memory_id / f"{sha256_hex(data)}.md"), data)
 
 
 def read_clone_record(repo: Path, memory_id: str) -> Version | None:

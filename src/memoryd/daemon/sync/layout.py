@@ -57,10 +57,18 @@ def branch_of(config: dict[str, Any]) -> str:
     return BRANCH if name.startswith(("-", "/")) or name.endswith(("/", ".lock")) or ".." in name else name
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Replace `path` with `data`, durably (`fsio.replace_atomic`), making its folder if missing."""
+def write_atomic(path: Path, data: bytes, durable: bool = True) -> None:
+    """Replace `path` with `data` (`fsio.replace_atomic`), making its folder if missing."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fsio.replace_atomic(path, data)
+    fsio.replace_atomic(path, data, durable=durable)
+
+
+def write_tree_file(path: Path, data: bytes) -> None:
+    """A file of the clone's working tree: atomic (no link followed) but not fsynced. The tree is a
+    copy — of the live store before a commit, of git's blobs after a checkout — and a sync finding
+    it changed or cut short by a crash resets it and writes it again (`clone.repair`); git's own
+    objects are not fsynced either. Two fsyncs per file were most of a 1,000-record sync (docs/sync.md)."""
+    write_atomic(path, data, durable=False)
 
 
 def escaped(text: str) -> str:
