@@ -46,6 +46,9 @@ class Config:
     hook_pointer_min_similarity: float = 0.5
     hook_pointer_min_relevance: float = 1.1   # off: words alone never made a pointer pay on the tune split
     hook_pointer_depth: int = 1               # only the ranking's first hit may be pointed to
+    # A prompt that got a memory or a pointer may get one pointer more: the next of the first three
+    # hits at this cosine (it costs a line, never a prompt's silence; docs/search.md "Disclosure").
+    hook_pointer_follow_similarity: float = 0.35
     # A shell call's description + command searched by meaning (hooks/pretool.py): one line at most,
     # in full past the first bar, a pointer past the second (fit on the tune split of tool_calls.yaml).
     hook_tool_min_similarity: float = 0.75
@@ -60,6 +63,19 @@ class Config:
     search_by_meaning: bool = True
     # Which tools a bridge lists (docs/tools.md, "Tool profiles"): core or full; a bridge may override.
     tools: str = DEFAULT_PROFILE
+
+    def hook_settings(self) -> dict[str, Any]:
+        """What a hook process decides with (it never reads the config file itself); `memoryd
+        eval` decides with the same, so it measures what the hooks do."""
+        return {"session_start_chars": self.hook_session_start_chars, "prompt_chars": self.hook_prompt_chars,
+                "prompt_max_hits": self.hook_prompt_max_hits, "prompt_min_relevance": self.hook_prompt_min_relevance,
+                "prompt_min_similarity": self.hook_prompt_min_similarity, "prompt_min_both": self.hook_prompt_min_both,
+                "prompt_max_pointers": self.hook_prompt_max_pointers,
+                "pointer_min_similarity": self.hook_pointer_min_similarity,
+                "pointer_min_relevance": self.hook_pointer_min_relevance, "pointer_depth": self.hook_pointer_depth,
+                "pointer_follow_similarity": self.hook_pointer_follow_similarity,
+                "tool_min_similarity": self.hook_tool_min_similarity,
+                "tool_pointer_similarity": self.hook_tool_pointer_similarity, "last_words": self.hook_last_words}
 
 
 # Claude Code truncates hook context above 10,000 chars; a budget above it would be cut blind.
@@ -88,6 +104,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "hook_pointer_min_similarity": (0.0, 1.1),
     "hook_pointer_min_relevance": (0.0, 1.1),
     "hook_pointer_depth": (1, 10),
+    "hook_pointer_follow_similarity": (0.0, 1.1),
     "hook_tool_min_similarity": (0.0, 1.1),
     "hook_tool_pointer_similarity": (0.0, 1.1),
     "hook_session_chars": (500, 100_000),

@@ -30,12 +30,7 @@ FILLER_PAIRS = Path(__file__).with_name("filler_pairs.yaml")
 HOOK_DEPTH = 10
 SESSION_TURNS = 20
 _CONFIG = Config()
-SETTINGS = {"prompt_min_relevance": _CONFIG.hook_prompt_min_relevance,
-            "prompt_min_similarity": _CONFIG.hook_prompt_min_similarity,
-            "prompt_min_both": _CONFIG.hook_prompt_min_both, "prompt_max_hits": _CONFIG.hook_prompt_max_hits,
-            "prompt_chars": _CONFIG.hook_prompt_chars, "prompt_max_pointers": _CONFIG.hook_prompt_max_pointers,
-            "pointer_min_similarity": _CONFIG.hook_pointer_min_similarity,
-            "pointer_min_relevance": _CONFIG.hook_pointer_min_relevance, "pointer_depth": _CONFIG.hook_pointer_depth}
+SETTINGS = _CONFIG.hook_settings()
 # The targets, checked on held-out: (key, comparison, bound, label).
 TARGETS = [
     ("reached", ">=", 0.85, "related: right memory reached the agent (full or pointer)"),

@@ -24,8 +24,7 @@ from memoryd.hooks import disclosure
 TOOL_CALLS = Path(__file__).with_name("tool_calls.yaml")
 DEPTH = 3
 _CONFIG = Config()
-SETTINGS = {"tool_min_similarity": _CONFIG.hook_tool_min_similarity,
-            "tool_pointer_similarity": _CONFIG.hook_tool_pointer_similarity}
+SETTINGS = _CONFIG.hook_settings()
 TARGETS = [
     ("reached", ">=", 0.70, "related calls: right memory reached the agent"),
     ("unrelated_nothing", ">=", 0.95, "unrelated calls: nothing at all"),

@@ -273,12 +273,4 @@ def _stamp(session: Session, ids: list[str]) -> None:
 
 def settings(core: Core) -> dict[str, Any]:
     """The hook settings a hook process needs (it never reads the config file itself)."""
-    c = core.config
-    return {"session_start_chars": c.hook_session_start_chars, "prompt_chars": c.hook_prompt_chars,
-            "prompt_max_hits": c.hook_prompt_max_hits, "prompt_min_relevance": c.hook_prompt_min_relevance,
-            "prompt_min_similarity": c.hook_prompt_min_similarity, "prompt_min_both": c.hook_prompt_min_both,
-            "prompt_max_pointers": c.hook_prompt_max_pointers, "pointer_min_similarity": c.hook_pointer_min_similarity,
-            "pointer_min_relevance": c.hook_pointer_min_relevance, "pointer_depth": c.hook_pointer_depth,
-            "tool_min_similarity": c.hook_tool_min_similarity,
-            "tool_pointer_similarity": c.hook_tool_pointer_similarity,
-            "last_words": c.hook_last_words}
+    return core.config.hook_settings()
