@@ -386,6 +386,24 @@ def test_a_clone_file_a_crash_cut_short_is_written_again_and_never_reaches_a_sto
         assert tool(env, "memory_health")["hand_edited"]["total"] == 0
 
 
+def test_the_records_a_sync_commits_go_into_one_pack_not_a_file_each(pair: tuple[Env, Env], remote: Path) -> None:
+    a, _ = pair
+    set_up(remote, a)
+    facts = ["Invoices render with weasyprint.", "The cron host is batch-3.", "Redis runs on port 6380.",
+             "Staging deploys from the develop branch.", "Feature flags live in LaunchDarkly.",
+             "Logs ship to Loki through promtail.", "The API rate limit is 600 per minute.",
+             "Terraform state sits in the infra-state bucket.", "Node 20 builds the web app.",
+             "Alembic owns the reporting schema.", "Sentry samples a tenth of traces.", "Backups run at 02:00 UTC."]
+    for fact in facts:
+        write(a, fact)
+    assert synced(a)["pushed"] == 12
+    counted = subprocess.run(["git", "count-objects", "-v"], cwd=a.home / "sync" / "repo", check=True,
+                             capture_output=True, text=True).stdout
+    objects = dict(line.split(": ") for line in counted.splitlines())
+    assert int(objects["in-pack"]) >= 12  # the blobs
+    assert int(objects["count"]) <= 6     # loose: the commit and its few trees
+
+
 def test_a_push_that_loses_a_race_pulls_merges_and_pushes_again(pair: tuple[Env, Env], remote: Path) -> None:
     a, b = pair
     hold = hold_pushes(a)
