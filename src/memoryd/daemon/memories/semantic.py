@@ -103,6 +103,9 @@ class Semantic:
             elif kind == "failed":
                 self.state = f"unavailable: {payload}"
                 log.warning("search by meaning is off: %s", payload)
+            elif kind == "saved":
+                ids, stamps, matrix, scales = payload
+                applied += self._adopt_saved(ids, stamps, matrix, scales, current)
             else:
                 ids, stamps, vectors = payload
                 for i, (memory_id, stamp) in enumerate(zip(ids, stamps)):
@@ -117,6 +120,11 @@ class Semantic:
         return bool(self._outbox)
 
     def _put(self, memory_id: str, stamp: str, vector: Any) -> None:
+        rows, scales = quantize(vector[None, :])
+        self._place(memory_id, stamp, rows[0], scales[0])
+
+    def _place(self, memory_id: str, stamp: str, values: Any, scale: Any) -> None:
+        """One memory's quantized vector into its row (a new one when it has none)."""
         import numpy as np
 
         row = self.rows.get(memory_id)
@@ -126,7 +134,7 @@ class Semantic:
             else:
                 row = len(self.ids)
                 if self.matrix is None or row >= len(self.matrix):
-                    grown = np.zeros((max(1024, row * 2), vector.shape[-1]), np.int8)
+                    grown = np.zeros((max(1024, row * 2), values.shape[-1]), np.int8)
                     scales = np.zeros(len(grown), np.float32)
                     if self.matrix is not None:
                         grown[:row], scales[:row] = self.matrix[:row], self.scales[:row]
@@ -136,9 +144,27 @@ class Semantic:
             self.rows[memory_id] = row
         self.ids[row] = memory_id
         self.stamps[row] = stamp
-        rows, scales = quantize(vector[None, :])
-        self.matrix[row], self.scales[row] = rows[0], scales[0]
+        self.matrix[row], self.scales[row] = values, scale
         self.dirty = True
+
+    def _adopt_saved(self, ids: list[str], stamps: list[str], matrix: Any, scales: Any,
+                     current: Callable[[str], str | None]) -> int:
+        """The saved vectors, as the thread laid them out (`_reuse_saved`): at a start, when none is
+        held yet, its arrays become this index as they are — the loop only swaps references. Placing
+        100k vectors one by one held the loop for seconds after every start at that size, and even
+        one copy of their rows costs ~0.4 s in fresh pages here (docs/search.md). A memory changed
+        since the thread's snapshot frees its row; nothing here needs saving again."""
+        if self.rows:  # vectors came first (not a start): place these one by one
+            fresh = [i for i, (m, s) in enumerate(zip(ids, stamps)) if m not in self.rows and current(m) == s]
+            for i in fresh:
+                self._place(ids[i], stamps[i], matrix[i], scales[i])
+            return len(fresh)
+        self.matrix, self.scales, self.ids, self.stamps = matrix, scales, list(ids), list(stamps)
+        self.rows = dict(zip(ids, range(len(ids))))
+        for memory_id, stamp in zip(ids, stamps):
+            if current(memory_id) != stamp:
+                self.removed(memory_id)
+        return len(self.rows)
 
     def embed_query(self, text: str) -> Any:
         """The query's unit vector, or None while the encoder is not loaded."""
@@ -289,20 +315,25 @@ class Semantic:
         from memoryd.daemon.encoder.model import WEIGHTS_SHA256
 
         saved: dict[str, tuple[str, int]] = {}
-        matrix = None
+        found = None
         try:
             found = vectorfile.read(self.path, WEIGHTS_SHA256)
         except (vectorfile.Refused, MemoryError, OSError) as exc:  # anything wrong: embed again
-            found = None
             self.file_note = f"state/vectors.bin discarded ({exc}); every memory embedded again"
             log.warning("%s", self.file_note)
         if found is not None and found[0]:
-            ids, stamps, matrix = found
-            saved = {m: (s, i) for i, (m, s) in enumerate(zip(ids, stamps))}
+            saved = {m: (s, i) for i, (m, s) in enumerate(zip(found[0], found[1]))}
         keep = [(m, s) for m, s, _ in snapshot if saved.get(m, ("",))[0] == s]
-        if keep and matrix is not None:
-            picked = [saved[m][1] for m, _ in keep]
-            self._outbox.append(("vectors", ([m for m, _ in keep], [s for _, s in keep], matrix[picked])))
+        if keep and found is not None:  # laid out here, off the loop (numpy copies without the GIL)
+            import numpy as np
+
+            count = len(keep)
+            picked = np.fromiter((saved[m][1] for m, _ in keep), np.intp, count)
+            matrix = np.zeros((count + max(1024, count // 8), found[2].shape[1]), np.int8)  # room to grow
+            scales = np.zeros(len(matrix), np.float32)
+            np.take(found[2], picked, axis=0, out=matrix[:count])
+            np.take(found[3], picked, out=scales[:count])
+            self._outbox.append(("saved", ([m for m, _ in keep], [s for _, s in keep], matrix, scales)))
         kept = {m for m, _ in keep}
         return [item for item in snapshot if item[0] not in kept]
 

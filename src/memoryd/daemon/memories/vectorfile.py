@@ -55,9 +55,10 @@ def file_bytes(model: str, ids: list[str], stamps: list[str], dims: int, rows: A
     return MAGIC + len(header).to_bytes(8, "little") + header + body
 
 
-def read(path: Path, model: str) -> tuple[list[str], list[str], Any] | None:
-    """(ids, stamps, float32 matrix) saved for `model`; None when there is no file or it was made by
-    another model (nothing wrong: embed again); `Refused` when it cannot be trusted."""
+def read(path: Path, model: str) -> tuple[list[str], list[str], Any, Any] | None:
+    """(ids, stamps, int8 rows, float32 scales) saved for `model`, as `quantize` made them; None
+    when there is no file or it was made by another model (nothing wrong: embed again); `Refused`
+    when it cannot be trusted."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:
@@ -94,7 +95,7 @@ def _header(handle: Any, size: int) -> tuple[dict[str, Any], int]:
     return header, at + length
 
 
-def _body(handle: Any, header: dict[str, Any], left: int) -> tuple[list[str], list[str], Any]:
+def _body(handle: Any, header: dict[str, Any], left: int) -> tuple[list[str], list[str], Any, Any]:
     import numpy as np
 
     ids, stamps, dims = header["ids"], header["stamps"], header["dims"]
@@ -106,4 +107,4 @@ def _body(handle: Any, header: dict[str, Any], left: int) -> tuple[list[str], li
         raise Refused("its checksum does not match its rows")
     scales = np.frombuffer(body[: 4 * count], np.float32)
     rows = np.frombuffer(body[4 * count :], np.int8).reshape(count, dims)
-    return ids, stamps, rows.astype(np.float32) * scales[:, None]
+    return ids, stamps, rows, scales
