@@ -250,9 +250,14 @@ class Semantic:
         dims = 0 if self.matrix is None else self.matrix.shape[1]
         from memoryd.daemon.encoder.model import WEIGHTS_SHA256
 
+        if not rows:
+            matrix = scales = None
+        elif len(at) == len(self.ids):  # no freed row: the arrays' heads, not a gathered copy
+            matrix, scales = self.matrix[: len(at)], self.scales[: len(at)]
+        else:
+            matrix, scales = self.matrix[at], self.scales[at]
         self.write(self.path, vectorfile.file_bytes(WEIGHTS_SHA256, [m for _, m in rows], [self.stamps[i] for i in at],
-                                                    dims, self.matrix[at] if rows else None,
-                                                    self.scales[at] if rows else None))
+                                                    dims, matrix, scales))
         self.dirty, self.saved_at = False, time.monotonic()
 
     # -- the thread's side --------------------------------------------------------------------
