@@ -151,8 +151,8 @@ class Semantic:
                      current: Callable[[str], str | None]) -> int:
         """The saved vectors, as the thread laid them out (`_reuse_saved`): at a start, when none is
         held yet, its arrays become this index as they are — the loop only swaps references. Placing
-        100k vectors one by one held the loop for seconds after every start at that size, and even
-        one copy of their rows costs ~0.4 s in fresh pages here (docs/search.md). A memory changed
+        100k vectors one by one held the loop for seconds after every start at that size, and one
+        copy of their 38 MB of rows took 0.03–0.4 s here, fresh pages included (docs/search.md). A memory changed
         since the thread's snapshot frees its row; nothing here needs saving again."""
         if self.rows:  # vectors came first (not a start): place these one by one
             fresh = [i for i, (m, s) in enumerate(zip(ids, stamps)) if m not in self.rows and current(m) == s]
