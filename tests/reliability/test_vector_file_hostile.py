@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import numpy as np
 import pytest
 
 from harness import Env, call, ensure_model
+from memoryd.daemon.memories import vectorfile
 
 FACTS = ["Deploys go through the staging cluster first.", "The billing service retries webhooks three times.",
          "Card numbers never touch our servers."]
@@ -69,7 +71,17 @@ def random_rows(path: Path) -> None:
     path.write_bytes(head + data[15 + length : 15 + length + 4 * count] + rng.randbytes(count * dims))
 
 
-@pytest.mark.parametrize("tamper", [big_header, fifo, random_rows], ids=["header-2**62", "fifo-link", "random-rows"])
+def other_dims(path: Path) -> None:
+    """Rows of 8 values under a checksum that matches them: the checksum is no seal."""
+    data = path.read_bytes()
+    length = int.from_bytes(data[7:15], "little")
+    header = json.loads(data[15 : 15 + length])
+    rows, scales = vectorfile.quantize(np.eye(len(header["ids"]), 8, dtype=np.float32))
+    path.write_bytes(vectorfile.file_bytes(header["model"], header["ids"], header["stamps"], 8, rows, scales))
+
+
+@pytest.mark.parametrize("tamper", [big_header, fifo, random_rows, other_dims],
+                         ids=["header-2**62", "fifo-link", "random-rows", "other-dims"])
 def test_a_hostile_vector_file_is_thrown_away_and_every_memory_embedded_again(tamper: Any) -> None:
     ensure_model()
     env = Env(meaning=True)

@@ -10,10 +10,11 @@ from pathlib import Path
 import numpy as np
 
 from memoryd.daemon.encoder.files import WEIGHTS_SHA256
+from memoryd.daemon.encoder.model import DIMENSIONS
 from memoryd.daemon.memories import vectorfile
 from memoryd.daemon.memories.semantic import Semantic
 
-DIMS = 8
+DIMS = DIMENSIONS
 
 
 def unit(seed: int) -> np.ndarray:

@@ -317,12 +317,12 @@ class Semantic:
         """Hand over the saved vectors that still match; returns what must be embedded (oldest first,
         so `pop` takes the newest). A file that cannot be trusted is thrown away (vectorfile.py) and
         health says so."""
-        from memoryd.daemon.encoder.model import WEIGHTS_SHA256
+        from memoryd.daemon.encoder.model import DIMENSIONS, WEIGHTS_SHA256
 
         saved: dict[str, tuple[str, int]] = {}
         found = None
         try:
-            found = vectorfile.read(self.path, WEIGHTS_SHA256)
+            found = vectorfile.read(self.path, WEIGHTS_SHA256, DIMENSIONS)
         except (vectorfile.Refused, MemoryError, OSError) as exc:  # anything wrong: embed again
             self.file_note = f"state/vectors.bin discarded ({exc}); every memory embedded again"
             log.warning("%s", self.file_note)

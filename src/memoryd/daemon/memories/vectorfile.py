@@ -64,10 +64,11 @@ def file_bytes(model: str, ids: list[str], stamps: list[str], dims: int, rows: A
     return b"".join([MAGIC, len(header).to_bytes(8, "little"), header, *body])
 
 
-def read(path: Path, model: str) -> tuple[list[str], list[str], Any, Any] | None:
+def read(path: Path, model: str, dims: int) -> tuple[list[str], list[str], Any, Any] | None:
     """(ids, stamps, int8 rows, float32 scales) saved for `model`, as `quantize` made them; None
     when there is no file or it was made by another model (nothing wrong: embed again); `Refused`
-    when it cannot be trusted."""
+    when it cannot be trusted — rows of other than the model's `dims` values among them: the
+    checksum is no seal (anyone can compute it), and such rows would fail every search."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:
@@ -81,6 +82,8 @@ def read(path: Path, model: str) -> tuple[list[str], list[str], Any, Any] | None
         header, body_at = _header(handle, info.st_size)
         if header["model"] != model:
             return None
+        if header["dims"] != dims:
+            raise Refused(f"its rows have {header['dims']} values, the model's {dims}")
         return _body(handle, header, info.st_size - body_at)
 
 
