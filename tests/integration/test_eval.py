@@ -64,3 +64,22 @@ def test_the_prompt_hook_discloses_for_related_prompts_and_not_for_unrelated_one
 
 def test_filler_words_do_not_change_what_a_prompt_is_given(report: dict) -> None:
     assert report["prompt_gate"]["all"]["filler_agree"] >= 0.90  # measured 1.000 (0.96 / 0.87 without the trim)
+
+
+def test_memories_of_the_set_carry_their_ages_through_the_real_files(report: dict) -> None:
+    """`age_days` reaches the daemon as record stamps (a hand edit while it is stopped): the old
+    half of each recency pair is served as needing a spot check, the new half as fresh, so a
+    ranking that weighs age can be measured on the `recency` row, kept out of `all`."""
+    data = load_set(DEFAULT_SET)
+    age_of = {m["key"]: m.get("age_days", 0) for m in data["memories"]}
+    rows = [row for row in report["queries"] if row["kind"] == "recency"]
+    assert len(rows) == 10
+    for row in rows:
+        for key, verdict in zip(row["ranked"], row["verdicts"], strict=False):
+            if age_of.get(key, 0) >= 60:      # twice verification_stale_days (30)
+                assert verdict == "spot_check_required", (row["q"], key, verdict)
+            elif age_of.get(key, 0) < 30:
+                assert verdict == "fresh", (row["q"], key, verdict)
+    recency = report["summary"]["all"]["recency"]
+    assert recency["n"] == 10 and recency["recall@5"] >= 0.8      # measured 0.900
+    assert report["summary"]["all"]["all"]["n"] == 260              # recency rows are not in `all`

@@ -10,7 +10,8 @@ in the top 1 / 5 — below 1 by construction when a query has several), MRR, nDC
 hit" (the prompt hook's gate would inject a relevant memory); negatives report how often that
 gate stays silent. Then the typed-prompt set goes through the same search and gate: related
 prompts → the right memory injected, unrelated → silent, and the chars injected
-(docs/search.md, "The prompt gate"). The daemon embeds every memory before the first query.
+(docs/search.md, "The prompt gate"). The daemon embeds every memory before the first query;
+memories with `age_days` get that age as a hand edit first (docs/search.md, "Age in the eval").
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +40,9 @@ DEFAULT_SET = Path(__file__).with_name("recall_set.yaml")
 DEFAULT_PROMPTS = Path(__file__).with_name("prompts_typed.yaml")
 SEARCH_DEPTH = 10
 GATE_SETTINGS = typed.SETTINGS
+# Kinds that measure something else than finding (recency: which of two answers comes first): their
+# own row in a split, not part of its `all`, which stays comparable with runs before they existed.
+OWN_ROW_KINDS = ("recency",)
 ACKNOWLEDGE = {"transient_warning": "acknowledge_transient", "scope_mismatch": "acknowledge_scope_mismatch",
                "ungrounded": "acknowledge_ungrounded", "credential_warning": "acknowledge_credential"}
 
@@ -44,6 +50,10 @@ ACKNOWLEDGE = {"transient_warning": "acknowledge_transient", "scope_mismatch": "
 def load_set(path: Path) -> dict[str, Any]:
     data = yaml.safe_load(path.read_text())
     keys = {m["key"] for m in data["memories"]}
+    aged = [m["key"] for m in data["memories"] if not isinstance(m.get("age_days", 0), int | float)
+            or isinstance(m.get("age_days"), bool) or m.get("age_days", 0) < 0]
+    if aged:
+        raise ValueError(f"memories {aged[:5]} have an age_days that is not a number of days >= 0")
     for query in data["queries"]:
         missing = [k for k in query["relevant"] if k not in keys]
         if missing:
@@ -105,6 +115,20 @@ def wait_for_vectors(bridge: Bridge, count: int, timeout_s: float = 600) -> str:
         time.sleep(0.2)
 
 
+def age_records(home: Path, ages: dict[str, float], now: datetime) -> int:
+    """Set the `created` and `updated` stamps of each memory's record file to `ages[id]` days before
+    `now`, as a hand edit would (the daemon must be stopped); returns how many files changed."""
+    changed = 0
+    for memory_id, days in ages.items():
+        stamp = (now - timedelta(days=days)).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+        for path in home.glob(f"**/memories/{memory_id}.md"):
+            head, sep, body = path.read_text().partition("\n---\n")
+            aged = re.sub(r"^(created|updated): .*$", rf"\1: '{stamp}'", head, flags=re.M)
+            path.write_text(aged + sep + body)
+            changed += 1
+    return changed
+
+
 def evaluate(data: dict[str, Any], prompts: list[dict[str, Any]], lexical: bool = False) -> dict[str, Any]:
     box = Throwaway()
     if lexical:
@@ -124,6 +148,19 @@ def evaluate(data: dict[str, Any], prompts: list[dict[str, Any]], lexical: bool 
         progress(f"writing {len(data['memories'])} memories", "eval")
         outcomes: dict[str, int] = {}
         key_of = {write_memory(bridge_for(m.get("project")), m, outcomes): m["key"] for m in data["memories"]}
+        ages = {memory_id: m["age_days"] for memory_id, key in key_of.items()
+                for m in data["memories"] if m["key"] == key and m.get("age_days")}
+        if ages:  # the daemon stopped, the records aged by hand, the daemon serving them again
+            progress(f"ageing {len(ages)} memories", "eval")
+            for bridge in bridges.values():
+                bridge.close()
+            bridges.clear()
+            box.stop()
+            aged = age_records(box.base, ages, datetime.now(UTC))
+            box.start()
+            edited = bridge_for(None).call(names.MEMORY_HEALTH).get("hand_edited", {}).get("total")
+            if aged != len(ages) or edited != len(ages):
+                raise RuntimeError(f"aged {aged} record files of {len(ages)}; hand edits the daemon saw: {edited}")
         meaning = wait_for_vectors(bridge_for(None), len(key_of))
         progress(f"{len(data['queries'])} queries", "eval")
         rows = [run_query(bridge_for(q.get("project")), q, key_of) for q in data["queries"]]
@@ -148,7 +185,8 @@ def run_query(bridge: Bridge, query: dict[str, Any], key_of: dict[str, str]) -> 
     ranked = [key_of.get(h["id"], "?") for h in hits]
     top_relevance = hits[0].get("relevance", 0.0) if hits else 0.0
     row = {"q": query["q"], "kind": query["kind"], "split": query["split"], "ranked": ranked[:5],
-           "relevant": query["relevant"], "top_relevance": top_relevance}
+           "relevant": query["relevant"], "top_relevance": top_relevance,
+           "verdicts": [h.get("staleness_verdict") for h in hits[:5]]}
     if query["relevant"]:
         row.update(score_query(ranked, query["relevant"]))
         row["hook_hit"] = float(any(key_of.get(h["id"]) in query["relevant"] for h in gate(hits[:3], GATE_SETTINGS)))
@@ -161,9 +199,11 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, float
     """`{split: {kind or "all": {metric: mean, "n": count}}}`, splits `tune`, `heldout`, `all`."""
     groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
+        overall = "negative" if not row["relevant"] else "all" if row["kind"] not in OWN_ROW_KINDS else None
         for split in (row["split"], "all"):
-            for kind in (row["kind"], "all" if row["relevant"] else "negative"):
-                groups[(split, kind)].append(row)
+            for kind in (row["kind"], overall):
+                if kind:
+                    groups[(split, kind)].append(row)
     out: dict[str, dict[str, dict[str, float]]] = defaultdict(dict)
     for (split, kind), members in sorted(groups.items()):
         metrics = ("silent",) if kind == "negative" else ("hit@1", "recall@1", "recall@5", "mrr", "ndcg@10", "hook_hit")
@@ -184,6 +224,9 @@ def render(report: dict[str, Any]) -> str:
             else:
                 lines.append(f"  {kind:12} {m['n']:>4} {m['hit@1']:>6.3f} {m['recall@1']:>6.3f} {m['recall@5']:>6.3f} "
                              f"{m['mrr']:>6.3f} {m['ndcg@10']:>8.3f} {m['hook_hit']:>9.3f}")
+    served = [v for row in report["queries"] if row["kind"] in OWN_ROW_KINDS for v in row["verdicts"]]
+    if served:
+        lines.append(f"\nrecency: staleness verdicts on those queries' hits {dict(sorted(Counter(served).items()))}")
     lines += typed.render(report["prompt_gate"])
     lines += toolcalls.render(report["tool_gate"])
     lines.append(f"\nwrite outcomes: {report['write_outcomes']}; search by meaning: {report['search_by_meaning']}")
