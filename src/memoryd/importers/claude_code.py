@@ -1,31 +1,6 @@
-"""Claude Code's own auto-memory → drafts.
-
-Where Claude Code keeps it (read from the 2.1.197 CLI's code, and seen in the folder the real CLI
-wrote, tests/integration/test_import.py): `$CLAUDE_CONFIG_DIR` (else `~/.claude`)
-`/projects/<project>/memory/`, where `<project>` is the repository's root path (the cwd outside
-git) with every character but a-z, A-Z and 0-9 replaced by `-` (`/home/me/my_app` →
-`-home-me-my-app`; past 200 characters cut and suffixed with a hash). It cannot be decoded (`_`,
-`.` and `/` all become `-`), so the project is taken from the session transcripts beside the
-folder (`<project>/<session>.jsonl`, each line naming its `cwd`).
-
-In the folder: one topic file per memory, `<name>.md`, with a frontmatter
-
-    name: <short-kebab-case-slug>
-    description: <one-line summary, used to decide relevance>
-    metadata:
-      type: user | feedback | project | reference      (older files: `type:` at the top level)
-
-and the fact as the body; `MEMORY.md` is only an index (`- [Title](file.md) — hook` lines) and is
-skipped; team memories sit under `team/` in the same shape.
-
-Mapping: the description then the body → content (the description is the line a list shows);
-type `user` (who the user is) → a user-inference, source inferred, waiting for the user's yes
-like any claim about them; the others → fact, explicit-statement. Scopes: `projects:<project>`
-(the project the bridge would name for that cwd: its git origin, read from `.git/config` as a file,
-or the repository folder; never by running git there) and `import:claude-code`. The cwd is taken
-only when the folder's own name is that cwd encoded: a folder whose transcripts name another path
-is skipped and reported. A folder with no transcript naming its cwd gets no project scope (give
-`--scope`). Symbolic links are never followed.
+"""Claude Code's own auto-memory (`~/.claude/projects/<project>/memory/`) → drafts; where it lives,
+the mapping, and how a folder's project is found: docs/import.md, "claude-code". Symbolic links are
+never followed, and a transcript is outside text: it never runs git nor names another folder's project.
 """
 
 from __future__ import annotations
