@@ -8,12 +8,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import stat
 from pathlib import Path
 
 from memoryd.errors import BadImportInput
 from memoryd.importers.bettermemory import split_frontmatter
-from memoryd.importers.draft import Draft, read_text, slug
+from memoryd.importers.draft import Draft, open_regular, read_text, slug
 from memoryd.importers.markdown import _note_files
 
 SOURCE_SCOPE = "import:claude-code"
@@ -101,15 +100,8 @@ def repo_project(cwd: str) -> str | None:
     from memoryd import identity
 
     git_dir = os.path.join(cwd, ".git")
-    try:
-        fd = os.open(os.path.join(git_dir, "config"), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            return None
-        text = handle.read(GIT_CONFIG_BYTES).decode("utf-8", errors="replace")
-    return identity.project_name(_origin(text), git_dir)
+    config = _head(os.path.join(git_dir, "config"), GIT_CONFIG_BYTES)
+    return None if config is None else identity.project_name(_origin(config.decode("utf-8", "replace")), git_dir)
 
 
 def _origin(config: str) -> str | None:
@@ -126,7 +118,7 @@ def _origin(config: str) -> str | None:
 def transcript_cwd(project_dir: Path) -> str | None:
     """The first absolute `cwd` in the head of the folder's transcripts (regular files only)."""
     for path in sorted(project_dir.glob("*.jsonl"))[:MAX_TRANSCRIPTS]:
-        for line in _head(path).splitlines():
+        for line in (_head(path, TRANSCRIPT_HEAD_BYTES) or b"").splitlines():
             try:
                 entry = json.loads(line)
             except ValueError:
@@ -137,16 +129,13 @@ def transcript_cwd(project_dir: Path) -> str | None:
     return None
 
 
-def _head(path: Path) -> bytes:
-    """The first TRANSCRIPT_HEAD_BYTES of a regular file that is not a link; b"" otherwise."""
+def _head(path: str | Path, limit: int) -> bytes | None:
+    """The first `limit` bytes of a regular file that is not a link; None for anything else."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
-    except OSError:
-        return b""
-    try:
-        return os.read(fd, TRANSCRIPT_HEAD_BYTES) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
-    finally:
-        os.close(fd)
+        with open_regular(path, follow_link=False) as handle:
+            return handle.read(limit)
+    except BadImportInput:
+        return None
 
 
 def _topic(path: Path, origin: str, scopes: tuple[str, ...], skipped: list[tuple[str, str]]) -> Draft | None:

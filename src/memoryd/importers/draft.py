@@ -11,7 +11,7 @@ import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from memoryd.errors import BadImportInput
 
@@ -96,20 +96,29 @@ def scopes_of(where: object, meta: dict[str, Any], line_of: Callable[[str], int 
     return list(scopes)
 
 
-def read_text(path: Path, follow_link: bool = True) -> str:
-    """A regular file as UTF-8, or BadImportInput saying why not. Opened without blocking (a FIFO
-    would hang the import) and checked to be a regular file before it is read (`/dev/zero` never
-    ends); at most MAX_FILE_BYTES. `follow_link=False` refuses a symbolic link at the last step."""
+def open_regular(path: str | Path, follow_link: bool = True) -> IO[bytes]:
+    """`path` open for reading, or BadImportInput saying why not. Opened without blocking (a FIFO
+    would hang the import) and checked to be a regular file (`/dev/zero` never ends).
+    `follow_link=False` refuses a symbolic link at the last step."""
     flags = os.O_RDONLY | os.O_NONBLOCK | (0 if follow_link else os.O_NOFOLLOW)
     try:
-        with open(os.open(path, flags), "rb") as handle:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                raise BadImportInput(path, "not a regular file")
-            data = handle.read(MAX_FILE_BYTES + 1)
+        handle = open(os.open(path, flags), "rb")
     except OSError as exc:
-        if exc.errno == errno.ELOOP and not follow_link:
-            raise BadImportInput(path, "a symbolic link (not followed)") from None
-        raise BadImportInput(path, f"cannot read: {exc.strerror or exc}") from None
+        raise BadImportInput(path, "a symbolic link (not followed)" if exc.errno == errno.ELOOP and not follow_link
+                             else f"cannot read: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+        handle.close()
+        raise BadImportInput(path, "not a regular file")
+    return handle
+
+
+def read_text(path: Path, follow_link: bool = True) -> str:
+    """A regular file (`open_regular`) of at most MAX_FILE_BYTES as UTF-8, or BadImportInput saying why not."""
+    with open_regular(path, follow_link) as handle:
+        try:
+            data = handle.read(MAX_FILE_BYTES + 1)
+        except OSError as exc:
+            raise BadImportInput(path, f"cannot read: {exc.strerror or exc}") from None
     if len(data) > MAX_FILE_BYTES:
         raise BadImportInput(path, f"over the {MAX_FILE_BYTES >> 20} MiB an import reads from one file")
     try:

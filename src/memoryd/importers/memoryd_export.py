@@ -6,9 +6,7 @@ member checked and every size bounded as it is read (docs/import.md, "archives")
 from __future__ import annotations
 
 import gzip
-import os
 import re
-import stat
 import tarfile
 import zlib
 from collections.abc import Iterator
@@ -18,7 +16,7 @@ from typing import IO, Any
 
 from memoryd.errors import BadImportInput
 from memoryd.importers.bettermemory import split_frontmatter
-from memoryd.importers.draft import CATEGORIES, CONFIDENCES, SOURCES, Draft, choice, scopes_of
+from memoryd.importers.draft import CATEGORIES, CONFIDENCES, SOURCES, Draft, choice, open_regular, scopes_of
 
 SOURCE_SCOPE = "import:memoryd-export"
 MAX_RECORD_BYTES = 8 << 20  # a record: content (max_content_bytes ≤ 4 MB) plus its frontmatter
@@ -48,13 +46,7 @@ def read(path: Path, skipped: list[tuple[str, str]]) -> list[Draft]:
 def opened(path: Path) -> Iterator[Checked]:
     """The archive at `path`, streamed through the guard: iterating it gives each member once it
     passed `_check_member` (and the member count its bound). Also `memoryd restore`'s reader."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO named as PATH must not hang the import
-    except OSError as exc:
-        raise BadImportInput(path, f"cannot read: {exc.strerror or exc}") from None
-    with open(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            raise BadImportInput(path, "not a regular file")
+    with open_regular(path) as handle:
         try:
             # We gunzip and watch each tar header ourselves (TarGuard): tarfile reads a pax or GNU
             # long-name header's whole value into memory before any check of ours could run.
