@@ -63,10 +63,7 @@ class UI:
 
     def __init__(self, operator: Operator, port: int, secret: str, events_dir: Path,
                  read_timeout_s: float = READ_TIMEOUT_S) -> None:
-        self.operator = operator
-        self.port = port
-        self.events_dir = events_dir
-        self.read_timeout_s = read_timeout_s
+        self.operator, self.port, self.events_dir, self.read_timeout_s = operator, port, events_dir, read_timeout_s
         self.stopping = threading.Event()
         self.hosts = {f"{HOST}:{port}", f"localhost:{port}"}
         self.origins = {f"http://{h}" for h in self.hosts}
@@ -74,12 +71,9 @@ class UI:
         def derive(purpose: str) -> str:  # bound to this port: another launch's values are worthless here
             return hmac.new(secret.encode(), f"{purpose}:{port}".encode(), hashlib.sha256).hexdigest()
 
-        self.prefix = "/" + derive("path")[:32]
-        self.session = derive("session")
-        self.csrf = derive("csrf")
+        self.prefix, self.session, self.csrf = "/" + derive("path")[:32], derive("session"), derive("csrf")
         self.codes: set[str] = set()
-        self.codes_lock = threading.Lock()
-        self.attempts = Attempts()
+        self.codes_lock, self.attempts = threading.Lock(), Attempts()
 
     def new_code(self) -> str:
         code = secrets.token_urlsafe(24)

@@ -53,8 +53,8 @@ def verdict(value: Any) -> str:
     return f'<span class="v-{e(value)}">{e(value or "-")}</span>'
 
 
-def mem_link(memory_id: Any, text: Any = None) -> str:
-    return f'<a class=mono href="memory/{quote(str(memory_id))}">{e(text if text is not None else memory_id)}</a>'
+def mem_link(memory_id: Any) -> str:
+    return f'<a class=mono href="memory/{quote(str(memory_id))}">{e(memory_id)}</a>'
 
 
 def session_link(session_id: Any) -> str:

@@ -289,30 +289,30 @@ class Handler(BaseHTTPRequestHandler):
         A refusal writes nothing and shows the page again with the reason and the draft kept."""
         draft = (_first(form, "content") or "").replace("\r\n", "\n")
         read_at = (_first(form, "expected_updated") or "").strip()
+        op, here = self.ui.operator, f"/memory/{quote(memory_id)}"
         if not read_at:  # without it memory_update skips its compare-and-set: a blind overwrite
             self.show_memory(memory_id, {}, 400, "not saved: the edit names no version it was made against "
                              "(expected_updated, which the page's own form sends); nothing was written, the "
                              "current text is shown and your draft is kept below", draft)
-            return
-        if not draft.strip():
+        elif not draft.strip():
             self.show_memory(memory_id, {}, 400, "the new content is empty: nothing saved (Remove removes a memory)",
                              draft)
-            return
-        if draft.strip() == (self.ui.operator.tool(names.MEMORY_SHOW, id=memory_id).get("content") or "").strip():
-            self.redirect(f"/memory/{quote(memory_id)}?done=unchanged")
-            return
-        result = self.ui.operator.tool(names.MEMORY_UPDATE, id=memory_id, content=draft, expected_updated=read_at,
-                                       acknowledge_transient=_first(form, "acknowledge_transient") == "1" or None)
-        status = result.get("status")
-        if status == "updated":
-            self.redirect(f"/memory/{quote(memory_id)}?done=edited")
-        elif status == "stale":
-            self.show_memory(memory_id, {}, 409, "not saved: the memory changed since this page was read (now "
-                             f"{result.get('current_updated')}); its current text is shown, your draft is kept "
-                             "below — save again to replace it", draft)
+        elif draft.strip() == (op.tool(names.MEMORY_SHOW, id=memory_id).get("content") or "").strip():
+            self.redirect(f"{here}?done=unchanged")
         else:
-            self.show_memory(memory_id, {}, 409, f"not saved: {status}: {result.get('hint') or result.get('message')}"
-                             " — nothing was written; your draft is kept below", draft)
+            result = op.tool(names.MEMORY_UPDATE, id=memory_id, content=draft, expected_updated=read_at,
+                             acknowledge_transient=_first(form, "acknowledge_transient") == "1" or None)
+            status = result.get("status")
+            if status == "updated":
+                self.redirect(f"{here}?done=edited")
+            elif status == "stale":
+                self.show_memory(memory_id, {}, 409, "not saved: the memory changed since this page was read (now "
+                                 f"{result.get('current_updated')}); its current text is shown, your draft is kept "
+                                 "below — save again to replace it", draft)
+            else:
+                self.show_memory(memory_id, {}, 409, "not saved: "
+                                 f"{status}: {result.get('hint') or result.get('message')}"
+                                 " — nothing was written; your draft is kept below", draft)
 
     def page_pending(self, rest: str, query: dict[str, list[str]]) -> None:
         result = self.ui.operator.admin("pending")
