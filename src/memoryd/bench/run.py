@@ -42,8 +42,7 @@ def bench_episode_write(box: Throwaway, n: int) -> list[Row]:
 
 def load_sessions(box: Throwaway, sessions: int, episodes_each: int) -> None:
     """Add sessions until the store holds `sessions` over 100 worktrees, each writing `episodes_each`
-    episodes, then bye. Connection names are new on every call: the daemon's reply cache would answer
-    a reused one instead of applying it."""
+    episodes, then bye. Names are new each call: the daemon's reply cache would answer a reused one."""
     loader = WireLoader(box.endpoint())
     tag = time.monotonic_ns()
     first = box.counts.get("sessions", 0)

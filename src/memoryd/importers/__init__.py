@@ -38,9 +38,8 @@ def default_path(fmt: str) -> Path | None:
 
 
 def read(fmt: str, path: str | Path, extra_scopes: Iterable[str] = (), skipped: Skipped | None = None) -> list[Draft]:
-    """Every draft of `path` read as `fmt`, with `extra_scopes` added to each; BadImportInput
-    (naming the file and line) when the input cannot be read as that format. Files passed over
-    (symbolic links, which are never followed inside a folder) are added to `skipped`."""
+    """Every draft of `path` read as `fmt`, with `extra_scopes` added to each; BadImportInput (naming the
+    file and line) when it cannot be read as that format. Files passed over are added to `skipped`."""
     if fmt not in FORMATS:
         raise BadImportInput(fmt, f"unknown format; one of {', '.join(FORMATS)}")
     target = Path(path)

@@ -27,8 +27,7 @@ _NOT_ALNUM = re.compile(r"[^A-Za-z0-9]")
 
 
 def default_root() -> Path:
-    """Where Claude Code keeps every project's folder: `$CLAUDE_CONFIG_DIR/projects`, else
-    `~/.claude/projects`."""
+    """Where Claude Code keeps every project's folder: `$CLAUDE_CONFIG_DIR/projects`, else `~/.claude/projects`."""
     return Path(os.environ.get("CLAUDE_CONFIG_DIR") or Path.home() / ".claude") / "projects"
 
 
@@ -71,10 +70,9 @@ def memory_folders(target: Path, skipped: list[tuple[str, str]]) -> list[Path]:
 
 
 def project_scopes(project_dir: Path, skipped: list[tuple[str, str]]) -> tuple[str, ...] | None:
-    """(`projects:<name>`,) for the cwd the folder's transcripts name, () when none does, None when
-    the transcripts name a cwd that is not the path the folder is named for: a transcript is
-    outside text, and one saying "cwd: <another repo>" must not hand that repo's scope to these
-    memories. The folder is then skipped and reported."""
+    """(`projects:<name>`,) for the cwd the folder's transcripts name, () when none does. None, the folder
+    skipped and reported, when that cwd is not the path the folder is named for: a transcript is outside
+    text, and one naming another repo must not hand that repo's scope to these memories."""
     cwd = transcript_cwd(project_dir)
     if cwd is None:
         return ()
@@ -87,9 +85,8 @@ def project_scopes(project_dir: Path, skipped: list[tuple[str, str]]) -> tuple[s
 
 
 def named_for(folder: str, cwd: str) -> bool:
-    """Whether Claude Code would name a project folder `folder` for `cwd`: every character but a-z,
-    A-Z and 0-9 made `-`; past ENCODED_MAX characters cut and suffixed with a hash we cannot
-    recompute, so only the cut is compared."""
+    """Whether Claude Code would name a project folder `folder` for `cwd`; past ENCODED_MAX characters
+    only the cut is compared (the hash it adds cannot be recomputed)."""
     encoded = _NOT_ALNUM.sub("-", cwd)
     return folder == encoded if len(encoded) <= ENCODED_MAX else folder.startswith(encoded[:ENCODED_MAX])
 

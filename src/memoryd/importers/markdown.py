@@ -52,9 +52,8 @@ def read(target: Path, skipped: list[tuple[str, str]]) -> list[Draft]:
 
 
 def _note_files(root: Path, skipped: list[tuple[str, str]]) -> list[Path]:
-    """The `.md` files below `root`, hidden files and folders left out. A symbolic link, file or
-    folder, at any depth is never followed but reported in `skipped`: it can point anywhere
-    (`passwd.md -> /etc/passwd`), and what is imported may be synced to other machines."""
+    """The `.md` files below `root`, hidden ones left out. A symbolic link at any depth is never followed
+    but reported in `skipped`: it can point anywhere, and what is imported may sync to other machines."""
     found: list[Path] = []
     for folder, dirs, files in os.walk(root):  # a linked folder is listed in `dirs`, never entered
         here = Path(folder)

@@ -58,8 +58,7 @@ def default_port(uid: int | None = None) -> int:
 
 
 class UI:
-    """What every request handler shares: the daemon connection, the launch secret's derived values,
-    the unspent one-time codes, the log dir."""
+    """What every request handler shares: the daemon, the secret's derived values, the unspent codes."""
 
     def __init__(self, operator: Operator, port: int, secret: str, events_dir: Path,
                  read_timeout_s: float = READ_TIMEOUT_S) -> None:
