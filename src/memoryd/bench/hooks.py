@@ -1,14 +1,5 @@
-"""Bench rows for the client hooks: each `memoryd hook EVENT` process end to end, and what they
-inject over a whole scripted session.
-
-A sample is one whole hook process as a client runs it — interpreter start, stdin JSON, identity
-(git), connect and hello, the daemon's answer, stdout — timed from spawn to exit. The store holds
-a finished session with a handoff, one memory the prompt matches and one a command names (for
-pre-tool), in a real git repo, so session-start, prompt and pre-tool have something to say.
-
-The auto-context row runs a scripted 20-event client session (start, prompts, file reads and
-commands, a sibling's write for live news, stops, end) through the same hook processes and sums
-every char of context they print: what memoryd adds to an agent's window unasked.
+"""Bench rows for the client hooks: each `memoryd hook EVENT` process timed from spawn to exit, and
+the context they inject over a scripted 20-event session (docs/benchmark.md, "Rows").
 """
 
 from __future__ import annotations
@@ -45,7 +36,7 @@ SIBLING = "The orders.status column is now an enum: pending, paid, refunded (mig
 
 
 def prepare(box: Throwaway) -> Path:
-    """A git repo with a finished session (handoff) and one durable memory; returns the repo."""
+    """A git repo with a finished session (handoff) and the memories above; returns the repo."""
     repo = box.base / "hookrepo"
     repo.mkdir(exist_ok=True)
     subprocess.run(["git", "init", "-q", str(repo)], check=True, capture_output=True, timeout=30)
@@ -70,8 +61,7 @@ def prepare(box: Throwaway) -> Path:
 
 def run_hook(box: Throwaway, event: str, payload: dict[str, Any]) -> tuple[float, str]:
     """Seconds from spawn to exit of one hook process, and its stdout."""
-    # Bytecode caches as an installed client has them: with PYTHONDONTWRITEBYTECODE (set in some
-    # CI shells) every hook would recompile memoryd's modules, which no user's machine does.
+    # Bytecode caches as an installed client has them: with PYTHONDONTWRITEBYTECODE each hook recompiles memoryd.
     env = {k: v for k, v in box.env.items() if k != "PYTHONDONTWRITEBYTECODE"}
     began = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "memoryd", "hook", event], input=json.dumps(payload),
@@ -86,20 +76,23 @@ MEANING = "pre-tool, Bash by meaning"
 VERB = {MEANING: "pre-tool"}
 
 
+def hook_input(sid: str, repo: Path, event: str, **fields: Any) -> dict[str, Any]:
+    return {"session_id": sid, "cwd": str(repo), "hook_event_name": event, **fields}
+
+
 def payloads(repo: Path, i: int) -> dict[str, dict[str, Any]]:
     """One client session's hook inputs; each sample is a fresh client session, as in real use."""
     sid = f"bench-{i}"
     return {
-        "session-start": {"session_id": sid, "cwd": str(repo), "hook_event_name": "SessionStart",
-                          "source": "startup", "transcript_path": ""},
-        "prompt": {"session_id": sid, "cwd": str(repo), "hook_event_name": "UserPromptSubmit", "prompt": PROMPT},
+        "session-start": hook_input(sid, repo, "SessionStart", source="startup", transcript_path=""),
+        "prompt": hook_input(sid, repo, "UserPromptSubmit", prompt=PROMPT),
         "pre-tool": tool_payload(sid, repo, "Bash", {"command": "git push --force origin main"}),
         # no memory is anchored to it: the description and command are searched by meaning
         MEANING: tool_payload(sid, repo, "Bash", {"command": "make ship ENV=production",
                                                   "description": "Deploy the new version to production"}),
-        "stop": {"session_id": sid, "cwd": str(repo), "hook_event_name": "Stop", "stop_hook_active": False,
-                 "last_assistant_message": f"Turn {i}: the retry test passes; next, open the PR."},
-        "session-end": {"session_id": sid, "cwd": str(repo), "hook_event_name": "SessionEnd", "reason": "other"},
+        "stop": hook_input(sid, repo, "Stop", stop_hook_active=False,
+                           last_assistant_message=f"Turn {i}: the retry test passes; next, open the PR."),
+        "session-end": hook_input(sid, repo, "SessionEnd", reason="other"),
     }
 
 
@@ -131,25 +124,24 @@ def bench_hooks(box: Throwaway, quick: bool) -> list[Row]:
 
 
 def tool_payload(sid: str, repo: Path, tool: str, tool_input: dict[str, Any]) -> dict[str, Any]:
-    return {"session_id": sid, "cwd": str(repo), "hook_event_name": "PreToolUse", "permission_mode": "default",
-            "tool_name": tool, "tool_input": tool_input, "tool_use_id": f"toolu_{tool}"}
+    return hook_input(sid, repo, "PreToolUse", permission_mode="default", tool_name=tool, tool_input=tool_input,
+                      tool_use_id=f"toolu_{tool}")
 
 
 def scripted_session(sid: str, repo: Path) -> list[tuple[str, dict[str, Any]]]:
     """20 hook events of one client session: 4 prompts, 10 tool calls (reads of files memories
     cite and do not, an edit, commands some memory names and some none does), stops, start, end."""
     def ask(prompt: str) -> tuple[str, dict[str, Any]]:
-        return "prompt", {"session_id": sid, "cwd": str(repo), "hook_event_name": "UserPromptSubmit", "prompt": prompt}
+        return "prompt", hook_input(sid, repo, "UserPromptSubmit", prompt=prompt)
 
     def tool(name: str, **tool_input: Any) -> tuple[str, dict[str, Any]]:
         return "pre-tool", tool_payload(sid, repo, name, tool_input)
 
-    stop = ("stop", {"session_id": sid, "cwd": str(repo), "hook_event_name": "Stop", "stop_hook_active": False,
-                     "last_assistant_message": "Done with this step."})
+    stop = ("stop", hook_input(sid, repo, "Stop", stop_hook_active=False,
+                               last_assistant_message="Done with this step."))
     client = repo / "billing" / "stripe_client.py"
     return [
-        ("session-start", {"session_id": sid, "cwd": str(repo), "hook_event_name": "SessionStart",
-                           "source": "startup"}),
+        ("session-start", hook_input(sid, repo, "SessionStart", source="startup")),
         ask(PROMPT),
         tool("Read", file_path=str(client)), tool("Read", file_path=str(client)),
         tool("Edit", file_path=str(client), old_string="30", new_string="20"),
@@ -167,7 +159,7 @@ def scripted_session(sid: str, repo: Path) -> list[tuple[str, dict[str, Any]]]:
         tool("Write", file_path=str(repo / "migrations" / "versions" / "3f2b_status.py"), content="..."),
         tool("Read", file_path=str(repo / "setup.cfg")),
         stop,
-        ("session-end", {"session_id": sid, "cwd": str(repo), "hook_event_name": "SessionEnd", "reason": "other"}),
+        ("session-end", hook_input(sid, repo, "SessionEnd", reason="other")),
     ]
 
 

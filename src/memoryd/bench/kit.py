@@ -1,9 +1,5 @@
-"""Bench plumbing: a throwaway daemon, raw stdio MCP bridges, and a pipelined wire loader.
-
-Bridges are driven over stdio JSON-RPC exactly as an agent drives them; bulk data for the
-"at 10k / 100k" rows is loaded over the daemon's own wire, pipelined, so loading is fast but
-every record still goes through the daemon's write path and lands on disk.
-"""
+"""Bench plumbing: a throwaway daemon, raw stdio MCP bridges, a pipelined wire loader for bulk data
+(docs/benchmark.md, "Method"), and the helpers every row uses."""
 
 from __future__ import annotations
 
@@ -15,13 +11,18 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from memoryd import PROTOCOL
+from memoryd import PROTOCOL, names
 
 Row = dict[str, Any]
+# Bulk loads set every override, so no gate stops them.
+OVERRIDES = {"force": True, "acknowledge_transient": True, "acknowledge_scope_mismatch": True,
+             "acknowledge_credential": True}
 # A cold or loaded machine can take minutes to replay a 100k store: report it, do not crash.
 START_TIMEOUT_S = 600
 
@@ -163,11 +164,35 @@ class WireLoader:
         return replies
 
     def session(self, conn: str, worktree: str | None) -> None:
-        self.send(conn, "hello", {"protocol": PROTOCOL, "identity": {"worktree": worktree,
-                                                                                  "project": "bench"}})
+        self.send(conn, "hello", {"protocol": PROTOCOL, "identity": {"worktree": worktree, "project": "bench"}})
 
     def call(self, conn: str, tool: str, **arguments: Any) -> None:
         self.send(conn, "call", {"tool": tool, "arguments": arguments})
+
+
+def load_memories(box: Throwaway, worktree: str, contents: Iterable[str], scopes: list[str]) -> float:
+    """Write each of `contents` through the wire, pipelined, with every override; returns seconds
+    from the first write to the last acknowledged."""
+    loader = WireLoader(box.endpoint())
+    conn = f"load-{time.monotonic_ns()}"
+    loader.session(conn, worktree)
+    began = time.perf_counter()
+    for content in contents:
+        loader.call(conn, names.MEMORY_WRITE, content=content, scopes=scopes, **OVERRIDES)
+    loader.send(conn, "bye", {})
+    loader.drain()
+    return time.perf_counter() - began
+
+
+def in_threads(agent: Callable[[int], None], count: int) -> float:
+    """`agent(0)` … `agent(count - 1)`, each in its own thread, started together; returns the wall time."""
+    threads = [threading.Thread(target=agent, args=(i,)) for i in range(count)]
+    began = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - began
 
 
 def rss_mb(pid: int) -> float:

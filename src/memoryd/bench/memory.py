@@ -1,20 +1,6 @@
-"""Benchmark rows of the durable tier: memory_write (all gates, committed) and memory_search, at
-1k / 10k / 100k memories in the store. Bulk data goes in through the daemon's own wire, pipelined
-(every record still takes the daemon's write path and lands on disk); the timed calls go through a
-real stdio bridge, as an agent's would.
-
-Synthetic text: words from a seeded 20k-word vocabulary drawn with Zipf weights, so some terms
-are common (long posting lists, as real text has) and most are rare; every memory is distinct.
-The ranks start at ZIPF_OFFSET because the head of a real word distribution is stopwords, which
-the index drops; without the offset one synthetic "word" would sit in three documents of four.
-
-Search by meaning is on, as it is for a user. Embedding the bulk-loaded memories for real would
-take the encoder minutes at 10k and most of an hour at 100k (one core), so after each load the
-bench writes `state/vectors.bin` itself with random unit vectors for the memories on disk (what
-a search costs does not depend on their values), restarts the daemon and waits until every one
-is in: searches, writes, RSS and starts are measured with the model loaded and a vector per
-memory. The encoder's own cost is measured on its own (`_encoder_rows`): a typed prompt and a
-memory-length text, embedded by the daemon's code, one core.
+"""Benchmark rows of the durable tier at 1k / 10k / 100k memories: bulk load, memory_write,
+memory_search, memory_digest, starts and RSS, and the encoder's own cost. Synthetic text and the
+seeded vectors: docs/benchmark.md, "Method".
 """
 
 from __future__ import annotations
@@ -26,7 +12,7 @@ import time
 from collections.abc import Callable
 
 from memoryd import names
-from memoryd.bench.kit import Bridge, Row, Throwaway, WireLoader, pcts, progress, row
+from memoryd.bench.kit import Bridge, Row, Throwaway, WireLoader, load_memories, pcts, progress, row
 from memoryd.bench.sync import bench_sync
 
 VOCABULARY = 20_000
@@ -35,9 +21,8 @@ SAMPLES = 300
 QUICK_SAMPLES = 120  # --quick: p50 holds steady; p99 is rougher
 DIGEST_TARGET_MS = 10.0
 BULK_TARGET_PER_S = 1_000
-# Per store size: memory_write p50; memory_search p50 and p99; warm start, cold start (s); RSS (MB).
+# Targets per store size (none at 1k): p50 of memory_write and memory_search; starts (s); RSS (MB).
 WRITE_TARGETS_MS = {10_000: 2.0, 100_000: 3.0}
-# memory_search p50 with the encoder (a query embedding, then both rankings fused); at 1k: none.
 SEARCH_TARGETS_MS = {10_000: 20.0, 100_000: 30.0}
 WARM_START_TARGETS_S = {10_000: 0.5, 100_000: 1.5}
 COLD_START_TARGETS_S = {10_000: 3.0, 100_000: 5.0}  # to the first reply; vectors back-fill behind it
@@ -69,21 +54,6 @@ class Corpus:
 
     def query(self) -> str:
         return " ".join(self.sample(self.rng.randint(2, 3)))
-
-
-def load_memories(box: Throwaway, corpus: Corpus, count: int) -> float:
-    """Write `count` memories through the wire, pipelined; returns seconds taken."""
-    loader = WireLoader(box.endpoint())
-    conn = f"mem-load-{time.monotonic_ns()}"
-    loader.session(conn, "/bench/memories")
-    began = time.perf_counter()
-    for _ in range(count):
-        loader.call(conn, names.MEMORY_WRITE, content=corpus.memory(), scopes=["projects:bench", "bench:load"],
-                    force=True, acknowledge_transient=True, acknowledge_scope_mismatch=True,
-                    acknowledge_credential=True)
-    loader.send(conn, "bye", {})
-    loader.drain()
-    return time.perf_counter() - began
 
 
 def time_calls(box: Throwaway, tool: str, arguments: Callable[[], dict[str, object]],
@@ -124,7 +94,8 @@ def bench_memory_tier(box: Throwaway, quick: bool) -> list[Row]:
     stored = 0
     for size in ([1_000, 10_000] if quick else [1_000, 10_000, 100_000]):
         progress(f"loading memories up to {size}")
-        took = load_memories(box, corpus, size - stored)
+        took = load_memories(box, "/bench/memories", (corpus.memory() for _ in range(size - stored)),
+                             ["projects:bench", "bench:load"])
         rate = (size - stored) / took
         progress(f"loaded {size - stored} memories in {took:.1f} s ({rate:.0f}/s)")
         rows.append(row("bulk load (pipelined memory_write)", f"to {_size_label(size)}",
@@ -140,9 +111,8 @@ def bench_memory_tier(box: Throwaway, quick: bool) -> list[Row]:
 
 
 def seed_vectors(box: Throwaway) -> int:
-    """Stop the daemon, give every memory file a random unit vector in `state/vectors.bin` (the
-    file the daemon's encoder thread writes and reads, docs/search.md), start it again and wait
-    until it holds them all; returns how many."""
+    """Stop the daemon, give every memory file a random unit vector in `state/vectors.bin`, start it
+    again and wait until it holds them all; returns how many."""
     import numpy as np
 
     from memoryd.daemon.encoder.model import DIMENSIONS, WEIGHTS_SHA256
@@ -184,8 +154,7 @@ def wait_for_vectors(box: Throwaway, timeout_s: float = 300) -> None:
 
 
 def _encoder_rows() -> list[Row]:
-    """The encoder's own cost, with the daemon's code on one core: a typed prompt (what a search
-    and the prompt hook add) and memory-length texts (what the background thread spends)."""
+    """The encoder's cost on one core: a typed prompt, and memory-length texts (the background thread's work)."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from memoryd.daemon.encoder.model import Encoder
 
@@ -231,8 +200,7 @@ def _timed_rows(box: Throwaway, corpus: Corpus, size: int, samples: int) -> list
 
 
 def _start_rows(box: Throwaway, size: int, meaning: bool) -> list[Row]:
-    """Warm start (caches and checkpoint from a clean stop), its RSS, then a cold start (no
-    `state/` but the pending snapshot), each until the daemon answers."""
+    """Warm start, its RSS, then a cold start (no `state/` but the pending snapshot), each until it answers."""
     warm = box.restart()
     if meaning:
         wait_for_vectors(box)

@@ -1,15 +1,6 @@
-"""The side-by-side row (issue 42): memoryd's 8-agent durable-write rate against a peer memory
-server's, measured in the same run, as a ratio.
-
-The peer is bettermemory 8.0.0, an MCP stdio server with its own `episode_write`. It is never a
-dependency of memoryd: the row is measured only when `MEMORYD_BENCH_PEER` names its executable
-(installed in a venv of its own, docs/benchmark.md), and is otherwise printed as not measured,
-which the verdict counts neither met nor missed.
-
-Each agent launches its own peer server, as an agent launches its own MCP server; all eight share
-one store (as agents on one machine share the peer's default store) inside the bench's throwaway
-dir, with HOME and the XDG dirs pointed there too, so a real user's memories are never touched.
-The servers are driven over stdio JSON-RPC as `kit.Bridge` drives memoryd's bridge.
+"""The side-by-side row: memoryd's 8-agent durable-write rate against bettermemory 8.0.0's in the same
+run, as a ratio; measured only when `MEMORYD_BENCH_PEER` names the peer's executable (docs/benchmark.md,
+"The peer row"), else printed as not measured.
 """
 
 from __future__ import annotations
@@ -17,13 +8,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import threading
 import time
 from pathlib import Path
 from typing import IO, Any
 
 from memoryd import names
-from memoryd.bench.kit import Bridge, Row, Throwaway, pcts, progress, row
+from memoryd.bench.kit import Bridge, Row, Throwaway, in_threads, pcts, progress, row
 
 PEER_ENV = "MEMORYD_BENCH_PEER"
 PEER_NAME = "bettermemory 8.0.0"
@@ -47,8 +37,8 @@ def not_measured(reason: str) -> Row:
 
 
 class PeerServer(Bridge):
-    """One peer server process, driven like `kit.Bridge`; it may interleave notifications with its
-    replies (they are skipped), and a tool's failure comes back as `isError`, raised here."""
+    """One peer server process, driven like `kit.Bridge`: notifications between replies are skipped,
+    and a tool's `isError` is raised."""
 
     def __init__(self, exe: str, home: Path, log: IO[bytes]) -> None:
         self.started = time.perf_counter()
@@ -86,8 +76,7 @@ class PeerServer(Bridge):
 
 
 def peer_env(home: Path) -> dict[str, str]:
-    """A minimal environment: the store, HOME and every XDG dir inside the throwaway dir, and
-    nothing else of the caller's (no API keys, no PYTHONPATH)."""
+    """The store, HOME and every XDG dir inside the throwaway dir, and nothing of the caller's (no API keys)."""
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "HOME": str(home),
            "BETTERMEMORY_DIR": str(home / "store"), "TMPDIR": str(home / "tmp")}
     env.update({f"XDG_{kind}_HOME": str(home / f"xdg-{kind.lower()}") for kind in ("CONFIG", "DATA", "STATE", "CACHE")})
@@ -95,8 +84,8 @@ def peer_env(home: Path) -> dict[str, str]:
 
 
 def side_by_side(box: Throwaway, memoryd_row: Row, quick: bool) -> list[Row]:
-    """The ratio row, from memoryd's `8 agents, durable writes` row of this run and a run of the
-    peer now; not measured (with the reason) when the peer is not configured or fails."""
+    """The ratio row from memoryd's `8 agents, durable writes` row and a run of the peer now; not measured
+    (with the reason) when the peer is not configured or fails."""
     exe = os.environ.get(PEER_ENV, "")
     if not exe:
         return [not_measured(f"{PEER_ENV} is not set; to measure it: {HOW_TO_ENABLE}")]
@@ -118,8 +107,8 @@ def side_by_side(box: Throwaway, memoryd_row: Row, quick: bool) -> list[Row]:
 
 
 def run_peer(exe: str, home: Path, per_agent: int) -> dict[str, Any]:
-    """AGENTS peer servers on one store, one thread each writing `per_agent` episodes back to back
-    after a warm-up write (as memoryd's row does); the rate is acknowledged writes / wall time."""
+    """AGENTS peer servers on one store, one thread each writing `per_agent` episodes after a warm-up
+    write, as memoryd's row does."""
     (home / "tmp").mkdir(parents=True)
     log = open(home / "servers.log", "ab")
     servers = [PeerServer(exe, home, log) for _ in range(AGENTS)]  # all start at once: spawning is not timed
@@ -156,17 +145,11 @@ def write_concurrently(servers: list[PeerServer], per_agent: int) -> tuple[list[
         except (RuntimeError, ValueError, KeyError) as failed:
             errors.append(repr(failed))
 
-    threads = [threading.Thread(target=agent, args=(i,)) for i in range(len(servers))]
-    began = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return [i for ids in acked for i in ids], samples, errors, time.perf_counter() - began
+    elapsed = in_threads(agent, len(servers))
+    return [i for ids in acked for i in ids], samples, errors, elapsed
 
 
 def lost(store: Path, acked: list[str]) -> int:
-    """Acknowledged writes not on disk as the peer says it keeps them (`episodes/<session>/<id>.md`),
-    plus duplicate ids."""
+    """Duplicate ids, plus acknowledged writes not on disk as `episodes/<session>/<id>.md`."""
     on_disk = {path.stem for path in (store / "episodes").glob("*/*.md")}
     return len(acked) - len(set(acked)) + sum(1 for i in set(acked) if i not in on_disk)

@@ -1,7 +1,5 @@
-"""`memoryd bench`: the benchmark (method in docs/benchmark.md), through real bridges over stdio MCP.
-
-Prints one table (or `--json`): each row a metric, the store size it was measured at, p50/p99
-or a rate, the target, and whether it was met. Progress goes to stderr.
+"""`memoryd bench`: runs every row (docs/benchmark.md) and prints one table (or `--json`): each row a
+metric, the store size, p50/p99 or a rate, the target, and whether it was met. Progress goes to stderr.
 """
 
 from __future__ import annotations
@@ -9,7 +7,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import threading
 import time
 from typing import Any
 
@@ -17,7 +14,7 @@ from memoryd import names
 from memoryd.bench import hooks as bench_hooks
 from memoryd.bench import memory as bench_memory
 from memoryd.bench import peer as bench_peer
-from memoryd.bench.kit import Bridge, Row, Throwaway, WireLoader, pcts, progress, row
+from memoryd.bench.kit import Bridge, Row, Throwaway, WireLoader, in_threads, pcts, progress, row
 
 
 def bench_cold_start(box: Throwaway, runs: int) -> list[Row]:
@@ -44,9 +41,8 @@ def bench_episode_write(box: Throwaway, n: int) -> list[Row]:
 
 
 def load_sessions(box: Throwaway, sessions: int, episodes_each: int) -> None:
-    """Add sessions until the store holds `sessions` over 100 worktrees, each writing
-    `episodes_each` episodes, then bye. Connection names are new on every call: a reused name
-    would be answered from the daemon's reply cache instead of applied."""
+    """Add sessions until the store holds `sessions` over 100 worktrees, each writing `episodes_each`
+    episodes, then bye. Names are new each call: the daemon's reply cache would answer a reused one."""
     loader = WireLoader(box.endpoint())
     tag = time.monotonic_ns()
     first = box.counts.get("sessions", 0)
@@ -84,13 +80,7 @@ def bench_concurrent_writes(box: Throwaway, agents: int, per_agent: int) -> list
             acked[i].append(bridges[i].call(names.EPISODE_WRITE, body=bench_peer.body(i, k))["id"])
             samples.append(time.perf_counter() - began)
 
-    threads = [threading.Thread(target=agent, args=(i,)) for i in range(agents)]
-    began = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    elapsed = time.perf_counter() - began
+    elapsed = in_threads(agent, agents)
     ids = [i for ack in acked for i in ack]
     found = bridges[0].call(names.EPISODE_SEARCH, ids=ids[:200], include_bodies=False)["total"]
     for bridge in bridges:
@@ -110,13 +100,8 @@ CONCURRENT_TARGETS = {8: 1_000, 32: 5_000}
 
 
 def compile_bytecode() -> None:
-    """memoryd's bytecode, written as an installed package has it: pip compiles at install, and
-    Python writes it on a first import. Where PYTHONDONTWRITEBYTECODE is set and memoryd is an
-    editable checkout (the development host), nothing ever writes it, and every daemon, bridge and
-    hook process the bench starts would compile memoryd from source first: ~0.2 s of each daemon
-    start here (docs/benchmark.md)."""
+    """memoryd's bytecode, written as an installed package has it (docs/benchmark.md, "Bytecode as installed")."""
     import compileall
-    import os
 
     import memoryd
 
@@ -150,8 +135,7 @@ def run(quick: bool) -> list[Row]:
 
 
 def render(rows: list[Row]) -> str:
-    """A table whose columns are as wide as their widest cell (metric names and sizes vary a lot);
-    the number columns right-aligned."""
+    """A table whose columns are as wide as their widest cell, the number columns right-aligned."""
     header = ["metric", "size", "p50/value", "p99", "target", "met"]
     cells = [header] + [[str(r["metric"]), str(r["size"]), _value(r), f"{r['p99_ms']} ms" if "p99_ms" in r else "",
                          str(r["target"]), _met(r)] for r in rows]
@@ -181,8 +165,7 @@ def host_load() -> list[float]:
 
 
 def verdict(rows: list[Row], before: list[float], after: list[float]) -> dict[str, Any]:
-    """How many rows met their target, and whether the host was busy enough to skew them: the
-    bench measures wall-clock latencies, which another process on the same cores inflates."""
+    """How many rows met their target, and whether the host was busy enough to inflate their wall-clock latencies."""
     cpus = os.cpu_count() or 1
     busy = max(before[0], after[0]) > BUSY_LOAD_PER_CPU * cpus
     measured = [r for r in rows if r["met"] is not None]  # a row not measured is neither met nor missed

@@ -1,9 +1,5 @@
-"""Benchmark row: sync of 1,000 new memories each way between two stores through a local bare
-git repository — two throwaway daemons ("two machines"), each loaded with 1,000 memories of its
-own, then `memoryd sync` on A (push 1k), on B (pull 1k + push 1k, one sync) and on A again
-(pull 1k), each timed end to end as a user runs it (CLI start, the daemon's job, admission).
-
-Full bench only: it starts two more daemons and runs git over thousands of files.
+"""Benchmark row: sync of 1,000 new memories each way between two throwaway daemons through a local
+bare git repository, each `memoryd sync` timed end to end. Full bench only: it starts two more daemons.
 """
 
 from __future__ import annotations
@@ -18,23 +14,10 @@ import time
 from pathlib import Path
 
 from memoryd import names
-from memoryd.bench.kit import Bridge, Row, Throwaway, WireLoader, pcts, progress, row
+from memoryd.bench.kit import Bridge, Row, Throwaway, load_memories, pcts, progress, row
 
 COUNT = 1_000
 TARGET_S = 10.0
-
-
-def _load(box: Throwaway, label: str, count: int) -> None:
-    """`count` distinct memories through the daemon's own write path, pipelined."""
-    loader = WireLoader(box.endpoint())
-    conn = f"sync-load-{label}"
-    loader.session(conn, f"/bench/{label}")
-    for n in range(count):
-        loader.call(conn, names.MEMORY_WRITE, content=f"Machine {label} record {n} notes port {9000 + n} for "
-                    f"service s{label}{n} in zone z{n % 17}.", scopes=["projects:bench"], force=True,
-                    acknowledge_transient=True, acknowledge_scope_mismatch=True, acknowledge_credential=True)
-    loader.send(conn, "bye", {})
-    loader.drain()
 
 
 def _sync(box: Throwaway, *args: str) -> tuple[float, dict[str, object]]:
@@ -49,8 +32,7 @@ def _sync(box: Throwaway, *args: str) -> tuple[float, dict[str, object]]:
 
 
 def _while_syncing(box: Throwaway) -> tuple[float, dict[str, object], list[float]]:
-    """One `memoryd sync` on `box`, and the latencies of memory_search calls an agent's bridge
-    makes meanwhile: the daemon must keep serving while git runs."""
+    """One `memoryd sync` on `box`, and the latencies of an agent's memory_search calls meanwhile."""
     bridge = Bridge(box.env, worktree="/bench/sync")
     bridge.initialize()
     latencies: list[float] = []
@@ -81,7 +63,9 @@ def bench_sync(box: Throwaway, quick: bool) -> list[Row]:
     try:
         for label, machine in (("a", a), ("b", b)):
             machine.start()
-            _load(machine, label, COUNT)
+            texts = (f"Machine {label} record {n} notes port {9000 + n} for service s{label}{n} in zone z{n % 17}."
+                     for n in range(COUNT))
+            load_memories(machine, f"/bench/{label}", texts, ["projects:bench"])
             _sync(machine, "init", str(remote))
         progress(f"sync: two stores of {COUNT} memories each")
         push_s, pushed = _sync(a)

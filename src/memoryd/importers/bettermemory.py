@@ -1,22 +1,5 @@
-"""bettermemory's store directory (`BETTERMEMORY_DIR`) → drafts.
-
-On disk (bettermemory 8.0.0, schema_version 1), one memory per file:
-
-    <store>/<YYYY-MM-DD>-<slug>-<ulid lowercase>.md                 live memories
-    <store>/.tombstones/<same name>.<ULID>.tombstone.md             removed ones
-
-each a `---` YAML frontmatter block (id, created, updated, scopes, confidence, source, category,
-last_verified_at, links, origin, actor, …; tombstones add removed, removed_reason) and the body.
-Dotfiles beside them (`.index.sqlite`, `.events.*.jsonl`, locks) are caches and logs, not memories;
-`episodes/` is bettermemory's journal (not imported); files named in `.quarantine.json` are ones
-bettermemory itself refused after a sync pull and never served, so they are skipped too.
-
-Mapping: body → content; scopes, confidence and source as they are (the same vocabularies);
-category as it is, a missing one (older files) → fact. `last_verified_at` → `verified_at`
-(the import records it with memory_verify). A tombstone → a draft with `removed_reason`, written
-and then removed, so memoryd's `previously_removed` gate keeps the user's decision; a removed
-user-inference is written as a fact (it is never live, and a claim about the user would wait
-for a confirmation first). Links are not carried: their targets are bettermemory ids.
+"""bettermemory's store directory (`BETTERMEMORY_DIR`, schema_version 1) → drafts: live memories and
+tombstones, each a YAML frontmatter and a body; mapping and what is passed over: docs/import.md.
 """
 
 from __future__ import annotations
@@ -28,14 +11,7 @@ from typing import Any
 
 from memoryd import safe_yaml
 from memoryd.errors import BadImportInput
-from memoryd.importers.draft import (
-    CATEGORIES,
-    CONFIDENCES,
-    SOURCES,
-    Draft,
-    read_text,
-    valid_scope,
-)
+from memoryd.importers.draft import CATEGORIES, CONFIDENCES, SOURCES, Draft, choice, read_text, scopes_of
 
 TOMBSTONES = ".tombstones"
 QUARANTINE = ".quarantine.json"
@@ -55,9 +31,8 @@ def read(root: Path, skipped: list[tuple[str, str]]) -> list[Draft]:
 
 
 def _memory_files(root: Path, skipped: list[tuple[str, str]]) -> list[Path]:
-    """The store's memory files: top-level `*.md` and `.tombstones/*.md`; never a symlink (it
-    could point anywhere; reported in `skipped`), nor a file bettermemory itself quarantined (a
-    pulled file it refused to serve)."""
+    """Top-level `*.md` and `.tombstones/*.md`; never a symlink (reported in `skipped`), nor a file
+    bettermemory itself quarantined."""
     refused = _quarantined(root)
 
     def plain(entry: Path) -> bool:
@@ -78,8 +53,8 @@ def _memory_files(root: Path, skipped: list[tuple[str, str]]) -> list[Path]:
 
 
 def _quarantined(root: Path) -> set[str]:
-    """File names in the store's `.quarantine.json` (`{"files": {name: {...}}}`); bettermemory
-    reads a damaged sidecar as empty, and so does this."""
+    """File names in `.quarantine.json` (`{"files": {name: {...}}}`); a damaged one reads as empty, as
+    bettermemory reads it."""
     try:
         payload = json.loads(read_text(root / QUARANTINE, follow_link=False))
     except (BadImportInput, ValueError, RecursionError):
@@ -108,45 +83,31 @@ def split_frontmatter(path: Path, text: str) -> tuple[dict[str, Any], str]:
 
 def _parse(path: Path, follow_link: bool) -> tuple[str, Draft]:
     """(created, draft) of one memory or tombstone file."""
-    meta, body = split_frontmatter(path, read_text(path, follow_link))
+    text = read_text(path, follow_link)
+    meta, body = split_frontmatter(path, text)
     content = body.strip()
+
+    def line_of(field: str) -> int | None:
+        return next((n for n, line in enumerate(text.splitlines(), 1) if line.startswith(f"{field}:")), None)
+
     version = meta.get("schema_version", 1)
     if not isinstance(version, int) or version > SCHEMA_VERSION:
         raise BadImportInput(path, f"schema_version {version!r} is newer than this importer reads "
-                             f"({SCHEMA_VERSION})", _line_of(path, "schema_version"))
+                             f"({SCHEMA_VERSION})", line_of("schema_version"))
     if not isinstance(meta.get("id"), str) or not meta["id"]:
         raise BadImportInput(path, "the frontmatter has no 'id'", 2)
     if not content:
         raise BadImportInput(path, "the memory has no body")
     removed = "removed" in meta or "removed_reason" in meta
-    category = _choice(path, meta, "category", CATEGORIES, "fact")
-    draft = Draft(
-        content=content,
-        scopes=(*_scopes(path, meta), SOURCE_SCOPE),
-        origin=f"bettermemory:{meta['id']}",
-        category="fact" if removed and category == "user-inference" else category,
-        confidence=_choice(path, meta, "confidence", CONFIDENCES, "medium"),
-        source=_choice(path, meta, "source", SOURCES, "explicit-statement"),
-        removed_reason=_removal(meta) if removed else None,
-        verified_at=_iso(meta.get("last_verified_at")),
-    )
+    category = choice(path, meta, "category", CATEGORIES, "fact", line_of)
+    # A removed user-inference is written as a fact: it is never live, and a claim about the user would wait.
+    draft = Draft(content=content, scopes=(*scopes_of(path, meta, line_of), SOURCE_SCOPE),
+                  origin=f"bettermemory:{meta['id']}",
+                  category="fact" if removed and category == "user-inference" else category,
+                  confidence=choice(path, meta, "confidence", CONFIDENCES, "medium", line_of),
+                  source=choice(path, meta, "source", SOURCES, "explicit-statement", line_of),
+                  removed_reason=_removal(meta) if removed else None, verified_at=_iso(meta.get("last_verified_at")))
     return _iso(meta.get("created")) or "", draft
-
-
-def _choice(path: Path, meta: dict[str, Any], field: str, allowed: tuple[str, ...], default: str) -> str:
-    value = meta.get(field)
-    if value is None:
-        return default
-    if value not in allowed:
-        raise BadImportInput(path, f"{field} {value!r} is not one of {', '.join(allowed)}", _line_of(path, field))
-    return str(value)
-
-
-def _scopes(path: Path, meta: dict[str, Any]) -> list[str]:
-    scopes = meta.get("scopes") or []
-    if not isinstance(scopes, list) or not all(isinstance(s, str) and valid_scope(s) for s in scopes):
-        raise BadImportInput(path, f"scopes {scopes!r} are not a list of scopes", _line_of(path, "scopes"))
-    return list(scopes)
 
 
 def _removal(meta: dict[str, Any]) -> str:
@@ -161,11 +122,3 @@ def _iso(value: Any) -> str | None:
         stamp = value if value.tzinfo else value.replace(tzinfo=UTC)
         return stamp.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     return str(value) if value else None
-
-
-def _line_of(path: Path, field: str) -> int | None:
-    """The one-based line where `field:` starts in the frontmatter, for error messages."""
-    for number, line in enumerate(read_text(path).splitlines(), 1):
-        if line.startswith(f"{field}:"):
-            return number
-    return None

@@ -1,31 +1,6 @@
-"""Claude Code's own auto-memory → drafts.
-
-Where Claude Code keeps it (read from the 2.1.197 CLI's code, and seen in the folder the real CLI
-wrote, tests/integration/test_import.py): `$CLAUDE_CONFIG_DIR` (else `~/.claude`)
-`/projects/<project>/memory/`, where `<project>` is the repository's root path (the cwd outside
-git) with every character but a-z, A-Z and 0-9 replaced by `-` (`/home/me/my_app` →
-`-home-me-my-app`; past 200 characters cut and suffixed with a hash). It cannot be decoded (`_`,
-`.` and `/` all become `-`), so the project is taken from the session transcripts beside the
-folder (`<project>/<session>.jsonl`, each line naming its `cwd`).
-
-In the folder: one topic file per memory, `<name>.md`, with a frontmatter
-
-    name: <short-kebab-case-slug>
-    description: <one-line summary, used to decide relevance>
-    metadata:
-      type: user | feedback | project | reference      (older files: `type:` at the top level)
-
-and the fact as the body; `MEMORY.md` is only an index (`- [Title](file.md) — hook` lines) and is
-skipped; team memories sit under `team/` in the same shape.
-
-Mapping: the description then the body → content (the description is the line a list shows);
-type `user` (who the user is) → a user-inference, source inferred, waiting for the user's yes
-like any claim about them; the others → fact, explicit-statement. Scopes: `projects:<project>`
-(the project the bridge would name for that cwd: its git origin, read from `.git/config` as a file,
-or the repository folder; never by running git there) and `import:claude-code`. The cwd is taken
-only when the folder's own name is that cwd encoded: a folder whose transcripts name another path
-is skipped and reported. A folder with no transcript naming its cwd gets no project scope (give
-`--scope`). Symbolic links are never followed.
+"""Claude Code's own auto-memory (`~/.claude/projects/<project>/memory/`) → drafts; where it lives,
+the mapping, and how a folder's project is found: docs/import.md, "claude-code". Symbolic links are
+never followed, and a transcript is outside text: it never runs git nor names another folder's project.
 """
 
 from __future__ import annotations
@@ -33,12 +8,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import stat
 from pathlib import Path
 
 from memoryd.errors import BadImportInput
 from memoryd.importers.bettermemory import split_frontmatter
-from memoryd.importers.draft import Draft, read_text, slug
+from memoryd.importers.draft import Draft, open_regular, read_text, slug
 from memoryd.importers.markdown import _note_files
 
 SOURCE_SCOPE = "import:claude-code"
@@ -53,8 +27,7 @@ _NOT_ALNUM = re.compile(r"[^A-Za-z0-9]")
 
 
 def default_root() -> Path:
-    """Where Claude Code keeps every project's folder: `$CLAUDE_CONFIG_DIR/projects`, else
-    `~/.claude/projects`."""
+    """Where Claude Code keeps every project's folder: `$CLAUDE_CONFIG_DIR/projects`, else `~/.claude/projects`."""
     return Path(os.environ.get("CLAUDE_CONFIG_DIR") or Path.home() / ".claude") / "projects"
 
 
@@ -97,10 +70,9 @@ def memory_folders(target: Path, skipped: list[tuple[str, str]]) -> list[Path]:
 
 
 def project_scopes(project_dir: Path, skipped: list[tuple[str, str]]) -> tuple[str, ...] | None:
-    """(`projects:<name>`,) for the cwd the folder's transcripts name, () when none does, None when
-    the transcripts name a cwd that is not the path the folder is named for: a transcript is
-    outside text, and one saying "cwd: <another repo>" must not hand that repo's scope to these
-    memories. The folder is then skipped and reported."""
+    """(`projects:<name>`,) for the cwd the folder's transcripts name, () when none does. None, the folder
+    skipped and reported, when that cwd is not the path the folder is named for: a transcript is outside
+    text, and one naming another repo must not hand that repo's scope to these memories."""
     cwd = transcript_cwd(project_dir)
     if cwd is None:
         return ()
@@ -113,9 +85,8 @@ def project_scopes(project_dir: Path, skipped: list[tuple[str, str]]) -> tuple[s
 
 
 def named_for(folder: str, cwd: str) -> bool:
-    """Whether Claude Code would name a project folder `folder` for `cwd`: every character but a-z,
-    A-Z and 0-9 made `-`; past ENCODED_MAX characters cut and suffixed with a hash we cannot
-    recompute, so only the cut is compared."""
+    """Whether Claude Code would name a project folder `folder` for `cwd`; past ENCODED_MAX characters
+    only the cut is compared (the hash it adds cannot be recomputed)."""
     encoded = _NOT_ALNUM.sub("-", cwd)
     return folder == encoded if len(encoded) <= ENCODED_MAX else folder.startswith(encoded[:ENCODED_MAX])
 
@@ -126,15 +97,8 @@ def repo_project(cwd: str) -> str | None:
     from memoryd import identity
 
     git_dir = os.path.join(cwd, ".git")
-    try:
-        fd = os.open(os.path.join(git_dir, "config"), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            return None
-        text = handle.read(GIT_CONFIG_BYTES).decode("utf-8", errors="replace")
-    return identity.project_name(_origin(text), git_dir)
+    config = _head(os.path.join(git_dir, "config"), GIT_CONFIG_BYTES)
+    return None if config is None else identity.project_name(_origin(config.decode("utf-8", "replace")), git_dir)
 
 
 def _origin(config: str) -> str | None:
@@ -151,7 +115,7 @@ def _origin(config: str) -> str | None:
 def transcript_cwd(project_dir: Path) -> str | None:
     """The first absolute `cwd` in the head of the folder's transcripts (regular files only)."""
     for path in sorted(project_dir.glob("*.jsonl"))[:MAX_TRANSCRIPTS]:
-        for line in _head(path).splitlines():
+        for line in (_head(path, TRANSCRIPT_HEAD_BYTES) or b"").splitlines():
             try:
                 entry = json.loads(line)
             except ValueError:
@@ -162,16 +126,13 @@ def transcript_cwd(project_dir: Path) -> str | None:
     return None
 
 
-def _head(path: Path) -> bytes:
-    """The first TRANSCRIPT_HEAD_BYTES of a regular file that is not a link; b"" otherwise."""
+def _head(path: str | Path, limit: int) -> bytes | None:
+    """The first `limit` bytes of a regular file that is not a link; None for anything else."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
-    except OSError:
-        return b""
-    try:
-        return os.read(fd, TRANSCRIPT_HEAD_BYTES) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
-    finally:
-        os.close(fd)
+        with open_regular(path, follow_link=False) as handle:
+            return handle.read(limit)
+    except BadImportInput:
+        return None
 
 
 def _topic(path: Path, origin: str, scopes: tuple[str, ...], skipped: list[tuple[str, str]]) -> Draft | None:

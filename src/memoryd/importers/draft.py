@@ -1,6 +1,5 @@
-"""The draft every importer yields, and the small checks they share.
-
-Import contract: the stdlib and the shared modules (`memoryd.errors`); never `memoryd.daemon`.
+"""The draft every importer yields, and the small checks they share. Import contract: the stdlib and
+`memoryd.errors`; never `memoryd.daemon`.
 """
 
 from __future__ import annotations
@@ -9,9 +8,10 @@ import errno
 import os
 import re
 import stat
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import IO, Any
 
 from memoryd.errors import BadImportInput
 
@@ -27,12 +27,9 @@ MAX_FILE_BYTES = 64 << 20  # far above any memory store or notes file; bounds wh
 
 @dataclass(frozen=True)
 class Draft:
-    """One memory to write, plus what the import report needs to name it.
-
-    `origin` says where it came from (`file:line`, or the source tool's id); `removed_reason` is
-    set for a memory the source tool had removed (written, then removed at once, so the
-    `previously_removed` gate remembers the decision); `verified_at` is the source tool's last
-    verification (ISO-8601), carried in a `memory_verify` note because memory_write cannot set it.
+    """One memory to write. `origin` names where it came from (`file:line`, or the source tool's id);
+    `removed_reason` is set for a memory the source had removed (written, then removed at once);
+    `verified_at` is the source's last verification (ISO-8601), carried in a `memory_verify` note.
     """
 
     content: str
@@ -77,21 +74,51 @@ def check_scopes(scopes: Iterable[str]) -> list[str]:
     return scopes
 
 
-def read_text(path: Path, follow_link: bool = True) -> str:
-    """A regular file as UTF-8, or BadImportInput saying why not. Opened without blocking (a FIFO
-    would hang the import) and checked to be a regular file before it is read (`/dev/zero` never
-    ends); at most MAX_FILE_BYTES. `follow_link=False` refuses a symbolic link at the last step:
-    for files found in a folder, which could point anywhere."""
+def choice(where: object, meta: dict[str, Any], key: str, allowed: tuple[str, ...], default: str | None = None,
+           line_of: Callable[[str], int | None] | None = None) -> str:
+    """`meta[key]` when it is one of `allowed` (missing or null: `default`, if given); else BadImportInput,
+    at the line `line_of(key)` names."""
+    value = meta.get(key)
+    if value is None and default is not None:
+        return default
+    if value not in allowed:
+        raise BadImportInput(where, f"{key} {value!r} is not one of {', '.join(allowed)}",
+                             line_of(key) if line_of else None)
+    return str(value)
+
+
+def scopes_of(where: object, meta: dict[str, Any], line_of: Callable[[str], int | None] | None = None) -> list[str]:
+    """`meta["scopes"]` (none: []) when it is a list of valid scopes; else BadImportInput."""
+    scopes = meta.get("scopes") or []
+    if not isinstance(scopes, list) or not all(isinstance(s, str) and valid_scope(s) for s in scopes):
+        raise BadImportInput(where, f"scopes {scopes!r} are not a list of scopes",
+                             line_of("scopes") if line_of else None)
+    return list(scopes)
+
+
+def open_regular(path: str | Path, follow_link: bool = True) -> IO[bytes]:
+    """`path` open for reading, or BadImportInput saying why not. Opened without blocking (a FIFO
+    would hang the import) and checked to be a regular file (`/dev/zero` never ends).
+    `follow_link=False` refuses a symbolic link at the last step."""
     flags = os.O_RDONLY | os.O_NONBLOCK | (0 if follow_link else os.O_NOFOLLOW)
     try:
-        with open(os.open(path, flags), "rb") as handle:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                raise BadImportInput(path, "not a regular file")
-            data = handle.read(MAX_FILE_BYTES + 1)
+        handle = open(os.open(path, flags), "rb")
     except OSError as exc:
-        if exc.errno == errno.ELOOP and not follow_link:
-            raise BadImportInput(path, "a symbolic link (not followed)") from None
-        raise BadImportInput(path, f"cannot read: {exc.strerror or exc}") from None
+        raise BadImportInput(path, "a symbolic link (not followed)" if exc.errno == errno.ELOOP and not follow_link
+                             else f"cannot read: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+        handle.close()
+        raise BadImportInput(path, "not a regular file")
+    return handle
+
+
+def read_text(path: Path, follow_link: bool = True) -> str:
+    """A regular file (`open_regular`) of at most MAX_FILE_BYTES as UTF-8, or BadImportInput saying why not."""
+    with open_regular(path, follow_link) as handle:
+        try:
+            data = handle.read(MAX_FILE_BYTES + 1)
+        except OSError as exc:
+            raise BadImportInput(path, f"cannot read: {exc.strerror or exc}") from None
     if len(data) > MAX_FILE_BYTES:
         raise BadImportInput(path, f"over the {MAX_FILE_BYTES >> 20} MiB an import reads from one file")
     try:

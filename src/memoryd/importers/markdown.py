@@ -1,21 +1,6 @@
-"""Markdown notes — a `CLAUDE.md`, an `AGENTS.md`, or a folder of `.md` files — → drafts.
-
-The rule, per file (YAML frontmatter skipped, fenced code never split or read as structure):
-
-- The file is cut into sections at ATX headings (`#` … `######`). A section's *context* is its
-  heading path (`Deploying › Rollback`); a first `# CLAUDE.md` / `# AGENTS.md` heading that only
-  repeats the file's name adds nothing and is left out.
-- Each top-level bullet (`-`, `*`, `+`, `1.` at column 0, with its indented lines and nested
-  bullets) is one memory: `<context>: <bullet text>`.
-- The rest of a section's text (paragraphs, code blocks, tables) is one memory,
-  `<context>: <text>`. Past `MAX_SECTION_CHARS` it is cut at paragraph breaks (never inside a
-  code block) into several memories, each with the context.
-- Text before the first heading has no context; an empty section yields nothing.
-
-Every draft is a fact, confidence medium, source explicit-statement (a person wrote the notes),
-scope `import:markdown`. Which project they are about is the CLI's call (`memoryd import` adds
-`projects:<repo>` for notes inside a git worktree unless `--scope` is given); this module reads
-text only.
+"""Markdown notes — a `CLAUDE.md`, an `AGENTS.md`, or a folder of `.md` files — → drafts: a memory per
+top-level bullet and per section's prose (cut past MAX_SECTION_CHARS), each prefixed with its heading
+path (docs/import.md, "markdown"). Text only: which project it is about is the CLI's call.
 """
 
 from __future__ import annotations
@@ -67,9 +52,8 @@ def read(target: Path, skipped: list[tuple[str, str]]) -> list[Draft]:
 
 
 def _note_files(root: Path, skipped: list[tuple[str, str]]) -> list[Path]:
-    """The `.md` files below `root`, hidden files and folders left out. A symbolic link, file or
-    folder, at any depth is never followed but reported in `skipped`: it can point anywhere
-    (`passwd.md -> /etc/passwd`), and what is imported may be synced to other machines."""
+    """The `.md` files below `root`, hidden ones left out. A symbolic link at any depth is never followed
+    but reported in `skipped`: it can point anywhere, and what is imported may sync to other machines."""
     found: list[Path] = []
     for folder, dirs, files in os.walk(root):  # a linked folder is listed in `dirs`, never entered
         here = Path(folder)

@@ -1,30 +1,12 @@
-"""`memoryd export`'s tar.gz → drafts: the way back from an export, into this or another store.
-
-The archive is read as untrusted and never extracted: it is streamed member by member, and any
-member that is a link (symbolic or hard), a device, a FIFO, or named with an absolute path or a
-`..` step is refused, the whole import with it (`memoryd export` never writes one, so it means
-the file was made or changed by something else). Only `memories/<ULID>.md` and
-`tombstones/<ULID>.md` are read, each at most MAX_RECORD_BYTES and all together at most
-MAX_RECORDS_BYTES, one at a time; episodes, sessions and the event log belong to the exporting
-machine and are passed over unread. The whole stream is bounded too (MAX_ARCHIVE_BYTES unpacked,
-MAX_MEMBERS members, MAX_HEADER_BYTES for a pax or long-name header), checked as it is read.
-
-Each record is parsed as the store parses its own files (a `---` YAML frontmatter read by
-`safe_yaml`, which refuses anchors, aliases, tags and deep nesting unbuilt, then the body) and
-must name the id its file is named after. Mapping: body → content; scopes, category, confidence
-and source as they are (the same vocabularies); `last_verified_at` → `verified_at` (recorded with
-memory_verify). A tombstone is written, then removed again, so the `previously_removed` gate
-keeps the decision (a removed user-inference as a fact, like bettermemory's). Handoffs are passed
-over (reported as skipped): they belong to the exporting machine's sessions, as in sync. Ids,
-dates, links and provenance are not carried: the memories are new in this store.
+"""`memoryd export`'s tar.gz → drafts. The archive is untrusted: streamed, never extracted, every
+member checked and every size bounded as it is read (docs/import.md, "archives"); only
+`memories/<ULID>.md` and `tombstones/<ULID>.md` are parsed, each naming the id it is filed under.
 """
 
 from __future__ import annotations
 
 import gzip
-import os
 import re
-import stat
 import tarfile
 import zlib
 from collections.abc import Iterator
@@ -34,7 +16,7 @@ from typing import IO, Any
 
 from memoryd.errors import BadImportInput
 from memoryd.importers.bettermemory import split_frontmatter
-from memoryd.importers.draft import CATEGORIES, CONFIDENCES, SOURCES, Draft, valid_scope
+from memoryd.importers.draft import CATEGORIES, CONFIDENCES, SOURCES, Draft, choice, open_regular, scopes_of
 
 SOURCE_SCOPE = "import:memoryd-export"
 MAX_RECORD_BYTES = 8 << 20  # a record: content (max_content_bytes ≤ 4 MB) plus its frontmatter
@@ -49,9 +31,10 @@ HANDOFF = "handoff"
 
 
 def read(path: Path, skipped: list[tuple[str, str]]) -> list[Draft]:
-    """Every memory and tombstone of the archive at `path`, oldest `created` first. Records are
-    parsed as they stream by, so only their drafts are held, never the archive's bytes."""
-    found = [_record(path, name, data, skipped) for name, data in _records(path)]
+    """Every memory and tombstone of the archive at `path`, oldest `created` first; a handoff is
+    passed over (noted in `skipped`): it belongs to the exporting machine's sessions."""
+    with opened(path) as archive:
+        found = [_record(path, name, data, skipped) for name, data in _walk(path, archive)]
     if not found:
         raise BadImportInput(path, "no memories/<id>.md or tombstones/<id>.md in this archive "
                              "(is it a `memoryd export` tar.gz?)")
@@ -59,24 +42,11 @@ def read(path: Path, skipped: list[tuple[str, str]]) -> list[Draft]:
     return [draft for _, draft in found if draft is not None]
 
 
-def _records(path: Path) -> Iterator[tuple[str, bytes]]:
-    """(member name, bytes) of each record member, one at a time; BadImportInput for a member that
-    is unsafe or too big, an archive over its bounds, or one that is not a gzip'd tar."""
-    with opened(path) as archive:
-        yield from _walk(path, archive)
-
-
 @contextmanager
 def opened(path: Path) -> Iterator[Checked]:
     """The archive at `path`, streamed through the guard: iterating it gives each member once it
     passed `_check_member` (and the member count its bound). Also `memoryd restore`'s reader."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO named as PATH must not hang the import
-    except OSError as exc:
-        raise BadImportInput(path, f"cannot read: {exc.strerror or exc}") from None
-    with open(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            raise BadImportInput(path, "not a regular file")
+    with open_regular(path) as handle:
         try:
             # We gunzip and watch each tar header ourselves (TarGuard): tarfile reads a pax or GNU
             # long-name header's whole value into memory before any check of ours could run.
@@ -106,6 +76,7 @@ class Checked:
 
 
 def _walk(path: Path, archive: Checked) -> Iterator[tuple[str, bytes]]:
+    """(member name, bytes) of each record member, one at a time, each and all together bounded."""
     held = 0
     for member in archive:
         if not (member.isreg() and RECORD_RE.fullmatch(member.name)):
@@ -122,10 +93,9 @@ def _walk(path: Path, archive: Checked) -> Iterator[tuple[str, bytes]]:
 
 
 class TarGuard:
-    """The gunzipped stream tarfile reads, watched on the way: every tar header is looked at as it
-    passes (its 512-byte block is where the previous member's data ends), and the archive is
-    refused once its decompressed size passes MAX_ARCHIVE_BYTES or a pax/GNU header's value would
-    pass MAX_HEADER_BYTES — before tarfile allocates it."""
+    """The gunzipped stream tarfile reads, every tar header looked at as it passes: the archive is
+    refused once it unpacks past MAX_ARCHIVE_BYTES, or a pax/GNU header's value would pass
+    MAX_HEADER_BYTES, before tarfile allocates it."""
 
     def __init__(self, raw: Any, path: Path) -> None:
         self.raw, self.path = raw, path
@@ -204,27 +174,13 @@ def _record(path: Path, name: str, data: bytes, skipped: list[tuple[str, str]]) 
     if not content:
         raise BadImportInput(where, "the record has no body")
     removed = name.startswith("tombstones/")
-    category = _field(where, meta, "category", CATEGORIES)
+    category = choice(where, meta, "category", CATEGORIES)
     return created, Draft(
-        content=content, scopes=(*_scopes(where, meta), SOURCE_SCOPE), origin=name,
+        content=content, scopes=(*scopes_of(where, meta), SOURCE_SCOPE), origin=name,
         category="fact" if removed and category == "user-inference" else category,
-        confidence=_field(where, meta, "confidence", CONFIDENCES), source=_field(where, meta, "source", SOURCES),
+        confidence=choice(where, meta, "confidence", CONFIDENCES), source=choice(where, meta, "source", SOURCES),
         removed_reason=_removal(meta) if removed else None,
         verified_at=str(meta["last_verified_at"]) if meta.get("last_verified_at") else None)
-
-
-def _field(where: str, meta: dict[str, Any], key: str, allowed: tuple[str, ...]) -> str:
-    value = meta.get(key)
-    if value not in allowed:
-        raise BadImportInput(where, f"{key} {value!r} is not one of {', '.join(allowed)}")
-    return str(value)
-
-
-def _scopes(where: str, meta: dict[str, Any]) -> list[str]:
-    scopes = meta.get("scopes") or []
-    if not isinstance(scopes, list) or not all(isinstance(s, str) and valid_scope(s) for s in scopes):
-        raise BadImportInput(where, f"scopes {scopes!r} are not a list of scopes")
-    return list(scopes)
 
 
 def _removal(meta: dict[str, Any]) -> str:

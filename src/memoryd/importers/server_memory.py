@@ -1,20 +1,5 @@
-"""The MCP reference memory server's knowledge graph (`@modelcontextprotocol/server-memory`) → drafts.
-
-On disk (`MEMORY_FILE_PATH`, default `memory.jsonl`; older releases named it `memory.json` with the
-same lines), one JSON object per line:
-
-    {"type":"entity","name":"payments-api","entityType":"service","observations":["Written in Go"]}
-    {"type":"relation","from":"Alice","to":"payments-api","relationType":"owns"}
-
-The server's `read_graph` answer (`{"entities": [...], "relations": [...]}`) is read too.
-
-Mapping: one memory per entity — its name and type on the first line, each observation a bullet,
-then its relations in both directions as sentences ("Alice owns payments-api"). Scopes:
-`entities:<name as a scope level>` (one entity's memory is easy to find and filter) and
-`import:server-memory`. Category fact, except the entity the server's own prompt uses for the
-person at the keyboard (`default_user`, or type `user`), whose observations are claims about the
-user: user-inference. Source `inferred` (an agent wrote the observations down), confidence
-medium. An entity with neither observations nor relations says nothing and is not imported.
+"""The MCP reference memory server's knowledge graph (`@modelcontextprotocol/server-memory`,
+`memory.jsonl` lines or a `read_graph` answer) → one draft per entity (docs/import.md, "server-memory").
 """
 
 from __future__ import annotations
@@ -41,8 +26,8 @@ class Entity:
     observations: list[str] = field(default_factory=list)
 
 
-def read(path: Path) -> list[Draft]:
-    """One draft per entity of the graph file, in file order."""
+def read(path: Path, skipped: list[tuple[str, str]]) -> list[Draft]:
+    """One draft per entity of the graph file, in file order (nothing is ever skipped)."""
     if path.is_dir():
         path = _graph_file(path)
     entities, relations = _load(path, read_text(path))

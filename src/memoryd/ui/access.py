@@ -1,6 +1,5 @@
-"""Who may use the web view: the values one launch derives from its secret (the secret path
-prefix, the session cookie, the CSRF value), its one-time sign-in codes, and the Host and Origin
-values it accepts (the guards themselves run in server.py, `Handler.guard`)."""
+"""Who may use the web view: the values derived from a launch's secret (path prefix, session cookie,
+CSRF value), its one-time sign-in codes, and the Host and Origin values accepted (docs/security.md)."""
 
 from __future__ import annotations
 
@@ -19,9 +18,8 @@ from memoryd.client.connection import Operator
 HOST = "127.0.0.1"
 PORT_BASE, PORT_SPAN = 47000, 2000
 READ_TIMEOUT_S = 20.0
-# Wrong one-time codes a minute before every sign-in is refused (429) for the rest of it. A code is
-# 192 random bits, so this is not what keeps a guesser out; it keeps a local process from spending
-# the view's time on guesses, and makes a flood of them visible (a 429 to the user's own code).
+# Wrong codes a minute before every sign-in is refused (429). A code is 192 random bits: this keeps a
+# local process from spending the view's time on guesses, and makes a flood visible.
 SIGN_IN_FAILURES_PER_MINUTE = 10
 SIGN_IN_WINDOW_S = 60.0
 
@@ -35,8 +33,8 @@ class SignInLimited(Exception):
 
 
 class Attempts:
-    """The failed sign-ins of the last window: at `cap` of them, none is tried until the oldest
-    ages out. Not thread-safe on its own (UI holds its lock around it)."""
+    """The failed sign-ins of the last window: at `cap` of them, none is tried until the oldest ages
+    out. Not thread-safe on its own (UI holds its lock around it)."""
 
     def __init__(self, cap: int = SIGN_IN_FAILURES_PER_MINUTE, window_s: float = SIGN_IN_WINDOW_S,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -60,15 +58,11 @@ def default_port(uid: int | None = None) -> int:
 
 
 class UI:
-    """What every request handler shares: the daemon connection, the values derived from the
-    launch secret (path prefix, session cookie, CSRF), the unspent one-time codes, the log dir."""
+    """What every request handler shares: the daemon, the secret's derived values, the unspent codes."""
 
     def __init__(self, operator: Operator, port: int, secret: str, events_dir: Path,
                  read_timeout_s: float = READ_TIMEOUT_S) -> None:
-        self.operator = operator
-        self.port = port
-        self.events_dir = events_dir
-        self.read_timeout_s = read_timeout_s
+        self.operator, self.port, self.events_dir, self.read_timeout_s = operator, port, events_dir, read_timeout_s
         self.stopping = threading.Event()
         self.hosts = {f"{HOST}:{port}", f"localhost:{port}"}
         self.origins = {f"http://{h}" for h in self.hosts}
@@ -76,12 +70,9 @@ class UI:
         def derive(purpose: str) -> str:  # bound to this port: another launch's values are worthless here
             return hmac.new(secret.encode(), f"{purpose}:{port}".encode(), hashlib.sha256).hexdigest()
 
-        self.prefix = "/" + derive("path")[:32]
-        self.session = derive("session")
-        self.csrf = derive("csrf")
+        self.prefix, self.session, self.csrf = "/" + derive("path")[:32], derive("session"), derive("csrf")
         self.codes: set[str] = set()
-        self.codes_lock = threading.Lock()
-        self.attempts = Attempts()
+        self.codes_lock, self.attempts = threading.Lock(), Attempts()
 
     def new_code(self) -> str:
         code = secrets.token_urlsafe(24)
@@ -90,9 +81,8 @@ class UI:
         return code
 
     def spend_code(self, code: str) -> bool:
-        """True once per code: the first load with it wins, every later one is refused. Past the
-        cap of wrong codes a minute, `SignInLimited` instead, whatever the code: a guesser whose
-        guesses are not even looked at learns nothing."""
+        """True once per code. Past the cap of wrong codes a minute, `SignInLimited` whatever the code:
+        guesses not even looked at teach a guesser nothing."""
         with self.codes_lock:
             wait_s = self.attempts.wait_s()
             if wait_s > 0:

@@ -1,6 +1,5 @@
-"""`memoryd ui`: start the web view — the daemon (started as a bridge starts it), the HTTP server
-on this user's port, the one-time URL printed (and opened in a browser when there is a desktop),
-a heartbeat that keeps the operator's session alive, until Ctrl-C or SIGTERM."""
+"""`memoryd ui`: start the daemon if needed, serve the web view on this user's port, print (and open)
+a one-time URL, keep the operator's session alive, until Ctrl-C or SIGTERM."""
 
 from __future__ import annotations
 
@@ -33,8 +32,7 @@ def _keepalive(ui: UI, period_s: float) -> None:
 
 
 def _has_desktop() -> bool:
-    """Whether a graphical browser can open: without a display, `webbrowser` would fall back to a
-    console browser (lynx, w3m) and take over this terminal, so the printed URL has to do."""
+    """Whether a graphical browser can open: without one `webbrowser` takes over this terminal with lynx or w3m."""
     return sys.platform == "darwin" or bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 

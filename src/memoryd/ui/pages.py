@@ -1,11 +1,6 @@
-"""The web view's pages, rendered on the server from the daemon's own results.
-
-Contract: every value that comes from the daemon goes through `e()` (html.escape, quotes included)
-before it reaches the page — memories and handoffs are agent-written text, so a stored `<script>`
-must show as text. Nothing here computes what a tool already computes; it only lays results out.
-Every form that changes something carries the per-launch CSRF value (server.py derives it).
-Every link is relative and resolves against `<base href>`, the launch's secret path prefix: the
-session cookie is scoped to that path, so the pages have no fixed address (see server.py).
+"""The web view's pages, laid out from the daemon's results. Contract: every daemon value goes through
+`e()` (agent-written text: a stored `<script>` must show as text); every changing form carries the CSRF
+value; every link is relative to `<base href>`, the launch's secret path prefix (docs/security.md).
 """
 
 from __future__ import annotations
@@ -58,8 +53,8 @@ def verdict(value: Any) -> str:
     return f'<span class="v-{e(value)}">{e(value or "-")}</span>'
 
 
-def mem_link(memory_id: Any, text: Any = None) -> str:
-    return f'<a class=mono href="memory/{quote(str(memory_id))}">{e(text if text is not None else memory_id)}</a>'
+def mem_link(memory_id: Any) -> str:
+    return f'<a class=mono href="memory/{quote(str(memory_id))}">{e(memory_id)}</a>'
 
 
 def session_link(session_id: Any) -> str:
@@ -67,8 +62,6 @@ def session_link(session_id: Any) -> str:
         return '<span class=muted>-</span>'
     return f'<a class=mono href="session/{quote(str(session_id))}">{e(session_id)}</a>'
 
-
-# -- memories ----------------------------------------------------------------------------------------
 
 def memory_filters(q: str, scope: str, project: str, category: str, removed: bool) -> str:
     options = "".join(f'<option value="{c}"{" selected" if c == category else ""}>{c}</option>' for c in CATEGORIES)
@@ -173,8 +166,7 @@ def memory_page(memory: dict[str, Any], history: dict[str, Any], token: str, dra
 
 
 def edit_form(memory: dict[str, Any], token: str, draft: str | None) -> str:
-    """New content for a live memory, saved with `memory_update`. `expected_updated` is the version
-    this page shows: the save is refused, nothing written, if the memory changed since."""
+    """New content for a live memory; `expected_updated`, the version shown, makes the save compare-and-set."""
     text = memory.get("content") if draft is None else draft
     return (f'<details class=card id=edit-box{" open" if draft is not None else ""}><summary>Edit</summary>'
             f'<form id=edit-form method=post action="memory/{quote(memory["id"])}/edit">{csrf(token)}'
@@ -202,8 +194,6 @@ def _dl(pairs: list[tuple[str, str]]) -> str:
     return "<dl class=fields>" + "".join(f"<dt>{e(k)}</dt><dd>{v}</dd>" for k, v in pairs) + "</dl>"
 
 
-# -- pending ------------------------------------------------------------------------------------------
-
 def pending_page(result: dict[str, Any], token: str, **banners: Any) -> str:
     rows = ""
     for p in result["pending"]:
@@ -225,8 +215,6 @@ def pending_page(result: dict[str, Any], token: str, **banners: Any) -> str:
             '<p class=muted id=pending-empty>No pending writes.</p>'
     return layout("Pending writes", "pending", body, **banners)
 
-
-# -- sessions -----------------------------------------------------------------------------------------
 
 def sessions_page(worktrees: dict[str, Any], sessions: dict[str, Any], selected: str | None, **banners: Any) -> str:
     side = f'<a href="sessions" class="{"" if selected else "on"}">all worktrees</a>'
@@ -277,8 +265,6 @@ def session_page(session: dict[str, Any], episodes: dict[str, Any], injections: 
                   f'<div class=timeline>{session_item(session)}</div><h2>Episodes</h2>{table}'
                   f'<h2>Injected by the hooks</h2>{injections_table(injections or {})}', **banners)
 
-
-# -- health and the feed ------------------------------------------------------------------------------
 
 def health_page(status: dict[str, Any], health: dict[str, Any], conflicts: dict[str, Any],
                 pending_total: int, **banners: Any) -> str:

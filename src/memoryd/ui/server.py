@@ -1,35 +1,6 @@
-"""`memoryd ui`: the web view's HTTP server (stdlib `ThreadingHTTPServer`), a client of the daemon.
-
-Why the stdlib: the view is a handful of server-rendered pages, five POST actions and one
-server-sent-events stream for one local user; http.server does all of it with no dependency to
-install, audit or keep in step (so there is no `memoryd[ui]` extra).
-
-Guards, each on every request:
-- bound to 127.0.0.1 only; the Host header must name that address (or `localhost`) and our port,
-  which refuses DNS-rebinding pages that resolve their own name to 127.0.0.1;
-- a random secret per launch that never leaves this process; what goes out is derived from it:
-  - one-time codes: the URL printed, and the one handed to the browser (its argv is readable by
-    other users with `ps`), are `/?code=…`, each a different code good for one load; that load
-    trades it for the session cookie and a redirect, and the code is then spent (403 after);
-    past 10 wrong codes a minute every sign-in is answered 429 with Retry-After (`access.Attempts`);
-  - the session cookie `memoryd_ui_<port>` = HMAC(secret, "session:<port>"), HttpOnly,
-    SameSite=Strict, and scoped with `Path=` to a secret path prefix, HMAC(secret, "path:<port>"),
-    under which every page lives. Why the path: cookies do not isolate by port, so a cookie with
-    `Path=/` goes to every server on 127.0.0.1 the browser visits (checked in Chromium, where even a
-    `__Host-`/Secure cookie is sent to other ports over http); a server on another port that
-    received it could replay it here. Scoped to a path it never learns, it never receives it.
-    (`__Host-` is not used: it demands `Path=/`, and Secure over plain http is not honoured by
-    every browser.) A request needs both the prefix and the cookie;
-- a change (POST) also needs the CSRF value (a third HMAC, never the secret) as its `csrf` form
-  field or `X-Memoryd-Token` header, and an `Origin`, when sent, that is this server; an edit also
-  needs the version it was made against (`expected_updated`), or it is refused (400), unwritten;
-- every page is rendered with escaped text (pages.py) under a Content-Security-Policy that allows
-  only our own script and stylesheet files, no inline code, no framing.
-
-Connections: each socket read or write times out after MEMORYD_UI_READ_TIMEOUT_S (default 20 s),
-so a half-sent request or an idle kept-alive connection frees its thread; at most MAX_CONNECTIONS
-are served at once, and one over the cap is closed unanswered rather than given a thread. The
-live feed only writes, and its pings every FEED_PING_S find a vanished reader within the timeout.
+"""`memoryd ui`: the web view's HTTP server, a client of the daemon. The stdlib's http.server: a few
+pages for one local user need no dependency (so no `memoryd[ui]` extra). Its guards, run on every
+request, are described in docs/security.md, "The web view".
 """
 
 from __future__ import annotations
@@ -41,26 +12,27 @@ import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
 from memoryd import names
 from memoryd.client.connection import is_unavailable
 from memoryd.errors import DAEMON_UNAVAILABLE, INVALID_PARAMS, RESOURCE_STATE, MemorydError
-from memoryd.ui import assets, pages
+from memoryd.ui import pages
 from memoryd.ui.access import HOST, UI, SignInLimited
 from memoryd.ui.feed import follow_events
 
 MAX_BODY = 64 * 1024
 FEED_PING_S = 10.0
 MAX_CONNECTIONS = 64
+MAX_ASSET_BYTES = 64 * 1024
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
                                "img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'self'",
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
-    # Not no-referrer: with it Chromium sends `Origin: null` on our own form posts. same-origin also
-    # keeps the secret path out of the Referer of any request to another port.
+    # Keeps the secret path out of any Referer to another port; no-referrer made Chromium post `Origin: null`.
     "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
@@ -72,13 +44,26 @@ ID_CHARS = frozenset("0123456789ABCDEFGHJKMNPQRSTVWXYZabcdefghjkmnpqrstvwxyz")  
 MIN_ID_PREFIX, ULID_LEN = 6, 26
 
 
-# A daemon error as the HTTP status of its error page: unreachable, unknown (a memory, a session),
-# a refused parameter; any other error is a 500.
+# The daemon's error as its error page's status: unreachable, unknown (memory, session), refused parameter.
 HTTP_STATUS = {DAEMON_UNAVAILABLE: 503, RESOURCE_STATE: 404, INVALID_PARAMS: 400}
 
 
 def http_status(exc: MemorydError) -> int:
     return HTTP_STATUS.get(DAEMON_UNAVAILABLE if is_unavailable(exc) else exc.code, 500)
+
+
+def _asset(name: str) -> bytes:
+    """A file shipped beside this module (package data), read once at import, at most MAX_ASSET_BYTES."""
+    with open(Path(__file__).with_name(name), "rb") as handle:
+        data = handle.read(MAX_ASSET_BYTES + 1)
+    if len(data) > MAX_ASSET_BYTES:
+        raise RuntimeError(f"memoryd ui: {name} is over {MAX_ASSET_BYTES} bytes")
+    return data
+
+
+# Served as files so the Content-Security-Policy can forbid every inline script and style.
+STATIC = {"app.css": (_asset("app.css"), "text/css; charset=utf-8"),
+          "app.js": (_asset("app.js"), "text/javascript; charset=utf-8")}
 
 
 class Refused(Exception):
@@ -100,12 +85,9 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
         pass  # codes ride in URLs and the secret prefix in every path; keep them out of the terminal
 
-    # -- guards ------------------------------------------------------------------------------------
-
     def guard(self, change: bool) -> tuple[str | None, dict[str, list[str]]]:
-        """The Host check, then (page path, query): the path is None for a one-time code to spend,
-        else the page under our prefix, for a request carrying the session cookie. For a change,
-        the Origin too (the CSRF value is checked with the form)."""
+        """(page path, query) of a request past the Host, session and (for a change) Origin checks;
+        the path is None for a one-time code to spend. The CSRF value is checked with the form."""
         ui = self.ui
         if self.headers.get("Host", "") not in ui.hosts:
             raise Refused(403, "foreign Host header: this server answers only 127.0.0.1 / localhost")
@@ -162,19 +144,18 @@ class Handler(BaseHTTPRequestHandler):
             raise Refused(403, "missing or wrong CSRF token")
         return form
 
-    # -- answers -----------------------------------------------------------------------------------
-
     def send(self, status: int, body: str | bytes, ctype: str = "text/html; charset=utf-8",
              extra: dict[str, str] | None = None) -> None:
         data = body.encode() if isinstance(body, str) else body
-        self.send_response(status)
-        for key, value in {**SECURITY_HEADERS, **(extra or {})}.items():
-            self.send_header(key, value)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
+        self._head(status, {**(extra or {}), "Content-Type": ctype, "Content-Length": str(len(data))})
         if self.command != "HEAD":
             self.wfile.write(data)
+
+    def _head(self, status: int, headers: dict[str, str]) -> None:
+        self.send_response(status)
+        for key, value in {**SECURITY_HEADERS, **headers}.items():
+            self.send_header(key, value)
+        self.end_headers()
 
     def redirect(self, page: str, extra: dict[str, str] | None = None) -> None:
         """See other: `page` is a path under our prefix (`/memories`)."""
@@ -212,8 +193,6 @@ class Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass
 
-    # -- pages ---------------------------------------------------------------------------------------
-
     def banners(self, query: dict[str, list[str]]) -> dict[str, Any]:
         return {"notice": NOTICES.get(_first(query, "done") or ""), "base": self.base}
 
@@ -224,11 +203,9 @@ class Handler(BaseHTTPRequestHandler):
         self.send(204, "")
 
     def page_static(self, rest: str, query: dict[str, list[str]]) -> None:
-        files = {"app.css": (assets.CSS, "text/css; charset=utf-8"),
-                 "app.js": (assets.JS, "text/javascript; charset=utf-8")}
-        if rest not in files:
+        if rest not in STATIC:
             raise Refused(404, "no such file")
-        self.send(200, files[rest][0], files[rest][1])
+        self.send(200, *STATIC[rest])
 
     def page_memories(self, rest: str, query: dict[str, list[str]]) -> None:
         q, scope = (_first(query, "q") or "").strip(), (_first(query, "scope") or "").strip()
@@ -251,16 +228,14 @@ class Handler(BaseHTTPRequestHandler):
         self.send(200, pages.memories_page(filters, fragment, **self.banners(query)))
 
     def full_id(self, typed: str) -> str:
-        """The memory id meant by `typed`: a whole id, or a unique prefix of 6+ characters resolved
-        by the daemon's `resolve_id` as the CLI does (too short, ambiguous with its candidates, and
-        unknown are its typed errors, shown as error pages)."""
+        """The memory id meant by `typed`, a whole id or a unique prefix resolved by the daemon as the
+        CLI does (too short, ambiguous and unknown are its typed errors, shown as error pages)."""
         if len(typed) == ULID_LEN:
             return typed.upper()
         return str(self.ui.operator.admin("resolve_id", prefix=typed)["id"])
 
     def id_match(self, q: str) -> str:
-        """Above search results: the memory (or memories) whose id starts with `q`, when `q` looks
-        like an id prefix, so a pasted or typed id finds its memory from the search box too."""
+        """Above search results: the memories whose id starts with `q`, when `q` looks like an id prefix."""
         if not (MIN_ID_PREFIX <= len(q) <= ULID_LEN and ID_CHARS.issuperset(q)):
             return ""
         try:
@@ -291,55 +266,53 @@ class Handler(BaseHTTPRequestHandler):
         form = self._form()
         typed, _, verb = rest.partition("/")
         memory_id = self.full_id(typed)
-        op = self.ui.operator
+        op, here = self.ui.operator, f"/memory/{quote(memory_id)}"
         if verb == "edit":
             self.edit_memory(memory_id, form)
         elif verb == "remove":
             reason = (_first(form, "reason") or "").strip() or "removed by the user in memoryd ui"
             op.tool(names.MEMORY_REMOVE, id=memory_id, reason=reason)
-            self.redirect(f"/memory/{quote(memory_id)}?done=removed")
+            self.redirect(f"{here}?done=removed")
         elif verb in ("pin", "unpin"):  # through memory_update, as an agent's pin: history, sync
             op.tool(names.MEMORY_UPDATE, id=memory_id, pinned=verb == "pin")
-            self.redirect(f"/memory/{quote(memory_id)}?done={verb}ned")
+            self.redirect(f"{here}?done={verb}ned")
         elif verb == "restore":
             result = op.tool(names.MEMORY_RESTORE, id=memory_id)
             if result.get("status") != "restored":
                 raise Refused(409, f"not restored: {result.get('status')}: {result.get('hint', '')}")
-            self.redirect(f"/memory/{quote(memory_id)}?done=restored")
+            self.redirect(f"{here}?done=restored")
         else:
             raise Refused(404, "no such action")
 
     def edit_memory(self, memory_id: str, form: dict[str, list[str]]) -> None:
-        """Save new content through the agents' own `memory_update`: compare-and-set on the
-        `updated` the page was read at (an edit made meanwhile is not overwritten), the same gates,
-        an `update` in the history. A refusal writes nothing and shows the page again with the
-        reason and the draft kept, so no typing is lost."""
+        """Save new content with `memory_update`, compare-and-set on the `updated` the page was read at.
+        A refusal writes nothing and shows the page again with the reason and the draft kept."""
         draft = (_first(form, "content") or "").replace("\r\n", "\n")
         read_at = (_first(form, "expected_updated") or "").strip()
+        op, here = self.ui.operator, f"/memory/{quote(memory_id)}"
         if not read_at:  # without it memory_update skips its compare-and-set: a blind overwrite
             self.show_memory(memory_id, {}, 400, "not saved: the edit names no version it was made against "
                              "(expected_updated, which the page's own form sends); nothing was written, the "
                              "current text is shown and your draft is kept below", draft)
-            return
-        if not draft.strip():
+        elif not draft.strip():
             self.show_memory(memory_id, {}, 400, "the new content is empty: nothing saved (Remove removes a memory)",
                              draft)
-            return
-        if draft.strip() == (self.ui.operator.tool(names.MEMORY_SHOW, id=memory_id).get("content") or "").strip():
-            self.redirect(f"/memory/{quote(memory_id)}?done=unchanged")
-            return
-        result = self.ui.operator.tool(names.MEMORY_UPDATE, id=memory_id, content=draft, expected_updated=read_at,
-                                       acknowledge_transient=_first(form, "acknowledge_transient") == "1" or None)
-        status = result.get("status")
-        if status == "updated":
-            self.redirect(f"/memory/{quote(memory_id)}?done=edited")
-        elif status == "stale":
-            self.show_memory(memory_id, {}, 409, "not saved: the memory changed since this page was read (now "
-                             f"{result.get('current_updated')}); its current text is shown, your draft is kept "
-                             "below — save again to replace it", draft)
+        elif draft.strip() == (op.tool(names.MEMORY_SHOW, id=memory_id).get("content") or "").strip():
+            self.redirect(f"{here}?done=unchanged")
         else:
-            self.show_memory(memory_id, {}, 409, f"not saved: {status}: {result.get('hint') or result.get('message')}"
-                             " — nothing was written; your draft is kept below", draft)
+            result = op.tool(names.MEMORY_UPDATE, id=memory_id, content=draft, expected_updated=read_at,
+                             acknowledge_transient=_first(form, "acknowledge_transient") == "1" or None)
+            status = result.get("status")
+            if status == "updated":
+                self.redirect(f"{here}?done=edited")
+            elif status == "stale":
+                self.show_memory(memory_id, {}, 409, "not saved: the memory changed since this page was read (now "
+                                 f"{result.get('current_updated')}); its current text is shown, your draft is kept "
+                                 "below — save again to replace it", draft)
+            else:
+                self.show_memory(memory_id, {}, 409, "not saved: "
+                                 f"{status}: {result.get('hint') or result.get('message')}"
+                                 " — nothing was written; your draft is kept below", draft)
 
     def page_pending(self, rest: str, query: dict[str, list[str]]) -> None:
         result = self.ui.operator.admin("pending")
@@ -380,12 +353,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def page_stream(self, rest: str, query: dict[str, list[str]]) -> None:
         """Server-sent events: one `data:` line of JSON per logged event, a ping when idle."""
-        self.send_response(200)
-        for key, value in SECURITY_HEADERS.items():
-            self.send_header(key, value)
-        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
-        self.send_header("Connection", "close")
-        self.end_headers()
+        self._head(200, {"Content-Type": "text/event-stream; charset=utf-8", "Connection": "close"})
         self.close_connection = True
         last_ping = time.monotonic()
         try:
@@ -407,10 +375,8 @@ Route = Callable[[Handler, str, dict[str, list[str]]], None]
 ROUTES_GET: list[tuple[str, Route]] = [
     ("/", Handler.page_root), ("/static/", Handler.page_static), ("/memories", Handler.page_memories),
     ("/memory/", Handler.page_memory), ("/memories/", Handler.page_memory), ("/pending", Handler.page_pending),
-    ("/sessions", Handler.page_sessions),
-    ("/session/", Handler.page_session), ("/health", Handler.page_health), ("/events", Handler.page_events),
-    ("/events/stream", Handler.page_stream), ("/favicon.ico", Handler.page_favicon),
-]
+    ("/sessions", Handler.page_sessions), ("/session/", Handler.page_session), ("/health", Handler.page_health),
+    ("/events", Handler.page_events), ("/events/stream", Handler.page_stream), ("/favicon.ico", Handler.page_favicon)]
 ROUTES_POST: list[tuple[str, Route]] = [("/memory/", Handler.act_memory), ("/pending/", Handler.act_pending)]
 
 
@@ -422,8 +388,7 @@ def _first(query: dict[str, list[str]], key: str) -> str | None:
 # -- running it ---------------------------------------------------------------------------------------
 
 class Server(ThreadingHTTPServer):
-    """A thread per connection, at most MAX_CONNECTIONS of them: past the cap a connection is
-    closed unanswered, so a flood of idle sockets cannot pin an unbounded number of threads."""
+    """A thread per connection, at most MAX_CONNECTIONS: past the cap one is closed unanswered."""
 
     daemon_threads = True
 
@@ -449,7 +414,6 @@ class Server(ThreadingHTTPServer):
 
 
 def make_server(ui: UI) -> Server:
-    """The HTTP server on 127.0.0.1:ui.port (never another interface). `timeout` is the stdlib's
-    per-socket timeout: a read (or write) stalled that long ends the connection and frees its thread."""
+    """The HTTP server on 127.0.0.1:ui.port; a socket read or write stalled `ui.read_timeout_s` ends its connection."""
     handler = type("BoundHandler", (Handler,), {"ui": ui, "timeout": ui.read_timeout_s})
     return Server((HOST, ui.port), handler)
