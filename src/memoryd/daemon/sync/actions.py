@@ -1,6 +1,5 @@
-"""The operator's sync verbs, behind the `admin` op's `sync_*` actions (`memoryd sync …`): set
-sync up or sync now (a job the loop starts, `service.run_due`), its status, and show or settle a
-kept conflict (docs/sync.md). None runs git.
+"""The operator's sync verbs, the `admin` op's `sync_*` actions (`memoryd sync …`). None runs git:
+init and sync request a job that `service.run_due` starts.
 """
 
 from __future__ import annotations
@@ -75,8 +74,8 @@ def action_status(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[s
 
 
 def action_resolve(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[str, Any]:
-    """Settle a kept conflict: `current` keeps what the store has, `other` makes the newest kept
-    loser the current version (a new version, stamped now, so it wins the next sync too)."""
+    """Settle a kept conflict: `current` keeps the store's version, `other` makes the newest kept
+    loser current (stamped now, so it wins the next sync too)."""
     memory_id, keep = args.get("id"), args.get("keep", "current")
     if not isinstance(memory_id, str) or not idents.is_ulid(memory_id):
         raise InvalidParams("id", "must be a memory id")
@@ -98,9 +97,8 @@ def action_resolve(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[
 
 
 def action_show(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[str, Any]:
-    """Both sides of a kept conflict: this store's current version and every version kept under
-    `conflicts/<id>/` (settled ones marked, until the next sync removes them), each with its
-    state, stamp and text: what `sync resolve --keep current|other` chooses between."""
+    """This store's current version and each kept one (settled ones marked), with state, stamp
+    and text: what `sync resolve --keep current|other` chooses between."""
     memory_id = args.get("id")
     if not isinstance(memory_id, str) or not idents.is_ulid(memory_id):
         raise InvalidParams("id", "must be a memory id")
@@ -119,7 +117,7 @@ def action_show(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[str
 
 
 def _version_of(path: Path, root: Path) -> dict[str, Any]:
-    """One version's state, stamp and text, read from its file (no link followed at any depth)."""
+    """One version's state, stamp and text, read with no link followed at any depth."""
     try:
         nofollow.check_no_links(root, path)
         meta, body = frontmatter.parse(nofollow.read_nofollow(path))
@@ -162,10 +160,5 @@ def _restore_loser(state: service.SyncState, memory_id: str, shas: list[str]) ->
     return {"sha": sha, "state": checked.state}
 
 
-ACTIONS = {
-    "sync_init": action_init,
-    "sync": action_sync,
-    "sync_status": action_status,
-    "sync_resolve": action_resolve,
-    "sync_show": action_show,
-}
+ACTIONS = {"sync_init": action_init, "sync": action_sync, "sync_status": action_status,
+           "sync_resolve": action_resolve, "sync_show": action_show}
