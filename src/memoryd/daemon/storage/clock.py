@@ -40,8 +40,7 @@ def parse_iso(ts: str) -> float:
 
 
 def parse_stamp(ts: str) -> float:
-    """`parse_iso` for a record file's stamp; one that is not (`updated: zzzz`, a hand edit) counts
-    as the epoch, so the memory reads as stale, never as an internal error."""
+    """`parse_iso`, but a stamp that is none (`updated: zzzz`) is the epoch: stale, never an error."""
     try:
         return parse_iso(ts)
     except (ValueError, TypeError, AttributeError, OverflowError):

@@ -41,9 +41,8 @@ class EventLog:
         self._reserved_to = 0  # the segment's allocation reaches this offset (see `reserve`)
 
     def replay(self, apply: Callable[[dict[str, Any]], None], resume: Resume | None = None) -> int:
-        """Feed every event (or those after `resume`) to `apply`; returns the bytes of the torn tail
-        it cut. `LogDamaged`, before cutting anything, for a line neither whole and chained nor the
-        torn tail, and for an event `apply` cannot take."""
+        """Feed every event (or those after `resume`) to `apply`; the torn tail's bytes cut. `LogDamaged`
+        (before any cut) for a line neither whole and chained nor the torn tail, or one `apply` refuses."""
         self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         files = logcheck.segments(self.dir)
         first, offset = 0, 0
@@ -60,9 +59,8 @@ class EventLog:
         return _truncate_torn_tail(files[-1]) if files else 0
 
     def last_seq_of(self, kind: str) -> int:
-        """The seq of the last whole `kind` event in the newest segment's last HINT_WINDOW bytes,
-        by a byte search (a value cannot spell `"kind":"<kind>"`: its quotes are escaped); 0 if
-        none, or if it is the last line (a torn tail replay may cut, so never reached)."""
+        """The seq of the last whole `kind` event in the newest segment's last HINT_WINDOW bytes, but
+        never its last line (maybe a torn tail); 0 if none. A value cannot spell `"kind":"<kind>"`."""
         files = logcheck.segments(self.dir)
         if not files or logcheck.not_a_plain_file(files[-1]):
             return 0
@@ -162,8 +160,7 @@ class EventLog:
         return (self.seq, self.last_hash, self.first_ts, path, size)
 
     def rollback(self, mark: tuple[Any, ...]) -> None:
-        """Forget every event appended since `mark` (buffered, half-written or in a segment begun
-        since); it only shrinks files, so it works on a full disk."""
+        """Forget every event appended since `mark`; it only shrinks files, so it works on a full disk."""
         self._drop_file()
         self.seq, self.last_hash, self.first_ts, path, size = mark
         for segment in logcheck.segments(self.dir):
@@ -193,8 +190,7 @@ class EventLog:
             pass
 
     def reserve(self) -> bool:
-        """Keep RESERVE_BYTES allocated past the segment's end, so appends still fit on a full disk;
-        False when there is no room left for it (the caller stops taking writes)."""
+        """Keep RESERVE_BYTES allocated past the segment's end for a full disk; False when no room."""
         if self._file is None or _fallocate is None:
             return True
         fd = self._file.fileno()

@@ -29,8 +29,7 @@ def _yaml() -> tuple[Any, Any, Any]:
 
 
 def render(meta: dict[str, Any], body: str, blame: str) -> bytes:
-    """Serialize a record; refuse (naming `blame`) a frontmatter over 64 KiB or one that does not
-    parse back to what was written."""
+    """Serialize a record; refuse (naming `blame`) a frontmatter over 64 KiB or not read back as written."""
     front = _json_lines(meta)  # exact by construction (tests/unit/test_store_format.py reads it back)
     if front is None:
         yaml, loader, dumper = _yaml()
@@ -71,8 +70,7 @@ _JSON_SCALARS = {None: "null", True: "true", False: "false"}
 
 
 def _json_text(value: Any) -> str | None:
-    """`value` as `json.dumps` writes it, or None when it holds anything but ASCII strings, ints,
-    booleans, nulls, lists and string-keyed mappings (by hand: a `json.dumps` per key cost)."""
+    """`value` as `json.dumps` writes it, or None for anything but ASCII str, int, bool, None, list, dict."""
     kind = type(value)
     if kind is str:
         return _json_string(value) if value.isascii() else None
@@ -95,9 +93,8 @@ def _json_text(value: Any) -> str | None:
 
 
 def _parse_json_lines(text: str) -> dict[str, Any] | None:
-    """The mapping of a frontmatter of `key: <JSON>` lines, exactly as YAML would read it; None for
-    anything else (blank lines, comments, YAML-only syntax, floats), left to the YAML loader. The C
-    scanner first; a value with space around it or data after it takes the full decoder."""
+    """The mapping of a frontmatter of `key: <JSON>` lines, exactly as YAML reads it; None for
+    anything else (blank lines, comments, YAML-only syntax, floats)."""
     if _JSON_ONLY_ESCAPE.search(text):  # keys are [a-z_]+: a match can only be in a value
         return None
     meta: dict[str, Any] = {}

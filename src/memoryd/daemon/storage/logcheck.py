@@ -54,8 +54,7 @@ class LogDamaged(StoreDamaged):
 
 
 def event_problem(event: Any) -> str | None:
-    """Why a parsed line is not an event replay can apply, or None (on every line of every start:
-    the common case is one chain of type checks)."""
+    """Why a parsed line is not an event replay can apply, or None (the hot path: one chain of checks)."""
     if type(event) is not dict:
         return "not a JSON object"
     get = event.get
@@ -77,8 +76,7 @@ def event_problem(event: Any) -> str | None:
 
 
 def link_problem(event: dict[str, Any], seq: int, prev: str) -> str | None:
-    """Why `event` does not follow the event (`seq`, hash `prev`) before it, or None; a
-    `quarantined` marker covers seq numbers first_seq..seq."""
+    """Why `event` does not follow the one (`seq`, hash `prev`) before it, or None."""
     if event["kind"] == QUARANTINED:
         first = event.get("first_seq")
         if first != seq + 1 or event["seq"] < seq:
@@ -148,11 +146,8 @@ def marker_summary(event: dict[str, Any], path: Path, line: int) -> dict[str, An
 
 
 def verify(events_dir: Path) -> dict[str, Any]:
-    """Walk the whole chain, re-hashing every line (not a marker's: the lines it replaces are gone).
-
-    {ok, events, broken_seq, segment?, line?, reason?, torn_tail?, quarantined}: `ok` is False at
-    the first line that breaks the chain, except a torn tail (`torn_tail`: {segment, line, bytes}).
-    """
+    """Walk the whole chain, re-hashing every line but markers: {ok, events, broken_seq, segment?,
+    line?, reason?, torn_tail?, quarantined}; a torn tail is ok (`torn_tail`: {segment, line, bytes})."""
     prev, seq, count = GENESIS, 0, 0
     quarantined: list[dict[str, Any]] = []
     files = segments(events_dir)
@@ -188,8 +183,7 @@ def hash_problem(event: dict[str, Any]) -> str | None:
 
 
 class _Repair:
-    """One pass over every segment: whole, chained lines are kept; each run of lines that are not
-    (and each seq gap) becomes one `quarantined` marker that keeps the chain and seq continuous."""
+    """One pass: each run of bad lines (or seq gap) becomes a marker that keeps the chain continuous."""
 
     def __init__(self, events_dir: Path, now: str) -> None:
         self.dir, self.now = events_dir, now

@@ -36,8 +36,7 @@ _noatime = getattr(os, "O_NOATIME", 0)
 
 
 def read_with_stat(path: Path | str) -> tuple[bytes, os.stat_result]:
-    """The bytes of the regular file at `path` and its `fstat`, taken before the read (an edit in
-    between shows as a change next time); `LinkRefused` for a symlink or non-file."""
+    """The bytes of the regular file at `path` and its `fstat` taken before the read; `LinkRefused`."""
     global _noatime
     try:
         fd = os.open(path, _READ_FLAGS | _noatime)
@@ -68,9 +67,8 @@ def is_plain_dir(path: Path) -> bool:
 
 
 def check_no_links(root: Path, path: Path) -> bool:
-    """`LinkRefused` if any directory between `root` and `path` (both exclusive) is a link, or
-    `path` is not under `root`; True when they all exist (missing ones are made real by callers).
-    On strings: a `Path` per level slowed each write."""
+    """`LinkRefused` if `path` is not under `root` or a directory between them is a link; True when
+    they all exist. On strings: a `Path` per level slowed each write."""
     top, full = os.fspath(root), os.fspath(path)
     if full == top:
         return True

@@ -47,9 +47,8 @@ def finish(helper: Helper) -> int:
 
 
 class Shares:
-    """`count` chunks of work the helper takes from the front and the daemon from the back, each
-    marked in a byte both processes map; where they meet both may do one chunk whole (the caller
-    keeps one of the equal results)."""
+    """`count` chunks the helper takes from the front and the daemon from the back, each marked in a
+    byte both map; where they meet both may do one chunk (the caller keeps one result)."""
 
     def __init__(self, count: int) -> None:
         self.count = count

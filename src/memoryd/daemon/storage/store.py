@@ -46,8 +46,7 @@ def _is_whole_record(path: Path) -> bool:
 
 
 def pinned(path: Path) -> bool:
-    """True when `path` (not followed) carries `chattr +i` or `+a`, so a rename over it or its
-    unlink would fail after the log said committed; False when missing or without such flags."""
+    """`path` (not followed) carries `chattr +i` or `+a`: a rename over it or its unlink would fail."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
@@ -63,8 +62,7 @@ def pinned(path: Path) -> bool:
 
 
 def check_changeable(path: Path, replacing: bool) -> None:
-    """`StorageError` (EPERM/EACCES) at staging when publishing a change to `path` would fail, so
-    the call is refused before its event is durable."""
+    """`StorageError` at staging when publishing a change to `path` would fail, before its event exists."""
     if pinned(path):
         raise StorageError(str(path), errno.EPERM,
                            f"{path} is immutable or append-only (chattr +i/+a); it cannot be "
@@ -74,9 +72,7 @@ def check_changeable(path: Path, replacing: bool) -> None:
 
 
 class FileStore:
-    """Atomic file operations under one root: staged, made durable with the log in one `flush`,
-    then renamed into place by `publish` (docs/storage.md, "Group commit"). Readers in the same
-    pass see staged records (`read_bytes`)."""
+    """Files staged, made durable with the log (`flush`), then renamed into place (`publish`)."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -100,8 +96,8 @@ class FileStore:
             self._dirty_dirs.add(path.parent)
 
     def write_file(self, path: Path, data: bytes, fresh: bool = False) -> None:
-        """Stage `data` to replace `path` at the next `publish`; `StoreDamaged` for a linked folder
-        on the way. `fresh`: a name just minted, so no probe for an immutable file (an open)."""
+        """Stage `data` for `path` (`StoreDamaged` for a linked folder on the way); `fresh`: a new name,
+        so no probe for an immutable file (an open)."""
         try:
             folders_exist = check_no_links(self.root, path)
         except LinkRefused as exc:
@@ -190,9 +186,8 @@ class FileStore:
             self._staged = {path: (tmp, -1) for path, (tmp, _fd) in self._staged.items()}
 
     def publish(self) -> None:
-        """Rename flushed records into place and apply deletes. Never raises (the log says they
-        committed): a failed rename is logged and retried at every publish, and deletes wait for
-        every rename (a delete is the second half of a move: it must never outrun the first)."""
+        """Rename flushed records into place, then apply deletes (the second half of a move must not
+        outrun the first). Never raises: a failed rename is logged and retried at every publish."""
         renames = {**self._unpublished, **{path: tmp for path, (tmp, _fd) in self._staged.items()}}
         self._staged.clear()
         self._unpublished = {}
@@ -249,8 +244,7 @@ class FileStore:
                 fsio.fsync_dir(directory)
 
     def abort(self) -> None:
-        """Forget everything staged since the last publish (a failed commit); renames owed by an
-        earlier, committed pass are kept."""
+        """Forget what was staged since the last publish (not renames a committed pass still owes)."""
         for tmp, fd in self._staged.values():
             if fd >= 0:
                 os.close(fd)
@@ -274,9 +268,8 @@ class FileStore:
 
     def recover_temp_files(self, logged_ids: set[str], deep: bool = True,
                            found: tuple[str, ...] | None = None) -> dict[str, int]:
-        """Roll forward the whole temp files whose record id the log names and remove the rest,
-        except those this daemon still holds (it may run while serving). `deep=False` skips the
-        episode folders; `found`: settle only these (what the prefetch helper saw)."""
+        """Roll forward whole temp files whose id the log names, remove the rest but this daemon's own;
+        `deep=False` skips the episode folders, `found` settles only these."""
         counts = {"temp_files_removed": 0, "temp_files_rolled_forward": 0}
         stuck = len(self.stuck)
         ours = {tmp for tmp, _fd in self._staged.values()} | set(self._unpublished.values())

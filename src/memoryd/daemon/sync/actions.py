@@ -66,16 +66,15 @@ def action_status(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[s
     config = state.layout.read_config()
     running = _running(core)
     return {"set_up": state.layout.is_set_up(), "remote": config.get("remote"),
-            "branch": branch_of(config) if config else None,
-            "device": config.get("device_id"), "device_name": config.get("device_name"),
+            "branch": branch_of(config) if config else None, "device": config.get("device_id"),
+            "device_name": config.get("device_name"),
             "running": None if running is None else {"job": running[0], "kind": running[1], "phase": running[2]},
             "last": state.last, "conflicts": state.conflict_rows(), "quarantined": state.quarantined_total,
             "interval_seconds": core.config.sync_interval_seconds, "clone": str(state.layout.repo)}
 
 
 def action_resolve(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[str, Any]:
-    """Settle a kept conflict: `current` keeps the store's version, `other` makes the newest kept
-    loser current (stamped now, so it wins the next sync too)."""
+    """Settle a kept conflict: `other` makes the newest kept loser current, stamped now."""
     memory_id, keep = args.get("id"), args.get("keep", "current")
     if not isinstance(memory_id, str) or not idents.is_ulid(memory_id):
         raise InvalidParams("id", "must be a memory id")
@@ -97,8 +96,7 @@ def action_resolve(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[
 
 
 def action_show(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[str, Any]:
-    """This store's current version and each kept one (settled ones marked), with state, stamp
-    and text: what `sync resolve --keep current|other` chooses between."""
+    """Both sides of a kept conflict, each with state, stamp and text (settled ones marked)."""
     memory_id = args.get("id")
     if not isinstance(memory_id, str) or not idents.is_ulid(memory_id):
         raise InvalidParams("id", "must be a memory id")

@@ -72,8 +72,7 @@ def check_values(memory: Memory) -> None:
 
 
 def check_stamps(memory: Memory, not_after: int) -> None:
-    """Every stamp is in the store's format (or every read that parses it breaks) and not past
-    `not_after` in ms (or it wins every merge)."""
+    """Every stamp is in the store's format (else reads break) and not past `not_after` in ms."""
     for name in STAMP_FIELDS:
         value = getattr(memory, name)
         if value is None and name in ("last_verified_at", "removed_at"):
@@ -86,8 +85,7 @@ def check_stamps(memory: Memory, not_after: int) -> None:
 
 
 def check(path: str, mode: str, data: bytes, max_content_bytes: int, not_after: int | None = None) -> Admitted:
-    """The record in `data` (pulled as `path` with git `mode`), or `Refused` saying why.
-    `not_after`: the latest stamp believed, in ms (default: now plus the clock-skew margin)."""
+    """The record in `data` (pulled as `path` with git `mode`), or `Refused`; `not_after`: `horizon()`."""
     if mode == "120000":
         raise Refused("symbolic link")
     if mode not in REGULAR_MODES:

@@ -44,8 +44,7 @@ def harden(repo: Path) -> bool:
 
 
 def repair(git: Git, full: bool = False) -> str | None:
-    """Reset a clone a killed sync left mid-way (or, `full`, any clone) to its last commit; what
-    it found, or None."""
+    """Reset a clone a killed sync left mid-way (or, `full`, any) to HEAD; what it found, or None."""
     found = []
     lock = git.repo / ".git" / "index.lock"
     if lock.exists():  # one sync at a time per store: no other git runs here now
@@ -123,8 +122,7 @@ def place(repo: Path, memory_id: str, state: str, data: bytes) -> None:
 
 
 def drop_kept(repo: Path, path: Path) -> None:
-    """Remove a kept loser (`conflicts/<id>/<sha256>.md`) and the folders it leaves empty (`rmdir`
-    never removes a link's target)."""
+    """Remove a kept loser and the folders it leaves empty (`rmdir` never removes a link's target)."""
     target = real_parents(repo, path)
     if not os.path.islink(target) and target.is_file():
         target.unlink()
@@ -152,8 +150,7 @@ def read_clone_record(repo: Path, memory_id: str) -> Version | None:
 
 
 class Quarantine:
-    """`sync/quarantine/`: each refused file's bytes (`<blob>.bad`) and row in index.jsonl (path,
-    reason, blob), reported once, kept until a version of that record is admitted (`release`)."""
+    """Refused files' bytes (`<blob>.bad`) and rows (index.jsonl), each reported once."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
@@ -188,8 +185,7 @@ class Quarantine:
         return rows
 
     def release(self, admitted: Collection[str]) -> int:
-        """Drop the rows and bytes of records now `admitted` in another version (a clock ahead,
-        caught up); returns how many rows went."""
+        """Drop the rows and bytes of records now `admitted` in another version; how many rows went."""
         if self.ids.isdisjoint(admitted):
             return 0
         rows = self._rows()
@@ -204,8 +200,7 @@ class Quarantine:
         return len(rows) - len(kept)
 
     def keep(self, path: str, blob: str, data: bytes | None, reason: str, rows: list[dict[str, str]]) -> None:
-        """Keep a refused file's bytes and add its row to `rows` (the job's report), unless reported
-        before. Past QUARANTINE_MAX_BYTES only the row is kept, or nothing (reported again next sync)."""
+        """Keep a refused file's bytes (within QUARANTINE_MAX_BYTES) and row, unless reported before."""
         if blob in self.listed:
             return
         self.listed.add(blob)

@@ -17,30 +17,26 @@ if TYPE_CHECKING:
 
 GIT_TIMEOUT_S = 120.0  # read at each call (a test shortens it)
 BATCH_BYTES = 16 << 20  # blob bytes one `cat-file --batch` read may hold
-# NO_PROGRAMS lives with the staleness probe, the other git caller (sync may import a tier, not the
-# reverse); the rest keep the user's config from changing what a sync does.
-_SETTINGS = (*NO_PROGRAMS, "commit.gpgsign=false", "tag.gpgsign=false", "core.autocrlf=false",
-             "core.safecrlf=false", "gc.auto=0", "core.quotePath=false", "advice.detachedHead=false",
-             "init.defaultBranch=main", "protocol.ext.allow=never", "submodule.recurse=false",
-             "core.sparseCheckout=false")
+# NO_PROGRAMS is shared with the staleness probe; the rest keep the user's config out of a sync.
+_SETTINGS = (*NO_PROGRAMS, "commit.gpgsign=false", "tag.gpgsign=false", "core.autocrlf=false", "core.safecrlf=false",
+             "gc.auto=0", "core.quotePath=false", "advice.detachedHead=false", "init.defaultBranch=main",
+             "protocol.ext.allow=never", "submodule.recurse=false", "core.sparseCheckout=false")
 
 # stderr fragments → failure kind, in order: an https auth failure also says "unable to access".
 _KINDS = (
     ("auth_failed", ("authentication failed", "permission denied", "could not read username",
                      "could not read password", "403", "401", "access denied", "host key verification failed")),
-    ("push_race", ("[rejected]", "non-fast-forward", "fetch first", "failed to push some refs",
-                   "cannot lock ref", "stale info")),
-    ("remote_unreachable", ("does not appear to be a git repository", "could not resolve host",
-                            "connection refused", "unable to access", "no such file or directory",
-                            "could not read from remote repository", "connection timed out",
-                            "network is unreachable", "not found",
+    ("push_race", ("[rejected]", "non-fast-forward", "fetch first", "failed to push some refs", "cannot lock ref",
+                   "stale info")),
+    ("remote_unreachable", ("does not appear to be a git repository", "could not resolve host", "connection refused",
+                            "unable to access", "no such file or directory", "could not read from remote repository",
+                            "connection timed out", "network is unreachable", "not found",
                             "does not exist")),  # `git clone` of a missing path (sync init)
 )
 
 
 class GitFailed(Exception):
-    """A git command that failed; `kind` is auth_failed, remote_unreachable, push_race,
-    timeout or git_error, `message` one line for the CLI."""
+    """A git command that failed; `kind` names the failure, `message` is one line for the CLI."""
 
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
@@ -63,8 +59,7 @@ def _last_line(text: str) -> str:
 
 
 def environment(device_id: str, device_name: str) -> dict[str, str]:
-    """The user's environment (for the ssh agent, credential helpers) plus the daemon's identity
-    and whatever stops git from waiting for a human."""
+    """The user's environment (ssh agent, credential helpers) plus the identity, and no prompts."""
     env = dict(os.environ)
     name, email = f"memoryd {device_name}", f"{device_id}@memoryd.invalid"
     env.update(GIT_AUTHOR_NAME=name, GIT_AUTHOR_EMAIL=email, GIT_COMMITTER_NAME=name,
@@ -77,8 +72,7 @@ def environment(device_id: str, device_name: str) -> dict[str, str]:
 
 
 class Git:
-    """Runs git in `repo` (the sync clone); `cap` is the largest blob `iter_blobs` reads (a record's
-    size cap)."""
+    """Runs git in `repo`; `cap` is the largest blob `iter_blobs` reads (a record's size cap)."""
 
     def __init__(self, repo: Path, device_id: str, device_name: str, cap: int = 1 << 20) -> None:
         self.repo = repo
@@ -120,8 +114,7 @@ class Git:
         return done.stdout.decode(errors="replace").strip() or None if done.returncode == 0 else None
 
     def clone(self, remote: str) -> None:
-        """Clone `remote` here without a checkout: a clone, not init + fetch, since only a clone
-        learns the branch an empty remote's HEAD names."""
+        """Clone without a checkout (not init + fetch: only a clone learns an empty remote's HEAD)."""
         self.run("clone", "-q", "--no-checkout", "--no-local", "--no-tags", "--origin", "origin", "--", remote, ".")
 
     def head_branch(self) -> str | None:
@@ -163,8 +156,7 @@ class Git:
         return self._answer("merge-base", ours, theirs)
 
     def last_devices(self, start: str | None, paths: list[str]) -> dict[str, str]:
-        """path → the device id (from `<device>@memoryd.invalid`) that last committed it since
-        `start`, for the `paths` committed since."""
+        """path → the device that last committed it since `start`, for those of `paths` committed."""
         if not paths:
             return {}
         span = f"{start}..HEAD" if start else "HEAD"
@@ -200,9 +192,8 @@ class Git:
                  stdin=b"\0".join(paths) + b"\0")
 
     def commit_all(self, message: str) -> None:
-        """Commit all that was written into the clone, if anything. `add -f`: no pulled .gitignore
-        keeps a record out; a skip-worktree entry written since is tracked again first (`add`
-        passes over one)."""
+        """Commit whatever was written (`add -f`: no pulled .gitignore keeps a record out); a
+        skip-worktree entry written since is tracked again first (`add` passes over one)."""
         listed = self.run("ls-files", "-v", "-z").stdout.split(b"\0")
         written = [e[2:] for e in listed if e.startswith(b"S ") and os.path.lexists(self.repo / os.fsdecode(e[2:]))]
         if written:
@@ -214,8 +205,7 @@ class Git:
             self.run("commit", "-q", "--no-verify", "-m", message)
 
     def commit_merge(self, index_lines: list[str], ours: str, theirs: str, message: str) -> str:
-        """A commit with parents `ours` and `theirs` whose tree is the index (at `ours`) changed by
-        `index_lines` (`update-index --index-info`)."""
+        """A commit of `ours` and `theirs` whose tree is the index changed by `index_lines` (--index-info)."""
         if index_lines:
             self.run("update-index", "--index-info", stdin=("\n".join(index_lines) + "\n").encode())
         return self.out("commit-tree", self.out("write-tree"), "-p", ours, "-p", theirs, "-m", message)
@@ -224,8 +214,7 @@ class Git:
         return set(self.out("ls-tree", "--name-only", rev).split("\n"))
 
     def tree(self, rev: str | None) -> dict[str, tuple[str, str]]:
-        """path → (mode, blob id) of every file of `rev` (empty for None); a name that is not UTF-8
-        keeps its bytes as surrogates."""
+        """path → (mode, blob id) of every file of `rev`; a non-UTF-8 name keeps its bytes as surrogates."""
         if rev is None:
             return {}
         raw = self.run("ls-tree", "-r", "-z", "--full-tree", rev).stdout
@@ -251,8 +240,8 @@ class Git:
         return found
 
     def iter_blobs(self, ids: list[str]) -> Iterator[tuple[str, bytes]]:
-        """(id, bytes) of the blobs of `ids` no larger than `cap`, in runs of at most BATCH_BYTES:
-        sizes first, so a pushed gigabyte of zeros (a few KB packed) is never read."""
+        """(id, bytes) of the blobs of `ids` within `cap`, sizes checked first: a pushed gigabyte of
+        zeros (a few KB packed) is never read."""
         sizes = self.sizes(ids)
         chunk: list[str] = []
         held = 0

@@ -44,8 +44,7 @@ class Layout:
 
 
 def branch_of(config: dict[str, Any]) -> str:
-    """The branch config.json names, or `main` when it names none or one that is not a plain branch
-    name (a hand edit, a hostile remote's HEAD)."""
+    """The branch config.json names, or `main` for none or one not a plain name (a hostile HEAD)."""
     name = config.get("branch")
     if not isinstance(name, str) or not 0 < len(name) <= 100 or not _BRANCH_CHARS.issuperset(name):
         return BRANCH
@@ -59,8 +58,7 @@ def write_atomic(path: Path, data: bytes, durable: bool = True) -> None:
 
 
 def write_tree_file(path: Path, data: bytes) -> None:
-    """A file of the clone's working tree: atomic (no link followed) but not fsynced, since
-    `clone.repair` rewrites a tree a crash cut short (docs/sync.md, "Speed")."""
+    """A clone file: atomic (no link followed), not fsynced (docs/sync.md, "Speed")."""
     write_atomic(path, data, durable=False)
 
 

@@ -46,8 +46,7 @@ class Version:
 
 
 def stamp_ms(value: Any) -> int | None:
-    """Milliseconds since the epoch of a stamp in the store's format (a bare YAML timestamp counts
-    in its ISO form); None for anything else."""
+    """Epoch ms of a stamp in the store's format (a bare YAML timestamp counts); else None."""
     value = stamp_text(value)
     if not isinstance(value, str) or not _STAMP.fullmatch(value):
         return None
@@ -64,8 +63,7 @@ def horizon() -> int:
 
 
 def stamp_of(state: str, data: bytes) -> int | None:
-    """`removed_at` of a tombstone, `updated` of a live memory, in ms; None when the file or the
-    stamp does not parse (so it loses)."""
+    """`removed_at` of a tombstone, `updated` of a live memory, in ms; None when it does not parse."""
     try:
         meta, _body = frontmatter.parse(data)
     except (frontmatter.BadRecord, UnicodeDecodeError):
@@ -81,16 +79,14 @@ class Decision:
 
 
 def pick(a: Version, b: Version, not_after: int | None = None) -> Decision:
-    """The winner of two differing versions of one record; symmetric: pick(a, b) == pick(b, a).
-    `not_after` (ms, `horizon()`): a stamp past it counts as no stamp."""
+    """The winner of two differing versions, symmetric; a stamp past `not_after` (ms) counts as none."""
     key_a, key_b = a.key(not_after), b.key(not_after)
     winner, loser = (a, b) if key_a > key_b else (b, a)
     return Decision(winner, loser, "newer" if key_a[:2] != key_b[:2] else "sha")
 
 
 def three_way(base: Any, ours: Any, theirs: Any) -> str:
-    """Which side a record's merge takes, comparing any values (blob ids): "same", "ours",
-    "theirs", or "conflict" (both changed it differently)."""
+    """"same", "ours", "theirs" or "conflict": which side a merge takes, comparing any values."""
     if ours == theirs:
         return "same"
     if ours == base:

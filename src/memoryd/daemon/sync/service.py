@@ -32,8 +32,7 @@ WORKERS: dict[Path, Worker] = {}  # one per store, outliving `Core.reload` (whic
 
 
 def worker_for(core: Core) -> Worker:
-    """This store's worker, made (and its code imported) at first use: a daemon that never syncs
-    never loads it."""
+    """This store's worker, made (and its code imported) at first use."""
     worker = WORKERS.get(core.root)
     if worker is None:
         from memoryd.daemon.sync.worker import Worker
@@ -56,8 +55,7 @@ def state_of(core: Core) -> SyncState:
 
 
 class SyncState:
-    """What the log says about sync (agreed versions, devices, settled conflicts) plus what the
-    clone says now (kept conflict losers, quarantined files, the last job)."""
+    """What the log says about sync, plus what the clone says now (conflicts, quarantine, last job)."""
 
     def __init__(self, core: Core) -> None:
         self.core = core
@@ -150,8 +148,7 @@ class SyncState:
         self.publish_conflicts()
 
     def publish_conflicts(self) -> None:
-        """Write the open conflicts (ids) for `memoryd doctor`, once sync is set up; a failed write
-        costs only doctor's accuracy."""
+        """Write the open conflicts' ids for `memoryd doctor` (a failed write costs only its accuracy)."""
         if not self.layout.is_set_up():
             return
         open_ids = sorted(self.open_conflicts())
@@ -206,8 +203,7 @@ class SyncState:
         return Job(worker.jobs, kind, remote=remote, max_content_bytes=self.core.config.max_content_bytes)
 
     def snapshot(self, job: Job) -> Job:
-        """Fill `job` with the live store now: the records that travel, those changed since the
-        last agreement (to export), and the ids that never travel."""
+        """Fill `job` with the live store now: what travels, what changed since agreed, what stays."""
         tier: MemoryTier = self.core.memories
         for records, state, path_of in ((tier.live, LIVE, tier.live_path), (tier.tombstones, TOMB, tier.tomb_path)):
             for memory_id, memory in records.items():
@@ -253,8 +249,7 @@ def run_due(core: Core, now: float) -> None:
 
 
 def _safely(state: SyncState, result: Result, step: Callable[[SyncState, Result], None]) -> None:
-    """Run one step of taking `result` in; a bug there is undone (`Core.abort`) and reported to the
-    waiting CLI instead of stopping the daemon. A storage error goes up: the pass retries it."""
+    """Run one step of taking `result` in; a bug is undone and reported, a storage error goes up."""
     try:
         step(state, result)
     except (StorageError, OSError):
@@ -376,8 +371,7 @@ def current_version(tier: MemoryTier, memory_id: str) -> tuple[str, str] | None:
 
 
 def put_record(tier: MemoryTier, memory: Memory, data: bytes, state: str) -> str:
-    """Make `memory` (file bytes `data`) the record's version in `state`, moving it between folders
-    as `bury`/`unbury` do (the old file's delete follows the renames); returns the file's sha256."""
+    """Make `memory` (bytes `data`) the record's version in `state`, moving it as `bury` does; its sha256."""
     memory_id = memory.id
     live = (tier.live, tier.index, tier.live_path(memory_id))
     tomb = (tier.tombstones, tier.tomb_index, tier.tomb_path(memory_id))

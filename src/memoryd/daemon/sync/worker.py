@@ -180,8 +180,7 @@ class Worker:
         return written
 
     def _export_loses(self, repo: Path, job: Job, memory_id: str, ours: Version, result: Result) -> bool:
-        """True when the clone's version, one the live store never took, beats ours by the merge
-        rule (ours is then kept under conflicts/)."""
+        """True when the clone holds a version the store never took that beats ours (ours is kept)."""
         there = clone.read_clone_record(repo, memory_id)
         if there is None or there.sha == ours.sha or (there.state, there.sha) == job.agreed.get(memory_id):
             return False
@@ -237,8 +236,7 @@ class Worker:
         clone.checkout(git, ours, git.commit_merge(changes, ours, theirs, message))
 
     def restore_missing(self, git: Git, job: Job, result: Result) -> None:
-        """Commit again every record this machine holds that the merged tree lacks in both folders
-        (`git rm`ed on the remote, or a rewritten history: docs/sync.md, "Merging")."""
+        """Commit again every record held here that the merged tree lacks (docs/sync.md, "Merging")."""
         head = git.rev("HEAD")
         if head is None:
             return
@@ -326,8 +324,7 @@ def pick_branch(git: Git) -> str:
 
 
 def by_key(entries: dict[str, tuple[str, str]]) -> dict[tuple[str, str], Any]:
-    """A tree's entries keyed by record id (it may move between folders), any other path by the
-    path: (state or "", path, blob, mode)."""
+    """A tree's entries by record id (it may move between folders) or path: (state, path, blob, mode)."""
     keyed: dict[tuple[str, str], Any] = {}
     for path, (mode, blob) in entries.items():
         named = admission.record_path(path)
