@@ -121,9 +121,8 @@ class FileStore:
             if isinstance(exc, OSError):  # ENOSPC, EDQUOT, EIO: the store is unchanged
                 raise StorageError.from_os(exc, tmp) from exc
             raise
-        self._unstage(path)  # only now: a failed write keeps what the pass staged before
+        self._supersede(path)  # only now: a failed write keeps what the pass staged before
         self._deletes.pop(path, None)
-        self._drop_unpublished(path)
         self._staged[path] = (tmp, fd)
         self.changes += 1
 
@@ -138,26 +137,21 @@ class FileStore:
         return (path in self._staged or path in self._unpublished
                 or (path not in self._deletes and path.exists()))
 
-    def _drop_unpublished(self, path: Path) -> None:
-        """A newer version of `path` supersedes one whose rename kept failing."""
+    def _supersede(self, path: Path) -> None:
+        """Drop the version of `path` staged, or whose rename kept failing."""
+        staged = self._staged.pop(path, None)
+        if staged is not None:
+            os.close(staged[1])
+            staged[0].unlink(missing_ok=True)
         tmp = self._unpublished.pop(path, None)
         if tmp is not None:
             tmp.unlink(missing_ok=True)
-
-    def _unstage(self, path: Path) -> bool:
-        staged = self._staged.pop(path, None)
-        if staged is None:
-            return False
-        os.close(staged[1])
-        staged[0].unlink(missing_ok=True)
-        return True
 
     def delete_file(self, path: Path) -> None:
         """Stage the removal of `path`, applied by `publish`; `StorageError` now when it could not be."""
         if self.strict:
             check_changeable(path, replacing=False)
-        self._unstage(path)
-        self._drop_unpublished(path)
+        self._supersede(path)
         self._deletes[path] = None
         self.changes += 1
 
@@ -206,7 +200,17 @@ class FileStore:
     def sync_dirs(self) -> None:
         """Make the renames and deletes published so far durable (never raises)."""
         try:
-            self._sync_dirs()
+            if len(self._dirty_dirs) > 1 and self._syncfs is not None:
+                fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
+                try:
+                    if self._syncfs(fd) == 0:
+                        self._dirty_dirs.clear()
+                finally:
+                    os.close(fd)
+            dirty, self._dirty_dirs = self._dirty_dirs, set()
+            for directory in dirty:
+                with contextlib.suppress(FileNotFoundError):  # removed since (an emptied folder)
+                    fsio.fsync_dir(directory)
         except OSError as exc:
             log.error("could not make the store's directories durable: %s", exc)
 
@@ -229,19 +233,6 @@ class FileStore:
             except (OSError, LinkRefused):
                 pass
         self._rmdirs.clear()
-
-    def _sync_dirs(self) -> None:
-        if len(self._dirty_dirs) > 1 and self._syncfs is not None:
-            fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
-            try:
-                if self._syncfs(fd) == 0:
-                    self._dirty_dirs.clear()
-            finally:
-                os.close(fd)
-        dirty, self._dirty_dirs = self._dirty_dirs, set()
-        for directory in dirty:
-            with contextlib.suppress(FileNotFoundError):  # removed since (an emptied folder)
-                fsio.fsync_dir(directory)
 
     def abort(self) -> None:
         """Forget what was staged since the last publish (not renames a committed pass still owes)."""

@@ -162,12 +162,8 @@ class SyncState:
 
     def open_conflicts(self) -> dict[str, list[str]]:
         """Kept losers nobody has settled yet, by record id."""
-        found = {}
-        for memory_id, shas in self.conflicts.items():
-            left = [sha for sha in shas if sha not in self.resolved.get(memory_id, ())]
-            if left:
-                found[memory_id] = sorted(left)
-        return found
+        left = {i: sorted(s for s in shas if s not in self.resolved.get(i, ())) for i, shas in self.conflicts.items()}
+        return {memory_id: shas for memory_id, shas in left.items() if shas}
 
     def conflict_rows(self) -> dict[str, Any]:
         tier: MemoryTier = self.core.memories
@@ -194,8 +190,7 @@ class SyncState:
                          "quarantined": self.quarantined_total}}
 
     def digest(self) -> dict[str, Any]:
-        rows = self.conflict_rows() if self.open_conflicts() else None
-        return {"sync_conflicts": rows} if rows else {}
+        return {"sync_conflicts": self.conflict_rows()} if self.open_conflicts() else {}
 
     def new_job(self, kind: str, remote: str | None = None) -> Job:
         worker = worker_for(self.core)

@@ -270,10 +270,8 @@ class Worker:
             kept = admission.conflict_path(path)
             if kept is not None and mode in admission.REGULAR_MODES:
                 result.conflicts.setdefault(kept[0], []).append(kept[1])
-            elif named is not None and named[0] in job.local_only:
-                candidates[path] = (mode, blob)  # refused below: that id stays on this machine
-            elif named is None or (named[1], sha) != job.local.get(named[0]):
-                candidates[path] = (mode, blob)
+            elif named is None or named[0] in job.local_only or (named[1], sha) != job.local.get(named[0]):
+                candidates[path] = (mode, blob)  # a local-only id is refused below
         paths_of: dict[str, list[tuple[str, str]]] = {}  # blob → (path, mode) of the candidates
         for path, (mode, blob) in sorted(candidates.items()):
             paths_of.setdefault(blob, []).append((path, mode))
