@@ -1,6 +1,5 @@
 """The store's one time format, ISO-8601 UTC with milliseconds and `Z` (`iso`, `parse_iso`;
-`parse_stamp` and `stamp_text` for what a hand edit may leave), and the injected `Clock`.
-"""
+`parse_stamp` and `stamp_text` for what a hand edit may leave), and the injected `Clock`."""
 
 from __future__ import annotations
 

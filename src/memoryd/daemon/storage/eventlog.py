@@ -3,11 +3,11 @@ buffered and `sync` makes them durable in one fsync (group commit). It never hol
 pass ids, counts and hashes only. Only a torn tail is cut at start; other damage stops it
 (`LogDamaged`, docs/storage.md, "Reliability").
 
-Import contract: stdlib, fsio, logcheck (the line format, what makes a line trustworthy) and errors.
-"""
+Import contract: stdlib, fsio, logcheck (the line format, what makes a line trustworthy) and errors."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import json
@@ -184,10 +184,8 @@ class EventLog:
             os.dup2(null, handle.fileno())
         finally:
             os.close(null)
-        try:
+        with contextlib.suppress(OSError):
             handle.close()
-        except OSError:
-            pass
 
     def reserve(self) -> bool:
         """Keep RESERVE_BYTES allocated past the segment's end for a full disk; False when no room."""

@@ -2,8 +2,7 @@
 replay indexes by name, whether it is a caller's tool call (keeps its session alive) and whether it
 is a read's audit event (its fsync may wait). `Core.record` refuses an undeclared kind.
 
-Import contract: stdlib and `memoryd.names` (the log verifier and the CLI's `log verify` import it).
-"""
+Import contract: stdlib and `memoryd.names` (the log verifier and the CLI's `log verify` import it)."""
 
 from __future__ import annotations
 

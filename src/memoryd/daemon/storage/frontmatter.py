@@ -2,8 +2,7 @@
 writes `key: <JSON>` lines where it can (JSON is YAML), the YAML dumper otherwise; `parse` refuses
 what it cannot trust (`BadRecord`). Why JSON lines: docs/benchmark.md.
 
-Import contract: stdlib + yaml (through `safe_yaml`, on first use) + errors.
-"""
+Import contract: stdlib + yaml (through `safe_yaml`, on first use) + errors."""
 
 from __future__ import annotations
 

@@ -3,8 +3,7 @@ whole-log checks built on it: `verify` (`memoryd log verify`, doctor: every hash
 `repair` (`memoryd log repair`, daemon stopped). Line format and repair markers: docs/storage.md,
 "Event log" and "Reliability". The CLI imports this module only, never the live log.
 
-Import contract: stdlib, fsio, idents and errors.
-"""
+Import contract: stdlib, fsio, idents and errors."""
 
 from __future__ import annotations
 

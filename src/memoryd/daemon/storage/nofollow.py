@@ -2,8 +2,7 @@
 and a path is a link (`check_no_links`, before every write or delete): a planted link can neither
 leak a file from outside nor get one written or deleted (`LinkRefused`).
 
-Import contract: stdlib, `frontmatter` (for `BadRecord`) and errors.
-"""
+Import contract: stdlib, `frontmatter` (for `BadRecord`) and errors."""
 
 from __future__ import annotations
 

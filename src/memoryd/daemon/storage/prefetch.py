@@ -3,8 +3,7 @@ other core while the daemon replays the log (docs/storage.md, "Recovery at start
 files and writes bytes to an anonymous file, and leaves with `os._exit`; the daemon checks its
 result as its own, and a helper that fails costs only its time.
 
-Import contract: stdlib only.
-"""
+Import contract: stdlib only."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 commit, docs/storage.md), never written or deleted through a symbolic link. Faults: docs/storage.md,
 "Reliability".
 
-Import contract: stdlib, fsio, frontmatter, nofollow and errors.
-"""
+Import contract: stdlib, fsio, frontmatter, nofollow and errors."""
 
 from __future__ import annotations
 

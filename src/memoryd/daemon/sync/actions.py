@@ -1,6 +1,5 @@
 """The operator's sync verbs, the `admin` op's `sync_*` actions (`memoryd sync …`). None runs git:
-init and sync request a job that `service.run_due` starts.
-"""
+init and sync request a job that `service.run_due` starts."""
 
 from __future__ import annotations
 
@@ -27,7 +26,7 @@ def _running(core: Core) -> tuple[int, str, str] | None:
     if worker is not None and worker.admitting is not None:
         result = worker.admitting
         return result.number, result.kind, f"admitting {result.position} of {len(result.incoming)} pulled records"
-    if worker is not None and worker.busy() and worker.running is not None:
+    if worker is not None and worker.running is not None:
         return worker.running.number, worker.running.kind, worker.phase
     job = service.state_of(core).requested
     return None if job is None else (job.number, job.kind, "starting")

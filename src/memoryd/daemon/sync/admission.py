@@ -1,6 +1,5 @@
 """What a pulled file must be before the live store takes it (the checks: docs/sync.md, "Admission
-of pulled files"). A file that fails is quarantined with the reason, never indexed or served.
-"""
+of pulled files"). A file that fails is quarantined with the reason, never indexed or served."""
 
 from __future__ import annotations
 

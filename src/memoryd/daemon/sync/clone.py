@@ -1,6 +1,5 @@
 """The files a sync job writes: the clone's working tree (records only, byte for byte, never through
-a link: docs/sync.md, "The working tree holds records only") and the quarantine of refused files.
-"""
+a link: docs/sync.md, "The working tree holds records only") and the quarantine of refused files."""
 
 from __future__ import annotations
 
@@ -115,9 +114,7 @@ def place(repo: Path, memory_id: str, state: str, data: bytes) -> None:
     """Put a record into the clone's working tree in its state's folder, out of the other one."""
     for other, folder in FOLDER_OF.items():
         if other != state:
-            target = real_parents(repo, repo / folder / f"{memory_id}.md")
-            if os.path.lexists(target):
-                target.unlink()
+            real_parents(repo, repo / folder / f"{memory_id}.md").unlink(missing_ok=True)
     write_tree_file(real_parents(repo, repo / FOLDER_OF[state] / f"{memory_id}.md"), data)
 
 

@@ -1,7 +1,6 @@
 """The one git backend for sync, on the clone only: named operations, each a git child process
 started by `Git.run` with the daemon's identity and settings (docs/sync.md, "One sync"), so no
-user hook, signing or prompt runs or waits. A failure is a `GitFailed` whose `kind` a user can act on.
-"""
+user hook, signing or prompt runs or waits. A failure is a `GitFailed` whose `kind` a user can act on."""
 
 from __future__ import annotations
 
@@ -122,7 +121,6 @@ class Git:
         return self._answer("symbolic-ref", "-q", "--short", "HEAD")
 
     def keep_only_branch(self, branch: str) -> None:
-        """Point HEAD at `branch` and delete every other local branch."""
         self.run("symbolic-ref", "HEAD", f"refs/heads/{branch}")
         for ref in self.out("for-each-ref", "--format=%(refname)", "refs/heads/").split():
             if ref != f"refs/heads/{branch}":
@@ -272,7 +270,6 @@ class Git:
 
 
 def kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """Kill git's process group and reap it."""
     import signal
 
     try:

@@ -1,6 +1,5 @@
 """What one sync job is: the loop's snapshot handed to the worker (`Job`) and what comes back
-(`Result`, with the pulled records as `Incoming`).
-"""
+(`Result`, with the pulled records as `Incoming`)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """The sync folder and the names both sides of sync use: all a daemon start needs, without the
-worker, git and the merge rule (imports are about a third of a start).
-"""
+worker, git and the merge rule (imports are about a third of a start)."""
 
 from __future__ import annotations
 

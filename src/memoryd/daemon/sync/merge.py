@@ -1,7 +1,6 @@
 """The merge rule, pure: which of two versions of one record wins, and why (docs/sync.md, "Merging").
 Every machine must pick the same winner from the same two files, so it uses only what is in them;
-no text of a record is ever merged.
-"""
+no text of a record is ever merged."""
 
 from __future__ import annotations
 
@@ -25,8 +24,6 @@ SKEW_MS = 5 * 60 * 1000
 
 @dataclass(frozen=True)
 class Version:
-    """One version of a record: live or tombstone, with its file's bytes."""
-
     state: str
     data: bytes
 
@@ -34,13 +31,9 @@ class Version:
     def sha(self) -> str:
         return hashlib.sha256(self.data).hexdigest()
 
-    @property
-    def stamp(self) -> int | None:
-        return stamp_of(self.state, self.data)
-
     def key(self, not_after: int | None = None) -> tuple[bool, int, str]:
         """What the rule orders by: a valid stamp (not past `not_after`), the stamp, the sha."""
-        stamp = self.stamp
+        stamp = stamp_of(self.state, self.data)
         valid = stamp is not None and (not_after is None or stamp <= not_after)
         return valid, stamp if valid and stamp is not None else 0, self.sha
 

@@ -1,6 +1,5 @@
 """The loop's side of sync: start a job (`run_due`), admit what it brought back in passes with group
-commit, and keep the sync's state (`SyncState`), rebuilt from its events at replay as live.
-"""
+commit, and keep the sync's state (`SyncState`), rebuilt from its events at replay as live."""
 
 from __future__ import annotations
 
@@ -395,7 +394,6 @@ def escaped_values(value: Any) -> Any:
 
 
 def conflicts_in_clone(repo: Path) -> dict[str, list[str]]:
-    """The kept losers in the clone's working tree (`conflicts/<id>/<sha256>.md`)."""
     found: dict[str, list[str]] = {}
     top = repo / CONFLICTS
     if not nofollow.is_plain_dir(top):

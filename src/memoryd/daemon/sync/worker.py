@@ -1,7 +1,6 @@
 """One sync job on the clone, in a worker thread so the loop keeps serving (the steps: docs/sync.md,
 "One sync"). It writes only under `sync/` (through `clone`; git only through `git.Git`); the live
-store is read without following links and never written: the loop admits what the job brings back.
-"""
+store is read without following links and never written: the loop admits what the job brings back."""
 
 from __future__ import annotations
 
