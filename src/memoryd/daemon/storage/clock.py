@@ -1,8 +1,5 @@
-"""The store's one time format: ISO-8601 UTC with milliseconds and `Z` (`iso`), read back by
-`parse_iso`, or by `parse_stamp` where a record file's stamp may be anything a hand edit left
-(`stamp_text` turns the bare YAML timestamp a hand edit may write into this format).
-The daemon's own time is an injected `Clock`, so TTLs and the reaper test without sleeping.
-"""
+"""The store's one time format, ISO-8601 UTC with milliseconds and `Z` (`iso`, `parse_iso`;
+`parse_stamp` and `stamp_text` for what a hand edit may leave), and the injected `Clock`."""
 
 from __future__ import annotations
 
@@ -15,12 +12,11 @@ Clock = Callable[[], float]
 
 
 def iso(t: float) -> str:
-    """ISO-8601 UTC with milliseconds and `Z`."""
     global _iso_second
     whole = int(t // 1)
     if whole != _iso_second[0]:  # a write stamps the same second 2-3 times: format it once
         tm = time.gmtime(whole)
-        # Zero-padded by hand: strftime's %Y gives "999" for year 999, which breaks string ordering.
+        # By hand: strftime's %Y gives "999" for year 999, which breaks string ordering.
         second = f"{tm.tm_year:04d}-{tm.tm_mon:02d}-{tm.tm_mday:02d}T{tm.tm_hour:02d}:{tm.tm_min:02d}:{tm.tm_sec:02d}"
         _iso_second = (whole, second)
     return f"{_iso_second[1]}.{min(999, int((t - whole) * 1000)):03d}Z"
@@ -43,9 +39,7 @@ def parse_iso(ts: str) -> float:
 
 
 def parse_stamp(ts: str) -> float:
-    """`parse_iso` for a stamp read from a record file, where a hand edit or an older sync may
-    have left one that is not (`updated: zzzz`): it counts as the epoch — very old, so the memory
-    reads as stale and asks to be verified — never as an internal error of the read."""
+    """`parse_iso`, but a stamp that is none (`updated: zzzz`) is the epoch: stale, never an error."""
     try:
         return parse_iso(ts)
     except (ValueError, TypeError, AttributeError, OverflowError):
@@ -53,8 +47,7 @@ def parse_stamp(ts: str) -> float:
 
 
 def stamp_text(value: Any) -> Any:
-    """A bare YAML timestamp (a hand edit, or docs/storage.md's example; naive is UTC) as the text
-    `iso` writes; any other value as it is."""
+    """A bare YAML timestamp (naive is UTC) as the text `iso` writes; any other value as it is."""
     if isinstance(value, datetime):
         moment = value.astimezone(UTC) if value.tzinfo else value
         return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"

@@ -1,14 +1,13 @@
-"""The live event log: append-only JSONL, one segment per month, replayed at start.
+"""The live event log: append-only JSONL, one segment per month, replayed at start; appends are
+buffered and `sync` makes them durable in one fsync (group commit). It never holds content: callers
+pass ids, counts and hashes only. Only a torn tail is cut at start; other damage stops it
+(`LogDamaged`, docs/storage.md, "Reliability").
 
-Import contract: stdlib, fsio, logcheck (the line format, what makes a line trustworthy) and errors.
-Appends are buffered; `sync` flushes and fsyncs once for everything appended since (group commit).
-The log never holds content, bodies, queries or secrets: callers pass ids, counts and hashes only.
-Damage (docs/storage.md, 'Reliability'): only a torn tail — the last line, cut short by a crash
-mid-append — is cut at start; anything else replay cannot trust stops it with `LogDamaged`.
-"""
+Import contract: stdlib, fsio, logcheck (the line format, what makes a line trustworthy) and errors."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import json
@@ -42,12 +41,8 @@ class EventLog:
         self._reserved_to = 0  # the segment's allocation reaches this offset (see `reserve`)
 
     def replay(self, apply: Callable[[dict[str, Any]], None], resume: Resume | None = None) -> int:
-        """Feed every event to `apply` — or, given a `resume` point (`checkpoint.resume_point`),
-        only the events after it; returns the bytes of the torn tail it truncated.
-
-        Raises `logcheck.LogDamaged` (before truncating anything) for a line that is neither whole and
-        chained nor the torn tail, and for an event `apply` cannot take.
-        """
+        """Feed every event (or those after `resume`) to `apply`; the torn tail's bytes cut. `LogDamaged`
+        (before any cut) for a line neither whole and chained nor the torn tail, or one `apply` refuses."""
         self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         files = logcheck.segments(self.dir)
         first, offset = 0, 0
@@ -64,9 +59,8 @@ class EventLog:
         return _truncate_torn_tail(files[-1]) if files else 0
 
     def last_seq_of(self, kind: str) -> int:
-        """The seq of the last whole `kind` event in the newest segment's last HINT_WINDOW bytes,
-        by a byte search (a value cannot spell `"kind":"<kind>"`: its quotes are escaped); 0 if
-        none, or if it is the last line (a torn tail replay may cut, so never reached)."""
+        """The seq of the last whole `kind` event in the newest segment's last HINT_WINDOW bytes, but
+        never its last line (maybe a torn tail); 0 if none. A value cannot spell `"kind":"<kind>"`."""
         files = logcheck.segments(self.dir)
         if not files or logcheck.not_a_plain_file(files[-1]):
             return 0
@@ -89,7 +83,6 @@ class EventLog:
                 if event is not None:
                     problem = link_problem(event, self.seq, self.last_hash)
                 if problem is not None:
-                    # Whether this is the file's last line is asked only here, off the hot path.
                     if last and not handle.read(1) and logcheck.is_torn_tail(raw, True, True):
                         return
                     raise logcheck.LogDamaged(path, number + _lines_before(path, offset), problem)
@@ -138,7 +131,7 @@ class EventLog:
         return self._file.fileno()
 
     def mark_durable(self) -> None:
-        """Called once the fd from `flush` was synced (possibly by the store's shared syncfs)."""
+        """Called once the fd from `flush` was synced (maybe by the store's syncfs)."""
         if self._new_dir:  # a new segment's directory entry must be durable too
             fsio.fsync_dir(self.dir)
             self._new_dir = False
@@ -156,11 +149,9 @@ class EventLog:
             self._file.close()
             self._file = None
 
-    # -- a failed commit (docs/storage.md, 'Reliability') ----------------------------------------
-
     def checkpoint(self) -> tuple[Any, ...]:
         """Where the durable log ends now (call right after a sync): what `rollback` returns to."""
-        if self._segment:  # the usual case, at every commit: no listing of the log's folder
+        if self._segment:  # the usual case: no listing of the log's folder
             path: Path | None = self.dir / f"{self._segment}.jsonl"
         else:
             existing = logcheck.segments(self.dir)
@@ -169,9 +160,7 @@ class EventLog:
         return (self.seq, self.last_hash, self.first_ts, path, size)
 
     def rollback(self, mark: tuple[Any, ...]) -> None:
-        """Forget every event appended since `mark`: buffered lines are dropped unwritten, lines
-        a failed flush half-wrote are cut, a segment begun since is removed. Shrinking a file
-        needs no free space, so this works on a full disk."""
+        """Forget every event appended since `mark`; it only shrinks files, so it works on a full disk."""
         self._drop_file()
         self.seq, self.last_hash, self.first_ts, path, size = mark
         for segment in logcheck.segments(self.dir):
@@ -186,8 +175,7 @@ class EventLog:
         self._segment, self._dirty, self._new_dir, self._reserved_to = None, False, False, 0
 
     def _drop_file(self) -> None:
-        """Close the segment without letting its buffer reach the disk: /dev/null takes the fd's
-        place first (atomically), so the close's flush writes nowhere."""
+        """Close the segment without its buffer reaching the disk: /dev/null takes the fd's place."""
         handle, self._file = self._file, None
         if handle is None:
             return
@@ -196,15 +184,11 @@ class EventLog:
             os.dup2(null, handle.fileno())
         finally:
             os.close(null)
-        try:
+        with contextlib.suppress(OSError):
             handle.close()
-        except OSError:
-            pass
 
     def reserve(self) -> bool:
-        """Keep RESERVE_BYTES allocated past the segment's end (fallocate KEEP_SIZE), so appends —
-        a read's audit event, a rollback's bookkeeping — still fit when the disk fills up. False
-        when the filesystem has no room left for the reserve (the caller stops taking writes)."""
+        """Keep RESERVE_BYTES allocated past the segment's end for a full disk; False when no room."""
         if self._file is None or _fallocate is None:
             return True
         fd = self._file.fileno()
@@ -225,8 +209,7 @@ def _size(path: Path | None) -> int:
 
 
 def _fallocate_function() -> Any:
-    """Linux's fallocate(2) through libc (KEEP_SIZE: O_APPEND writes still land at the end), or
-    None where it does not exist."""
+    """Linux's fallocate(2) through libc, or None (KEEP_SIZE: O_APPEND writes still land at the end)."""
     try:
         func = ctypes.CDLL(None, use_errno=True).fallocate
     except (AttributeError, OSError):
@@ -259,8 +242,7 @@ def _lines_before(path: Path, offset: int) -> int:
 
 
 def _truncate_torn_tail(path: Path) -> int:
-    """Cut the last line if a crash left it partial or unparseable (docs/storage.md). Only the
-    segment's end is read: an event line is far shorter than TAIL_BYTES."""
+    """Cut the last line if a crash left it partial or unparseable; only the segment's end is read."""
     size = path.stat().st_size
     with open(path, "rb") as handle:
         base = max(0, size - TAIL_BYTES)
@@ -270,26 +252,10 @@ def _truncate_torn_tail(path: Path) -> int:
         return 0
     if base and b"\n" not in tail[:-1]:  # a "line" longer than the window: judge the whole file
         base, tail = 0, path.read_bytes()
-    data_len = base + len(tail)
-    keep = _kept_length(tail)
-    if keep == len(tail):
+    last_start = tail.rfind(b"\n", 0, len(tail) - 1) + 1
+    if not logcheck.is_torn_tail(tail[last_start:], True, True):
         return 0
-    keep += base
     with open(path, "r+b") as handle:
-        handle.truncate(keep)
+        handle.truncate(base + last_start)
         os.fsync(handle.fileno())
-    return data_len - keep
-
-
-def _kept_length(data: bytes) -> int:
-    """How much of `data` (the segment's end) survives cutting a torn last line."""
-    keep = len(data)
-    if not data.endswith(b"\n"):
-        keep = data.rfind(b"\n") + 1
-    else:
-        last_start = data.rfind(b"\n", 0, len(data) - 1) + 1
-        try:
-            json.loads(data[last_start:])
-        except ValueError:
-            keep = last_start
-    return keep
+    return len(tail) - last_start

@@ -1,16 +1,8 @@
-"""Every kind of event the log holds, declared once (docs/storage.md, "The event log").
+"""Every kind of event the log holds, declared once (docs/storage.md, "Event log"): the fields
+replay indexes by name, whether it is a caller's tool call (keeps its session alive) and whether it
+is a read's audit event (its fsync may wait). `Core.record` refuses an undeclared kind.
 
-A kind's row says what the rest of the daemon must know about it without reading its appliers:
-the fields replay indexes by name (`logcheck` refuses an event without them), whether it is a
-caller's tool call (an agent's activity, which keeps its session alive) and whether it is a read's
-audit event (which may wait up to a second for an fsync shared with others: `domain.record`). The
-tiers' appliers, the verifier and the rollups key on these names; `Core.record` refuses a kind
-that is not declared here, and tests/unit/test_events.py checks every applier table against it.
-
-Kinds that modules beyond their own tier's read by name are named once here (`WRITE`, …).
-
-Import contract: stdlib and `memoryd.names` (the log verifier and the CLI's `log verify` import it).
-"""
+Import contract: stdlib and `memoryd.names` (the log verifier and the CLI's `log verify` import it)."""
 
 from __future__ import annotations
 

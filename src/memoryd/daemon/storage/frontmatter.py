@@ -1,9 +1,8 @@
-"""A record file's bytes: YAML frontmatter between `---` lines, then the markdown body — `render`
-writes one (`key: <JSON>` lines where it can, the YAML dumper otherwise) and `parse` reads one,
-refusing anything it cannot trust (`BadRecord`: unterminated, over 64 KiB, an alias or tag).
+"""A record file's bytes: YAML frontmatter between `---` lines, then the markdown body. `render`
+writes `key: <JSON>` lines where it can (JSON is YAML), the YAML dumper otherwise; `parse` refuses
+what it cannot trust (`BadRecord`). Why JSON lines: docs/benchmark.md.
 
-Import contract: stdlib + yaml (through `safe_yaml`, on first use) + errors.
-"""
+Import contract: stdlib + yaml (through `safe_yaml`, on first use) + errors."""
 
 from __future__ import annotations
 
@@ -24,20 +23,12 @@ class BadRecord(ValueError):
 
 
 def _yaml() -> tuple[Any, Any, Any]:
-    """PyYAML with its safe loader and dumper, imported on first use: the frontmatter memoryd writes
-    and reads is `key: <JSON>` lines (below), and the import slows every daemon start (docs/benchmark.md)."""
+    """PyYAML with its safe loader and dumper, imported on first use (it slows every daemon start)."""
     return safe_yaml.yaml_kit()
 
 
 def render(meta: dict[str, Any], body: str, blame: str) -> bytes:
-    """Serialize a record; refuse (naming `blame`) a frontmatter over 64 KiB or one that
-    does not parse back to what was written.
-
-    A frontmatter of ASCII text, whole numbers, booleans and nulls is written one `key: <JSON>`
-    line per key — JSON is YAML, so the file reads the same with any YAML tool — because a YAML
-    dump and the load that checks it were most of a write (docs/benchmark.md). Anything else (non-ASCII text,
-    floats) goes through the YAML dumper and the round-trip check as before.
-    """
+    """Serialize a record; refuse (naming `blame`) a frontmatter over 64 KiB or not read back as written."""
     front = _json_lines(meta)  # exact by construction (tests/unit/test_store_format.py reads it back)
     if front is None:
         yaml, loader, dumper = _yaml()
@@ -58,8 +49,7 @@ _JSON_ONLY_ESCAPE = re.compile(r"\\/|\\u[dD][89a-fA-F]")
 
 
 def _json_lines(meta: dict[str, Any]) -> str | None:
-    """`key: <JSON>` lines when every key is plain and every value is made of ASCII strings,
-    ints, booleans, nulls, lists and mappings; else None (the YAML dumper handles it)."""
+    """`key: <JSON>` lines when every key is plain and every value fits `_json_text`; else None."""
     lines = []
     for key, value in meta.items():
         if key not in _PLAIN_KEYS_SEEN:
@@ -79,10 +69,7 @@ _JSON_SCALARS = {None: "null", True: "true", False: "false"}
 
 
 def _json_text(value: Any) -> str | None:
-    """`value` as `json.dumps` writes it (ASCII, its default separators), or None when it holds
-    anything but ASCII strings, ints, booleans, nulls, lists and string-keyed mappings. Written
-    out here, strings by the C encoder `json.dumps` itself uses, because one `json.dumps` per
-    key was a sizeable share of a memory write (docs/benchmark.md)."""
+    """`value` as `json.dumps` writes it, or None for anything but ASCII str, int, bool, None, list, dict."""
     kind = type(value)
     if kind is str:
         return _json_string(value) if value.isascii() else None
@@ -105,11 +92,8 @@ def _json_text(value: Any) -> str | None:
 
 
 def _parse_json_lines(text: str) -> dict[str, Any] | None:
-    """The mapping of a frontmatter written as `key: <JSON>` lines, exactly as YAML would read
-    it; None for anything else (blank lines, comments, YAML-only syntax, floats), which the YAML
-    loader then reads. Parsing JSON is much faster than YAML: a cold start reads every file.
-    Each value goes straight to the C scanner (cheaper than `json.loads` per line, docs/benchmark.md); a value
-    with space around it or data after it takes the full decoder, which settles it exactly."""
+    """The mapping of a frontmatter of `key: <JSON>` lines, exactly as YAML reads it; None for
+    anything else (blank lines, comments, YAML-only syntax, floats)."""
     if _JSON_ONLY_ESCAPE.search(text):  # keys are [a-z_]+: a match can only be in a value
         return None
     meta: dict[str, Any] = {}

@@ -1,15 +1,9 @@
-"""What a line of the event log must be, and the whole-log checks built on it.
+"""What a line of the event log must be (`parse_line`, `link_problem`, `event_problem`), and the
+whole-log checks built on it: `verify` (`memoryd log verify`, doctor: every hash recomputed) and
+`repair` (`memoryd log repair`, daemon stopped). Line format and repair markers: docs/storage.md,
+"Event log" and "Reliability". The CLI imports this module only, never the live log.
 
-Each line is `{seq, ts, kind, …fields, prev, hash}` with `hash = sha256(prev + canonical JSON of
-the event without hash)`; the chain runs across segments. `parse_line`, `link_problem` and
-`event_problem` say why a line cannot be trusted; replay (eventlog.py) applies them to every line
-of a start, `verify` (`memoryd log verify`, doctor) to the whole chain with every hash recomputed,
-and `repair` (`memoryd log repair`, daemon stopped) moves the bad lines to `events/quarantine/`
-and leaves a `quarantined` marker in their place that keeps seq numbers and the chain continuous.
-The CLI imports this module only, never the live log.
-
-Import contract: stdlib, fsio, idents and errors.
-"""
+Import contract: stdlib, fsio, idents and errors."""
 
 from __future__ import annotations
 
@@ -32,17 +26,9 @@ _BASE_FIELDS = (("seq", int), ("ts", str), ("kind", str), ("prev", str), ("hash"
 _GOOD_SESSIONS: set[str] = set()  # ids already checked: a replay sees each one many times
 _DECODER = json.JSONDecoder()
 _DECODE, _SCAN = _DECODER.decode, _DECODER.scan_once  # type: ignore[attr-defined]  # the C scanner (not in the stubs)
-# Fields the core appliers index by name (daemon/storage/events.py): an event without them cannot be replayed.
-_REQUIRED = REQUIRED_FIELDS
-
-
-def canonical(event: dict[str, Any]) -> str:
-    return _CANONICAL(event)
-
-
-# One encoder, made once: `json.dumps` with these options builds a new one per call, a real share
-# of an event's encoding, twice per event: the hash, then the line (docs/benchmark.md).
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+_REQUIRED = REQUIRED_FIELDS  # an event without the fields its applier indexes cannot be replayed
+# One encoder, made once: `json.dumps` with these options builds one per call, twice per event.
+canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
 
 
 def chain_hash(prev: str, event: dict[str, Any]) -> str:
@@ -55,7 +41,7 @@ def segments(events_dir: Path) -> list[Path]:
 
 
 class LogDamaged(StoreDamaged):
-    """The log holds something replay cannot trust away from its tail; the daemon does not start."""
+    """The log holds something replay cannot trust away from its tail: the daemon does not start."""
 
     def __init__(self, segment: Path, line: int, reason: str) -> None:
         where = f"{segment.name}:{line}" if line else segment.name
@@ -67,8 +53,7 @@ class LogDamaged(StoreDamaged):
 
 
 def event_problem(event: Any) -> str | None:
-    """Why a parsed line is not an event replay can apply, or None when it is (on every line of
-    every start: the common case is one chain of type checks)."""
+    """Why a parsed line is not an event replay can apply, or None (the hot path: one chain of checks)."""
     if type(event) is not dict:
         return "not a JSON object"
     get = event.get
@@ -90,10 +75,7 @@ def event_problem(event: Any) -> str | None:
 
 
 def link_problem(event: dict[str, Any], seq: int, prev: str) -> str | None:
-    """Why `event` does not follow the event (`seq`, hash `prev`) before it, or None.
-
-    A `quarantined` marker covers seq numbers first_seq..seq (none when seq == first_seq - 1).
-    """
+    """Why `event` does not follow the one (`seq`, hash `prev`) before it, or None."""
     if event["kind"] == QUARANTINED:
         first = event.get("first_seq")
         if first != seq + 1 or event["seq"] < seq:
@@ -112,7 +94,7 @@ def parse_line(raw: bytes) -> tuple[dict[str, Any], None] | tuple[None, str]:
         return None, "a line without its newline"
     try:
         text = raw.decode()
-        try:  # the C scanner straight away: what `decode` adds is a whitespace skip, each line
+        try:  # the C scanner straight away (`decode` adds a whitespace skip)
             event, end = _SCAN(text, 0)
         except StopIteration:
             end = -1
@@ -137,7 +119,7 @@ def _numbered_lines(path: Path) -> Iterator[tuple[int, bytes, bool]]:
 
 
 def is_torn_tail(raw: bytes, is_last_line: bool, in_last_segment: bool) -> bool:
-    """A crash mid-append leaves at most the final line partial (see `_truncate_torn_tail`)."""
+    """A crash mid-append leaves at most the final line partial or unparseable."""
     if not (is_last_line and in_last_segment):
         return False
     if not raw.endswith(b"\n"):
@@ -163,13 +145,8 @@ def marker_summary(event: dict[str, Any], path: Path, line: int) -> dict[str, An
 
 
 def verify(events_dir: Path) -> dict[str, Any]:
-    """Walk the whole chain, re-hashing every line.
-
-    {ok, events, broken_seq, segment?, line?, reason?, torn_tail?, quarantined}: `ok` is False at
-    the first line that breaks the chain, except a torn tail (`torn_tail`: {segment, line, bytes}),
-    which the next start truncates. Quarantine markers are listed; their hash is not re-computed
-    (the lines they replace are gone), their place in the chain is checked.
-    """
+    """Walk the whole chain, re-hashing every line but markers: {ok, events, broken_seq, segment?,
+    line?, reason?, torn_tail?, quarantined}; a torn tail is ok (`torn_tail`: {segment, line, bytes})."""
     prev, seq, count = GENESIS, 0, 0
     quarantined: list[dict[str, Any]] = []
     files = segments(events_dir)
@@ -204,13 +181,8 @@ def hash_problem(event: dict[str, Any]) -> str | None:
     return None
 
 
-# -- repair (`memoryd log repair`, with the daemon stopped) ---------------------------------------
-
 class _Repair:
-    """One pass over every segment: whole, chained lines are kept; each run of lines that are not
-    (and each gap in seq) is replaced by one `quarantined` marker whose `prev` is the hash before
-    the run and whose `hash` is the `prev` of the line after it, so the chain and the seq numbers
-    stay continuous; the removed bytes are kept under `events/quarantine/`."""
+    """One pass: each run of bad lines (or seq gap) becomes a marker that keeps the chain continuous."""
 
     def __init__(self, events_dir: Path, now: str) -> None:
         self.dir, self.now = events_dir, now
@@ -285,11 +257,8 @@ class _Repair:
 
 
 def repair(events_dir: Path, now: str) -> dict[str, Any]:
-    """Quarantine what replay refuses (see `_Repair`); the caller holds the daemon's lock.
-
-    Returns {quarantined: [{segment, first_seq, seq, lines, reason, file}], torn_bytes_truncated,
-    segments_rewritten}.
-    """
+    """Quarantine what replay refuses; the caller holds the daemon's lock. Returns {quarantined:
+    [{segment, first_seq, seq, lines, reason, file}], torn_bytes_truncated, segments_rewritten}."""
     return _Repair(events_dir, now).run()
 
 

@@ -1,10 +1,8 @@
-"""Reading the store without following a link: a regular file's bytes (`read_with_stat`, with
-O_NOFOLLOW and no access-time update), the check that no directory between the root and a path
-is a link (`check_no_links`, run before every write or delete), and the store's own folders. A
-planted link can neither leak a file from outside nor get one written or deleted (`LinkRefused`).
+"""Reading the store without following a link, and the check that no directory between the root
+and a path is a link (`check_no_links`, before every write or delete): a planted link can neither
+leak a file from outside nor get one written or deleted (`LinkRefused`).
 
-Import contract: stdlib, `frontmatter` (for `BadRecord`) and errors.
-"""
+Import contract: stdlib, `frontmatter` (for `BadRecord`) and errors."""
 
 from __future__ import annotations
 
@@ -31,17 +29,13 @@ def read_nofollow(path: Path | str) -> bytes:
 
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
-# Reads leave the access time alone: under `relatime` the first read of a file since it was
-# written dirties its inode, and a cold start reads every record, so the next `syncfs` (the first
-# commit) would write back ~100k inodes (docs/benchmark.md). Linux only, and only for the
-# files' owner (EPERM otherwise: then dropped for good, see `read_with_stat`).
+# No access-time update: else a cold start's reads dirty ~100k inodes for the first commit to write
+# (docs/storage.md, "Recovery at start"). Linux, the files' owner only (dropped at the first EPERM).
 _noatime = getattr(os, "O_NOATIME", 0)
 
 
 def read_with_stat(path: Path | str) -> tuple[bytes, os.stat_result]:
-    """The bytes of the regular file at `path` and its `fstat`, taken before the read (an edit in
-    between shows as a change next time); `LinkRefused` for a symlink or non-file. No `lstat`
-    and one `read`: a third less time over the 100k files of a cold start."""
+    """The bytes of the regular file at `path` and its `fstat` taken before the read; `LinkRefused`."""
     global _noatime
     try:
         fd = os.open(path, _READ_FLAGS | _noatime)
@@ -50,14 +44,14 @@ def read_with_stat(path: Path | str) -> tuple[bytes, os.stat_result]:
             raise LinkRefused(path) from exc
         if exc.errno != errno.EPERM or not _noatime:
             raise
-        _noatime = 0  # a file someone else owns: no O_NOATIME from now on, nothing else changes
+        _noatime = 0  # a file someone else owns: no O_NOATIME from now on
         return read_with_stat(path)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise LinkRefused(path)
         data = os.read(fd, st.st_size + 1)
-        if len(data) != st.st_size:  # it grew or shrank since, or the read was short: read to the end
+        if len(data) != st.st_size:  # it changed since, or the read was short: read to the end
             data += b"".join(iter(lambda: os.read(fd, 1 << 20), b""))
         return data, st
     finally:
@@ -65,7 +59,6 @@ def read_with_stat(path: Path | str) -> tuple[bytes, os.stat_result]:
 
 
 def is_plain_dir(path: Path) -> bool:
-    """A real directory, not a link to one."""
     try:
         return stat.S_ISDIR(os.lstat(path).st_mode)
     except OSError:
@@ -73,9 +66,8 @@ def is_plain_dir(path: Path) -> bool:
 
 
 def check_no_links(root: Path, path: Path) -> bool:
-    """`LinkRefused` if any directory between `root` (exclusive) and `path` (exclusive) is a
-    symlink; missing ones are fine (they are created as real directories). True when they all
-    exist. Works on the strings: `relative_to` and a `Path` per level slowed each write (docs/benchmark.md)."""
+    """`LinkRefused` if `path` is not under `root` or a directory between them is a link; True when
+    they all exist. On strings: a `Path` per level slowed each write."""
     top, full = os.fspath(root), os.fspath(path)
     if full == top:
         return True
@@ -94,7 +86,7 @@ def check_no_links(root: Path, path: Path) -> bool:
 
 
 def ensure_store_dir(path: Path) -> None:
-    """Create one of the store's top-level directories; a symlink or a file there stops the start."""
+    """Create one of the store's top-level directories; a link or a file there stops the start."""
     if os.path.islink(path) or (path.exists() and not path.is_dir()):
         raise StoreDamaged(f"{path} is a symbolic link or not a directory; memoryd follows no link in "
                            "its store: replace it with a real directory (move the files in)", str(path))

@@ -1,13 +1,9 @@
-"""The prefetch helper: a process forked for a start without `state/` (a cold start, `memoryd
-reindex`): parsing the record files is most of such a start, and it can run on the other core
-while the daemon replays the log (docs/storage.md, 'Recovery at start').
+"""The prefetch helper: a process forked for a start without `state/`, parsing record files on the
+other core while the daemon replays the log (docs/storage.md, "Recovery at start"). It only reads
+files and writes bytes to an anonymous file, and leaves with `os._exit`; the daemon checks its
+result as its own, and a helper that fails costs only its time.
 
-A helper is a fork that reads files and writes bytes to an anonymous file, nothing else: it never
-touches the store, the log or the runtime files, and leaves with `os._exit`. Its result is only
-ever a cache the daemon checks as it would its own; a helper that fails costs only its time.
-
-Import contract: stdlib only.
-"""
+Import contract: stdlib only."""
 
 from __future__ import annotations
 
@@ -50,18 +46,15 @@ def finish(helper: Helper) -> int:
 
 
 class Shares:
-    """Work a helper and the daemon share: `count` chunks, which the helper takes from the front
-    and the daemon, once its own part of the start is done, from the back, each marked in a byte
-    of memory both processes map. Where they meet both may take the same chunk: each does it
-    whole, so the caller keeps one of the two (equal) results."""
+    """`count` chunks the helper takes from the front and the daemon from the back, each marked in a
+    byte both map; where they meet both may do one chunk (the caller keeps one result)."""
 
     def __init__(self, count: int) -> None:
         self.count = count
         self.marks = mmap.mmap(-1, max(count, 1))  # anonymous and shared: the fork maps the same bytes
 
     def take(self, taker: int) -> Iterator[int]:
-        """The chunks `taker` (HELPER or DAEMON) claims, each marked before it is handed out;
-        it stops at the first one the other has marked."""
+        """The chunks `taker` (HELPER or DAEMON) claims, up to the first the other has marked."""
         order = range(self.count) if taker == HELPER else range(self.count - 1, -1, -1)
         for index in order:
             if self.marks[index]:
@@ -85,7 +78,7 @@ def read_all(fd: int) -> bytes:
 
 
 def _die_with(parent: int) -> None:
-    """Linux: end this helper if the daemon dies (SIGKILL mid-start): no orphan parses on."""
+    """Linux: end this helper if the daemon dies: no orphan parses on."""
     try:
         import ctypes
 

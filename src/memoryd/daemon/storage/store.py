@@ -1,11 +1,8 @@
-"""Record files under one root, written atomically and durably in batches (`FileStore`: group commit).
+"""Record files under one root, written atomically and made durable in batches (`FileStore`: group
+commit, docs/storage.md), never written or deleted through a symbolic link. Faults: docs/storage.md,
+"Reliability".
 
-Import contract: stdlib, fsio, frontmatter, nofollow and errors; nothing is written or deleted through
-a symbolic link (`nofollow.check_no_links` first). Faults (docs/storage.md, 'Reliability'): an
-OSError while staging is a `StorageError` that leaves what was staged before untouched; a target
-that could not be replaced or removed (chattr +i/+a) is refused at staging; `abort` drops a pass
-whose flush failed; `publish` never raises.
-"""
+Import contract: stdlib, fsio, frontmatter, nofollow and errors."""
 
 from __future__ import annotations
 
@@ -48,9 +45,7 @@ def _is_whole_record(path: Path) -> bool:
 
 
 def pinned(path: Path) -> bool:
-    """True when `path` (not followed) carries `chattr +i` or `+a`, so renaming over it or
-    unlinking it would fail with EPERM after the log said committed. False when it is missing or
-    the filesystem has no such flags (one failed open for a new file)."""
+    """`path` (not followed) carries `chattr +i` or `+a`: a rename over it or its unlink would fail."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
@@ -66,9 +61,7 @@ def pinned(path: Path) -> bool:
 
 
 def check_changeable(path: Path, replacing: bool) -> None:
-    """`StorageError` (EPERM/EACCES) now, at staging, when the publish of a change to `path`
-    would fail — an immutable file, a directory we may not write — so the call is refused before
-    anything is applied rather than after its event is durable."""
+    """`StorageError` at staging when publishing a change to `path` would fail, before its event exists."""
     if pinned(path):
         raise StorageError(str(path), errno.EPERM,
                            f"{path} is immutable or append-only (chattr +i/+a); it cannot be "
@@ -78,16 +71,7 @@ def check_changeable(path: Path, replacing: bool) -> None:
 
 
 class FileStore:
-    """Atomic, durable file operations under one root, made durable in batches (group commit).
-
-    Changes are staged, then made durable in two rounds: `flush` syncs every staged temp file
-    together with the event log in one `syncfs` (one journal commit instead of an fsync per
-    file, docs/benchmark.md); `publish` then renames the
-    temp files into place, applies staged deletes and syncs the directories. A crash after the
-    flush leaves temp files whose ids the log names: recovery rolls the whole ones forward
-    (`recover_temp_files`), so a record is never visible without its event. Readers in the same
-    pass see staged records (`read_bytes`).
-    """
+    """Files staged, made durable with the log (`flush`), then renamed into place (`publish`)."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -95,12 +79,11 @@ class FileStore:
         self._staged: dict[Path, tuple[Path, int]] = {}  # final path -> (temp path, open fd)
         self._deletes: dict[Path, None] = {}
         self._rmdirs: dict[Path, None] = {}
-        # Flushed and logged, but the rename failed (EPERM, EIO...): retried at every publish and
-        # served by `read_bytes` meanwhile; the log already says they are committed.
+        # Flushed and logged but the rename failed: retried at every publish, served meanwhile.
         self._unpublished: dict[Path, Path] = {}
         self.changes = 0  # staged writes and deletes so far: a call that changed nothing shows it
         self.strict = True  # refuse unchangeable targets at staging; recovery turns it off
-        self.stuck: list[dict[str, str]] = []  # temp files recovery could not touch (bad files)
+        self.stuck: list[dict[str, str]] = []  # temp files recovery could not touch
         self._syncfs = _syncfs_function()
 
     def ensure_dir(self, path: Path) -> None:
@@ -112,10 +95,8 @@ class FileStore:
             self._dirty_dirs.add(path.parent)
 
     def write_file(self, path: Path, data: bytes, fresh: bool = False) -> None:
-        """Stage `data` for `path`; it replaces `path` atomically at the next `publish`.
-        A symlinked directory on the way is refused (`StoreDamaged`, -32002) before anything is
-        staged. `fresh`: the caller just minted the name (a new ULID), so there is no file to be
-        immutable and the probe for one (an open, docs/benchmark.md) is skipped."""
+        """Stage `data` for `path` (`StoreDamaged` for a linked folder on the way); `fresh`: a new name,
+        so no probe for an immutable file (an open)."""
         try:
             folders_exist = check_no_links(self.root, path)
         except LinkRefused as exc:
@@ -139,9 +120,8 @@ class FileStore:
             if isinstance(exc, OSError):  # ENOSPC, EDQUOT, EIO: the store is unchanged
                 raise StorageError.from_os(exc, tmp) from exc
             raise
-        self._unstage(path)  # only now: a failed write keeps what the pass staged before
+        self._supersede(path)  # only now: a failed write keeps what the pass staged before
         self._deletes.pop(path, None)
-        self._drop_unpublished(path)
         self._staged[path] = (tmp, fd)
         self.changes += 1
 
@@ -156,27 +136,21 @@ class FileStore:
         return (path in self._staged or path in self._unpublished
                 or (path not in self._deletes and path.exists()))
 
-    def _drop_unpublished(self, path: Path) -> None:
-        """A newer version of `path` supersedes one whose rename kept failing."""
+    def _supersede(self, path: Path) -> None:
+        """Drop the version of `path` staged, or whose rename kept failing."""
+        staged = self._staged.pop(path, None)
+        if staged is not None:
+            os.close(staged[1])
+            staged[0].unlink(missing_ok=True)
         tmp = self._unpublished.pop(path, None)
         if tmp is not None:
             tmp.unlink(missing_ok=True)
 
-    def _unstage(self, path: Path) -> bool:
-        staged = self._staged.pop(path, None)
-        if staged is None:
-            return False
-        os.close(staged[1])
-        staged[0].unlink(missing_ok=True)
-        return True
-
     def delete_file(self, path: Path) -> None:
-        """Stage the removal of `path`; applied by `publish`, after the log records why.
-        `StorageError` now when the unlink could not happen then (immutable file or directory)."""
+        """Stage the removal of `path`, applied by `publish`; `StorageError` now when it could not be."""
         if self.strict:
             check_changeable(path, replacing=False)
-        self._unstage(path)
-        self._drop_unpublished(path)
+        self._supersede(path)
         self._deletes[path] = None
         self.changes += 1
 
@@ -190,8 +164,7 @@ class FileStore:
         self.sync_dirs()
 
     def flush(self, extra_fds: tuple[int, ...] = ()) -> None:
-        """Make every staged temp file's bytes durable, with `extra_fds` (the log) in the same
-        round: one `syncfs` covers them all (cheaper than an fsync each, docs/benchmark.md)."""
+        """Make every staged temp file durable with `extra_fds` (the log): one `syncfs` for all."""
         staged = [fd for _tmp, fd in self._staged.values() if fd >= 0]
         fds = staged + list(extra_fds)
         try:
@@ -206,12 +179,8 @@ class FileStore:
             self._staged = {path: (tmp, -1) for path, (tmp, _fd) in self._staged.items()}
 
     def publish(self) -> None:
-        """Rename flushed records into place, apply deletes, and make the directories durable.
-
-        Never raises: the log already says these changes committed. A rename that fails (EPERM
-        from an immutable file set since staging, EIO) is logged and retried at every publish,
-        its temp file served meanwhile; deletes and rmdirs wait until every rename went through
-        (a delete is the second half of a move: it must never outrun the first)."""
+        """Rename flushed records into place, then apply deletes (the second half of a move must not
+        outrun the first). Never raises: a failed rename is logged and retried at every publish."""
         renames = {**self._unpublished, **{path: tmp for path, (tmp, _fd) in self._staged.items()}}
         self._staged.clear()
         self._unpublished = {}
@@ -224,18 +193,23 @@ class FileStore:
                 log.error("could not publish %s (%s); kept as %s, retried at every commit", path, exc, tmp.name)
         if not self._unpublished:
             self._apply_deletes()
-        if self._syncfs is None:  # else the next flush's `syncfs` makes them durable (see below)
+        if self._syncfs is None:  # else the next flush's `syncfs` makes them durable
             self.sync_dirs()
 
     def sync_dirs(self) -> None:
-        """Make the renames and deletes published so far durable (never raises).
-
-        Where `syncfs` works, `publish` leaves this to the next flush: its one journal commit also
-        holds the renames before it, and a crash in between loses nothing, because recovery rolls
-        forward the durable temp files (and finishes the deletes) that the durable log names. The
-        clean stop calls this, so a start after it finds no temp file (docs/storage.md)."""
+        """Make the renames and deletes published so far durable (never raises)."""
         try:
-            self._sync_dirs()
+            if len(self._dirty_dirs) > 1 and self._syncfs is not None:
+                fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
+                try:
+                    if self._syncfs(fd) == 0:
+                        self._dirty_dirs.clear()
+                finally:
+                    os.close(fd)
+            dirty, self._dirty_dirs = self._dirty_dirs, set()
+            for directory in dirty:
+                with contextlib.suppress(FileNotFoundError):  # removed since (an emptied folder)
+                    fsio.fsync_dir(directory)
         except OSError as exc:
             log.error("could not make the store's directories durable: %s", exc)
 
@@ -259,23 +233,8 @@ class FileStore:
                 pass
         self._rmdirs.clear()
 
-    def _sync_dirs(self) -> None:
-        if len(self._dirty_dirs) > 1 and self._syncfs is not None:
-            fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
-            try:
-                if self._syncfs(fd) == 0:
-                    self._dirty_dirs.clear()
-            finally:
-                os.close(fd)
-        dirty, self._dirty_dirs = self._dirty_dirs, set()
-        for directory in dirty:
-            with contextlib.suppress(FileNotFoundError):  # removed since (an emptied folder)
-                fsio.fsync_dir(directory)
-
     def abort(self) -> None:
-        """Forget everything staged since the last publish (a commit that failed): temp files
-        closed and removed, deletes and rmdirs dropped. Renames already owed by an earlier,
-        committed pass (`_unpublished`) are kept."""
+        """Forget what was staged since the last publish (not renames a committed pass still owes)."""
         for tmp, fd in self._staged.values():
             if fd >= 0:
                 os.close(fd)
@@ -289,7 +248,7 @@ class FileStore:
 
     @property
     def idle(self) -> bool:
-        """Nothing staged, to delete or to publish again: a sync would only flush the log."""
+        """Nothing staged, to delete or to publish again."""
         return not (self._staged or self._deletes or self._rmdirs or self._unpublished)
 
     @property
@@ -299,14 +258,8 @@ class FileStore:
 
     def recover_temp_files(self, logged_ids: set[str], deep: bool = True,
                            found: tuple[str, ...] | None = None) -> dict[str, int]:
-        """Recovery step 1: roll forward temp files whose record id the log names (they were
-        flushed before the log was synced); remove the rest, which no reply ever acknowledged.
-        `deep=False` skips the episode folders (tens of thousands of listings at scale): for a
-        start after a clean stop that left the store `settled`, with nothing run since, or one
-        whose prefetch helper lists them. `found`: settle these temp files (what that helper
-        saw) and look for no other. A temp file this daemon still holds (staged, or a rename
-        to retry) is left alone: the sweep may run while serving (`Core.verify_files`).
-        `temp_files_stuck` counts what this call added to `stuck`."""
+        """Roll forward whole temp files whose id the log names, remove the rest but this daemon's own;
+        `deep=False` skips the episode folders, `found` settles only these."""
         counts = {"temp_files_removed": 0, "temp_files_rolled_forward": 0}
         stuck = len(self.stuck)
         ours = {tmp for tmp, _fd in self._staged.values()} | set(self._unpublished.values())
@@ -330,8 +283,7 @@ class FileStore:
         return counts
 
     def _temp_files(self, deep: bool) -> list[Path]:
-        """Temp files where the daemon writes records: the top-level folders and, when `deep`,
-        each session's episode folder (never a linked one; never the log, which has none)."""
+        """Temp files in the record folders and, when `deep`, each session's (never a linked one)."""
         folders = [self.root / sub for sub in ("memories", "tombstones", "episodes", "sessions", "state")]
         if deep and is_plain_dir(self.root / "episodes"):
             with os.scandir(self.root / "episodes") as listing:
@@ -342,6 +294,6 @@ class FileStore:
                 try:
                     with os.scandir(directory) as listing:
                         found += [Path(e.path) for e in listing if e.name.startswith(TMP_PREFIX)]
-                except OSError:  # unreadable: a session folder is reported by the episode index (bad file)
+                except OSError:  # unreadable: the episode index reports it as a bad file
                     continue
         return found

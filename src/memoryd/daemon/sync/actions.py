@@ -1,7 +1,5 @@
-"""The operator's sync verbs, behind the `admin` op's `sync_*` actions (`memoryd sync …`): set
-sync up or sync now (a job the loop starts, `service.run_due`), its status, and show or settle a
-kept conflict (docs/sync.md). None runs git.
-"""
+"""The operator's sync verbs, the `admin` op's `sync_*` actions (`memoryd sync …`). None runs git:
+init and sync request a job that `service.run_due` starts."""
 
 from __future__ import annotations
 
@@ -28,7 +26,7 @@ def _running(core: Core) -> tuple[int, str, str] | None:
     if worker is not None and worker.admitting is not None:
         result = worker.admitting
         return result.number, result.kind, f"admitting {result.position} of {len(result.incoming)} pulled records"
-    if worker is not None and worker.busy() and worker.running is not None:
+    if worker is not None and worker.running is not None:
         return worker.running.number, worker.running.kind, worker.phase
     job = service.state_of(core).requested
     return None if job is None else (job.number, job.kind, "starting")
@@ -67,16 +65,15 @@ def action_status(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[s
     config = state.layout.read_config()
     running = _running(core)
     return {"set_up": state.layout.is_set_up(), "remote": config.get("remote"),
-            "branch": branch_of(config) if config else None,
-            "device": config.get("device_id"), "device_name": config.get("device_name"),
+            "branch": branch_of(config) if config else None, "device": config.get("device_id"),
+            "device_name": config.get("device_name"),
             "running": None if running is None else {"job": running[0], "kind": running[1], "phase": running[2]},
             "last": state.last, "conflicts": state.conflict_rows(), "quarantined": state.quarantined_total,
             "interval_seconds": core.config.sync_interval_seconds, "clone": str(state.layout.repo)}
 
 
 def action_resolve(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[str, Any]:
-    """Settle a kept conflict: `current` keeps what the store has, `other` makes the newest kept
-    loser the current version (a new version, stamped now, so it wins the next sync too)."""
+    """Settle a kept conflict: `other` makes the newest kept loser current, stamped now."""
     memory_id, keep = args.get("id"), args.get("keep", "current")
     if not isinstance(memory_id, str) or not idents.is_ulid(memory_id):
         raise InvalidParams("id", "must be a memory id")
@@ -98,9 +95,7 @@ def action_resolve(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[
 
 
 def action_show(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[str, Any]:
-    """Both sides of a kept conflict: this store's current version and every version kept under
-    `conflicts/<id>/` (settled ones marked, until the next sync removes them), each with its
-    state, stamp and text: what `sync resolve --keep current|other` chooses between."""
+    """Both sides of a kept conflict, each with state, stamp and text (settled ones marked)."""
     memory_id = args.get("id")
     if not isinstance(memory_id, str) or not idents.is_ulid(memory_id):
         raise InvalidParams("id", "must be a memory id")
@@ -119,7 +114,7 @@ def action_show(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[str
 
 
 def _version_of(path: Path, root: Path) -> dict[str, Any]:
-    """One version's state, stamp and text, read from its file (no link followed at any depth)."""
+    """One version's state, stamp and text, read with no link followed at any depth."""
     try:
         nofollow.check_no_links(root, path)
         meta, body = frontmatter.parse(nofollow.read_nofollow(path))
@@ -162,10 +157,5 @@ def _restore_loser(state: service.SyncState, memory_id: str, shas: list[str]) ->
     return {"sha": sha, "state": checked.state}
 
 
-ACTIONS = {
-    "sync_init": action_init,
-    "sync": action_sync,
-    "sync_status": action_status,
-    "sync_resolve": action_resolve,
-    "sync_show": action_show,
-}
+ACTIONS = {"sync_init": action_init, "sync": action_sync, "sync_status": action_status,
+           "sync_resolve": action_resolve, "sync_show": action_show}

@@ -1,13 +1,5 @@
-"""What a pulled file must be before the live store takes it (docs/sync.md, "Admission").
-
-The same checks as recovery at start (`frontmatter.parse`, the record's shape via `from_meta`) plus
-the ones a file from another machine needs: a regular file (no symlink, no submodule), only
-under the synced folders with a `<ulid>.md` name, the frontmatter `id` equal to that name,
-within the size caps, every stamp in the store's format and not in the future (the merge rule
-and every read compare them), a tombstone with `removed_at` and a live memory without, not a
-handoff (handoffs stay on their machine), and no credential in it. A file that fails is
-quarantined with the reason; it is never indexed or served.
-"""
+"""What a pulled file must be before the live store takes it (the checks: docs/sync.md, "Admission
+of pulled files"). A file that fails is quarantined with the reason, never indexed or served."""
 
 from __future__ import annotations
 
@@ -44,8 +36,7 @@ class Refused(Exception):
 
 
 def record_path(path: str) -> tuple[str, str] | None:
-    """(id, state) when `path` names a record the sync carries (`memories/<ulid>.md` or
-    `tombstones/<ulid>.md`); None for anything else."""
+    """(id, state) for `memories/<ulid>.md` or `tombstones/<ulid>.md`; None for anything else."""
     folder, _, name = path.partition("/")
     state = FOLDERS.get(folder)
     if state is None or "/" in name or not name.endswith(".md") or not idents.is_ulid(name[:-3]):
@@ -65,12 +56,12 @@ def conflict_path(path: str) -> tuple[str, str] | None:
 
 
 def size_cap(max_content_bytes: int) -> int:
-    """The largest record file: the content cap, the frontmatter cap and the two fences."""
+    """The largest record file: the content and frontmatter caps and the two fences."""
     return max_content_bytes + frontmatter.MAX_FRONTMATTER_BYTES + 16
 
 
 def check_values(memory: Memory) -> None:
-    """The values a write would have been held to: category, confidence, scopes."""
+    """The values a write is held to: category, confidence, scopes."""
     if memory.category not in CATEGORIES or memory.confidence not in CONFIDENCES:
         raise Refused("a category or confidence memoryd does not know")
     try:
@@ -80,8 +71,7 @@ def check_values(memory: Memory) -> None:
 
 
 def check_stamps(memory: Memory, not_after: int) -> None:
-    """Every stamp parses in the store's format and is not past `not_after` (ms): a stamp that is
-    not one would break every read that parses it, and one in the future would win every merge."""
+    """Every stamp is in the store's format (else reads break) and not past `not_after` in ms."""
     for name in STAMP_FIELDS:
         value = getattr(memory, name)
         if value is None and name in ("last_verified_at", "removed_at"):
@@ -94,8 +84,7 @@ def check_stamps(memory: Memory, not_after: int) -> None:
 
 
 def check(path: str, mode: str, data: bytes, max_content_bytes: int, not_after: int | None = None) -> Admitted:
-    """The record in `data` (pulled as `path` with git `mode`), or `Refused` saying why.
-    `not_after`: the latest stamp believed, in ms (default: now plus the clock-skew margin)."""
+    """The record in `data` (pulled as `path` with git `mode`), or `Refused`; `not_after`: `horizon()`."""
     if mode == "120000":
         raise Refused("symbolic link")
     if mode not in REGULAR_MODES:
@@ -112,8 +101,6 @@ def check(path: str, mode: str, data: bytes, max_content_bytes: int, not_after: 
             raise Refused("id does not match the file name")
         memory = from_meta(meta, body, memory_id)
     except (frontmatter.BadRecord, KeyError, TypeError, ValueError, UnicodeDecodeError) as exc:
-        if isinstance(exc, Refused):
-            raise
         raise Refused(f"not a record: {str(exc)[:120]}") from None
     if len(body.encode()) > max_content_bytes:
         raise Refused(f"content over max_content_bytes ({max_content_bytes})")
@@ -132,17 +119,11 @@ def check(path: str, mode: str, data: bytes, max_content_bytes: int, not_after: 
 
 
 def buries(state: str, pulled: Memory, live: Memory | None, live_sha: str | None, kept: Collection[str]) -> bool:
-    """Whether a pulled version may take the place of this machine's live one (`live`, whose file's
-    sha is `live_sha`); run in the loop, against the live version at admission. Only a tombstone
-    is checked: a removal elsewhere buries the version both machines had (`bury` changes nothing
-    but `removed_at` and `removed_reason`), so anything else in it — content, scopes, taint — is
-    someone else's text, which `memory_restore` would bring back in this memory's name.
-
-    One exception, so an edit here and a newer removal elsewhere do not split the machines for
-    good: the merge rule gave the removal the win and kept this machine's edit in the shared tree
-    as a conflict (`kept`: the shas under `conflicts/<id>/`). Then the removal is taken here too,
-    and the edit's text is not lost: every machine reports it until the user settles it, and
-    `memoryd sync resolve ID --keep other` makes it current again (docs/sync.md, "Merging")."""
+    """Whether a pulled version may replace this machine's live one (`live`, file sha `live_sha`).
+    A tombstone must bury exactly the live version (`bury` changes only `removed_at` and
+    `removed_reason`), else it is someone else's text that `memory_restore` would bring back in
+    this memory's name; unless the merge kept the live version as a conflict (`kept`: the shas
+    under `conflicts/<id>/`) and the removal is no older (docs/sync.md, "An edit against a removal")."""
     if state != TOMB or live is None:
         return True
     if replace(pulled, removed_at=None, removed_reason=None) == live:
@@ -151,6 +132,6 @@ def buries(state: str, pulled: Memory, live: Memory | None, live_sha: str | None
 
 
 def _not_older(stamp: str | None, than: str) -> bool:
-    """`stamp` is a valid stamp no earlier than `than` (equal stamps: the merge broke the tie by sha)."""
+    """`stamp` is a valid stamp no earlier than `than`."""
     mine, other = stamp_ms(stamp), stamp_ms(than)
     return mine is not None and other is not None and mine >= other

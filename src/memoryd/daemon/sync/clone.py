@@ -1,11 +1,5 @@
-"""The files a sync job writes: the clone's working tree, never through a link, and the quarantine.
-
-Only records are ever on disk in the clone (`memories/<ulid>.md`, `tombstones/<ulid>.md`,
-`conflicts/<ulid>/<sha256>.md`), written here byte for byte from bytes the daemon holds, through
-real directories only (`real_parents`); git reads them through the backend (`git.Git`) and never
-checks anything out itself (docs/sync.md, "The working tree holds records only"). A pulled
-file admission refuses goes to `sync/quarantine/` instead (`Quarantine`).
-"""
+"""The files a sync job writes: the clone's working tree (records only, byte for byte, never through
+a link: docs/sync.md, "The working tree holds records only") and the quarantine of refused files."""
 
 from __future__ import annotations
 
@@ -22,15 +16,14 @@ from memoryd.daemon.sync.git import Git, GitFailed
 from memoryd.daemon.sync.layout import CONFLICTS, FOLDER_OF, escaped, write_atomic, write_tree_file
 from memoryd.daemon.sync.merge import Version
 
-TOP_FOLDERS = (*FOLDER_OF.values(), CONFLICTS)  # the synced folders at the top of the tree
-# The clone's own attributes, which outrank every .gitattributes in the tree: a remote's
-# `*.md text eol=crlf` or `filter=…` never changes a record's bytes when git reads or adds it.
+TOP_FOLDERS = (*FOLDER_OF.values(), CONFLICTS)
+# They outrank every .gitattributes in the tree: a remote's `eol=crlf` or `filter=…` never changes a record.
 ATTRIBUTES = b"* -text -eol -filter -diff -merge -ident -working-tree-encoding\n"
 QUARANTINE_MAX_BYTES = 64 << 20  # refused files' bytes and rows, in all: a remote cannot fill the disk
 
 
 def check_plain(*paths: Path) -> None:
-    """The sync folder and the clone must be real directories: a link there is never followed."""
+    """`GitFailed` unless each of `paths` is a real directory or missing: a link is never followed."""
     for path in paths:
         if os.path.islink(path) or (os.path.lexists(path) and not nofollow.is_plain_dir(path)):
             raise GitFailed("local_error", f"{path} is a symbolic link or not a directory; memoryd follows "
@@ -50,8 +43,7 @@ def harden(repo: Path) -> bool:
 
 
 def repair(git: Git, full: bool = False) -> str | None:
-    """Reset a clone that a killed sync left mid-way (or, `full`, any clone) to its last commit;
-    says what it found, or None."""
+    """Reset a clone a killed sync left mid-way (or, `full`, any) to HEAD; what it found, or None."""
     found = []
     lock = git.repo / ".git" / "index.lock"
     if lock.exists():  # one sync at a time per store: no other git runs here now
@@ -67,10 +59,9 @@ def repair(git: Git, full: bool = False) -> str | None:
 
 
 def checkout(git: Git, old: str | None, new: str | None, full: bool = False) -> None:
-    """Move HEAD, the index and the working tree from commit `old` to `new`, never with git's own
-    checkout: records are written from their blobs; anything else a remote pushed stays in the
-    tree only, its index entry marked skip-worktree. `full`: empty the working tree and write every
-    record (a clone a killed sync left, or one an older memoryd checked out whole)."""
+    """Move HEAD, the index and the working tree from commit `old` to `new` without git's checkout:
+    records are written from their blobs, any other entry is marked skip-worktree and never on
+    disk. `full`: empty the working tree and write every record."""
     repo = git.repo
     before, after = ({} if full else git.tree(old)), git.tree(new)
     changed = {path: entry for path, entry in after.items() if before.get(path) != entry}
@@ -98,18 +89,16 @@ def checkout(git: Git, old: str | None, new: str | None, full: bool = False) -> 
 
 
 def clear_top(repo: Path) -> None:
-    """A synced folder must be a real directory: a link or file there (pulled from a hostile
-    remote) is removed before anything is written under it."""
+    """Remove a link or file where a synced folder belongs, before anything is written under it."""
     for folder in TOP_FOLDERS:
         if os.path.lexists(repo / folder) and not nofollow.is_plain_dir(repo / folder):
             (repo / folder).unlink()
 
 
 def real_parents(repo: Path, path: Path) -> Path:
-    """`path` (under the clone) once every directory between the clone and it is a real one:
-    a link or a file where a directory belongs — `conflicts/<id>` pulled as a link to
-    `~/.claude/commands` — is removed (the link, never what it points at) and a directory made,
-    so nothing is written or deleted through a link at any depth; the next commit drops it."""
+    """`path` (under the clone) once every directory between the clone and it is real: a link or
+    file where a directory belongs (`conflicts/<id>` pulled as a link to `~/.claude/commands`) is
+    removed, never its target, so nothing is written or deleted through a link at any depth."""
     while True:
         try:
             if not nofollow.check_no_links(repo, path):
@@ -125,16 +114,12 @@ def place(repo: Path, memory_id: str, state: str, data: bytes) -> None:
     """Put a record into the clone's working tree in its state's folder, out of the other one."""
     for other, folder in FOLDER_OF.items():
         if other != state:
-            target = real_parents(repo, repo / folder / f"{memory_id}.md")
-            if os.path.lexists(target):
-                target.unlink()
+            real_parents(repo, repo / folder / f"{memory_id}.md").unlink(missing_ok=True)
     write_tree_file(real_parents(repo, repo / FOLDER_OF[state] / f"{memory_id}.md"), data)
 
 
 def drop_kept(repo: Path, path: Path) -> None:
-    """Remove a kept loser (`conflicts/<id>/<sha256>.md`) and, once it was the last, its folder
-    and an emptied `conflicts/`: a settled conflict leaves nothing behind. `real_parents` has made
-    every directory on the way real, and `rmdir` removes an empty directory, never a link's target."""
+    """Remove a kept loser and the folders it leaves empty (`rmdir` never removes a link's target)."""
     target = real_parents(repo, path)
     if not os.path.islink(target) and target.is_file():
         target.unlink()
@@ -162,18 +147,15 @@ def read_clone_record(repo: Path, memory_id: str) -> Version | None:
 
 
 class Quarantine:
-    """`sync/quarantine/`: each refused file's bytes (`<blob>.bad`) and its row in index.jsonl
-    (path, reason, blob), reported once, and kept until a version of that record is admitted
-    (`release`): what it counts is what this machine still refuses."""
+    """Refused files' bytes (`<blob>.bad`) and rows (index.jsonl), each reported once."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self.listed: set[str] = set()  # blobs index.jsonl lists (`load`)
+        self.listed: set[str] = set()  # blobs index.jsonl lists
         self.ids: set[str] = set()  # the record ids its rows name
-        self.used = 0  # and the bytes the folder holds
+        self.used = 0  # bytes the folder holds
 
     def load(self) -> None:
-        """What the folder already lists (reported once) and the bytes it holds."""
         self.listed, self.ids, self.used = set(), set(), 0
         try:
             self.used = sum(e.stat(follow_symlinks=False).st_size for e in os.scandir(self.folder))
@@ -184,7 +166,7 @@ class Quarantine:
             self.ids.add(_record_id(row))
 
     def _rows(self) -> list[dict[str, str]]:
-        """index.jsonl's rows (a row that does not parse is skipped; a link there is never read)."""
+        """index.jsonl's rows that parse (a link there is never read)."""
         try:
             text = nofollow.read_nofollow(self.folder / "index.jsonl").decode("utf-8", "replace")
         except (OSError, frontmatter.BadRecord):
@@ -200,9 +182,7 @@ class Quarantine:
         return rows
 
     def release(self, admitted: Collection[str]) -> int:
-        """Drop the rows (and kept bytes) of every refused version of a record just admitted in
-        another version — a stamp from a clock ahead, admitted once this clock caught up — so the
-        count stops reporting what this machine now holds. Returns how many rows went."""
+        """Drop the rows and bytes of records now `admitted` in another version; how many rows went."""
         if self.ids.isdisjoint(admitted):
             return 0
         rows = self._rows()
@@ -217,11 +197,7 @@ class Quarantine:
         return len(rows) - len(kept)
 
     def keep(self, path: str, blob: str, data: bytes | None, reason: str, rows: list[dict[str, str]]) -> None:
-        """Keep a refused file's bytes and add its row to `rows` (the job's report), unless it was
-        reported before. Past QUARANTINE_MAX_BYTES bytes are not kept (nor those never read, over
-        the size cap), only the row; a row that does not fit either is not written (the next sync
-        reports the file again). The path is kept as text: a name that is not UTF-8 must not
-        break a reply or last.json."""
+        """Keep a refused file's bytes (within QUARANTINE_MAX_BYTES) and row, unless reported before."""
         if blob in self.listed:
             return
         self.listed.add(blob)
@@ -238,8 +214,8 @@ class Quarantine:
             try:  # never appended through a link planted at the index
                 fd = os.open(self.folder / "index.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
             except OSError:
-                fd = -1  # the row still reaches the job's report; the next sync tries again
-            if fd >= 0:
+                pass  # the row still reaches the job's report; the next sync tries again
+            else:
                 with os.fdopen(fd, "a", encoding="utf-8") as handle:
                     handle.write(line)
                 self.used += len(line)
@@ -247,6 +223,6 @@ class Quarantine:
 
 
 def _record_id(row: dict[str, str]) -> str:
-    """The id of the record a quarantine row's path names; "" for a path that names none."""
+    """The record id a quarantine row's path names, or ""."""
     named = admission.record_path(row["path"])
     return named[0] if named is not None else ""

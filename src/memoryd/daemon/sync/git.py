@@ -1,13 +1,6 @@
-"""Git for sync: the one backend, in a child process, on the sync clone only, never on the live store.
-
-`Git` is the seam: the worker and the clone module ask it for named operations (fetch, push,
-merge-base, a tree, bounded blob reads, a commit, a merge commit built from index lines) and
-never build a git command line themselves; `Git.run` is the only place a git process starts.
-Every call passes the daemon's own identity and settings with `-c`, so a machine without a
-global git identity (a fresh CI container) works, a user's hooks or signing settings cannot
-run or block, and no prompt or editor can ever wait for a terminal the daemon does not have.
-A failure is a `GitFailed` whose `kind` says what happened in words a user can act on.
-"""
+"""The one git backend for sync, on the clone only: named operations, each a git child process
+started by `Git.run` with the daemon's identity and settings (docs/sync.md, "One sync"), so no
+user hook, signing or prompt runs or waits. A failure is a `GitFailed` whose `kind` a user can act on."""
 
 from __future__ import annotations
 
@@ -23,33 +16,26 @@ if TYPE_CHECKING:
 
 GIT_TIMEOUT_S = 120.0  # read at each call (a test shortens it)
 BATCH_BYTES = 16 << 20  # blob bytes one `cat-file --batch` read may hold
-# NO_PROGRAMS (no discovered bare repository, no hooks, no signature program) lives with the
-# staleness probe, the other git caller: sync may import a tier, not the reverse. The rest make git
-# non-interactive and keep the user's config from changing what a sync does: no signing, no
-# line-ending rewrites, no automatic gc in the middle of a sync.
-_SETTINGS = (*NO_PROGRAMS, "commit.gpgsign=false", "tag.gpgsign=false", "core.autocrlf=false",
-             "core.safecrlf=false", "gc.auto=0", "core.quotePath=false", "advice.detachedHead=false",
-             "init.defaultBranch=main", "protocol.ext.allow=never", "submodule.recurse=false",
-             "core.sparseCheckout=false")
+# NO_PROGRAMS is shared with the staleness probe; the rest keep the user's config out of a sync.
+_SETTINGS = (*NO_PROGRAMS, "commit.gpgsign=false", "tag.gpgsign=false", "core.autocrlf=false", "core.safecrlf=false",
+             "gc.auto=0", "core.quotePath=false", "advice.detachedHead=false", "init.defaultBranch=main",
+             "protocol.ext.allow=never", "submodule.recurse=false", "core.sparseCheckout=false")
 
-# stderr fragments → the failure kind a user sees. Checked in order: auth before reachability,
-# since an https auth failure also says "unable to access".
+# stderr fragments → failure kind, in order: an https auth failure also says "unable to access".
 _KINDS = (
     ("auth_failed", ("authentication failed", "permission denied", "could not read username",
                      "could not read password", "403", "401", "access denied", "host key verification failed")),
-    ("push_race", ("[rejected]", "non-fast-forward", "fetch first", "failed to push some refs",
-                   "cannot lock ref", "stale info")),
-    ("remote_unreachable", ("does not appear to be a git repository", "could not resolve host",
-                            "connection refused", "unable to access", "no such file or directory",
-                            "could not read from remote repository", "connection timed out",
-                            "network is unreachable", "not found",
+    ("push_race", ("[rejected]", "non-fast-forward", "fetch first", "failed to push some refs", "cannot lock ref",
+                   "stale info")),
+    ("remote_unreachable", ("does not appear to be a git repository", "could not resolve host", "connection refused",
+                            "unable to access", "no such file or directory", "could not read from remote repository",
+                            "connection timed out", "network is unreachable", "not found",
                             "does not exist")),  # `git clone` of a missing path (sync init)
 )
 
 
 class GitFailed(Exception):
-    """A git command that failed; `kind` is auth_failed, remote_unreachable, push_race,
-    timeout or git_error, `message` one line for the CLI."""
+    """A git command that failed; `kind` names the failure, `message` is one line for the CLI."""
 
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
@@ -72,23 +58,20 @@ def _last_line(text: str) -> str:
 
 
 def environment(device_id: str, device_name: str) -> dict[str, str]:
-    """The child's environment: the user's (ssh agent, credential helpers need it) plus the
-    daemon's identity and everything that stops git from waiting for a human."""
+    """The user's environment (ssh agent, credential helpers) plus the identity, and no prompts."""
     env = dict(os.environ)
     name, email = f"memoryd {device_name}", f"{device_id}@memoryd.invalid"
     env.update(GIT_AUTHOR_NAME=name, GIT_AUTHOR_EMAIL=email, GIT_COMMITTER_NAME=name,
                GIT_COMMITTER_EMAIL=email, GIT_TERMINAL_PROMPT="0", GIT_EDITOR="true",
                GIT_MERGE_AUTOEDIT="no", GIT_ASKPASS="true", SSH_ASKPASS="true", LC_ALL="C")
-    # An ssh remote must fail at once rather than ask for a passphrase or a host key.
-    env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes -o ConnectTimeout=20")
+    env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes -o ConnectTimeout=20")  # fail, never ask
     for key in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):  # never aim at another repository
         env.pop(key, None)
     return env
 
 
 class Git:
-    """Runs git in `repo` (the sync clone) with the device's identity; `cap` is the largest blob
-    `iter_blobs` reads (a record's size cap: anything larger is never a record)."""
+    """Runs git in `repo`; `cap` is the largest blob `iter_blobs` reads (a record's size cap)."""
 
     def __init__(self, repo: Path, device_id: str, device_name: str, cap: int = 1 << 20) -> None:
         self.repo = repo
@@ -97,7 +80,7 @@ class Git:
 
     def run(self, *args: str, stdin: bytes | None = None, check: bool = True,
             timeout: float | None = None) -> subprocess.CompletedProcess[bytes]:
-        import subprocess  # here: only a store that syncs runs git (a daemon start does not)
+        import subprocess  # here: a daemon start does not run git
 
         command = ["git", *[part for setting in _SETTINGS for part in ("-c", setting)], *args]
         timeout = timeout or GIT_TIMEOUT_S
@@ -129,19 +112,15 @@ class Git:
         done = self.run(*args, check=False)
         return done.stdout.decode(errors="replace").strip() or None if done.returncode == 0 else None
 
-    # -- refs and history -------------------------------------------------------------------------
-
     def clone(self, remote: str) -> None:
-        """Clone `remote` here without a checkout (`clone.checkout` writes the records): a clone,
-        not init + fetch, since only a clone learns the branch an empty remote's HEAD names."""
+        """Clone without a checkout (not init + fetch: only a clone learns an empty remote's HEAD)."""
         self.run("clone", "-q", "--no-checkout", "--no-local", "--no-tags", "--origin", "origin", "--", remote, ".")
 
     def head_branch(self) -> str | None:
-        """The branch HEAD names (right after the clone: the one the remote's HEAD names)."""
+        """The branch HEAD names (right after the clone: the remote's HEAD)."""
         return self._answer("symbolic-ref", "-q", "--short", "HEAD")
 
     def keep_only_branch(self, branch: str) -> None:
-        """Point HEAD at `branch` and delete every other local branch (a remote HEAD not followed)."""
         self.run("symbolic-ref", "HEAD", f"refs/heads/{branch}")
         for ref in self.out("for-each-ref", "--format=%(refname)", "refs/heads/").split():
             if ref != f"refs/heads/{branch}":
@@ -169,16 +148,13 @@ class Git:
         return True
 
     def is_ancestor(self, older: str, newer: str | None) -> bool:
-        if newer is None:
-            return False
-        return self.run("merge-base", "--is-ancestor", older, newer, check=False).returncode == 0
+        return newer is not None and self.run("merge-base", "--is-ancestor", older, newer, check=False).returncode == 0
 
     def merge_base(self, ours: str, theirs: str) -> str | None:
         return self._answer("merge-base", ours, theirs)
 
     def last_devices(self, start: str | None, paths: list[str]) -> dict[str, str]:
-        """For each path, the device id that last committed it since `start` (from the commit
-        author's address, `<device>@memoryd.invalid`); paths not touched since then are absent."""
+        """path → the device that last committed it since `start`, for those of `paths` committed."""
         if not paths:
             return {}
         span = f"{start}..HEAD" if start else "HEAD"
@@ -194,15 +170,11 @@ class Git:
         return found
 
     def tidy(self) -> None:
-        """git's own upkeep, in the job (never detached: the next job must find no gc running);
-        it acts only past thousands of loose objects, so most syncs pay one quick check."""
+        """git's own upkeep, never detached: the next job must find no gc running."""
         self.run("-c", "gc.auto=6700", "-c", "gc.autoDetach=false", "gc", "--auto", "--quiet", check=False)
 
-    # -- the index and commits --------------------------------------------------------------------
-
     def is_dirty(self) -> bool:
-        """Anything in the clone not committed. --ignored: a pulled .gitignore (git reads it from
-        the index) must not hide a stray file."""
+        """Anything in the clone not committed (--ignored: a pulled .gitignore must hide nothing)."""
         return bool(self.run("status", "--porcelain", "-z", "--untracked-files=all", "--ignored", check=False).stdout)
 
     def reset_index(self, rev: str | None) -> None:
@@ -213,44 +185,34 @@ class Git:
             self.run("reset", "-q", "--mixed", rev)
 
     def skip_worktree(self, paths: list[bytes], skip: bool = True) -> None:
-        """Mark the index entries of `paths` as never on disk (git takes them as unchanged and keeps
-        them in every commit), or, `skip=False`, as on disk again."""
+        """Mark the index entries of `paths` as never on disk, or (`skip=False`) on disk again."""
         self.run("update-index", "--skip-worktree" if skip else "--no-skip-worktree", "-z", "--stdin",
                  stdin=b"\0".join(paths) + b"\0")
 
     def commit_all(self, message: str) -> None:
-        """Commit all that was written into the clone, when anything was. `git add` is forced (-f),
-        since a pulled .gitignore or the user's excludes must not keep a record out; and a file
-        written where checkout left the tree's entry out (a record the remote holds over the size
-        cap) is tracked again first — `add` passes over a skip-worktree entry."""
+        """Commit whatever was written (`add -f`: no pulled .gitignore keeps a record out); a
+        skip-worktree entry written since is tracked again first (`add` passes over one)."""
         listed = self.run("ls-files", "-v", "-z").stdout.split(b"\0")
         written = [e[2:] for e in listed if e.startswith(b"S ") and os.path.lexists(self.repo / os.fsdecode(e[2:]))]
         if written:
             self.skip_worktree(written, skip=False)
-        # bigFileThreshold=1: every blob of this add streams into one new pack instead of a loose
-        # object file each (creating those was most of committing 1,000 records, docs/sync.md);
-        # `tidy`'s gc --auto folds the packs together past gc.autoPackLimit. No pathspec: "."
-        # matching only skip-worktree entries is an error.
+        # bigFileThreshold=1: one pack, not a loose object per blob (docs/sync.md, "Speed"). No
+        # pathspec: "." matching only skip-worktree entries is an error.
         self.run("-c", "core.bigFileThreshold=1", "add", "-A", "-f")
         if self.run("diff", "--cached", "--quiet", check=False).returncode != 0:
             self.run("commit", "-q", "--no-verify", "-m", message)
 
     def commit_merge(self, index_lines: list[str], ours: str, theirs: str, message: str) -> str:
-        """A commit with parents `ours` and `theirs` whose tree is the index (at `ours`) changed by
-        `index_lines` (`update-index --index-info`): git's plumbing, so git never merges a file's text."""
+        """A commit of `ours` and `theirs` whose tree is the index changed by `index_lines` (--index-info)."""
         if index_lines:
             self.run("update-index", "--index-info", stdin=("\n".join(index_lines) + "\n").encode())
         return self.out("commit-tree", self.out("write-tree"), "-p", ours, "-p", theirs, "-m", message)
 
-    # -- trees and blobs --------------------------------------------------------------------------
-
     def top_level(self, rev: str) -> set[str]:
-        """The names at the top of `rev`'s tree."""
         return set(self.out("ls-tree", "--name-only", rev).split("\n"))
 
     def tree(self, rev: str | None) -> dict[str, tuple[str, str]]:
-        """path → (mode, blob id) of every file of `rev` (empty for None). A name that is not
-        UTF-8 keeps its bytes as surrogates (`escaped` makes it text for anything shown)."""
+        """path → (mode, blob id) of every file of `rev`; a non-UTF-8 name keeps its bytes as surrogates."""
         if rev is None:
             return {}
         raw = self.run("ls-tree", "-r", "-z", "--full-tree", rev).stdout
@@ -264,7 +226,7 @@ class Git:
         return entries
 
     def sizes(self, ids: list[str]) -> dict[str, int]:
-        """The size of each blob of `ids` the repository has (`cat-file --batch-check`: no bytes read)."""
+        """The size of each blob of `ids` the repository has (no bytes read)."""
         if not ids:
             return {}
         raw = self.run("cat-file", "--batch-check", stdin="".join(f"{i}\n" for i in ids).encode()).stdout
@@ -276,9 +238,8 @@ class Git:
         return found
 
     def iter_blobs(self, ids: list[str]) -> Iterator[tuple[str, bytes]]:
-        """(id, bytes) of the blobs of `ids` no larger than `cap`, read in `cat-file --batch`
-        runs of at most BATCH_BYTES: the sizes are checked first, so a pushed gigabyte of zeros
-        (a few KB packed) is never read into the daemon."""
+        """(id, bytes) of the blobs of `ids` within `cap`, sizes checked first: a pushed gigabyte of
+        zeros (a few KB packed) is never read."""
         sizes = self.sizes(ids)
         chunk: list[str] = []
         held = 0
@@ -309,7 +270,6 @@ class Git:
 
 
 def kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """Kill git and whatever it started (its process group), and reap it."""
     import signal
 
     try:

@@ -1,6 +1,5 @@
-"""What one sync job is: the loop's snapshot handed to the worker (`Job`) and what the worker hands
-back (`Result`, with the pulled records as `Incoming`), whose `summary` the CLI prints.
-"""
+"""What one sync job is: the loop's snapshot handed to the worker (`Job`) and what comes back
+(`Result`, with the pulled records as `Incoming`)."""
 
 from __future__ import annotations
 
@@ -15,8 +14,6 @@ SUMMARY_ROWS = 100  # rows of each list a job's summary keeps (the totals are al
 
 @dataclass
 class Job:
-    """What the loop hands the worker: a consistent picture of the live store at the start."""
-
     number: int
     kind: str                                   # "sync" or "init"
     remote: str | None = None                   # init only
@@ -72,8 +69,6 @@ class Result:
                 "conflicts": sum(len(v) for v in self.conflicts.values()),
                 "restored_to_remote": self.restored[:SUMMARY_ROWS], "restored_to_remote_total": len(self.restored),
                 "quarantined": [{k: q[k] for k in ("path", "reason", "blob")} for q in self.quarantined[:SUMMARY_ROWS]],
-                "quarantined_new": len(self.quarantined),
-                "quarantined_total": self.quarantined_total, "kept_local": self.kept_local,
-                "deferred": self.deferred, "attempts": self.attempts, "repaired": self.repaired,
-                "rewritten": self.rewritten,
-                "head": self.head, "remote": self.remote}
+                "quarantined_new": len(self.quarantined), "quarantined_total": self.quarantined_total,
+                "kept_local": self.kept_local, "deferred": self.deferred, "attempts": self.attempts,
+                "repaired": self.repaired, "rewritten": self.rewritten, "head": self.head, "remote": self.remote}

@@ -1,7 +1,5 @@
-"""The sync folder and the names both sides of sync use: what the daemon needs at every start,
-without the worker, git and the merge rule (imported only once a store syncs: a start's imports
-are about a third of it).
-"""
+"""The sync folder and the names both sides of sync use: all a daemon start needs, without the
+worker, git and the merge rule (imports are about a third of a start)."""
 
 from __future__ import annotations
 
@@ -15,9 +13,7 @@ from memoryd.daemon.storage import frontmatter, nofollow
 LIVE, TOMB = "live", "tomb"  # a record's two states, in events and in the merge rule
 FOLDER_OF = {LIVE: "memories", TOMB: "tombstones"}  # a state's folder, in the clone as in the store
 CONFLICTS = "conflicts"  # the clone's folder of kept losers: conflicts/<id>/<sha256>.md
-# The branch memoryd pushed before it followed a new remote's HEAD, and its choice when the remote
-# names none: a remote that has it stays on it (`worker.pick_branch`). The chosen one is in config.json.
-BRANCH = "main"
+BRANCH = "main"  # the default branch (`worker.pick_branch`); the chosen one is in config.json
 _BRANCH_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/")
 
 
@@ -30,8 +26,6 @@ class Layout:
         self.config = self.dir / "config.json"
         self.quarantine = self.dir / "quarantine"
         self.last = self.dir / "last.json"
-        # The daemon's view of open conflicts (the clone's kept losers less those settled in the
-        # log), kept for `memoryd doctor`, which reads files and never asks the daemon.
         self.open_conflicts = self.dir / "open-conflicts.json"
 
     def read_config(self) -> dict[str, Any]:
@@ -49,8 +43,7 @@ class Layout:
 
 
 def branch_of(config: dict[str, Any]) -> str:
-    """The branch config.json names (`main` for a store set up before memoryd chose one); a name
-    that is not a plain branch name (a hand edit, a hostile remote's HEAD) is never used: `main`."""
+    """The branch config.json names, or `main` for none or one not a plain name (a hostile HEAD)."""
     name = config.get("branch")
     if not isinstance(name, str) or not 0 < len(name) <= 100 or not _BRANCH_CHARS.issuperset(name):
         return BRANCH
@@ -64,16 +57,12 @@ def write_atomic(path: Path, data: bytes, durable: bool = True) -> None:
 
 
 def write_tree_file(path: Path, data: bytes) -> None:
-    """A file of the clone's working tree: atomic (no link followed) but not fsynced. The tree is a
-    copy — of the live store before a commit, of git's blobs after a checkout — and a sync finding
-    it changed or cut short by a crash resets it and writes it again (`clone.repair`); git's own
-    objects are not fsynced either. Two fsyncs per file were most of a 1,000-record sync (docs/sync.md)."""
+    """A clone file: atomic (no link followed), not fsynced (docs/sync.md, "Speed")."""
     write_atomic(path, data, durable=False)
 
 
 def escaped(text: str) -> str:
-    """`text` as valid UTF-8: a pulled file name's undecodable bytes (surrogates, from
-    `Git.tree`) become `\\xff` escapes, so a reply, an event or last.json can carry it."""
+    """`text` as valid UTF-8: undecodable bytes (surrogates, from `Git.tree`) become `\\xff` escapes."""
     try:
         return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
     except UnicodeEncodeError:  # a surrogate no undecodable byte stands for

@@ -1,15 +1,6 @@
-"""The merge rule, pure: which of two versions of one record wins, and why.
-
-Two machines changed the same memory since they last agreed. Both run this on the same two
-byte strings and must pick the same winner, so the rule uses only what is in the files:
-a version's stamp is `removed_at` for a tombstone and `updated` for a live memory (a removal is
-a change made at `removed_at`), the newer stamp wins, and equal stamps are broken by the file's
-sha256 (the larger wins) — identical on every machine. Stamps are compared as instants, parsed
-from the store's one format (`2026-01-31T09:15:00.000Z`), never as strings: a version whose stamp
-does not parse, or lies past `not_after` (now plus the clock-skew margin), loses to any that has
-a valid one — else `updated: "zzzz"` or `2099-…` would beat every real edit. The loser is never
-dropped: the caller keeps it under `conflicts/<id>/<sha256>.md`. No text of a record is ever merged.
-"""
+"""The merge rule, pure: which of two versions of one record wins, and why (docs/sync.md, "Merging").
+Every machine must pick the same winner from the same two files, so it uses only what is in them;
+no text of a record is ever merged."""
 
 from __future__ import annotations
 
@@ -24,20 +15,15 @@ from memoryd.daemon.storage import frontmatter
 from memoryd.daemon.storage.clock import stamp_text
 from memoryd.daemon.sync.layout import TOMB
 
-# The stamp fields of a record and their one format (`clock.iso`: UTC, milliseconds, `Z`).
 STAMP_FIELDS = ("created", "updated", "last_verified_at", "removed_at")
-_STAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
-# How far past this machine's clock a pulled stamp may be: another machine's clock may run a
-# little ahead (NTP keeps it well under a minute); beyond that a stamp is a lie that would win
-# every merge until then. A version from a machine whose clock runs further ahead is refused, not
-# lost: it stays in the tree, and the first sync after this clock catches up admits it.
+_STAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")  # `clock.iso`'s format
+# How far past this machine's clock a pulled stamp may be (clocks a little apart); beyond, a stamp
+# would win every merge until then.
 SKEW_MS = 5 * 60 * 1000
 
 
 @dataclass(frozen=True)
 class Version:
-    """One version of a record: live or tombstone, with its file's bytes."""
-
     state: str
     data: bytes
 
@@ -45,20 +31,15 @@ class Version:
     def sha(self) -> str:
         return hashlib.sha256(self.data).hexdigest()
 
-    @property
-    def stamp(self) -> int | None:
-        return stamp_of(self.state, self.data)
-
     def key(self, not_after: int | None = None) -> tuple[bool, int, str]:
         """What the rule orders by: a valid stamp (not past `not_after`), the stamp, the sha."""
-        stamp = self.stamp
+        stamp = stamp_of(self.state, self.data)
         valid = stamp is not None and (not_after is None or stamp <= not_after)
         return valid, stamp if valid and stamp is not None else 0, self.sha
 
 
 def stamp_ms(value: Any) -> int | None:
-    """Milliseconds since the epoch of a stamp in the store's format (a bare YAML timestamp, as a
-    hand edit leaves, counts in its ISO form); None for anything else."""
+    """Epoch ms of a stamp in the store's format (a bare YAML timestamp counts); else None."""
     value = stamp_text(value)
     if not isinstance(value, str) or not _STAMP.fullmatch(value):
         return None
@@ -75,8 +56,7 @@ def horizon() -> int:
 
 
 def stamp_of(state: str, data: bytes) -> int | None:
-    """When this version was made, in ms: `removed_at` of a tombstone, `updated` of a live
-    memory; None when the file or the stamp does not parse (so it loses)."""
+    """`removed_at` of a tombstone, `updated` of a live memory, in ms; None when it does not parse."""
     try:
         meta, _body = frontmatter.parse(data)
     except (frontmatter.BadRecord, UnicodeDecodeError):
@@ -92,17 +72,14 @@ class Decision:
 
 
 def pick(a: Version, b: Version, not_after: int | None = None) -> Decision:
-    """The winner of two differing versions of one record; symmetric: pick(a, b) == pick(b, a).
-    `not_after` (ms, `horizon()`): a stamp past it counts as no stamp. Machines whose clocks
-    differ could only disagree on a stamp within minutes of now, which admission refuses anyway."""
+    """The winner of two differing versions, symmetric; a stamp past `not_after` (ms) counts as none."""
     key_a, key_b = a.key(not_after), b.key(not_after)
     winner, loser = (a, b) if key_a > key_b else (b, a)
     return Decision(winner, loser, "newer" if key_a[:2] != key_b[:2] else "sha")
 
 
 def three_way(base: Any, ours: Any, theirs: Any) -> str:
-    """Which side a record's merge takes, by comparing versions (any comparable value: blob ids):
-    "same" (nothing to do), "ours", "theirs", or "conflict" (both changed it differently)."""
+    """"same", "ours", "theirs" or "conflict": which side a merge takes, comparing any values."""
     if ours == theirs:
         return "same"
     if ours == base:

@@ -1,13 +1,5 @@
-"""The loop's side of sync: start a job, admit what it brought back, keep the sync's state.
-
-The worker (worker.py) runs git in a thread; the loop never waits for it. `run_due` (called by
-the reaper's timed pass) starts a requested or scheduled job and, once the worker is done,
-admits the pulled records into the live store through the tier — staged writes made durable by
-the pass's group commit, indexed at once — and logs each with its id, sha256 and device.
-Each sync event (ids, shas, devices and counts, never content: docs/sync.md, "Events") is
-applied by `SyncState.apply` both live and at replay, so a restart rebuilds the same state.
-The operator's verbs (`memoryd sync …`) that start jobs and settle conflicts are `actions`.
-"""
+"""The loop's side of sync: start a job (`run_due`), admit what it brought back in passes with group
+commit, and keep the sync's state (`SyncState`), rebuilt from its events at replay as live."""
 
 from __future__ import annotations
 
@@ -30,20 +22,16 @@ if TYPE_CHECKING:
 from memoryd.errors import ResourceState, StorageError
 
 log = logging.getLogger("memoryd.daemon")
-POLL_S = 0.05           # how often the loop looks for a finished job while one runs
-ADMIT_BATCH = 200       # pulled records admitted per pass: a long pull never holds the loop
-# A scheduled sync that failed (remote down) is retried later and later, up to an hour, so a
-# short interval does not fill the log with the same error.
-MAX_RETRY_S = 3600.0
+POLL_S = 0.05  # how often the loop looks for a finished job while one runs
+ADMIT_BATCH = 200  # pulled records admitted per pass: a long pull never holds the loop
+MAX_RETRY_S = 3600.0  # failed scheduled syncs back off up to this, so the log does not fill
 MAX_ROWS = 20
 EVENT_IDS = 100  # ids a `sync` event lists (with the total): a log line stays small
-# One worker per store, outliving `Core.reload` (which rebuilds the state, not the thread).
-WORKERS: dict[Path, Worker] = {}
+WORKERS: dict[Path, Worker] = {}  # one per store, outliving `Core.reload` (which rebuilds the state)
 
 
 def worker_for(core: Core) -> Worker:
-    """This store's worker, made (and the worker, git and merge code imported) at its first use:
-    a daemon that never syncs never loads them."""
+    """This store's worker, made (and its code imported) at first use."""
     worker = WORKERS.get(core.root)
     if worker is None:
         from memoryd.daemon.sync.worker import Worker
@@ -53,7 +41,6 @@ def worker_for(core: Core) -> Worker:
 
 
 def attach(core: Core) -> SyncState:
-    """Join sync to `core`: its events are applied at replay and live, like a tier's."""
     state = SyncState(core)
     core.extensions.append(state)
     return state
@@ -67,8 +54,7 @@ def state_of(core: Core) -> SyncState:
 
 
 class SyncState:
-    """What the log says about sync (agreed versions, devices, settled conflicts) plus what the
-    clone says now (kept conflict losers, quarantined files, the last job)."""
+    """What the log says about sync, plus what the clone says now (conflicts, quarantine, last job)."""
 
     def __init__(self, core: Core) -> None:
         self.core = core
@@ -81,9 +67,7 @@ class SyncState:
         self.last: dict[str, Any] | None = None
         self.requested: Job | None = None
         self.next_auto = math.inf
-        self.failures = 0  # scheduled syncs that failed in a row (their retry backs off)
-
-    # -- the log's view ---------------------------------------------------------------------------
+        self.failures = 0  # scheduled syncs that failed in a row
 
     def apply(self, event: dict[str, Any]) -> None:
         handler = _APPLIERS.get(event["kind"])
@@ -96,18 +80,14 @@ class SyncState:
 
     def _on_pull(self, event: dict[str, Any]) -> None:
         self._agree(event)
-        tier: MemoryTier | None = self.core.memories
         memory_id, sha = event.get("memory_id"), event.get("sha")
-        if tier is not None and memory_id and sha:  # the file is accounted for, like a write's
-            tier.logged_sha[memory_id] = sha
-            tier.logged_state[memory_id] = event["state"]
-            tier.probe.pulled.add(memory_id)  # its origin names another machine: never probed
+        if memory_id and sha:
+            self._account(memory_id, sha, event["state"])
         if memory_id and event.get("device"):
             self.synced_from[memory_id] = event["device"]
 
     def _on_init(self, event: dict[str, Any]) -> None:
-        """A new clone (maybe of another remote): nothing is agreed with it yet, so the next sync
-        offers every record, and the merge rule meets whatever the remote already holds."""
+        """A new clone (maybe of another remote): nothing is agreed with it yet."""
         self.agreed.clear()
         self.resolved.clear()
 
@@ -121,13 +101,16 @@ class SyncState:
         if not memory_id:
             return
         self.resolved.setdefault(memory_id, set()).update(event.get("shas") or [])
-        tier: MemoryTier | None = self.core.memories
-        if tier is not None and event.get("sha") and event.get("state") in (LIVE, TOMB):
-            tier.logged_sha[memory_id] = event["sha"]
-            tier.logged_state[memory_id] = event["state"]
-            tier.probe.pulled.add(memory_id)  # a kept loser: maybe another machine's version
+        if event.get("sha") and event.get("state") in (LIVE, TOMB):
+            self._account(memory_id, event["sha"], event["state"])
 
-    # -- the start-up checkpoint (daemon/process/checkpoint.py): what the log implies, saved at a stop ----
+    def _account(self, memory_id: str, sha: str, state: str) -> None:
+        """The file is accounted for, like a write's; its origin may name another machine: never probed."""
+        tier: MemoryTier | None = self.core.memories
+        if tier is not None:
+            tier.logged_sha[memory_id] = sha
+            tier.logged_state[memory_id] = state
+            tier.probe.pulled.add(memory_id)
 
     def log_state(self) -> dict[str, Any]:
         tier: MemoryTier | None = self.core.memories
@@ -147,8 +130,6 @@ class SyncState:
                 self.core.memories.probe.pulled = pulled
         return finish
 
-    # -- start-up (after replay) ------------------------------------------------------------------
-
     def load(self) -> None:
         self.conflicts = conflicts_in_clone(self.layout.repo)
         self.quarantined_total = count_quarantined(self.layout)
@@ -158,8 +139,7 @@ class SyncState:
         except (OSError, ValueError, frontmatter.BadRecord):
             self.last = None
         if self.last is not None and isinstance(self.last.get("job"), int):
-            # Job numbers go on from the last one kept: a CLI waiting for "job n" after a
-            # restart must not take an older job's result for its own.
+            # A CLI waiting for "job n" after a restart must not take an older job's result for its own.
             worker = worker_for(self.core)
             worker.jobs = max(worker.jobs, self.last["job"])
         interval = self.core.config.sync_interval_seconds
@@ -167,9 +147,7 @@ class SyncState:
         self.publish_conflicts()
 
     def publish_conflicts(self) -> None:
-        """Write the open conflicts (ids, no content) for `memoryd doctor`: at start, after each
-        sync and each resolve, so a settled conflict stops warning before the next sync removes
-        its files. Only once sync is set up; a failed write costs doctor's accuracy, nothing else."""
+        """Write the open conflicts' ids for `memoryd doctor` (a failed write costs only its accuracy)."""
         if not self.layout.is_set_up():
             return
         open_ids = sorted(self.open_conflicts())
@@ -181,16 +159,10 @@ class SyncState:
     def reconcile(self) -> dict[str, Any]:
         return {"sync_conflicts": len(self.open_conflicts())} if self.layout.is_set_up() else {}
 
-    # -- reads ----------------------------------------------------------------------------------------
-
     def open_conflicts(self) -> dict[str, list[str]]:
         """Kept losers nobody has settled yet, by record id."""
-        found = {}
-        for memory_id, shas in self.conflicts.items():
-            left = [sha for sha in shas if sha not in self.resolved.get(memory_id, ())]
-            if left:
-                found[memory_id] = sorted(left)
-        return found
+        left = {i: sorted(s for s in shas if s not in self.resolved.get(i, ())) for i, shas in self.conflicts.items()}
+        return {memory_id: shas for memory_id, shas in left.items() if shas}
 
     def conflict_rows(self) -> dict[str, Any]:
         tier: MemoryTier = self.core.memories
@@ -204,13 +176,11 @@ class SyncState:
                 "resolve": "memoryd sync resolve ID --keep current|other"}
 
     def provenance_of(self, memory_id: str) -> dict[str, Any]:
-        """memory_show's `synced_from`: the device whose version of the record this store took
-        (from the `sync_pull` event, like every provenance here: the log, not the file)."""
+        """memory_show's `synced_from`, from the log's `sync_pull` event (never the file)."""
         device = self.synced_from.get(memory_id)
         return {"synced_from": device} if device else {}
 
     def health(self) -> dict[str, Any]:
-        """The `sync` section of memory_health (only once sync is set up)."""
         if not self.layout.is_set_up():
             return {}
         config = self.layout.read_config()
@@ -219,11 +189,7 @@ class SyncState:
                          "quarantined": self.quarantined_total}}
 
     def digest(self) -> dict[str, Any]:
-        """The digest's `sync_conflicts` (only when there are any)."""
-        rows = self.conflict_rows() if self.open_conflicts() else None
-        return {"sync_conflicts": rows} if rows else {}
-
-    # -- jobs -----------------------------------------------------------------------------------------
+        return {"sync_conflicts": self.conflict_rows()} if self.open_conflicts() else {}
 
     def new_job(self, kind: str, remote: str | None = None) -> Job:
         worker = worker_for(self.core)
@@ -231,8 +197,7 @@ class SyncState:
         return Job(worker.jobs, kind, remote=remote, max_content_bytes=self.core.config.max_content_bytes)
 
     def snapshot(self, job: Job) -> Job:
-        """Fill `job` with the live store as it is now: every record that travels, those changed
-        since the clone and the store last agreed (to export), and the ids that never travel."""
+        """Fill `job` with the live store now: what travels, what changed since agreed, what stays."""
         tier: MemoryTier = self.core.memories
         for records, state, path_of in ((tier.live, LIVE, tier.live_path), (tier.tombstones, TOMB, tier.tomb_path)):
             for memory_id, memory in records.items():
@@ -250,12 +215,8 @@ class SyncState:
         job.folders = {LIVE: tier.live_dir, TOMB: tier.tomb_dir}
         return job
 
-
-# -- the loop's timed pass (reaper.run_due) ------------------------------------------------------------
-
 def run_due(core: Core, now: float) -> None:
-    """Admit a finished job's result (ADMIT_BATCH records a pass), or start a requested or
-    scheduled job."""
+    """Admit a finished job's result (ADMIT_BATCH records a pass), or start a due job."""
     state, worker = state_of(core), WORKERS.get(core.root)
     if worker is not None and worker.admitting is None and worker.busy():
         result = worker.take()
@@ -282,9 +243,7 @@ def run_due(core: Core, now: float) -> None:
 
 
 def _safely(state: SyncState, result: Result, step: Callable[[SyncState, Result], None]) -> None:
-    """Run one step of taking `result` in; a bug in it must not stop the daemon: what it staged
-    is undone (`Core.abort`), the waiting CLI hears an error, and the next sync offers the same
-    records again. A storage error goes up: the timed pass undoes it and retries the step."""
+    """Run one step of taking `result` in; a bug is undone and reported, a storage error goes up."""
     try:
         step(state, result)
     except (StorageError, OSError):
@@ -292,7 +251,7 @@ def _safely(state: SyncState, result: Result, step: Callable[[SyncState, Result]
     except Exception as exc:
         log.exception("sync: could not admit job %d; undone", result.number)
         core = state.core
-        core.abort()  # rebuilds the state, with a fresh SyncState: tell the waiting CLI through it
+        core.abort()  # rebuilds the state with a fresh SyncState: report through that one
         worker_for(core).admitting = None
         state_of(core).last = {**result.summary(), "status": "error", "finished_at": core.now(),
                                "error": {"kind": "internal_error", "message": f"not admitted: {exc!r}"[:300]}}
@@ -317,8 +276,7 @@ def begin(state: SyncState, result: Result) -> None:
 
 
 def admit_batch(state: SyncState, result: Result) -> None:
-    """Admit the next ADMIT_BATCH pulled records — a pass of their own, so agents are answered
-    between batches — and finish the job after the last."""
+    """Admit the next ADMIT_BATCH pulled records, then finish the job after the last."""
     core, tier = state.core, state.core.memories
     batch = result.incoming[result.position:result.position + ADMIT_BATCH]
     for item in batch:
@@ -368,8 +326,7 @@ def finish(state: SyncState, result: Result) -> None:
 
 
 def _after_release(state: SyncState, result: Result) -> int:
-    """The quarantine's count once the refused versions of the records this job admitted have left
-    it (a version refused for a clock ahead, admitted now): it counts what is still refused."""
+    """The quarantine's count once the rows of records this job admitted have left it."""
     quarantine = worker_for(state.core).quarantine
     try:
         if result.admitted and quarantine.release(set(result.admitted)):
@@ -380,16 +337,15 @@ def _after_release(state: SyncState, result: Result) -> int:
 
 
 def removes_this(tier: MemoryTier, item: Incoming, kept: Collection[str]) -> bool:
-    """False for a pulled tombstone that would replace this machine's live version with other
-    text, unless that version is kept in the tree as a conflict (`kept`): `admission.buries`."""
+    """`admission.buries` for a pulled item, against the live version now."""
     from memoryd.daemon.sync.admission import buries
 
-    live_sha = item.expected[1] if item.expected is not None else None  # the file now (checked just before)
+    live_sha = item.expected[1] if item.expected is not None else None  # the file now (checked by the caller)
     return buries(item.state, item.memory, tier.live.get(item.memory_id), live_sha, kept)
 
 
 def refuse(state: SyncState, result: Result, item: Incoming, reason: str) -> None:
-    """Quarantine a pulled version the loop refused, like the worker's refusals (reported once)."""
+    """Quarantine a pulled version the loop refused, as the worker does."""
     import hashlib
 
     blob = hashlib.sha1(b"blob %d\0" % len(item.data) + item.data).hexdigest()  # git's blob id
@@ -409,16 +365,14 @@ def current_version(tier: MemoryTier, memory_id: str) -> tuple[str, str] | None:
 
 
 def put_record(tier: MemoryTier, memory: Memory, data: bytes, state: str) -> str:
-    """Make `memory` (file bytes `data`) the record's version in `state`, moving it between
-    memories/ and tombstones/ when it must — the ordering of `bury`/`unbury`: the new file is
-    staged first and the old one's delete applied after the renames. Returns the file's sha256."""
+    """Make `memory` (bytes `data`) the record's version in `state`, moving it as `bury` does; its sha256."""
     memory_id = memory.id
     live = (tier.live, tier.index, tier.live_path(memory_id))
     tomb = (tier.tombstones, tier.tomb_index, tier.tomb_path(memory_id))
     (records, index, path), (other_records, other_index, other_path) = (live, tomb) if state == LIVE else (tomb, live)
     sha = tier._write(path, data, memory_id)
     moved = other_records.get(memory_id)
-    if moved is not None:  # the other folder held it: its file goes after the renames
+    if moved is not None:
         tier.core.files.delete_file(other_path)
         other_index.remove(moved)
         del other_records[memory_id]
@@ -431,8 +385,7 @@ def put_record(tier: MemoryTier, memory: Memory, data: bytes, state: str) -> str
 
 
 def escaped_values(value: Any) -> Any:
-    """`value` (JSON) with every string valid UTF-8: a last.json kept before file names were
-    escaped may hold one that is not, and no reply could carry it."""
+    """`value` (JSON) with every string valid UTF-8 (an old last.json may hold one that is not)."""
     if isinstance(value, str):
         return escaped(value)
     if isinstance(value, list):
@@ -441,7 +394,6 @@ def escaped_values(value: Any) -> Any:
 
 
 def conflicts_in_clone(repo: Path) -> dict[str, list[str]]:
-    """The kept losers in the clone's working tree (`conflicts/<id>/<sha256>.md`)."""
     found: dict[str, list[str]] = {}
     top = repo / CONFLICTS
     if not nofollow.is_plain_dir(top):
@@ -458,10 +410,6 @@ def conflicts_in_clone(repo: Path) -> dict[str, list[str]]:
     return found
 
 
-_APPLIERS = {
-    "sync_push": SyncState._agree,
-    "sync_pull": SyncState._on_pull,
-    "sync_resolve": SyncState._on_resolve,
-    "sync_init": SyncState._on_init,
-    **dict.fromkeys(("update", "verify", "restore", "remove"), SyncState._on_local_change),
-}
+_APPLIERS = {"sync_push": SyncState._agree, "sync_pull": SyncState._on_pull, "sync_resolve": SyncState._on_resolve,
+             "sync_init": SyncState._on_init,
+             **dict.fromkeys(("update", "verify", "restore", "remove"), SyncState._on_local_change)}

@@ -1,25 +1,6 @@
-"""One sync on the clone, step by step, run in a worker thread so the daemon's loop keeps serving.
-
-The worker touches only `$MEMORYD_HOME/sync/` (the clone, the quarantine, the config: their
-files are written by `clone`, every git call is the backend's, `git.Git`); the live store is read
-(the record files to export, opened without following links) and never written here — the loop
-admits what the worker brings back, in a normal pass with group commit.
-
-One job:
-1. **repair** a clone a killed sync left mid-way (a lock file, a merge in progress, files not
-   committed): reset it to its last commit; what was not committed is exported again;
-2. **export** the records changed on this machine since the clone and the store last agreed,
-   and commit them;
-3. **fetch**, then **merge by record** (never by text): for each record id, the side that changed
-   it wins; changed on both, `merge.pick` decides and the loser is kept under
-   `conflicts/<id>/<sha256>.md`; the merged tree is written with git's plumbing (the index,
-   `write-tree`, `commit-tree`), so git never merges a file's text;
-4. **push**; a rejected push (another machine pushed first) goes back to 3, at most
-   PUSH_ATTEMPTS times;
-5. **scan** the merged tree: every record that differs from the live store is checked
-   (`admission.check`) and handed back, with the device that last committed it; anything
-   else is quarantined under `sync/quarantine/` and reported once.
-"""
+"""One sync job on the clone, in a worker thread so the loop keeps serving (the steps: docs/sync.md,
+"One sync"). It writes only under `sync/` (through `clone`; git only through `git.Git`); the live
+store is read without following links and never written: the loop admits what the job brings back."""
 
 from __future__ import annotations
 
@@ -42,10 +23,7 @@ from memoryd.daemon.sync.merge import Version, horizon, pick, three_way
 
 PUSH_ATTEMPTS = 3
 EMPTY = "0" * 40  # the blob id that removes an index entry (`update-index --index-info`)
-# A pulled file's bytes are read only within the record size cap (`admission.size_cap`); one job
-# hands the loop at most this many bytes of pulled records (the rest waits for the next sync), and
-# the quarantine keeps at most `clone.QUARANTINE_MAX_BYTES`: a remote cannot fill memory or disk.
-PULL_MAX_BYTES = 256 << 20
+PULL_MAX_BYTES = 256 << 20  # pulled bytes one job hands the loop: a remote cannot fill memory
 
 
 def device_identity(layout: Layout) -> tuple[str, str]:
@@ -56,13 +34,10 @@ def device_identity(layout: Layout) -> tuple[str, str]:
         device_id = secrets.token_hex(8)
     name = config.get("device_name")
     if not isinstance(name, str) or not name:
-        import socket  # here: only a store that syncs names its device (imports are ~1/3 of a start)
+        import socket  # here: only a store that syncs needs it
 
         name = "".join(c for c in socket.gethostname() if c.isalnum() or c in "-_.")[:64] or "device"
     return device_id, name
-
-
-# -- the job ----------------------------------------------------------------------------------------
 
 class Worker:
     """Runs at most one job at a time in a thread; `take` hands the finished result to the loop."""
@@ -73,13 +48,13 @@ class Worker:
         self.running: Job | None = None
         self.done: Result | None = None
         self.lock = threading.Lock()
-        self.sha_of_blob: dict[str, str] = {}  # git blob id → sha256 of its bytes (both are stable)
-        self.jobs = 0  # the last job number handed out (the CLI waits for its own)
+        self.sha_of_blob: dict[str, str] = {}  # git blob id → sha256 of its bytes
+        self.jobs = 0  # the last job number handed out
         self.admitting: Result | None = None  # a finished job the loop is admitting, batch by batch
-        self.device = ""  # this machine's device id, for commit messages (set by each sync)
-        self.branch = BRANCH  # the remote's branch this store syncs on (config.json, set by each sync)
-        self.phase = ""   # what the running job is doing, for `memoryd sync` (a plain str: atomic)
-        self.quarantine = clone.Quarantine(self.layout.quarantine)  # refused files, each reported once
+        self.device = ""  # set by each sync, like `branch`
+        self.branch = BRANCH
+        self.phase = ""  # what the running job does, for `memoryd sync` (a plain str: atomic)
+        self.quarantine = clone.Quarantine(self.layout.quarantine)
 
     def start(self, job: Job) -> None:
         self.running, self.phase = job, "starting"
@@ -114,8 +89,6 @@ class Worker:
         with self.lock:
             self.done = result
 
-    # -- init -------------------------------------------------------------------------------------
-
     def init(self, job: Job, result: Result) -> None:
         layout, remote = self.layout, job.remote or ""
         clone.check_plain(layout.dir, layout.repo)
@@ -148,8 +121,6 @@ class Worker:
                                           "branch": branch})
         result.head, result.device = git.rev("HEAD"), device_id
 
-    # -- sync -------------------------------------------------------------------------------------
-
     def sync(self, job: Job, result: Result) -> None:
         layout = self.layout
         clone.check_plain(layout.dir, layout.repo)
@@ -161,8 +132,7 @@ class Worker:
         git = Git(layout.repo, config["device_id"], config.get("device_name") or "device",
                   admission.size_cap(job.max_content_bytes))
         self.device = config["device_id"]
-        # A clone without our attributes was made (and checked out whole) by an older memoryd:
-        # checked out again, records only.
+        # A clone without our attributes was checked out whole by an older memoryd: rewrite it.
         result.repaired = clone.repair(git, full=clone.harden(layout.repo))
         start = git.rev("HEAD")
         self.phase = f"exporting {len(job.export)} changed records"
@@ -209,9 +179,7 @@ class Worker:
         return written
 
     def _export_loses(self, repo: Path, job: Job, memory_id: str, ours: Version, result: Result) -> bool:
-        """The clone may hold a version the live store never took (pulled while this record was
-        being changed here): then both changed it, and the merge rule decides. True when the
-        local version lost (it is kept under conflicts/ and the clone's version stays)."""
+        """True when the clone holds a version the store never took that beats ours (ours is kept)."""
         there = clone.read_clone_record(repo, memory_id)
         if there is None or there.sha == ours.sha or (there.state, there.sha) == job.agreed.get(memory_id):
             return False
@@ -267,11 +235,7 @@ class Worker:
         clone.checkout(git, ours, git.commit_merge(changes, ours, theirs, message))
 
     def restore_missing(self, git: Git, job: Job, result: Result) -> None:
-        """Put back every record this machine holds that the merged tree has neither as a memory
-        nor as a tombstone: no machine drops a record that way (a removal is a tombstone), so it
-        was `git rm`ed on the remote or lost in a rewritten history; left out, this machine would
-        go on believing it agreed and a new machine would never receive it. Committed here, pushed
-        with the merge, and reported (`restored_to_remote`)."""
+        """Commit again every record held here that the merged tree lacks (docs/sync.md, "Merging")."""
         head = git.rev("HEAD")
         if head is None:
             return
@@ -290,15 +254,12 @@ class Worker:
             git.commit_all(f"memoryd: {len(restored)} records the remote lost, put back by {self.device}")
             result.restored += [i for i in restored if i not in result.restored]
 
-    # -- what the live store is offered -----------------------------------------------------------
-
     def scan(self, git: Git, job: Job, result: Result, start: str | None) -> None:
         """Check every file of the merged tree that the live store does not have yet."""
         entries = git.tree(git.rev("HEAD"))
         current = {blob for _mode, blob in entries.values()}
         self.sha_of_blob = {b: s for b, s in self.sha_of_blob.items() if b in current}  # only this tree's
-        # Bounded reads (a first sync may see 100k blobs); one over the cap is never read, and
-        # with no sha it never matches a local record: it is refused below without its bytes.
+        # A blob over the cap is never read: with no sha it matches no local record, and is refused.
         unknown = sorted(current - self.sha_of_blob.keys())
         self.sha_of_blob.update((b, sha256_hex(d)) for b, d in git.iter_blobs(unknown))
         candidates: dict[str, tuple[str, str]] = {}
@@ -308,10 +269,8 @@ class Worker:
             kept = admission.conflict_path(path)
             if kept is not None and mode in admission.REGULAR_MODES:
                 result.conflicts.setdefault(kept[0], []).append(kept[1])
-            elif named is not None and named[0] in job.local_only:
-                candidates[path] = (mode, blob)  # refused below: that id stays on this machine
-            elif named is None or (named[1], sha) != job.local.get(named[0]):
-                candidates[path] = (mode, blob)
+            elif named is None or named[0] in job.local_only or (named[1], sha) != job.local.get(named[0]):
+                candidates[path] = (mode, blob)  # a local-only id is refused below
         paths_of: dict[str, list[tuple[str, str]]] = {}  # blob → (path, mode) of the candidates
         for path, (mode, blob) in sorted(candidates.items()):
             paths_of.setdefault(blob, []).append((path, mode))
@@ -349,9 +308,7 @@ class Worker:
 
 
 def pick_branch(git: Git) -> str:
-    """The branch to sync on, right after the clone (docs/sync.md, "Merging"): `main` when the
-    remote has it; else the one the remote's HEAD names when it does not exist yet (a new bare
-    repository's `master`) or holds memoryd's folders; otherwise `main`."""
+    """The branch to sync on, right after the clone (the rule: docs/sync.md, "Merging")."""
     if git.remote_head(BRANCH) is not None:
         return BRANCH
     named = git.head_branch()
@@ -364,8 +321,7 @@ def pick_branch(git: Git) -> str:
 
 
 def by_key(entries: dict[str, tuple[str, str]]) -> dict[tuple[str, str], Any]:
-    """A tree's entries keyed by record id (a record may move between memories/ and
-    tombstones/) or, for any other path, by the path: value (state or "", path, blob, mode)."""
+    """A tree's entries by record id (it may move between folders) or path: (state, path, blob, mode)."""
     keyed: dict[tuple[str, str], Any] = {}
     for path, (mode, blob) in entries.items():
         named = admission.record_path(path)
