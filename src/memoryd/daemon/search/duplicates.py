@@ -33,13 +33,9 @@ class NearDuplicates(Postings):
         if prefix <= 0:
             return []
         overlap = self._count_overlaps(present, prefix, lambda other: _least_shared(size, other, floor))
-        found = []
-        for doc_id, shared in overlap.items():
-            jaccard = shared / (size + self._set_size[doc_id] - shared)
-            if jaccard >= floor:
-                found.append((round(jaccard, SIMILARITY_DIGITS), self._recency[doc_id], doc_id))
-        found.sort(reverse=True)
-        return [(doc_id, sim) for sim, _, doc_id in found]
+        scored = ((d, shared / (size + self._set_size[d] - shared)) for d, shared in overlap.items())
+        found = [(round(j, SIMILARITY_DIGITS), self._recency[d], d) for d, j in scored if j >= floor]
+        return [(doc_id, sim) for sim, _, doc_id in sorted(found, reverse=True)]
 
     def _count_overlaps(self, present: list[str], prefix: int, least: Callable[[int], int]) -> dict[str, int]:
         """Shared-token counts of the docs holding one of the first `prefix` terms of `present` that

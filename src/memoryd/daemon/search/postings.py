@@ -1,7 +1,6 @@
-"""The search index's postings (`term -> {doc_id: tf}`, content and scope terms apart: duplicates
-count content overlaps only), kept current on every write, and the packed snapshot a start
-restores. Restored postings stay packed until a term is first used (`_docs_of`), so a start does
-not rebuild millions of small dicts; no per-document term lists are kept (removal re-analyzes).
+"""The search index's postings (`term -> {doc_id: tf}`; content and scope terms apart, as duplicates
+count content overlaps only), kept current on every write, and their snapshot. Restored postings
+stay packed until a term is first used (`_docs_of`): a start does not build millions of dicts.
 """
 
 from __future__ import annotations
@@ -55,7 +54,7 @@ def _counted(words: list[str], scopes: Iterable[str], df: dict[str, int]) -> tup
 
 
 class Postings:
-    """Content and scope postings, and the per-document numbers ranking needs (see the module)."""
+    """Content and scope postings, and the per-document numbers ranking needs."""
 
     def __init__(self) -> None:
         # A content posting is a dict once used; until then its number in `_stored` (restored,
@@ -98,10 +97,8 @@ class Postings:
             return (ends[docs] - (ends[docs - 1] if docs else 0)) // _PAIR_BYTES
         return len(docs) // _PAIR_BYTES if type(docs) in _PACKED else len(docs)
 
-    def add(
-        self, doc_id: str, content: str, scopes: Iterable[str] = (), recency_ts: str = "",
-        terms: list[str] | None = None,
-    ) -> None:
+    def add(self, doc_id: str, content: str, scopes: Iterable[str] = (), recency_ts: str = "",
+            terms: list[str] | None = None) -> None:
         """Index `content` and `scopes` under a new `doc_id`; `recency_ts` (ISO-8601) breaks score
         ties, newer first; `terms`: `content_terms(content)` if the caller has them already."""
         if doc_id in self._length:
@@ -125,10 +122,8 @@ class Postings:
         self._unpost(self._content, doc_id, content_keys)
         self._unpost(self._scope, doc_id, scope_keys)
         for term in content_keys | scope_keys:
-            left = self._df[term] - 1
-            if left:
-                self._df[term] = left
-            else:
+            self._df[term] -= 1
+            if not self._df[term]:
                 del self._df[term]
         self._total_length -= self._length.pop(doc_id)
         del self._recency[doc_id], self._set_size[doc_id]
@@ -250,8 +245,7 @@ class Postings:
 
     @staticmethod
     def _restore_terms(state: dict[str, Any]) -> tuple[dict[str, ContentPosting], dict[str, int]]:
-        """(content term -> its number among the stored postings, term -> df), after checking
-        that the columns agree: every posting whole pairs, in order, inside the blob."""
+        """(content term -> its number among the stored postings, term -> df), the columns checked."""
         joined, stored = state["terms"], state["stored"]
         if type(joined) is not str or type(stored) is not bytes:
             raise TypeError("the terms or the postings are not packed")

@@ -72,10 +72,9 @@ class Ranking(Postings):
 
     def _certain_prefix(self, scores: dict[str, float], fetch: int, floor: float | None
                         ) -> tuple[list[tuple[float, str, str]], bool]:
-        """The `(rounded score, recency, doc_id)` rows that `scores` already fixes at the start of the
-        final order, and whether fetching more cannot extend them. Of the `fetch` best, a row is
-        certain only if it beats the last one fetched (a tie may hide beyond) and `floor`, the
-        rounded bound on every unscored document."""
+        """The `(rounded score, recency, doc_id)` rows `scores` already fixes at the start of the final
+        order, and whether fetching more cannot extend them: of the `fetch` best, those above the last
+        one fetched (a tie may hide beyond) and above `floor`, the rounded bound on unscored ones."""
         if fetch >= len(scores):
             batch, cut = list(scores.items()), None
         else:
@@ -119,7 +118,6 @@ class Ranking(Postings):
 
     def _update_known(self, scores: dict[str, float], weight: float, tf_by_doc: dict[str, int],
                       c_fixed: float, c_length: float) -> None:
-        """Add one term's BM25 contribution to the documents already in `scores` only."""
         length = self._length
         if len(tf_by_doc) < len(scores):
             pairs = [(d, tf) for d, tf in tf_by_doc.items() if d in scores]
@@ -152,7 +150,6 @@ class Ranking(Postings):
         return out
 
     def _idf(self, term: str, n_docs: int) -> float:
-        """BM25 idf in its non-negative form: ln(1 + (N - df + 0.5) / (df + 0.5))."""
         df = self._df[term]
         return math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
 
