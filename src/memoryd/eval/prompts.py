@@ -41,16 +41,13 @@ def disclose(bridge: Bridge, prompt: str, key_of: dict[str, str]) -> dict[str, A
             "keys": ([key_of.get(h["id"], "?") for h in full], [key_of.get(h["id"], "?") for h in pointed])}
 
 
-def chars(full: list[dict[str, Any]], pointed: list[dict[str, Any]]) -> int:
-    return len(disclosure.context(full, pointed, int(SETTINGS["prompt_chars"])) or "")
-
-
 def run_prompt(bridge: Bridge, prompt: dict[str, Any], key_of: dict[str, str]) -> dict[str, Any]:
     seen = disclose(bridge, prompt["prompt"], key_of)
     full_keys, pointed_keys = seen["keys"]
     row = {"prompt": prompt["prompt"], "kind": prompt["kind"], "split": prompt["split"],
            "related": prompt["related"], "project": prompt.get("project"), "injected": full_keys,
-           "pointed": pointed_keys, "chars": chars(seen["full"], seen["pointed"]),
+           "pointed": pointed_keys,
+           "chars": len(disclosure.context(seen["full"], seen["pointed"], int(SETTINGS["prompt_chars"])) or ""),
            "ids": ([h["id"] for h in seen["full"]], [h["id"] for h in seen["pointed"]]),
            "lengths": {h["id"]: len(disclosure.hit_line(h, 10_000)) for h in seen["full"]},
            "top": [{"key": key_of.get(h["id"], "?"), "relevance": h.get("relevance"),

@@ -225,9 +225,8 @@ class Postings:
         ids = state["ids"]
         if not (isinstance(ids, list) and all(type(d) is str for d in ids)):
             raise TypeError("ids is not a list of strings")
-        n = len(ids)
         for name in ("set_size", "length", "recency"):
-            if not isinstance(state[name], list) or len(state[name]) != n:
+            if not isinstance(state[name], list) or len(state[name]) != len(ids):
                 raise ValueError(f"{name} does not match ids")
         index._content, index._df = cls._restore_terms(state)
         index._stored, index._stored_ends = state["stored"], _unpack(state["stored_ends"], _END_TYPE)

@@ -34,9 +34,8 @@ class Ranking(Postings):
         """`search`'s hits as `(doc_id, score, relevance)`."""
         hits = self.bm25(query, max(limit, RERANK_DEPTH), accept)
         share = self._coverage(query_terms(query), [doc_id for doc_id, _ in hits])
-        final = [(round(score * (COVERAGE_BASE + share[d]), SCORE_DIGITS), self._recency[d], d)
-                 for d, score in hits]
-        final.sort(reverse=True)
+        final = sorted(((round(score * (COVERAGE_BASE + share[d]), SCORE_DIGITS), self._recency[d], d)
+                        for d, score in hits), reverse=True)
         return [(d, score, round(share[d], 2)) for score, _, d in final[:limit]]
 
     def bm25(self, query: str, limit: int, accept: Accept = None) -> list[tuple[str, float]]:
@@ -99,8 +98,9 @@ class Ranking(Postings):
                           key=itemgetter(0), reverse=True)
         scores: dict[str, float] = {}
         for i, (weight, tf_by_doc) in enumerate(weighted):
-            rest = sum(w for w, _ in weighted[i:]) * (1 + 1e-9)
-            if i and len(scores) >= depth and self._beats(scores, depth, rest, weighted[:i]):
+            rest = sum(w for w, _ in weighted[i:]) * (1 + 1e-9)  # the most an unseen doc can still get
+            spent = sum(w for w, _ in weighted[:i])  # no partial score exceeds it: then skip the heap
+            if i and len(scores) >= depth and spent > rest and heapq.nlargest(depth, scores.values())[-1] > rest:
                 for later_weight, later_tf in weighted[i:]:
                     self._update_known(scores, later_weight, later_tf, c_fixed, c_length)
                 return scores, rest
@@ -108,13 +108,6 @@ class Ranking(Postings):
             for d, tf in tf_by_doc.items():
                 scores[d] = get(d, 0.0) + weight * tf / (tf + c_fixed + c_length * length[d])
         return scores, 0.0
-
-    @staticmethod
-    def _beats(scores: dict[str, float], depth: int, rest: float, done: list[tuple[float, dict[str, int]]]) -> bool:
-        """Whether the `depth`-th best score so far beats `rest`, the most an unseen doc can get."""
-        if sum(w for w, _ in done) <= rest:
-            return False  # no partial score can exceed the weights already spent; skip the heap
-        return heapq.nlargest(depth, scores.values())[-1] > rest
 
     def _update_known(self, scores: dict[str, float], weight: float, tf_by_doc: dict[str, int],
                       c_fixed: float, c_length: float) -> None:

@@ -73,9 +73,7 @@ def _chunk_terms(chunk: str) -> tuple[str, ...]:
 def _word(lower: str) -> tuple[str, ...]:
     if len(lower) < MIN_TERM_CHARS or lower in STOPWORDS:
         return ()
-    if not lower.isalpha():
-        return (lower,)  # numbers and ids like n42 or k8s have no English stem
-    return (stem(lower),)
+    return (stem(lower) if lower.isalpha() else lower,)  # numbers and ids like n42 or k8s have no English stem
 
 
 def analyze(text: str) -> list[str]:
