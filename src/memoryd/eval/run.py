@@ -190,8 +190,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, float
     out: dict[str, dict[str, dict[str, float]]] = defaultdict(dict)
     for (split, kind), members in sorted(groups.items()):
         metrics = ("silent",) if kind == "negative" else ("hit@1", "recall@1", "recall@5", "mrr", "ndcg@10", "hook_hit")
-        out[split][kind] = {m: round(sum(r[m] for r in members) / len(members), 3) for m in metrics}
-        out[split][kind]["n"] = len(members)
+        out[split][kind] = {m: typed.mean(r[m] for r in members) for m in metrics} | {"n": len(members)}
     return dict(out)
 
 
