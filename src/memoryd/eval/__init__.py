@@ -1,2 +1,1 @@
-"""`memoryd eval`: search quality on a labelled relevance set (`recall_set.yaml`), measured
-through real bridges and a throwaway daemon."""
+"""`memoryd eval`: search quality on labelled sets, through real bridges and a throwaway daemon."""

@@ -1,16 +1,6 @@
-"""The prompt hook's part of `memoryd eval`: what it would disclose for each typed prompt.
-
-Each prompt of `prompts_typed.yaml` is searched from its project's bridge as the hook searches it
-(`disclosure.prompt_query`) and run through the same choice (`disclosure.choose`): the right memory
-in full, a pointer to it, or nothing (docs/search.md, "Disclosure"). Reported per split, side by
-side with the issue's targets; only the tune split may inform a bar. Two more measures:
-
-- filler pairs (`filler_pairs.yaml`): a prompt and the same prompt with "please", "ok so", "can
-  you"…; the tier and memory chosen must agree;
-- a 20-turn session: the related and unrelated prompts of one project in file order, twenty at a
-  time, each memory shown in full once and pointed to once per session, and pointers instead of
-  full text once the session's budget is spent, as the hook and daemon do: the characters the
-  prompts add to a session's automatic context.
+"""The prompt hook's part of `memoryd eval`: what the hook would disclose for each typed prompt,
+filler pair and 20-prompt session, searched and chosen as the hook does (docs/search.md,
+"Disclosure"); only the tune split may inform a bar.
 """
 
 from __future__ import annotations
@@ -45,15 +35,10 @@ TARGETS = [
 
 
 def disclose(bridge: Bridge, prompt: str, key_of: dict[str, str]) -> dict[str, Any]:
-    """What the hook would choose for `prompt`, by memory key: full, pointed, and its hits."""
     hits = bridge.call(names.MEMORY_SEARCH, query=disclosure.prompt_query(prompt), max_results=HOOK_DEPTH)["results"]
     full, pointed = disclosure.choose(hits, SETTINGS)
     return {"full": full, "pointed": pointed, "hits": hits,
             "keys": ([key_of.get(h["id"], "?") for h in full], [key_of.get(h["id"], "?") for h in pointed])}
-
-
-def chars(full: list[dict[str, Any]], pointed: list[dict[str, Any]]) -> int:
-    return len(disclosure.context(full, pointed, int(SETTINGS["prompt_chars"])) or "")
 
 
 def run_prompt(bridge: Bridge, prompt: dict[str, Any], key_of: dict[str, str]) -> dict[str, Any]:
@@ -61,7 +46,8 @@ def run_prompt(bridge: Bridge, prompt: dict[str, Any], key_of: dict[str, str]) -
     full_keys, pointed_keys = seen["keys"]
     row = {"prompt": prompt["prompt"], "kind": prompt["kind"], "split": prompt["split"],
            "related": prompt["related"], "project": prompt.get("project"), "injected": full_keys,
-           "pointed": pointed_keys, "chars": chars(seen["full"], seen["pointed"]),
+           "pointed": pointed_keys,
+           "chars": len(disclosure.context(seen["full"], seen["pointed"], int(SETTINGS["prompt_chars"])) or ""),
            "ids": ([h["id"] for h in seen["full"]], [h["id"] for h in seen["pointed"]]),
            "lengths": {h["id"]: len(disclosure.hit_line(h, 10_000)) for h in seen["full"]},
            "top": [{"key": key_of.get(h["id"], "?"), "relevance": h.get("relevance"),
@@ -87,8 +73,8 @@ def run_filler_pairs(bridge_for: Any, key_of: dict[str, str], path: Path = FILLE
 
 
 def session_chars(rows: list[dict[str, Any]]) -> list[int]:
-    """Chars the prompt hook adds over sessions of SESSION_TURNS prompts of one project, each
-    memory in full once and pointed to once per session, as `take_unseen` keeps it."""
+    """Chars the prompt hook adds over each run of SESSION_TURNS prompts of one project, replaying
+    the session's dedup (`take_unseen`) and budget."""
     totals = []
     by_project: dict[Any, list[dict[str, Any]]] = {}
     for row in rows:
@@ -113,8 +99,7 @@ def session_chars(rows: list[dict[str, Any]]) -> list[int]:
 
 
 def _estimate(row: dict[str, Any], full_ids: list[str], pointer_ids: list[str], left: int) -> int:
-    """The chars of a prompt's disclosure after the session's dedup: its full lines and pointers,
-    within what is left of the session's budget (the hook clips to it)."""
+    """The chars of a prompt's disclosure after the session's dedup, clipped to the budget `left`."""
     if not full_ids and not pointer_ids:
         return 0
     full = sum(row["lengths"].get(i, 0) + 1 for i in full_ids) + (len(disclosure.PROMPT_HEADER) if full_ids else 0)
@@ -132,19 +117,17 @@ def summarize(rows: list[dict[str, Any]], pairs: list[dict[str, Any]]) -> dict[s
         unrelated = [r for r in members if not r["related"]]
         spoke = [r["chars"] for r in members if r["chars"]]
         agree = [p["agree"] for p in pairs if split in (p["split"], "all")]
+        right, silent = mean(r["right"] for r in related), mean(r["silent"] for r in unrelated)
+        shown = round(mean(spoke))
         out[split] = {
-            "reached": mean(r["reached"] for r in related), "right_full": mean(r["right"] for r in related),
-            "unrelated_nothing": mean(r["silent"] for r in unrelated),
+            "reached": mean(r["reached"] for r in related), "right_full": right, "unrelated_nothing": silent,
             "unrelated_full": mean(r["full"] for r in unrelated),
             "unrelated_mean_chars": round(mean(r["chars"] for r in unrelated), 1),
-            "max_chars": max(spoke, default=0), "mean_chars_when_shown": round(mean(spoke)),
-            "session_max_chars": max(session_chars(members), default=0),
-            "filler_agree": mean(agree), "n_related": len(related), "n_unrelated": len(unrelated),
-            "n_pairs": len(agree),
+            "max_chars": max(spoke, default=0), "mean_chars_when_shown": shown,
+            "session_max_chars": max(session_chars(members), default=0), "filler_agree": mean(agree),
+            "n_related": len(related), "n_unrelated": len(unrelated), "n_pairs": len(agree),
             # the former measures, for comparison with earlier reports
-            "related_right": mean(r["right"] for r in related),
-            "unrelated_silent": mean(r["silent"] for r in unrelated),
-            "mean_chars": round(mean(spoke)),
+            "related_right": right, "unrelated_silent": silent, "mean_chars": shown,
         }
     return out
 
@@ -154,21 +137,20 @@ def mean(values: Any) -> float:
     return round(sum(items) / len(items), 3) if items else 0.0
 
 
-def target_table(title: str, summary: dict[str, dict[str, float]], targets: list[tuple[str, str, float, str]]
-                 ) -> list[str]:
-    """Each target's measure on tune and held-out side by side, and whether held-out met it."""
+def target_table(title: str, summary: dict[str, dict[str, float]], targets: list[tuple[str, str, float, str]],
+                 counts: dict[str, str]) -> list[str]:
+    """Each target's measure on tune and held-out side by side, whether held-out met it, then the
+    `counts` (summary key -> label) of both."""
     lines = [f"\n{title} (targets are checked on held-out):",
              f"  {'measure':58} {'tune':>7} {'heldout':>8} {'target':>9}"]
     for key, op, bound, label in targets:
         tune, held = summary["tune"][key], summary["heldout"][key]
         met = held >= bound if op == ">=" else held <= bound
         lines.append(f"  {label:58} {tune:>7} {held:>8} {op + ' ' + str(bound):>9} {'met' if met else 'MISSED'}")
-    return lines
+    tune_n, held_n = summary["tune"], summary["heldout"]
+    return [*lines, "  (n " + ", ".join(f"{label} {tune_n[key]}/{held_n[key]}" for key, label in counts.items()) + ")"]
 
 
 def render(summary: dict[str, dict[str, float]]) -> list[str]:
-    lines = target_table("prompt hook disclosure (typed prompts)", summary, TARGETS)
-    tune_n, held_n = summary["tune"], summary["heldout"]
-    lines.append(f"  (n related {tune_n['n_related']}/{held_n['n_related']}, unrelated {tune_n['n_unrelated']}/"
-                 f"{held_n['n_unrelated']}, filler pairs {tune_n['n_pairs']}/{held_n['n_pairs']})")
-    return lines
+    counts = {"n_related": "related", "n_unrelated": "unrelated", "n_pairs": "filler pairs"}
+    return target_table("prompt hook disclosure (typed prompts)", summary, TARGETS, counts)

@@ -1,17 +1,6 @@
-"""`memoryd eval`: search quality on a labelled set, through the agent's real path.
-
-A throwaway daemon is started; each project of the set gets its own bridge (its worktree named
-by `MEMORYD_WORKTREE`, so auto-scope keeps its memories apart) and user-wide memories come from a
-bridge outside any repo. Every memory goes through `memory_write` (gate outcomes are answered
-the way an agent would: pending writes confirmed, warnings acknowledged, and counted), every
-query through `memory_search` from its project's bridge. Metrics per query kind and split:
-hit@1 (the top hit is relevant), recall@1 and recall@5 (the share of a query's relevant memories
-in the top 1 / 5 — below 1 by construction when a query has several), MRR, nDCG@10, and "hook
-hit" (the prompt hook's gate would inject a relevant memory); negatives report how often that
-gate stays silent. Then the typed-prompt set goes through the same search and gate: related
-prompts → the right memory injected, unrelated → silent, and the chars injected
-(docs/search.md, "The prompt gate"). The daemon embeds every memory before the first query;
-memories with `age_days` get that age as a hand edit first (docs/search.md, "Age in the eval").
+"""`memoryd eval`: search quality on a labelled set through the agent's real path: a throwaway
+daemon, a bridge per project, every memory through `memory_write` and every query through
+`memory_search` (docs/benchmark.md, "Search quality"; ages: docs/search.md, "Age in the eval").
 """
 
 from __future__ import annotations
@@ -36,15 +25,13 @@ from memoryd.eval import toolcalls
 from memoryd.hooks.disclosure import gate
 
 DEFAULT_SET = Path(__file__).with_name("recall_set.yaml")
-# Typed prompts for the prompt hook's gate, labelled against DEFAULT_SET's memories.
 DEFAULT_PROMPTS = Path(__file__).with_name("prompts_typed.yaml")
 SEARCH_DEPTH = 10
-GATE_SETTINGS = typed.SETTINGS
-# Kinds that measure something else than finding (recency: which of two answers comes first): their
-# own row in a split, not part of its `all`, which stays comparable with runs before they existed.
+# Kinds that measure something else than finding: their own row, kept out of `all` so it stays comparable.
 OWN_ROW_KINDS = ("recency",)
-ACKNOWLEDGE = {"transient_warning": "acknowledge_transient", "scope_mismatch": "acknowledge_scope_mismatch",
-               "ungrounded": "acknowledge_ungrounded", "credential_warning": "acknowledge_credential"}
+# The argument that answers each gate outcome when the write is tried again.
+ANSWERS = {"transient_warning": "acknowledge_transient", "scope_mismatch": "acknowledge_scope_mismatch",
+           "ungrounded": "acknowledge_ungrounded", "credential_warning": "acknowledge_credential", "duplicate": "force"}
 
 
 def load_set(path: Path) -> dict[str, Any]:
@@ -74,7 +61,7 @@ def write_memory(bridge: Bridge, memory: dict[str, Any], outcomes: dict[str, int
     """Write one memory as an agent would, answering gate outcomes; returns its id."""
     args: dict[str, Any] = {"content": memory["content"], "scopes": memory["scopes"],
                             "category": memory.get("category", "fact")}
-    for _ in range(len(ACKNOWLEDGE) + 2):
+    for _ in range(len(ANSWERS) + 1):
         result = bridge.call(names.MEMORY_WRITE, **args)
         status = str(result.get("status"))
         outcomes[status] = outcomes.get(status, 0) + 1
@@ -82,12 +69,9 @@ def write_memory(bridge: Bridge, memory: dict[str, Any], outcomes: dict[str, int
             return str(result["id"])
         if status == "pending":
             return str(bridge.call(names.MEMORY_WRITE_CONFIRM, pending_id=result["pending_id"])["id"])
-        if status in ACKNOWLEDGE:
-            args[ACKNOWLEDGE[status]] = True
-        elif status == "duplicate":
-            args["force"] = True
-        else:
+        if status not in ANSWERS:
             raise RuntimeError(f"memory {memory['key']} not written: {result}")
+        args[ANSWERS[status]] = True
     raise RuntimeError(f"memory {memory['key']} not written after answering every gate")
 
 
@@ -102,13 +86,13 @@ def score_query(ranked: list[str], relevant: list[str]) -> dict[str, float]:
 
 
 def wait_for_vectors(bridge: Bridge, count: int, timeout_s: float = 600) -> str:
-    """Block until the daemon has a meaning vector for `count` memories (or says it cannot);
-    returns the state it ended in, so a report says whether meaning took part."""
+    """Block until the daemon has a meaning vector for `count` memories or says it cannot; returns
+    its `search_by_meaning` state."""
     deadline = time.monotonic() + timeout_s
     while True:
         meaning = bridge.call(names.MEMORY_HEALTH).get("search_by_meaning", {})
         state = str(meaning.get("state"))
-        if state in ("off",) or state.startswith("unavailable") or meaning.get("vectors", 0) >= count:
+        if state == "off" or state.startswith("unavailable") or meaning.get("vectors", 0) >= count:
             return state
         if time.monotonic() > deadline:
             raise RuntimeError(f"the daemon embedded {meaning.get('vectors')} of {count} memories in {timeout_s:g} s")
@@ -116,8 +100,8 @@ def wait_for_vectors(bridge: Bridge, count: int, timeout_s: float = 600) -> str:
 
 
 def age_records(home: Path, ages: dict[str, float], now: datetime) -> int:
-    """Set the `created` and `updated` stamps of each memory's record file to `ages[id]` days before
-    `now`, as a hand edit would (the daemon must be stopped); returns how many files changed."""
+    """Hand-edit the `created` and `updated` of each memory's record file to `ages[id]` days before
+    `now` (the daemon must be stopped); returns how many files changed."""
     changed = 0
     for memory_id, days in ages.items():
         stamp = (now - timedelta(days=days)).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
@@ -183,15 +167,14 @@ def evaluate(data: dict[str, Any], prompts: list[dict[str, Any]], lexical: bool 
 def run_query(bridge: Bridge, query: dict[str, Any], key_of: dict[str, str]) -> dict[str, Any]:
     hits = bridge.call(names.MEMORY_SEARCH, query=query["q"], max_results=SEARCH_DEPTH)["results"]
     ranked = [key_of.get(h["id"], "?") for h in hits]
-    top_relevance = hits[0].get("relevance", 0.0) if hits else 0.0
     row = {"q": query["q"], "kind": query["kind"], "split": query["split"], "ranked": ranked[:5],
-           "relevant": query["relevant"], "top_relevance": top_relevance,
+           "relevant": query["relevant"], "top_relevance": hits[0].get("relevance", 0.0) if hits else 0.0,
            "verdicts": [h.get("staleness_verdict") for h in hits[:5]]}
     if query["relevant"]:
         row.update(score_query(ranked, query["relevant"]))
-        row["hook_hit"] = float(any(key_of.get(h["id"]) in query["relevant"] for h in gate(hits[:3], GATE_SETTINGS)))
+        row["hook_hit"] = float(any(key_of.get(h["id"]) in query["relevant"] for h in gate(hits[:3], typed.SETTINGS)))
     else:
-        row["silent"] = float(not gate(hits, GATE_SETTINGS))
+        row["silent"] = float(not gate(hits, typed.SETTINGS))
     return row
 
 
@@ -207,8 +190,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, float
     out: dict[str, dict[str, dict[str, float]]] = defaultdict(dict)
     for (split, kind), members in sorted(groups.items()):
         metrics = ("silent",) if kind == "negative" else ("hit@1", "recall@1", "recall@5", "mrr", "ndcg@10", "hook_hit")
-        out[split][kind] = {m: round(sum(r[m] for r in members) / len(members), 3) for m in metrics}
-        out[split][kind]["n"] = len(members)
+        out[split][kind] = {m: typed.mean(r[m] for r in members) for m in metrics} | {"n": len(members)}
     return dict(out)
 
 

@@ -1,11 +1,5 @@
-"""The pre-tool hook's search by meaning, in `memoryd eval`: what it would disclose before each
-shell call of `tool_calls.yaml` (a Bash call's command and the agent's description of it).
-
-Each call is searched from its project's bridge as the hook searches it (`disclosure.tool_query`)
-and run through the same choice (`disclosure.choose_for_tool`): the right memory in full, a
-pointer to it, or nothing. Only the tune split may inform the bars (config `hook_tool_*`); the
-targets are checked on held-out. The hook's exact anchors (docs/search.md, "Anchors") run before
-this and are not part of the measure: it is the meaning path alone.
+"""The pre-tool hook's search by meaning in `memoryd eval`: what it would disclose before each shell
+call of `tool_calls.yaml`, anchors aside (docs/search.md, "Shell calls by meaning").
 """
 
 from __future__ import annotations
@@ -17,14 +11,11 @@ import yaml
 
 from memoryd import names
 from memoryd.bench.kit import Bridge
-from memoryd.config import Config
-from memoryd.eval.prompts import mean, target_table
+from memoryd.eval.prompts import SETTINGS, mean, target_table
 from memoryd.hooks import disclosure
 
 TOOL_CALLS = Path(__file__).with_name("tool_calls.yaml")
 DEPTH = 3
-_CONFIG = Config()
-SETTINGS = _CONFIG.hook_settings()
 TARGETS = [
     ("reached", ">=", 0.70, "related calls: right memory reached the agent"),
     ("unrelated_nothing", ">=", 0.95, "unrelated calls: nothing at all"),
@@ -38,11 +29,10 @@ def load(path: Path = TOOL_CALLS) -> list[dict[str, Any]]:
     return calls
 
 
-def run_call(bridge: Bridge, call: dict[str, Any], key_of: dict[str, str],
-             settings: dict[str, Any] = SETTINGS) -> dict[str, Any]:
+def run_call(bridge: Bridge, call: dict[str, Any], key_of: dict[str, str]) -> dict[str, Any]:
     query = disclosure.tool_query(call["command"], call.get("description"))
     hits = bridge.call(names.MEMORY_SEARCH, query=query, max_results=DEPTH)["results"]
-    full, pointed = disclosure.choose_for_tool(hits, settings)
+    full, pointed = disclosure.choose_for_tool(hits, SETTINGS)
     shown = [key_of.get(h["id"], "?") for h in full + pointed]
     row = {"command": call["command"], "split": call["split"], "kind": call.get("kind"),
            "related": call.get("related"), "full": [key_of.get(h["id"], "?") for h in full], "shown": shown,
@@ -66,7 +56,5 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
 
 
 def render(summary: dict[str, dict[str, float]]) -> list[str]:
-    lines = target_table("pre-tool search by meaning (Bash command + description)", summary, TARGETS)
-    t, h = summary["tune"], summary["heldout"]
-    lines.append(f"  (n related {t['n_related']}/{h['n_related']}, unrelated {t['n_unrelated']}/{h['n_unrelated']})")
-    return lines
+    counts = {"n_related": "related", "n_unrelated": "unrelated"}
+    return target_table("pre-tool search by meaning (Bash command + description)", summary, TARGETS, counts)

@@ -1,10 +1,7 @@
 """Incremental search index over memories, kept in the daemon and updated on every write.
 
 Import contract: stdlib plus `text` (the shared analyzer); no I/O. The index holds terms and
-counts only, never the text, and knows nothing of scopes' meaning: scope, category and auto-scope
-filtering is the caller's `accept` predicate. `postings` keeps the terms and their snapshot,
-`ranking` answers BM25 searches, `fusion` joins them with the encoder's ranking, `duplicates` the
-near-duplicate lookup of the write gates.
+counts, never text; scope, category and auto-scope filtering is the caller's `accept` predicate.
 """
 
 from __future__ import annotations

@@ -1,6 +1,4 @@
-"""Near-duplicate lookup over the content postings: the documents whose distinct-term set has a
-Jaccard similarity of at least a threshold with a given one (the write gates' dedup and `related`).
-"""
+"""Near-duplicate lookup over the content postings (the write gates' dedup and `related`)."""
 
 from __future__ import annotations
 
@@ -10,54 +8,39 @@ from collections.abc import Callable
 from memoryd.daemon.search.postings import Postings
 
 SIMILARITY_DIGITS = 4
-# `similar`: exact at or above this Jaccard; below it, candidates share one of the rarest few.
-EXACT_SIMILARITY = 0.7
+EXACT_SIMILARITY = 0.7  # `similar` is exact at or above it; below, it looks at RELATED_PREFIX rarest terms
 RELATED_PREFIX = 5
-PRUNE_FROM = 100  # fewer candidates than this are cheaper to count than to prune (`_count_overlaps`)
+PRUNE_FROM = 100  # fewer candidates than this are cheaper to count than to prune
 
 
 class NearDuplicates(Postings):
     """`similar`: candidates from the rarest shared terms, then checked exactly."""
 
     def similar(self, tokens: frozenset[str], threshold: float) -> list[tuple[str, float]]:
-        """Docs whose content token set has Jaccard >= `threshold` with `tokens`, best first.
-
-        `tokens` must come from `text.token_set`. Similarities are rounded to 4 decimals; ties
-        put newer recency first. Candidates are the docs holding one of the rarest tokens, then
-        checked exactly. At or above `EXACT_SIMILARITY` (the duplicate band, by default) this is
-        exact prefix filtering: a doc reaching it must share one of the
-        `|tokens| - ceil(EXACT_SIMILARITY * |tokens|) + 1` rarest tokens. Below it (the
-        `related` band) an exact prefix would admit nearly every doc sharing a common word —
-        most of the write path's time in a large store — so the prefix is capped at
-        `RELATED_PREFIX` tokens: a doc sharing 40 % of a memory's words but none of its rarest
-        few is missed, in exchange for a cost that does not grow with the store.
-        """
+        """Docs whose content token set (`text.token_set`) has Jaccard >= `threshold` with `tokens`,
+        best first, rounded to 4 decimals, ties newer first. Exact prefix filtering at or above
+        `EXACT_SIMILARITY`; below it the prefix is capped (docs/tools.md, "How text becomes terms")."""
         size = len(tokens)
         if size == 0:
             return []
         postings, floor = self._content, threshold - 1e-12
         present = sorted((t for t in tokens if t in postings), key=lambda t: self._doc_count(postings, t))
-        exact_at = max(threshold, EXACT_SIMILARITY)
-        exact_prefix = size - max(1, math.ceil(exact_at * size - 1e-9)) + 1 - (size - len(present))
-        capped = size - max(1, math.ceil(threshold * size - 1e-9)) + 1 - (size - len(present))
-        prefix = max(exact_prefix, min(capped, RELATED_PREFIX))
+
+        def prefix_at(jaccard: float) -> int:  # how many of the rarest a doc at `jaccard` must share one of
+            return len(present) + 1 - max(1, math.ceil(jaccard * size - 1e-9))
+
+        prefix = max(prefix_at(max(threshold, EXACT_SIMILARITY)), min(prefix_at(threshold), RELATED_PREFIX))
         if prefix <= 0:
             return []
         overlap = self._count_overlaps(present, prefix, lambda other: _least_shared(size, other, floor))
-        found = []
-        for doc_id, shared in overlap.items():
-            jaccard = shared / (size + self._set_size[doc_id] - shared)
-            if jaccard >= floor:
-                found.append((round(jaccard, SIMILARITY_DIGITS), self._recency[doc_id], doc_id))
-        found.sort(reverse=True)
-        return [(doc_id, sim) for sim, _, doc_id in found]
+        scored = ((d, shared / (size + self._set_size[d] - shared)) for d, shared in overlap.items())
+        found = [(round(j, SIMILARITY_DIGITS), self._recency[d], d) for d, j in scored if j >= floor]
+        return [(doc_id, sim) for sim, _, doc_id in sorted(found, reverse=True)]
 
     def _count_overlaps(self, present: list[str], prefix: int, least: Callable[[int], int]) -> dict[str, int]:
-        """Shared-token counts of the docs holding one of the first `prefix` terms of `present`
-        that can still reach the threshold. `least(n)`: the fewest tokens a doc of `n` distinct
-        tokens must share. Before each later term, a doc that would fall short even if it held
-        every term left is dropped: most candidates share one rare word and little else, so the
-        walk soon covers tens of docs, not thousands (the `related` band's cost at 100k)."""
+        """Shared-token counts of the docs holding one of the first `prefix` terms of `present` that
+        can still share `least(their distinct token count)`: before each later term, a doc that
+        would fall short even holding every term left is dropped."""
         overlap: dict[str, int] = {}
         for term in present[:prefix]:
             for d in self._docs_of(self._content, term) or ():

@@ -1,15 +1,13 @@
-"""The search index's postings (`term -> {doc_id: tf}`, content and scope terms apart, so
-near-duplicates count content-only overlaps while BM25 sums both), kept current on every write,
-and the packed snapshot a start restores. Every operation touches only the postings of the terms
-involved; no per-document term lists are kept (removal analyzes the text again), and postings
-restored from a snapshot stay packed (slices of one blob) until the term is first used, so a
-start does not rebuild millions of small dicts it may never read (`_docs_of`)."""
+"""The search index's postings (`term -> {doc_id: tf}`; content and scope terms apart, as duplicates
+count content overlaps only), kept current on every write, and their snapshot. Restored postings
+stay packed until a term is first used (`_docs_of`): a start does not build millions of dicts.
+"""
 
 from __future__ import annotations
 
 import sys
 from array import array
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from functools import lru_cache
 from itertools import accumulate
@@ -22,24 +20,17 @@ from memoryd.daemon.search.text import analyze, query_terms
 @lru_cache(maxsize=4096)
 def scope_tokens(scope: str) -> tuple[str, ...]:
     """Index terms for one scope: every `:`-prefix of two or more levels, whole
-    ("projects:memoryd", "projects:memoryd:core"), then the analyzed words of its levels, so a
-    query for `projects:memoryd` or for `memoryd` finds it. Cached: a store has few distinct
-    scopes and every indexed memory repeats them."""
+    ("projects:memoryd", "projects:memoryd:core"), then the analyzed words of its levels."""
     levels = scope.lower().split(":")
     tokens = [":".join(levels[: i + 1]) for i in range(1, len(levels))]
     tokens += [term for level in levels for term in analyze(level)]
     return tuple(dict.fromkeys(tokens))
 
 
-def content_terms(content: str) -> list[str]:
-    """Indexed terms of `content`, in order (`text.analyze`: stems, identifiers whole and split)."""
-    return analyze(content)
-
+content_terms = analyze  # a memory's indexed content terms, in order
 
 _PAIR_TYPE = "I"
 _PAIR_BYTES = 2 * array(_PAIR_TYPE).itemsize
-
-
 _PACKED = (bytes, bytearray)  # a posting as restored (bytes), or restored and then added to
 ContentPosting = dict[str, int] | bytearray | int  # see Postings.__init__
 _END_TYPE = "Q"  # where each stored content posting ends in the snapshot's one blob of them
@@ -63,11 +54,11 @@ def _counted(words: list[str], scopes: Iterable[str], df: dict[str, int]) -> tup
 
 
 class Postings:
-    """Content and scope postings, and the per-document numbers ranking needs (see the module)."""
+    """Content and scope postings, and the per-document numbers ranking needs."""
 
     def __init__(self) -> None:
         # A content posting is a dict once used; until then its number in `_stored` (restored,
-        # untouched) or its packed bytes (restored, then added to). Scope postings are few: bytes.
+        # untouched) or its packed bytes (restored, then added to).
         self._content: dict[str, ContentPosting] = {}
         self._scope: dict[str, dict[str, int] | bytes | bytearray] = {}
         self._stored, self._stored_ends = b"", array(_END_TYPE)
@@ -76,7 +67,7 @@ class Postings:
         self._length: dict[str, int] = {}
         self._recency: dict[str, str] = {}
         self._total_length = 0
-        self._ids: list[str] = []             # what a flat posting's doc numbers refer to
+        self._ids: list[str] = []             # what a packed posting's doc numbers refer to
 
     def __len__(self) -> int:
         return len(self._length)
@@ -106,20 +97,13 @@ class Postings:
             return (ends[docs] - (ends[docs - 1] if docs else 0)) // _PAIR_BYTES
         return len(docs) // _PAIR_BYTES if type(docs) in _PACKED else len(docs)
 
-    # -- maintenance ---------------------------------------------------------------------------
-
-    def add(
-        self, doc_id: str, content: str, scopes: Iterable[str] = (), recency_ts: str = "",
-        terms: list[str] | None = None,
-    ) -> None:
-        """Index `content` and `scopes` under `doc_id` (which must not be indexed already).
-
-        `recency_ts` (ISO-8601, compared as a string) breaks score ties, newer first. `terms`:
-        `content_terms(content)`, when the caller analyzed the content already.
-        """
+    def add(self, doc_id: str, content: str, scopes: Iterable[str] = (), recency_ts: str = "",
+            terms: list[str] | None = None) -> None:
+        """Index `content` and `scopes` under a new `doc_id`; `recency_ts` (ISO-8601) breaks score
+        ties, newer first; `terms`: `content_terms(content)` if the caller has them already."""
         if doc_id in self._length:
             raise ValueError(f"{doc_id} is already indexed: remove it (with its old text) first")
-        content_tf, scope_tf, length = _counted(content_terms(content) if terms is None else terms, scopes, self._df)
+        content_tf, scope_tf, length = _counted(analyze(content) if terms is None else terms, scopes, self._df)
         number = len(self._ids)
         self._ids.append(doc_id)
         self._post(self._content, doc_id, number, content_tf)
@@ -130,19 +114,16 @@ class Postings:
         self._recency[doc_id] = recency_ts
 
     def remove(self, doc_id: str, content: str, scopes: Iterable[str] = ()) -> None:
-        """Drop `doc_id`, indexed from `content` and `scopes` (the same text `add` was given: the
-        analyzer is deterministic, so it names the same postings); unknown ids are ignored."""
+        """Drop `doc_id`, given the text `add` indexed (it names the same postings); unknown ids are ignored."""
         if doc_id not in self._length:
             return
-        content_keys = set(content_terms(content))
+        content_keys = set(analyze(content))
         scope_keys = {t for scope in scopes for t in scope_tokens(scope)}
         self._unpost(self._content, doc_id, content_keys)
         self._unpost(self._scope, doc_id, scope_keys)
         for term in content_keys | scope_keys:
-            left = self._df[term] - 1
-            if left:
-                self._df[term] = left
-            else:
+            self._df[term] -= 1
+            if not self._df[term]:
                 del self._df[term]
         self._total_length -= self._length.pop(doc_id)
         del self._recency[doc_id], self._set_size[doc_id]
@@ -162,7 +143,7 @@ class Postings:
                 postings[term] = {doc_id: count}
             elif type(docs) is dict:
                 docs[doc_id] = count
-            else:  # still packed: append the pair (`number` in `_ids`), do not inflate thousands
+            else:  # still packed: append the pair rather than inflate a long posting
                 if type(docs) is not bytearray:
                     docs = postings[term] = bytearray(self._stored_posting(docs) if type(docs) is int else docs)
                 docs += array(_PAIR_TYPE, (number, count)).tobytes()
@@ -175,23 +156,14 @@ class Postings:
             if not docs:
                 del postings[term]
 
-    # -- snapshot (a derived cache; docs/storage.md, "state/") ---------------------------------
-
     def export_state(self) -> dict[str, Any]:
-        """Everything the index holds, as plain lists, dicts and packed columns (the caller encodes
-        and stores it).
-
-        Postings are packed as `[doc number, tf, …]` (unsigned 32-bit, native order: the file never
-        leaves this machine) against one `ids` list, so each doc id is stored once, not once per
-        term it holds. The content postings are one blob with where each ends, in the order of
-        `terms`; the scope postings (a handful of terms) are a map of packed postings; `df`
-        follows `terms` (content terms, then scope-only ones). Per-document values are lists in
-        `ids` order.
-        """
+        """Everything the index holds as lists and packed columns: postings are `[doc number, tf, …]`
+        (uint32, native order: the file never leaves this machine) against `ids`; the content ones
+        one blob ending at `stored_ends`, in `terms` order; `df` follows `terms`."""
         ids = list(self._length)
         position = {doc_id: i for i, doc_id in enumerate(ids)}
         old_ids = self._ids
-        same_numbers = ids == old_ids  # nothing removed since the numbering: packed pairs stay valid
+        same_numbers = ids == old_ids  # nothing removed: packed pairs stay valid
 
         def packed(docs: dict[str, int] | bytes | bytearray | int) -> bytes:
             if type(docs) is int:
@@ -211,8 +183,7 @@ class Postings:
 
     @staticmethod
     def _columns(content: dict[str, bytes], scope: dict[str, bytes], df: dict[str, int]) -> dict[str, Any]:
-        """The postings and document frequencies of a snapshot: a start decodes a few large
-        objects, not a bytes object and a key per term (docs/benchmark.md)."""
+        """A snapshot's postings and dfs as a few large objects, quick to decode (docs/benchmark.md)."""
         terms = [*content, *(t for t in scope if t not in content)]
         return {"terms": _TERM_SEP.join(terms), "stored": b"".join(content.values()),
                 "stored_ends": array(_END_TYPE, accumulate(map(len, content.values()))).tobytes(),
@@ -221,11 +192,10 @@ class Postings:
     @classmethod
     def build(cls, docs: Iterable[tuple[str, str, Iterable[str], str]],
               progress: Callable[[int], None] | None = None) -> Self:
-        """The index of `docs` ((doc_id, content, scopes, recency_ts) each, ids distinct), built
-        straight into the packed form a snapshot restores: what `add` would give, in less time,
-        with no per-term dicts, and a snapshot of it is a copy of its postings (docs/benchmark.md)."""
-        content: dict[str, list[int]] = {}
-        scope: dict[str, list[int]] = {}
+        """What `add` would give for `docs` ((doc_id, content, scopes, recency_ts), ids distinct),
+        built straight into the packed form a snapshot restores (docs/benchmark.md)."""
+        content: defaultdict[str, list[int]] = defaultdict(list)
+        scope: defaultdict[str, list[int]] = defaultdict(list)
         df: dict[str, int] = {}
         ids: list[str] = []
         set_size: list[int] = []
@@ -234,14 +204,10 @@ class Postings:
         for number, (doc_id, words_of, scopes, recency_ts) in enumerate(docs):
             if progress is not None and not number % 10_000:
                 progress(number)
-            content_tf, scope_tf, doc_length = _counted(content_terms(words_of), scopes, df)
+            content_tf, scope_tf, doc_length = _counted(analyze(words_of), scopes, df)
             for postings, tf in ((content, content_tf), (scope, scope_tf)):
                 for term, count in tf.items():
-                    pairs = postings.get(term)
-                    if pairs is None:
-                        postings[term] = [number, count]
-                    else:
-                        pairs += (number, count)
+                    postings[term] += (number, count)
             ids.append(doc_id)
             set_size.append(len(content_tf))
             length.append(doc_length)
@@ -254,14 +220,13 @@ class Postings:
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> Self:
         """The index `export_state` described; ValueError/TypeError/KeyError/IndexError if the state
-        is malformed (the caller then rebuilds from the records). Postings stay packed until used."""
+        is malformed (the caller then rebuilds from the records)."""
         index = cls()
         ids = state["ids"]
         if not (isinstance(ids, list) and all(type(d) is str for d in ids)):
             raise TypeError("ids is not a list of strings")
-        n = len(ids)
         for name in ("set_size", "length", "recency"):
-            if not isinstance(state[name], list) or len(state[name]) != n:
+            if not isinstance(state[name], list) or len(state[name]) != len(ids):
                 raise ValueError(f"{name} does not match ids")
         index._content, index._df = cls._restore_terms(state)
         index._stored, index._stored_ends = state["stored"], _unpack(state["stored_ends"], _END_TYPE)
@@ -279,8 +244,7 @@ class Postings:
 
     @staticmethod
     def _restore_terms(state: dict[str, Any]) -> tuple[dict[str, ContentPosting], dict[str, int]]:
-        """(content term -> its number among the stored postings, term -> df), after checking
-        that the columns agree: every posting whole pairs, in order, inside the blob."""
+        """(content term -> its number among the stored postings, term -> df), the columns checked."""
         joined, stored = state["terms"], state["stored"]
         if type(joined) is not str or type(stored) is not bytes:
             raise TypeError("the terms or the postings are not packed")
@@ -288,8 +252,7 @@ class Postings:
         ends, df = _unpack(state["stored_ends"], _END_TYPE), _unpack(state["df"])
         if len(df) != len(terms) or len(ends) > len(terms) or (ends[-1] if ends else 0) != len(stored):
             raise ValueError("the term columns do not match")
-        # Every end whole pairs — read off each end's low byte, at C speed — and none before the
-        # one it follows.
+        # Every end whole pairs (read off each end's low byte, at C speed), and none before the last.
         low_bytes = state["stored_ends"][0 if sys.byteorder == "little" else ends.itemsize - 1::ends.itemsize]
         if low_bytes.translate(_PAIR_REMAINDER).strip(b"\0") or not all(map(le, ends, ends[1:])):
             raise ValueError("a stored posting is not whole pairs")

@@ -1,13 +1,12 @@
-"""Ranking a query against the postings: BM25 (k1 = 1.2, b = 0.75) over content plus scopes,
-pruned so a search scores only the documents that could reach the requested depth, then re-ranked
-by how much of the query each hit holds (`relevance`, comparable across queries and store sizes).
-"""
+"""BM25 (k1 = 1.2, b = 0.75) over content plus scopes, MaxScore-pruned, then re-ranked by how much
+of the query each hit holds (docs/tools.md, "Search")."""
 
 from __future__ import annotations
 
 import heapq
 import math
 from collections.abc import Callable, Iterable, Iterator
+from itertools import islice
 from operator import itemgetter
 
 from memoryd.daemon.search.postings import Postings
@@ -16,68 +15,43 @@ from memoryd.daemon.search.text import query_terms
 BM25_K1 = 1.2
 BM25_B = 0.75
 SCORE_DIGITS = 4
-# A filtered search first ranks this many candidates beyond `limit`, then widens 4x at a time.
-RANK_SLACK = 16
-# BM25's best this many are re-ranked by how much of the query each holds (`search`).
+RANK_SLACK = 16  # a filtered search first ranks this many candidates beyond `limit`
 RERANK_DEPTH = 10
 COVERAGE_BASE = 0.5
+Accept = Callable[[str], bool] | None
 
 
 class Ranking(Postings):
     """BM25 search, its coverage re-rank and `relevance` over the postings."""
 
-    def search(
-        self, query: str, limit: int, accept: Callable[[str], bool] | None = None
-    ) -> list[tuple[str, float]]:
-        """Up to `limit` `(doc_id, score)` pairs, best first, among docs `accept` lets through.
-
-        `bm25` picks the best `RERANK_DEPTH` (or `limit`, if more) candidates; each score is then
-        multiplied by `COVERAGE_BASE + coverage`, so of two documents BM25 rates alike the one
-        holding more of what was asked comes first (a coordination factor: a memory repeating one
-        query word should not beat one holding all of them). Equal rounded scores put the newer
-        recency first, then the larger doc_id.
-        """
+    def search(self, query: str, limit: int, accept: Accept = None) -> list[tuple[str, float]]:
+        """Up to `limit` `(doc_id, score)` pairs, best first, among docs `accept` lets through: `bm25`'s
+        best `max(limit, RERANK_DEPTH)`, each score times `COVERAGE_BASE + coverage`. Equal rounded
+        scores put the newer recency first, then the larger doc_id."""
         return [(doc_id, score) for doc_id, score, _ in self.ranked_hits(query, limit, accept)]
 
-    def ranked_hits(
-        self, query: str, limit: int, accept: Callable[[str], bool] | None = None
-    ) -> list[tuple[str, float, float]]:
-        """`search`'s hits as `(doc_id, score, relevance)`: the coverage the reranking computed is
-        each hit's `relevance` too, so a caller that shows both does not compute it twice."""
-        rows = query_terms(query)
+    def ranked_hits(self, query: str, limit: int, accept: Accept = None) -> list[tuple[str, float, float]]:
+        """`search`'s hits as `(doc_id, score, relevance)`."""
         hits = self.bm25(query, max(limit, RERANK_DEPTH), accept)
-        share = self._coverage(rows, [doc_id for doc_id, _ in hits])
-        final = [(round(score * (COVERAGE_BASE + share[d]), SCORE_DIGITS), self._recency[d], d)
-                 for d, score in hits]
-        final.sort(reverse=True)
+        share = self._coverage(query_terms(query), [doc_id for doc_id, _ in hits])
+        final = sorted(((round(score * (COVERAGE_BASE + share[d]), SCORE_DIGITS), self._recency[d], d)
+                        for d, score in hits), reverse=True)
         return [(d, score, round(share[d], 2)) for score, _, d in final[:limit]]
 
-    def bm25(
-        self, query: str, limit: int, accept: Callable[[str], bool] | None = None
-    ) -> list[tuple[str, float]]:
-        """Up to `limit` `(doc_id, BM25 score)` pairs, best first, among docs `accept` lets through.
-
-        Scores are rounded to 4 decimals; equal rounded scores put the newer recency first, then
-        the larger doc_id. `accept` is called lazily in rank order, so a permissive filter costs
-        about `limit` calls rather than one per matching document.
-        """
+    def bm25(self, query: str, limit: int, accept: Accept = None) -> list[tuple[str, float]]:
+        """Up to `limit` `(doc_id, BM25 score)` pairs, best first, among docs `accept` lets through,
+        tied as `search`'s. `accept` is called lazily in rank order: about `limit` calls."""
         terms = [(t, w) for t, w, _ in query_terms(query) if t in self._df]
         if limit <= 0 or not terms:
             return []
-        hits: list[tuple[str, float]] = []
-        for doc_id, score in self._ranked(terms, limit + RANK_SLACK):
-            if accept is None or accept(doc_id):
-                hits.append((doc_id, score))
-                if len(hits) >= limit:
-                    break
-        return hits
+        ranked = self._ranked(terms, limit + RANK_SLACK)
+        if accept is not None:
+            ranked = (hit for hit in ranked if accept(hit[0]))
+        return list(islice(ranked, limit))
 
     def _ranked(self, terms: list[tuple[str, float]], depth: int) -> Iterator[tuple[str, float]]:
-        """Yield `(doc_id, rounded score)` in final order, computing only as much as is consumed.
-
-        Scoring is pruned for the best `depth` documents; each round emits the part of the order
-        that is already certain, then ranks deeper (more candidates, then a less pruned scoring).
-        """
+        """Yield `(doc_id, rounded score)` in final order, computing only as much as is consumed:
+        each round emits the certain part of the order, then ranks deeper."""
         fetch, emitted = depth, 0
         while True:
             scores, bound = self._score(terms, depth)
@@ -95,53 +69,38 @@ class Ranking(Postings):
             depth *= 8
             fetch = max(fetch, depth)
 
-    def _certain_prefix(
-        self, scores: dict[str, float], fetch: int, floor: float | None
-    ) -> tuple[list[tuple[float, str, str]], bool]:
-        """The start of the final order that `scores` already fixes, and whether it is all of it.
-
-        Rows are `(rounded score, recency, doc_id)`. Of the `fetch` best raw scores, a row is
-        certain only if its rounded score beats the last one fetched (a tie might hide outside the
-        batch) and beats `floor`, the rounded bound on every unscored document. `covered` says
-        that fetching more from `scores` cannot extend the prefix.
-        """
+    def _certain_prefix(self, scores: dict[str, float], fetch: int, floor: float | None
+                        ) -> tuple[list[tuple[float, str, str]], bool]:
+        """The `(rounded score, recency, doc_id)` rows `scores` already fixes at the start of the final
+        order, and whether fetching more cannot extend them: of the `fetch` best, those above the last
+        one fetched (a tie may hide beyond) and above `floor`, the rounded bound on unscored ones."""
         if fetch >= len(scores):
             batch, cut = list(scores.items()), None
         else:
             batch = heapq.nlargest(fetch, scores.items(), key=itemgetter(1))
             cut = round(batch[-1][1], SCORE_DIGITS)
-        edges = [e for e in (cut, floor) if e is not None]
+        edge = max((e for e in (cut, floor) if e is not None), default=-math.inf)
         rows = [(round(s, SCORE_DIGITS), self._recency[d], d) for d, s in batch]
-        if edges:
-            edge = max(edges)
-            rows = [row for row in rows if row[0] > edge]
-        rows.sort(reverse=True)
+        rows = sorted((row for row in rows if row[0] > edge), reverse=True)
         return rows, cut is None or (floor is not None and cut <= floor)
 
     def _score(self, terms: list[tuple[str, float]], depth: int) -> tuple[dict[str, float], float]:
-        """Exact BM25 scores of every document that could rank in the best `depth`.
-
-        Returns `(scores, bound)`: documents absent from `scores` score below `bound` (0.0 when
-        none is absent). Terms go rarest first; once the `depth`-th best partial score beats what
-        all remaining terms could add (each adds less than its idf * (k1 + 1)), no unseen document
-        can catch up, so the remaining — common, long — posting lists only update known
-        candidates instead of being walked (MaxScore pruning).
-        """
+        """`(scores, bound)`: exact BM25 scores of every document that could rank in the best
+        `depth`; the others score below `bound` (0.0 when none is left out). MaxScore: once the
+        `depth`-th best beats what the remaining terms could add, they only update known ones."""
         n_docs = len(self._length)
         avg_length = self._total_length / n_docs or 1.0
         # tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl)), with the constants hoisted.
         c_fixed = BM25_K1 * (1 - BM25_B)
         c_length = BM25_K1 * BM25_B / avg_length
         length = self._length
-        weighted = sorted(
-            ((w * self._idf(t, n_docs) * (BM25_K1 + 1), self._term_tf(t)) for t, w in terms),
-            key=itemgetter(0),
-            reverse=True,
-        )
+        weighted = sorted(((w * self._idf(t, n_docs) * (BM25_K1 + 1), self._term_tf(t)) for t, w in terms),
+                          key=itemgetter(0), reverse=True)
         scores: dict[str, float] = {}
         for i, (weight, tf_by_doc) in enumerate(weighted):
-            rest = sum(w for w, _ in weighted[i:]) * (1 + 1e-9)
-            if i and len(scores) >= depth and self._beats(scores, depth, rest, weighted[:i]):
+            rest = sum(w for w, _ in weighted[i:]) * (1 + 1e-9)  # the most an unseen doc can still get
+            spent = sum(w for w, _ in weighted[:i])  # no partial score exceeds it: then skip the heap
+            if i and len(scores) >= depth and spent > rest and heapq.nlargest(depth, scores.values())[-1] > rest:
                 for later_weight, later_tf in weighted[i:]:
                     self._update_known(scores, later_weight, later_tf, c_fixed, c_length)
                 return scores, rest
@@ -150,20 +109,8 @@ class Ranking(Postings):
                 scores[d] = get(d, 0.0) + weight * tf / (tf + c_fixed + c_length * length[d])
         return scores, 0.0
 
-    @staticmethod
-    def _beats(
-        scores: dict[str, float], depth: int, rest: float, done: list[tuple[float, dict[str, int]]]
-    ) -> bool:
-        """Whether the `depth`-th best score so far beats `rest`, the most an unseen doc can get."""
-        if sum(w for w, _ in done) <= rest:
-            return False  # no partial score can exceed the weights already spent; skip the heap
-        return heapq.nlargest(depth, scores.values())[-1] > rest
-
-    def _update_known(
-        self, scores: dict[str, float], weight: float, tf_by_doc: dict[str, int],
-        c_fixed: float, c_length: float,
-    ) -> None:
-        """Add one term's BM25 contribution to the documents already in `scores` only."""
+    def _update_known(self, scores: dict[str, float], weight: float, tf_by_doc: dict[str, int],
+                      c_fixed: float, c_length: float) -> None:
         length = self._length
         if len(tf_by_doc) < len(scores):
             pairs = [(d, tf) for d, tf in tf_by_doc.items() if d in scores]
@@ -173,13 +120,8 @@ class Ranking(Postings):
             scores[d] += weight * tf / (tf + c_fixed + c_length * length[d])
 
     def relevance(self, query: str, doc_ids: Iterable[str]) -> dict[str, float]:
-        """How much of what the query asks each document holds, 0..1 (2 decimals).
-
-        Each term the caller typed counts with its idf (a term no document holds counts as the
-        rarest); a document gets full credit for a term it holds and `EXPANSION_WEIGHT` for an
-        equivalent instead. Unlike a BM25 score this is comparable across queries and store
-        sizes, so a caller (the prompt hook) can keep only hits above a fixed threshold.
-        """
+        """The idf-weighted share of the typed query terms each document holds, 0..1 (2 decimals); an
+        equivalent earns `EXPANSION_WEIGHT` of its term, a term no document holds counts as the rarest."""
         share = self._coverage(query_terms(query), list(doc_ids))
         return {doc_id: round(value, 2) for doc_id, value in share.items()}
 
@@ -201,12 +143,10 @@ class Ranking(Postings):
         return out
 
     def _idf(self, term: str, n_docs: int) -> float:
-        """BM25 idf in its non-negative form: ln(1 + (N - df + 0.5) / (df + 0.5))."""
         df = self._df[term]
         return math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
 
     def _term_tf(self, term: str) -> dict[str, int]:
-        """`{doc_id: tf}` for `term` counting content and scopes together."""
         content = self._docs_of(self._content, term)
         scope = self._docs_of(self._scope, term)
         if scope is None:

@@ -1,17 +1,6 @@
-"""The text analyzer: how every part of the daemon that matches words turns text into terms.
-
-Import contract: stdlib and PyStemmer only, no I/O, no state beyond caches. Search indexing,
-search queries, the dedup and `related` similarity of the write gates and the prompt-recall hook
-all analyze text here, so what is indexed and what is asked can never drift apart.
-
-The rules (docs/tools.md, "Search"):
-- words are lowercased and reduced to their Snowball English stem (`deploying` -> `deploy`);
-  stopwords are dropped;
-- an identifier — `snake_case`, `camelCase`, `kebab-case`, dotted names, paths, `--flags`,
-  versions — is kept whole (lowercased, unstemmed) **and** split into its stemmed parts, so
-  `billing/stripe_client.py` is found by itself, by `stripe_client` and by `stripe`;
-- a query may also be widened by a short table of coding-vocabulary equivalences (`prod` ~
-  `production`), each added term weighing less than the words the caller typed.
+"""The one text analyzer (rules: docs/tools.md, "How text becomes terms"): indexing, queries, the
+write gates' similarity and the prompt hook all turn text into terms here, so they cannot drift.
+Import contract: stdlib and PyStemmer only, no I/O, no state beyond caches.
 """
 
 from __future__ import annotations
@@ -22,74 +11,37 @@ from functools import lru_cache
 import Stemmer  # type: ignore[import-not-found]  # PyStemmer ships no type hints
 
 STOPWORDS = frozenset(
-    """a about above after again against all also am an and any are as at be because been before
-    being below between both but by can could did do does doing down during each few for from
-    further had has have having he her here hers him his how if in into is it its itself just me
-    more most my no nor not of off on once only or other our ours out over own same she should so
-    some such than that the their theirs them then there these they this those through to too
-    under until up very was we were what when where which while who whom why will with would you
-    your yours""".split()
+    """a about above after again against all also am an and any are as at be because been before being below between
+    both but by can could did do does doing down during each few for from further had has have having he her here
+    hers him his how if in into is it its itself just me more most my no nor not of off on once only or other our
+    ours out over own same she should so some such than that the their theirs them then there these they this those
+    through to too under until up very was we were what when where which while who whom why will with would you your
+    yours""".split()
 )
 
-# Bump whenever analysis changes what terms a text gives: a stored search index snapshot made by
-# another version is then rebuilt instead of trusted.
+# Bump whenever analysis changes a text's terms: a search index snapshot of another version is rebuilt.
 ANALYZER_VERSION = 1
-# Weight of a term the equivalence table added, relative to one the caller typed.
 EXPANSION_WEIGHT = 0.5
 MIN_TERM_CHARS = 2
 
-# Coding vocabulary that means the same thing in agents' notes. Each group is symmetric: a query
-# holding any member also asks for the others. Kept short and general on purpose (abbreviations
-# and their long forms); multi-word members ask for each of their words.
+# Symmetric groups: a query holding any one-term member also asks for every other member's terms.
 EQUIVALENCES: tuple[tuple[str, ...], ...] = (
-    ("prod", "production"),
-    ("dev", "development"),
-    ("stage", "staging"),
-    ("db", "database"),
-    ("k8s", "kubernetes"),
-    ("deps", "dependencies"),
-    ("dep", "dependency"),
-    ("repo", "repository"),
-    ("config", "configuration", "settings"),
-    ("auth", "authentication", "login"),
-    ("env", "environment"),
-    ("envvar", "environment variable"),
-    ("perf", "performance"),
-    ("docs", "documentation"),
-    ("pr", "pull request"),
-    ("ci", "continuous integration", "pipeline"),
-    ("js", "javascript"),
-    ("ts", "typescript"),
-    ("py", "python"),
-    ("tf", "terraform"),
-    ("msg", "message"),
-    ("dir", "directory", "folder"),
-    ("pkg", "package"),
-    ("err", "error"),
-    ("fn", "func", "function"),
-    ("impl", "implementation"),
-    ("init", "initialize"),
-    ("app", "application"),
-    ("deploy", "release", "ship"),
-    ("creds", "credentials"),
-    ("tmp", "temporary"),
-    ("cfg", "config"),
-    ("infra", "infrastructure"),
-    ("req", "request"),
-    ("resp", "response"),
-    ("lib", "library"),
-    ("util", "utility"),
-    ("max", "maximum"),
-    ("min", "minimum"),
-    ("e2e", "end to end"),
+    ("prod", "production"), ("dev", "development"), ("stage", "staging"), ("db", "database"), ("k8s", "kubernetes"),
+    ("deps", "dependencies"), ("dep", "dependency"), ("repo", "repository"), ("config", "configuration", "settings"),
+    ("auth", "authentication", "login"), ("env", "environment"), ("envvar", "environment variable"),
+    ("perf", "performance"), ("docs", "documentation"), ("pr", "pull request"),
+    ("ci", "continuous integration", "pipeline"), ("js", "javascript"), ("ts", "typescript"), ("py", "python"),
+    ("tf", "terraform"), ("msg", "message"), ("dir", "directory", "folder"), ("pkg", "package"), ("err", "error"),
+    ("fn", "func", "function"), ("impl", "implementation"), ("init", "initialize"), ("app", "application"),
+    ("deploy", "release", "ship"), ("creds", "credentials"), ("tmp", "temporary"), ("cfg", "config"),
+    ("infra", "infrastructure"), ("req", "request"), ("resp", "response"), ("lib", "library"), ("util", "utility"),
+    ("max", "maximum"), ("min", "minimum"), ("e2e", "end to end"),
 )
 
 _STEMMER = Stemmer.Stemmer("english")
-# PyStemmer's own cache costs more than it saves when it churns (docs/benchmark.md); `stem`
-# keeps the cache instead.
+# PyStemmer's own cache costs more than it saves when it churns (docs/benchmark.md); `stem` caches.
 _STEMMER.maxCacheSize = 0
-# A chunk is a run of word characters and the joiners identifiers use (`_ . / -`); a leading `-`
-# or `--` survives so flags keep their dashes.
+# Word characters and identifier joiners (`_ . / -`); a leading `-` or `--` survives for flags.
 _CHUNK_RE = re.compile(r"-{0,2}[^\W_][\w./\-]*|_+[^\W_][\w./\-]*")
 _PART_RE = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+|[^\W\d_]+")
 _JOINERS = "_./-"
@@ -100,7 +52,7 @@ _CHUNK_CACHE: dict[str, tuple[str, ...]] = {}
 
 @lru_cache(maxsize=65_536)
 def stem(word: str) -> str:
-    """The Snowball English stem of a lowercase word. Cached: a store repeats its words."""
+    """The Snowball English stem of a lowercase word."""
     return str(_STEMMER.stemWord(word))
 
 
@@ -121,15 +73,12 @@ def _chunk_terms(chunk: str) -> tuple[str, ...]:
 def _word(lower: str) -> tuple[str, ...]:
     if len(lower) < MIN_TERM_CHARS or lower in STOPWORDS:
         return ()
-    if not lower.isalpha():
-        return (lower,)  # numbers and ids like n42 or k8s have no English stem
-    return (stem(lower),)
+    return (stem(lower) if lower.isalpha() else lower,)  # numbers and ids like n42 or k8s have no English stem
 
 
 def analyze(text: str) -> list[str]:
     """Index terms of `text`, in order, duplicates kept (their count is the term frequency)."""
-    # A plain dict in front of the chunk analysis: indexing 100k memories at start calls this
-    # for every chunk, and the lru_cache wrapper alone cost more than the old regex tokenizer.
+    # A plain dict, not lru_cache: indexing 100k memories at start calls this per chunk.
     known = _CHUNK_CACHE
     out: list[str] = []
     for chunk in _CHUNK_RE.findall(text):
@@ -180,10 +129,8 @@ def equivalents(term: str) -> tuple[str, ...]:
 
 @lru_cache(maxsize=256)
 def query_terms(query: str) -> tuple[tuple[str, float, str], ...]:
-    """`(term, weight, asked)` for a query: its analyzed terms (weight 1), any scope written whole
-    (`projects:x`), then the equivalents of each (weight `EXPANSION_WEIGHT`). `asked` is the term
-    the caller typed that a row stands for, so relevance can credit an equivalent to it. Cached:
-    one search asks for them four times (rank, rerank, relevance, the total)."""
+    """`(term, weight, asked)`: the query's analyzed terms and any scope written whole (weight 1),
+    then their equivalents (`EXPANSION_WEIGHT`); `asked` is the typed term a row stands for."""
     typed = list(dict.fromkeys(analyze(query) + [m for m in _SCOPE_RE.findall(query.lower()) if ":" in m]))
     rows = [(term, 1.0, term) for term in typed]
     seen = set(typed)
