@@ -1,11 +1,5 @@
-"""The `anchored` hook action: the memories a tool call is about to touch (point-of-action recall,
-the `pre-tool` hook; README "Automatic recall").
-
-Import contract: core, connections, scopes, memories (anchors, records, staleness, reads'
-staleness view, writes' tier_of), sessions.hooks (the injected set). No search ranking: anchors
-are exact keys (memories/anchors.py), so there is no floor to tune — a memory is shown when it
-cites the file, its directory, a name the path spells, or a command it names, and nothing is shown
-otherwise.
+"""The `anchored` hook action: the memories a tool call is about to touch (the `pre-tool` hook;
+README "Automatic recall"). Anchors are exact keys (memories/anchors.py): no score floor to tune.
 """
 
 from __future__ import annotations
@@ -29,9 +23,8 @@ BUILD_SLICE = 1000       # memories a lookup indexes itself while the idle-turn 
 
 
 def anchored(core: Core, session: Session, args: dict[str, Any]) -> dict[str, Any]:
-    """Up to `limit` memories anchored to `paths` / `command`, unseen in this session (they count
-    as seen from now on, unless `peek`), best first; scoped like `memory_search`'s auto-scope: the caller's repo
-    plus memories that have none, disabled scopes hidden."""
+    """Up to `limit` memories anchored to `paths` / `command`, unseen in this session (seen from now
+    on unless `peek`), best first, scoped like `memory_search`'s auto-scope."""
     from memoryd.daemon.memories.writes import tier_of
 
     tier = tier_of(core)
@@ -64,8 +57,7 @@ def _paths(raw: Any) -> list[str]:
 
 
 def _visible(memory: Memory | None, repos: tuple[str | None, ...], session: Session) -> bool:
-    """Auto-scoped like `memory_search`, and never what this session wrote itself: its agent knows
-    it (it wrote it a moment ago), so pointing at it before a tool call is noise."""
+    """Auto-scoped like `memory_search`, and never this session's own (its agent knows it: noise)."""
     return (memory is not None and memory.repo in repos and memory.session_id != session.id
             and not is_hidden(memory.scopes, session.disabled_scopes))
 
@@ -74,9 +66,7 @@ def _row(core: Core, memory: Memory, hit: Hit) -> dict[str, Any]:
     content = memory.content if len(memory.content) <= CONTENT_CHARS else memory.content[:CONTENT_CHARS - 1] + "…"
     row = {"id": memory.id, "category": memory.category, "content": content, "why": hit.why}
     note = drift_word(core, memory)
-    if note:
-        row["note"] = note
-    return row
+    return {**row, "note": note} if note else row
 
 
 def drift_word(core: Core, memory: Memory) -> str | None:

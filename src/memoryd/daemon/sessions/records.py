@@ -1,19 +1,8 @@
-"""Session records: `sessions/<sess-n>.md`, a session's summary or its captured last message.
+"""Session records: `sessions/<sess-n>.md`, a session's summary or its captured last message (a
+note), and the start-up conversion of captured handoff memories to notes (docs/storage.md,
+'Session notes' and 'Reliability').
 
-Import contract: core, clock, connections, store. The event log holds no content, so `memory_session_finish`'s
-`summary` is written here (frontmatter: schema_version, session_id, finished_at; body: the
-summary) in the same group commit as its `session_end` event, which carries only `summary_sha`.
-At start, after replay, each record is read back into `Session.summary` — only when a
-`session_end` event names it; a record no event names, a symlink or an unparseable file is a bad
-file (memory_health), never served. Logs written before records existed keep their `summary`
-field, which replay still honours.
-
-A session that ends without a handoff keeps its agent's last message here as a *note*
-(frontmatter `captured_by: session-end hook`, `reason`; `session_end` carries `note_sha`): session
-tier, never a durable memory, so no search, prompt hook or digest list sees it. A session
-finished with `memory_session_finish` never gets one, so a record is one or the other. Notes
-expire with the episode TTL (`expire_notes`, `session_note_expired`). Stores from before kept
-these as `handoff` memories; `convert_captured_handoffs` moves them here once, at start.
+Import contract: core, clock, connections, store.
 """
 
 from __future__ import annotations
@@ -70,14 +59,12 @@ def _write(core: Core, session_id: str, body: str, blame: str, **meta: Any) -> s
 
 
 def write_summary(core: Core, session: Session, summary: str) -> str:
-    """The session's summary record; the caller logs the sha as `summary_sha`."""
     return _write(core, session.id, summary, "summary")
 
 
 def write_note(core: Core, session_id: str, text: str, reason: str | None,
                ended_at: str | None = None) -> str:
-    """The session's captured last message as its note, served at once; the caller logs the sha
-    as `note_sha` (or the conversion's event does)."""
+    """The session's captured last message as its note, served at once; returns the sha to log."""
     ended_at = ended_at or core.now()
     sha = _write(core, session_id, text, "note", finished_at=ended_at, captured_by=NOTE_BY, reason=reason)
     records = of(core)
@@ -87,8 +74,8 @@ def write_note(core: Core, session_id: str, text: str, reason: str | None,
 
 
 def expire_notes(core: Core, now: float) -> list[str]:
-    """Delete the notes of sessions that ended longer ago than `episode_ttl_days` (the reaper's
-    TTL pass): a captured message is as short-lived as the journal. One event names them all."""
+    """Delete the notes of sessions that ended longer ago than `episode_ttl_days`; one event names
+    them all."""
     records = of(core)
     if records is None or not records.notes:
         return []
@@ -108,9 +95,7 @@ def expire_notes(core: Core, now: float) -> list[str]:
 
 def convert_captured_handoffs(core: Core) -> int:
     """At start: move each live `handoff` memory the session-end hook captured (LEGACY_HEADER)
-    to its session's note, then tombstone it — the tombstone keeps the text, so nothing is lost
-    even where no note can be written (an unknown session, one with a summary record). One
-    `handoff_converted` event each; a store with none costs a scan of its handoffs only."""
+    to its session's note, then tombstone it; one `handoff_converted` event each."""
     tier = core.memories
     if tier is None or of(core) is None or not core.writable():
         return 0
@@ -143,14 +128,13 @@ def _convert(core: Core, memory: Any) -> None:
 
 
 def attach(core: Core) -> SessionRecords:
-    """Join replay and recovery, so summaries come back after a restart."""
     records = SessionRecords(core)
     core.extensions.append(records)
     return records
 
 
 class SessionRecords:
-    """The start-up half: which records the log names, then reading them into the session table."""
+    """Which records the log names (replay), then reading them into the session table (recovery)."""
 
     def __init__(self, core: Core) -> None:
         self.core = core
