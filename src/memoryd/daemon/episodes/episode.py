@@ -1,5 +1,4 @@
-"""An episode as the index holds it, and its file's frontmatter (docs/storage.md, 'Episodes'):
-what `journal` builds from a file or a cache row, and what the episode tools write.
+"""An episode as the index holds it, and its file's frontmatter (docs/storage.md, 'Episodes').
 
 Import contract: `store` only.
 """
@@ -24,8 +23,7 @@ class Episode:
     scopes: tuple[str, ...]
     swarm_id: str | None
     worktree: str | None
-    # No path is kept: it is always `episodes/<session_id>/<id>.md` (`Journal.path_of`), and 80k
-    # path strings were ~10 MB of a large store's start.
+    # No path kept: it is always `episodes/<session_id>/<id>.md`; 80k path strings were ~10 MB.
 
     @property
     def headline(self) -> str:
@@ -48,8 +46,8 @@ def _shared(worktree: Any) -> Any:
 
 
 def from_row(row: list[Any], session_id: str, episode_id: str) -> Episode | None:
-    """The episode a cache row describes, or None when the row is malformed. Ids are interned:
-    the checkpoint's sets of episode ids then share these strings."""
+    """The episode a cache row describes, or None when the row is malformed. Ids are interned, so
+    the checkpoint's id sets share these strings."""
     try:
         _size, _mtime, created, takeaway, line, scopes, swarm, worktree = row
     except (TypeError, ValueError):

@@ -1,11 +1,8 @@
-"""The episode index: every episode file's frontmatter, kept in memory (packed per session until
-first used after a start; docs/storage.md, 'Packed episodes'), bodies read on demand, and the
-index cache a clean stop writes. `journal.Journal` fills it at start and checks it after.
+"""The episode index: every episode file's frontmatter in memory, sessions packed until first used
+(docs/storage.md, 'Packed episodes'), bodies read on demand, and the index cache a clean stop writes.
 
-Import contract: building blocks (store, frontmatter, idents, nofollow), the cache format
-(`episodes.cache`) and the record (`episodes.episode`).
-Provenance is not stored here: it comes from the event log's index in `core` (an episode file
-says nothing trustworthy about how it got there).
+Import contract: building blocks (store, frontmatter, idents, nofollow), the cache format and the
+record. Provenance comes from the event log's index in `core`, never from an episode file.
 """
 
 from __future__ import annotations
@@ -25,8 +22,8 @@ from memoryd.daemon.storage import frontmatter, nofollow, store
 
 
 class EpisodeIndex(Mapping[str, Episode]):
-    """`journal.by_id`: every episode by id, whether or not its session is decoded yet. Looking
-    one up decodes its session; membership, length and `keys()` do not."""
+    """`journal.by_id`: every episode by id; a lookup decodes its session, membership, length and
+    `keys()` do not."""
 
     def __init__(self, journal: JournalIndex) -> None:
         self._journal = journal
@@ -51,9 +48,8 @@ class EpisodeIndex(Mapping[str, Episode]):
 
 
 class JournalIndex:
-    """Episodes by session. A start after a clean stop leaves each session *packed* (its cache
-    rows, ~1/5 of the objects' memory) and decodes it on first use: most sessions of a large
-    store are never read again before the TTL prunes them (docs/storage.md, 'Episodes')."""
+    """Episodes by session; a session taken from the cache stays packed (its cache rows, ~1/5 of
+    the objects' memory) until first used."""
 
     def __init__(self, root: Path, files: store.FileStore, provenance: Callable[[str, str], str]) -> None:
         self.dir = root / "episodes"
@@ -67,10 +63,7 @@ class JournalIndex:
         self.bad_files: list[dict[str, str]] = []
         self.stats: dict[str, tuple[int, int]] = {}  # decoded episode id -> (size, mtime_ns) its file had
 
-    # -- reading ---------------------------------------------------------------------------------
-
     def session(self, session_id: str) -> dict[str, Episode]:
-        """A session's episodes by id (decoded now if packed); empty when it has none."""
         bucket = self._live.get(session_id)
         if bucket is not None:
             return bucket
@@ -83,12 +76,12 @@ class JournalIndex:
         return None if session_id is None else self.session(session_id).get(episode_id)
 
     def of_session(self, session_id: str) -> list[Episode]:
-        """A session's live episodes, oldest first (ULIDs sort by creation time)."""
+        """A session's live episodes, oldest first."""
         return sorted(self.session(session_id).values(), key=lambda e: (e.created, e.id))
 
     def matching(self, worktree: Any = ..., swarm: str | None = None) -> Iterator[Episode]:
-        """Every episode that may be in `worktree` (... : any) and `swarm` (None: any); only the
-        packed sessions whose summary says they hold such an episode are decoded."""
+        """Every episode that may be in `worktree` (... : any) and `swarm` (None: any), decoding only
+        the packed sessions whose summary says they hold one."""
         for session_id, packed in list(self._packed.items()):
             if ((worktree is ... or any(w == worktree for w, _ in packed.worktrees))
                     and (swarm is None or swarm in packed.swarms)):
@@ -108,8 +101,8 @@ class JournalIndex:
                 + sum(1 for bucket in self._live.values() for e in bucket.values() if e.worktree == worktree))
 
     def provenance_counts(self, logged: set[str]) -> dict[str, int]:
-        """How many episodes `provenance` calls local, untracked and unaccounted. A packed session
-        whose ids the log all names is counted local without decoding it."""
+        """Episodes by `provenance`; a packed session whose ids the log all names is counted local
+        without decoding it."""
         counts = {"local": 0, "untracked": 0, "unaccounted": 0}
         for session_id, packed in list(self._packed.items()):
             if logged.issuperset(packed.ids):
@@ -138,8 +131,6 @@ class JournalIndex:
         assert idents.is_session_id(session_id) and idents.is_ulid(episode_id)
         return self.dir / session_id / f"{episode_id}.md"
 
-    # -- changes ---------------------------------------------------------------------------------
-
     def add(self, episode: Episode) -> None:
         self.session(episode.session_id)  # a packed session is decoded before it changes
         self._live.setdefault(episode.session_id, {})[episode.id] = episode
@@ -158,8 +149,7 @@ class JournalIndex:
         return episode
 
     def _unpack(self, session_id: str) -> dict[str, Episode]:
-        """Decode a packed session; a row that does not describe its file (a damaged cache) is
-        replaced by parsing the file."""
+        """Decode a packed session; a bad row (a damaged cache) is replaced by parsing its file."""
         packed = self._packed.pop(session_id)
         bucket = self._live.setdefault(session_id, {})
         for episode_id, row in packed.entries():
@@ -182,8 +172,7 @@ class JournalIndex:
         self.bad_files.append({"path": str(path), "reason": reason})
 
     def _parse_file(self, session_id: str, path: str, found: list[str] | None = None) -> None:
-        """Index the episode file at `path` (its id added to `found`, if given); one that is gone
-        by now is let be, a bad one listed."""
+        """Index the episode file at `path` (its id added to `found`, if given); a bad one is listed."""
         try:
             data, stat = nofollow.read_with_stat(path)
             meta, body = frontmatter.parse(data)
@@ -201,16 +190,13 @@ class JournalIndex:
     def _parse_existing(self, session_id: str, episode_id: str) -> None:
         self._parse_file(session_id, f"{self._prefix}{session_id}/{episode_id}.md")
 
-    # -- the cache -------------------------------------------------------------------------------
-
     @property
     def cache_path(self) -> Path:
         return self.dir.parent / "state" / "episodes.cache"
 
     def save_cache(self, log_seq: int) -> None:
-        """Write the index cache (derived data: losing it only costs a slower start). A packed
-        session is written back as it was read; stats are those seen at load or taken once for
-        files written since (`stats`), not 80k lstats."""
+        """Write the index cache: packed sessions as they were read, stats as seen at load (`stats`)
+        or taken once for files written since, not 80k lstats."""
         sessions = list(self._packed.items()) + self._packed_live()
         self.files.write_file(self.cache_path, encode_cache(log_seq, sessions))
 

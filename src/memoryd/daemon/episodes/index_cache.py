@@ -1,8 +1,6 @@
-"""The episode index cache (`state/episodes.cache`, docs/storage.md): what a start needs to know
-of each session without reading its files, and the open file its rows stay in until decoded.
-
-Import contract: msgpack and `store` only. The cache is derived data: anything that does not
-decode means the files are read instead (msgpack, not pickle: a planted cache must not run code).
+"""The episode index cache (`state/episodes.cache`, docs/storage.md): each session's summary and
+its rows, which stay in the open file until decoded. Derived data: anything that does not decode
+means the files are read instead (msgpack, not pickle: a planted cache must not run code).
 """
 
 from __future__ import annotations
@@ -21,9 +19,8 @@ CACHE_VERSION = 3
 
 
 class CacheFile:
-    """The index cache a start read, kept open: packed sessions read their rows from it when
-    decoded, so ~10 MB of rows (at 88k episodes) stay in the page cache, not on the heap. A
-    later save replaces the file by rename; this descriptor still reads the one it opened."""
+    """The index cache a start read, kept open so that packed sessions' rows (~10 MB at 88k
+    episodes) stay in the page cache, not on the heap; a later save renames over it harmlessly."""
 
     def __init__(self, fd: int, base: int) -> None:
         self.fd, self.base = fd, base  # base: where the rows region starts
@@ -41,11 +38,9 @@ class CacheFile:
 
 @dataclass(slots=True)
 class Packed:
-    """A session's episodes as the index cache holds them, not yet turned into objects: their
-    ids (in file order), what the reaper, `episode_search` and the counts need to know without
-    decoding them, and the msgpack of their rows ([size, mtime_ns, created, takeaway,
-    first_line, scopes, swarm_id, worktree], one per id) — in memory, or at `span` (offset,
-    length) of `source`, the open cache file."""
+    """A session's episodes as the cache holds them: ids, a summary, and the msgpack of their rows
+    ([size, mtime_ns, created, takeaway, first_line, scopes, swarm_id, worktree], one per id) in
+    `rows`, or at `span` (offset, length) of `source`, the open cache file."""
     ids: tuple[str, ...]
     newest: str
     worktrees: tuple[tuple[str | None, int], ...]  # (worktree, episodes in it): a dict each was 2 MB
@@ -58,8 +53,7 @@ class Packed:
         return self.rows if self.source is None else self.source.read(*self.span)
 
     def entries(self) -> list[tuple[str, Any]]:
-        """(id, row) pairs; every row None when the rows do not decode to one per id (a
-        damaged cache: the files are read instead)."""
+        """(id, row) pairs; every row None when the rows do not decode to one per id."""
         data = self.row_bytes()
         try:
             rows = None if data is None else msgpack.unpackb(data, raw=False)
@@ -78,9 +72,8 @@ _HEAD = len(CACHE_MAGIC) + 8
 
 
 class Listing(NamedTuple):
-    """What a prefetch helper found in episodes/ beside the episodes it packed: every session
-    folder's name, the files it could not index (`bad_files` entries) and the temp files it
-    saw. Only ever in the anonymous file a helper hands over, never in `state/`."""
+    """What a prefetch helper found beside the episodes it packed: session folder names, bad files
+    and temp files. Only in the anonymous file a helper hands over, never in `state/`."""
     dirs: tuple[str, ...]
     bad: tuple[dict[str, str], ...]
     temp: tuple[str, ...]
@@ -117,11 +110,8 @@ def encode_cache(log_seq: int, sessions: list[tuple[str, Packed]], listing: dict
 
 def read_cache(path: Path) -> tuple[dict[str, Packed], int | None]:
     """The index cache by session, and the log seq it was saved at; empty when missing or
-    unreadable (msgpack, not pickle: a planted cache must not run code). Only the header is
-    read: each session's rows stay in the file until decoded, and are checked then (`_from_row`);
-    a session entry of the wrong shape is left out (its folder is read instead). Ids are not
-    interned (for 88k that was half of this). Caches of formats 1 and 2 (one msgpack map) are
-    still read."""
+    unreadable. Only the header is read; a session entry of the wrong shape is left out. Caches
+    of formats 1 and 2 (one msgpack map) are still read."""
     try:
         source, data = _open_cache(path)
     except (OSError, ValueError, msgpack.UnpackException):
@@ -136,8 +126,8 @@ def read_cache(path: Path) -> tuple[dict[str, Packed], int | None]:
 
 
 def sessions_of(entries: Any, source: CacheFile | None) -> dict[str, Packed]:
-    """The header's session entries that have the right shape, by session. Format 3's entries
-    are checked in this loop, not a call each, which was slow at 11k entries (docs/benchmark.md)."""
+    """The header's session entries that have the right shape, by session (format 3's checked
+    inline: a call each was slow at 11k entries)."""
     if source is None:
         return {entry[0]: packed for entry in entries if (packed := _packed_entry(entry, None)) is not None}
     sessions = {}
@@ -200,9 +190,7 @@ def _packed_entry(entry: Any, source: None) -> Packed | None:
 
 def _from_version_1(rows: tuple[Any, ...]) -> tuple[Any, ...]:
     """Session entries from a version-1 cache (one row per file: key, size, mtime, id, session,
-    created, takeaway, first_line, scopes, swarm, worktree), so the first start after an upgrade
-    does not parse every episode file again (docs/benchmark.md). Rows of another shape are left
-    out: their files are read."""
+    created, takeaway, first_line, scopes, swarm, worktree); rows of another shape are left out."""
     grouped: dict[str, list[tuple[Any, ...]]] = {}
     for row in rows:
         if type(row) is tuple and len(row) == 11 and type(row[4]) is str and type(row[5]) is str:

@@ -1,11 +1,9 @@
-"""The journal: the episode index (episodes/index.py) as a start fills it — from the index cache a
-clean stop wrote, or by parsing the files, in a helper process while the log replays when there
-are many — and as the check after start compares what came from the cache with the files.
+"""The journal: the episode index (episodes/index.py) filled at start — from the index cache, or by
+parsing the files (in a helper process when there are many) — and checked against the files after
+(docs/storage.md, 'Recovery at start' step 5 and 'Files checked after start').
 
-Import contract: building blocks (store, idents, nofollow, prefetch), the cache format
-(`episodes.cache`), the record (`episodes.episode`) and the index. Symlinked session folders and
-episode files are listed in `bad_files` and never indexed, so nothing reads them and the TTL
-reaper never deletes through them.
+Import contract: building blocks (store, idents, nofollow, prefetch), the cache format, the record
+and the index. Symlinked session folders and episode files are bad files, never indexed or read.
 """
 
 from __future__ import annotations
@@ -40,8 +38,7 @@ class Journal(JournalIndex):
         self.unverified: list[str] = []  # sessions loaded from the cache, files not yet compared
         self.unlisted: list[str] = []  # session folders taken from the cache, not yet listed
         self.root_unlisted = False  # episodes/ itself not listed yet (a start after a clean stop)
-        # What the after-start check found that a start would have: episodes parsed (new or
-        # changed files) and cache-loaded episodes whose file was gone; `Core.verify_files` logs it.
+        # What the after-start check found that a start would have; `Core.verify_files` logs it.
         self.found_late: list[str] = []
         self.dropped_late = 0
         self._helper: prefetch.Helper | None = None  # the prefetch helper, while it runs
@@ -49,28 +46,11 @@ class Journal(JournalIndex):
         self._shares: tuple[list[list[os.DirEntry[str]]], prefetch.Shares] | None = None  # its work, chunked
         self.temp_files: list[str] = []  # temp files seen in session folders as they were listed
 
-    # -- start -----------------------------------------------------------------------------------
-
     def load(self, progress: Callable[[str, int, int], None] | None = None, listed_at: int | None = None) -> None:
         """Index every episode file; untrustworthy files are listed in `bad_files`, not loaded.
-
-        A session the index cache (`state/episodes.cache`, written at stop) holds is taken from
-        it packed, without a `stat` of its files: parsing, stat-ing and an object per file were
-        most of a large store's start, and much of its memory (docs/benchmark.md). Whether those
-        files still match the cache (a hand edit while the daemon was stopped) is checked after
-        start, a slice at a time (`verify_some`); other files are parsed now.
-
-        `listed_at`: on a start resumed from the checkpoint, the log's seq. A cache saved at that
-        seq was written by the same clean stop, so it names every episode file there was; then
-        neither episodes/ nor the session folders are listed now but after start (listing them
-        slows a start, cold caches most: docs/benchmark.md), and a file or folder added by hand
-        while the daemon was stopped is found then (`verify_some`). Otherwise a folder whose files
-        are exactly the cached ones stays packed, and any other is read now.
-
-        The cache's ids are kept as decoded, not mapped to the log's copies of the same ids
-        (the checkpoint's): the mapping cost a start more than the RSS it saves, though every
-        cached id is then held twice (docs/benchmark.md).
-        """
+        Sessions the index cache holds are taken packed, unstat-ed, and checked after start
+        (`verify_some`). `listed_at`: on a start resumed from the checkpoint, the log's seq; a
+        cache saved at it names every file, so nothing is listed until after start."""
         if not nofollow.is_plain_dir(self.dir):
             return
         fresh = self.prefetching  # rows the helper parsed during this start: nothing to verify
@@ -152,16 +132,10 @@ class Journal(JournalIndex):
         if not bucket:
             self._live.pop(session_id, None)
 
-    # -- a start without the cache: a helper process --------------------------------------------
-
     def prefetch(self, minimum: int | None = None) -> None:
-        """On a start without the index cache (a cold start, `memoryd reindex`) in a store of at
-        least `minimum` sessions, fork a helper that parses the episode files — most of such a
-        start — while this process replays the log and loads the memories; then this process
-        parses what the helper has not reached yet, from the other end (`finish_prefetch`). The
-        session folders are listed here, once, and shared out in chunks (`prefetch.Shares`). The
-        helper writes what the cache would hold to an anonymous file, which `load` adopts. A
-        helper that fails costs nothing but its time: `load` then parses the files itself."""
+        """Without the index cache, in a store of at least `minimum` sessions, fork a helper that
+        parses the episode folders, shared out in chunks, while this process replays the log; its
+        result is an anonymous cache file `load` adopts. A failed helper costs only its time."""
         if (self._helper is not None or not hasattr(os, "fork") or self.cache_path.exists()
                 or not nofollow.is_plain_dir(self.dir)):
             return
@@ -182,8 +156,7 @@ class Journal(JournalIndex):
 
     def _parse_chunks(self, chunks: list[list[os.DirEntry[str]]], indexes: Iterator[int]) -> Journal:
         """The session folders of the chunks `indexes` yields, parsed into a journal of their own
-        and packed a chunk at a time: packing them all at the end was work the helper did alone
-        while the daemon waited (docs/benchmark.md)."""
+        and packed a chunk at a time (not all at the end, which the helper did alone)."""
         parsed = Journal(self.dir.parent, self.files, self.provenance)
         for index in indexes:
             for folder in chunks[index]:
@@ -199,18 +172,16 @@ class Journal(JournalIndex):
         return self._helper is not None or self._prefetched is not None
 
     def finish_prefetch(self) -> tuple[str, ...] | None:
-        """Parse the chunks the prefetch helper has not taken yet, then wait for it; the temp
-        files either saw in the session folders, listed for this start so that neither temp-file
-        recovery nor `load` lists them again (each listing of them all is slow, docs/benchmark.md).
-        None when the helper failed: `load` then lists and parses everything here."""
+        """Parse the chunks the prefetch helper has not taken yet, then wait for it; the temp files
+        either saw in the session folders (so temp-file recovery need not list them again), or
+        None when the helper failed."""
         if self._helper is not None:
             self._prefetched = self._helper_result()
         listing = self._prefetched[1] if self._prefetched is not None else None
         return listing.temp if listing is not None else None
 
     def _helper_result(self) -> tuple[dict[str, Packed], Listing | None]:
-        """What the helper and this process parsed and found, once the helper has exited; ({},
-        None) when it failed."""
+        """What the helper and this process parsed and found; ({}, None) when the helper failed."""
         assert self._helper is not None and self._shares is not None
         (chunks, shares), running = self._shares, self._helper
         mine = self._parse_chunks(chunks, shares.take(prefetch.DAEMON))  # what the helper has not reached
@@ -230,9 +201,8 @@ class Journal(JournalIndex):
                                  temp=tuple(dict.fromkeys((*listing.temp, *mine.temp_files))))
 
     def _adopt_listing(self, cached: dict[str, Packed], listing: Listing) -> None:
-        """Take what the prefetch helper parsed and listed during this start, packed, without
-        listing episodes/ or a session folder again. A folder it saw a temp file in was changed
-        since by temp-file recovery (a roll-forward adds an episode file): that one is listed."""
+        """Take what the prefetch helper parsed and listed, packed, without listing again; except a
+        folder it saw a temp file in, which temp-file recovery may have rolled forward since."""
         changed = {os.path.basename(os.path.dirname(path)) for path in listing.temp}
         self.session_dirs.extend(listing.dirs)
         self.bad_files.extend(bad for bad in listing.bad  # a changed folder's are found again below
@@ -246,13 +216,9 @@ class Journal(JournalIndex):
             except OSError:
                 continue
 
-    # -- after start -----------------------------------------------------------------------------
-
     def verify_some(self, budget: int | None) -> int:
-        """Check the files of cache-loaded sessions against the cache, until about `budget` lstats
-        (None: all) are spent; a file changed since is parsed again (or listed as bad), a file
-        gone is dropped, and the folders not listed at start are listed. A packed session whose
-        files all match stays packed. Returns how many sessions remain to check."""
+        """Check cache-loaded sessions against their files and list the folders not listed at
+        start, until about `budget` lstats (None: all) are spent; returns how many remain."""
         spent = 0
         while self.unverified and (budget is None or spent < budget):
             spent += self._verify_session(self.unverified.pop())
@@ -264,10 +230,8 @@ class Journal(JournalIndex):
         return len(self.unverified) + len(self.unlisted) + self.root_unlisted
 
     def _list_root(self) -> int:
-        """List episodes/ after a start that took every session from the cache: a folder added
-        while the daemon was stopped is listed next (its files parsed as found late), and a
-        cached session whose folder is now a link or a file is let go (its episodes dropped,
-        the entry a bad file), as the start's own listing would have done. Returns its cost."""
+        """List episodes/ after a start that took every session from the cache, as the start would
+        have: a new folder is listed next, a cached one now a link or file let go. Returns its cost."""
         self.root_unlisted = False
         try:
             with os.scandir(self.dir) as listing:
@@ -327,8 +291,7 @@ class Journal(JournalIndex):
             self._parse_file(session_id, entry.path, self.found_late)
 
     def late_finds(self) -> dict[str, int]:
-        """What the check after start found that a start would have, by provenance as the
-        `recovery` event counts them (`files_checked`); forgotten once told."""
+        """What the check after start found, counted as `recovery` counts it; forgotten once told."""
         counts = {"local": 0, "untracked": 0, "unaccounted": 0}
         found = [e for e in map(self.by_id.get, self.found_late) if e is not None]
         for episode in found:
