@@ -126,22 +126,29 @@ def read_cache(path: Path) -> tuple[dict[str, Packed], int | None]:
 
 
 def sessions_of(entries: Any, source: CacheFile | None) -> dict[str, Packed]:
-    """The header's session entries that have the right shape, by session (format 3's checked
-    inline: a call each was slow at 11k entries)."""
-    if source is None:
-        return {entry[0]: packed for entry in entries if (packed := _packed_entry(entry, None)) is not None}
+    """The header's session entries that have the right shape, by session: rows inline (format 2,
+    `source` None) or in `source`. Checked inline, not a call each: that was slow at 11k entries."""
     sessions = {}
     for entry in entries:
         try:
-            session_id, ids, newest, worktrees, swarms, offset, length = entry
+            session_id, ids, newest, worktrees, swarms, *place = entry
             if (type(ids) is not tuple or type(newest) is not str or type(swarms) is not tuple
-                    or type(offset) is not int or type(length) is not int or offset < 0 or length < 0
                     or type(worktrees) is not tuple or any(type(n) is not int for _, n in worktrees)):
                 continue
             "".join(ids)  # TypeError unless every id is text: at C speed (docs/benchmark.md)
+            if source is None:
+                (rows,) = place
+                if type(rows) is not bytes:
+                    continue
+                packed = Packed(ids, newest, worktrees, swarms, rows)
+            else:
+                offset, length = place
+                if type(offset) is not int or type(length) is not int or offset < 0 or length < 0:
+                    continue
+                packed = Packed(ids, newest, worktrees, swarms, None, (offset, length), source)
         except (TypeError, ValueError):
             continue
-        sessions[session_id] = Packed(ids, newest, worktrees, swarms, None, (offset, length), source)
+        sessions[session_id] = packed
     return sessions
 
 
@@ -172,20 +179,6 @@ def read_header(fd: int) -> tuple[CacheFile, Any]:
         os.close(fd)
         raise
     return CacheFile(fd, _HEAD + length), header  # closes fd when the last packed session lets go
-
-
-def _packed_entry(entry: Any, source: None) -> Packed | None:
-    """A format-2 session entry (its rows inline), or None when it has the wrong shape."""
-    try:
-        _, ids, newest, worktrees, swarms, rows = entry  # entry[0], the session, is the caller's key
-        if (type(ids) is not tuple or type(newest) is not str or type(swarms) is not tuple
-                or type(worktrees) is not tuple or not all(type(n) is int for _, n in worktrees)
-                or type(rows) is not bytes):
-            return None
-        "".join(ids)  # TypeError unless every id is text
-    except (TypeError, ValueError):
-        return None
-    return Packed(ids=ids, newest=newest, worktrees=worktrees, swarms=swarms, rows=rows)
 
 
 def _from_version_1(rows: tuple[Any, ...]) -> tuple[Any, ...]:

@@ -84,9 +84,7 @@ def memory_session_finish(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     core.end_session(target, "finished", summary_sha=summary_sha, handoff_id=handoff_id)
     target.summary = summary
     result["finished_at"] = target.ended_at
-    if summary is not None:
-        result["summary"] = summary
-    return result
+    return {**result, "summary": summary} if summary is not None else result
 
 
 def _capped(name: str, items: list[Any], cap: int) -> dict[str, Any]:
@@ -115,12 +113,16 @@ class _MemoryScan:
         self.handoffs: dict[str | None, Memory] = {}   # project -> its newest handoff
         self.others: list[Any] = []
         for memory in live.values():
-            if is_hidden(memory.scopes, disabled):
-                continue
             owner = self.project_of(memory)
-            if project is not None and owner != project:
+            if is_hidden(memory.scopes, disabled) or (project is not None and owner != project):
                 continue
-            self._count(memory, owner)
+            self.count += 1
+            self.by_category[memory.category] += 1
+            self.by_project[owner or "(none)"] += 1
+            if memory.category != "handoff":
+                self.others.append(memory)
+            elif owner not in self.handoffs or memory.created > self.handoffs[owner].created:
+                self.handoffs[owner] = memory
 
     def _from_aggregates(self, project: str | None) -> None:
         live = self.live
@@ -134,33 +136,18 @@ class _MemoryScan:
         self.by_project = Counter({project: self.count}) if self.count else Counter()
         self.handoffs = {p: m for p, m in live.newest_handoffs().items() if p == project}
 
-    def _count(self, memory: Any, owner: str | None) -> None:
-        self.count += 1
-        self.by_category[memory.category] += 1
-        self.by_project[owner or "(none)"] += 1
-        if memory.category != "handoff":
-            self.others.append(memory)
-        elif owner not in self.handoffs or memory.created > self.handoffs[owner].created:
-            self.handoffs[owner] = memory
-
     def handoff_rows(self, caller_project: str | None) -> list[dict[str, Any]]:
         """The newest handoff per project, newest first, the caller's project first; with the
         finishing session's summary when it left one."""
         ordered = sorted(self.handoffs.items(), key=lambda kv: kv[1].created, reverse=True)
         ordered.sort(key=lambda kv: kv[0] is None or kv[0] != caller_project)  # stable: caller's first
-        rows = []
-        for project, memory in ordered:
-            row = {"project": project, "session_id": memory.session_id, "id": memory.id,
-                   "text": memory.content, "created": memory.created}
-            summary = self.summary_of(memory.session_id)
-            if summary is not None:
-                row["summary"] = summary
-            rows.append(row)
+        rows = [{"project": p, "session_id": m.session_id, "id": m.id, "text": m.content, "created": m.created}
+                for p, m in ordered]
+        for row in rows:
+            session = self.sessions.get(row["session_id"] or "")
+            if session is not None and session.summary is not None:
+                row["summary"] = session.summary
         return rows
-
-    def summary_of(self, session_id: str | None) -> str | None:
-        session = self.sessions.get(session_id or "")
-        return session.summary if session is not None else None
 
     def pinned_rows(self, project: str | None) -> dict[str, Any]:
         """Pinned rules of `project` and the user-wide ones, oldest first (docs/search.md "Pinned rules")."""
