@@ -22,8 +22,7 @@ from memoryd.daemon.storage import frontmatter, nofollow, store
 
 
 class EpisodeIndex(Mapping[str, Episode]):
-    """`journal.by_id`: every episode by id; a lookup decodes its session, membership, length and
-    `keys()` do not."""
+    """`journal.by_id`: every episode by id; only a lookup decodes its session."""
 
     def __init__(self, journal: JournalIndex) -> None:
         self._journal = journal
@@ -64,12 +63,9 @@ class JournalIndex:
         self.stats: dict[str, tuple[int, int]] = {}  # decoded episode id -> (size, mtime_ns) its file had
 
     def session(self, session_id: str) -> dict[str, Episode]:
-        bucket = self._live.get(session_id)
-        if bucket is not None:
-            return bucket
         if session_id in self._packed:
             return self._unpack(session_id)
-        return {}
+        return self._live.get(session_id, {})
 
     def get(self, episode_id: str) -> Episode | None:
         session_id = self.owner.get(episode_id)
@@ -101,8 +97,7 @@ class JournalIndex:
                 + sum(1 for bucket in self._live.values() for e in bucket.values() if e.worktree == worktree))
 
     def provenance_counts(self, logged: set[str]) -> dict[str, int]:
-        """Episodes by `provenance`; a packed session whose ids the log all names is counted local
-        without decoding it."""
+        """Episodes by `provenance`; a packed session the log names whole counts local, undecoded."""
         counts = {"local": 0, "untracked": 0, "unaccounted": 0}
         for session_id, packed in list(self._packed.items()):
             if logged.issuperset(packed.ids):
@@ -127,8 +122,7 @@ class JournalIndex:
             return ""
 
     def path_for(self, session_id: str, episode_id: str) -> Path:
-        # Both ids are validated by their minting code or by the caller before they reach a path.
-        assert idents.is_session_id(session_id) and idents.is_ulid(episode_id)
+        assert idents.is_session_id(session_id) and idents.is_ulid(episode_id)  # validated before this
         return self.dir / session_id / f"{episode_id}.md"
 
     def add(self, episode: Episode) -> None:
@@ -156,7 +150,7 @@ class JournalIndex:
             episode = from_row(row, session_id, episode_id)
             if episode is None:
                 self.owner.pop(episode_id, None)
-                self._parse_existing(session_id, episode_id)
+                self._parse_file(session_id, f"{self._prefix}{session_id}/{episode_id}.md")
                 continue
             bucket[episode.id] = episode
             self.stats[episode.id] = (row[0], row[1])
@@ -187,16 +181,12 @@ class JournalIndex:
         if found is not None:
             found.append(episode.id)
 
-    def _parse_existing(self, session_id: str, episode_id: str) -> None:
-        self._parse_file(session_id, f"{self._prefix}{session_id}/{episode_id}.md")
-
     @property
     def cache_path(self) -> Path:
         return self.dir.parent / "state" / "episodes.cache"
 
     def save_cache(self, log_seq: int) -> None:
-        """Write the index cache: packed sessions as they were read, stats as seen at load (`stats`)
-        or taken once for files written since, not 80k lstats."""
+        """Write the index cache; packed sessions as read, stats from `stats`, not 80k lstats."""
         sessions = list(self._packed.items()) + self._packed_live()
         self.files.write_file(self.cache_path, encode_cache(log_seq, sessions))
 
@@ -204,7 +194,7 @@ class JournalIndex:
         return [(sid, packed) for sid, bucket in self._live.items() if (packed := self._pack(bucket)) is not None]
 
     def _pack(self, bucket: dict[str, Episode]) -> Packed | None:
-        ids, rows, listed = [], [], []
+        rows, listed = [], []
         for episode in bucket.values():
             stat = self.stats.get(episode.id)
             if stat is None:
@@ -213,13 +203,12 @@ class JournalIndex:
                 except OSError:
                     continue
                 stat = (st.st_size, st.st_mtime_ns)
-            ids.append(episode.id)
             listed.append(episode)
             rows.append([stat[0], stat[1], episode.created, episode.takeaway, episode.first_line,
                          list(episode.scopes), episode.swarm_id, episode.worktree])
-        if not ids:
+        if not listed:
             return None
-        return Packed(ids=tuple(ids), newest=max(e.created for e in listed),
+        return Packed(ids=tuple(e.id for e in listed), newest=max(e.created for e in listed),
                       worktrees=tuple(Counter(e.worktree for e in listed).items()),
                       swarms=tuple({e.swarm_id for e in listed if e.swarm_id is not None}),
                       rows=msgpack.packb(rows, use_bin_type=True))

@@ -109,9 +109,8 @@ def encode_cache(log_seq: int, sessions: list[tuple[str, Packed]], listing: dict
 
 
 def read_cache(path: Path) -> tuple[dict[str, Packed], int | None]:
-    """The index cache by session, and the log seq it was saved at; empty when missing or
-    unreadable. Only the header is read; a session entry of the wrong shape is left out. Caches
-    of formats 1 and 2 (one msgpack map) are still read."""
+    """The index cache's header by session (entries of the wrong shape left out), and the log seq
+    it was saved at; empty when missing or unreadable. Formats 1 and 2 are still read."""
     try:
         source, data = _open_cache(path)
     except (OSError, ValueError, msgpack.UnpackException):
@@ -165,8 +164,7 @@ def _open_cache(path: Path) -> tuple[CacheFile | None, Any]:
 
 
 def read_header(fd: int) -> tuple[CacheFile, Any]:
-    """(a `CacheFile` that now owns `fd`, the header) of a format-3 cache; closes `fd` and
-    raises ValueError or an unpack error when it is not one."""
+    """(a `CacheFile` now owning `fd`, the header); closes `fd` and raises when it is no cache."""
     try:
         start = os.pread(fd, _HEAD, 0)
         if not start.startswith(CACHE_MAGIC) or len(start) != _HEAD:

@@ -29,8 +29,7 @@ SHARE_CHUNK = 16  # session folders per chunk of a shared parse: a small unit of
 
 
 class Journal(JournalIndex):
-    """The episode index with its start (`prefetch`, `load`) and the check after it
-    (`verify_some`, `late_finds`): a `domain.TierLoader`."""
+    """The episode index with its start and the check after it: a `domain.TierLoader`."""
 
     def __init__(self, root: Path, files: store.FileStore, provenance: Callable[[str, str], str]) -> None:
         super().__init__(root, files, provenance)
@@ -172,9 +171,8 @@ class Journal(JournalIndex):
         return self._helper is not None or self._prefetched is not None
 
     def finish_prefetch(self) -> tuple[str, ...] | None:
-        """Parse the chunks the prefetch helper has not taken yet, then wait for it; the temp files
-        either saw in the session folders (so temp-file recovery need not list them again), or
-        None when the helper failed."""
+        """Parse the chunks the prefetch helper has not taken, wait for it; the temp files either saw
+        (temp-file recovery need not list them again), or None when the helper failed."""
         if self._helper is not None:
             self._prefetched = self._helper_result()
         listing = self._prefetched[1] if self._prefetched is not None else None

@@ -240,8 +240,7 @@ def episode_handoff(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     if prior:
         result["prior_session"] = prior_session_block(core, prior)
     # The rows get what the rest of the reply (the prior session's handoff and summary) leaves.
-    result["episodes"], cut = fit_views(core, shown, args["include_bodies"],
-                                        REPLY_BUDGET_BYTES - wire_size(result))
+    result["episodes"], cut = fit_views(core, shown, args["include_bodies"], REPLY_BUDGET_BYTES - wire_size(result))
     return {**result, **cut}
 
 
@@ -307,9 +306,8 @@ def episode_search(call: Call, args: dict[str, Any]) -> dict[str, Any] | Parked:
 
 
 def _waiter(core: Core, accept: Any, run: Any, found: dict[str, int], cursor: int, wanted: int) -> Any:
-    """The parked call's check: until it times out, it looks only at episodes written since its
-    last look (O(new), however big the journal), and runs the full search once the count may
-    have reached `wanted` (a promote or prune can lower it again: the search re-counts)."""
+    """The parked call's check: it counts only episodes written since its last look (O(new)), and
+    runs the full search (which re-counts) once `wanted` may be reached, or at the timeout."""
     state = {"cursor": cursor, "have": found["total"]}
 
     def check(timed_out: bool) -> dict[str, Any] | None:

@@ -35,8 +35,7 @@ class Bindings:
         return session if session is not None and session.is_open else None
 
     def current(self, conn: Conn) -> Session:
-        """The connection's session; a finished one is replaced by a fresh session (docs/tools.md),
-        the operator's by the operator session."""
+        """The connection's session, a fresh one once it ended (docs/tools.md); an operator's shared one."""
         session = self.open_of(conn)
         if session is None and conn.dry_run:
             return self._dry_run_session(conn)
@@ -67,8 +66,7 @@ class Bindings:
                        started_at=now, last_active=now)
 
     def after_call(self, conn: Conn, before: Session) -> None:
-        """Move the client-session key to the connection's current session after a finish or a
-        `memory_session_start`, and remember a client session whose agent handed off."""
+        """Move the client-session key to the connection's new session; note a handoff."""
         self.client_sessions.note_finished(before)
         if conn.session_id != before.id and before.client_session:
             current = self.core.sessions.get(conn.session_id)
@@ -117,8 +115,7 @@ class Bindings:
         return None
 
     def operator_session(self, identity: dict[str, Any], create: bool) -> Session | None:
-        """The one open session every connection of an operator client shares, owned by none;
-        with `create`, started when there is none."""
+        """The open session an operator client's connections share, owned by none; `create` starts it."""
         name = client_name(identity.get("client"))
         table = self.core.sessions
         session = table.get(self.operator_sessions.get(name, ""))

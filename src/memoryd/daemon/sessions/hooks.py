@@ -96,8 +96,7 @@ def _withhold(text: str, hits: list[Hit]) -> str:
 
 
 def _cut(text: str, limit: int) -> str:
-    """The last `limit` chars of `text` less their first word, which the cut may have split ("" if
-    nothing is left)."""
+    """The last `limit` chars of `text` less their first word, which the cut may have split."""
     if len(text) <= limit:
         return text
     rest = FIRST_WORD_RE.sub("", text[-limit:], count=1)
@@ -136,8 +135,7 @@ def end_session(core: Core, session: Session, reason: str, keys: ClientSessions)
 
 
 def idle_pass(core: Core, keys: ClientSessions, now: float) -> list[str]:
-    """End hook sessions no bridge owns and nothing touched for IDLE_END_S (a client without a
-    session-end hook, e.g. Codex). At most once a minute."""
+    """At most once a minute, end hook sessions no bridge owns, idle for IDLE_END_S (e.g. Codex)."""
     if now < keys.next_idle_check:
         return []
     keys.next_idle_check = now + IDLE_CHECK_S

@@ -107,8 +107,7 @@ def _item(core: Core, commit: Commit, caller: Session, identity: dict[str, Any],
 
 
 def _facts(core: Core, commit: Commit, visible: Callable[[Memory], bool]) -> dict[str, Any] | None:
-    """The record behind `commit`, as `_item` filters it; None when it is gone, a handoff, or a
-    memory not `visible`."""
+    """The record behind `commit`; None when it is gone, a handoff, or a memory not `visible`."""
     if commit.kind == "memory":
         memory = core.memories.live.get(commit.record_id) if core.memories is not None else None
         if memory is None or memory.category == HANDOFF or not visible(memory):

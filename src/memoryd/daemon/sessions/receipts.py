@@ -49,8 +49,7 @@ def record(core: Core, session: Session, args: dict[str, Any]) -> dict[str, Any]
 
 
 def _known(core: Core, items: list[Any]) -> tuple[list[str], list[str]]:
-    """The memories named (whole ids, or short ids as the hook printed them), with their tiers;
-    anything else (an episode's id in the news, a made-up id) is left out."""
+    """The memories named (whole or short ids), with their tiers; any other id is left out."""
     tier_of = core.memories
     ids: list[str] = []
     tiers: list[str] = []

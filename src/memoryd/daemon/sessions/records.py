@@ -62,8 +62,7 @@ def write_summary(core: Core, session: Session, summary: str) -> str:
     return _write(core, session.id, summary, "summary")
 
 
-def write_note(core: Core, session_id: str, text: str, reason: str | None,
-               ended_at: str | None = None) -> str:
+def write_note(core: Core, session_id: str, text: str, reason: str | None, ended_at: str | None = None) -> str:
     """The session's captured last message as its note, served at once; returns the sha to log."""
     ended_at = ended_at or core.now()
     sha = _write(core, session_id, text, "note", finished_at=ended_at, captured_by=NOTE_BY, reason=reason)
@@ -74,8 +73,7 @@ def write_note(core: Core, session_id: str, text: str, reason: str | None,
 
 
 def expire_notes(core: Core, now: float) -> list[str]:
-    """Delete the notes of sessions that ended longer ago than `episode_ttl_days`; one event names
-    them all."""
+    """Delete the notes of sessions that ended over `episode_ttl_days` ago; one event names them."""
     records = of(core)
     if records is None or not records.notes:
         return []
@@ -109,8 +107,7 @@ def convert_captured_handoffs(core: Core) -> int:
         log.error("captured handoffs not converted to session notes: %s", exc.message)
         return 0
     if captured:
-        log.info("converted %d captured handoff memories to session notes (events handoff_converted)",
-                 len(captured))
+        log.info("converted %d captured handoff memories to session notes (events handoff_converted)", len(captured))
     return len(captured)
 
 
@@ -147,19 +144,16 @@ class SessionRecords:
         if kind == "session_end" and (event.get("summary_sha") or event.get("note_sha")):
             self.logged[event["session"]] = event.get("summary_sha") or event["note_sha"]
         elif kind == "handoff_converted":
-            self._on_converted(event)
+            owner = str(event.get("owner") or "")
+            if event.get("note_sha"):
+                self.logged[owner] = event["note_sha"]
+            session = self.core.sessions.get(owner)
+            if session is not None and session.handoff_id == event.get("memory_id"):
+                session.handoff_id = None  # no handoff of its agent's: the walk must not take it for one
         elif kind == "session_note_expired":
             for session_id in event.get("sessions") or ():
                 self.logged.pop(session_id, None)
                 self.notes.pop(session_id, None)
-
-    def _on_converted(self, event: dict[str, Any]) -> None:
-        owner = str(event.get("owner") or "")
-        if event.get("note_sha"):
-            self.logged[owner] = event["note_sha"]
-        session = self.core.sessions.get(owner)
-        if session is not None and session.handoff_id == event.get("memory_id"):
-            session.handoff_id = None  # no handoff of its agent's: the walk must not take it for one
 
     def log_state(self) -> dict[str, Any]:
         return {"logged": self.logged}
@@ -173,8 +167,7 @@ class SessionRecords:
         if not nofollow.is_plain_dir(directory):
             return
         with os.scandir(directory) as listing:
-            entries = sorted((e for e in listing if not e.name.startswith(store.TMP_PREFIX)),
-                             key=lambda e: e.name)
+            entries = sorted((e for e in listing if not e.name.startswith(store.TMP_PREFIX)), key=lambda e: e.name)
         for entry in entries:
             problem = self._load(Path(entry.path), entry.name)
             if problem:
@@ -187,8 +180,7 @@ class SessionRecords:
             return "not a sess-<n>.md session record"
         self.core.note_session_id(session_id)
         try:
-            data = nofollow.read_nofollow(path)
-            meta, body = frontmatter.parse(data)
+            meta, body = frontmatter.parse(nofollow.read_nofollow(path))
         except (OSError, frontmatter.BadRecord, UnicodeDecodeError) as exc:
             return str(exc)[:200]
         session = self.core.sessions.get(session_id)

@@ -137,8 +137,7 @@ class _MemoryScan:
         self.handoffs = {p: m for p, m in live.newest_handoffs().items() if p == project}
 
     def handoff_rows(self, caller_project: str | None) -> list[dict[str, Any]]:
-        """The newest handoff per project, newest first, the caller's project first; with the
-        finishing session's summary when it left one."""
+        """The newest handoff per project, newest first (the caller's first), with its session's summary."""
         ordered = sorted(self.handoffs.items(), key=lambda kv: kv[1].created, reverse=True)
         ordered.sort(key=lambda kv: kv[0] is None or kv[0] != caller_project)  # stable: caller's first
         rows = [{"project": p, "session_id": m.session_id, "id": m.id, "text": m.content, "created": m.created}
@@ -185,8 +184,7 @@ def _recent_takeaways(core: Core, session: Session, cap: int) -> dict[str, Any]:
     total = 0
     disabled = session.disabled_scopes
     for owner in core.sessions.walk_back(session.worktree, skip=""):
-        episodes = [e for e in core.journal.session(owner.id).values()
-                    if not is_hidden(e.scopes, disabled)]
+        episodes = [e for e in core.journal.session(owner.id).values() if not is_hidden(e.scopes, disabled)]
         total += len(episodes)
         if len(rows) < cap:
             rows.extend(episodes)
@@ -197,8 +195,7 @@ def _recent_takeaways(core: Core, session: Session, cap: int) -> dict[str, Any]:
 
 
 def _recent_summaries(core: Core, session: Session, cap: int) -> list[dict[str, Any]]:
-    """Summaries this worktree's finished sessions left, most recently active first, from at most
-    SUMMARY_WALK sessions."""
+    """Summaries of this worktree's last SUMMARY_WALK sessions, most recently active first."""
     rows = []
     for owner in itertools.islice(core.sessions.walk_back(session.worktree, skip=session.id), SUMMARY_WALK):
         if owner.summary is not None:
