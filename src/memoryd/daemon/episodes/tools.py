@@ -244,16 +244,12 @@ def episode_handoff(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     return {**result, **cut}
 
 
-def _search_worktree(call: Call, args: dict[str, Any]) -> Any:
-    """The worktree an auto-scoped search keeps to; ... (any) when it names its owners."""
-    by_owner = args["swarm_id"] or args["session_id"] or args["ids"]
-    return call.session.worktree if args["auto_scope"] and not by_owner else ...
-
-
-def _search_filter(call: Call, args: dict[str, Any]) -> Any:
+def _search_filter(call: Call, args: dict[str, Any]) -> tuple[Any, Any]:
+    """(the filter, the worktree an auto-scoped search keeps to: ... (any) when it names owners)."""
     cutoff = since_cutoff(args["since"], call.core.clock()) if args["since"] else None
     ids = set(args["ids"] or [])
-    worktree = _search_worktree(call, args)
+    by_owner = args["swarm_id"] or args["session_id"] or args["ids"]
+    worktree = call.session.worktree if args["auto_scope"] and not by_owner else ...
     disabled = call.session.disabled_scopes
 
     def accept(e: Episode) -> bool:
@@ -264,7 +260,7 @@ def _search_filter(call: Call, args: dict[str, Any]) -> Any:
                 and (cutoff is None or e.created >= cutoff)
                 and (not args["scopes"] or matches_any(e.scopes, args["scopes"]))
                 and not is_hidden(e.scopes, disabled))
-    return accept
+    return accept, worktree
 
 
 def _candidates(core: Core, args: dict[str, Any], worktree: Any) -> Any:
@@ -278,7 +274,7 @@ def _candidates(core: Core, args: dict[str, Any], worktree: Any) -> Any:
 
 def episode_search(call: Call, args: dict[str, Any]) -> dict[str, Any] | Parked:
     core = call.core
-    accept, worktree = _search_filter(call, args), _search_worktree(call, args)
+    accept, worktree = _search_filter(call, args)
     with_body = args["include_bodies"] if args["include_bodies"] is not None else bool(args["ids"])
     core.record(names.EPISODE_SEARCH, call.session, wait_for=args["wait_for"])
 

@@ -33,27 +33,20 @@ def anchored(core: Core, session: Session, args: dict[str, Any]) -> dict[str, An
     anchors = tier.index.anchors
     if not anchors.built:  # idle turns build it after a start; a call early on helps, boundedly
         anchors.build_some(tier.live, BUILD_SLICE)
+    paths = args.get("paths")
     hits: list[Hit] = []
-    for path in _paths(args.get("paths")):
-        hits.extend(anchors.for_path(path))
+    for path in paths[:MAX_PATHS] if isinstance(paths, list) else []:
+        if isinstance(path, str) and path.strip():
+            hits.extend(anchors.for_path(path[:MAX_PATH_CHARS]))
     command = args.get("command")
     if isinstance(command, str) and command.strip():
         hits.extend(anchors.for_command(command[:MAX_COMMAND_CHARS]))
     repos = (session.repo, None) if session.repo else (None,)
     ranked = [h for h in best(hits) if _visible(tier.live.get(h.memory_id), repos, session)]
-    if not ranked:
-        return {"memories": []}
     limit = args.get("limit")
     limit = min(limit, MAX_LIMIT) if isinstance(limit, int) and limit > 0 else 2
-    ids = [h.memory_id for h in ranked]
-    fresh = set(take_unseen(session, ids, limit, mark=not args.get("peek"), window=True))
+    fresh = set(take_unseen(session, [h.memory_id for h in ranked], limit, mark=not args.get("peek"), window=True))
     return {"memories": [_row(core, tier.live[h.memory_id], h) for h in ranked if h.memory_id in fresh]}
-
-
-def _paths(raw: Any) -> list[str]:
-    if not isinstance(raw, list):
-        return []
-    return [p[:MAX_PATH_CHARS] for p in raw[:MAX_PATHS] if isinstance(p, str) and p.strip()]
 
 
 def _visible(memory: Memory | None, repos: tuple[str | None, ...], session: Session) -> bool:
@@ -63,18 +56,15 @@ def _visible(memory: Memory | None, repos: tuple[str | None, ...], session: Sess
 
 
 def _row(core: Core, memory: Memory, hit: Hit) -> dict[str, Any]:
-    content = memory.content if len(memory.content) <= CONTENT_CHARS else memory.content[:CONTENT_CHARS - 1] + "…"
-    row = {"id": memory.id, "category": memory.category, "content": content, "why": hit.why}
-    note = drift_word(core, memory)
-    return {**row, "note": note} if note else row
-
-
-def drift_word(core: Core, memory: Memory) -> str | None:
-    """The staleness verdict in a word: `moved` when a path it cites is gone from its worktree,
-    `stale` when a spot check is due (age, or commits since it was verified), else None."""
+    """The hook's row; `note` is the staleness verdict in a word: `moved` when a path it cites is
+    gone from its worktree, `stale` when a spot check is due."""
     from memoryd.daemon.memories.reads import staleness_fields
 
+    content = memory.content if len(memory.content) <= CONTENT_CHARS else memory.content[:CONTENT_CHARS - 1] + "…"
+    row = {"id": memory.id, "category": memory.category, "content": content, "why": hit.why}
     fields = staleness_fields(core, memory)
     if (fields.get("path_drift") or {}).get("missing"):
-        return "moved"
-    return None if fields.get("staleness_verdict") == FRESH else "stale"
+        row["note"] = "moved"
+    elif fields.get("staleness_verdict") != FRESH:
+        row["note"] = "stale"
+    return row

@@ -37,13 +37,14 @@ class Bindings:
     def current(self, conn: Conn) -> Session:
         """The connection's session, a fresh one once it ended (docs/tools.md); an operator's shared one."""
         session = self.open_of(conn)
-        if session is None and conn.dry_run:
+        if session is not None:
+            return session
+        if conn.dry_run:
             return self._dry_run_session(conn)
-        if session is None and is_operator_client(conn.identity.get("client")):
+        if is_operator_client(conn.identity.get("client")):
             session = self.operator_session(conn.identity, create=True)
             assert session is not None
-            conn.session_id = session.id
-        if session is None:
+        else:
             key = conn.identity.get("client_session")
             session = self.client_sessions.open_session(self.core, key) if conn.transient else None
             if session is None:
@@ -51,7 +52,7 @@ class Bindings:
                 if conn.transient:
                     session.conn = None
                 self.client_sessions.bind(key, session)
-            conn.session_id = session.id
+        conn.session_id = session.id
         return session
 
     def _dry_run_session(self, conn: Conn) -> Session:
