@@ -1,9 +1,10 @@
-"""The journal: the episode index (episodes/index.py) filled at start — from the index cache, or by
-parsing the files (in a helper process when there are many) — and checked against the files after
-(docs/storage.md, 'Recovery at start' step 5 and 'Files checked after start').
+"""The journal: every episode's frontmatter in memory (sessions packed until first used, bodies read
+on demand), filled at start from the index cache or the files (a helper process parses many) and
+checked against the files after (docs/storage.md, 'Recovery at start' step 5 and on).
 
-Import contract: building blocks (store, idents, nofollow, prefetch), the cache format, the record
-and the index. Symlinked session folders and episode files are bad files, never indexed or read.
+Import contract: building blocks (store, frontmatter, idents, nofollow, prefetch), the cache format,
+the record and `episodes.index`. Symlinks are bad files, never indexed or read; provenance comes
+from the event log's index in `core`, never from an episode file.
 """
 
 from __future__ import annotations
@@ -12,14 +13,15 @@ import logging
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import msgpack
 
-from memoryd.daemon.episodes.episode import from_row
-from memoryd.daemon.episodes.index import JournalIndex
+from memoryd.daemon.episodes.episode import Episode, from_meta, from_row
+from memoryd.daemon.episodes.index import EpisodeIndex, pack
 from memoryd.daemon.episodes.index_cache import Listing, Packed, encode_cache, read_cache, read_header, sessions_of
 from memoryd.daemon.identity import idents
-from memoryd.daemon.storage import nofollow, prefetch, store
+from memoryd.daemon.storage import frontmatter, nofollow, prefetch, store
 
 log = logging.getLogger("memoryd.daemon")
 
@@ -28,22 +30,163 @@ PREFETCH_MIN_SESSIONS = 500  # fewer session folders parse in well under a secon
 SHARE_CHUNK = 16  # session folders per chunk of a shared parse: a small unit of work (docs/benchmark.md)
 
 
-class Journal(JournalIndex):
-    """The episode index with its start and the check after it: a `domain.TierLoader`."""
+class Journal:
+    """Episodes by session, a session taken from the cache staying packed (its cache rows, ~1/5 of
+    the objects' memory) until first used; with its start and the check after it: a `domain.TierLoader`."""
 
     def __init__(self, root: Path, files: store.FileStore, provenance: Callable[[str, str], str]) -> None:
-        super().__init__(root, files, provenance)
+        self.dir = root / "episodes"
+        self._prefix = str(self.dir) + os.sep
+        self.files = files
+        self.provenance = provenance  # local, untracked or unaccounted: the log's verdict (`core`)
+        self.owner: dict[str, str] = {}  # every episode id -> its session, decoded or not
+        self.by_id = EpisodeIndex(self.owner, self.get)
+        self._live: dict[str, dict[str, Episode]] = {}  # decoded sessions
+        self._packed: dict[str, Packed] = {}
+        self.bad_files: list[dict[str, str]] = []
+        self.stats: dict[str, tuple[int, int]] = {}  # decoded episode id -> (size, mtime_ns) its file had
         self.session_dirs: list[str] = []  # every `sess-<n>` name under episodes/, links included
         self.unverified: list[str] = []  # sessions loaded from the cache, files not yet compared
         self.unlisted: list[str] = []  # session folders taken from the cache, not yet listed
         self.root_unlisted = False  # episodes/ itself not listed yet (a start after a clean stop)
-        # What the after-start check found that a start would have; `Core.verify_files` logs it.
-        self.found_late: list[str] = []
+        self.found_late: list[str] = []  # what the after-start check found; `Core.verify_files` logs it
         self.dropped_late = 0
         self._helper: prefetch.Helper | None = None  # the prefetch helper, while it runs
         self._prefetched: tuple[dict[str, Packed], Listing | None] | None = None  # what it found
         self._shares: tuple[list[list[os.DirEntry[str]]], prefetch.Shares] | None = None  # its work, chunked
         self.temp_files: list[str] = []  # temp files seen in session folders as they were listed
+
+    def session(self, session_id: str) -> dict[str, Episode]:
+        if session_id in self._packed:
+            return self._unpack(session_id)
+        return self._live.get(session_id, {})
+
+    def get(self, episode_id: str) -> Episode | None:
+        session_id = self.owner.get(episode_id)
+        return None if session_id is None else self.session(session_id).get(episode_id)
+
+    def of_session(self, session_id: str) -> list[Episode]:
+        """A session's live episodes, oldest first."""
+        return sorted(self.session(session_id).values(), key=lambda e: (e.created, e.id))
+
+    def matching(self, worktree: Any = ..., swarm: str | None = None) -> Iterator[Episode]:
+        """Every episode that may be in `worktree` (... : any) and `swarm` (None: any), decoding only
+        the packed sessions whose summary says they hold one."""
+        for session_id, packed in list(self._packed.items()):
+            if ((worktree is ... or any(w == worktree for w, _ in packed.worktrees))
+                    and (swarm is None or swarm in packed.swarms)):
+                self._unpack(session_id)
+        return (e for bucket in list(self._live.values()) for e in bucket.values())
+
+    def summaries(self) -> Iterator[tuple[str, int, str]]:
+        """(session, episodes, newest created) for each session holding episodes, none decoded."""
+        for session_id, packed in self._packed.items():
+            yield session_id, len(packed.ids), packed.newest
+        for session_id, bucket in self._live.items():
+            if bucket:
+                yield session_id, len(bucket), max(e.created for e in bucket.values())
+
+    def count_in_worktree(self, worktree: str | None) -> int:
+        return (sum(n for p in self._packed.values() for w, n in p.worktrees if w == worktree)
+                + sum(1 for bucket in self._live.values() for e in bucket.values() if e.worktree == worktree))
+
+    def provenance_counts(self, logged: set[str]) -> dict[str, int]:
+        """Episodes by `provenance`; a packed session the log names whole counts local, undecoded."""
+        counts = {"local": 0, "untracked": 0, "unaccounted": 0}
+        for session_id, packed in list(self._packed.items()):
+            if logged.issuperset(packed.ids):
+                counts["local"] += len(packed.ids)
+            else:
+                self._unpack(session_id)
+        for bucket in self._live.values():
+            for episode in bucket.values():
+                counts[self.provenance(episode.id, episode.created)] += 1
+        return counts
+
+    def file_of(self, episode: Episode) -> str:
+        return f"{self._prefix}{episode.session_id}/{episode.id}.md"
+
+    def path_of(self, episode: Episode) -> Path:
+        return Path(self.file_of(episode))
+
+    def read_body(self, episode: Episode) -> str:
+        try:
+            return frontmatter.parse(self.files.read_bytes(self.path_of(episode)))[1]
+        except (OSError, frontmatter.BadRecord, UnicodeDecodeError):
+            return ""
+
+    def path_for(self, session_id: str, episode_id: str) -> Path:
+        assert idents.is_session_id(session_id) and idents.is_ulid(episode_id)  # validated before this
+        return self.dir / session_id / f"{episode_id}.md"
+
+    def add(self, episode: Episode) -> None:
+        self.session(episode.session_id)  # a packed session is decoded before it changes
+        self._live.setdefault(episode.session_id, {})[episode.id] = episode
+        self.owner[episode.id] = episode.session_id
+
+    def remove(self, episode_id: str) -> Episode | None:
+        session_id = self.owner.get(episode_id)
+        if session_id is None:
+            return None
+        bucket = self.session(session_id)
+        episode = bucket.pop(episode_id, None)
+        self.owner.pop(episode_id, None)
+        self.stats.pop(episode_id, None)
+        if not bucket:
+            self._live.pop(session_id, None)
+        return episode
+
+    def _unpack(self, session_id: str) -> dict[str, Episode]:
+        """Decode a packed session; a bad row (a damaged cache) is replaced by parsing its file."""
+        packed = self._packed.pop(session_id)
+        bucket = self._live.setdefault(session_id, {})
+        for episode_id, row in packed.entries():
+            episode = from_row(row, session_id, episode_id)
+            if episode is None:
+                self.owner.pop(episode_id, None)
+                self._parse_file(session_id, f"{self._prefix}{session_id}/{episode_id}.md")
+                continue
+            bucket[episode.id] = episode
+            self.stats[episode.id] = (row[0], row[1])
+        return bucket
+
+    def _adopt(self, session_id: str, packed: Packed) -> None:
+        owner = self.owner
+        for episode_id in packed.ids:  # a plain loop, faster than update(fromkeys) (docs/benchmark.md)
+            owner[episode_id] = session_id
+        self._packed[session_id] = packed
+
+    def _bad(self, path: Path, reason: str) -> None:
+        self.bad_files.append({"path": str(path), "reason": reason})
+
+    def _parse_file(self, session_id: str, path: str, found: list[str] | None = None) -> None:
+        """Index the episode file at `path` (its id added to `found`, if given); a bad one is listed."""
+        try:
+            data, stat = nofollow.read_with_stat(path)
+            meta, body = frontmatter.parse(data)
+            episode = from_meta(meta, body, session_id, path)
+        except FileNotFoundError:
+            return
+        except (OSError, frontmatter.BadRecord, KeyError, TypeError, ValueError) as exc:
+            self._bad(Path(path), str(exc)[:200])
+            return
+        self.add(episode)
+        self.stats[episode.id] = (stat.st_size, stat.st_mtime_ns)
+        if found is not None:
+            found.append(episode.id)
+
+    @property
+    def cache_path(self) -> Path:
+        return self.dir.parent / "state" / "episodes.cache"
+
+    def save_cache(self, log_seq: int) -> None:
+        """Write the index cache; packed sessions as read, stats from `stats`, not 80k lstats."""
+        sessions = list(self._packed.items()) + self._packed_live()
+        self.files.write_file(self.cache_path, encode_cache(log_seq, sessions))
+
+    def _packed_live(self) -> list[tuple[str, Packed]]:
+        return [(sid, packed) for sid, bucket in self._live.items()
+                if (packed := pack(bucket, self.stats, self.file_of)) is not None]
 
     def load(self, progress: Callable[[str, int, int], None] | None = None, listed_at: int | None = None) -> None:
         """Index every episode file; untrustworthy files are listed in `bad_files`, not loaded.
@@ -241,9 +384,8 @@ class Journal(JournalIndex):
             self.session_dirs.append(name)
             if not entry.is_dir(follow_symlinks=False):
                 self._bad(Path(entry.path), "a symbolic link or not a directory; not followed")
-                for episode_id in [i for i, sid in self.owner.items() if sid == name]:
-                    if self.remove(episode_id) is not None:
-                        self.dropped_late += 1
+                gone = [i for i, sid in self.owner.items() if sid == name]
+                self.dropped_late += sum(self.remove(i) is not None for i in gone)
             elif name not in self._packed and name not in self._live:
                 self.unlisted.append(name)
         return FOLDER_LISTING_COST + len(entries) // 100
@@ -260,8 +402,7 @@ class Journal(JournalIndex):
             try:
                 st = os.lstat(path)
             except FileNotFoundError:  # deleted while the daemon was stopped: as if never listed
-                if self.remove(episode_id) is not None:
-                    self.dropped_late += 1
+                self.dropped_late += self.remove(episode_id) is not None
                 continue
             except OSError:
                 continue
