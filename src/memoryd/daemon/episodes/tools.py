@@ -138,12 +138,13 @@ def fit_views(core: Core, episodes: list[Episode], with_body: bool, budget: int,
     every older row are (`rows_omitted`). (Not in the outputSchema: tools/list has a size budget.)"""
     views: list[dict[str, Any]] = []
     omitted: list[str] = []
-    used, bodies = 0, with_body
+    used, bodies, rows_omitted = 0, with_body, 0
     for position, episode in enumerate(reversed(episodes)):
         view = episode_view(core, episode, with_body=False, extra=extra)
         used += wire_size(view)
         if used > budget:
-            return _fitted(views, omitted, len(episodes) - position)
+            rows_omitted = len(episodes) - position
+            break
         if bodies and view["provenance"] != "unaccounted":  # a planted file's body is never shown
             body = core.journal.read_body(episode)
             if used + wire_size(body) + wire_size("body") <= budget:
@@ -154,11 +155,6 @@ def fit_views(core: Core, episodes: list[Episode], with_body: bool, budget: int,
         if with_body and "body" not in view and view["provenance"] != "unaccounted":
             omitted.append(episode.id)
         views.append(view)
-    return _fitted(views, omitted, 0)
-
-
-def _fitted(views: list[dict[str, Any]], omitted: list[str],
-            rows_omitted: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     views.reverse()
     if not omitted and not rows_omitted:
         return views, {}

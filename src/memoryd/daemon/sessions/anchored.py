@@ -12,7 +12,7 @@ from memoryd.daemon.identity.session_table import Session
 from memoryd.daemon.memories.anchors import Hit, best
 from memoryd.daemon.memories.records import Memory
 from memoryd.daemon.memories.staleness import FRESH
-from memoryd.daemon.sessions.hooks import count_tool_call, take_unseen
+from memoryd.daemon.sessions.hooks import take_unseen
 
 MAX_PATHS = 8
 MAX_PATH_CHARS = 4096
@@ -29,7 +29,7 @@ def anchored(core: Core, session: Session, args: dict[str, Any]) -> dict[str, An
 
     tier = tier_of(core)
     if not args.get("peek"):
-        count_tool_call(session)
+        session.tool_calls += 1  # the TOOL_WINDOW clock (sessions/hooks.py)
     anchors = tier.index.anchors
     if not anchors.built:  # idle turns build it after a start; a call early on helps, boundedly
         anchors.build_some(tier.live, BUILD_SLICE)

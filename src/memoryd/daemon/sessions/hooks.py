@@ -139,11 +139,8 @@ def idle_pass(core: Core, keys: ClientSessions, now: float) -> list[str]:
     if now < keys.next_idle_check:
         return []
     keys.next_idle_check = now + IDLE_CHECK_S
-    ended = []
-    for session in core.sessions.open_sessions():
-        ownerless = session.conn is None and session.client_session and session.id not in core.suspended
-        if ownerless and now - parse_iso(session.last_active) > IDLE_END_S:
-            ended.append(session)
+    ended = [s for s in core.sessions.open_sessions() if s.conn is None and s.client_session
+             and s.id not in core.suspended and now - parse_iso(s.last_active) > IDLE_END_S]
     for session in ended:
         end_session(core, session, "idle", keys)
         keys.forget(session.client_session)
@@ -195,10 +192,6 @@ def recently_injected(session: Session, memory_id: str) -> bool:
     """Injected at most TOOL_WINDOW tool calls ago (`injected_at` holds the call count then)."""
     at = session.injected_at.get(memory_id)
     return at is not None and session.tool_calls - at <= TOOL_WINDOW
-
-
-def count_tool_call(session: Session) -> None:
-    session.tool_calls += 1
 
 
 def take_unseen(session: Session, ids: Any, limit: Any, mark: bool = True, window: bool = False) -> list[str]:
