@@ -1,5 +1,4 @@
-"""An episode as the index holds it, and its file's frontmatter (docs/storage.md, 'Episodes'):
-what `journal` builds from a file or a cache row, and what the episode tools write.
+"""An episode as the index holds it, and its file's frontmatter (docs/storage.md, 'Episodes').
 
 Import contract: `store` only.
 """
@@ -24,8 +23,7 @@ class Episode:
     scopes: tuple[str, ...]
     swarm_id: str | None
     worktree: str | None
-    # No path is kept: it is always `episodes/<session_id>/<id>.md` (`Journal.path_of`), and 80k
-    # path strings were ~10 MB of a large store's start.
+    # No path kept: it is always `episodes/<session_id>/<id>.md`; 80k path strings were ~10 MB.
 
     @property
     def headline(self) -> str:
@@ -48,8 +46,7 @@ def _shared(worktree: Any) -> Any:
 
 
 def from_row(row: list[Any], session_id: str, episode_id: str) -> Episode | None:
-    """The episode a cache row describes, or None when the row is malformed. Ids are interned:
-    the checkpoint's sets of episode ids then share these strings."""
+    """The episode a cache row describes (ids interned, shared with the checkpoint's), or None."""
     try:
         _size, _mtime, created, takeaway, line, scopes, swarm, worktree = row
     except (TypeError, ValueError):
@@ -69,26 +66,15 @@ def from_meta(meta: dict[str, Any], body: str, session_id: str, path: str) -> Ep
     episode_id = meta["id"]
     if not idents.is_ulid(episode_id) or not path.endswith(f"/{episode_id}.md"):
         raise ValueError("id does not match the file name")
-    created = timestamp_text(meta["created"])
-    return Episode(
-        id=episode_id, session_id=session_id, created=created,
-        takeaway=meta.get("takeaway"), first_line=first_line(body),
-        scopes=tuple(meta.get("scopes") or ()), swarm_id=meta.get("swarm_id"),
-        worktree=meta.get("worktree"),
-    )
-
-
-def timestamp_text(value: Any) -> str:
-    """A frontmatter timestamp as ISO text: hand-written files may hold a bare YAML timestamp."""
-    value = stamp_text(value)
-    if isinstance(value, str):
-        return value
-    raise ValueError("created is not a timestamp")
+    created = stamp_text(meta["created"])  # hand-written files may hold a bare YAML timestamp
+    if not isinstance(created, str):
+        raise ValueError("created is not a timestamp")
+    return Episode(id=episode_id, session_id=session_id, created=created, takeaway=meta.get("takeaway"),
+                   first_line=first_line(body), scopes=tuple(meta.get("scopes") or ()),
+                   swarm_id=meta.get("swarm_id"), worktree=meta.get("worktree"))
 
 
 def to_meta(episode: Episode, session_id: str) -> dict[str, Any]:
-    return {
-        "schema_version": 1, "id": episode.id, "created": episode.created,
-        "session_id": session_id, "scopes": list(episode.scopes), "takeaway": episode.takeaway,
-        "swarm_id": episode.swarm_id, "worktree": episode.worktree,
-    }
+    return {"schema_version": 1, "id": episode.id, "created": episode.created, "session_id": session_id,
+            "scopes": list(episode.scopes), "takeaway": episode.takeaway, "swarm_id": episode.swarm_id,
+            "worktree": episode.worktree}

@@ -1,11 +1,7 @@
-"""The episode index: every episode file's frontmatter, kept in memory (packed per session until
-first used after a start; docs/storage.md, 'Packed episodes'), bodies read on demand, and the
-index cache a clean stop writes. `journal.Journal` fills it at start and checks it after.
+"""The journal's building parts: the `by_id` view over every episode (decoded or packed) and the
+packing of a decoded session into the cache's form (docs/storage.md, 'Packed episodes').
 
-Import contract: building blocks (store, frontmatter, idents, nofollow), the cache format
-(`episodes.cache`) and the record (`episodes.episode`).
-Provenance is not stored here: it comes from the event log's index in `core` (an episode file
-says nothing trustworthy about how it got there).
+Import contract: the cache format and the record only.
 """
 
 from __future__ import annotations
@@ -13,227 +9,56 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Callable, Iterator, KeysView, Mapping
-from pathlib import Path
-from typing import Any
 
 import msgpack
 
-from memoryd.daemon.episodes.episode import Episode, from_meta, from_row
-from memoryd.daemon.episodes.index_cache import Packed, encode_cache
-from memoryd.daemon.identity import idents
-from memoryd.daemon.storage import frontmatter, nofollow, store
+from memoryd.daemon.episodes.episode import Episode
+from memoryd.daemon.episodes.index_cache import Packed
 
 
 class EpisodeIndex(Mapping[str, Episode]):
-    """`journal.by_id`: every episode by id, whether or not its session is decoded yet. Looking
-    one up decodes its session; membership, length and `keys()` do not."""
+    """`journal.by_id`: every episode by id; only a lookup decodes its session."""
 
-    def __init__(self, journal: JournalIndex) -> None:
-        self._journal = journal
+    def __init__(self, owner: dict[str, str], get: Callable[[str], Episode | None]) -> None:
+        self._owner, self._get = owner, get  # `owner`: every episode id -> its session, decoded or not
 
     def __getitem__(self, episode_id: str) -> Episode:
-        found = self._journal.get(episode_id)
+        found = self._get(episode_id)
         if found is None:
             raise KeyError(episode_id)
         return found
 
     def __contains__(self, episode_id: object) -> bool:
-        return episode_id in self._journal.owner
+        return episode_id in self._owner
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._journal.owner)
+        return iter(self._owner)
 
     def __len__(self) -> int:
-        return len(self._journal.owner)
+        return len(self._owner)
 
     def keys(self) -> KeysView[str]:
-        return self._journal.owner.keys()
+        return self._owner.keys()
 
 
-class JournalIndex:
-    """Episodes by session. A start after a clean stop leaves each session *packed* (its cache
-    rows, ~1/5 of the objects' memory) and decodes it on first use: most sessions of a large
-    store are never read again before the TTL prunes them (docs/storage.md, 'Episodes')."""
-
-    def __init__(self, root: Path, files: store.FileStore, provenance: Callable[[str, str], str]) -> None:
-        self.dir = root / "episodes"
-        self._prefix = str(self.dir) + os.sep
-        self.files = files
-        self.provenance = provenance  # local, untracked or unaccounted: the log's verdict (`core`)
-        self.owner: dict[str, str] = {}  # every episode id -> its session, decoded or not
-        self.by_id = EpisodeIndex(self)
-        self._live: dict[str, dict[str, Episode]] = {}  # decoded sessions
-        self._packed: dict[str, Packed] = {}
-        self.bad_files: list[dict[str, str]] = []
-        self.stats: dict[str, tuple[int, int]] = {}  # decoded episode id -> (size, mtime_ns) its file had
-
-    # -- reading ---------------------------------------------------------------------------------
-
-    def session(self, session_id: str) -> dict[str, Episode]:
-        """A session's episodes by id (decoded now if packed); empty when it has none."""
-        bucket = self._live.get(session_id)
-        if bucket is not None:
-            return bucket
-        if session_id in self._packed:
-            return self._unpack(session_id)
-        return {}
-
-    def get(self, episode_id: str) -> Episode | None:
-        session_id = self.owner.get(episode_id)
-        return None if session_id is None else self.session(session_id).get(episode_id)
-
-    def of_session(self, session_id: str) -> list[Episode]:
-        """A session's live episodes, oldest first (ULIDs sort by creation time)."""
-        return sorted(self.session(session_id).values(), key=lambda e: (e.created, e.id))
-
-    def matching(self, worktree: Any = ..., swarm: str | None = None) -> Iterator[Episode]:
-        """Every episode that may be in `worktree` (... : any) and `swarm` (None: any); only the
-        packed sessions whose summary says they hold such an episode are decoded."""
-        for session_id, packed in list(self._packed.items()):
-            if ((worktree is ... or any(w == worktree for w, _ in packed.worktrees))
-                    and (swarm is None or swarm in packed.swarms)):
-                self._unpack(session_id)
-        return (e for bucket in list(self._live.values()) for e in bucket.values())
-
-    def summaries(self) -> Iterator[tuple[str, int, str]]:
-        """(session, episodes, newest created) for each session holding episodes, none decoded."""
-        for session_id, packed in self._packed.items():
-            yield session_id, len(packed.ids), packed.newest
-        for session_id, bucket in self._live.items():
-            if bucket:
-                yield session_id, len(bucket), max(e.created for e in bucket.values())
-
-    def count_in_worktree(self, worktree: str | None) -> int:
-        return (sum(n for p in self._packed.values() for w, n in p.worktrees if w == worktree)
-                + sum(1 for bucket in self._live.values() for e in bucket.values() if e.worktree == worktree))
-
-    def provenance_counts(self, logged: set[str]) -> dict[str, int]:
-        """How many episodes `provenance` calls local, untracked and unaccounted. A packed session
-        whose ids the log all names is counted local without decoding it."""
-        counts = {"local": 0, "untracked": 0, "unaccounted": 0}
-        for session_id, packed in list(self._packed.items()):
-            if logged.issuperset(packed.ids):
-                counts["local"] += len(packed.ids)
-            else:
-                self._unpack(session_id)
-        for bucket in self._live.values():
-            for episode in bucket.values():
-                counts[self.provenance(episode.id, episode.created)] += 1
-        return counts
-
-    def file_of(self, episode: Episode) -> str:
-        return f"{self._prefix}{episode.session_id}/{episode.id}.md"
-
-    def path_of(self, episode: Episode) -> Path:
-        return Path(self.file_of(episode))
-
-    def read_body(self, episode: Episode) -> str:
-        try:
-            return frontmatter.parse(self.files.read_bytes(self.path_of(episode)))[1]
-        except (OSError, frontmatter.BadRecord, UnicodeDecodeError):
-            return ""
-
-    def path_for(self, session_id: str, episode_id: str) -> Path:
-        # Both ids are validated by their minting code or by the caller before they reach a path.
-        assert idents.is_session_id(session_id) and idents.is_ulid(episode_id)
-        return self.dir / session_id / f"{episode_id}.md"
-
-    # -- changes ---------------------------------------------------------------------------------
-
-    def add(self, episode: Episode) -> None:
-        self.session(episode.session_id)  # a packed session is decoded before it changes
-        self._live.setdefault(episode.session_id, {})[episode.id] = episode
-        self.owner[episode.id] = episode.session_id
-
-    def remove(self, episode_id: str) -> Episode | None:
-        session_id = self.owner.get(episode_id)
-        if session_id is None:
-            return None
-        bucket = self.session(session_id)
-        episode = bucket.pop(episode_id, None)
-        self.owner.pop(episode_id, None)
-        self.stats.pop(episode_id, None)
-        if not bucket:
-            self._live.pop(session_id, None)
-        return episode
-
-    def _unpack(self, session_id: str) -> dict[str, Episode]:
-        """Decode a packed session; a row that does not describe its file (a damaged cache) is
-        replaced by parsing the file."""
-        packed = self._packed.pop(session_id)
-        bucket = self._live.setdefault(session_id, {})
-        for episode_id, row in packed.entries():
-            episode = from_row(row, session_id, episode_id)
-            if episode is None:
-                self.owner.pop(episode_id, None)
-                self._parse_existing(session_id, episode_id)
+def pack(bucket: dict[str, Episode], stats: dict[str, tuple[int, int]],
+         file_of: Callable[[Episode], str]) -> Packed | None:
+    """A decoded session as the cache holds it (stats from `stats`, else an lstat); None when empty."""
+    rows, listed = [], []
+    for episode in bucket.values():
+        stat = stats.get(episode.id)
+        if stat is None:
+            try:
+                st = os.lstat(file_of(episode))
+            except OSError:
                 continue
-            bucket[episode.id] = episode
-            self.stats[episode.id] = (row[0], row[1])
-        return bucket
-
-    def _adopt(self, session_id: str, packed: Packed) -> None:
-        owner = self.owner
-        for episode_id in packed.ids:  # a plain loop, faster than update(fromkeys) (docs/benchmark.md)
-            owner[episode_id] = session_id
-        self._packed[session_id] = packed
-
-    def _bad(self, path: Path, reason: str) -> None:
-        self.bad_files.append({"path": str(path), "reason": reason})
-
-    def _parse_file(self, session_id: str, path: str, found: list[str] | None = None) -> None:
-        """Index the episode file at `path` (its id added to `found`, if given); one that is gone
-        by now is let be, a bad one listed."""
-        try:
-            data, stat = nofollow.read_with_stat(path)
-            meta, body = frontmatter.parse(data)
-            episode = from_meta(meta, body, session_id, path)
-        except FileNotFoundError:
-            return
-        except (OSError, frontmatter.BadRecord, KeyError, TypeError, ValueError) as exc:
-            self._bad(Path(path), str(exc)[:200])
-            return
-        self.add(episode)
-        self.stats[episode.id] = (stat.st_size, stat.st_mtime_ns)
-        if found is not None:
-            found.append(episode.id)
-
-    def _parse_existing(self, session_id: str, episode_id: str) -> None:
-        self._parse_file(session_id, f"{self._prefix}{session_id}/{episode_id}.md")
-
-    # -- the cache -------------------------------------------------------------------------------
-
-    @property
-    def cache_path(self) -> Path:
-        return self.dir.parent / "state" / "episodes.cache"
-
-    def save_cache(self, log_seq: int) -> None:
-        """Write the index cache (derived data: losing it only costs a slower start). A packed
-        session is written back as it was read; stats are those seen at load or taken once for
-        files written since (`stats`), not 80k lstats."""
-        sessions = list(self._packed.items()) + self._packed_live()
-        self.files.write_file(self.cache_path, encode_cache(log_seq, sessions))
-
-    def _packed_live(self) -> list[tuple[str, Packed]]:
-        return [(sid, packed) for sid, bucket in self._live.items() if (packed := self._pack(bucket)) is not None]
-
-    def _pack(self, bucket: dict[str, Episode]) -> Packed | None:
-        ids, rows, listed = [], [], []
-        for episode in bucket.values():
-            stat = self.stats.get(episode.id)
-            if stat is None:
-                try:
-                    st = os.lstat(self.file_of(episode))
-                except OSError:
-                    continue
-                stat = (st.st_size, st.st_mtime_ns)
-            ids.append(episode.id)
-            listed.append(episode)
-            rows.append([stat[0], stat[1], episode.created, episode.takeaway, episode.first_line,
-                         list(episode.scopes), episode.swarm_id, episode.worktree])
-        if not ids:
-            return None
-        return Packed(ids=tuple(ids), newest=max(e.created for e in listed),
-                      worktrees=tuple(Counter(e.worktree for e in listed).items()),
-                      swarms=tuple({e.swarm_id for e in listed if e.swarm_id is not None}),
-                      rows=msgpack.packb(rows, use_bin_type=True))
+            stat = (st.st_size, st.st_mtime_ns)
+        listed.append(episode)
+        rows.append([stat[0], stat[1], episode.created, episode.takeaway, episode.first_line,
+                     list(episode.scopes), episode.swarm_id, episode.worktree])
+    if not listed:
+        return None
+    return Packed(ids=tuple(e.id for e in listed), newest=max(e.created for e in listed),
+                  worktrees=tuple(Counter(e.worktree for e in listed).items()),
+                  swarms=tuple({e.swarm_id for e in listed if e.swarm_id is not None}),
+                  rows=msgpack.packb(rows, use_bin_type=True))

@@ -1,8 +1,6 @@
-"""The episode index cache (`state/episodes.cache`, docs/storage.md): what a start needs to know
-of each session without reading its files, and the open file its rows stay in until decoded.
-
-Import contract: msgpack and `store` only. The cache is derived data: anything that does not
-decode means the files are read instead (msgpack, not pickle: a planted cache must not run code).
+"""The episode index cache (`state/episodes.cache`, docs/storage.md): each session's summary and
+its rows, which stay in the open file until decoded. Derived data: anything that does not decode
+means the files are read instead (msgpack, not pickle: a planted cache must not run code).
 """
 
 from __future__ import annotations
@@ -21,9 +19,8 @@ CACHE_VERSION = 3
 
 
 class CacheFile:
-    """The index cache a start read, kept open: packed sessions read their rows from it when
-    decoded, so ~10 MB of rows (at 88k episodes) stay in the page cache, not on the heap. A
-    later save replaces the file by rename; this descriptor still reads the one it opened."""
+    """The index cache a start read, kept open so that packed sessions' rows (~10 MB at 88k
+    episodes) stay in the page cache, not on the heap; a later save renames over it harmlessly."""
 
     def __init__(self, fd: int, base: int) -> None:
         self.fd, self.base = fd, base  # base: where the rows region starts
@@ -41,11 +38,9 @@ class CacheFile:
 
 @dataclass(slots=True)
 class Packed:
-    """A session's episodes as the index cache holds them, not yet turned into objects: their
-    ids (in file order), what the reaper, `episode_search` and the counts need to know without
-    decoding them, and the msgpack of their rows ([size, mtime_ns, created, takeaway,
-    first_line, scopes, swarm_id, worktree], one per id) — in memory, or at `span` (offset,
-    length) of `source`, the open cache file."""
+    """A session's episodes as the cache holds them: ids, a summary, and the msgpack of their rows
+    ([size, mtime_ns, created, takeaway, first_line, scopes, swarm_id, worktree], one per id) in
+    `rows`, or at `span` (offset, length) of `source`, the open cache file."""
     ids: tuple[str, ...]
     newest: str
     worktrees: tuple[tuple[str | None, int], ...]  # (worktree, episodes in it): a dict each was 2 MB
@@ -58,8 +53,7 @@ class Packed:
         return self.rows if self.source is None else self.source.read(*self.span)
 
     def entries(self) -> list[tuple[str, Any]]:
-        """(id, row) pairs; every row None when the rows do not decode to one per id (a
-        damaged cache: the files are read instead)."""
+        """(id, row) pairs; every row None when the rows do not decode to one per id."""
         data = self.row_bytes()
         try:
             rows = None if data is None else msgpack.unpackb(data, raw=False)
@@ -78,9 +72,8 @@ _HEAD = len(CACHE_MAGIC) + 8
 
 
 class Listing(NamedTuple):
-    """What a prefetch helper found in episodes/ beside the episodes it packed: every session
-    folder's name, the files it could not index (`bad_files` entries) and the temp files it
-    saw. Only ever in the anonymous file a helper hands over, never in `state/`."""
+    """What a prefetch helper found beside the episodes it packed: session folder names, bad files
+    and temp files. Only in the anonymous file a helper hands over, never in `state/`."""
     dirs: tuple[str, ...]
     bad: tuple[dict[str, str], ...]
     temp: tuple[str, ...]
@@ -116,12 +109,8 @@ def encode_cache(log_seq: int, sessions: list[tuple[str, Packed]], listing: dict
 
 
 def read_cache(path: Path) -> tuple[dict[str, Packed], int | None]:
-    """The index cache by session, and the log seq it was saved at; empty when missing or
-    unreadable (msgpack, not pickle: a planted cache must not run code). Only the header is
-    read: each session's rows stay in the file until decoded, and are checked then (`_from_row`);
-    a session entry of the wrong shape is left out (its folder is read instead). Ids are not
-    interned (for 88k that was half of this). Caches of formats 1 and 2 (one msgpack map) are
-    still read."""
+    """The index cache's header by session (entries of the wrong shape left out), and the log seq
+    it was saved at; empty when missing or unreadable. Formats 1 and 2 are still read."""
     try:
         source, data = _open_cache(path)
     except (OSError, ValueError, msgpack.UnpackException):
@@ -136,22 +125,29 @@ def read_cache(path: Path) -> tuple[dict[str, Packed], int | None]:
 
 
 def sessions_of(entries: Any, source: CacheFile | None) -> dict[str, Packed]:
-    """The header's session entries that have the right shape, by session. Format 3's entries
-    are checked in this loop, not a call each, which was slow at 11k entries (docs/benchmark.md)."""
-    if source is None:
-        return {entry[0]: packed for entry in entries if (packed := _packed_entry(entry, None)) is not None}
+    """The header's session entries that have the right shape, by session: rows inline (format 2,
+    `source` None) or in `source`. Checked inline, not a call each: that was slow at 11k entries."""
     sessions = {}
     for entry in entries:
         try:
-            session_id, ids, newest, worktrees, swarms, offset, length = entry
+            session_id, ids, newest, worktrees, swarms, *place = entry
             if (type(ids) is not tuple or type(newest) is not str or type(swarms) is not tuple
-                    or type(offset) is not int or type(length) is not int or offset < 0 or length < 0
                     or type(worktrees) is not tuple or any(type(n) is not int for _, n in worktrees)):
                 continue
             "".join(ids)  # TypeError unless every id is text: at C speed (docs/benchmark.md)
+            if source is None:
+                (rows,) = place
+                if type(rows) is not bytes:
+                    continue
+                packed = Packed(ids, newest, worktrees, swarms, rows)
+            else:
+                offset, length = place
+                if type(offset) is not int or type(length) is not int or offset < 0 or length < 0:
+                    continue
+                packed = Packed(ids, newest, worktrees, swarms, None, (offset, length), source)
         except (TypeError, ValueError):
             continue
-        sessions[session_id] = Packed(ids, newest, worktrees, swarms, None, (offset, length), source)
+        sessions[session_id] = packed
     return sessions
 
 
@@ -168,8 +164,7 @@ def _open_cache(path: Path) -> tuple[CacheFile | None, Any]:
 
 
 def read_header(fd: int) -> tuple[CacheFile, Any]:
-    """(a `CacheFile` that now owns `fd`, the header) of a format-3 cache; closes `fd` and
-    raises ValueError or an unpack error when it is not one."""
+    """(a `CacheFile` now owning `fd`, the header); closes `fd` and raises when it is no cache."""
     try:
         start = os.pread(fd, _HEAD, 0)
         if not start.startswith(CACHE_MAGIC) or len(start) != _HEAD:
@@ -184,25 +179,9 @@ def read_header(fd: int) -> tuple[CacheFile, Any]:
     return CacheFile(fd, _HEAD + length), header  # closes fd when the last packed session lets go
 
 
-def _packed_entry(entry: Any, source: None) -> Packed | None:
-    """A format-2 session entry (its rows inline), or None when it has the wrong shape."""
-    try:
-        _, ids, newest, worktrees, swarms, rows = entry  # entry[0], the session, is the caller's key
-        if (type(ids) is not tuple or type(newest) is not str or type(swarms) is not tuple
-                or type(worktrees) is not tuple or not all(type(n) is int for _, n in worktrees)
-                or type(rows) is not bytes):
-            return None
-        "".join(ids)  # TypeError unless every id is text
-    except (TypeError, ValueError):
-        return None
-    return Packed(ids=ids, newest=newest, worktrees=worktrees, swarms=swarms, rows=rows)
-
-
 def _from_version_1(rows: tuple[Any, ...]) -> tuple[Any, ...]:
     """Session entries from a version-1 cache (one row per file: key, size, mtime, id, session,
-    created, takeaway, first_line, scopes, swarm, worktree), so the first start after an upgrade
-    does not parse every episode file again (docs/benchmark.md). Rows of another shape are left
-    out: their files are read."""
+    created, takeaway, first_line, scopes, swarm, worktree); rows of another shape are left out."""
     grouped: dict[str, list[tuple[Any, ...]]] = {}
     for row in rows:
         if type(row) is tuple and len(row) == 11 and type(row[4]) is str and type(row[5]) is str:

@@ -1,11 +1,10 @@
-"""The journal: the episode index (episodes/index.py) as a start fills it — from the index cache a
-clean stop wrote, or by parsing the files, in a helper process while the log replays when there
-are many — and as the check after start compares what came from the cache with the files.
+"""The journal: every episode's frontmatter in memory (sessions packed until first used, bodies read
+on demand), filled at start from the index cache or the files (a helper process parses many) and
+checked against the files after (docs/storage.md, 'Recovery at start' step 5 and on).
 
-Import contract: building blocks (store, idents, nofollow, prefetch), the cache format
-(`episodes.cache`), the record (`episodes.episode`) and the index. Symlinked session folders and
-episode files are listed in `bad_files` and never indexed, so nothing reads them and the TTL
-reaper never deletes through them.
+Import contract: building blocks (store, frontmatter, idents, nofollow, prefetch), the cache format,
+the record and `episodes.index`. Symlinks are bad files, never indexed or read; provenance comes
+from the event log's index in `core`, never from an episode file.
 """
 
 from __future__ import annotations
@@ -14,14 +13,15 @@ import logging
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import msgpack
 
-from memoryd.daemon.episodes.episode import from_row
-from memoryd.daemon.episodes.index import JournalIndex
+from memoryd.daemon.episodes.episode import Episode, from_meta, from_row
+from memoryd.daemon.episodes.index import EpisodeIndex, pack
 from memoryd.daemon.episodes.index_cache import Listing, Packed, encode_cache, read_cache, read_header, sessions_of
 from memoryd.daemon.identity import idents
-from memoryd.daemon.storage import nofollow, prefetch, store
+from memoryd.daemon.storage import frontmatter, nofollow, prefetch, store
 
 log = logging.getLogger("memoryd.daemon")
 
@@ -30,47 +30,169 @@ PREFETCH_MIN_SESSIONS = 500  # fewer session folders parse in well under a secon
 SHARE_CHUNK = 16  # session folders per chunk of a shared parse: a small unit of work (docs/benchmark.md)
 
 
-class Journal(JournalIndex):
-    """The episode index with its start (`prefetch`, `load`) and the check after it
-    (`verify_some`, `late_finds`): a `domain.TierLoader`."""
+class Journal:
+    """Episodes by session, a session taken from the cache staying packed (its cache rows, ~1/5 of
+    the objects' memory) until first used; with its start and the check after it: a `domain.TierLoader`."""
 
     def __init__(self, root: Path, files: store.FileStore, provenance: Callable[[str, str], str]) -> None:
-        super().__init__(root, files, provenance)
+        self.dir = root / "episodes"
+        self._prefix = str(self.dir) + os.sep
+        self.files = files
+        self.provenance = provenance  # local, untracked or unaccounted: the log's verdict (`core`)
+        self.owner: dict[str, str] = {}  # every episode id -> its session, decoded or not
+        self.by_id = EpisodeIndex(self.owner, self.get)
+        self._live: dict[str, dict[str, Episode]] = {}  # decoded sessions
+        self._packed: dict[str, Packed] = {}
+        self.bad_files: list[dict[str, str]] = []
+        self.stats: dict[str, tuple[int, int]] = {}  # decoded episode id -> (size, mtime_ns) its file had
         self.session_dirs: list[str] = []  # every `sess-<n>` name under episodes/, links included
         self.unverified: list[str] = []  # sessions loaded from the cache, files not yet compared
         self.unlisted: list[str] = []  # session folders taken from the cache, not yet listed
         self.root_unlisted = False  # episodes/ itself not listed yet (a start after a clean stop)
-        # What the after-start check found that a start would have: episodes parsed (new or
-        # changed files) and cache-loaded episodes whose file was gone; `Core.verify_files` logs it.
-        self.found_late: list[str] = []
+        self.found_late: list[str] = []  # what the after-start check found; `Core.verify_files` logs it
         self.dropped_late = 0
         self._helper: prefetch.Helper | None = None  # the prefetch helper, while it runs
         self._prefetched: tuple[dict[str, Packed], Listing | None] | None = None  # what it found
         self._shares: tuple[list[list[os.DirEntry[str]]], prefetch.Shares] | None = None  # its work, chunked
         self.temp_files: list[str] = []  # temp files seen in session folders as they were listed
 
-    # -- start -----------------------------------------------------------------------------------
+    def session(self, session_id: str) -> dict[str, Episode]:
+        if session_id in self._packed:
+            return self._unpack(session_id)
+        return self._live.get(session_id, {})
+
+    def get(self, episode_id: str) -> Episode | None:
+        session_id = self.owner.get(episode_id)
+        return None if session_id is None else self.session(session_id).get(episode_id)
+
+    def of_session(self, session_id: str) -> list[Episode]:
+        """A session's live episodes, oldest first."""
+        return sorted(self.session(session_id).values(), key=lambda e: (e.created, e.id))
+
+    def matching(self, worktree: Any = ..., swarm: str | None = None) -> Iterator[Episode]:
+        """Every episode that may be in `worktree` (... : any) and `swarm` (None: any), decoding only
+        the packed sessions whose summary says they hold one."""
+        for session_id, packed in list(self._packed.items()):
+            if ((worktree is ... or any(w == worktree for w, _ in packed.worktrees))
+                    and (swarm is None or swarm in packed.swarms)):
+                self._unpack(session_id)
+        return (e for bucket in list(self._live.values()) for e in bucket.values())
+
+    def summaries(self) -> Iterator[tuple[str, int, str]]:
+        """(session, episodes, newest created) for each session holding episodes, none decoded."""
+        for session_id, packed in self._packed.items():
+            yield session_id, len(packed.ids), packed.newest
+        for session_id, bucket in self._live.items():
+            if bucket:
+                yield session_id, len(bucket), max(e.created for e in bucket.values())
+
+    def count_in_worktree(self, worktree: str | None) -> int:
+        return (sum(n for p in self._packed.values() for w, n in p.worktrees if w == worktree)
+                + sum(1 for bucket in self._live.values() for e in bucket.values() if e.worktree == worktree))
+
+    def provenance_counts(self, logged: set[str]) -> dict[str, int]:
+        """Episodes by `provenance`; a packed session the log names whole counts local, undecoded."""
+        counts = {"local": 0, "untracked": 0, "unaccounted": 0}
+        for session_id, packed in list(self._packed.items()):
+            if logged.issuperset(packed.ids):
+                counts["local"] += len(packed.ids)
+            else:
+                self._unpack(session_id)
+        for bucket in self._live.values():
+            for episode in bucket.values():
+                counts[self.provenance(episode.id, episode.created)] += 1
+        return counts
+
+    def file_of(self, episode: Episode) -> str:
+        return f"{self._prefix}{episode.session_id}/{episode.id}.md"
+
+    def path_of(self, episode: Episode) -> Path:
+        return Path(self.file_of(episode))
+
+    def read_body(self, episode: Episode) -> str:
+        try:
+            return frontmatter.parse(self.files.read_bytes(self.path_of(episode)))[1]
+        except (OSError, frontmatter.BadRecord, UnicodeDecodeError):
+            return ""
+
+    def path_for(self, session_id: str, episode_id: str) -> Path:
+        assert idents.is_session_id(session_id) and idents.is_ulid(episode_id)  # validated before this
+        return self.dir / session_id / f"{episode_id}.md"
+
+    def add(self, episode: Episode) -> None:
+        self.session(episode.session_id)  # a packed session is decoded before it changes
+        self._live.setdefault(episode.session_id, {})[episode.id] = episode
+        self.owner[episode.id] = episode.session_id
+
+    def remove(self, episode_id: str) -> Episode | None:
+        session_id = self.owner.get(episode_id)
+        if session_id is None:
+            return None
+        bucket = self.session(session_id)
+        episode = bucket.pop(episode_id, None)
+        self.owner.pop(episode_id, None)
+        self.stats.pop(episode_id, None)
+        if not bucket:
+            self._live.pop(session_id, None)
+        return episode
+
+    def _unpack(self, session_id: str) -> dict[str, Episode]:
+        """Decode a packed session; a bad row (a damaged cache) is replaced by parsing its file."""
+        packed = self._packed.pop(session_id)
+        bucket = self._live.setdefault(session_id, {})
+        for episode_id, row in packed.entries():
+            episode = from_row(row, session_id, episode_id)
+            if episode is None:
+                self.owner.pop(episode_id, None)
+                self._parse_file(session_id, f"{self._prefix}{session_id}/{episode_id}.md")
+                continue
+            bucket[episode.id] = episode
+            self.stats[episode.id] = (row[0], row[1])
+        return bucket
+
+    def _adopt(self, session_id: str, packed: Packed) -> None:
+        owner = self.owner
+        for episode_id in packed.ids:  # a plain loop, faster than update(fromkeys) (docs/benchmark.md)
+            owner[episode_id] = session_id
+        self._packed[session_id] = packed
+
+    def _bad(self, path: Path, reason: str) -> None:
+        self.bad_files.append({"path": str(path), "reason": reason})
+
+    def _parse_file(self, session_id: str, path: str, found: list[str] | None = None) -> None:
+        """Index the episode file at `path` (its id added to `found`, if given); a bad one is listed."""
+        try:
+            data, stat = nofollow.read_with_stat(path)
+            meta, body = frontmatter.parse(data)
+            episode = from_meta(meta, body, session_id, path)
+        except FileNotFoundError:
+            return
+        except (OSError, frontmatter.BadRecord, KeyError, TypeError, ValueError) as exc:
+            self._bad(Path(path), str(exc)[:200])
+            return
+        self.add(episode)
+        self.stats[episode.id] = (stat.st_size, stat.st_mtime_ns)
+        if found is not None:
+            found.append(episode.id)
+
+    @property
+    def cache_path(self) -> Path:
+        return self.dir.parent / "state" / "episodes.cache"
+
+    def save_cache(self, log_seq: int) -> None:
+        """Write the index cache; packed sessions as read, stats from `stats`, not 80k lstats."""
+        sessions = list(self._packed.items()) + self._packed_live()
+        self.files.write_file(self.cache_path, encode_cache(log_seq, sessions))
+
+    def _packed_live(self) -> list[tuple[str, Packed]]:
+        return [(sid, packed) for sid, bucket in self._live.items()
+                if (packed := pack(bucket, self.stats, self.file_of)) is not None]
 
     def load(self, progress: Callable[[str, int, int], None] | None = None, listed_at: int | None = None) -> None:
         """Index every episode file; untrustworthy files are listed in `bad_files`, not loaded.
-
-        A session the index cache (`state/episodes.cache`, written at stop) holds is taken from
-        it packed, without a `stat` of its files: parsing, stat-ing and an object per file were
-        most of a large store's start, and much of its memory (docs/benchmark.md). Whether those
-        files still match the cache (a hand edit while the daemon was stopped) is checked after
-        start, a slice at a time (`verify_some`); other files are parsed now.
-
-        `listed_at`: on a start resumed from the checkpoint, the log's seq. A cache saved at that
-        seq was written by the same clean stop, so it names every episode file there was; then
-        neither episodes/ nor the session folders are listed now but after start (listing them
-        slows a start, cold caches most: docs/benchmark.md), and a file or folder added by hand
-        while the daemon was stopped is found then (`verify_some`). Otherwise a folder whose files
-        are exactly the cached ones stays packed, and any other is read now.
-
-        The cache's ids are kept as decoded, not mapped to the log's copies of the same ids
-        (the checkpoint's): the mapping cost a start more than the RSS it saves, though every
-        cached id is then held twice (docs/benchmark.md).
-        """
+        Sessions the index cache holds are taken packed, unstat-ed, and checked after start
+        (`verify_some`). `listed_at`: on a start resumed from the checkpoint, the log's seq; a
+        cache saved at it names every file, so nothing is listed until after start."""
         if not nofollow.is_plain_dir(self.dir):
             return
         fresh = self.prefetching  # rows the helper parsed during this start: nothing to verify
@@ -152,16 +274,10 @@ class Journal(JournalIndex):
         if not bucket:
             self._live.pop(session_id, None)
 
-    # -- a start without the cache: a helper process --------------------------------------------
-
     def prefetch(self, minimum: int | None = None) -> None:
-        """On a start without the index cache (a cold start, `memoryd reindex`) in a store of at
-        least `minimum` sessions, fork a helper that parses the episode files — most of such a
-        start — while this process replays the log and loads the memories; then this process
-        parses what the helper has not reached yet, from the other end (`finish_prefetch`). The
-        session folders are listed here, once, and shared out in chunks (`prefetch.Shares`). The
-        helper writes what the cache would hold to an anonymous file, which `load` adopts. A
-        helper that fails costs nothing but its time: `load` then parses the files itself."""
+        """Without the index cache, in a store of at least `minimum` sessions, fork a helper that
+        parses the episode folders, shared out in chunks, while this process replays the log; its
+        result is an anonymous cache file `load` adopts. A failed helper costs only its time."""
         if (self._helper is not None or not hasattr(os, "fork") or self.cache_path.exists()
                 or not nofollow.is_plain_dir(self.dir)):
             return
@@ -182,8 +298,7 @@ class Journal(JournalIndex):
 
     def _parse_chunks(self, chunks: list[list[os.DirEntry[str]]], indexes: Iterator[int]) -> Journal:
         """The session folders of the chunks `indexes` yields, parsed into a journal of their own
-        and packed a chunk at a time: packing them all at the end was work the helper did alone
-        while the daemon waited (docs/benchmark.md)."""
+        and packed a chunk at a time (not all at the end, which the helper did alone)."""
         parsed = Journal(self.dir.parent, self.files, self.provenance)
         for index in indexes:
             for folder in chunks[index]:
@@ -199,18 +314,15 @@ class Journal(JournalIndex):
         return self._helper is not None or self._prefetched is not None
 
     def finish_prefetch(self) -> tuple[str, ...] | None:
-        """Parse the chunks the prefetch helper has not taken yet, then wait for it; the temp
-        files either saw in the session folders, listed for this start so that neither temp-file
-        recovery nor `load` lists them again (each listing of them all is slow, docs/benchmark.md).
-        None when the helper failed: `load` then lists and parses everything here."""
+        """Parse the chunks the prefetch helper has not taken, wait for it; the temp files either saw
+        (temp-file recovery need not list them again), or None when the helper failed."""
         if self._helper is not None:
             self._prefetched = self._helper_result()
         listing = self._prefetched[1] if self._prefetched is not None else None
         return listing.temp if listing is not None else None
 
     def _helper_result(self) -> tuple[dict[str, Packed], Listing | None]:
-        """What the helper and this process parsed and found, once the helper has exited; ({},
-        None) when it failed."""
+        """What the helper and this process parsed and found; ({}, None) when the helper failed."""
         assert self._helper is not None and self._shares is not None
         (chunks, shares), running = self._shares, self._helper
         mine = self._parse_chunks(chunks, shares.take(prefetch.DAEMON))  # what the helper has not reached
@@ -230,9 +342,8 @@ class Journal(JournalIndex):
                                  temp=tuple(dict.fromkeys((*listing.temp, *mine.temp_files))))
 
     def _adopt_listing(self, cached: dict[str, Packed], listing: Listing) -> None:
-        """Take what the prefetch helper parsed and listed during this start, packed, without
-        listing episodes/ or a session folder again. A folder it saw a temp file in was changed
-        since by temp-file recovery (a roll-forward adds an episode file): that one is listed."""
+        """Take what the prefetch helper parsed and listed, packed, without listing again; except a
+        folder it saw a temp file in, which temp-file recovery may have rolled forward since."""
         changed = {os.path.basename(os.path.dirname(path)) for path in listing.temp}
         self.session_dirs.extend(listing.dirs)
         self.bad_files.extend(bad for bad in listing.bad  # a changed folder's are found again below
@@ -246,13 +357,9 @@ class Journal(JournalIndex):
             except OSError:
                 continue
 
-    # -- after start -----------------------------------------------------------------------------
-
     def verify_some(self, budget: int | None) -> int:
-        """Check the files of cache-loaded sessions against the cache, until about `budget` lstats
-        (None: all) are spent; a file changed since is parsed again (or listed as bad), a file
-        gone is dropped, and the folders not listed at start are listed. A packed session whose
-        files all match stays packed. Returns how many sessions remain to check."""
+        """Check cache-loaded sessions against their files and list the folders not listed at
+        start, until about `budget` lstats (None: all) are spent; returns how many remain."""
         spent = 0
         while self.unverified and (budget is None or spent < budget):
             spent += self._verify_session(self.unverified.pop())
@@ -264,10 +371,8 @@ class Journal(JournalIndex):
         return len(self.unverified) + len(self.unlisted) + self.root_unlisted
 
     def _list_root(self) -> int:
-        """List episodes/ after a start that took every session from the cache: a folder added
-        while the daemon was stopped is listed next (its files parsed as found late), and a
-        cached session whose folder is now a link or a file is let go (its episodes dropped,
-        the entry a bad file), as the start's own listing would have done. Returns its cost."""
+        """List episodes/ after a start that took every session from the cache, as the start would
+        have: a new folder is listed next, a cached one now a link or file let go. Returns its cost."""
         self.root_unlisted = False
         try:
             with os.scandir(self.dir) as listing:
@@ -279,9 +384,8 @@ class Journal(JournalIndex):
             self.session_dirs.append(name)
             if not entry.is_dir(follow_symlinks=False):
                 self._bad(Path(entry.path), "a symbolic link or not a directory; not followed")
-                for episode_id in [i for i, sid in self.owner.items() if sid == name]:
-                    if self.remove(episode_id) is not None:
-                        self.dropped_late += 1
+                gone = [i for i, sid in self.owner.items() if sid == name]
+                self.dropped_late += sum(self.remove(i) is not None for i in gone)
             elif name not in self._packed and name not in self._live:
                 self.unlisted.append(name)
         return FOLDER_LISTING_COST + len(entries) // 100
@@ -298,8 +402,7 @@ class Journal(JournalIndex):
             try:
                 st = os.lstat(path)
             except FileNotFoundError:  # deleted while the daemon was stopped: as if never listed
-                if self.remove(episode_id) is not None:
-                    self.dropped_late += 1
+                self.dropped_late += self.remove(episode_id) is not None
                 continue
             except OSError:
                 continue
@@ -327,8 +430,7 @@ class Journal(JournalIndex):
             self._parse_file(session_id, entry.path, self.found_late)
 
     def late_finds(self) -> dict[str, int]:
-        """What the check after start found that a start would have, by provenance as the
-        `recovery` event counts them (`files_checked`); forgotten once told."""
+        """What the check after start found, counted as `recovery` counts it; forgotten once told."""
         counts = {"local": 0, "untracked": 0, "unaccounted": 0}
         found = [e for e in map(self.by_id.get, self.found_late) if e is not None]
         for episode in found:

@@ -20,7 +20,7 @@ from memoryd.daemon.identity import idents
 from memoryd.daemon.identity.scopes import is_hidden, matches_any, unique
 from memoryd.daemon.identity.session_table import Session
 from memoryd.daemon.storage import frontmatter
-from memoryd.daemon.storage.clock import parse_iso
+from memoryd.daemon.storage.clock import iso, parse_iso
 from memoryd.daemon.tool import (
     ANY_LIST,
     ANY_OBJ,
@@ -49,12 +49,8 @@ _SPAN_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 REPLY_BUDGET_BYTES = MAX_FRAME_BYTES - 64 * 1024
 
 
-# -- argument rules the schema cannot say -----------------------------------------------------
-
 def since_cutoff(value: str, now: float) -> str:
     """`since` as an ISO timestamp to compare against: absolute ISO, or a span like 30m/24h/7d."""
-    from memoryd.daemon.storage.clock import iso
-
     span = _SPAN.fullmatch(value.strip())
     try:
         if span:
@@ -63,8 +59,6 @@ def since_cutoff(value: str, now: float) -> str:
     except (ValueError, OverflowError, OSError) as exc:
         raise InvalidParams("since", "must be an ISO-8601 UTC timestamp or a span like 30m, 24h, 7d") from exc
 
-
-# -- episode_write ----------------------------------------------------------------------------
 
 def episode_write(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     core, cfg = call.core, call.core.config
@@ -85,40 +79,34 @@ def episode_write(call: Call, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _mask(field: str, text: str, masked: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
-    """`text` with its secrets replaced before anything stores it. Run state is kept rather than
-    refused (a refused journal entry loses the rest of it), but a takeaway is shown by every
-    handoff, digest and sibling's live news, so no secret may reach the file (docs/security.md)."""
+    """`text` with its secrets masked before anything stores it (docs/security.md)."""
     clean, kinds = mask_credentials(text)
     return clean, masked + ([{"field": field, "kinds": sorted(set(kinds))}] if kinds else [])
 
 
 def write_episode(core: Core, session: Session, body: str, takeaway: str | None,
                   scopes: list[str], swarm: str | None, req: str | None) -> dict[str, Any]:
-    now = core.clock()
-    episode_id = idents.mint_ulid(now)
-    path = core.journal.path_for(session.id, episode_id)
+    episode_id = idents.mint_ulid(core.clock())
     episode = Episode(id=episode_id, session_id=session.id, created=core.now(), takeaway=takeaway,
-                      first_line=first_line(body), scopes=tuple(scopes), swarm_id=swarm,
-                      worktree=session.worktree)
+                      first_line=first_line(body), scopes=tuple(scopes), swarm_id=swarm, worktree=session.worktree)
     data = frontmatter.render(to_meta(episode, session.id), body, blame="takeaway")
-    core.files.write_file(path, data, fresh=True)  # a new ULID: nothing there to be immutable
+    # A new ULID: nothing there to be immutable.
+    core.files.write_file(core.journal.path_for(session.id, episode_id), data, fresh=True)
     core.record(names.EPISODE_WRITE, session, episode_id=episode_id, swarm_id=swarm, req=req)
     core.journal.add(episode)
-    return {"status": "committed", "id": episode_id, "session_id": session.id, "created": episode.created,
-            "takeaway": takeaway, "scopes": scopes, "swarm_id": swarm}
+    return _written(episode)
 
 
 def replay_episode_write(core: Core, event: dict[str, Any]) -> dict[str, Any] | None:
     """The result of an episode_write already applied before a restart (idempotent retry)."""
     episode = core.journal.by_id.get(event.get("episode_id", ""))
-    if episode is None:
-        return None
-    return {"status": "committed", "id": episode.id, "session_id": episode.session_id,
-            "created": episode.created, "takeaway": episode.takeaway, "scopes": list(episode.scopes),
-            "swarm_id": episode.swarm_id}
+    return None if episode is None else _written(episode)
 
 
-# -- episode_handoff --------------------------------------------------------------------------
+def _written(episode: Episode) -> dict[str, Any]:
+    return {"status": "committed", "id": episode.id, "session_id": episode.session_id, "created": episode.created,
+            "takeaway": episode.takeaway, "scopes": list(episode.scopes), "swarm_id": episode.swarm_id}
+
 
 def episode_view(core: Core, episode: Episode, with_body: bool, extra: bool = False) -> dict[str, Any]:
     provenance = core.provenance(episode.id, episode.created)
@@ -144,24 +132,19 @@ def wire_size(value: Any) -> int:
 
 def fit_views(core: Core, episodes: list[Episode], with_body: bool, budget: int,
               extra: bool = False) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Views of `episodes` (oldest first) whose wire size stays within `budget` bytes, and the
-    fields that say what was left out ({} when nothing was).
-
-    Rows are filled newest first, as the newest matter most: once a body would pass the budget,
-    it and every older row's body are left out (ids in `bodies_omitted`, none of them read), and
-    once even a bare row would, it and every older row are (`rows_omitted`). So a reply never
-    passes the frame limit however large the episodes, and the caller reads the rest by id.
-    (These fields stay out of the tools' outputSchema: tools/list has a size budget, and the
-    `hint` says what they mean.)
-    """
+    """Views of `episodes` (oldest first) within `budget` wire bytes, and the fields that say what
+    was left out ({} when nothing was). Filled newest first: once a body would pass the budget, it
+    and every older body are left out (`bodies_omitted`, unread); once a bare row would, it and
+    every older row are (`rows_omitted`). (Not in the outputSchema: tools/list has a size budget.)"""
     views: list[dict[str, Any]] = []
     omitted: list[str] = []
-    used, bodies = 0, with_body
+    used, bodies, rows_omitted = 0, with_body, 0
     for position, episode in enumerate(reversed(episodes)):
         view = episode_view(core, episode, with_body=False, extra=extra)
         used += wire_size(view)
         if used > budget:
-            return _fitted(views, omitted, len(episodes) - position)
+            rows_omitted = len(episodes) - position
+            break
         if bodies and view["provenance"] != "unaccounted":  # a planted file's body is never shown
             body = core.journal.read_body(episode)
             if used + wire_size(body) + wire_size("body") <= budget:
@@ -172,11 +155,6 @@ def fit_views(core: Core, episodes: list[Episode], with_body: bool, budget: int,
         if with_body and "body" not in view and view["provenance"] != "unaccounted":
             omitted.append(episode.id)
         views.append(view)
-    return _fitted(views, omitted, 0)
-
-
-def _fitted(views: list[dict[str, Any]], omitted: list[str],
-            rows_omitted: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     views.reverse()
     if not omitted and not rows_omitted:
         return views, {}
@@ -242,16 +220,13 @@ def prior_session_block(core: Core, session: Session) -> dict[str, Any]:
 
 def episode_handoff(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     core, caller = call.core, call.session
-    note = None
-    first: Session | None
-    adopted: Session | None
-    if args["prior_session_id"] is not None:
-        target = core.sessions.get(args["prior_session_id"])
-        if target is None:
-            raise ResourceState("unknown_session", args["prior_session_id"])
-        first = adopted = target
-    else:
+    if args["prior_session_id"] is None:
         first, adopted, note = resolve_prior(core, caller)
+    else:
+        first = adopted = core.sessions.get(args["prior_session_id"])
+        note = None
+        if adopted is None:
+            raise ResourceState("unknown_session", args["prior_session_id"])
     shown = visible_episodes(core, adopted, caller.disabled_scopes)[-args["max_episodes"]:] if adopted else []
     prior = adopted or first
     core.record(names.EPISODE_HANDOFF, caller, prior=prior.id if prior else None, episodes=len(shown))
@@ -261,23 +236,16 @@ def episode_handoff(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     if prior:
         result["prior_session"] = prior_session_block(core, prior)
     # The rows get what the rest of the reply (the prior session's handoff and summary) leaves.
-    result["episodes"], cut = fit_views(core, shown, args["include_bodies"],
-                                        REPLY_BUDGET_BYTES - wire_size(result))
+    result["episodes"], cut = fit_views(core, shown, args["include_bodies"], REPLY_BUDGET_BYTES - wire_size(result))
     return {**result, **cut}
 
 
-# -- episode_search ---------------------------------------------------------------------------
-
-def _search_worktree(call: Call, args: dict[str, Any]) -> Any:
-    """The worktree an auto-scoped search keeps to; ... (any) when it names its owners."""
-    by_owner = args["swarm_id"] or args["session_id"] or args["ids"]
-    return call.session.worktree if args["auto_scope"] and not by_owner else ...
-
-
-def _search_filter(call: Call, args: dict[str, Any]) -> Any:
+def _search_filter(call: Call, args: dict[str, Any]) -> tuple[Any, Any]:
+    """(the filter, the worktree an auto-scoped search keeps to: ... (any) when it names owners)."""
     cutoff = since_cutoff(args["since"], call.core.clock()) if args["since"] else None
     ids = set(args["ids"] or [])
-    worktree = _search_worktree(call, args)
+    by_owner = args["swarm_id"] or args["session_id"] or args["ids"]
+    worktree = call.session.worktree if args["auto_scope"] and not by_owner else ...
     disabled = call.session.disabled_scopes
 
     def accept(e: Episode) -> bool:
@@ -288,7 +256,7 @@ def _search_filter(call: Call, args: dict[str, Any]) -> Any:
                 and (cutoff is None or e.created >= cutoff)
                 and (not args["scopes"] or matches_any(e.scopes, args["scopes"]))
                 and not is_hidden(e.scopes, disabled))
-    return accept
+    return accept, worktree
 
 
 def _candidates(core: Core, args: dict[str, Any], worktree: Any) -> Any:
@@ -302,7 +270,7 @@ def _candidates(core: Core, args: dict[str, Any], worktree: Any) -> Any:
 
 def episode_search(call: Call, args: dict[str, Any]) -> dict[str, Any] | Parked:
     core = call.core
-    accept, worktree = _search_filter(call, args), _search_worktree(call, args)
+    accept, worktree = _search_filter(call, args)
     with_body = args["include_bodies"] if args["include_bodies"] is not None else bool(args["ids"])
     core.record(names.EPISODE_SEARCH, call.session, wait_for=args["wait_for"])
 
@@ -330,9 +298,8 @@ def episode_search(call: Call, args: dict[str, Any]) -> dict[str, Any] | Parked:
 
 
 def _waiter(core: Core, accept: Any, run: Any, found: dict[str, int], cursor: int, wanted: int) -> Any:
-    """The parked call's check: until it times out, it looks only at episodes written since its
-    last look (O(new), however big the journal), and runs the full search once the count may
-    have reached `wanted` (a promote or prune can lower it again: the search re-counts)."""
+    """The parked call's check: it counts only episodes written since its last look (O(new)), and
+    runs the full search (which re-counts) once `wanted` may be reached, or at the timeout."""
     state = {"cursor": cursor, "have": found["total"]}
 
     def check(timed_out: bool) -> dict[str, Any] | None:
@@ -348,28 +315,21 @@ def _waiter(core: Core, accept: Any, run: Any, found: dict[str, int], cursor: in
     return check
 
 
-# -- the tier's catalogue entries -------------------------------------------------------------
-
 _EPISODE_ROW = {"type": "array", "items": {"type": "object"}}
 
 TOOLS = [
     Tool(
         name=names.EPISODE_WRITE, core=True, replay=replay_episode_write,
-        description=(
-            "Journal run state in your session: what was tried, where it failed, what is blocked or "
-            "next; the transient notes memory_write rejects (no durability gate: not durable facts). "
-            "Secrets are masked before storing (masked names the fields). "
-            "Kept 30 days, never in memory_* reads; episode_handoff shows the takeaway (else the body's "
-            "first line); episode_promote makes one durable."
-        ),
-        params={
-            "body": string("Markdown, ≤ 1 MB."),
-            "takeaway": string("One sentence, ≤ 4 KB."),
-            "scopes": scope_list(""),
-            "swarm_id": string("Fan-in: a sub-agent passes its coordinator's session id; "
-                               "episode_search(swarm_id) gathers them. Default: MEMORYD_SWARM_ID.",
-                               pattern=SWARM_PATTERN),
-        },
+        description=("Journal run state in your session: what was tried, where it failed, what is blocked or "
+                     "next; the transient notes memory_write rejects (no durability gate: not durable facts). "
+                     "Secrets are masked before storing (masked names the fields). "
+                     "Kept 30 days, never in memory_* reads; episode_handoff shows the takeaway (else the body's "
+                     "first line); episode_promote makes one durable."),
+        params={"body": string("Markdown, ≤ 1 MB."), "takeaway": string("One sentence, ≤ 4 KB."),
+                "scopes": scope_list(""),
+                "swarm_id": string("Fan-in: a sub-agent passes its coordinator's session id; "
+                                   "episode_search(swarm_id) gathers them. Default: MEMORYD_SWARM_ID.",
+                                   pattern=SWARM_PATTERN)},
         required=("body",),
         returns={"status": STR, "id": STR, "session_id": STR, "created": STR, "takeaway": OPT_STR,
                  "scopes": ANY_LIST, "swarm_id": OPT_STR, "masked": ANY_LIST},
@@ -377,18 +337,13 @@ TOOLS = [
     ),
     Tool(
         name=names.EPISODE_HANDOFF, core=True,
-        description=(
-            "What did the last session in this worktree conclude? Call first in a fresh agent or loop "
-            "iteration, before memory_search: its last takeaways (oldest first), how it ended, its "
-            "finish handoff. If it left nothing visible, note names the cause (floor-only, zero-episode, "
-            "promoted-out, all-scope-hidden; the last two did journal) and older takeaways may follow. "
-            "provenance unaccounted: no log event wrote it; suspect, no body. prior_session_id picks one."
-        ),
-        params={
-            "prior_session_id": session_id(""),
-            "max_episodes": integer("", 5, 1, 50),
-            "include_bodies": boolean(),
-        },
+        description=("What did the last session in this worktree conclude? Call first in a fresh agent or loop "
+                     "iteration, before memory_search: its last takeaways (oldest first), how it ended, its "
+                     "finish handoff. If it left nothing visible, note names the cause (floor-only, zero-episode, "
+                     "promoted-out, all-scope-hidden; the last two did journal) and older takeaways may follow. "
+                     "provenance unaccounted: no log event wrote it; suspect, no body. prior_session_id picks one."),
+        params={"prior_session_id": session_id(""), "max_episodes": integer("", 5, 1, 50),
+                "include_bodies": boolean()},
         required=(),
         returns={"prior_session_id": OPT_STR, "episodes": _EPISODE_ROW, "note": STR,
                  "prior_session": ANY_OBJ, "framing": STR},
@@ -396,24 +351,17 @@ TOOLS = [
     ),
     Tool(
         name=names.EPISODE_SEARCH,
-        description=(
-            "Find episodes across sessions (never memories); filters AND; the newest matches, oldest "
-            "first, with total. auto_scope keeps your worktree unless swarm_id, session_id or ids is "
-            "given; ids also returns bodies. Fan-in: wait_for=N waits until N match or timeout_s "
-            "(timed_out says which), not blocking your other calls."
-        ),
-        params={
-            "swarm_id": string(pattern=SWARM_PATTERN),
-            "session_id": session_id(""),
-            "scopes": scope_list("Any of these, or below."),
-            "since": string("ISO time or 30m, 24h, 7d."),
-            "ids": {"type": "array", "maxItems": 200, "items": ulid("")},
-            "max_results": integer("", 20, 1, 200),
-            "auto_scope": boolean("", True),
-            "include_bodies": {"type": "boolean"},
-            "wait_for": {"type": "integer", "minimum": 1, "maximum": 200},
-            "timeout_s": {"type": "number", "minimum": 0, "maximum": MAX_WAIT_S, "default": 30},
-        },
+        description=("Find episodes across sessions (never memories); filters AND; the newest matches, oldest "
+                     "first, with total. auto_scope keeps your worktree unless swarm_id, session_id or ids is "
+                     "given; ids also returns bodies. Fan-in: wait_for=N waits until N match or timeout_s "
+                     "(timed_out says which), not blocking your other calls."),
+        params={"swarm_id": string(pattern=SWARM_PATTERN), "session_id": session_id(""),
+                "scopes": scope_list("Any of these, or below."), "since": string("ISO time or 30m, 24h, 7d."),
+                "ids": {"type": "array", "maxItems": 200, "items": ulid("")},
+                "max_results": integer("", 20, 1, 200), "auto_scope": boolean("", True),
+                "include_bodies": {"type": "boolean"},
+                "wait_for": {"type": "integer", "minimum": 1, "maximum": 200},
+                "timeout_s": {"type": "number", "minimum": 0, "maximum": MAX_WAIT_S, "default": 30}},
         required=(),
         returns={"episodes": _EPISODE_ROW, "total": INT, "timed_out": BOOL, "framing": STR},
         handler=episode_search, read_only=True,

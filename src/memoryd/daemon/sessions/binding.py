@@ -1,7 +1,5 @@
-"""Which session a connection's calls belong to (`Bindings`), and the `hook` op (`hook`): a bridge
-reattaches to its own after a daemon restart or joins the one its client session has open (its
-hook processes share it), an operator client's connections share one; else the first call that
-needs a session starts one. A hook process never owns a session, nor starts one only to end it.
+"""Which session a connection's calls belong to (`Bindings`), and the `hook` op (`hook`);
+docs/architecture.md, 'Sessions'. A hook process never owns a session, nor starts one only to end it.
 """
 
 from __future__ import annotations
@@ -27,8 +25,7 @@ class Bindings:
         self.conns = conns
         self.client_sessions = hooks.ClientSessions()
         self.operator_sessions: dict[str, str] = {}  # operator client name -> its session id
-        # The operator's session outlives restarts (nobody reattaches it, and it is no agent run):
-        # it is not ended as `daemon_restart` like the agents' sessions open at the last stop.
+        # The operator's session outlives restarts: it is not ended as `daemon_restart`.
         for session_id in [sid for sid in core.suspended if (s := core.sessions.get(sid)) and s.is_operator]:
             del core.suspended[session_id]
 
@@ -38,16 +35,16 @@ class Bindings:
         return session if session is not None and session.is_open else None
 
     def current(self, conn: Conn) -> Session:
-        """The connection's session; a finished one is replaced by a fresh session (docs/tools.md),
-        the operator's by the operator session (open, as `create` makes sure)."""
+        """The connection's session, a fresh one once it ended (docs/tools.md); an operator's shared one."""
         session = self.open_of(conn)
-        if session is None and conn.dry_run:
+        if session is not None:
+            return session
+        if conn.dry_run:
             return self._dry_run_session(conn)
-        if session is None and is_operator_client(conn.identity.get("client")):
+        if is_operator_client(conn.identity.get("client")):
             session = self.operator_session(conn.identity, create=True)
             assert session is not None
-            conn.session_id = session.id
-        if session is None:
+        else:
             key = conn.identity.get("client_session")
             session = self.client_sessions.open_session(self.core, key) if conn.transient else None
             if session is None:
@@ -55,13 +52,12 @@ class Bindings:
                 if conn.transient:
                     session.conn = None
                 self.client_sessions.bind(key, session)
-            conn.session_id = session.id
+        conn.session_id = session.id
         return session
 
     def _dry_run_session(self, conn: Conn) -> Session:
-        """A hook's dry run joins its client's open session if there is one; else its calls run
-        as a session that is never registered nor logged (`DomainState.record` drops its events),
-        so a made-up session id opens nothing and records nothing."""
+        """A hook's dry run joins its client's open session, else runs as a session never
+        registered nor logged (`DomainState.record` drops its events)."""
         found = self.client_sessions.open_session(self.core, conn.identity.get("client_session"))
         if found is not None:
             return found
@@ -71,8 +67,7 @@ class Bindings:
                        started_at=now, last_active=now)
 
     def after_call(self, conn: Conn, before: Session) -> None:
-        """Keep the client-session key on the connection's current session (a finish or a
-        `memory_session_start` moves it), and remember a client session whose agent handed off."""
+        """Move the client-session key to the connection's new session; note a handoff."""
         self.client_sessions.note_finished(before)
         if conn.session_id != before.id and before.client_session:
             current = self.core.sessions.get(conn.session_id)
@@ -83,9 +78,7 @@ class Bindings:
                          transient: bool = False) -> Session | None:
         """Reattach to `wanted` (a bridge after a daemon restart), else join the open session of
         the caller's client session, else start one. A transient caller (a hook process) never
-        becomes a session's owner, so its exit ends nothing, and starts none here: a hook after
-        the agent finished (stop, session-end) must not leave an empty session behind; the first
-        call that needs one starts it (`current`)."""
+        owns a session and starts none here (`current` does, at its first call needing one)."""
         key = identity.get("client_session")
         session = self.core.sessions.get(wanted) if isinstance(wanted, str) else None
         owner_gone = session is not None and (session.conn in (None, conn_id) or session.conn not in self.conns)
@@ -106,10 +99,8 @@ class Bindings:
         return session
 
     def reopen_for(self, identity: dict[str, Any]) -> Session | None:
-        """A resumed client conversation (Claude Code's `--resume` keeps its session id) continues
-        its own memoryd session: the one its client session last had in this worktree, ended by the
-        client going away, is opened again, so the agent's context names one session, not two. One
-        the agent finished (a handoff) or closed stays closed; then a new one starts."""
+        """The session a resumed client conversation (same client session key) last had in this
+        worktree, reopened when it ended only by the client going away (RESUMABLE); else None."""
         key = identity.get("client_session")
         if not key or self.client_sessions.open_session(self.core, key) is not None:
             return None
@@ -125,10 +116,7 @@ class Bindings:
         return None
 
     def operator_session(self, identity: dict[str, Any], create: bool) -> Session | None:
-        """The one open session every connection of an operator client shares (`memoryd-cli`,
-        `memoryd-ui`, `memoryd-import`): their calls are attributed to it, pending writes they
-        stage belong to it, and no connection owns it, so a verb's exit ends nothing. Found again
-        after a restart; with `create`, started when there is none (the first call needing one)."""
+        """The open session an operator client's connections share, owned by none; `create` starts it."""
         name = client_name(identity.get("client"))
         table = self.core.sessions
         session = table.get(self.operator_sessions.get(name, ""))
@@ -142,14 +130,10 @@ class Bindings:
         return session
 
 
-# -- the hook op -----------------------------------------------------------------------------------
-
 def hook(core: Core, bindings: Bindings, news: News, conn: Conn, args: dict[str, Any]) -> dict[str, Any]:
-    """What a hook process (`memoryd hook EVENT`) asks beyond the tools, by `action`:
-    `latest_handoff` (what the session continues from), `take_unseen` (ids, limit, pointer_ids; `peek_unseen`
-    marks nothing; with `news`, also what `news` gives), `news` (sibling sessions' commits since
-    this client session's last hook, sessions/news.py), `anchored` (tool, paths, command, limit,
-    peek: what a tool call touches, sessions/anchored.py), `last_words` (text), `end` (reason)."""
+    """What a hook process asks beyond the tools, by `action`: `latest_handoff`, `take_unseen` /
+    `peek_unseen` (ids, limit, pointer_ids, window, news), `news`, `anchored`, `receipt`,
+    `last_words` (text), `end` (reason)."""
     action = args.get("action")
     keys = bindings.client_sessions
     if _nothing_to_end(core, bindings, conn, action):
@@ -159,30 +143,28 @@ def hook(core: Core, bindings: Bindings, news: News, conn: Conn, args: dict[str,
         resumed = bindings.reopen_for(conn.identity)
         if resumed is not None:
             conn.session_id = resumed.id
-    # The pre-tool hook sends a thin identity (no git process on a tool's critical path): it joins
-    # the open session it found at hello, never starts one.
+    # The pre-tool hook's thin identity (no git on a tool's critical path) never starts a session.
     if action == "anchored" and bindings.open_of(conn) is None:
         return {"memories": [], "session_id": None}
     session = bindings.current(conn)
     if action == "latest_handoff":  # the session-start hook: what to continue from, and where
         return {**hooks.continuity(core, session), "session_id": session.id}
     if action in ("take_unseen", "peek_unseen"):  # peek: a dry run, nothing marked as shown
-        mark = action == "take_unseen"
+        mark, window = action == "take_unseen", args.get("window") is True  # window: the pre-tool hook's
         wanted, pointers = args.get("ids"), args.get("pointer_ids")
-        if receipts.over_budget(core, session) and isinstance(wanted, list):  # past the session's
-            wanted, pointers = [], [*wanted, *(pointers if isinstance(pointers, list) else [])]  # budget: point
-        window = args.get("window") is True  # the pre-tool hook's: not repeated within TOOL_WINDOW calls
+        if receipts.over_budget(core, session) and isinstance(wanted, list):  # past the budget: point only
+            wanted, pointers = [], [*wanted, *(pointers if isinstance(pointers, list) else [])]
         ids = hooks.take_unseen(session, wanted, args.get("limit"), mark, window)
         taken: dict[str, Any] = {"ids": ids, "pointer_ids": hooks.take_unpointed(session, pointers, ids, mark, window),
                                  "budget_left": receipts.budget_left(core, session)}
         # The prompt hook's one call for both: news after the hits, so none is shown twice.
         return {**taken, **news.take(core, session, conn.identity, mark, ids + taken["pointer_ids"])} \
             if args.get("news") else taken
-    if action == "news":  # a tool hook's light call
+    if action == "news":
         return news.take(core, session, conn.identity)
-    if action == "anchored":  # the pre-tool hook: memories the tool call is about to touch
+    if action == "anchored":
         return {**anchored.anchored(core, session, args), "session_id": session.id}
-    if action == "receipt":  # what a hook just injected (sessions/receipts.py)
+    if action == "receipt":
         return receipts.record(core, session, args)
     if action == "last_words":
         if not (session.is_open and core.config.hook_last_words):
@@ -197,8 +179,7 @@ def hook(core: Core, bindings: Bindings, news: News, conn: Conn, args: dict[str,
 
 
 def _nothing_to_end(core: Core, bindings: Bindings, conn: Conn, action: Any) -> bool:
-    """A hook that would start a session only to close it: `end` with no open session, or
-    `last_words` after the agent finished its session (the stop hook of its last turn)."""
+    """`end` with no open session, or `last_words` after the agent finished its session."""
     if action not in ("last_words", "end") or bindings.open_of(conn) is not None:
         return False
     by_key = bindings.client_sessions.by_key

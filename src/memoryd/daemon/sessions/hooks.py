@@ -1,19 +1,9 @@
-"""What client hooks (`memoryd hook EVENT`) ask of the session tier, beyond the tools.
+"""What client hooks (`memoryd hook EVENT`) ask of the session tier beyond the tools: one memoryd
+session per client session (`ClientSessions`, runtime only), last words (one scrubbed note per
+session, replaced each turn; the session's note when it ends without a handoff: docs/storage.md,
+'Session notes'), continuity at session start, and the injected set.
 
 Import contract: core, clock, connections, credentials, session records — no zmq, no msgpack.
-
-- One memoryd session per client session: `ClientSessions` maps the client's session key (Claude
-  Code's `session_id`, which its bridge also sees as `CLAUDE_CODE_SESSION_ID`) to the open memoryd
-  session, so the bridge and every hook process of one client session share it. Runtime only: after
-  a daemon restart the bridge's reattach binds the key again.
-- Last words: the latest assistant message, capped and credential-scanned, kept as ONE note on the
-  session and replaced each turn (runtime, never a record or an event per turn).
-- Captured note: a session that ends (session-end hook, bridge bye, lost bridge, idle) without a
-  handoff from the agent keeps its last words as its session note (`records.write_note`): session
-  tier, expiring with the episode TTL, never a memory — so never searched, injected or listed.
-- Continuity at session start: the newest handoff an agent wrote in the worktree (a captured note
-  never displaces it), then a "since then" row per later session that ended without one.
-- Injected set: the memories the prompt hook already showed in this session, so none repeats.
 """
 
 from __future__ import annotations
@@ -35,9 +25,8 @@ SINCE_CHARS = 300            # of each one's captured message
 IDLE_END_S = 12 * 3600       # an ownerless hook session (no bridge, no session-end) ends this idle
 IDLE_CHECK_S = 60.0
 WITHHELD = "[withheld: it looked like a credential]"
-# Last words are scanned from at most this many trailing chars: a wire client may send 4 MiB, and
-# scanning that on the request path would stall the loop. Far wider than the kept window, so a
-# private key cut off here (its BEGIN line lost) cannot reach into what is kept.
+# Last words are scanned from at most this many trailing chars (a 4 MiB scan would stall the loop);
+# far wider than the kept window, so a private key cut here cannot reach into what is kept.
 SCAN_CHARS = 64 * 1024
 MAX_POINTERS = 2              # pointer lines one prompt may get (a demoted full hit included)
 PEM_END_RE = re.compile(r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")  # gates' _PEM_RE end
@@ -53,7 +42,6 @@ class ClientSessions:
         self.next_idle_check = 0.0  # the idle pass runs once a minute, off the request path
 
     def open_session(self, core: Core, key: str | None) -> Session | None:
-        """The open session bound to `key`, or None."""
         if not key:
             return None
         session = core.sessions.get(self.by_key.get(key, ""))
@@ -75,16 +63,10 @@ class ClientSessions:
             self.handed_off.discard(key)
 
 
-# -- last words ------------------------------------------------------------------------------------
-
 def scrub(text: str) -> str | None:
-    """`text` as last words: every line holding a credential withheld, then the last
-    LAST_WORDS_CHARS chars kept; None when nothing is left or a secret still shows (fail closed).
-
-    Scanned before it is cut: a token the cut splits (`p_<36 chars>` of a `ghp_` one) is no longer
-    recognisable. A private key is withheld BEGIN through END — its body lines look like nothing —
-    and to the end of the text when END is missing. The cut then drops its first, partial word,
-    so what was next to the cut cannot be a token's tail either."""
+    """`text` as last words: every line holding a credential withheld (a private key BEGIN through
+    END, or to the end), then the last LAST_WORDS_CHARS chars kept; None when nothing is left or a
+    secret still shows (fail closed). Scanned before the cut: a split token is not recognisable."""
     text = _cut(text.strip(), SCAN_CHARS)
     text = _withhold(text, credential_hits(text))
     if find_credentials(text):
@@ -114,8 +96,7 @@ def _withhold(text: str, hits: list[Hit]) -> str:
 
 
 def _cut(text: str, limit: int) -> str:
-    """The last `limit` chars of `text` less their first word, which the cut may have split ("" if
-    nothing is left): a token's tail cannot pass as a word of its own."""
+    """The last `limit` chars of `text` less their first word, which the cut may have split."""
     if len(text) <= limit:
         return text
     rest = FIRST_WORD_RE.sub("", text[-limit:], count=1)
@@ -132,8 +113,6 @@ def keep_last_words(session: Session, text: Any) -> dict[str, Any]:
     session.last_words = clean
     return {"kept": True, "chars": len(clean)}
 
-
-# -- ending a session -------------------------------------------------------------------------------
 
 def needs_fallback(core: Core, session: Session, keys: ClientSessions) -> bool:
     return (core.config.hook_last_words and session.is_open and session.handoff_id is None
@@ -156,30 +135,21 @@ def end_session(core: Core, session: Session, reason: str, keys: ClientSessions)
 
 
 def idle_pass(core: Core, keys: ClientSessions, now: float) -> list[str]:
-    """End hook sessions no bridge owns and nothing touched for IDLE_END_S (a client without a
-    session-end hook, e.g. Codex, or one killed before it could run it). At most once a minute."""
+    """At most once a minute, end hook sessions no bridge owns, idle for IDLE_END_S (e.g. Codex)."""
     if now < keys.next_idle_check:
         return []
     keys.next_idle_check = now + IDLE_CHECK_S
-    ended = []
-    for session in core.sessions.open_sessions():
-        ownerless = session.conn is None and session.client_session and session.id not in core.suspended
-        if ownerless and now - parse_iso(session.last_active) > IDLE_END_S:
-            ended.append(session)
+    ended = [s for s in core.sessions.open_sessions() if s.conn is None and s.client_session
+             and s.id not in core.suspended and now - parse_iso(s.last_active) > IDLE_END_S]
     for session in ended:
         end_session(core, session, "idle", keys)
         keys.forget(session.client_session)
     return [s.id for s in ended]
 
 
-# -- reads for the session-start hook ---------------------------------------------------------------
-
 def continuity(core: Core, caller: Session) -> dict[str, Any]:
-    """What a new session in the caller's worktree continues from, walking its sessions from the
-    most recently active (as `episode_handoff` does): the newest handoff an agent wrote, and each
-    session that ended after it without one — newest first, at most SINCE_MAX (`since_total`
-    counts them all). A session that left neither a note nor an episode (a bridge that connected
-    and only read) has nothing to continue from and is passed over; open ones have not ended."""
+    """The newest handoff an agent wrote in the caller's worktree, and each ended session after it
+    that left a note or an episode — newest first, at most SINCE_MAX (`since_total` counts all)."""
     found = records.of(core)
     notes = found.notes if found is not None else {}
     since: list[dict[str, Any]] = []
@@ -214,33 +184,24 @@ def _capped(text: str) -> str:
     return text if len(text) <= SINCE_CHARS else text[:SINCE_CHARS - 1].rstrip() + "…"
 
 
-# Point of action: a memory a prompt or tool hook injected (in full or as a pointer) is not shown
-# again before a tool call until this many of the session's tool calls have passed. The start
-# context is a digest read long before the action, so it does not count (docs/hooks.md).
+# A memory a hook injected is not shown again before a tool call until this many tool calls passed.
 TOOL_WINDOW = 20
 
 
 def recently_injected(session: Session, memory_id: str) -> bool:
-    """Injected at most TOOL_WINDOW tool calls ago: `injected_at` holds the count of calls so far
-    at that moment, and the call being decided has already been counted."""
+    """Injected at most TOOL_WINDOW tool calls ago (`injected_at` holds the call count then)."""
     at = session.injected_at.get(memory_id)
     return at is not None and session.tool_calls - at <= TOOL_WINDOW
 
 
-def count_tool_call(session: Session) -> None:
-    """One more tool call the pre-tool hook asked about (the window's clock)."""
-    session.tool_calls += 1
-
-
 def take_unseen(session: Session, ids: Any, limit: Any, mark: bool = True, window: bool = False) -> list[str]:
-    """The first `limit` of `ids` not injected before in this session — or, before a tool call
-    (`window`), not within the last TOOL_WINDOW tool calls; they count as injected now unless
-    `mark` is False (a hook's dry run only looks)."""
+    """The first `limit` of `ids` not injected before in this session (with `window`: within
+    TOOL_WINDOW tool calls); injected from now on when `mark`."""
     if not isinstance(ids, list):
         return []
     cap = limit if isinstance(limit, int) and limit > 0 else 3
     seen = (lambda i: recently_injected(session, i)) if window else session.injected.__contains__
-    fresh = [i for i in dict.fromkeys(x for x in ids if isinstance(x, str)) if not seen(i)][:cap]
+    fresh = [i for i in _texts(ids) if not seen(i)][:cap]
     if mark:
         session.injected = {*session.injected, *fresh}
         _stamp(session, fresh)
@@ -248,22 +209,20 @@ def take_unseen(session: Session, ids: Any, limit: Any, mark: bool = True, windo
 
 
 def take_unpointed(session: Session, ids: Any, taken: list[str], mark: bool = True, window: bool = False) -> list[str]:
-    """Of `ids` (pointer candidates), those neither shown in full nor pointed to before in this
-    session (before a tool call: within the window), nor shown in full by this same call
-    (`taken`). A prompt's pointer never repeats; a memory pointed to may still be shown in full
-    later, when a prompt is clearly about it."""
+    """Of pointer candidates `ids`, at most MAX_POINTERS neither shown nor pointed to before in
+    this session (with `window`: within it), nor in `taken`; pointed to from now on when `mark`."""
     if not isinstance(ids, list):
         return []
-    if window:
-        fresh = [i for i in dict.fromkeys(x for x in ids if isinstance(x, str))
-                 if i not in taken and not recently_injected(session, i)][:MAX_POINTERS]
-    else:
-        seen = {*session.injected, *session.pointed, *taken}
-        fresh = [i for i in dict.fromkeys(x for x in ids if isinstance(x, str)) if i not in seen][:MAX_POINTERS]
+    seen = {*taken} if window else {*session.injected, *session.pointed, *taken}
+    fresh = [i for i in _texts(ids) if i not in seen and not (window and recently_injected(session, i))][:MAX_POINTERS]
     if mark:
         session.pointed = {*session.pointed, *fresh}
         _stamp(session, fresh)
     return fresh
+
+
+def _texts(ids: list[Any]) -> list[str]:
+    return list(dict.fromkeys(x for x in ids if isinstance(x, str)))
 
 
 def _stamp(session: Session, ids: list[str]) -> None:
@@ -272,5 +231,4 @@ def _stamp(session: Session, ids: list[str]) -> None:
 
 
 def settings(core: Core) -> dict[str, Any]:
-    """The hook settings a hook process needs (it never reads the config file itself)."""
     return core.config.hook_settings()

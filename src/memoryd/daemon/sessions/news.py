@@ -1,24 +1,7 @@
-"""Live awareness across concurrent agents (issue 30): what sibling sessions committed since a
-client session's last hook, for its next prompt or tool hook.
+"""Live awareness across concurrent agents: what sibling sessions committed since a client
+session's last hook (docs/architecture.md, 'Live awareness between concurrent agents').
 
-Import contract: core, connections, scopes, memories.reads (the search's visibility rule), records —
-no zmq, no msgpack, no file reads.
-
-- The ring: every live commit worth announcing (a committed memory write or confirm, an episode
-  with a takeaway) is noted as (seq, ts, kind, id, writer session) when `Core.record` appends it.
-  Bounded; never rebuilt on replay (history before this run is the digest's business, not news).
-  Text, scopes and origin are looked up when a hook asks, so a memory removed since, or an event a
-  failed commit took back, is simply not there any more.
-- The cursor: per client session (the hook's key), the log seq up to which it has heard. A client
-  session with none yet hears what was committed since its memoryd session started. Kept across a
-  session's end (a resumed Claude Code session keeps its key), LRU-bounded.
-- Sibling: another agent session (never an operator's verb, never the caller's own, by session or
-  by client key) in the caller's repo; without a repo, the same worktree or swarm. Never across
-  repos, except a memory that names no project (no `projects:` scope): a user-wide one.
-- Visible: a memory is news only when the caller's own default `memory_search` would show it
-  (`memories.reads.shown_by_default_search`: its repo, or none; no disabled scope). So a memory
-  another repo wrote stays there even when its scopes name no project (`topics:billing`): the
-  user-wide memories heard across repos are those made outside any repo, as search has them.
+Import contract: core, connections, scopes, memories.reads, records — no zmq, no msgpack, no file reads.
 """
 
 from __future__ import annotations
@@ -71,10 +54,9 @@ class News:
 
     def take(self, core: Core, caller: Session, identity: dict[str, Any], mark: bool = True,
              exclude: Iterable[str] = ()) -> dict[str, Any]:
-        """Sibling items committed after the caller's cursor, newest first: at most NEWS_MAX, each
-        once (not shown before in this session nor in `exclude`, no repeated text). With `mark` (not a dry run)
-        the cursor moves to now and the items count as shown, so the prompt hook never repeats
-        them either. `more`: how many others were new."""
+        """Sibling items committed after the caller's cursor, newest first: at most NEWS_MAX, none
+        shown before in this session or in `exclude`, no repeated text; `more` counts the others.
+        With `mark` the cursor moves to now and the items count as shown."""
         key = identity.get("client_session") or caller.id
         cursor = self.cursors.get(key)
         if cursor is not None:  # a failed commit rolled the log back below it: those seqs come again
@@ -106,8 +88,7 @@ def _unique(items: Iterable[dict[str, Any]], seen_ids: Iterable[str]) -> Iterabl
 
 def _item(core: Core, commit: Commit, caller: Session, identity: dict[str, Any],
           visible: Callable[[Memory], bool]) -> dict[str, Any] | None:
-    """What the caller may hear of `commit`, or None (its own, not a sibling's, gone, hidden, or
-    a memory the caller's default search would not show: `visible`)."""
+    """What the caller may hear of `commit`, or None (its own, not a sibling's, gone or hidden)."""
     facts = _facts(core, commit, visible)
     writer = core.sessions.get(facts["writer"]) if facts is not None else None
     if facts is None or writer is None or writer.id == caller.id or is_operator_client(writer.client):
@@ -126,8 +107,7 @@ def _item(core: Core, commit: Commit, caller: Session, identity: dict[str, Any],
 
 
 def _facts(core: Core, commit: Commit, visible: Callable[[Memory], bool]) -> dict[str, Any] | None:
-    """The record behind `commit`, as `_item` filters it; None when it is gone (removed, promoted,
-    pruned, or taken back by a failed commit), is a handoff, or is a memory not `visible`."""
+    """The record behind `commit`; None when it is gone, a handoff, or a memory not `visible`."""
     if commit.kind == "memory":
         memory = core.memories.live.get(commit.record_id) if core.memories is not None else None
         if memory is None or memory.category == HANDOFF or not visible(memory):

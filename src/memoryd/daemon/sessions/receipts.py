@@ -1,14 +1,6 @@
-"""Receipts: what each automatic injection put in front of an agent (docs/tools.md, "Receipts").
-
-Every hook that injects context (session start, prompt, pre-tool, news riding on them) sends one
-`receipt` after it printed: which memories, in which tier (full, pointer, listed at start, news)
-and how many characters. The daemon logs it as one `inject` event — ids, tiers and a count, never
-the prompt or the text — and adds the characters to the session's automatic context, which the
-prompt hook's choice reads (`over_budget`). `show` events say when the memory shown was one the
-session had been pointed to, so the log alone tells how often a pointer was opened.
-
-The log is the store of record, so receipts survive restarts and sync nothing; a session records
-at most MAX_RECEIPTS of them. The readers below scan the log's files: operator views, not hot paths.
+"""Receipts: what each automatic injection put in front of an agent, logged as one `inject` event
+and counted against the session's budget (docs/search.md, 'Receipts'). The readers scan the log's
+files: operator views, not hot paths.
 
 Import contract: core, connections, logcheck (the log's segments), memories (short ids), errors.
 """
@@ -57,8 +49,7 @@ def record(core: Core, session: Session, args: dict[str, Any]) -> dict[str, Any]
 
 
 def _known(core: Core, items: list[Any]) -> tuple[list[str], list[str]]:
-    """The memories named (whole ids, or short ids as the hook printed them), with their tiers;
-    anything else (an episode's id in the news, a made-up id) is left out."""
+    """The memories named (whole or short ids), with their tiers; any other id is left out."""
     tier_of = core.memories
     ids: list[str] = []
     tiers: list[str] = []
@@ -76,18 +67,14 @@ def _known(core: Core, items: list[Any]) -> tuple[list[str], list[str]]:
 
 
 def budget_left(core: Core, session: Session) -> int:
-    """Chars of automatic context the session may still be given (the prompt hook fits its full
-    texts into them)."""
+    """Chars of automatic context the session may still be given."""
     return max(0, core.config.hook_session_chars - session.auto_chars)
 
 
 def over_budget(core: Core, session: Session) -> bool:
-    """Whether too little of the session's budget is left for a memory in full: then the prompt
-    hook points instead (a pointer line is ~100 chars)."""
+    """Too little budget is left for a memory in full: the prompt hook points instead."""
     return budget_left(core, session) < SESSION_MIN_FULL_CHARS
 
-
-# -- the readers (operator views) ---------------------------------------------------------------------
 
 def _events(core: Core, kinds: tuple[str, ...], since: str | None = None) -> list[dict[str, Any]]:
     core.log.flush()  # reads' events wait for the next fsync (domain.READ_EVENTS_SYNC_S): hand them to the file

@@ -1,19 +1,8 @@
-"""Session records: `sessions/<sess-n>.md`, a session's summary or its captured last message.
+"""Session records: `sessions/<sess-n>.md`, a session's summary or its captured last message (a
+note), and the start-up conversion of captured handoff memories to notes (docs/storage.md,
+'Session notes' and 'Reliability').
 
-Import contract: core, clock, connections, store. The event log holds no content, so `memory_session_finish`'s
-`summary` is written here (frontmatter: schema_version, session_id, finished_at; body: the
-summary) in the same group commit as its `session_end` event, which carries only `summary_sha`.
-At start, after replay, each record is read back into `Session.summary` — only when a
-`session_end` event names it; a record no event names, a symlink or an unparseable file is a bad
-file (memory_health), never served. Logs written before records existed keep their `summary`
-field, which replay still honours.
-
-A session that ends without a handoff keeps its agent's last message here as a *note*
-(frontmatter `captured_by: session-end hook`, `reason`; `session_end` carries `note_sha`): session
-tier, never a durable memory, so no search, prompt hook or digest list sees it. A session
-finished with `memory_session_finish` never gets one, so a record is one or the other. Notes
-expire with the episode TTL (`expire_notes`, `session_note_expired`). Stores from before kept
-these as `handoff` memories; `convert_captured_handoffs` moves them here once, at start.
+Import contract: core, clock, connections, store.
 """
 
 from __future__ import annotations
@@ -70,14 +59,11 @@ def _write(core: Core, session_id: str, body: str, blame: str, **meta: Any) -> s
 
 
 def write_summary(core: Core, session: Session, summary: str) -> str:
-    """The session's summary record; the caller logs the sha as `summary_sha`."""
     return _write(core, session.id, summary, "summary")
 
 
-def write_note(core: Core, session_id: str, text: str, reason: str | None,
-               ended_at: str | None = None) -> str:
-    """The session's captured last message as its note, served at once; the caller logs the sha
-    as `note_sha` (or the conversion's event does)."""
+def write_note(core: Core, session_id: str, text: str, reason: str | None, ended_at: str | None = None) -> str:
+    """The session's captured last message as its note, served at once; returns the sha to log."""
     ended_at = ended_at or core.now()
     sha = _write(core, session_id, text, "note", finished_at=ended_at, captured_by=NOTE_BY, reason=reason)
     records = of(core)
@@ -87,8 +73,7 @@ def write_note(core: Core, session_id: str, text: str, reason: str | None,
 
 
 def expire_notes(core: Core, now: float) -> list[str]:
-    """Delete the notes of sessions that ended longer ago than `episode_ttl_days` (the reaper's
-    TTL pass): a captured message is as short-lived as the journal. One event names them all."""
+    """Delete the notes of sessions that ended over `episode_ttl_days` ago; one event names them."""
     records = of(core)
     if records is None or not records.notes:
         return []
@@ -108,9 +93,7 @@ def expire_notes(core: Core, now: float) -> list[str]:
 
 def convert_captured_handoffs(core: Core) -> int:
     """At start: move each live `handoff` memory the session-end hook captured (LEGACY_HEADER)
-    to its session's note, then tombstone it — the tombstone keeps the text, so nothing is lost
-    even where no note can be written (an unknown session, one with a summary record). One
-    `handoff_converted` event each; a store with none costs a scan of its handoffs only."""
+    to its session's note, then tombstone it; one `handoff_converted` event each."""
     tier = core.memories
     if tier is None or of(core) is None or not core.writable():
         return 0
@@ -124,8 +107,7 @@ def convert_captured_handoffs(core: Core) -> int:
         log.error("captured handoffs not converted to session notes: %s", exc.message)
         return 0
     if captured:
-        log.info("converted %d captured handoff memories to session notes (events handoff_converted)",
-                 len(captured))
+        log.info("converted %d captured handoff memories to session notes (events handoff_converted)", len(captured))
     return len(captured)
 
 
@@ -143,14 +125,13 @@ def _convert(core: Core, memory: Any) -> None:
 
 
 def attach(core: Core) -> SessionRecords:
-    """Join replay and recovery, so summaries come back after a restart."""
     records = SessionRecords(core)
     core.extensions.append(records)
     return records
 
 
 class SessionRecords:
-    """The start-up half: which records the log names, then reading them into the session table."""
+    """Which records the log names (replay), then reading them into the session table (recovery)."""
 
     def __init__(self, core: Core) -> None:
         self.core = core
@@ -163,19 +144,16 @@ class SessionRecords:
         if kind == "session_end" and (event.get("summary_sha") or event.get("note_sha")):
             self.logged[event["session"]] = event.get("summary_sha") or event["note_sha"]
         elif kind == "handoff_converted":
-            self._on_converted(event)
+            owner = str(event.get("owner") or "")
+            if event.get("note_sha"):
+                self.logged[owner] = event["note_sha"]
+            session = self.core.sessions.get(owner)
+            if session is not None and session.handoff_id == event.get("memory_id"):
+                session.handoff_id = None  # no handoff of its agent's: the walk must not take it for one
         elif kind == "session_note_expired":
             for session_id in event.get("sessions") or ():
                 self.logged.pop(session_id, None)
                 self.notes.pop(session_id, None)
-
-    def _on_converted(self, event: dict[str, Any]) -> None:
-        owner = str(event.get("owner") or "")
-        if event.get("note_sha"):
-            self.logged[owner] = event["note_sha"]
-        session = self.core.sessions.get(owner)
-        if session is not None and session.handoff_id == event.get("memory_id"):
-            session.handoff_id = None  # no handoff of its agent's: the walk must not take it for one
 
     def log_state(self) -> dict[str, Any]:
         return {"logged": self.logged}
@@ -189,8 +167,7 @@ class SessionRecords:
         if not nofollow.is_plain_dir(directory):
             return
         with os.scandir(directory) as listing:
-            entries = sorted((e for e in listing if not e.name.startswith(store.TMP_PREFIX)),
-                             key=lambda e: e.name)
+            entries = sorted((e for e in listing if not e.name.startswith(store.TMP_PREFIX)), key=lambda e: e.name)
         for entry in entries:
             problem = self._load(Path(entry.path), entry.name)
             if problem:
@@ -203,8 +180,7 @@ class SessionRecords:
             return "not a sess-<n>.md session record"
         self.core.note_session_id(session_id)
         try:
-            data = nofollow.read_nofollow(path)
-            meta, body = frontmatter.parse(data)
+            meta, body = frontmatter.parse(nofollow.read_nofollow(path))
         except (OSError, frontmatter.BadRecord, UnicodeDecodeError) as exc:
             return str(exc)[:200]
         session = self.core.sessions.get(session_id)

@@ -1,9 +1,7 @@
 """The session tier's tools: memory_session_start, memory_session_finish, memory_digest.
 
 Import contract: core, clock, connections, scopes, tool, validate, memories (gates, rollups'
-extension sections), session records. The handoff is written through the memory tier's own
-write path (`core.memories.capture_handoff`), so its gates and audit are the same; the summary
-goes to the session's record file (`records`), never to the log.
+extension sections), session records.
 """
 
 from __future__ import annotations
@@ -23,17 +21,7 @@ from memoryd.daemon.memories.overview import extension_sections
 from memoryd.daemon.memories.records import Memory
 from memoryd.daemon.sessions import records
 from memoryd.daemon.storage.clock import iso
-from memoryd.daemon.tool import (
-    ANY_LIST,
-    ANY_OBJ,
-    BOOL,
-    OPT_STR,
-    STR,
-    Tool,
-    integer,
-    session_id,
-    string,
-)
+from memoryd.daemon.tool import ANY_LIST, ANY_OBJ, BOOL, OPT_STR, STR, Tool, integer, session_id, string
 from memoryd.errors import InvalidParams, ResourceState
 
 MAX_HANDOFF_BYTES = 65_536
@@ -42,25 +30,17 @@ SUMMARY_WALK = 200  # sessions memory_digest looks back through for summaries
 PINNED_ROWS = 50    # pinned rules a digest carries whole; `pinned_total` counts them all
 
 
-# -- memory_session_start ----------------------------------------------------------------------
-
 def memory_session_start(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     core, previous = call.core, call.session
     core.end_session(previous, "superseded")
     session = core.start_session(call.identity, call.conn.id)
     call.conn.session_id = session.id
-    result = {"session_id": session.id, "started_at": session.started_at}
-    result["previous_session_id"] = previous.id
-    return result
+    return {"session_id": session.id, "started_at": session.started_at, "previous_session_id": previous.id}
 
-
-# -- memory_session_finish ---------------------------------------------------------------------
 
 def _target_session(call: Call, session_id: str) -> Session:
     """The open session `session_id` if the caller may finish it: its own, or one no connection
-    owns any more (its agent is gone; e.g. suspended after a daemon restart). A session another
-    live connection owns is refused: finishing it would move that agent to a new session without
-    telling it (docs/tools.md, 'Session tier')."""
+    owns any more (docs/tools.md, 'Session tier')."""
     target = call.core.sessions.get(session_id)
     if target is None:
         raise ResourceState("unknown_session", session_id)
@@ -100,26 +80,20 @@ def memory_session_finish(call: Call, args: dict[str, Any]) -> dict[str, Any]:
         scopes = [f"projects:{project}"] if project else []
         handoff_id, deduped = core.memories.capture_handoff(target, call.identity, handoff, scopes)
         result.update(handoff_capsule=handoff_id, handoff_deduped=deduped)
-    # The summary is content: it goes to the session's record file, the log only names its hash.
     summary_sha = records.write_summary(core, target, summary) if summary is not None else None
     core.end_session(target, "finished", summary_sha=summary_sha, handoff_id=handoff_id)
     target.summary = summary
     result["finished_at"] = target.ended_at
-    if summary is not None:
-        result["summary"] = summary
-    return result
+    return {**result, "summary": summary} if summary is not None else result
 
-
-# -- memory_digest -------------------------------------------------------------------------------
 
 def _capped(name: str, items: list[Any], cap: int) -> dict[str, Any]:
     return {name: items[:cap], f"{name}_total": len(items)}
 
 
 class _MemoryScan:
-    """The digest's memory sections. Without disabled scopes they come from the aggregates the
-    live map keeps (O(answer), a project filter included: the session-start hook asks for its
-    project's digest on every start); with disabled scopes, from one pass over the store."""
+    """The digest's memory sections: from the live map's aggregates (O(answer)) without disabled
+    scopes, else from one pass over the store."""
 
     def __init__(self, core: Core, disabled: AbstractSet[str], project: str | None) -> None:
         live = core.memories.live
@@ -139,12 +113,16 @@ class _MemoryScan:
         self.handoffs: dict[str | None, Memory] = {}   # project -> its newest handoff
         self.others: list[Any] = []
         for memory in live.values():
-            if is_hidden(memory.scopes, disabled):
-                continue
             owner = self.project_of(memory)
-            if project is not None and owner != project:
+            if is_hidden(memory.scopes, disabled) or (project is not None and owner != project):
                 continue
-            self._count(memory, owner)
+            self.count += 1
+            self.by_category[memory.category] += 1
+            self.by_project[owner or "(none)"] += 1
+            if memory.category != "handoff":
+                self.others.append(memory)
+            elif owner not in self.handoffs or memory.created > self.handoffs[owner].created:
+                self.handoffs[owner] = memory
 
     def _from_aggregates(self, project: str | None) -> None:
         live = self.live
@@ -158,37 +136,20 @@ class _MemoryScan:
         self.by_project = Counter({project: self.count}) if self.count else Counter()
         self.handoffs = {p: m for p, m in live.newest_handoffs().items() if p == project}
 
-    def _count(self, memory: Any, owner: str | None) -> None:
-        self.count += 1
-        self.by_category[memory.category] += 1
-        self.by_project[owner or "(none)"] += 1
-        if memory.category != "handoff":
-            self.others.append(memory)
-        elif owner not in self.handoffs or memory.created > self.handoffs[owner].created:
-            self.handoffs[owner] = memory
-
     def handoff_rows(self, caller_project: str | None) -> list[dict[str, Any]]:
-        """The newest handoff per project, newest project first, the caller's project first; with
-        the finishing session's summary when it left one."""
+        """The newest handoff per project, newest first (the caller's first), with its session's summary."""
         ordered = sorted(self.handoffs.items(), key=lambda kv: kv[1].created, reverse=True)
         ordered.sort(key=lambda kv: kv[0] is None or kv[0] != caller_project)  # stable: caller's first
-        rows = []
-        for project, memory in ordered:
-            row = {"project": project, "session_id": memory.session_id, "id": memory.id,
-                   "text": memory.content, "created": memory.created}
-            summary = self.summary_of(memory.session_id)
-            if summary is not None:
-                row["summary"] = summary
-            rows.append(row)
+        rows = [{"project": p, "session_id": m.session_id, "id": m.id, "text": m.content, "created": m.created}
+                for p, m in ordered]
+        for row in rows:
+            session = self.sessions.get(row["session_id"] or "")
+            if session is not None and session.summary is not None:
+                row["summary"] = session.summary
         return rows
 
-    def summary_of(self, session_id: str | None) -> str | None:
-        session = self.sessions.get(session_id or "")
-        return session.summary if session is not None else None
-
     def pinned_rows(self, project: str | None) -> dict[str, Any]:
-        """Pinned rules of `project` and the user-wide ones (no project), oldest first: a rule
-        written first is not pushed out by newer ones (docs/search.md "Pinned rules")."""
+        """Pinned rules of `project` and the user-wide ones, oldest first (docs/search.md "Pinned rules")."""
         rules = sorted((m for m in self.pinned if self.project_of(m) in (None, project)), key=lambda m: m.id)
         rows = [{"id": m.id, "short_id": self.short_id(m.id), "content": m.content, "scopes": list(m.scopes),
                  "created": m.created} for m in rules[:PINNED_ROWS]]
@@ -223,8 +184,7 @@ def _recent_takeaways(core: Core, session: Session, cap: int) -> dict[str, Any]:
     total = 0
     disabled = session.disabled_scopes
     for owner in core.sessions.walk_back(session.worktree, skip=""):
-        episodes = [e for e in core.journal.session(owner.id).values()
-                    if not is_hidden(e.scopes, disabled)]
+        episodes = [e for e in core.journal.session(owner.id).values() if not is_hidden(e.scopes, disabled)]
         total += len(episodes)
         if len(rows) < cap:
             rows.extend(episodes)
@@ -235,8 +195,7 @@ def _recent_takeaways(core: Core, session: Session, cap: int) -> dict[str, Any]:
 
 
 def _recent_summaries(core: Core, session: Session, cap: int) -> list[dict[str, Any]]:
-    """Summaries this worktree's finished sessions left, most recently active first (the walk
-    stops after SUMMARY_WALK sessions: a digest must not scan a long history)."""
+    """Summaries of this worktree's last SUMMARY_WALK sessions, most recently active first."""
     rows = []
     for owner in itertools.islice(core.sessions.walk_back(session.worktree, skip=session.id), SUMMARY_WALK):
         if owner.summary is not None:
@@ -273,28 +232,19 @@ def memory_digest(call: Call, args: dict[str, Any]) -> dict[str, Any]:
 TOOLS = [
     Tool(
         name="memory_session_start",
-        description=(
-            "Open a new session bracket and make it current, e.g. per loop iteration of a long-lived "
-            "agent; the previous one ends as superseded. Not needed at agent start (implicit)."
-        ),
-        params={}, required=(),
-        returns={"session_id": STR, "started_at": STR, "previous_session_id": OPT_STR},
+        description=("Open a new session bracket and make it current, e.g. per loop iteration of a long-lived "
+                     "agent; the previous one ends as superseded. Not needed at agent start (implicit)."),
+        params={}, required=(), returns={"session_id": STR, "started_at": STR, "previous_session_id": OPT_STR},
         handler=memory_session_start,
     ),
     Tool(
         name=names.MEMORY_SESSION_FINISH, core=True,
-        description=(
-            "Close an open session exactly once, optionally with a summary and a handoff: what became "
-            "true, what is open, the next physical action. The handoff is saved first, as a durable "
-            "handoff memory (handoff_capsule; same text dedups) that later session starts and "
-            "memory_digest lead with. A blank, over-cap or secret-holding handoff fails the call: "
-            "nothing saved, session stays open."
-        ),
-        params={
-            "session_id": session_id(""),
-            "summary": string("At most 64 KB."),
-            "handoff": string("At most 64 KB."),
-        },
+        description=("Close an open session exactly once, optionally with a summary and a handoff: what became "
+                     "true, what is open, the next physical action. The handoff is saved first, as a durable "
+                     "handoff memory (handoff_capsule; same text dedups) that later session starts and "
+                     "memory_digest lead with. A blank, over-cap or secret-holding handoff fails the call: "
+                     "nothing saved, session stays open."),
+        params={"session_id": session_id(""), "summary": string("At most 64 KB."), "handoff": string("At most 64 KB.")},
         required=("session_id",),
         returns={"session_id": STR, "finished_at": STR, "summary": STR, "handoff_capsule": STR,
                  "handoff_deduped": BOOL},
@@ -302,15 +252,10 @@ TOOLS = [
     ),
     Tool(
         name=names.MEMORY_DIGEST, core=True,
-        description=(
-            "Session-start overview led by the newest handoff per project (yours first): your session "
-            "id, counts, newest memories, open sessions, your pending writes, recent takeaways here. "
-            "headlines caps each list (<name>_total counts all)."
-        ),
-        params={
-            "headlines": integer("", 10, 1, 50),
-            "project": string(maxLength=128),
-        },
+        description=("Session-start overview led by the newest handoff per project (yours first): your session "
+                     "id, counts, newest memories, open sessions, your pending writes, recent takeaways here. "
+                     "headlines caps each list (<name>_total counts all)."),
+        params={"headlines": integer("", 10, 1, 50), "project": string(maxLength=128)},
         required=(),
         returns={"current_session": ANY_OBJ, "handoffs": ANY_LIST, "counts": ANY_OBJ, "newest": ANY_LIST,
                  "open_sessions": ANY_LIST, "pending_writes": ANY_LIST, "recent_takeaways": ANY_LIST,
