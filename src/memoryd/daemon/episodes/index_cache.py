@@ -155,11 +155,13 @@ def _open_cache(path: Path) -> tuple[CacheFile | None, Any]:
     """(the open file, the header) of a format-3 cache; (None, the whole map) of an older one."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        if os.pread(fd, len(CACHE_MAGIC), 0) != CACHE_MAGIC:
-            return None, msgpack.unpackb(nofollow.read_nofollow(path), raw=False, use_list=False)
+        older = os.pread(fd, len(CACHE_MAGIC), 0) != CACHE_MAGIC
     except BaseException:
         os.close(fd)
         raise
+    if older:  # read whole; the descriptor was only for the magic (it stayed open once per start)
+        os.close(fd)
+        return None, msgpack.unpackb(nofollow.read_nofollow(path), raw=False, use_list=False)
     return read_header(fd)
 
 
