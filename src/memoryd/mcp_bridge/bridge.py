@@ -1,10 +1,7 @@
 """The bridge's single-threaded loop: one poller over stdin, the daemon socket and its monitor.
 
-Calls are forwarded as they arrive and answered by id, so a parked `episode_search(wait_for=…)`
-never holds up the agent's other calls. Each request is answered in its own protocol era
-(revision.py: a 2026-07-28 `_meta` envelope, or the handshake revisions), so one process serves
-both. Resources are memories read through the daemon's `memory_list` / `memory_show` tools
-(resources.py). stdout carries protocol only; logs go to stderr.
+Calls are forwarded as they arrive and answered by id, each in its own protocol era (revision.py);
+stdout carries protocol only, logs go to stderr (docs/wire.md, "The MCP side of the bridge").
 """
 
 from __future__ import annotations
@@ -82,12 +79,11 @@ class Bridge:
         self.out.flush()
 
     def answer(self, ask: Ask, result: dict[str, Any]) -> None:
-        """Write `result` for `ask`, with the modern revision's fields when it asked in that era."""
         self.write(jsonrpc.response(ask.msg_id, revision.finish(ask.method, result) if ask.modern else result))
 
     def fail(self, ask: Ask, code: int, message: str, data: Any = None) -> None:
         if ask.modern and code == RESOURCE_STATE:
-            # 2026-07-28 forbids -32002 (it meant "resource not found" before); data.kind still says which.
+            # 2026-07-28 forbids -32002; data.kind still says which state it was.
             code = INVALID_PARAMS
         self.write(jsonrpc.error(ask.msg_id, code, message, data))
 
@@ -117,11 +113,7 @@ class Bridge:
 
     def forward(self, ask: Ask, op: str, args: dict[str, Any], timeout: float = CALL_TIMEOUT_S,
                 shape: Shape = jsonrpc.tool_result, reshape_error: Reshape | None = None) -> None:
-        """Send one request and remember it by id; the answer is written when it arrives.
-
-        `shape` turns the daemon's result into the MCP result (default: a tools/call result);
-        `reshape_error` may rewrite the daemon's error for methods that are not tools/call.
-        """
+        """Send one request and remember it by id; its answer is written (through `shape`) when it arrives."""
         try:
             conn = self.ensure_connected()
         except MemorydError as exc:
@@ -164,8 +156,7 @@ class Bridge:
     def on_daemon_replies(self, replies: list[dict[str, Any]]) -> None:
         for reply in replies:
             if (reply.get("error") or {}).get("kind") == "unknown_connection":
-                # The daemon does not know us (it restarted): hello again, reattach, resend once.
-                # The rest of this batch came from the old socket and is moot.
+                # The daemon restarted: hello again, resend once; the rest of this batch is moot.
                 self.recover()
                 return
             self.on_daemon_reply(reply)
@@ -175,13 +166,11 @@ class Bridge:
         pending = self.pending.pop(reply["id"], None)
         if pending is None:
             return  # a heartbeat, or an answer we already gave up on
-        if reply.get("ok") and pending.op == "tools":
-            self.tools = (reply.get("result") or {}).get("tools", [])
-            self.answer(pending.ask, {"tools": self.tools})
-            return
         if reply.get("ok"):
-            self.answer(pending.ask, pending.shape(reply.get("result") or {}))
-            return
+            result = reply.get("result") or {}
+            if pending.op == "tools":
+                self.tools = result.get("tools", [])
+            return self.answer(pending.ask, {"tools": self.tools} if pending.op == "tools" else pending.shape(result))
         reshaped = pending.reshape_error(error) if pending.reshape_error else None
         if reshaped is not None:
             return self.fail(pending.ask, *reshaped)
@@ -196,12 +185,10 @@ class Bridge:
             for pending in self.pending.values():
                 pending.deadline = max(pending.deadline, now + CALL_TIMEOUT_S)
             self.recover()
-        if self.conn is not None and self.conn.transport is not None and now - self.last_sent > self.heartbeat_s():
+        beat_s = float(self.conn.hello.get("heartbeat_s", 5)) if self.conn else 5.0
+        if self.conn is not None and self.conn.transport is not None and now - self.last_sent > beat_s:
             self.conn.send(self.conn.new_id(), "heartbeat", {})
             self.last_sent = now
-
-    def heartbeat_s(self) -> float:
-        return float(self.conn.hello.get("heartbeat_s", 5)) if self.conn else 5.0
 
     # -- JSON-RPC methods ----------------------------------------------------------------------
 
@@ -238,16 +225,13 @@ class Bridge:
 
     def initialize(self, ask: Ask, params: dict[str, Any]) -> None:
         self.write(jsonrpc.response(ask.msg_id, jsonrpc.initialize_result(params)))
-        self.after_initialize(params)
-
-    def after_initialize(self, params: dict[str, Any]) -> None:
         info = params.get("clientInfo")
         self.after_hello(info if isinstance(info, dict) else {})
 
     def after_hello(self, client_info: dict[str, Any]) -> None:
-        """The agent's first request is answered (initialize or discover): connect to the daemon now."""
+        """The agent's opening request is answered: connect now, while it reads, so tools/list is quick."""
         self.client_info = client_info
-        try:  # connect now, while the agent reads the answer, so tools/list is quick
+        try:
             self.ensure_connected()
         except MemorydError as exc:
             log(f"daemon unavailable at start: {exc.message}")
@@ -259,7 +243,6 @@ class Bridge:
         self.answer(ask, {})
 
     def tools_list(self, ask: Ask, params: dict[str, Any]) -> None:
-        # Catalogue order, which the daemon fixes and the bridge caches: the same on every call.
         if self.tools is not None:
             self.answer(ask, {"tools": self.tools})
         else:  # asynchronously, like calls: a blocking fetch would swallow their replies
@@ -277,7 +260,7 @@ class Bridge:
         timeout = float(wait) + 5 if isinstance(wait, (int, float)) and 0 <= wait <= 300 else CALL_TIMEOUT_S
         self.forward(ask, "call", {"tool": name, "arguments": arguments}, timeout)
 
-    # -- resources: memories through the daemon's read tools ----------------------------------
+    # -- resources: memories through the daemon's read tools (resources.py) ----------------------
 
     def resources_list(self, ask: Ask, params: dict[str, Any]) -> None:
         cursor = params.get("cursor")
@@ -336,14 +319,11 @@ class Bridge:
             if self.conn is not None and self.conn.transport is transport and sockets[0] in ready:
                 self.on_daemon_replies(self.conn.recv_ready())
             if 0 in ready and not self.eof:
-                self.on_stdin()
+                self.on_lines(self.read_stdin())
                 if self.eof:  # answer what is already in flight (briefly), then say goodbye
                     drain_until = time.monotonic() + EOF_DRAIN_S
             self.check_deadlines()
         return self.shutdown()
-
-    def on_stdin(self) -> None:
-        self.on_lines(self.read_stdin())
 
     def on_lines(self, lines: list[bytes | jsonrpc.Oversize]) -> None:
         for line in lines:
@@ -357,14 +337,12 @@ class Bridge:
                 self.on_message(message)
 
     def on_message(self, message: dict[str, Any]) -> None:
-        """Handle one message; whatever it holds, the bridge answers and keeps serving."""
         try:
             self.handle(message)
         except Exception as exc:  # noqa: BLE001 - a bug must not cost the agent its memory for the session
             log(f"internal error on {str(message.get('method'))[:64]!r}: {type(exc).__name__}: {exc}"[:500])
-            msg_id = message.get("id")
             if "id" in message and "method" in message:
-                self.write(jsonrpc.error(msg_id, INTERNAL_ERROR, f"internal error: {type(exc).__name__}"))
+                self.write(jsonrpc.error(message["id"], INTERNAL_ERROR, f"internal error: {type(exc).__name__}"))
 
     def shutdown(self) -> int:
         # Answers still owed are lost with stdin; tell the daemon we are leaving cleanly.

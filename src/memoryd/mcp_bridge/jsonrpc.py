@@ -1,22 +1,17 @@
-"""The few JSON-RPC 2.0 shapes the bridge speaks on stdio, and its framing: newline-delimited
-lines (MCP's stdio transport) of at most MAX_LINE_BYTES.
+"""The JSON-RPC 2.0 shapes the bridge speaks on stdio, and its newline-delimited framing.
 
-Import contract: json and the standard library, errors, revision — the startup fast path reads
-and answers the first line with this module before zmq is imported.
+Import contract: json, the standard library, errors and revision (the startup fast path uses it before zmq).
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, NamedTuple
 
 from memoryd.errors import INVALID_REQUEST, PARSE_ERROR
 from memoryd.mcp_bridge.revision import CAPABILITIES, HANDSHAKE_VERSIONS
 
-SUPPORTED_VERSIONS = HANDSHAKE_VERSIONS  # what `initialize` negotiates; 2026-07-28 has no handshake
-# One stdio line (one JSON-RPC message) may hold at most this much. Twice the daemon's 4 MiB frame
-# limit, so any request that could reach the daemon fits (and gets the frame check's -32602 naming
-# its argument when it cannot); a longer line is answered -32600 and dropped unread.
+# Twice the daemon's 4 MiB frame, so any request that could reach it fits (docs/wire.md, "Limits").
 MAX_LINE_BYTES = 8 * 1024 * 1024
 OVERSIZE_HEAD_BYTES = 4096  # how much of an over-cap line is kept, to find its request id
 
@@ -39,31 +34,23 @@ def _line(obj: dict[str, Any]) -> bytes:
 
 # -- framing ------------------------------------------------------------------------------------
 
-class Oversize:
-    """A line over MAX_LINE_BYTES, in place of its content: its first bytes and the cap it broke.
+class Oversize(NamedTuple):
+    """A line over MAX_LINE_BYTES, in place of its content: its first bytes and the cap it broke."""
 
-    (A plain class: dataclasses is not loaded on the startup path.)"""
-
-    __slots__ = ("head", "limit")
-
-    def __init__(self, head: bytes, limit: int) -> None:
-        self.head, self.limit = head, limit
+    head: bytes
+    limit: int
 
 
 class LineReader:
-    """Cuts stdin bytes into lines, holding at most `limit` bytes of any one line.
-
-    `feed` costs O(chunk): a partial line is kept as a list of pieces and joined once, when its
-    newline arrives (re-joining the whole buffer per chunk made a 50 MB line take seconds). A line
-    that grows past `limit` becomes one `Oversize` item as soon as it does, and the rest of it is
-    skipped unread up to its newline. Blank lines are dropped. Items wait in `ready` for `take`.
-    """
+    """Cuts stdin bytes into non-blank lines, holding at most `limit` bytes of any one line: a longer
+    line becomes one `Oversize` item at once and its rest is skipped. A partial line is kept in pieces
+    and joined once (re-joining per chunk made a 50 MB line take seconds)."""
 
     def __init__(self, limit: int = MAX_LINE_BYTES) -> None:
         self.limit = limit
         self.parts: list[bytes] = []
         self.size = 0
-        self.skipping = False  # inside the tail of an over-cap line
+        self.skipping = False
         self.ready: list[bytes | Oversize] = []
 
     def feed(self, chunk: bytes) -> None:
@@ -119,11 +106,8 @@ def oversize_error(item: Oversize) -> bytes:
 
 
 def head_id(head: bytes) -> str | int | None:
-    """The top-level `"id"` of a JSON object whose first bytes are `head`, or None.
-
-    Only a key at depth 1 counts (a nested "id" in params must never address another request's
-    answer); strings are skipped whole, escapes included.
-    """
+    """The top-level `"id"` of a JSON object whose first bytes are `head`, or None (a nested "id" in
+    params must never address another request's answer)."""
     text = head.decode("utf-8", errors="ignore")
     decoder = json.JSONDecoder()
     level, i = 0, 0
@@ -183,18 +167,14 @@ def _valid_id(msg_id: Any) -> bool:
 
 def negotiate(requested: Any) -> str:
     """The client's version when we speak it, else our newest handshake version (its counter-offer)."""
-    return requested if requested in SUPPORTED_VERSIONS else SUPPORTED_VERSIONS[0]
+    return requested if requested in HANDSHAKE_VERSIONS else HANDSHAKE_VERSIONS[0]
 
 
 def initialize_result(params: dict[str, Any]) -> dict[str, Any]:
     from memoryd import __version__, instructions
 
-    return {
-        "protocolVersion": negotiate(params.get("protocolVersion")),
-        "capabilities": CAPABILITIES,
-        "serverInfo": {"name": "memoryd", "version": __version__},
-        "instructions": instructions.own(),
-    }
+    return {"protocolVersion": negotiate(params.get("protocolVersion")), "capabilities": CAPABILITIES,
+            "serverInfo": {"name": "memoryd", "version": __version__}, "instructions": instructions.own()}
 
 
 
