@@ -1,7 +1,5 @@
-"""The caller identity a bridge captures once at start: worktree, repo, project, pid, swarm id,
-and the client's own session id when the client names one (`client_session`).
-
-Import contract: stdlib only (it runs on the bridge's fast path).
+"""The caller identity a bridge captures once at start (worktree, repo, project, pid, swarm id, the
+client's session id). Import contract: stdlib only (it runs on the bridge's fast path).
 """
 
 from __future__ import annotations
@@ -21,8 +19,7 @@ def _git(args: list[str], cwd: str) -> str | None:
 
 
 def _origin_url(common: str, worktree: str) -> str | None:
-    """remote.origin.url, read from the repo's config file when it is plain (no includes, quotes
-    or escapes); otherwise from `git config`, which knows every rule."""
+    """remote.origin.url, read from the repo's config file when it is plain, else from `git config`."""
     try:
         text = Path(common, "config").read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
@@ -60,8 +57,7 @@ _OWN: dict[str, Any] = {}
 
 
 def own() -> dict[str, Any]:
-    """`capture()` of this process, taken once: a bridge names its worktree's project in its
-    `initialize` answer and then in its hello, and its cwd does not change in between."""
+    """`capture()` of this process, taken once (its cwd does not change)."""
     if not _OWN:
         _OWN.update(capture())
     return dict(_OWN)
@@ -99,11 +95,8 @@ def capture(cwd: str | None = None) -> dict[str, Any]:
 
 
 def client_session_from_env() -> str | None:
-    """The client session this process belongs to, when its client says so.
-
-    Claude Code gives the MCP servers it launches `CLAUDE_CODE_SESSION_ID`, the same value its
-    hooks get as `session_id`; the daemon joins the bridge and those hooks into one session.
-    """
+    """The client session this process belongs to: Claude Code gives its MCP servers the
+    `session_id` its hooks get, so the daemon can join them into one session."""
     value = os.environ.get("CLAUDE_CODE_SESSION_ID", "").strip()
     return value[:256] or None
 

@@ -1,7 +1,6 @@
-"""Message shapes and the msgpack codec shared by daemon and client.
+"""Message shapes and the msgpack codec shared by daemon and client (docs/wire.md, "Frames and codec").
 
-Import contract: msgpack only — no zmq, no store. `encode` and `decode` are inverses; handlers on
-either side never see bytes.
+Import contract: msgpack only — no zmq, no store.
 """
 
 from __future__ import annotations
@@ -15,15 +14,14 @@ from memoryd import PROTOCOL
 from memoryd.errors import BadRequest, InvalidParams, MemorydError
 
 MAX_FRAME_BYTES = 4 * 1024 * 1024
-# Maps and arrays nested deeper than this are refused on both sides. Real frames nest about 5 deep
-# (request > args > arguments > a list of objects); the limit keeps every recursive walk over a
-# decoded value (validation, repr, re-encoding) far from Python's recursion limit.
+# Real frames nest about 5 deep; this keeps every recursive walk over a decoded value far from
+# Python's recursion limit.
 MAX_DEPTH = 64
 OPS = ("hello", "tools", "call", "heartbeat", "bye", "status", "stop", "episodes", "hook", "admin")
 
 
 def _unpack(frame: bytes) -> Any:
-    """Explicit limits: a hostile frame cannot make the unpacker allocate more than the frame holds."""
+    # Explicit limits: a hostile frame cannot make the unpacker allocate more than the frame holds.
     return msgpack.unpackb(frame, raw=False, max_str_len=MAX_FRAME_BYTES, max_bin_len=MAX_FRAME_BYTES,
                            max_array_len=100_000, max_map_len=100_000, max_ext_len=0)
 
@@ -42,9 +40,8 @@ def decode(frame: bytes) -> Any:
 
 
 def decode_reply(frame: bytes) -> Any:
-    """`decode` without the nesting walk, for the daemon's replies: they come through the user's
-    0700 runtime directory from our own code, built from requests it checked, and walking a
-    search's reply would cost the bridge time on every call (docs/benchmark.md)."""
+    """`decode` without the nesting walk, for the daemon's replies (built from requests it checked;
+    the walk would cost the bridge ~40 µs a call)."""
     if len(frame) > MAX_FRAME_BYTES:
         raise BadRequest(f"frame of {len(frame)} bytes is over the {MAX_FRAME_BYTES}-byte limit")
     try:
@@ -57,12 +54,8 @@ _CONTAINERS = (dict, list, tuple)
 
 
 def depth(value: Any, limit: int = MAX_DEPTH) -> int:
-    """How deep `value`'s maps and arrays nest (a scalar is 0), one layer at a time, without
-    recursion.
-
-    Stops once past `limit` and returns limit + 1, so a hostile value costs no more than the walk
-    of its first limit + 1 layers.
-    """
+    """How deep `value`'s maps and arrays nest (a scalar is 0), without recursion; limit + 1 once past
+    `limit`, so a hostile value costs no more than that many layers."""
     if not isinstance(value, _CONTAINERS):
         return 0
     layer, level = [value], 1
@@ -78,10 +71,8 @@ def depth(value: Any, limit: int = MAX_DEPTH) -> int:
 
 
 def encode_request(req_id: int, op: str, args: dict[str, Any], conn: str) -> bytes:
-    """The request as one frame the daemon accepts, or `InvalidParams` naming the argument that
-    makes it unsendable: nested deeper than MAX_DEPTH, not encodable (a lone surrogate, an integer
-    over 64 bits), or pushing the frame over MAX_FRAME_BYTES — refused here, because libzmq would
-    drop the connection over it instead of answering."""
+    """The request as one frame the daemon accepts, or `InvalidParams` naming the argument that makes it
+    too deep, unencodable or too big (libzmq would drop the connection over it instead of answering)."""
     message = request(req_id, op, args, conn)
     if depth(message) > MAX_DEPTH:
         param = _worst_argument(op, args, depth)
@@ -108,8 +99,7 @@ def _unencodable(value: Any) -> int:
 
 
 def _worst_argument(op: str, args: dict[str, Any], score: Callable[[Any], int]) -> str:
-    """The argument with the highest `score` — inside `arguments` for a tool call — to name in an
-    error; "arguments" when there is nothing finer to name."""
+    """The argument (inside `arguments` for a call) with the highest `score`, else "arguments"."""
     inner = args.get("arguments") if op == "call" else args
     if not isinstance(inner, dict) or not inner:
         return "arguments"
@@ -117,11 +107,8 @@ def _worst_argument(op: str, args: dict[str, Any], score: Callable[[Any], int]) 
 
 
 def encode_reply(req_id: Any, result: Any) -> bytes:
-    """The ok reply as one frame, or — when it cannot be encoded or would pass MAX_FRAME_BYTES —
-    an encoded typed error for the same id (code -32603, kind `reply_too_large` or
-    `unencodable_reply`). The receiving side drops an oversized frame, so without this
-    the caller saw only a timeout and then "daemon unavailable"; a tool that can return much caps
-    its own results (episode_search), this is the net under the rest."""
+    """The ok reply as one frame, or, when it cannot be encoded or would pass MAX_FRAME_BYTES, a -32603
+    error for the same id (the receiver would drop the frame, leaving the caller only a timeout)."""
     try:
         frame = encode(ok_reply(req_id, result))
     except (ValueError, OverflowError, TypeError) as exc:
@@ -151,11 +138,8 @@ def error_reply(req_id: Any, error: dict[str, Any]) -> dict[str, Any]:
 
 def recover_id(message: Any) -> int | None:
     """The request id of a malformed message, when one can be recovered for an error reply."""
-    if isinstance(message, dict):
-        rid = message.get("id")
-        if isinstance(rid, int) and not isinstance(rid, bool):
-            return rid
-    return None
+    rid = message.get("id") if isinstance(message, dict) else None
+    return rid if isinstance(rid, int) and not isinstance(rid, bool) else None
 
 
 def validate_request(message: Any) -> tuple[int, str, dict[str, Any], str]:

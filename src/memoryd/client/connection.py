@@ -1,15 +1,9 @@
-"""The one client of the daemon — the bridge, the CLI verbs, the web view and the hooks all use
-`Connection`: request ids, hello, deadlines, one resend, and errors raised through the error tree
-(`errors.from_wire`).
+"""The one client of the daemon (bridge, CLI, web view, hooks): request ids, hello, deadlines, one
+resend on a fresh socket under the same connection id (docs/wire.md, "Deadlines, resend and the reply
+cache"), and errors raised through `errors.from_wire`.
 
-The connection id (`conn`) outlives sockets: after a timeout the socket is replaced and the same
-request id is resent, and the daemon's per-connection reply cache makes that resend harmless.
-Two transports carry the same frames: pyzmq's DEALER (client/zmq_socket.py) and, for the hooks,
-which cannot afford pyzmq's import, the stdlib one (client/wire.py), falling back to pyzmq when
-that meets a protocol surprise.
-
-Import contract: stdlib, paths, protocol, errors, client.spawn and client.wire; pyzmq only once
-a pyzmq transport opens.
+Import contract: stdlib, paths, protocol, errors, client.spawn and client.wire; pyzmq only once a
+pyzmq transport opens (the hooks speak client/wire.py and cannot afford it).
 """
 
 from __future__ import annotations
@@ -45,10 +39,9 @@ class Transport(Protocol):
 
 
 class Connection:
-    """One logical connection. `autospawn`: seconds it may spend starting a daemon that is down
-    (True: spawn.SPAWN_WAIT_S; False or 0: never). `stdlib`: speak the wire without pyzmq.
-    `retry`: resend once on a fresh socket after a silent deadline, and say hello again once when
-    the daemon forgot us (a restart). Calls are serialized by a lock (the web view is threaded)."""
+    """One logical connection. `autospawn`: seconds it may spend starting a daemon (True:
+    spawn.SPAWN_WAIT_S; False or 0: never). `stdlib`: the wire without pyzmq. `retry`: resend once
+    after a silent deadline, hello again once after a restart. A lock serializes calls (the web view)."""
 
     def __init__(self, identity: dict[str, Any], endpoint: str | None = None, autospawn: bool | float = True,
                  timeout_s: float = CALL_TIMEOUT_S, stdlib: bool = False, retry: bool = True) -> None:
@@ -63,8 +56,6 @@ class Connection:
         self.hello: dict[str, Any] = {}
         self.lock = threading.RLock()
 
-    # -- sockets -------------------------------------------------------------------------------
-
     def open_socket(self) -> ZmqSocket:
         from memoryd.client.zmq_socket import ZmqSocket  # pyzmq loads only when used
 
@@ -78,18 +69,13 @@ class Connection:
             self.transport.close()
             self.transport = None
 
-    # -- requests ------------------------------------------------------------------------------
-
     def new_id(self) -> int:
         self.last_id += 1
         return self.last_id
 
     def send(self, req_id: int, op: str, args: dict[str, Any]) -> bool:
-        """Send without blocking; False when no daemon is connected (the caller reconnects).
-
-        Raises `InvalidParams` naming the argument when the request could not cross the wire (too
-        big for a frame, too deep, not encodable): sent anyway, libzmq would drop the connection.
-        """
+        """Send without blocking; False when no daemon is connected. `InvalidParams` when the request
+        cannot cross the wire (protocol.encode_request)."""
         frame = encode_request(req_id, op, args, self.conn_id)
         return self.transport is not None and self.transport.send(frame)
 
@@ -116,8 +102,7 @@ class Connection:
         return None
 
     def call(self, op: str, args: dict[str, Any], timeout_s: float | None = None) -> Any:
-        """A synchronous call with a deadline (connecting first when not connected); with `retry`,
-        one resend on a fresh socket and one hello again, then DaemonUnavailable."""
+        """A synchronous call with a deadline, connecting first if need be; DaemonUnavailable after the retry."""
         timeout_s = self.timeout_s if timeout_s is None else timeout_s
         with self.lock:
             req_id = self.new_id()
@@ -132,30 +117,26 @@ class Connection:
         raise DaemonUnavailable(self.endpoint, f"no reply to '{op}' within {timeout_s:g} s")
 
     def tool(self, name: str, **arguments: Any) -> dict[str, Any]:
-        """An agent tool, called as this connection's session (arguments left None are omitted)."""
+        """An agent tool, called as this connection's session (None arguments are omitted)."""
         result: dict[str, Any] = self.call("call", {"tool": name, "arguments": _given(arguments)})
         return result
 
     def admin(self, action: str, **args: Any) -> dict[str, Any]:
-        """An operator read (daemon/process/admin.py), or `resolve` of a pending write."""
         result: dict[str, Any] = self.call("admin", {"action": action, **_given(args)})
         return result
 
     def hook(self, action: str, **args: Any) -> dict[str, Any]:
-        """A hook's request (the daemon's `hook` op)."""
         result: dict[str, Any] = self.call("hook", {"action": action, **args})
         return result
 
-    # -- hello and reconnect -------------------------------------------------------------------
-
     def connect(self) -> dict[str, Any]:
-        """Reach a daemon (starting one within `autospawn`) and say hello, reattaching to our
-        session if any. Over the stdlib wire a daemon is started only when its socket is missing."""
+        """Reach a daemon (starting one within `autospawn`) and say hello, reattaching to our session.
+        Over the stdlib wire a daemon is started only when its socket is missing."""
         self.close_socket()
         if self.stdlib:
             try:
                 return self._hello_over(self._wire)
-            except (FileNotFoundError, ConnectionRefusedError):  # no daemon: start one, within budget
+            except (FileNotFoundError, ConnectionRefusedError):
                 self._start_daemon()
                 try:
                     return self._hello_over(self._wire)
@@ -198,8 +179,7 @@ class Connection:
         self.session_id = self.hello["session_id"]
         return self.hello
 
-    def reconnect(self) -> dict[str, Any]:
-        return self.connect()
+    reconnect = connect
 
     def keepalive(self) -> None:
         """A heartbeat, so a long-lived operator session is not ended as lost between requests."""
@@ -211,7 +191,6 @@ class Connection:
                     self.close_socket()  # said hello again on the next request
 
     def close(self, say_bye: bool = True, wait_s: float = BYE_WAIT_S) -> None:
-        """Say bye (waiting `wait_s` for its answer) and close the socket."""
         with self.lock:
             if say_bye and self.transport is not None:
                 req_id = self.new_id()
@@ -224,9 +203,8 @@ class Connection:
 
 
 class Operator(Connection):
-    """The operator's connection, `memoryd-cli/<version>` (terminal verbs) or `memoryd-ui/<version>`
-    (the web view). It never starts a daemon: an operator looking at memory wants to know the
-    daemon is down (DaemonUnavailable), not to get a fresh one on an unexpected store."""
+    """The CLI's or web view's connection. It never starts a daemon: an operator wants to know it is
+    down, not to get a fresh one on an unexpected store."""
 
     def __init__(self, client: str = "memoryd-cli", endpoint: str | None = None) -> None:
         super().__init__({"client": f"{client}/{__version__}"}, endpoint, autospawn=False)
