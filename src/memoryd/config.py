@@ -1,4 +1,4 @@
-"""Daemon settings: defaults, overridden by `config.yaml` (see docs/storage.md). Fail closed."""
+"""Daemon settings: defaults, overridden by `config.yaml` (every key: docs/storage.md). Fail closed."""
 
 from __future__ import annotations
 
@@ -15,9 +15,7 @@ class ConfigError(ValueError):
     """A config file the daemon refuses to start with; the message names the key."""
 
 
-# Less of a session's automatic-context budget left than this: the prompt hook points instead of
-# showing a memory in full (daemon/sessions/receipts.py; replayed by memoryd eval).
-SESSION_MIN_FULL_CHARS = 300
+SESSION_MIN_FULL_CHARS = 300  # less of a session's context budget left: the prompt hook points instead
 
 
 @dataclass(frozen=True)
@@ -32,28 +30,24 @@ class Config:
     max_scopes_per_write: int = 64
     dedup_duplicate: float = 0.75
     dedup_related: float = 0.40
-    # Client hooks (README "Automatic recall"); the floors were fit on the tune split (docs/search.md).
     hook_session_start_chars: int = 3000
     hook_prompt_chars: int = 1500
     hook_prompt_max_hits: int = 3
     hook_prompt_min_relevance: float = 0.6
-    hook_prompt_min_similarity: float = 0.6   # the encoder's cosine; docs/search.md, "The prompt gate"
-    hook_prompt_min_both: float = 0.4         # …or both signals at this floor
-    # Below those floors, a pointer line where a lower bar is cleared (docs/search.md "Disclosure").
+    hook_prompt_min_similarity: float = 0.6  # floors fit on the tune split (docs/search.md)
+    hook_prompt_min_both: float = 0.4
     hook_prompt_max_pointers: int = 1
     hook_pointer_min_similarity: float = 0.5
-    hook_pointer_min_relevance: float = 1.1   # off: words alone never made a pointer pay on the tune split
-    hook_pointer_depth: int = 1               # only the ranking's first hit may be pointed to
+    hook_pointer_min_relevance: float = 1.1  # off: words alone never made a pointer pay on the tune split
+    hook_pointer_depth: int = 1
     hook_pointer_follow_similarity: float = 0.35
-    # A shell call searched by meaning (hooks/pretool.py): in full past the first bar, a pointer past the second.
     hook_tool_min_similarity: float = 0.75
     hook_tool_pointer_similarity: float = 0.60
-    # A session's automatic context: past it, the prompt hook points instead of showing memories in full.
     hook_session_chars: int = 4000
     hook_last_words: bool = True
-    sync_interval_seconds: int = 0  # seconds between the daemon's own syncs (docs/sync.md); 0 = off
-    search_by_meaning: bool = True  # off: search is lexical (docs/search.md)
-    tools: str = DEFAULT_PROFILE  # which tools a bridge lists (docs/tools.md, "Tool profiles")
+    sync_interval_seconds: int = 0
+    search_by_meaning: bool = True
+    tools: str = DEFAULT_PROFILE
 
     def hook_settings(self) -> dict[str, Any]:
         """The `hook_*` keys but the daemon's own `hook_session_chars`, unprefixed: what a hook process

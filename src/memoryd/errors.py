@@ -11,8 +11,7 @@
     ├── InternalError      -32603    a bug; the daemon logs it and keeps serving
     └── BadImportInput     -32602    `memoryd import` cannot read its input (data: path, line)
 
-Handlers raise these; the daemon turns them into replies in one place (`to_wire`), the client back
-into exceptions in one (`from_wire`).
+The daemon turns them into replies in one place (`to_wire`), the client back in one (`from_wire`).
 """
 
 from __future__ import annotations
@@ -73,8 +72,7 @@ class StoreDamaged(MemorydError):
 
 
 class StorageError(MemorydError):
-    """The store's filesystem refused an operation (ENOSPC, EROFS, EPERM, ...): the call was not applied
-    at all, and the daemon keeps serving."""
+    """The store's filesystem refused an operation: the call was not applied at all; the daemon serves on."""
 
     code = RESOURCE_STATE
     kind = "storage"

@@ -1,6 +1,5 @@
 """The server instructions sent in `initialize` (docs/tools.md, "Conventions"), shared by the daemon and
-the bridge: what every tool shares, said once within the spec's 800 chars, plus the repo's project scope.
-"""
+the bridge: what every tool shares, said once within the spec's 800 chars, plus the repo's project scope."""
 
 INSTRUCTIONS = (
     "memoryd is your persistent memory. No memoryd session-start context? Begin with episode_handoff or "

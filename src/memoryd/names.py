@@ -1,8 +1,5 @@
-"""The names of the tools that code outside the daemon calls, each written once, so a misspelt call
-fails under mypy, not as an unknown-tool reply (docs/architecture.md, "Where to change what").
-
-Import contract: nothing (every hook process imports it).
-"""
+"""The names of the tools that code outside the daemon calls, each written once, so a misspelt call fails
+under mypy (docs/architecture.md, "Where to change what"). Import contract: nothing (hooks import it)."""
 
 EPISODE_WRITE = "episode_write"
 EPISODE_SEARCH = "episode_search"

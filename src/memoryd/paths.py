@@ -1,7 +1,5 @@
 """Where memoryd keeps things: runtime dir, socket, lock, status, store, config, logs.
-
-Import contract: stdlib + platformdirs only (the bridge imports this on its fast path).
-"""
+Import contract: stdlib + platformdirs only (the bridge imports this on its fast path)."""
 
 from __future__ import annotations
 

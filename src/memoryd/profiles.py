@@ -1,7 +1,5 @@
 """Tool profiles: which tools a bridge lists (docs/tools.md, "Tool profiles").
-
-Import contract: stdlib only (the bridge's start path reads this before anything else).
-"""
+Import contract: stdlib only (the bridge's start path reads this before anything else)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
 """Message shapes and the msgpack codec shared by daemon and client (docs/wire.md, "Frames and codec").
-
-Import contract: msgpack only — no zmq, no store.
-"""
+Import contract: msgpack only — no zmq, no store."""
 
 from __future__ import annotations
 
@@ -14,16 +12,8 @@ from memoryd import PROTOCOL
 from memoryd.errors import BadRequest, InvalidParams, MemorydError
 
 MAX_FRAME_BYTES = 4 * 1024 * 1024
-# Real frames nest about 5 deep; this keeps every recursive walk over a decoded value far from
-# Python's recursion limit.
-MAX_DEPTH = 64
+MAX_DEPTH = 64  # real frames nest ~5 deep; this keeps recursive walks far from Python's recursion limit
 OPS = ("hello", "tools", "call", "heartbeat", "bye", "status", "stop", "episodes", "hook", "admin")
-
-
-def _unpack(frame: bytes) -> Any:
-    # Explicit limits: a hostile frame cannot make the unpacker allocate more than the frame holds.
-    return msgpack.unpackb(frame, raw=False, max_str_len=MAX_FRAME_BYTES, max_bin_len=MAX_FRAME_BYTES,
-                           max_array_len=100_000, max_map_len=100_000, max_ext_len=0)
 
 
 def encode(message: dict[str, Any]) -> bytes:
@@ -40,12 +30,12 @@ def decode(frame: bytes) -> Any:
 
 
 def decode_reply(frame: bytes) -> Any:
-    """`decode` without the nesting walk, for the daemon's replies (built from requests it checked;
-    the walk would cost the bridge ~40 µs a call)."""
+    """`decode` without the nesting walk (~40 µs a call), for replies built from requests the daemon checked."""
     if len(frame) > MAX_FRAME_BYTES:
         raise BadRequest(f"frame of {len(frame)} bytes is over the {MAX_FRAME_BYTES}-byte limit")
-    try:
-        return _unpack(frame)
+    try:  # explicit limits: a hostile frame cannot make the unpacker allocate more than the frame holds
+        return msgpack.unpackb(frame, raw=False, max_str_len=MAX_FRAME_BYTES, max_bin_len=MAX_FRAME_BYTES,
+                               max_array_len=100_000, max_map_len=100_000, max_ext_len=0)
     except Exception as exc:  # msgpack raises several unrelated types for bad input
         raise BadRequest(f"undecodable msgpack frame: {type(exc).__name__}") from exc
 
@@ -54,8 +44,7 @@ _CONTAINERS = (dict, list, tuple)
 
 
 def depth(value: Any, limit: int = MAX_DEPTH) -> int:
-    """How deep `value`'s maps and arrays nest (a scalar is 0), without recursion; limit + 1 once past
-    `limit`, so a hostile value costs no more than that many layers."""
+    """How deep `value`'s maps and arrays nest (a scalar is 0), without recursion; limit + 1 once past it."""
     if not isinstance(value, _CONTAINERS):
         return 0
     layer, level = [value], 1

@@ -1,9 +1,6 @@
-"""YAML from files memoryd did not write itself: `check` walks the parser's events, before any object
-is built, and refuses anchors and aliases (a few hundred bytes expand to gigabytes), explicit tags and
-deep nesting, naming the line.
-
-Import contract: stdlib, and yaml on first use (the store's cold start does not pay for it).
-"""
+"""YAML from files memoryd did not write itself: `check` walks the parser's events, before any object is
+built, refusing anchors and aliases (a few hundred bytes expand to gigabytes), tags and deep nesting.
+Import contract: stdlib, and yaml on first use (the store's cold start does not pay for it)."""
 
 from __future__ import annotations
 

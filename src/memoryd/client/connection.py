@@ -1,10 +1,6 @@
-"""The one client of the daemon (bridge, CLI, web view, hooks): request ids, hello, deadlines, one
-resend on a fresh socket under the same connection id (docs/wire.md, "Deadlines, resend and the reply
-cache"), and errors raised through `errors.from_wire`.
-
-Import contract: stdlib, paths, protocol, errors, client.spawn and client.wire; pyzmq only once a
-pyzmq transport opens (the hooks speak client/wire.py and cannot afford it).
-"""
+"""The one client of the daemon: hello, deadlines, one resend (docs/wire.md, "Deadlines, resend and the
+reply cache"). Import contract: stdlib, paths, protocol, errors, client.spawn, client.wire; pyzmq only
+once a pyzmq transport opens (the hooks cannot afford it)."""
 
 from __future__ import annotations
 
@@ -12,7 +8,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from memoryd import PROTOCOL, __version__, paths
 from memoryd.client import spawn
@@ -28,16 +24,6 @@ HELLO_TIMEOUT_S = 5.0
 BYE_WAIT_S = 0.2
 
 
-class Transport(Protocol):
-    """What carries frames to the daemon: `ZmqSocket` or `Wire`."""
-
-    def send(self, frame: bytes) -> bool: ...
-    def wait_for_peer(self, probe: bytes, timeout_s: float = 1.0) -> None: ...
-    def poll(self, timeout_s: float) -> bool: ...
-    def recv_ready(self) -> list[bytes]: ...
-    def close(self) -> None: ...
-
-
 class Connection:
     """One logical connection. `autospawn`: seconds it may spend starting a daemon (True:
     spawn.SPAWN_WAIT_S; False or 0: never). `stdlib`: the wire without pyzmq. `retry`: resend once
@@ -50,19 +36,11 @@ class Connection:
         self.spawn_s = spawn.SPAWN_WAIT_S if autospawn is True else float(autospawn)
         self.timeout_s, self.stdlib, self.retry = timeout_s, stdlib, retry
         self.conn_id = os.urandom(12).hex()
-        self.transport: Transport | None = None
+        self.transport: ZmqSocket | Wire | None = None
         self.last_id = 0
         self.session_id: str | None = None
         self.hello: dict[str, Any] = {}
         self.lock = threading.RLock()
-
-    def open_socket(self) -> ZmqSocket:
-        from memoryd.client.zmq_socket import ZmqSocket  # pyzmq loads only when used
-
-        self.close_socket()
-        sock = ZmqSocket(self.endpoint)
-        self.transport = sock
-        return sock
 
     def close_socket(self) -> None:
         if self.transport is not None:
@@ -74,8 +52,7 @@ class Connection:
         return self.last_id
 
     def send(self, req_id: int, op: str, args: dict[str, Any]) -> bool:
-        """Send without blocking; False when no daemon is connected. `InvalidParams` when the request
-        cannot cross the wire (protocol.encode_request)."""
+        """False when no daemon is connected; `InvalidParams` when the request cannot cross the wire."""
         frame = encode_request(req_id, op, args, self.conn_id)
         return self.transport is not None and self.transport.send(frame)
 
@@ -130,8 +107,7 @@ class Connection:
         return result
 
     def connect(self) -> dict[str, Any]:
-        """Reach a daemon (starting one within `autospawn`) and say hello, reattaching to our session.
-        Over the stdlib wire a daemon is started only when its socket is missing."""
+        """Reach a daemon and say hello; over the stdlib wire one is started only when its socket is missing."""
         self.close_socket()
         if self.stdlib:
             try:
@@ -146,38 +122,41 @@ class Connection:
                 pass
         elif self.spawn_s:
             self._start_daemon()
-        return self._hello_over(self.open_socket)
+        return self._hello_over(self._zmq)
 
     def _wire(self) -> Wire:
-        self.transport = Wire(self.endpoint, self.timeout_s)
-        return self.transport
+        return Wire(self.endpoint, self.timeout_s)
+
+    def _zmq(self) -> ZmqSocket:
+        from memoryd.client.zmq_socket import ZmqSocket  # pyzmq loads only when used
+
+        return ZmqSocket(self.endpoint)
 
     def _start_daemon(self) -> None:
         if not self.spawn_s or not spawn.ensure_daemon(self.endpoint, wait_s=self.spawn_s):
             raise DaemonUnavailable(self.endpoint, "could not start the daemon (see `memoryd doctor`)")
 
-    def _hello_over(self, opener: Callable[[], Transport]) -> dict[str, Any]:
+    def _hello_over(self, opener: Callable[[], ZmqSocket | Wire]) -> dict[str, Any]:
+        """Open a transport and say hello on it, reattaching to our session if any."""
         try:
-            return self._hello(opener())
+            transport = self.transport = opener()
+            req_id = self.new_id()
+            args = {"protocol": PROTOCOL, "client_version": __version__, "identity": self.identity,
+                    "session_id": self.session_id}
+            if not self.send(req_id, "hello", args):
+                transport.wait_for_peer(encode_request(self.new_id(), "heartbeat", {}, self.conn_id))
+                if not self.send(req_id, "hello", args):
+                    raise DaemonUnavailable(self.endpoint, "the daemon does not accept connections")
+            wait_s = min(HELLO_TIMEOUT_S, self.timeout_s)
+            reply = self.wait_reply(req_id, wait_s)
+            if reply is None:
+                raise DaemonUnavailable(self.endpoint, f"no reply to hello within {wait_s:g} s")
+            self.hello = unwrap(reply)
+            self.session_id = self.hello["session_id"]
+            return self.hello
         except BaseException:
             self.close_socket()  # a socket without a session must not look connected
             raise
-
-    def _hello(self, transport: Transport) -> dict[str, Any]:
-        req_id = self.new_id()
-        args = {"protocol": PROTOCOL, "client_version": __version__, "identity": self.identity,
-                "session_id": self.session_id}
-        if not self.send(req_id, "hello", args):
-            transport.wait_for_peer(encode_request(self.new_id(), "heartbeat", {}, self.conn_id))
-            if not self.send(req_id, "hello", args):
-                raise DaemonUnavailable(self.endpoint, "the daemon does not accept connections")
-        wait_s = min(HELLO_TIMEOUT_S, self.timeout_s)
-        reply = self.wait_reply(req_id, wait_s)
-        if reply is None:
-            raise DaemonUnavailable(self.endpoint, f"no reply to hello within {wait_s:g} s")
-        self.hello = unwrap(reply)
-        self.session_id = self.hello["session_id"]
-        return self.hello
 
     reconnect = connect
 
@@ -203,8 +182,7 @@ class Connection:
 
 
 class Operator(Connection):
-    """The CLI's or web view's connection. It never starts a daemon: an operator wants to know it is
-    down, not to get a fresh one on an unexpected store."""
+    """The CLI's or web view's: never starts a daemon (an operator wants to know it is down)."""
 
     def __init__(self, client: str = "memoryd-cli", endpoint: str | None = None) -> None:
         super().__init__({"client": f"{client}/{__version__}"}, endpoint, autospawn=False)

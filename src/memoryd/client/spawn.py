@@ -1,7 +1,5 @@
-"""Finding a live daemon, and starting one when none answers (docs/wire.md).
-
-Import contract: stdlib + paths + protocol + errors; zmq only inside `ping`.
-"""
+"""Finding a live daemon, and starting one when none answers (docs/wire.md, "Finding or starting the
+daemon"). Import contract: stdlib, paths, protocol, errors; zmq only inside `ping`."""
 
 from __future__ import annotations
 
@@ -19,8 +17,7 @@ from memoryd.errors import DaemonUnavailable
 from memoryd.protocol import decode_reply, encode, request
 
 SPAWN_WAIT_S = 5.0
-# How long a bridge waits for a daemon that shows start-up progress (a cold 100k-memory store).
-START_WAIT_S = 300.0
+START_WAIT_S = 300.0  # for a daemon that shows start-up progress (a cold 100k-memory store)
 PING_TIMEOUT_S = 0.5
 REASON_CHARS = 500  # the daemon's last log line quoted in an error
 
@@ -38,8 +35,7 @@ def read_status() -> dict[str, Any] | None:
 
 
 def read_starting() -> dict[str, Any] | None:
-    """The progress of a daemon still opening its store ({pid, phase, done, total, seconds}); None
-    when no live daemon is starting."""
+    """{pid, phase, done, total, seconds} of a live daemon still opening its store, else None."""
     data = _read_json(paths.starting_path())
     return data if data is not None and pid_alive(data.get("pid")) else None
 
@@ -62,8 +58,7 @@ def pid_alive(pid: Any) -> bool:
 
 
 def ping(endpoint: str, timeout_s: float = PING_TIMEOUT_S, op: str = "status") -> Any:
-    """The daemon's reply to `op` (`status`, `stop`: the ops that need no hello), or None when
-    nothing answers within `timeout_s` or the daemon refused."""
+    """The daemon's result for `op` (one that needs no hello), or None when it refused or was silent."""
     import zmq
 
     ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
@@ -85,14 +80,11 @@ def ping(endpoint: str, timeout_s: float = PING_TIMEOUT_S, op: str = "status") -
 def daemon_running(endpoint: str) -> bool:
     """Known from the status file (written only after bind) and confirmed by a short ping."""
     status = read_status()
-    if status is None or not pid_alive(status.get("pid")):
-        return False
-    return ping(endpoint) is not None
+    return status is not None and pid_alive(status.get("pid")) and ping(endpoint) is not None
 
 
 def spawn(args: list[str]) -> subprocess.Popen[bytes]:
-    """Start `memoryd <args>` in a new session (the daemon must outlive the MCP host killing the
-    bridge's process group), output to the daemon log."""
+    """Start `memoryd <args>` in a new session (it must outlive the bridge's process group), logging."""
     log_file = paths.daemon_log_file()
     paths.ensure_private_dir(log_file.parent)
     fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -124,9 +116,8 @@ def log_reason(since: int) -> str | None:
 
 def detach(endpoint: str, wait_s: float = SPAWN_WAIT_S,
            serve_args: list[str] | tuple[str, ...] = ()) -> tuple[bool, str]:
-    """`serve --detach`: start the daemon as a grandchild (docs/wire.md, "Finding or starting the
-    daemon") and return once it answers. A child that exits 0 lost the lock to a daemon still starting,
-    which is waited for; any other exit fails quoting the daemon log's last line."""
+    """`serve --detach`: start the daemon as a grandchild and return once it answers. A child that exits
+    0 lost the lock to a daemon still starting, which is waited for."""
     if daemon_running(endpoint):
         return True, f"already running (pid {(read_status() or {}).get('pid')})"
     since = _log_size()

@@ -1,8 +1,5 @@
-"""A transport of `client.connection` for the hooks, which cannot afford pyzmq's import
-(docs/benchmark.md): ZMTP 3.0 (NULL mechanism) over the daemon's ipc socket, one request at a time.
-
-Import contract: stdlib only.
-"""
+"""A transport for the hooks, which cannot afford pyzmq's import (docs/benchmark.md): ZMTP 3.0 (NULL
+mechanism) over the daemon's ipc socket, one request at a time. Import contract: stdlib only."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""pyzmq's DEALER, with a disconnect monitor the bridge polls, as a transport of `client.connection`.
-
-Import contract: pyzmq and the stdlib.
-"""
+"""pyzmq's DEALER, with a disconnect monitor the bridge polls. Import contract: pyzmq and the stdlib."""
 
 from __future__ import annotations
 

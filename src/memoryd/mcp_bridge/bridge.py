@@ -1,8 +1,5 @@
-"""The bridge's single-threaded loop: one poller over stdin, the daemon socket and its monitor.
-
-Calls are forwarded as they arrive and answered by id, each in its own protocol era (revision.py);
-stdout carries protocol only, logs go to stderr (docs/wire.md, "The MCP side of the bridge").
-"""
+"""The bridge's single-threaded loop: one poller over stdin, the daemon socket and its monitor; calls are
+forwarded as they arrive and answered by id (docs/wire.md, "The MCP side of the bridge")."""
 
 from __future__ import annotations
 
@@ -72,8 +69,6 @@ class Bridge:
         self.last_sent = time.monotonic()
         self.eof = False
 
-    # -- stdio ---------------------------------------------------------------------------------
-
     def write(self, line: bytes) -> None:
         self.out.write(line)
         self.out.flush()
@@ -99,8 +94,6 @@ class Bridge:
             self.reader.finish()
         return self.reader.take()
 
-    # -- daemon --------------------------------------------------------------------------------
-
     def ensure_connected(self) -> Connection:
         if self.conn is None or self.conn.transport is None:
             ident = identity.own()
@@ -116,17 +109,11 @@ class Bridge:
         """Send one request and remember it by id; its answer is written (through `shape`) when it arrives."""
         try:
             conn = self.ensure_connected()
-        except MemorydError as exc:
-            self.fail(ask, exc.code, exc.message, exc.data)
-            return
-        req_id = conn.new_id()
-        self.pending[req_id] = Pending(ask, op, args, time.monotonic() + timeout, shape, reshape_error)
-        try:
+            req_id = conn.new_id()
             sent = conn.send(req_id, op, args)
-        except MemorydError as exc:  # cannot cross the wire: too big, too deep or not encodable
-            self.pending.pop(req_id)
-            self.fail(ask, exc.code, exc.message, exc.data)
-            return
+        except MemorydError as exc:  # no daemon, or the request cannot cross the wire
+            return self.fail(ask, exc.code, exc.message, exc.data)
+        self.pending[req_id] = Pending(ask, op, args, time.monotonic() + timeout, shape, reshape_error)
         if not sent:
             self.recover()
         self.last_sent = time.monotonic()
@@ -138,8 +125,9 @@ class Bridge:
             self.conn.reconnect()
         except MemorydError as exc:
             log(f"daemon unavailable: {exc.message}")
-            self.fail_all(exc)
-            return
+            for pending in self.pending.values():
+                self.fail(pending.ask, exc.code, exc.message, exc.data)
+            return self.pending.clear()
         for req_id, pending in list(self.pending.items()):
             if pending.resent or not self.conn.send(req_id, pending.op, pending.args):
                 self.pending.pop(req_id)
@@ -147,11 +135,6 @@ class Bridge:
                           {"kind": "daemon_unavailable", "endpoint": self.conn.endpoint})
             else:
                 pending.resent = True
-
-    def fail_all(self, exc: MemorydError) -> None:
-        for pending in self.pending.values():
-            self.fail(pending.ask, exc.code, exc.message, exc.data)
-        self.pending.clear()
 
     def on_daemon_replies(self, replies: list[dict[str, Any]]) -> None:
         for reply in replies:
@@ -189,8 +172,6 @@ class Bridge:
         if self.conn is not None and self.conn.transport is not None and now - self.last_sent > beat_s:
             self.conn.send(self.conn.new_id(), "heartbeat", {})
             self.last_sent = now
-
-    # -- JSON-RPC methods ----------------------------------------------------------------------
 
     def handle(self, message: dict[str, Any]) -> None:
         method, msg_id = message.get("method"), message.get("id")
@@ -260,8 +241,6 @@ class Bridge:
         timeout = float(wait) + 5 if isinstance(wait, (int, float)) and 0 <= wait <= 300 else CALL_TIMEOUT_S
         self.forward(ask, "call", {"tool": name, "arguments": arguments}, timeout)
 
-    # -- resources: memories through the daemon's read tools (resources.py) ----------------------
-
     def resources_list(self, ask: Ask, params: dict[str, Any]) -> None:
         cursor = params.get("cursor")
         if cursor is not None and not isinstance(cursor, str):
@@ -297,8 +276,6 @@ class Bridge:
     def resource_templates(self, ask: Ask, params: dict[str, Any]) -> None:
         self.answer(ask, resources.templates_result())
 
-    # -- the loop ------------------------------------------------------------------------------
-
     def run(self) -> int:
         os.set_blocking(0, False)
         drain_until = None
@@ -323,7 +300,9 @@ class Bridge:
                 if self.eof:  # answer what is already in flight (briefly), then say goodbye
                     drain_until = time.monotonic() + EOF_DRAIN_S
             self.check_deadlines()
-        return self.shutdown()
+        if self.conn is not None:  # answers still owed are lost with stdin; leave cleanly
+            self.conn.close(say_bye=True)
+        return 0
 
     def on_lines(self, lines: list[bytes | jsonrpc.Oversize]) -> None:
         for line in lines:
@@ -343,11 +322,5 @@ class Bridge:
             log(f"internal error on {str(message.get('method'))[:64]!r}: {type(exc).__name__}: {exc}"[:500])
             if "id" in message and "method" in message:
                 self.write(jsonrpc.error(message["id"], INTERNAL_ERROR, f"internal error: {type(exc).__name__}"))
-
-    def shutdown(self) -> int:
-        # Answers still owed are lost with stdin; tell the daemon we are leaving cleanly.
-        if self.conn is not None:
-            self.conn.close(say_bye=True)
-        return 0
 
 

@@ -1,7 +1,5 @@
-"""The JSON-RPC 2.0 shapes the bridge speaks on stdio, and its newline-delimited framing.
-
-Import contract: json, the standard library, errors and revision (the startup fast path uses it before zmq).
-"""
+"""The JSON-RPC 2.0 shapes the bridge speaks on stdio, and its newline-delimited framing. Import
+contract: json, the standard library, errors and revision (the startup fast path uses it before zmq)."""
 
 from __future__ import annotations
 
@@ -71,21 +69,15 @@ class LineReader:
             self.parts.append(piece)
             self.size += len(piece)
         if self.size > self.limit:
-            self.ready.append(Oversize(self._head(), self.limit))
+            # The first OVERSIZE_HEAD_BYTES parts hold at least that many bytes: each holds one or more.
+            head = b"".join(self.parts[:OVERSIZE_HEAD_BYTES])[:OVERSIZE_HEAD_BYTES]
+            self.ready.append(Oversize(head, self.limit))
             self.parts, self.size, self.skipping = [], 0, not complete
         elif complete:
             line = b"".join(self.parts)
             self.parts, self.size = [], 0
             if line.strip():
                 self.ready.append(line)
-
-    def _head(self) -> bytes:
-        head = b""
-        for part in self.parts:
-            head += part[:OVERSIZE_HEAD_BYTES - len(head)]
-            if len(head) >= OVERSIZE_HEAD_BYTES:
-                break
-        return head
 
     def finish(self) -> None:
         """End of input: an unterminated last line counts as a line (idempotent)."""
@@ -148,12 +140,11 @@ def parse(line: bytes) -> tuple[dict[str, Any] | None, bytes | None]:
     except RecursionError:  # the C parser refuses nesting near the interpreter's recursion limit
         return None, error(None, PARSE_ERROR, "Parse error: the JSON nests too deeply to parse")
     msg_id = message.get("id") if isinstance(message, dict) else None
+    safe_id = msg_id if _valid_id(msg_id) else None
     if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
-        return None, error(msg_id if _valid_id(msg_id) else None, INVALID_REQUEST,
-                           "Invalid Request: expected a JSON-RPC 2.0 object")
+        return None, error(safe_id, INVALID_REQUEST, "Invalid Request: expected a JSON-RPC 2.0 object")
     if "method" in message and not isinstance(message["method"], str):
-        return None, error(msg_id if _valid_id(msg_id) else None, INVALID_REQUEST,
-                           "Invalid Request: 'method' must be a string")
+        return None, error(safe_id, INVALID_REQUEST, "Invalid Request: 'method' must be a string")
     if "id" in message and not _valid_id(msg_id):
         return None, error(None, INVALID_REQUEST, "Invalid Request: 'id' must be a string or integer")
     if "method" not in message and "result" not in message and "error" not in message:

@@ -1,8 +1,5 @@
-"""MCP protocol revisions the bridge speaks, and the 2026-07-28 per-request `_meta` envelope; the era
-is decided per request (docs/wire.md, "The MCP side of the bridge").
-
-Import contract: stdlib and errors (the startup fast path imports this before zmq).
-"""
+"""MCP protocol revisions the bridge speaks, and the 2026-07-28 per-request `_meta` envelope (docs/wire.md,
+"The MCP side of the bridge"). Import contract: stdlib and errors (the fast path imports it before zmq)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """The bridge's fast path: answer an opening `initialize` or `server/discover` before importing zmq and
-the client, which then load while the agent reads the answer. Any other first line goes to the bridge.
-"""
+the client, which then load while the agent reads the answer. Any other first line goes to the bridge."""
 
 from __future__ import annotations
 
@@ -9,7 +8,7 @@ import os
 import sys
 from typing import Any
 
-from memoryd.mcp_bridge import jsonrpc
+from memoryd.mcp_bridge import jsonrpc, revision
 
 
 def read_first_line() -> tuple[bytes, jsonrpc.LineReader]:
@@ -27,14 +26,15 @@ def read_first_line() -> tuple[bytes, jsonrpc.LineReader]:
     return b"", reader
 
 
-def _request(line: bytes, method: str) -> dict[str, Any] | None:
+def _request(line: bytes, method: str) -> tuple[Any, dict[str, Any]] | None:
+    """(id, params) of a well-formed `method` request on `line`, else None (the bridge answers it)."""
     try:
         message = json.loads(line)
-    except (ValueError, RecursionError):  # the bridge answers these in full
+    except (ValueError, RecursionError):
         return None
     if (isinstance(message, dict) and message.get("method") == method and "id" in message
             and message.get("jsonrpc") == "2.0" and isinstance(message.get("params", {}), dict)):
-        return message
+        return message["id"], message.get("params") or {}
     return None
 
 
@@ -45,28 +45,26 @@ def _reply(msg_id: Any, result: dict[str, Any]) -> None:
 
 def answer_initialize(line: bytes) -> dict[str, Any] | None:
     """If `line` is an `initialize`, answer it and return its clientInfo ({} if none); else None."""
-    message = _request(line, "initialize")
-    if message is None:
+    request = _request(line, "initialize")
+    if request is None:
         return None
-    params = message.get("params") or {}
-    _reply(message["id"], jsonrpc.initialize_result(params))
+    msg_id, params = request
+    _reply(msg_id, jsonrpc.initialize_result(params))
     info = params.get("clientInfo")
     return info if isinstance(info, dict) else {}
 
 
 def answer_discover(line: bytes) -> dict[str, Any] | None:
     """If `line` is a `server/discover` the bridge serves, answer it and return its clientInfo; else None."""
-    from memoryd.mcp_bridge import revision
-
-    message = _request(line, "server/discover")
-    if message is None:
+    request = _request(line, "server/discover")
+    if request is None:
         return None
-    params = message.get("params") or {}
+    msg_id, params = request
     try:
         revision.check_envelope(params)
     except revision.EnvelopeError:
         return None  # the bridge refuses it
-    _reply(message["id"], revision.discover_result())
+    _reply(msg_id, revision.discover_result())
     return revision.client_info(params)
 
 
