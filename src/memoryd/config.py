@@ -50,8 +50,7 @@ class Config:
     tools: str = DEFAULT_PROFILE
 
     def hook_settings(self) -> dict[str, Any]:
-        """The `hook_*` keys but the daemon's own `hook_session_chars`, unprefixed: what a hook process
-        (which never reads the config file) and `memoryd eval` decide with."""
+        """The `hook_*` keys but `hook_session_chars`, unprefixed: what a hook process and `memoryd eval` use."""
         return {f.name.removeprefix("hook_"): getattr(self, f.name) for f in fields(self)
                 if f.name.startswith("hook_") and f.name != "hook_session_chars"}
 

@@ -83,8 +83,7 @@ def capture(cwd: str | None = None) -> dict[str, Any]:
 
 
 def client_session_from_env() -> str | None:
-    """The client session this process belongs to: Claude Code gives its MCP servers the
-    `session_id` its hooks get, so the daemon can join them into one session."""
+    """Claude Code's session id, which its hooks get too, so the daemon joins them into one session."""
     value = os.environ.get("CLAUDE_CODE_SESSION_ID", "").strip()
     return value[:256] or None
 

@@ -52,8 +52,7 @@ def _fallback_runtime_dir() -> Path:
 
 
 def runtime_dir() -> Path:
-    """The 0700 directory of socket, lock and status; `$MEMORYD_RUNTIME_DIR` wins. XDG_RUNTIME_DIR can
-    vanish at logout: then a dir under the user cache dir (doctor reports which one is in use)."""
+    """The 0700 dir of socket, lock and status; XDG_RUNTIME_DIR may vanish at logout: then the cache dir."""
     env = _from_env("MEMORYD_RUNTIME_DIR")
     if env:
         return env

@@ -22,8 +22,7 @@ def check(value: object, where: str) -> str:
 
 
 def for_bridge(args: Sequence[str], environ: Mapping[str, str]) -> str | None:
-    """The profile a bridge asks for: `--tools X` / `--tools=X` in `args`, else `MEMORYD_TOOLS`, else None
-    (the config decides). Anything else is a `ProfileError`: a typo must not list the wrong tools."""
+    """`--tools X` / `--tools=X` in `args`, else `MEMORYD_TOOLS`, else None; anything else is a `ProfileError`."""
     rest = list(args)
     chosen: str | None = None
     while rest:

@@ -60,8 +60,7 @@ def depth(value: Any, limit: int = MAX_DEPTH) -> int:
 
 
 def encode_request(req_id: int, op: str, args: dict[str, Any], conn: str) -> bytes:
-    """The request as one frame the daemon accepts, or `InvalidParams` naming the argument that makes it
-    too deep, unencodable or too big (libzmq would drop the connection over it instead of answering)."""
+    """One frame the daemon accepts, or `InvalidParams` naming the argument (else libzmq drops the connection)."""
     message = request(req_id, op, args, conn)
     if depth(message) > MAX_DEPTH:
         param = _worst_argument(op, args, depth)
@@ -96,8 +95,7 @@ def _worst_argument(op: str, args: dict[str, Any], score: Callable[[Any], int]) 
 
 
 def encode_reply(req_id: Any, result: Any) -> bytes:
-    """The ok reply as one frame, or, when it cannot be encoded or would pass MAX_FRAME_BYTES, a -32603
-    error for the same id (the receiver would drop the frame, leaving the caller only a timeout)."""
+    """The ok reply as one frame, or a -32603 error for the same id when it cannot be or is over MAX_FRAME_BYTES."""
     try:
         frame = encode(ok_reply(req_id, result))
     except (ValueError, OverflowError, TypeError) as exc:

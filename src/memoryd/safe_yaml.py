@@ -11,8 +11,7 @@ MAX_DEPTH = 64  # memoryd's and bettermemory's frontmatter nest 2 or 3 levels
 
 
 class YAMLRefused(ValueError):
-    """YAML that is not loaded: unsafe (anchor, alias, tag, depth) or not YAML; `line` is 1-based
-    within the text given (None when the parser gives no position)."""
+    """YAML not loaded, unsafe or not YAML; `line` is 1-based in the text given, or None."""
 
     def __init__(self, reason: str, line: int | None = None) -> None:
         super().__init__(reason)
@@ -34,8 +33,7 @@ def yaml_kit() -> tuple[Any, Any, Any]:
 
 
 def check(text: str, max_depth: int = MAX_DEPTH) -> None:
-    """YAMLRefused at the first anchor, alias, explicit tag or nesting deeper than `max_depth`,
-    or when `text` does not parse."""
+    """YAMLRefused at the first anchor, alias, tag or nesting past `max_depth`, or when `text` does not parse."""
     yaml, loader, _ = yaml_kit()
     depth = 0
     try:
@@ -59,8 +57,7 @@ def check(text: str, max_depth: int = MAX_DEPTH) -> None:
 
 
 def load(text: str, max_depth: int = MAX_DEPTH, walk: bool = True) -> Any:
-    """`text` loaded with the safe loader; YAMLRefused when `check` refuses it or it does not load.
-    `walk=False` skips `check`, for text the caller knows holds no '&', '*' or '!'."""
+    """`text` loaded safely, else YAMLRefused; `walk=False` skips `check`, for text without '&', '*' or '!'."""
     if walk:
         check(text, max_depth)
     yaml, loader, _ = yaml_kit()

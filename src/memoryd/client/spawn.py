@@ -116,8 +116,7 @@ def log_reason(since: int) -> str | None:
 
 def detach(endpoint: str, wait_s: float = SPAWN_WAIT_S,
            serve_args: list[str] | tuple[str, ...] = ()) -> tuple[bool, str]:
-    """`serve --detach`: start the daemon as a grandchild and return once it answers. A child that exits
-    0 lost the lock to a daemon still starting, which is waited for."""
+    """`serve --detach`: start the daemon as a grandchild; return once it (or one still starting) answers."""
     if daemon_running(endpoint):
         return True, f"already running (pid {(read_status() or {}).get('pid')})"
     since = _log_size()
@@ -141,8 +140,8 @@ def detach(endpoint: str, wait_s: float = SPAWN_WAIT_S,
 
 
 def ensure_daemon(endpoint: str, wait_s: float = SPAWN_WAIT_S) -> bool:
-    """True once a daemon answers, spawning one under the spawn lock; False when it did not answer in
-    time. A failed spawn raises `DaemonUnavailable` quoting the log's last line (`data.reason`, `data.log`)."""
+    """True once a daemon answers (spawned under the spawn lock), False if not in time; a failed spawn raises
+    `DaemonUnavailable` quoting the log's last line."""
     if daemon_running(endpoint):
         return True
     paths.ensure_private_dir(paths.runtime_dir())

@@ -71,16 +71,11 @@ class Wire:
         return bool(self.buffer) or bool(select.select([self.sock], [], [], max(0.0, timeout_s))[0])
 
     def recv_ready(self) -> list[bytes]:
-        return [self.recv()]
-
-    def recv(self) -> bytes:
         """The next message (its last frame); commands such as PING are skipped."""
         while True:
             flags, body = self._frame()
-            if flags & 0x04:
-                continue
-            if not flags & 0x01:
-                return body
+            if not flags & 0x04 and not flags & 0x01:
+                return [body]
 
     def close(self) -> None:
         self.sock.close()

@@ -30,8 +30,6 @@ def _line(obj: dict[str, Any]) -> bytes:
     return json.dumps(obj, ensure_ascii=True, separators=(",", ":")).encode() + b"\n"
 
 
-# -- framing ------------------------------------------------------------------------------------
-
 class Oversize(NamedTuple):
     """A line over MAX_LINE_BYTES, in place of its content: its first bytes and the cap it broke."""
 
@@ -98,8 +96,7 @@ def oversize_error(item: Oversize) -> bytes:
 
 
 def head_id(head: bytes) -> str | int | None:
-    """The top-level `"id"` of a JSON object whose first bytes are `head`, or None (a nested "id" in
-    params must never address another request's answer)."""
+    """The top-level `"id"` of a JSON object whose first bytes are `head` (never a nested one), or None."""
     text = head.decode("utf-8", errors="ignore")
     decoder = json.JSONDecoder()
     level, i = 0, 0
@@ -128,8 +125,6 @@ def _skip_space(text: str, i: int) -> int:
         i += 1
     return i
 
-
-# -- messages -----------------------------------------------------------------------------------
 
 def parse(line: bytes) -> tuple[dict[str, Any] | None, bytes | None]:
     """(message, None) for a well-formed JSON-RPC message, else (None, the error line to send)."""

@@ -42,8 +42,7 @@ def is_modern(method: str, params: dict[str, Any]) -> bool:
 
 
 def check_envelope(params: dict[str, Any]) -> str:
-    """The request's modern protocol version; EnvelopeError (-32602) when a required key is missing or
-    malformed, or (-32022) naming every version we speak when we do not serve this one."""
+    """The request's modern version; EnvelopeError when a required key is bad (-32602) or it is not ours (-32022)."""
     meta = params.get("_meta")
     if not isinstance(meta, dict):
         raise EnvelopeError(INVALID_PARAMS, "params._meta must be an object carrying "

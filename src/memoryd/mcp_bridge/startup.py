@@ -12,8 +12,7 @@ from memoryd.mcp_bridge import jsonrpc, revision
 
 
 def read_first_line() -> tuple[bytes, jsonrpc.LineReader]:
-    """(first line, the reader holding whatever came after it) from stdin, blocking; the line is b""
-    at EOF, or when it is over the cap (the reader then holds its `Oversize`)."""
+    """(first line, the reader holding what came after it); the line is b"" at EOF or over the cap."""
     reader = jsonrpc.LineReader()
     while not reader.ready:
         chunk = os.read(0, 1 << 16)
