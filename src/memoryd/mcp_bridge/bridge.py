@@ -82,6 +82,9 @@ class Bridge:
             code = INVALID_PARAMS
         self.write(jsonrpc.error(ask.msg_id, code, message, data))
 
+    def bad_param(self, ask: Ask, message: str, param: str, reason: str, **more: Any) -> None:
+        self.fail(ask, INVALID_PARAMS, message, {"param": param, "reason": reason, **more})
+
     def read_stdin(self) -> list[bytes | jsonrpc.Oversize]:
         try:
             chunk = os.read(0, READ_CHUNK)
@@ -232,11 +235,9 @@ class Bridge:
     def tools_call(self, ask: Ask, params: dict[str, Any]) -> None:
         name, arguments = params.get("name"), params.get("arguments", {})
         if not isinstance(name, str):
-            return self.fail(ask, INVALID_PARAMS, "tools/call needs a tool 'name'",
-                             {"param": "name", "reason": "is required"})
+            return self.bad_param(ask, "tools/call needs a tool 'name'", "name", "is required")
         if not isinstance(arguments, dict):
-            return self.fail(ask, INVALID_PARAMS, "'arguments' must be an object",
-                             {"param": "arguments", "reason": "must be an object"})
+            return self.bad_param(ask, "'arguments' must be an object", "arguments", "must be an object")
         wait = arguments.get("timeout_s", 30) if arguments.get("wait_for") else None
         timeout = float(wait) + 5 if isinstance(wait, (int, float)) and 0 <= wait <= 300 else CALL_TIMEOUT_S
         self.forward(ask, "call", {"tool": name, "arguments": arguments}, timeout)
@@ -244,20 +245,17 @@ class Bridge:
     def resources_list(self, ask: Ask, params: dict[str, Any]) -> None:
         cursor = params.get("cursor")
         if cursor is not None and not isinstance(cursor, str):
-            return self.fail(ask, INVALID_PARAMS, "'cursor' must be a string",
-                             {"param": "cursor", "reason": "must be a string"})
+            return self.bad_param(ask, "'cursor' must be a string", "cursor", "must be a string")
         self.forward(ask, "call", {"tool": names.MEMORY_LIST, "arguments": resources.list_arguments(cursor)},
                      shape=resources.list_result)
 
     def resources_read(self, ask: Ask, params: dict[str, Any]) -> None:
         uri = params.get("uri")
         if not isinstance(uri, str):
-            return self.fail(ask, INVALID_PARAMS, "resources/read needs a 'uri' string",
-                             {"param": "uri", "reason": "is required"})
+            return self.bad_param(ask, "resources/read needs a 'uri' string", "uri", "is required")
         if len(uri) > resources.MAX_URI_CHARS:
-            return self.fail(ask, INVALID_PARAMS,
-                             f"'uri' is too long ({len(uri)} characters; at most {resources.MAX_URI_CHARS})",
-                             {"param": "uri", "reason": "too long", "length": len(uri)})
+            return self.bad_param(ask, f"'uri' is too long ({len(uri)} characters; at most {resources.MAX_URI_CHARS})",
+                                  "uri", "too long", length=len(uri))
         memory_id = resources.memory_id(uri)
         if memory_id is None:
             return self.fail(ask, *self.not_found(ask, uri))

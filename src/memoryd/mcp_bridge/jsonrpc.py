@@ -50,17 +50,13 @@ class LineReader:
         self.ready: list[bytes | Oversize] = []
 
     def feed(self, chunk: bytes) -> None:
-        start = 0
-        while start <= len(chunk):
-            newline = chunk.find(b"\n", start)
-            end = len(chunk) if newline < 0 else newline
-            if self.skipping:
-                self.skipping = newline < 0
-            else:
-                self._add(chunk[start:end], complete=newline >= 0)
-            if newline < 0:
-                return
-            start = newline + 1
+        *complete, partial = chunk.split(b"\n")
+        for piece in complete:
+            if not self.skipping:
+                self._add(piece, complete=True)
+            self.skipping = False  # a newline ends the skipped tail of an over-cap line
+        if not self.skipping:
+            self._add(partial, complete=False)
 
     def _add(self, piece: bytes, complete: bool) -> None:
         if piece:
