@@ -11,8 +11,6 @@ _NOBLOCK, _EVENTS, _POLLIN = int(zmq.NOBLOCK), int(zmq.EVENTS), int(zmq.POLLIN)
 
 
 class ZmqSocket:
-    """One DEALER socket connected to `endpoint`, and its disconnect monitor."""
-
     def __init__(self, endpoint: str) -> None:
         ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
         sock = ctx.socket(zmq.DEALER)

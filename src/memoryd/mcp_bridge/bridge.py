@@ -258,18 +258,18 @@ class Bridge:
                                   "uri", "too long", length=len(uri))
         memory_id = resources.memory_id(uri)
         if memory_id is None:
-            return self.fail(ask, *self.not_found(ask, uri))
+            return self.fail(ask, *self.not_found(uri))
 
         def reshape_error(error: dict[str, Any]) -> tuple[int, str, Any] | None:
-            return self.not_found(ask, uri) if error.get("kind") == "unknown_memory" else None
+            return self.not_found(uri) if error.get("kind") == "unknown_memory" else None
 
         self.forward(ask, "call", {"tool": names.MEMORY_SHOW, "arguments": {"id": memory_id}},
                      shape=lambda shown: resources.read_result(uri, shown), reshape_error=reshape_error)
 
     @staticmethod
-    def not_found(ask: Ask, uri: str) -> tuple[int, str, Any]:
-        echoed = resources.echo(uri)
-        return revision.not_found_code(ask.modern), f"Resource not found: {echoed}", {"uri": echoed}
+    def not_found(uri: str) -> tuple[int, str, Any]:
+        echoed = resources.echo(uri)  # `fail` turns -32002 into 2026-07-28's -32602
+        return RESOURCE_STATE, f"Resource not found: {echoed}", {"uri": echoed}
 
     def resource_templates(self, ask: Ask, params: dict[str, Any]) -> None:
         self.answer(ask, resources.templates_result())

@@ -96,23 +96,20 @@ def head_id(head: bytes) -> str | int | None:
     text = head.decode("utf-8", errors="ignore")
     decoder = json.JSONDecoder()
     level, i = 0, 0
-    while i < len(text):
-        char = text[i]
-        if char == '"':
-            try:
+    try:  # ValueError: the head ends inside a string or the id's value
+        while i < len(text):
+            char = text[i]
+            if char == '"':
                 token, i = decoder.raw_decode(text, i)
-            except ValueError:
-                return None  # the head ends inside this string
-            colon = _skip_space(text, i)
-            if level == 1 and token == "id" and text[colon:colon + 1] == ":":
-                try:
+                colon = _skip_space(text, i)
+                if level == 1 and token == "id" and text[colon:colon + 1] == ":":
                     value, _ = decoder.raw_decode(text, _skip_space(text, colon + 1))
-                except ValueError:
-                    return None
-                return value if _valid_id(value) else None
-            continue
-        level += 1 if char in "{[" else -1 if char in "}]" else 0
-        i += 1
+                    return value if _valid_id(value) else None
+                continue
+            level += 1 if char in "{[" else -1 if char in "}]" else 0
+            i += 1
+    except ValueError:
+        pass
     return None
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from memoryd.errors import INVALID_PARAMS, RESOURCE_STATE
+from memoryd.errors import INVALID_PARAMS
 
 MODERN_VERSIONS = ("2026-07-28",)
 HANDSHAKE_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
@@ -95,8 +95,3 @@ def discover_result() -> dict[str, Any]:
 
     return finish("server/discover", {"supportedVersions": list(ALL_VERSIONS), "capabilities": CAPABILITIES,
                                       "instructions": instructions.own()})
-
-
-def not_found_code(modern: bool) -> int:
-    """Resource-not-found: -32602 in 2026-07-28, which forbids the legacy -32002."""
-    return INVALID_PARAMS if modern else RESOURCE_STATE
