@@ -7,8 +7,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from memoryd.profiles import DEFAULT as DEFAULT_PROFILE
-from memoryd.profiles import PROFILES
+from memoryd import profiles
 
 
 class ConfigError(ValueError):
@@ -47,7 +46,7 @@ class Config:
     hook_last_words: bool = True
     sync_interval_seconds: int = 0
     search_by_meaning: bool = True
-    tools: str = DEFAULT_PROFILE
+    tools: str = profiles.DEFAULT
 
     def hook_settings(self) -> dict[str, Any]:
         """The `hook_*` keys but `hook_session_chars`, unprefixed: what a hook process and `memoryd eval` use."""
@@ -77,7 +76,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "hook_tool_pointer_similarity": (0.0, 1.1), "hook_session_chars": (500, 100_000),
     "sync_interval_seconds": (0, 7 * DAY_S),  # off .. once a week
 }
-CHOICES: dict[str, tuple[str, ...]] = {"tools": PROFILES}  # every string key's choices
+CHOICES: dict[str, tuple[str, ...]] = {"tools": profiles.PROFILES}  # every string key's choices
 
 
 def _check_value(name: str, default: Any, value: Any) -> Any:

@@ -161,8 +161,7 @@ class Bridge:
         if reshaped is not None:
             return self.fail(pending.ask, *reshaped)
         code = int(error.get("code", INTERNAL_ERROR))
-        if error.get("kind") == "unknown_tool":
-            code = INVALID_PARAMS
+        code = INVALID_PARAMS if error.get("kind") == "unknown_tool" else code
         self.fail(pending.ask, code, str(error.get("message", "")), error.get("data"))
 
     def check_deadlines(self) -> None:
