@@ -16,9 +16,8 @@ def fsync_dir(directory: Path | str) -> None:
 
 
 def replace_atomic(path: Path, data: bytes, mode: int = 0o600, durable: bool = True) -> None:
-    """Make `path` hold `data` with bits `mode` in one rename (a reader or a crash finds the old file or
-    the new), durable at return unless `durable` is False (a copy of data kept elsewhere). No link is
-    followed: the temp file is a fresh O_EXCL name, a link at `path` is replaced. The parent must exist."""
+    """`path` holds `data` (bits `mode`) after one rename, durable unless `durable` is False (a copy kept
+    elsewhere). No link is followed: the temp file is a fresh O_EXCL name. The parent must exist."""
     tmp = path.with_name(f".{path.name}.{os.urandom(4).hex()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:

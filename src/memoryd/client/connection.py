@@ -25,9 +25,8 @@ BYE_WAIT_S = 0.2
 
 
 class Connection:
-    """One logical connection. `autospawn`: seconds it may spend starting a daemon (True:
-    spawn.SPAWN_WAIT_S; False or 0: never). `stdlib`: the wire without pyzmq. `retry`: resend once
-    after a silent deadline, hello again once after a restart. A lock serializes calls (the web view)."""
+    """One logical connection. `autospawn`: seconds it may spend starting a daemon (True: SPAWN_WAIT_S, 0: never).
+    `stdlib`: the wire without pyzmq. `retry`: resend once, hello again once. A lock serializes calls."""
 
     def __init__(self, identity: dict[str, Any], endpoint: str | None = None, autospawn: bool | float = True,
                  timeout_s: float = CALL_TIMEOUT_S, stdlib: bool = False, retry: bool = True) -> None:

@@ -12,17 +12,9 @@ from typing import Any
 
 import zmq
 
-from memoryd import identity, names
+from memoryd import errors, identity, names
 from memoryd.client.connection import CALL_TIMEOUT_S, Connection
 from memoryd.client.zmq_socket import ZmqSocket
-from memoryd.errors import (
-    DAEMON_UNAVAILABLE,
-    INTERNAL_ERROR,
-    INVALID_PARAMS,
-    METHOD_NOT_FOUND,
-    RESOURCE_STATE,
-    MemorydError,
-)
 from memoryd.mcp_bridge import jsonrpc, resources, revision
 
 READ_CHUNK = 1 << 16
@@ -77,13 +69,13 @@ class Bridge:
         self.write(jsonrpc.response(ask.msg_id, revision.finish(ask.method, result) if ask.modern else result))
 
     def fail(self, ask: Ask, code: int, message: str, data: Any = None) -> None:
-        if ask.modern and code == RESOURCE_STATE:
+        if ask.modern and code == errors.RESOURCE_STATE:
             # 2026-07-28 forbids -32002; data.kind still says which state it was.
-            code = INVALID_PARAMS
+            code = errors.INVALID_PARAMS
         self.write(jsonrpc.error(ask.msg_id, code, message, data))
 
     def bad_param(self, ask: Ask, message: str, param: str, reason: str, **more: Any) -> None:
-        self.fail(ask, INVALID_PARAMS, message, {"param": param, "reason": reason, **more})
+        self.fail(ask, errors.INVALID_PARAMS, message, {"param": param, "reason": reason, **more})
 
     def read_stdin(self) -> list[bytes | jsonrpc.Oversize]:
         try:
@@ -114,7 +106,7 @@ class Bridge:
             conn = self.ensure_connected()
             req_id = conn.new_id()
             sent = conn.send(req_id, op, args)
-        except MemorydError as exc:  # no daemon, or the request cannot cross the wire
+        except errors.MemorydError as exc:  # no daemon, or the request cannot cross the wire
             return self.fail(ask, exc.code, exc.message, exc.data)
         self.pending[req_id] = Pending(ask, op, args, time.monotonic() + timeout, shape, reshape_error)
         if not sent:
@@ -126,7 +118,7 @@ class Bridge:
         assert self.conn is not None
         try:
             self.conn.reconnect()
-        except MemorydError as exc:
+        except errors.MemorydError as exc:
             log(f"daemon unavailable: {exc.message}")
             for pending in self.pending.values():
                 self.fail(pending.ask, exc.code, exc.message, exc.data)
@@ -134,7 +126,7 @@ class Bridge:
         for req_id, pending in list(self.pending.items()):
             if pending.resent or not self.conn.send(req_id, pending.op, pending.args):
                 self.pending.pop(req_id)
-                self.fail(pending.ask, DAEMON_UNAVAILABLE, "daemon unavailable after a retry",
+                self.fail(pending.ask, errors.DAEMON_UNAVAILABLE, "daemon unavailable after a retry",
                           {"kind": "daemon_unavailable", "endpoint": self.conn.endpoint})
             else:
                 pending.resent = True
@@ -160,8 +152,8 @@ class Bridge:
         reshaped = pending.reshape_error(error) if pending.reshape_error else None
         if reshaped is not None:
             return self.fail(pending.ask, *reshaped)
-        code = int(error.get("code", INTERNAL_ERROR))
-        code = INVALID_PARAMS if error.get("kind") == "unknown_tool" else code
+        code = int(error.get("code", errors.INTERNAL_ERROR))
+        code = errors.INVALID_PARAMS if error.get("kind") == "unknown_tool" else code
         self.fail(pending.ask, code, str(error.get("message", "")), error.get("data"))
 
     def check_deadlines(self) -> None:
@@ -183,7 +175,7 @@ class Bridge:
             return self.notification(method, message.get("params") or {})
         params = message.get("params") or {}
         if not isinstance(params, dict):
-            return self.write(jsonrpc.error(msg_id, INVALID_PARAMS, "params must be an object"))
+            return self.write(jsonrpc.error(msg_id, errors.INVALID_PARAMS, "params must be an object"))
         ask = Ask(msg_id, method, revision.is_modern(method, params))
         if ask.modern or method == "server/discover":  # discover exists only in the modern era
             try:
@@ -197,7 +189,7 @@ class Bridge:
                    "resources/list": self.resources_list, "resources/read": self.resources_read,
                    "resources/templates/list": self.resource_templates}.get(method)
         if handler is None:
-            return self.write(jsonrpc.error(msg_id, METHOD_NOT_FOUND, f"Method not found: {method}"))
+            return self.write(jsonrpc.error(msg_id, errors.METHOD_NOT_FOUND, f"Method not found: {method}"))
         handler(ask, params)
 
     def notification(self, method: str, params: Any) -> None:
@@ -216,7 +208,7 @@ class Bridge:
         self.client_info = client_info
         try:
             self.ensure_connected()
-        except MemorydError as exc:
+        except errors.MemorydError as exc:
             log(f"daemon unavailable at start: {exc.message}")
 
     def discover(self, ask: Ask, params: dict[str, Any]) -> None:
@@ -268,7 +260,7 @@ class Bridge:
     @staticmethod
     def not_found(uri: str) -> tuple[int, str, Any]:
         echoed = resources.echo(uri)  # `fail` turns -32002 into 2026-07-28's -32602
-        return RESOURCE_STATE, f"Resource not found: {echoed}", {"uri": echoed}
+        return errors.RESOURCE_STATE, f"Resource not found: {echoed}", {"uri": echoed}
 
     def resource_templates(self, ask: Ask, params: dict[str, Any]) -> None:
         self.answer(ask, resources.templates_result())
@@ -318,6 +310,6 @@ class Bridge:
         except Exception as exc:  # noqa: BLE001 - a bug must not cost the agent its memory for the session
             log(f"internal error on {str(message.get('method'))[:64]!r}: {type(exc).__name__}: {exc}"[:500])
             if "id" in message and "method" in message:
-                self.write(jsonrpc.error(message["id"], INTERNAL_ERROR, f"internal error: {type(exc).__name__}"))
+                self.write(jsonrpc.error(message["id"], errors.INTERNAL_ERROR, f"internal error: {type(exc).__name__}"))
 
 

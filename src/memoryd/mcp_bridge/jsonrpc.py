@@ -38,9 +38,8 @@ class Oversize(NamedTuple):
 
 
 class LineReader:
-    """Cuts stdin bytes into non-blank lines, holding at most `limit` bytes of any one line: a longer
-    line becomes one `Oversize` item at once and its rest is skipped. A partial line is kept in pieces
-    and joined once (re-joining per chunk made a 50 MB line take seconds)."""
+    """Cuts stdin bytes into non-blank lines; one over `limit` becomes an `Oversize` at once and its rest is
+    skipped. Pieces are joined once per line (re-joining per chunk made a 50 MB line take seconds)."""
 
     def __init__(self, limit: int = MAX_LINE_BYTES) -> None:
         self.limit = limit
