@@ -1,4 +1,4 @@
-"""Daemon settings: defaults, overridden by `config.yaml` (see docs/storage.md). Fail closed."""
+"""Daemon settings: defaults, overridden by `config.yaml` (every key: docs/storage.md). Fail closed."""
 
 from __future__ import annotations
 
@@ -7,17 +7,14 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from memoryd.profiles import DEFAULT as DEFAULT_PROFILE
-from memoryd.profiles import PROFILES
+from memoryd import profiles
 
 
 class ConfigError(ValueError):
     """A config file the daemon refuses to start with; the message names the key."""
 
 
-# Less of a session's automatic-context budget left than this: the prompt hook points instead of
-# showing a memory in full (daemon/sessions/receipts.py; replayed by memoryd eval).
-SESSION_MIN_FULL_CHARS = 300
+SESSION_MIN_FULL_CHARS = 300  # less of a session's context budget left: the prompt hook points instead
 
 
 @dataclass(frozen=True)
@@ -32,95 +29,61 @@ class Config:
     max_scopes_per_write: int = 64
     dedup_duplicate: float = 0.75
     dedup_related: float = 0.40
-    # Client hooks (`memoryd hook EVENT`, README "Automatic recall"): context budgets in chars,
-    # the prompt hook's hit cap and relevance floor, and the last-words fallback handoff.
     hook_session_start_chars: int = 3000
     hook_prompt_chars: int = 1500
     hook_prompt_max_hits: int = 3
     hook_prompt_min_relevance: float = 0.6
-    hook_prompt_min_similarity: float = 0.6   # the encoder's cosine; docs/search.md, "The prompt gate"
-    hook_prompt_min_both: float = 0.4         # …or both signals at this floor
-    # Below those floors, a pointer line (short id + first words) where a lower bar is cleared
-    # (hooks/disclosure.py; fit on the tune split, docs/search.md "Disclosure").
+    hook_prompt_min_similarity: float = 0.6  # floors fit on the tune split (docs/search.md)
+    hook_prompt_min_both: float = 0.4
     hook_prompt_max_pointers: int = 1
     hook_pointer_min_similarity: float = 0.5
-    hook_pointer_min_relevance: float = 1.1   # off: words alone never made a pointer pay on the tune split
-    hook_pointer_depth: int = 1               # only the ranking's first hit may be pointed to
-    # A prompt that got a memory or a pointer may get one pointer more: the next of the first three
-    # hits at this cosine (it costs a line, never a prompt's silence; docs/search.md "Disclosure").
+    hook_pointer_min_relevance: float = 1.1  # off: words alone never made a pointer pay on the tune split
+    hook_pointer_depth: int = 1
     hook_pointer_follow_similarity: float = 0.35
-    # A shell call's description + command searched by meaning (hooks/pretool.py): one line at most,
-    # in full past the first bar, a pointer past the second (fit on the tune split of tool_calls.yaml).
     hook_tool_min_similarity: float = 0.75
     hook_tool_pointer_similarity: float = 0.60
-    # A session's automatic context (start + prompts + tool hooks, from receipts): past it, the
-    # prompt hook points instead of showing memories in full.
     hook_session_chars: int = 4000
     hook_last_words: bool = True
-    # Sync through a git remote (docs/sync.md): seconds between the daemon's own syncs; 0 = off.
     sync_interval_seconds: int = 0
-    # Search by meaning (docs/search.md): a sentence encoder in the daemon; off, search is lexical.
     search_by_meaning: bool = True
-    # Which tools a bridge lists (docs/tools.md, "Tool profiles"): core or full; a bridge may override.
-    tools: str = DEFAULT_PROFILE
+    tools: str = profiles.DEFAULT
 
     def hook_settings(self) -> dict[str, Any]:
-        """What a hook process decides with (it never reads the config file itself); `memoryd
-        eval` decides with the same, so it measures what the hooks do."""
-        return {"session_start_chars": self.hook_session_start_chars, "prompt_chars": self.hook_prompt_chars,
-                "prompt_max_hits": self.hook_prompt_max_hits, "prompt_min_relevance": self.hook_prompt_min_relevance,
-                "prompt_min_similarity": self.hook_prompt_min_similarity, "prompt_min_both": self.hook_prompt_min_both,
-                "prompt_max_pointers": self.hook_prompt_max_pointers,
-                "pointer_min_similarity": self.hook_pointer_min_similarity,
-                "pointer_min_relevance": self.hook_pointer_min_relevance, "pointer_depth": self.hook_pointer_depth,
-                "pointer_follow_similarity": self.hook_pointer_follow_similarity,
-                "tool_min_similarity": self.hook_tool_min_similarity,
-                "tool_pointer_similarity": self.hook_tool_pointer_similarity, "last_words": self.hook_last_words}
+        """The `hook_*` keys but `hook_session_chars`, unprefixed: what a hook process and `memoryd eval` use."""
+        return {f.name.removeprefix("hook_"): getattr(self, f.name) for f in fields(self)
+                if f.name.startswith("hook_") and f.name != "hook_session_chars"}
 
 
 # Claude Code truncates hook context above 10,000 chars; a budget above it would be cut blind.
 MAX_HOOK_CHARS = 10_000
 DAY_S = 86_400
-# Every key's closed range (lo, hi), in the key's own unit. Finite and bounded on purpose: a TTL
-# of 10^15 s overflows the date arithmetic, a heartbeat of 1 µs spins the loop, NaN passes every
-# `<` test. The bounds are generous for real use; anything outside is refused at start, by name.
+# Every numeric key's closed range, in its own unit. Bounded on purpose: a TTL of 10^15 s overflows
+# the date arithmetic, a heartbeat of 1 µs spins the loop, NaN passes every `<` test.
 RANGES: dict[str, tuple[float, float]] = {
-    "episode_ttl_days": (1, 3650),                    # a day .. ten years
-    "pending_ttl_seconds": (1, 30 * DAY_S),           # a second .. thirty days
-    "heartbeat_seconds": (0.1, 300),                  # liveness and restart grace are 3x this
+    "episode_ttl_days": (1, 3650), "pending_ttl_seconds": (1, 30 * DAY_S),
+    "heartbeat_seconds": (0.1, 300),  # liveness and restart grace are 3x this
     "verification_stale_days": (1, 3650),
-    "max_content_bytes": (1024, 4_000_000),           # stays under the wire's 4 MiB frame
+    "max_content_bytes": (1024, 4_000_000),  # stays under the wire's 4 MiB frame
     "max_takeaway_bytes": (16, 65_536),
-    "max_scopes_per_write": (1, 64),                  # the tools' schemas allow at most 64
-    "dedup_duplicate": (0.01, 1.0),
-    "dedup_related": (0.01, 1.0),
-    "hook_session_start_chars": (100, MAX_HOOK_CHARS),
-    "hook_prompt_chars": (100, MAX_HOOK_CHARS),
-    "hook_prompt_max_hits": (1, 20),
-    "hook_prompt_min_relevance": (0.0, 1.0),
-    "hook_prompt_min_similarity": (0.0, 1.0),
-    "hook_prompt_min_both": (0.0, 1.0),
-    "hook_prompt_max_pointers": (0, 5),
-    "hook_pointer_min_similarity": (0.0, 1.1),
-    "hook_pointer_min_relevance": (0.0, 1.1),
-    "hook_pointer_depth": (1, 10),
-    "hook_pointer_follow_similarity": (0.0, 1.1),
-    "hook_tool_min_similarity": (0.0, 1.1),
-    "hook_tool_pointer_similarity": (0.0, 1.1),
-    "hook_session_chars": (500, 100_000),
-    "sync_interval_seconds": (0, 7 * DAY_S),         # off .. once a week
+    "max_scopes_per_write": (1, 64),  # the tools' schemas allow at most 64
+    "dedup_duplicate": (0.01, 1.0), "dedup_related": (0.01, 1.0),
+    "hook_session_start_chars": (100, MAX_HOOK_CHARS), "hook_prompt_chars": (100, MAX_HOOK_CHARS),
+    "hook_prompt_max_hits": (1, 20), "hook_prompt_min_relevance": (0.0, 1.0),
+    "hook_prompt_min_similarity": (0.0, 1.0), "hook_prompt_min_both": (0.0, 1.0),
+    "hook_prompt_max_pointers": (0, 5), "hook_pointer_min_similarity": (0.0, 1.1),
+    "hook_pointer_min_relevance": (0.0, 1.1), "hook_pointer_depth": (1, 10),
+    "hook_pointer_follow_similarity": (0.0, 1.1), "hook_tool_min_similarity": (0.0, 1.1),
+    "hook_tool_pointer_similarity": (0.0, 1.1), "hook_session_chars": (500, 100_000),
+    "sync_interval_seconds": (0, 7 * DAY_S),  # off .. once a week
 }
-# Every string key's choices: anything else is refused at start, naming the key and the choices.
-CHOICES: dict[str, tuple[str, ...]] = {
-    "tools": PROFILES,
-}
+CHOICES: dict[str, tuple[str, ...]] = {"tools": profiles.PROFILES}  # every string key's choices
 
 
 def _check_value(name: str, default: Any, value: Any) -> Any:
     """`value` as the key's type, or `ConfigError` naming the key and its range (or choices)."""
+    shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "…"
     if isinstance(default, str):
         if value not in CHOICES[name]:
-            shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "…"
             raise ConfigError(f"config key '{name}' must be one of {', '.join(CHOICES[name])}, got {shown}")
         return value
     if isinstance(default, bool):
@@ -136,7 +99,6 @@ def _check_value(name: str, default: Any, value: Any) -> Any:
         raise ConfigError(f"config key '{name}' must be a whole number, got {value!r}")
     lo, hi = RANGES[name]
     if not lo <= value <= hi:
-        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "…"
         raise ConfigError(f"config key '{name}' must be between {lo:g} and {hi:g}, got {shown}")
     return type(default)(value)
 
@@ -155,11 +117,10 @@ def from_mapping(raw: dict[str, Any]) -> Config:
 
 
 def load(path: Path) -> Config:
-    """Defaults when `path` is absent; otherwise its keys, each checked. Anything wrong with the
-    file (unreadable, not UTF-8, not YAML, not a mapping) is a `ConfigError`, never a traceback."""
+    """Defaults when `path` is absent, else its keys, each checked; anything wrong is a `ConfigError`."""
     if not path.exists():
         return Config()
-    import yaml  # here, not at the top: without a config file the daemon's start skips it (docs/benchmark.md)
+    import yaml  # here: without a config file the daemon's start skips it (docs/benchmark.md)
 
     try:
         raw = yaml.safe_load(path.read_bytes().decode("utf-8")) or {}

@@ -4,16 +4,14 @@
     ├── InvalidParams      -32602    a tool argument broke a rule (data: param, reason)
     ├── ResourceState      -32002    unknown/finished session, unknown memory, ... (data: kind, id)
     ├── StoreDamaged       -32002    the store cannot be opened as it is (data: kind, path, line)
-    ├── StorageError       -32002    the filesystem refused a write: full, read-only, immutable
-    │                                (data: kind "storage", path, errno, error); nothing was applied
+    ├── StorageError       -32002    the filesystem refused a write; nothing was applied (data: path, errno)
     ├── DaemonUnavailable  -32001    the bridge could not reach or start the daemon
     ├── BadRequest         -32600    a malformed wire request
     ├── ProtocolMismatch   -32003    bridge and daemon speak different protocol versions
     ├── InternalError      -32603    a bug; the daemon logs it and keeps serving
     └── BadImportInput     -32602    `memoryd import` cannot read its input (data: path, line)
 
-Handlers raise these; the daemon turns them into error replies in one place (`to_wire`), and the
-client turns error replies back into exceptions in one place (`from_wire`).
+The daemon turns them into replies in one place (`to_wire`), the client back in one (`from_wire`).
 """
 
 from __future__ import annotations
@@ -63,11 +61,7 @@ class ResourceState(MemorydError):
 
 
 class StoreDamaged(MemorydError):
-    """The store cannot be opened as it is — a damaged event log, a symlinked store directory.
-
-    The daemon refuses to start with this message, which names the file, the line and the command
-    that repairs it (docs/storage.md, 'Reliability'); nothing was changed on disk.
-    """
+    """The daemon refuses to start, naming the file, line and repair (docs/storage.md, 'Reliability')."""
 
     code = RESOURCE_STATE
     kind = "store_damaged"
@@ -78,12 +72,7 @@ class StoreDamaged(MemorydError):
 
 
 class StorageError(MemorydError):
-    """The store's filesystem refused an operation (ENOSPC, EDQUOT, EROFS, EPERM, EIO, ...).
-
-    Contract: the call that gets this error was not applied — no event, no file, no change in
-    memory — and the daemon keeps serving. `data` names the path and the errno (number and
-    symbol) so an operator can act (free space, `chattr -i`, fix permissions).
-    """
+    """The store's filesystem refused an operation: the call was not applied at all; the daemon serves on."""
 
     code = RESOURCE_STATE
     kind = "storage"
@@ -126,11 +115,7 @@ class InternalError(MemorydError):
 
 
 class BadImportInput(MemorydError):
-    """A file given to `memoryd import` is not in the format it claims; names the file and line.
-
-    Raised by the parsers in `memoryd.importers` before anything is written, so an import that
-    fails on it wrote nothing.
-    """
+    """A file given to `memoryd import` is not in the format it claims; raised before anything is written."""
 
     code = INVALID_PARAMS
     kind = "bad_import_input"

@@ -1,6 +1,4 @@
-"""Replacing a file atomically and durably, and making a directory's entries durable: the one
-implementation the daemon, sync and the CLI share (stdlib only, so any of them may import it).
-"""
+"""Replacing a file atomically and durably, and making a directory's entries durable (stdlib only)."""
 
 from __future__ import annotations
 
@@ -18,12 +16,8 @@ def fsync_dir(directory: Path | str) -> None:
 
 
 def replace_atomic(path: Path, data: bytes, mode: int = 0o600, durable: bool = True) -> None:
-    """Make `path` hold `data`, permission bits `mode`, in one rename — a reader or a crash finds
-    the old file or the new, never half — durable at return (the temp file's bytes and then the
-    directory are fsynced) unless `durable` is False: a file that is only a copy of data kept
-    durably elsewhere, rewritten from there when lost (the sync clone's working tree). The temp
-    file beside `path` is a fresh name created with O_EXCL, so a planted link there is never
-    followed; a link at `path` itself is replaced, never followed. The parent directory must exist."""
+    """`path` holds `data` (bits `mode`) after one rename, durable unless `durable` is False (a copy kept
+    elsewhere). No link is followed: the temp file is a fresh O_EXCL name. The parent must exist."""
     tmp = path.with_name(f".{path.name}.{os.urandom(4).hex()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:

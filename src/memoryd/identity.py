@@ -1,8 +1,5 @@
-"""The caller identity a bridge captures once at start: worktree, repo, project, pid, swarm id,
-and the client's own session id when the client names one (`client_session`).
-
-Import contract: stdlib only (it runs on the bridge's fast path).
-"""
+"""The caller identity a bridge captures once at start (worktree, repo, project, pid, swarm id, the
+client's session id). Import contract: stdlib only (it runs on the bridge's fast path)."""
 
 from __future__ import annotations
 
@@ -21,8 +18,7 @@ def _git(args: list[str], cwd: str) -> str | None:
 
 
 def _origin_url(common: str, worktree: str) -> str | None:
-    """remote.origin.url, read from the repo's config file when it is plain (no includes, quotes
-    or escapes); otherwise from `git config`, which knows every rule."""
+    """remote.origin.url, read from the repo's config file when it is plain, else from `git config`."""
     try:
         text = Path(common, "config").read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
@@ -43,16 +39,12 @@ def _origin_url(common: str, worktree: str) -> str | None:
 
 def project_name(remote: str | None, common_dir: str | None) -> str | None:
     """The project a repo with this origin URL and git dir is named (as `capture` names it)."""
-    return _sanitize_project(_project_name(remote, common_dir))
-
-
-def _project_name(remote: str | None, common_dir: str | None) -> str | None:
     if remote:
         tail = remote.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1]
-        return tail[:-4] if tail.endswith(".git") else tail
+        return _sanitize_project(tail[:-4] if tail.endswith(".git") else tail)
     if common_dir:
         parent = Path(common_dir)
-        return (parent.parent if parent.name == ".git" else parent).name
+        return _sanitize_project((parent.parent if parent.name == ".git" else parent).name)
     return None
 
 
@@ -60,8 +52,7 @@ _OWN: dict[str, Any] = {}
 
 
 def own() -> dict[str, Any]:
-    """`capture()` of this process, taken once: a bridge names its worktree's project in its
-    `initialize` answer and then in its hello, and its cwd does not change in between."""
+    """`capture()` of this process, taken once (its cwd does not change)."""
     if not _OWN:
         _OWN.update(capture())
     return dict(_OWN)
@@ -85,25 +76,14 @@ def capture(cwd: str | None = None) -> dict[str, Any]:
         remote = _origin_url(common, worktree)
     if worktree and not common and override is not None:
         common = worktree  # an override outside git still names one repo
-    project = _project_name(remote, common)
-    return {
-        "worktree": worktree or None,
-        "repo": (common + (" " + remote if remote else "")) if common else None,
-        "project": _sanitize_project(project),
-        "project_from_origin": remote is not None,
-        "client": None,
-        "pid": os.getpid(),
-        "swarm_id": os.environ.get("MEMORYD_SWARM_ID") or None,
-        "client_session": client_session_from_env(),
-    }
+    return {"worktree": worktree or None, "repo": (common + (" " + remote if remote else "")) if common else None,
+            "project": project_name(remote, common), "project_from_origin": remote is not None, "client": None,
+            "pid": os.getpid(), "swarm_id": os.environ.get("MEMORYD_SWARM_ID") or None,
+            "client_session": client_session_from_env()}
 
 
 def client_session_from_env() -> str | None:
-    """The client session this process belongs to, when its client says so.
-
-    Claude Code gives the MCP servers it launches `CLAUDE_CODE_SESSION_ID`, the same value its
-    hooks get as `session_id`; the daemon joins the bridge and those hooks into one session.
-    """
+    """Claude Code's session id, which its hooks get too, so the daemon joins them into one session."""
     value = os.environ.get("CLAUDE_CODE_SESSION_ID", "").strip()
     return value[:256] or None
 
@@ -112,7 +92,5 @@ def _sanitize_project(name: str | None) -> str | None:
     """A project name usable in the scope `projects:<name>` (lowercase, [a-z0-9-])."""
     if not name:
         return None
-    cleaned = "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-")
-    while "--" in cleaned:
-        cleaned = cleaned.replace("--", "-")
-    return cleaned or None
+    cleaned = "".join(c if c.isalnum() else "-" for c in name.lower())
+    return "-".join(part for part in cleaned.split("-") if part) or None

@@ -1,11 +1,5 @@
-"""The server instructions sent in `initialize` (docs/tools.md); shared by the daemon and the bridge.
-
-What every tool shares is said here once (ids, scopes, errors, framing), not in each description:
-the spec caps this paragraph at 800 chars (a conformance test holds it to that). It does not repeat
-what the session-start hook's context says (the handoff, the session id's value, the digest): with
-hooks the agent is told not to fetch them again; without hooks it is told where to find them.
-A bridge in a repository adds the one fact only it knows, the repo's project scope (`for_project`).
-"""
+"""The server instructions sent in `initialize` (docs/tools.md, "Conventions"), shared by the daemon and
+the bridge: what every tool shares, said once within the spec's 800 chars, plus the repo's project scope."""
 
 INSTRUCTIONS = (
     "memoryd is your persistent memory. No memoryd session-start context? Begin with episode_handoff or "

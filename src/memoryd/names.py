@@ -1,11 +1,5 @@
-"""The names of the tools that code outside the daemon calls — the CLI, the hooks, the web view,
-the bridge's resources, the bench and the eval — each written once. The tools' declarations
-(`daemon/<tier>/tools.py`) and the event kinds named after them use these too, so renaming a tool
-is one edit here and a misspelt call fails at import and under mypy, not as an unknown-tool reply.
-A tool only the agent calls keeps its name in its declaration alone.
-
-Import contract: nothing (every hook process imports it).
-"""
+"""The names of the tools that code outside the daemon calls, each written once, so a misspelt call fails
+under mypy (docs/architecture.md, "Where to change what"). Import contract: nothing (hooks import it)."""
 
 EPISODE_WRITE = "episode_write"
 EPISODE_SEARCH = "episode_search"

@@ -1,7 +1,5 @@
 """Where memoryd keeps things: runtime dir, socket, lock, status, store, config, logs.
-
-Import contract: stdlib + platformdirs only (the bridge imports this on its fast path).
-"""
+Import contract: stdlib + platformdirs only (the bridge imports this on its fast path)."""
 
 from __future__ import annotations
 
@@ -26,28 +24,23 @@ def _platformdirs() -> ModuleType:
     return platformdirs
 
 
+def _from_env(var: str) -> Path | None:
+    env = os.environ.get(var)
+    return Path(env).expanduser().absolute() if env else None
+
+
 def store_root() -> Path:
-    env = os.environ.get("MEMORYD_HOME")
-    if env:
-        return Path(env).expanduser().absolute()
-    return Path(_platformdirs().user_data_dir(APP))
+    return _from_env("MEMORYD_HOME") or Path(_platformdirs().user_data_dir(APP))
 
 
 def config_file() -> Path:
-    env = os.environ.get("MEMORYD_CONFIG")
-    if env:
-        return Path(env).expanduser().absolute()
-    return Path(_platformdirs().user_config_dir(APP)) / "config.yaml"
+    return _from_env("MEMORYD_CONFIG") or Path(_platformdirs().user_config_dir(APP)) / "config.yaml"
 
 
 def log_dir() -> Path:
-    env = os.environ.get("MEMORYD_LOG_DIR")
-    if env:
-        return Path(env).expanduser().absolute()
-    if os.environ.get("MEMORYD_HOME"):
-        # Tests and throwaway stores keep their daemon log beside the store, not in the user's.
-        return store_root() / "log"
-    return Path(_platformdirs().user_log_dir(APP))
+    if os.environ.get("MEMORYD_HOME") and not os.environ.get("MEMORYD_LOG_DIR"):
+        return store_root() / "log"  # tests and throwaway stores keep their log beside the store
+    return _from_env("MEMORYD_LOG_DIR") or Path(_platformdirs().user_log_dir(APP))
 
 
 def daemon_log_file() -> Path:
@@ -59,14 +52,10 @@ def _fallback_runtime_dir() -> Path:
 
 
 def runtime_dir() -> Path:
-    """The 0700 directory of socket, lock and status; `$MEMORYD_RUNTIME_DIR` wins.
-
-    XDG_RUNTIME_DIR can vanish at logout; when it is unusable we fall back to a dir under the
-    user cache dir (doctor reports which one is in use).
-    """
-    env = os.environ.get("MEMORYD_RUNTIME_DIR")
+    """The 0700 dir of socket, lock and status; XDG_RUNTIME_DIR may vanish at logout: then the cache dir."""
+    env = _from_env("MEMORYD_RUNTIME_DIR")
     if env:
-        return Path(env).expanduser().absolute()
+        return env
     xdg = os.environ.get("XDG_RUNTIME_DIR")
     if xdg and os.path.isdir(xdg) and os.access(xdg, os.W_OK):
         return Path(xdg) / APP
@@ -92,7 +81,6 @@ def status_path() -> Path:
 
 
 def starting_path() -> Path:
-    """Written while a daemon opens its store (progress), removed once it serves."""
     return runtime_dir() / "memoryd.starting"
 
 
@@ -100,10 +88,8 @@ def endpoint() -> str:
     """The daemon's ipc endpoint, refusing paths ZeroMQ would silently mangle."""
     path = str(socket_path())
     if len(path.encode()) > MAX_IPC_PATH_BYTES:
-        raise PathError(
-            f"socket path is {len(path.encode())} bytes, over the ipc limit of {MAX_IPC_PATH_BYTES}: "
-            f"{path} (set MEMORYD_RUNTIME_DIR to a shorter directory)"
-        )
+        raise PathError(f"socket path is {len(path.encode())} bytes, over the ipc limit of {MAX_IPC_PATH_BYTES}: "
+                        f"{path} (set MEMORYD_RUNTIME_DIR to a shorter directory)")
     return "ipc://" + path
 
 

@@ -1,11 +1,5 @@
 """Tool profiles: which tools a bridge lists (docs/tools.md, "Tool profiles").
-
-`core` (the default) lists the tools an agent calls on its own; `full` lists all 22. The daemon's
-config key `tools` picks the default, and one bridge may override it with `memoryd mcp --tools
-full` or `MEMORYD_TOOLS=full`. A profile only decides what is *listed*: a call to any known tool
-works whatever the profile. Standard library only: the bridge's start path reads this before
-anything else.
-"""
+Import contract: stdlib only (the bridge's start path reads this before anything else)."""
 
 from __future__ import annotations
 
@@ -28,9 +22,7 @@ def check(value: object, where: str) -> str:
 
 
 def for_bridge(args: Sequence[str], environ: Mapping[str, str]) -> str | None:
-    """The profile a bridge asks for: `--tools X` / `--tools=X` in `args`, else `MEMORYD_TOOLS`, else
-    None (the daemon's config decides). Anything else in `args`, or an unknown name, is a
-    `ProfileError`: a bridge started with a typo refuses to start rather than list the wrong tools."""
+    """`--tools X` / `--tools=X` in `args`, else `MEMORYD_TOOLS`, else None; anything else is a `ProfileError`."""
     rest = list(args)
     chosen: str | None = None
     while rest:

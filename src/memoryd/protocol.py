@@ -1,8 +1,5 @@
-"""Message shapes and the msgpack codec shared by daemon and client.
-
-Import contract: msgpack only — no zmq, no store. `encode` and `decode` are inverses; handlers on
-either side never see bytes.
-"""
+"""Message shapes and the msgpack codec shared by daemon and client (docs/wire.md, "Frames and codec").
+Import contract: msgpack only — no zmq, no store."""
 
 from __future__ import annotations
 
@@ -15,17 +12,8 @@ from memoryd import PROTOCOL
 from memoryd.errors import BadRequest, InvalidParams, MemorydError
 
 MAX_FRAME_BYTES = 4 * 1024 * 1024
-# Maps and arrays nested deeper than this are refused on both sides. Real frames nest about 5 deep
-# (request > args > arguments > a list of objects); the limit keeps every recursive walk over a
-# decoded value (validation, repr, re-encoding) far from Python's recursion limit.
-MAX_DEPTH = 64
+MAX_DEPTH = 64  # real frames nest ~5 deep; this keeps recursive walks far from Python's recursion limit
 OPS = ("hello", "tools", "call", "heartbeat", "bye", "status", "stop", "episodes", "hook", "admin")
-
-
-def _unpack(frame: bytes) -> Any:
-    """Explicit limits: a hostile frame cannot make the unpacker allocate more than the frame holds."""
-    return msgpack.unpackb(frame, raw=False, max_str_len=MAX_FRAME_BYTES, max_bin_len=MAX_FRAME_BYTES,
-                           max_array_len=100_000, max_map_len=100_000, max_ext_len=0)
 
 
 def encode(message: dict[str, Any]) -> bytes:
@@ -42,13 +30,12 @@ def decode(frame: bytes) -> Any:
 
 
 def decode_reply(frame: bytes) -> Any:
-    """`decode` without the nesting walk, for the daemon's replies: they come through the user's
-    0700 runtime directory from our own code, built from requests it checked, and walking a
-    search's reply would cost the bridge time on every call (docs/benchmark.md)."""
+    """`decode` without the nesting walk (~40 µs a call), for replies built from requests the daemon checked."""
     if len(frame) > MAX_FRAME_BYTES:
         raise BadRequest(f"frame of {len(frame)} bytes is over the {MAX_FRAME_BYTES}-byte limit")
-    try:
-        return _unpack(frame)
+    try:  # explicit limits: a hostile frame cannot make the unpacker allocate more than the frame holds
+        return msgpack.unpackb(frame, raw=False, max_str_len=MAX_FRAME_BYTES, max_bin_len=MAX_FRAME_BYTES,
+                               max_array_len=100_000, max_map_len=100_000, max_ext_len=0)
     except Exception as exc:  # msgpack raises several unrelated types for bad input
         raise BadRequest(f"undecodable msgpack frame: {type(exc).__name__}") from exc
 
@@ -57,12 +44,7 @@ _CONTAINERS = (dict, list, tuple)
 
 
 def depth(value: Any, limit: int = MAX_DEPTH) -> int:
-    """How deep `value`'s maps and arrays nest (a scalar is 0), one layer at a time, without
-    recursion.
-
-    Stops once past `limit` and returns limit + 1, so a hostile value costs no more than the walk
-    of its first limit + 1 layers.
-    """
+    """How deep `value`'s maps and arrays nest (a scalar is 0), without recursion; limit + 1 once past it."""
     if not isinstance(value, _CONTAINERS):
         return 0
     layer, level = [value], 1
@@ -78,10 +60,7 @@ def depth(value: Any, limit: int = MAX_DEPTH) -> int:
 
 
 def encode_request(req_id: int, op: str, args: dict[str, Any], conn: str) -> bytes:
-    """The request as one frame the daemon accepts, or `InvalidParams` naming the argument that
-    makes it unsendable: nested deeper than MAX_DEPTH, not encodable (a lone surrogate, an integer
-    over 64 bits), or pushing the frame over MAX_FRAME_BYTES — refused here, because libzmq would
-    drop the connection over it instead of answering."""
+    """One frame the daemon accepts, or `InvalidParams` naming the argument (else libzmq drops the connection)."""
     message = request(req_id, op, args, conn)
     if depth(message) > MAX_DEPTH:
         param = _worst_argument(op, args, depth)
@@ -108,8 +87,7 @@ def _unencodable(value: Any) -> int:
 
 
 def _worst_argument(op: str, args: dict[str, Any], score: Callable[[Any], int]) -> str:
-    """The argument with the highest `score` — inside `arguments` for a tool call — to name in an
-    error; "arguments" when there is nothing finer to name."""
+    """The argument (inside `arguments` for a call) with the highest `score`, else "arguments"."""
     inner = args.get("arguments") if op == "call" else args
     if not isinstance(inner, dict) or not inner:
         return "arguments"
@@ -117,11 +95,7 @@ def _worst_argument(op: str, args: dict[str, Any], score: Callable[[Any], int]) 
 
 
 def encode_reply(req_id: Any, result: Any) -> bytes:
-    """The ok reply as one frame, or — when it cannot be encoded or would pass MAX_FRAME_BYTES —
-    an encoded typed error for the same id (code -32603, kind `reply_too_large` or
-    `unencodable_reply`). The receiving side drops an oversized frame, so without this
-    the caller saw only a timeout and then "daemon unavailable"; a tool that can return much caps
-    its own results (episode_search), this is the net under the rest."""
+    """The ok reply as one frame, or a -32603 error for the same id when it cannot be or is over MAX_FRAME_BYTES."""
     try:
         frame = encode(ok_reply(req_id, result))
     except (ValueError, OverflowError, TypeError) as exc:
@@ -151,11 +125,8 @@ def error_reply(req_id: Any, error: dict[str, Any]) -> dict[str, Any]:
 
 def recover_id(message: Any) -> int | None:
     """The request id of a malformed message, when one can be recovered for an error reply."""
-    if isinstance(message, dict):
-        rid = message.get("id")
-        if isinstance(rid, int) and not isinstance(rid, bool):
-            return rid
-    return None
+    rid = message.get("id") if isinstance(message, dict) else None
+    return rid if isinstance(rid, int) and not isinstance(rid, bool) else None
 
 
 def validate_request(message: Any) -> tuple[int, str, dict[str, Any], str]:

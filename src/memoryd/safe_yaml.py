@@ -1,12 +1,6 @@
-"""YAML from files memoryd did not write itself: record frontmatter, another tool's store.
-
-A few hundred bytes of anchors and aliases expand to gigabytes once loaded ("billion laughs"),
-and deep nesting runs the composer out of recursion. Both are visible in the parser's event
-stream before any object is built, so `check` walks the events (streaming, constant memory) and
-refuses the first anchor, alias or explicit tag, or nesting past `MAX_DEPTH`, naming its line.
-
-Import contract: stdlib, and yaml on first use (the store's cold start does not pay for it).
-"""
+"""YAML from files memoryd did not write itself: `check` walks the parser's events, before any object is
+built, refusing anchors and aliases (a few hundred bytes expand to gigabytes), tags and deep nesting.
+Import contract: stdlib, and yaml on first use (the store's cold start does not pay for it)."""
 
 from __future__ import annotations
 
@@ -17,8 +11,7 @@ MAX_DEPTH = 64  # memoryd's and bettermemory's frontmatter nest 2 or 3 levels
 
 
 class YAMLRefused(ValueError):
-    """YAML that is not loaded: unsafe (anchor, alias, tag, depth) or not YAML; `line` is 1-based
-    within the text given (None when the parser gives no position)."""
+    """YAML not loaded, unsafe or not YAML; `line` is 1-based in the text given, or None."""
 
     def __init__(self, reason: str, line: int | None = None) -> None:
         super().__init__(reason)
@@ -27,10 +20,10 @@ class YAMLRefused(ValueError):
 
 @functools.cache
 def yaml_kit() -> tuple[Any, Any, Any]:
-    """PyYAML with its safe loader and dumper, imported on first use (the import is slow: docs/benchmark.md)."""
+    """PyYAML with its safe loader and dumper, libyaml's when present (docs/benchmark.md)."""
     import yaml
 
-    try:  # libyaml is much faster (docs/benchmark.md); fall back to pure Python when it is absent
+    try:
         from yaml import CSafeDumper as dumper
         from yaml import CSafeLoader as loader
     except ImportError:  # pragma: no cover
@@ -40,8 +33,7 @@ def yaml_kit() -> tuple[Any, Any, Any]:
 
 
 def check(text: str, max_depth: int = MAX_DEPTH) -> None:
-    """YAMLRefused at the first anchor, alias, explicit tag or nesting deeper than `max_depth`,
-    or when `text` does not parse."""
+    """YAMLRefused at the first anchor, alias, tag or nesting past `max_depth`, or when `text` does not parse."""
     yaml, loader, _ = yaml_kit()
     depth = 0
     try:
@@ -65,9 +57,7 @@ def check(text: str, max_depth: int = MAX_DEPTH) -> None:
 
 
 def load(text: str, max_depth: int = MAX_DEPTH, walk: bool = True) -> Any:
-    """`text` loaded with the safe loader; YAMLRefused when `check` refuses it or it does not load.
-    `walk=False` skips the event walk, for text the caller knows holds no '&', '*' or '!' (then
-    libyaml's own nesting limit and the RecursionError catch bound the depth)."""
+    """`text` loaded safely, else YAMLRefused; `walk=False` skips `check`, for text without '&', '*' or '!'."""
     if walk:
         check(text, max_depth)
     yaml, loader, _ = yaml_kit()

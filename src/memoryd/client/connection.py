@@ -1,16 +1,6 @@
-"""The one client of the daemon — the bridge, the CLI verbs, the web view and the hooks all use
-`Connection`: request ids, hello, deadlines, one resend, and errors raised through the error tree
-(`errors.from_wire`).
-
-The connection id (`conn`) outlives sockets: after a timeout the socket is replaced and the same
-request id is resent, and the daemon's per-connection reply cache makes that resend harmless.
-Two transports carry the same frames: pyzmq's DEALER (client/zmq_socket.py) and, for the hooks,
-which cannot afford pyzmq's import, the stdlib one (client/wire.py), falling back to pyzmq when
-that meets a protocol surprise.
-
-Import contract: stdlib, paths, protocol, errors, client.spawn and client.wire; pyzmq only once
-a pyzmq transport opens.
-"""
+"""The one client of the daemon: hello, deadlines, one resend (docs/wire.md, "Deadlines, resend and the
+reply cache"). Import contract: stdlib, paths, protocol, errors, client.spawn, client.wire; pyzmq only
+once a pyzmq transport opens (the hooks cannot afford it)."""
 
 from __future__ import annotations
 
@@ -18,7 +8,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from memoryd import PROTOCOL, __version__, paths
 from memoryd.client import spawn
@@ -34,21 +24,9 @@ HELLO_TIMEOUT_S = 5.0
 BYE_WAIT_S = 0.2
 
 
-class Transport(Protocol):
-    """What carries frames to the daemon: `ZmqSocket` or `Wire`."""
-
-    def send(self, frame: bytes) -> bool: ...
-    def wait_for_peer(self, probe: bytes, timeout_s: float = 1.0) -> None: ...
-    def poll(self, timeout_s: float) -> bool: ...
-    def recv_ready(self) -> list[bytes]: ...
-    def close(self) -> None: ...
-
-
 class Connection:
-    """One logical connection. `autospawn`: seconds it may spend starting a daemon that is down
-    (True: spawn.SPAWN_WAIT_S; False or 0: never). `stdlib`: speak the wire without pyzmq.
-    `retry`: resend once on a fresh socket after a silent deadline, and say hello again once when
-    the daemon forgot us (a restart). Calls are serialized by a lock (the web view is threaded)."""
+    """One logical connection. `autospawn`: seconds it may spend starting a daemon (True: SPAWN_WAIT_S, 0: never).
+    `stdlib`: the wire without pyzmq. `retry`: resend once, hello again once. A lock serializes calls."""
 
     def __init__(self, identity: dict[str, Any], endpoint: str | None = None, autospawn: bool | float = True,
                  timeout_s: float = CALL_TIMEOUT_S, stdlib: bool = False, retry: bool = True) -> None:
@@ -57,39 +35,23 @@ class Connection:
         self.spawn_s = spawn.SPAWN_WAIT_S if autospawn is True else float(autospawn)
         self.timeout_s, self.stdlib, self.retry = timeout_s, stdlib, retry
         self.conn_id = os.urandom(12).hex()
-        self.transport: Transport | None = None
+        self.transport: ZmqSocket | Wire | None = None
         self.last_id = 0
         self.session_id: str | None = None
         self.hello: dict[str, Any] = {}
         self.lock = threading.RLock()
-
-    # -- sockets -------------------------------------------------------------------------------
-
-    def open_socket(self) -> ZmqSocket:
-        from memoryd.client.zmq_socket import ZmqSocket  # pyzmq loads only when used
-
-        self.close_socket()
-        sock = ZmqSocket(self.endpoint)
-        self.transport = sock
-        return sock
 
     def close_socket(self) -> None:
         if self.transport is not None:
             self.transport.close()
             self.transport = None
 
-    # -- requests ------------------------------------------------------------------------------
-
     def new_id(self) -> int:
         self.last_id += 1
         return self.last_id
 
     def send(self, req_id: int, op: str, args: dict[str, Any]) -> bool:
-        """Send without blocking; False when no daemon is connected (the caller reconnects).
-
-        Raises `InvalidParams` naming the argument when the request could not cross the wire (too
-        big for a frame, too deep, not encodable): sent anyway, libzmq would drop the connection.
-        """
+        """False when no daemon is connected; `InvalidParams` when the request cannot cross the wire."""
         frame = encode_request(req_id, op, args, self.conn_id)
         return self.transport is not None and self.transport.send(frame)
 
@@ -116,8 +78,7 @@ class Connection:
         return None
 
     def call(self, op: str, args: dict[str, Any], timeout_s: float | None = None) -> Any:
-        """A synchronous call with a deadline (connecting first when not connected); with `retry`,
-        one resend on a fresh socket and one hello again, then DaemonUnavailable."""
+        """A synchronous call with a deadline, connecting first if need be; DaemonUnavailable after the retry."""
         timeout_s = self.timeout_s if timeout_s is None else timeout_s
         with self.lock:
             req_id = self.new_id()
@@ -132,30 +93,25 @@ class Connection:
         raise DaemonUnavailable(self.endpoint, f"no reply to '{op}' within {timeout_s:g} s")
 
     def tool(self, name: str, **arguments: Any) -> dict[str, Any]:
-        """An agent tool, called as this connection's session (arguments left None are omitted)."""
+        """An agent tool, called as this connection's session (None arguments are omitted)."""
         result: dict[str, Any] = self.call("call", {"tool": name, "arguments": _given(arguments)})
         return result
 
     def admin(self, action: str, **args: Any) -> dict[str, Any]:
-        """An operator read (daemon/process/admin.py), or `resolve` of a pending write."""
         result: dict[str, Any] = self.call("admin", {"action": action, **_given(args)})
         return result
 
     def hook(self, action: str, **args: Any) -> dict[str, Any]:
-        """A hook's request (the daemon's `hook` op)."""
         result: dict[str, Any] = self.call("hook", {"action": action, **args})
         return result
 
-    # -- hello and reconnect -------------------------------------------------------------------
-
     def connect(self) -> dict[str, Any]:
-        """Reach a daemon (starting one within `autospawn`) and say hello, reattaching to our
-        session if any. Over the stdlib wire a daemon is started only when its socket is missing."""
+        """Reach a daemon and say hello; over the stdlib wire one is started only when its socket is missing."""
         self.close_socket()
         if self.stdlib:
             try:
                 return self._hello_over(self._wire)
-            except (FileNotFoundError, ConnectionRefusedError):  # no daemon: start one, within budget
+            except (FileNotFoundError, ConnectionRefusedError):
                 self._start_daemon()
                 try:
                     return self._hello_over(self._wire)
@@ -165,41 +121,43 @@ class Connection:
                 pass
         elif self.spawn_s:
             self._start_daemon()
-        return self._hello_over(self.open_socket)
+        return self._hello_over(self._zmq)
 
     def _wire(self) -> Wire:
-        self.transport = Wire(self.endpoint, self.timeout_s)
-        return self.transport
+        return Wire(self.endpoint, self.timeout_s)
+
+    def _zmq(self) -> ZmqSocket:
+        from memoryd.client.zmq_socket import ZmqSocket  # pyzmq loads only when used
+
+        return ZmqSocket(self.endpoint)
 
     def _start_daemon(self) -> None:
         if not self.spawn_s or not spawn.ensure_daemon(self.endpoint, wait_s=self.spawn_s):
             raise DaemonUnavailable(self.endpoint, "could not start the daemon (see `memoryd doctor`)")
 
-    def _hello_over(self, opener: Callable[[], Transport]) -> dict[str, Any]:
+    def _hello_over(self, opener: Callable[[], ZmqSocket | Wire]) -> dict[str, Any]:
+        """Open a transport and say hello on it, reattaching to our session if any."""
         try:
-            return self._hello(opener())
+            transport = self.transport = opener()
+            req_id = self.new_id()
+            args = {"protocol": PROTOCOL, "client_version": __version__, "identity": self.identity,
+                    "session_id": self.session_id}
+            if not self.send(req_id, "hello", args):
+                transport.wait_for_peer(encode_request(self.new_id(), "heartbeat", {}, self.conn_id))
+                if not self.send(req_id, "hello", args):
+                    raise DaemonUnavailable(self.endpoint, "the daemon does not accept connections")
+            wait_s = min(HELLO_TIMEOUT_S, self.timeout_s)
+            reply = self.wait_reply(req_id, wait_s)
+            if reply is None:
+                raise DaemonUnavailable(self.endpoint, f"no reply to hello within {wait_s:g} s")
+            self.hello = unwrap(reply)
+            self.session_id = self.hello["session_id"]
+            return self.hello
         except BaseException:
             self.close_socket()  # a socket without a session must not look connected
             raise
 
-    def _hello(self, transport: Transport) -> dict[str, Any]:
-        req_id = self.new_id()
-        args = {"protocol": PROTOCOL, "client_version": __version__, "identity": self.identity,
-                "session_id": self.session_id}
-        if not self.send(req_id, "hello", args):
-            transport.wait_for_peer(encode_request(self.new_id(), "heartbeat", {}, self.conn_id))
-            if not self.send(req_id, "hello", args):
-                raise DaemonUnavailable(self.endpoint, "the daemon does not accept connections")
-        wait_s = min(HELLO_TIMEOUT_S, self.timeout_s)
-        reply = self.wait_reply(req_id, wait_s)
-        if reply is None:
-            raise DaemonUnavailable(self.endpoint, f"no reply to hello within {wait_s:g} s")
-        self.hello = unwrap(reply)
-        self.session_id = self.hello["session_id"]
-        return self.hello
-
-    def reconnect(self) -> dict[str, Any]:
-        return self.connect()
+    reconnect = connect
 
     def keepalive(self) -> None:
         """A heartbeat, so a long-lived operator session is not ended as lost between requests."""
@@ -211,7 +169,6 @@ class Connection:
                     self.close_socket()  # said hello again on the next request
 
     def close(self, say_bye: bool = True, wait_s: float = BYE_WAIT_S) -> None:
-        """Say bye (waiting `wait_s` for its answer) and close the socket."""
         with self.lock:
             if say_bye and self.transport is not None:
                 req_id = self.new_id()
@@ -224,9 +181,7 @@ class Connection:
 
 
 class Operator(Connection):
-    """The operator's connection, `memoryd-cli/<version>` (terminal verbs) or `memoryd-ui/<version>`
-    (the web view). It never starts a daemon: an operator looking at memory wants to know the
-    daemon is down (DaemonUnavailable), not to get a fresh one on an unexpected store."""
+    """The CLI's or web view's: never starts a daemon (an operator wants to know it is down)."""
 
     def __init__(self, client: str = "memoryd-cli", endpoint: str | None = None) -> None:
         super().__init__({"client": f"{client}/{__version__}"}, endpoint, autospawn=False)

@@ -1,7 +1,5 @@
-"""Finding a live daemon, and starting one when none answers (docs/wire.md).
-
-Import contract: stdlib + paths + protocol + errors; zmq only inside `ping`.
-"""
+"""Finding a live daemon, and starting one when none answers (docs/wire.md, "Finding or starting the
+daemon"). Import contract: stdlib, paths, protocol, errors; zmq only inside `ping`."""
 
 from __future__ import annotations
 
@@ -14,33 +12,32 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memoryd import PROTOCOL, paths
+from memoryd import paths
 from memoryd.errors import DaemonUnavailable
 from memoryd.protocol import decode_reply, encode, request
 
 SPAWN_WAIT_S = 5.0
-# How long a bridge waits for a daemon that shows start-up progress (a cold 100k-memory store).
-START_WAIT_S = 300.0
+START_WAIT_S = 300.0  # for a daemon that shows start-up progress (a cold 100k-memory store)
 PING_TIMEOUT_S = 0.5
 REASON_CHARS = 500  # the daemon's last log line quoted in an error
 
 
-def read_status() -> dict[str, Any] | None:
+def _read_json(path: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads(paths.status_path().read_text())
+        data = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
 
 
+def read_status() -> dict[str, Any] | None:
+    return _read_json(paths.status_path())
+
+
 def read_starting() -> dict[str, Any] | None:
-    """The progress of a daemon still opening its store ({pid, phase, done, total, seconds}),
-    while its process lives; None when no daemon is starting."""
-    try:
-        data = json.loads(paths.starting_path().read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) and pid_alive(data.get("pid")) else None
+    """{pid, phase, done, total, seconds} of a live daemon still opening its store, else None."""
+    data = _read_json(paths.starting_path())
+    return data if data is not None and pid_alive(data.get("pid")) else None
 
 
 def pid_alive(pid: Any) -> bool:
@@ -61,8 +58,7 @@ def pid_alive(pid: Any) -> bool:
 
 
 def ping(endpoint: str, timeout_s: float = PING_TIMEOUT_S, op: str = "status") -> Any:
-    """The daemon's reply to `op` (`status`, `stop`: the ops that need no hello), or None when
-    nothing answers within `timeout_s` or the daemon refused."""
+    """The daemon's result for `op` (one that needs no hello), or None when it refused or was silent."""
     import zmq
 
     ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
@@ -84,14 +80,11 @@ def ping(endpoint: str, timeout_s: float = PING_TIMEOUT_S, op: str = "status") -
 def daemon_running(endpoint: str) -> bool:
     """Known from the status file (written only after bind) and confirmed by a short ping."""
     status = read_status()
-    if status is None or not pid_alive(status.get("pid")):
-        return False
-    return ping(endpoint) is not None
+    return status is not None and pid_alive(status.get("pid")) and ping(endpoint) is not None
 
 
 def spawn(args: list[str]) -> subprocess.Popen[bytes]:
-    """Start `memoryd <args>` in a new session (an MCP host kills the bridge's whole process
-    group on exit, and the daemon must outlive it), output to the daemon log."""
+    """Start `memoryd <args>` in a new session (it must outlive the bridge's process group), logging."""
     log_file = paths.daemon_log_file()
     paths.ensure_private_dir(log_file.parent)
     fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -123,14 +116,7 @@ def log_reason(since: int) -> str | None:
 
 def detach(endpoint: str, wait_s: float = SPAWN_WAIT_S,
            serve_args: list[str] | tuple[str, ...] = ()) -> tuple[bool, str]:
-    """`serve --detach`: start the daemon as a grandchild and return once it answers.
-
-    The daemon is spawned by this short-lived process, which then exits, so the daemon is
-    re-parented to init and never lingers as a zombie child of a long-lived bridge. A child that
-    exits 0 found another daemon holding the lock (one a bridge spawned meanwhile, still
-    starting): that one is waited for. Any other exit is a failure whose message quotes the
-    daemon's own last log line (a refused store, a bad config).
-    """
+    """`serve --detach`: start the daemon as a grandchild; return once it (or one still starting) answers."""
     if daemon_running(endpoint):
         return True, f"already running (pid {(read_status() or {}).get('pid')})"
     since = _log_size()
@@ -154,11 +140,8 @@ def detach(endpoint: str, wait_s: float = SPAWN_WAIT_S,
 
 
 def ensure_daemon(endpoint: str, wait_s: float = SPAWN_WAIT_S) -> bool:
-    """True once a daemon answers; spawns one under a spawn lock so racing bridges start one.
-
-    A spawn that fails raises `DaemonUnavailable` whose message and `data.reason` quote why (the
-    launcher's last log line, e.g. a store directory refused as world-writable) and
-    `data.log` names the daemon log; False when the daemon simply did not answer in time."""
+    """True once a daemon answers (spawned under the spawn lock), False if not in time; a failed spawn raises
+    `DaemonUnavailable` quoting the log's last line."""
     if daemon_running(endpoint):
         return True
     paths.ensure_private_dir(paths.runtime_dir())
@@ -182,6 +165,3 @@ def ensure_daemon(endpoint: str, wait_s: float = SPAWN_WAIT_S) -> bool:
         error = DaemonUnavailable(endpoint, f"could not start the daemon: {reason}")
         error.data.update(reason=reason, log=str(paths.daemon_log_file()))
         raise error
-
-
-__all__ = ["PROTOCOL", "daemon_running", "detach", "ensure_daemon", "ping", "read_starting", "read_status", "spawn"]

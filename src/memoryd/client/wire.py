@@ -1,11 +1,5 @@
-"""A DEALER without pyzmq: ZMTP 3.0 (NULL mechanism) over the daemon's ipc socket, stdlib only.
-
-For short-lived processes (the client hooks): importing pyzmq alone takes much of a hook's whole
-budget (docs/benchmark.md). The daemon's ROUTER — and its ZAP uid check, which reads the
-kernel's peer credentials — cannot tell this from libzmq. One socket, one request at a time;
-a protocol surprise raises `WireError` so `client.connection` can fall back to pyzmq. A transport
-of `client.connection`, as `client.zmq_socket` is. Import contract: stdlib only.
-"""
+"""A transport for the hooks, which cannot afford pyzmq's import (docs/benchmark.md): ZMTP 3.0 (NULL
+mechanism) over the daemon's ipc socket, one request at a time. Import contract: stdlib only."""
 
 from __future__ import annotations
 
@@ -23,8 +17,7 @@ _READY = b"\x05READY" + b"\x0bSocket-Type" + (6).to_bytes(4, "big") + b"DEALER"
 
 
 class Wire:
-    """A DEALER socket's half of ZMTP 3.0 on a Unix stream socket: the daemon's ROUTER (and its
-    ZAP uid check, which reads the kernel's peer credentials) cannot tell it from libzmq."""
+    """A DEALER's half of ZMTP 3.0: the daemon's ROUTER and its ZAP uid check cannot tell it from libzmq."""
 
     def __init__(self, endpoint: str, timeout: float) -> None:
         if not endpoint.startswith("ipc://"):
@@ -67,7 +60,7 @@ class Wire:
         return flags, self._exact(size)
 
     def send(self, payload: bytes) -> bool:
-        """Send, blocking at most the socket's timeout (OSError past it): True, or raises."""
+        """True, or OSError past the socket's timeout."""
         self.sock.sendall(self._frame_bytes(payload))
         return True
 
@@ -75,20 +68,14 @@ class Wire:
         """Nothing to wait for: the constructor's handshake already met the daemon."""
 
     def poll(self, timeout_s: float) -> bool:
-        """Whether bytes are there to read within `timeout_s` (a message then waits only for its rest)."""
         return bool(self.buffer) or bool(select.select([self.sock], [], [], max(0.0, timeout_s))[0])
 
     def recv_ready(self) -> list[bytes]:
-        return [self.recv()]
-
-    def recv(self) -> bytes:
         """The next message (its last frame); commands such as PING are skipped."""
         while True:
             flags, body = self._frame()
-            if flags & 0x04:
-                continue
-            if not flags & 0x01:
-                return body
+            if not flags & 0x04 and not flags & 0x01:
+                return [body]
 
     def close(self) -> None:
         self.sock.close()

@@ -1,8 +1,4 @@
-"""pyzmq's DEALER as a transport of `client.connection`: the bridge's, the CLI verbs' and the web view's.
-
-A disconnect monitor rides beside the socket, so the bridge's poller learns at once that the
-daemon went away. Import contract: pyzmq and the stdlib.
-"""
+"""pyzmq's DEALER, with a disconnect monitor the bridge polls. Import contract: pyzmq and the stdlib."""
 
 from __future__ import annotations
 
@@ -15,8 +11,6 @@ _NOBLOCK, _EVENTS, _POLLIN = int(zmq.NOBLOCK), int(zmq.EVENTS), int(zmq.POLLIN)
 
 
 class ZmqSocket:
-    """One DEALER socket connected to `endpoint`, and its disconnect monitor."""
-
     def __init__(self, endpoint: str) -> None:
         ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
         sock = ctx.socket(zmq.DEALER)
@@ -35,8 +29,7 @@ class ZmqSocket:
         return True
 
     def wait_for_peer(self, probe: bytes, timeout_s: float = 1.0) -> None:
-        """Send `probe` until one send is taken: IMMEDIATE makes the first sends fail until the ipc
-        connection is up (a few ms after connect)."""
+        """Send `probe` until one is taken: IMMEDIATE fails sends until the ipc connection is up."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline and not self.send(probe):
             time.sleep(0.005)

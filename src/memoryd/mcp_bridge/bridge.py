@@ -1,11 +1,5 @@
-"""The bridge's single-threaded loop: one poller over stdin, the daemon socket and its monitor.
-
-Calls are forwarded as they arrive and answered by id, so a parked `episode_search(wait_for=…)`
-never holds up the agent's other calls. Each request is answered in its own protocol era
-(revision.py: a 2026-07-28 `_meta` envelope, or the handshake revisions), so one process serves
-both. Resources are memories read through the daemon's `memory_list` / `memory_show` tools
-(resources.py). stdout carries protocol only; logs go to stderr.
-"""
+"""The bridge's single-threaded loop: one poller over stdin, the daemon socket and its monitor; calls are
+forwarded as they arrive and answered by id (docs/wire.md, "The MCP side of the bridge")."""
 
 from __future__ import annotations
 
@@ -18,17 +12,9 @@ from typing import Any
 
 import zmq
 
-from memoryd import identity, names
+from memoryd import errors, identity, names
 from memoryd.client.connection import CALL_TIMEOUT_S, Connection
 from memoryd.client.zmq_socket import ZmqSocket
-from memoryd.errors import (
-    DAEMON_UNAVAILABLE,
-    INTERNAL_ERROR,
-    INVALID_PARAMS,
-    METHOD_NOT_FOUND,
-    RESOURCE_STATE,
-    MemorydError,
-)
 from memoryd.mcp_bridge import jsonrpc, resources, revision
 
 READ_CHUNK = 1 << 16
@@ -75,21 +61,21 @@ class Bridge:
         self.last_sent = time.monotonic()
         self.eof = False
 
-    # -- stdio ---------------------------------------------------------------------------------
-
     def write(self, line: bytes) -> None:
         self.out.write(line)
         self.out.flush()
 
     def answer(self, ask: Ask, result: dict[str, Any]) -> None:
-        """Write `result` for `ask`, with the modern revision's fields when it asked in that era."""
         self.write(jsonrpc.response(ask.msg_id, revision.finish(ask.method, result) if ask.modern else result))
 
     def fail(self, ask: Ask, code: int, message: str, data: Any = None) -> None:
-        if ask.modern and code == RESOURCE_STATE:
-            # 2026-07-28 forbids -32002 (it meant "resource not found" before); data.kind still says which.
-            code = INVALID_PARAMS
+        if ask.modern and code == errors.RESOURCE_STATE:
+            # 2026-07-28 forbids -32002; data.kind still says which state it was.
+            code = errors.INVALID_PARAMS
         self.write(jsonrpc.error(ask.msg_id, code, message, data))
+
+    def bad_param(self, ask: Ask, message: str, param: str, reason: str, **more: Any) -> None:
+        self.fail(ask, errors.INVALID_PARAMS, message, {"param": param, "reason": reason, **more})
 
     def read_stdin(self) -> list[bytes | jsonrpc.Oversize]:
         try:
@@ -103,8 +89,6 @@ class Bridge:
             self.reader.finish()
         return self.reader.take()
 
-    # -- daemon --------------------------------------------------------------------------------
-
     def ensure_connected(self) -> Connection:
         if self.conn is None or self.conn.transport is None:
             ident = identity.own()
@@ -117,24 +101,14 @@ class Bridge:
 
     def forward(self, ask: Ask, op: str, args: dict[str, Any], timeout: float = CALL_TIMEOUT_S,
                 shape: Shape = jsonrpc.tool_result, reshape_error: Reshape | None = None) -> None:
-        """Send one request and remember it by id; the answer is written when it arrives.
-
-        `shape` turns the daemon's result into the MCP result (default: a tools/call result);
-        `reshape_error` may rewrite the daemon's error for methods that are not tools/call.
-        """
+        """Send one request and remember it by id; its answer is written (through `shape`) when it arrives."""
         try:
             conn = self.ensure_connected()
-        except MemorydError as exc:
-            self.fail(ask, exc.code, exc.message, exc.data)
-            return
-        req_id = conn.new_id()
-        self.pending[req_id] = Pending(ask, op, args, time.monotonic() + timeout, shape, reshape_error)
-        try:
+            req_id = conn.new_id()
             sent = conn.send(req_id, op, args)
-        except MemorydError as exc:  # cannot cross the wire: too big, too deep or not encodable
-            self.pending.pop(req_id)
-            self.fail(ask, exc.code, exc.message, exc.data)
-            return
+        except errors.MemorydError as exc:  # no daemon, or the request cannot cross the wire
+            return self.fail(ask, exc.code, exc.message, exc.data)
+        self.pending[req_id] = Pending(ask, op, args, time.monotonic() + timeout, shape, reshape_error)
         if not sent:
             self.recover()
         self.last_sent = time.monotonic()
@@ -144,28 +118,23 @@ class Bridge:
         assert self.conn is not None
         try:
             self.conn.reconnect()
-        except MemorydError as exc:
+        except errors.MemorydError as exc:
             log(f"daemon unavailable: {exc.message}")
-            self.fail_all(exc)
-            return
+            for pending in self.pending.values():
+                self.fail(pending.ask, exc.code, exc.message, exc.data)
+            return self.pending.clear()
         for req_id, pending in list(self.pending.items()):
             if pending.resent or not self.conn.send(req_id, pending.op, pending.args):
                 self.pending.pop(req_id)
-                self.fail(pending.ask, DAEMON_UNAVAILABLE, "daemon unavailable after a retry",
+                self.fail(pending.ask, errors.DAEMON_UNAVAILABLE, "daemon unavailable after a retry",
                           {"kind": "daemon_unavailable", "endpoint": self.conn.endpoint})
             else:
                 pending.resent = True
 
-    def fail_all(self, exc: MemorydError) -> None:
-        for pending in self.pending.values():
-            self.fail(pending.ask, exc.code, exc.message, exc.data)
-        self.pending.clear()
-
     def on_daemon_replies(self, replies: list[dict[str, Any]]) -> None:
         for reply in replies:
             if (reply.get("error") or {}).get("kind") == "unknown_connection":
-                # The daemon does not know us (it restarted): hello again, reattach, resend once.
-                # The rest of this batch came from the old socket and is moot.
+                # The daemon restarted: hello again, resend once; the rest of this batch is moot.
                 self.recover()
                 return
             self.on_daemon_reply(reply)
@@ -175,19 +144,16 @@ class Bridge:
         pending = self.pending.pop(reply["id"], None)
         if pending is None:
             return  # a heartbeat, or an answer we already gave up on
-        if reply.get("ok") and pending.op == "tools":
-            self.tools = (reply.get("result") or {}).get("tools", [])
-            self.answer(pending.ask, {"tools": self.tools})
-            return
         if reply.get("ok"):
-            self.answer(pending.ask, pending.shape(reply.get("result") or {}))
-            return
+            result = reply.get("result") or {}
+            if pending.op == "tools":
+                self.tools = result.get("tools", [])
+            return self.answer(pending.ask, {"tools": self.tools} if pending.op == "tools" else pending.shape(result))
         reshaped = pending.reshape_error(error) if pending.reshape_error else None
         if reshaped is not None:
             return self.fail(pending.ask, *reshaped)
-        code = int(error.get("code", INTERNAL_ERROR))
-        if error.get("kind") == "unknown_tool":
-            code = INVALID_PARAMS
+        code = int(error.get("code", errors.INTERNAL_ERROR))
+        code = errors.INVALID_PARAMS if error.get("kind") == "unknown_tool" else code
         self.fail(pending.ask, code, str(error.get("message", "")), error.get("data"))
 
     def check_deadlines(self) -> None:
@@ -196,14 +162,10 @@ class Bridge:
             for pending in self.pending.values():
                 pending.deadline = max(pending.deadline, now + CALL_TIMEOUT_S)
             self.recover()
-        if self.conn is not None and self.conn.transport is not None and now - self.last_sent > self.heartbeat_s():
+        beat_s = float(self.conn.hello.get("heartbeat_s", 5)) if self.conn else 5.0
+        if self.conn is not None and self.conn.transport is not None and now - self.last_sent > beat_s:
             self.conn.send(self.conn.new_id(), "heartbeat", {})
             self.last_sent = now
-
-    def heartbeat_s(self) -> float:
-        return float(self.conn.hello.get("heartbeat_s", 5)) if self.conn else 5.0
-
-    # -- JSON-RPC methods ----------------------------------------------------------------------
 
     def handle(self, message: dict[str, Any]) -> None:
         method, msg_id = message.get("method"), message.get("id")
@@ -213,7 +175,7 @@ class Bridge:
             return self.notification(method, message.get("params") or {})
         params = message.get("params") or {}
         if not isinstance(params, dict):
-            return self.write(jsonrpc.error(msg_id, INVALID_PARAMS, "params must be an object"))
+            return self.write(jsonrpc.error(msg_id, errors.INVALID_PARAMS, "params must be an object"))
         ask = Ask(msg_id, method, revision.is_modern(method, params))
         if ask.modern or method == "server/discover":  # discover exists only in the modern era
             try:
@@ -227,7 +189,7 @@ class Bridge:
                    "resources/list": self.resources_list, "resources/read": self.resources_read,
                    "resources/templates/list": self.resource_templates}.get(method)
         if handler is None:
-            return self.write(jsonrpc.error(msg_id, METHOD_NOT_FOUND, f"Method not found: {method}"))
+            return self.write(jsonrpc.error(msg_id, errors.METHOD_NOT_FOUND, f"Method not found: {method}"))
         handler(ask, params)
 
     def notification(self, method: str, params: Any) -> None:
@@ -238,18 +200,15 @@ class Bridge:
 
     def initialize(self, ask: Ask, params: dict[str, Any]) -> None:
         self.write(jsonrpc.response(ask.msg_id, jsonrpc.initialize_result(params)))
-        self.after_initialize(params)
-
-    def after_initialize(self, params: dict[str, Any]) -> None:
         info = params.get("clientInfo")
         self.after_hello(info if isinstance(info, dict) else {})
 
     def after_hello(self, client_info: dict[str, Any]) -> None:
-        """The agent's first request is answered (initialize or discover): connect to the daemon now."""
+        """The agent's opening request is answered: connect now, while it reads, so tools/list is quick."""
         self.client_info = client_info
-        try:  # connect now, while the agent reads the answer, so tools/list is quick
+        try:
             self.ensure_connected()
-        except MemorydError as exc:
+        except errors.MemorydError as exc:
             log(f"daemon unavailable at start: {exc.message}")
 
     def discover(self, ask: Ask, params: dict[str, Any]) -> None:
@@ -259,7 +218,6 @@ class Bridge:
         self.answer(ask, {})
 
     def tools_list(self, ask: Ask, params: dict[str, Any]) -> None:
-        # Catalogue order, which the daemon fixes and the bridge caches: the same on every call.
         if self.tools is not None:
             self.answer(ask, {"tools": self.tools})
         else:  # asynchronously, like calls: a blocking fetch would swallow their replies
@@ -268,53 +226,44 @@ class Bridge:
     def tools_call(self, ask: Ask, params: dict[str, Any]) -> None:
         name, arguments = params.get("name"), params.get("arguments", {})
         if not isinstance(name, str):
-            return self.fail(ask, INVALID_PARAMS, "tools/call needs a tool 'name'",
-                             {"param": "name", "reason": "is required"})
+            return self.bad_param(ask, "tools/call needs a tool 'name'", "name", "is required")
         if not isinstance(arguments, dict):
-            return self.fail(ask, INVALID_PARAMS, "'arguments' must be an object",
-                             {"param": "arguments", "reason": "must be an object"})
+            return self.bad_param(ask, "'arguments' must be an object", "arguments", "must be an object")
         wait = arguments.get("timeout_s", 30) if arguments.get("wait_for") else None
         timeout = float(wait) + 5 if isinstance(wait, (int, float)) and 0 <= wait <= 300 else CALL_TIMEOUT_S
         self.forward(ask, "call", {"tool": name, "arguments": arguments}, timeout)
 
-    # -- resources: memories through the daemon's read tools ----------------------------------
-
     def resources_list(self, ask: Ask, params: dict[str, Any]) -> None:
         cursor = params.get("cursor")
         if cursor is not None and not isinstance(cursor, str):
-            return self.fail(ask, INVALID_PARAMS, "'cursor' must be a string",
-                             {"param": "cursor", "reason": "must be a string"})
+            return self.bad_param(ask, "'cursor' must be a string", "cursor", "must be a string")
         self.forward(ask, "call", {"tool": names.MEMORY_LIST, "arguments": resources.list_arguments(cursor)},
                      shape=resources.list_result)
 
     def resources_read(self, ask: Ask, params: dict[str, Any]) -> None:
         uri = params.get("uri")
         if not isinstance(uri, str):
-            return self.fail(ask, INVALID_PARAMS, "resources/read needs a 'uri' string",
-                             {"param": "uri", "reason": "is required"})
+            return self.bad_param(ask, "resources/read needs a 'uri' string", "uri", "is required")
         if len(uri) > resources.MAX_URI_CHARS:
-            return self.fail(ask, INVALID_PARAMS,
-                             f"'uri' is too long ({len(uri)} characters; at most {resources.MAX_URI_CHARS})",
-                             {"param": "uri", "reason": "too long", "length": len(uri)})
+            return self.bad_param(ask, f"'uri' is too long ({len(uri)} characters; at most {resources.MAX_URI_CHARS})",
+                                  "uri", "too long", length=len(uri))
         memory_id = resources.memory_id(uri)
         if memory_id is None:
-            return self.fail(ask, *self.not_found(ask, uri))
+            return self.fail(ask, *self.not_found(uri))
 
         def reshape_error(error: dict[str, Any]) -> tuple[int, str, Any] | None:
-            return self.not_found(ask, uri) if error.get("kind") == "unknown_memory" else None
+            return self.not_found(uri) if error.get("kind") == "unknown_memory" else None
 
         self.forward(ask, "call", {"tool": names.MEMORY_SHOW, "arguments": {"id": memory_id}},
                      shape=lambda shown: resources.read_result(uri, shown), reshape_error=reshape_error)
 
     @staticmethod
-    def not_found(ask: Ask, uri: str) -> tuple[int, str, Any]:
-        echoed = resources.echo(uri)
-        return revision.not_found_code(ask.modern), f"Resource not found: {echoed}", {"uri": echoed}
+    def not_found(uri: str) -> tuple[int, str, Any]:
+        echoed = resources.echo(uri)  # `fail` turns -32002 into 2026-07-28's -32602
+        return errors.RESOURCE_STATE, f"Resource not found: {echoed}", {"uri": echoed}
 
     def resource_templates(self, ask: Ask, params: dict[str, Any]) -> None:
         self.answer(ask, resources.templates_result())
-
-    # -- the loop ------------------------------------------------------------------------------
 
     def run(self) -> int:
         os.set_blocking(0, False)
@@ -336,14 +285,13 @@ class Bridge:
             if self.conn is not None and self.conn.transport is transport and sockets[0] in ready:
                 self.on_daemon_replies(self.conn.recv_ready())
             if 0 in ready and not self.eof:
-                self.on_stdin()
+                self.on_lines(self.read_stdin())
                 if self.eof:  # answer what is already in flight (briefly), then say goodbye
                     drain_until = time.monotonic() + EOF_DRAIN_S
             self.check_deadlines()
-        return self.shutdown()
-
-    def on_stdin(self) -> None:
-        self.on_lines(self.read_stdin())
+        if self.conn is not None:  # answers still owed are lost with stdin; leave cleanly
+            self.conn.close(say_bye=True)
+        return 0
 
     def on_lines(self, lines: list[bytes | jsonrpc.Oversize]) -> None:
         for line in lines:
@@ -357,19 +305,11 @@ class Bridge:
                 self.on_message(message)
 
     def on_message(self, message: dict[str, Any]) -> None:
-        """Handle one message; whatever it holds, the bridge answers and keeps serving."""
         try:
             self.handle(message)
         except Exception as exc:  # noqa: BLE001 - a bug must not cost the agent its memory for the session
             log(f"internal error on {str(message.get('method'))[:64]!r}: {type(exc).__name__}: {exc}"[:500])
-            msg_id = message.get("id")
             if "id" in message and "method" in message:
-                self.write(jsonrpc.error(msg_id, INTERNAL_ERROR, f"internal error: {type(exc).__name__}"))
-
-    def shutdown(self) -> int:
-        # Answers still owed are lost with stdin; tell the daemon we are leaving cleanly.
-        if self.conn is not None:
-            self.conn.close(say_bye=True)
-        return 0
+                self.write(jsonrpc.error(message["id"], errors.INTERNAL_ERROR, f"internal error: {type(exc).__name__}"))
 
 

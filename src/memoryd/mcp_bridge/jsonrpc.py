@@ -1,22 +1,15 @@
-"""The few JSON-RPC 2.0 shapes the bridge speaks on stdio, and its framing: newline-delimited
-lines (MCP's stdio transport) of at most MAX_LINE_BYTES.
-
-Import contract: json and the standard library, errors, revision — the startup fast path reads
-and answers the first line with this module before zmq is imported.
-"""
+"""The JSON-RPC 2.0 shapes the bridge speaks on stdio, and its newline-delimited framing. Import
+contract: json, the standard library, errors and revision (the startup fast path uses it before zmq)."""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, NamedTuple
 
 from memoryd.errors import INVALID_REQUEST, PARSE_ERROR
 from memoryd.mcp_bridge.revision import CAPABILITIES, HANDSHAKE_VERSIONS
 
-SUPPORTED_VERSIONS = HANDSHAKE_VERSIONS  # what `initialize` negotiates; 2026-07-28 has no handshake
-# One stdio line (one JSON-RPC message) may hold at most this much. Twice the daemon's 4 MiB frame
-# limit, so any request that could reach the daemon fits (and gets the frame check's -32602 naming
-# its argument when it cannot); a longer line is answered -32600 and dropped unread.
+# Twice the daemon's 4 MiB frame, so any request that could reach it fits (docs/wire.md, "Limits").
 MAX_LINE_BYTES = 8 * 1024 * 1024
 OVERSIZE_HEAD_BYTES = 4096  # how much of an over-cap line is kept, to find its request id
 
@@ -37,68 +30,47 @@ def _line(obj: dict[str, Any]) -> bytes:
     return json.dumps(obj, ensure_ascii=True, separators=(",", ":")).encode() + b"\n"
 
 
-# -- framing ------------------------------------------------------------------------------------
+class Oversize(NamedTuple):
+    """A line over MAX_LINE_BYTES, in place of its content: its first bytes and the cap it broke."""
 
-class Oversize:
-    """A line over MAX_LINE_BYTES, in place of its content: its first bytes and the cap it broke.
-
-    (A plain class: dataclasses is not loaded on the startup path.)"""
-
-    __slots__ = ("head", "limit")
-
-    def __init__(self, head: bytes, limit: int) -> None:
-        self.head, self.limit = head, limit
+    head: bytes
+    limit: int
 
 
 class LineReader:
-    """Cuts stdin bytes into lines, holding at most `limit` bytes of any one line.
-
-    `feed` costs O(chunk): a partial line is kept as a list of pieces and joined once, when its
-    newline arrives (re-joining the whole buffer per chunk made a 50 MB line take seconds). A line
-    that grows past `limit` becomes one `Oversize` item as soon as it does, and the rest of it is
-    skipped unread up to its newline. Blank lines are dropped. Items wait in `ready` for `take`.
-    """
+    """Cuts stdin bytes into non-blank lines; one over `limit` becomes an `Oversize` at once and its rest is
+    skipped. Pieces are joined once per line (re-joining per chunk made a 50 MB line take seconds)."""
 
     def __init__(self, limit: int = MAX_LINE_BYTES) -> None:
         self.limit = limit
         self.parts: list[bytes] = []
         self.size = 0
-        self.skipping = False  # inside the tail of an over-cap line
+        self.skipping = False
         self.ready: list[bytes | Oversize] = []
 
     def feed(self, chunk: bytes) -> None:
-        start = 0
-        while start <= len(chunk):
-            newline = chunk.find(b"\n", start)
-            end = len(chunk) if newline < 0 else newline
-            if self.skipping:
-                self.skipping = newline < 0
-            else:
-                self._add(chunk[start:end], complete=newline >= 0)
-            if newline < 0:
-                return
-            start = newline + 1
+        *complete, partial = chunk.split(b"\n")
+        for piece in complete:
+            if not self.skipping:
+                self._add(piece, complete=True)
+            self.skipping = False  # a newline ends the skipped tail of an over-cap line
+        if not self.skipping:
+            self._add(partial, complete=False)
 
     def _add(self, piece: bytes, complete: bool) -> None:
         if piece:
             self.parts.append(piece)
             self.size += len(piece)
         if self.size > self.limit:
-            self.ready.append(Oversize(self._head(), self.limit))
+            # The first OVERSIZE_HEAD_BYTES parts hold at least that many bytes: each holds one or more.
+            head = b"".join(self.parts[:OVERSIZE_HEAD_BYTES])[:OVERSIZE_HEAD_BYTES]
+            self.ready.append(Oversize(head, self.limit))
             self.parts, self.size, self.skipping = [], 0, not complete
         elif complete:
             line = b"".join(self.parts)
             self.parts, self.size = [], 0
             if line.strip():
                 self.ready.append(line)
-
-    def _head(self) -> bytes:
-        head = b""
-        for part in self.parts:
-            head += part[:OVERSIZE_HEAD_BYTES - len(head)]
-            if len(head) >= OVERSIZE_HEAD_BYTES:
-                break
-        return head
 
     def finish(self) -> None:
         """End of input: an unterminated last line counts as a line (idempotent)."""
@@ -119,31 +91,24 @@ def oversize_error(item: Oversize) -> bytes:
 
 
 def head_id(head: bytes) -> str | int | None:
-    """The top-level `"id"` of a JSON object whose first bytes are `head`, or None.
-
-    Only a key at depth 1 counts (a nested "id" in params must never address another request's
-    answer); strings are skipped whole, escapes included.
-    """
+    """The top-level `"id"` of a JSON object whose first bytes are `head` (never a nested one), or None."""
     text = head.decode("utf-8", errors="ignore")
     decoder = json.JSONDecoder()
     level, i = 0, 0
-    while i < len(text):
-        char = text[i]
-        if char == '"':
-            try:
+    try:  # ValueError: the head ends inside a string or the id's value
+        while i < len(text):
+            char = text[i]
+            if char == '"':
                 token, i = decoder.raw_decode(text, i)
-            except ValueError:
-                return None  # the head ends inside this string
-            colon = _skip_space(text, i)
-            if level == 1 and token == "id" and text[colon:colon + 1] == ":":
-                try:
+                colon = _skip_space(text, i)
+                if level == 1 and token == "id" and text[colon:colon + 1] == ":":
                     value, _ = decoder.raw_decode(text, _skip_space(text, colon + 1))
-                except ValueError:
-                    return None
-                return value if _valid_id(value) else None
-            continue
-        level += 1 if char in "{[" else -1 if char in "}]" else 0
-        i += 1
+                    return value if _valid_id(value) else None
+                continue
+            level += 1 if char in "{[" else -1 if char in "}]" else 0
+            i += 1
+    except ValueError:
+        pass
     return None
 
 
@@ -152,8 +117,6 @@ def _skip_space(text: str, i: int) -> int:
         i += 1
     return i
 
-
-# -- messages -----------------------------------------------------------------------------------
 
 def parse(line: bytes) -> tuple[dict[str, Any] | None, bytes | None]:
     """(message, None) for a well-formed JSON-RPC message, else (None, the error line to send)."""
@@ -164,12 +127,11 @@ def parse(line: bytes) -> tuple[dict[str, Any] | None, bytes | None]:
     except RecursionError:  # the C parser refuses nesting near the interpreter's recursion limit
         return None, error(None, PARSE_ERROR, "Parse error: the JSON nests too deeply to parse")
     msg_id = message.get("id") if isinstance(message, dict) else None
+    safe_id = msg_id if _valid_id(msg_id) else None
     if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
-        return None, error(msg_id if _valid_id(msg_id) else None, INVALID_REQUEST,
-                           "Invalid Request: expected a JSON-RPC 2.0 object")
+        return None, error(safe_id, INVALID_REQUEST, "Invalid Request: expected a JSON-RPC 2.0 object")
     if "method" in message and not isinstance(message["method"], str):
-        return None, error(msg_id if _valid_id(msg_id) else None, INVALID_REQUEST,
-                           "Invalid Request: 'method' must be a string")
+        return None, error(safe_id, INVALID_REQUEST, "Invalid Request: 'method' must be a string")
     if "id" in message and not _valid_id(msg_id):
         return None, error(None, INVALID_REQUEST, "Invalid Request: 'id' must be a string or integer")
     if "method" not in message and "result" not in message and "error" not in message:
@@ -183,18 +145,14 @@ def _valid_id(msg_id: Any) -> bool:
 
 def negotiate(requested: Any) -> str:
     """The client's version when we speak it, else our newest handshake version (its counter-offer)."""
-    return requested if requested in SUPPORTED_VERSIONS else SUPPORTED_VERSIONS[0]
+    return requested if requested in HANDSHAKE_VERSIONS else HANDSHAKE_VERSIONS[0]
 
 
 def initialize_result(params: dict[str, Any]) -> dict[str, Any]:
     from memoryd import __version__, instructions
 
-    return {
-        "protocolVersion": negotiate(params.get("protocolVersion")),
-        "capabilities": CAPABILITIES,
-        "serverInfo": {"name": "memoryd", "version": __version__},
-        "instructions": instructions.own(),
-    }
+    return {"protocolVersion": negotiate(params.get("protocolVersion")), "capabilities": CAPABILITIES,
+            "serverInfo": {"name": "memoryd", "version": __version__}, "instructions": instructions.own()}
 
 
 

@@ -1,19 +1,11 @@
-"""MCP protocol revisions: which ones the bridge speaks, and the 2026-07-28 per-request envelope.
-
-Two eras share one stdio process (the spec's "dual-era server"):
-- legacy (2024-11-05 … 2025-11-25): an `initialize` handshake picks the version once;
-- modern (2026-07-28): no handshake; every request carries its version and the client's
-  capabilities in `params._meta`, and every result carries `resultType` (list and read results
-  also `ttlMs` / `cacheScope`, the revision's cache hints).
-
-The era is decided per request, by whether its `_meta` holds the protocol-version key — never by
-what came before on the connection, as the modern revision requires. json/stdlib only: the
-startup fast path imports this before zmq.
-"""
+"""MCP protocol revisions the bridge speaks, and the 2026-07-28 per-request `_meta` envelope (docs/wire.md,
+"The MCP side of the bridge"). Import contract: stdlib and errors (the fast path imports it before zmq)."""
 
 from __future__ import annotations
 
 from typing import Any
+
+from memoryd.errors import INVALID_PARAMS
 
 MODERN_VERSIONS = ("2026-07-28",)
 HANDSHAKE_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
@@ -25,20 +17,12 @@ CLIENT_INFO_KEY = "io.modelcontextprotocol/clientInfo"
 SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
 
 UNSUPPORTED_PROTOCOL_VERSION = -32022  # 2026-07-28's UnsupportedProtocolVersionError
-LEGACY_RESOURCE_NOT_FOUND = -32002     # 2025-11-25 and earlier; 2026-07-28 uses -32602 instead
-INVALID_PARAMS = -32602
 
 HOUR_MS = 3_600_000
-# method -> (ttlMs, cacheScope). The catalogue, the template and discover change only with the
-# memoryd version, which restarts the bridge, and say nothing about the user ("public"); memories
-# are the user's own and change at any moment ("private", stale at once).
+# method -> (ttlMs, cacheScope): the catalogue changes only with a new bridge; memories at any moment.
 CACHE_HINTS: dict[str, tuple[int, str]] = {
-    "server/discover": (HOUR_MS, "public"),
-    "tools/list": (HOUR_MS, "public"),
-    "resources/templates/list": (HOUR_MS, "public"),
-    "resources/list": (0, "private"),
-    "resources/read": (0, "private"),
-}
+    "server/discover": (HOUR_MS, "public"), "tools/list": (HOUR_MS, "public"),
+    "resources/templates/list": (HOUR_MS, "public"), "resources/list": (0, "private"), "resources/read": (0, "private")}
 
 CAPABILITIES: dict[str, Any] = {"tools": {"listChanged": False}, "resources": {"listChanged": False}}
 
@@ -52,21 +36,13 @@ class EnvelopeError(Exception):
 
 
 def is_modern(method: str, params: dict[str, Any]) -> bool:
-    """True when the request opted into the modern era: its `_meta` names a protocol version.
-
-    The key's prefix is reserved to MCP, so no legacy request carries it; `initialize` exists only
-    in the legacy era and stays legacy even when a client stamps the key on it.
-    """
+    """True when the request's `_meta` names a protocol version; `initialize` is always legacy."""
     meta = params.get("_meta")
     return method != "initialize" and isinstance(meta, dict) and PROTOCOL_VERSION_KEY in meta
 
 
 def check_envelope(params: dict[str, Any]) -> str:
-    """The request's modern protocol version, or EnvelopeError.
-
-    -32602 when a required key (version, client capabilities) is missing or malformed; -32022,
-    naming every version we speak, when the version is not a modern one we serve.
-    """
+    """The request's modern version; EnvelopeError when a required key is bad (-32602) or it is not ours (-32022)."""
     meta = params.get("_meta")
     if not isinstance(meta, dict):
         raise EnvelopeError(INVALID_PARAMS, "params._meta must be an object carrying "
@@ -104,10 +80,7 @@ def server_info() -> dict[str, str]:
 
 
 def finish(method: str, result: dict[str, Any]) -> dict[str, Any]:
-    """`result` as the modern revision wants it: resultType, cache hints, the serverInfo stamp.
-
-    Returns a new dict (the bridge's cached tool list is shared between answers).
-    """
+    """A new dict (the cached tool list is shared): `result` with resultType, cache hints and serverInfo."""
     done = {**result, "resultType": "complete"}
     hint = CACHE_HINTS.get(method)
     if hint is not None:
@@ -118,13 +91,7 @@ def finish(method: str, result: dict[str, Any]) -> dict[str, Any]:
 
 
 def discover_result() -> dict[str, Any]:
-    """The `server/discover` answer: versions, capabilities and instructions (finish() adds the rest)."""
     from memoryd import instructions
 
     return finish("server/discover", {"supportedVersions": list(ALL_VERSIONS), "capabilities": CAPABILITIES,
                                       "instructions": instructions.own()})
-
-
-def not_found_code(modern: bool) -> int:
-    """Resource-not-found: -32602 in 2026-07-28, which forbids the legacy -32002."""
-    return INVALID_PARAMS if modern else LEGACY_RESOURCE_NOT_FOUND

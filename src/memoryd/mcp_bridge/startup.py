@@ -1,12 +1,5 @@
-"""The bridge's fast path: answer the agent's opening request before importing zmq and the client.
-
-An MCP host waits for its opening request before anything else: `initialize` (legacy revisions)
-or `server/discover` (2026-07-28, and dual-era clients probing). The first line is handled with
-json/os/sys only; the heavier imports (docs/benchmark.md) then happen while the agent reads the answer.
-Anything else on the first line (a malformed line, a modern request that needs the daemon, a
-discover the bridge must refuse, a line over the cap) goes to the full bridge, which answers it
-the same way.
-"""
+"""The bridge's fast path: answer an opening `initialize` or `server/discover` before importing zmq and
+the client, which then load while the agent reads the answer. Any other first line goes to the bridge."""
 
 from __future__ import annotations
 
@@ -15,15 +8,11 @@ import os
 import sys
 from typing import Any
 
-from memoryd.mcp_bridge import jsonrpc
+from memoryd.mcp_bridge import jsonrpc, revision
 
 
 def read_first_line() -> tuple[bytes, jsonrpc.LineReader]:
-    """(first line, the reader holding whatever came after it) from stdin, blocking.
-
-    The line is b"" at EOF, and when the first line is over the cap: the reader then holds its
-    `Oversize` item (and skips the rest of it), so no first line is ever buffered whole.
-    """
+    """(first line, the reader holding what came after it); the line is b"" at EOF or over the cap."""
     reader = jsonrpc.LineReader()
     while not reader.ready:
         chunk = os.read(0, 1 << 16)
@@ -36,15 +25,15 @@ def read_first_line() -> tuple[bytes, jsonrpc.LineReader]:
     return b"", reader
 
 
-def _request(line: bytes, method: str) -> dict[str, Any] | None:
-    """`line` parsed, if it is a well-formed JSON-RPC request for `method` with object params."""
+def _request(line: bytes, method: str) -> tuple[Any, dict[str, Any]] | None:
+    """(id, params) of a well-formed `method` request on `line`, else None (the bridge answers it)."""
     try:
         message = json.loads(line)
-    except (ValueError, RecursionError):  # the bridge answers these in full
+    except (ValueError, RecursionError):
         return None
     if (isinstance(message, dict) and message.get("method") == method and "id" in message
             and message.get("jsonrpc") == "2.0" and isinstance(message.get("params", {}), dict)):
-        return message
+        return message["id"], message.get("params") or {}
     return None
 
 
@@ -54,49 +43,45 @@ def _reply(msg_id: Any, result: dict[str, Any]) -> None:
 
 
 def answer_initialize(line: bytes) -> dict[str, Any] | None:
-    """If `line` is an `initialize` request, answer it and return its clientInfo ({} if none); else None."""
-    message = _request(line, "initialize")
-    if message is None:
+    """If `line` is an `initialize`, answer it and return its clientInfo ({} if none); else None."""
+    request = _request(line, "initialize")
+    if request is None:
         return None
-    params = message.get("params") or {}
-    _reply(message["id"], jsonrpc.initialize_result(params))
+    msg_id, params = request
+    _reply(msg_id, jsonrpc.initialize_result(params))
     info = params.get("clientInfo")
     return info if isinstance(info, dict) else {}
 
 
 def answer_discover(line: bytes) -> dict[str, Any] | None:
     """If `line` is a `server/discover` the bridge serves, answer it and return its clientInfo; else None."""
-    from memoryd.mcp_bridge import revision
-
-    message = _request(line, "server/discover")
-    if message is None:
+    request = _request(line, "server/discover")
+    if request is None:
         return None
-    params = message.get("params") or {}
+    msg_id, params = request
     try:
         revision.check_envelope(params)
     except revision.EnvelopeError:
-        return None  # the bridge refuses it, in the same words as on any later line
-    _reply(message["id"], revision.discover_result())
+        return None  # the bridge refuses it
+    _reply(msg_id, revision.discover_result())
     return revision.client_info(params)
 
 
 def main(args: list[str] | None = None) -> int:
-    """Run the bridge; `args` are what follows `memoryd mcp` (only `--tools PROFILE`)."""
+    """Run the bridge; `args` follow `memoryd mcp`."""
     from memoryd import profiles
 
-    try:  # a typo in the profile refuses to start, before the agent is told anything
+    try:
         profile = profiles.for_bridge(sys.argv[2:] if args is None else args, os.environ)
     except profiles.ProfileError as exc:
         print(f"memoryd mcp: {exc}", file=sys.stderr, flush=True)
         return 2
     line, reader = read_first_line()
-    hello = None
-    if line:
-        hello = answer_initialize(line)
-        if hello is None:
-            hello = answer_discover(line)
-            if hello is None:
-                reader.ready.insert(0, line)  # the bridge answers it
+    hello = answer_initialize(line)
+    if hello is None:
+        hello = answer_discover(line)
+    if hello is None and line:
+        reader.ready.insert(0, line)  # the bridge answers it
     from memoryd.mcp_bridge.bridge import Bridge
 
     bridge = Bridge(profile)
