@@ -1,12 +1,8 @@
-"""The durable memory tier's changes, on top of its state (`state.TierState`): committing, rewriting,
-burying and restoring memory files, the pending-write flow, and replaying each recorded event.
+"""The durable memory tier's changes on top of `state.TierState`: memory files written, moved and
+restored, pending writes, and the appliers of recorded events (the tool handlers record them).
 
-Import contract: core, connections, store, scopes, and the tier's gates, records, state and
+Import contract: core, connections, scopes, and the tier's after_start, gates, records, state and
 recovery; no zmq, no msgpack.
-Files are canonical (`memories/`, `tombstones/`); the event log names every committed file by id
-and sha256 (never content), which is how hand-edited, unaccounted and missing files are found at
-start. Pending writes are persisted as a snapshot under `state/` and reloaded at start.
-The tier changes state only through the methods below; the tool handlers record the events.
 """
 
 from __future__ import annotations
@@ -54,8 +50,6 @@ def attach(core: Core) -> MemoryTier:
 
 
 class MemoryTier(TierState):
-    """The tier's changes: file-backed writes, pending writes and the event appliers."""
-
     patterns_compiled = False  # the gates' regexes (gates.compile_patterns), after start
 
     # -- what the gate chain asks (chain.TierView) ----------------------------------------------
@@ -86,7 +80,7 @@ class MemoryTier(TierState):
 
     def _write(self, path: Path, data: bytes, memory_id: str | None = None, fresh: bool = False) -> str:
         """Stage `data` for `path` (durable at the pass's group commit); returns its sha256.
-        `fresh`: a name just minted, so there is no file whose flags to probe (`write_file`)."""
+        `fresh`: a name just minted (`write_file`)."""
         self.core.files.write_file(path, data, fresh=fresh)
         sha = sha256_hex(data)
         if memory_id is not None:  # the caller logs `sha`, so logged_sha will describe the file
@@ -97,8 +91,7 @@ class MemoryTier(TierState):
         return sha
 
     def after_sync(self) -> None:
-        """Run after each pass's group commit: note (size, mtime) of the files just published, for
-        the parse cache (taken now, not at save time, so a later hand edit cannot hide)."""
+        """After each pass's group commit: the stat of the files just published, for the parse cache."""
         for memory_id in self._unstatted:
             path = self.tomb_path(memory_id) if memory_id in self.tombstones else self.live_path(memory_id)
             try:
@@ -109,8 +102,8 @@ class MemoryTier(TierState):
         self._unstatted.clear()
 
     def commit(self, memory: Memory, terms: list[str] | None = None) -> str:
-        """Write a new live memory's file (its id just minted by `new_id`) and index it; returns
-        the file's sha256. `terms`: its content's `text.analyze`, when the caller has them."""
+        """Write a new live memory's file (its id from `new_id`) and index it; returns the file's sha256.
+        `terms`: its content's `text.analyze`, when the caller has them."""
         sha = self._write(self.live_path(memory.id), render_memory(memory), memory.id, fresh=True)
         self.live[memory.id] = memory
         self.index.add(memory, terms=terms)
@@ -125,8 +118,8 @@ class MemoryTier(TierState):
         return sha
 
     def bury(self, memory: Memory, reason: str) -> str:
-        """Move a live memory to a tombstone. The store applies staged deletes after it renames
-        staged writes (and after the log's sync), so no crash loses both files."""
+        """Move a live memory to a tombstone (staged deletes apply after staged writes: no crash
+        loses both files)."""
         tomb = replace(memory, removed_at=self.core.now(), removed_reason=reason)
         sha = self._write(self.tomb_path(memory.id), render_memory(tomb), memory.id)
         self.core.files.delete_file(self.live_path(memory.id))
@@ -137,7 +130,7 @@ class MemoryTier(TierState):
         return sha
 
     def unbury(self, tomb: Memory) -> tuple[Memory, str]:
-        """Bring a tombstone back to life (the same ordering as `bury`, the other way round)."""
+        """Bring a tombstone back to life (`bury` the other way round)."""
         memory = replace(tomb, removed_at=None, removed_reason=None, updated=self.next_updated(tomb.updated))
         sha = self._write(self.live_path(memory.id), render_memory(memory), memory.id)
         self.core.files.delete_file(self.tomb_path(memory.id))
@@ -163,11 +156,8 @@ class MemoryTier(TierState):
 
     def capture_handoff(self, session: Session, identity: dict[str, Any], text: str,
                         scopes: list[str]) -> tuple[str, bool]:
-        """Store `text` as the session's handoff memory; (id, deduped). Secrets → InvalidParams.
-
-        The credential gate and the taint scan apply; the durability gate does not (a handoff is
-        state by nature); identical content collapses onto the existing live handoff.
-        """
+        """Store `text` as the session's handoff memory; (id, deduped: the same content is a live
+        handoff already). Secrets → InvalidParams; the other gates do not apply."""
         markers = find_credentials(text)
         if markers:
             kinds = ", ".join(sorted({m["kind"] for m in markers}))
@@ -217,10 +207,8 @@ class MemoryTier(TierState):
         return pending
 
     def pending_pass(self, now: float) -> list[str]:
-        """Expire pending writes past their TTL, logging each; a promote's source episode is kept.
-
-        The reaper runs this after every pass's sync, so it also does the tier's `after_sync`.
-        """
+        """Expire pending writes past their TTL, logging each (a promote's episode is kept). The
+        reaper runs this after every pass's sync, so it also does the tier's `after_sync`."""
         self.after_sync()
         due = [p for p in self.pending.values() if p.expires_at <= now]
         for pending in due:
@@ -273,12 +261,11 @@ class MemoryTier(TierState):
         self._named(event, "tomb")
 
     def _on_retrieval(self, event: dict[str, Any]) -> None:
-        # A hook's candidate search names no ids; what it injected comes as an `inject` event.
         ids = event.get("ids") or event.get("injected") or ([event["memory_id"]] if event.get("memory_id") else [])
         self.retrievals.update(ids)
 
     def _on_daemon_stop(self, event: dict[str, Any]) -> None:
-        """A clean stop (not its replay): refresh the parse cache so the next start is fast."""
+        """A clean stop (not its replay): save the vectors and, when stale, the parse cache."""
         self.save_built_caches()  # the stop's checkpoint may name the gen of the helper's cache
         if self.semantic.dirty:
             self.semantic.save()
@@ -294,12 +281,11 @@ class MemoryTier(TierState):
         else:
             self.episodes_pruned += len(event.get("episode_ids") or ())
 
-    # -- the checkpoint (daemon/process/checkpoint.py): the log-derived fields above, saved and restored --
+    # -- the checkpoint (daemon/process/checkpoint.py): the log-derived fields, saved and restored --
 
     def log_state(self) -> dict[str, Any]:
-        # logged_sha and logged_state get the same keys at the same moments (`_named`, sync), so
-        # in the same order: saved as columns, they decode at C speed into dicts sharing the ids
-        # (a KeyError here, were that ever broken, means no checkpoint: a full replay next start).
+        # logged_sha and logged_state get the same keys in the same order (`_named`, sync): saved as
+        # columns (were that ever broken, the KeyError means no checkpoint: a full replay next start).
         return {"logged_ids": list(self.logged_sha), "logged_shas": list(self.logged_sha.values()),
                 "logged_states": "".join(_STATE_CODES[self.logged_state[i]] for i in self.logged_sha),
                 "retrievals": dict(self.retrievals), "pending_seq": self.pending_seq,
@@ -330,7 +316,7 @@ class MemoryTier(TierState):
     # -- start-up (memory_recovery): load files, then reconcile them with the log -----------------
 
     def prefetch(self) -> None:
-        """Before the log replays on a start with no parse cache: see recovery.prefetch."""
+        """Before the log replays: `recovery.prefetch`."""
         memory_recovery.prefetch(self)
 
     def load(self) -> None:
@@ -342,8 +328,8 @@ class MemoryTier(TierState):
             self.save_after_start = lambda: memory_recovery.save_cache(self)
 
     def save_built_caches(self) -> None:
-        """Write the caches this start built (`save_after_start`), once; a full disk only costs
-        the next start its speed."""
+        """Write the caches this start built (`save_after_start`), once; a full disk only slows
+        the next start."""
         save, self.save_after_start = self.save_after_start, None
         if save is not None:
             try:
@@ -355,15 +341,15 @@ class MemoryTier(TierState):
         return memory_recovery.reconcile(self)
 
     def verify_some(self, budget: int | None) -> int:
-        """Compare cache-loaded records with their files after start (see verify.verify_some).
-        The first pass also compiles the gate patterns: not at start, nor in the first write."""
+        """The idle turn's work after start, ending with `after_start.verify_some`. The first also
+        compiles the gate patterns: not at start, nor in the first write."""
         if not self.patterns_compiled:
             compile_patterns()
             self.patterns_compiled = True
-        self.index.finish_text()  # a cold start's text index, after its first reply (recovery)
+        self.index.finish_text()
         self.save_built_caches()
         self.pump_vectors()
-        self.index.anchors.build_some(self.live, ANCHOR_SLICE)  # point-of-action recall's keys
+        self.index.anchors.build_some(self.live, ANCHOR_SLICE)
         return memory_verify.verify_some(self, budget)
 
     def late_finds(self) -> dict[str, int]:
@@ -387,19 +373,12 @@ _STATES = {"l": "live", "t": "tomb"}
 
 
 _APPLIERS = {
-    "write": MemoryTier._on_write,
-    "write_confirm": MemoryTier._on_confirm,
-    "write_cancel": MemoryTier._on_cancel,
+    "write": MemoryTier._on_write, "write_confirm": MemoryTier._on_confirm, "write_cancel": MemoryTier._on_cancel,
     "pending_expired": MemoryTier._on_pending_expired,
-    "update": MemoryTier._on_change,
-    "verify": MemoryTier._on_change,
-    "restore": MemoryTier._on_change,
-    "remove": MemoryTier._on_remove,
-    "handoff_converted": MemoryTier._on_remove,  # a captured handoff became a session note (sessions/records)
-    "search": MemoryTier._on_retrieval,
-    "show": MemoryTier._on_retrieval,
-    "inject": MemoryTier._on_retrieval,
-    "reaper_run": MemoryTier._on_reaper,
-    "episode_prune": MemoryTier._on_reaper,
+    **dict.fromkeys(("update", "verify", "restore"), MemoryTier._on_change),
+    # handoff_converted: a captured handoff became a session note (sessions/records)
+    **dict.fromkeys(("remove", "handoff_converted"), MemoryTier._on_remove),
+    **dict.fromkeys(("search", "show", "inject"), MemoryTier._on_retrieval),
+    **dict.fromkeys(("reaper_run", "episode_prune"), MemoryTier._on_reaper),
     "daemon_stop": MemoryTier._on_daemon_stop,
 }
