@@ -375,10 +375,10 @@ _STATES = {"l": "live", "t": "tomb"}
 _APPLIERS = {
     "write": MemoryTier._on_write, "write_confirm": MemoryTier._on_confirm, "write_cancel": MemoryTier._on_cancel,
     "pending_expired": MemoryTier._on_pending_expired,
-    **dict.fromkeys(("update", "verify", "restore"), MemoryTier._on_change),
+    "update": MemoryTier._on_change, "verify": MemoryTier._on_change, "restore": MemoryTier._on_change,
     # handoff_converted: a captured handoff became a session note (sessions/records)
-    **dict.fromkeys(("remove", "handoff_converted"), MemoryTier._on_remove),
-    **dict.fromkeys(("search", "show", "inject"), MemoryTier._on_retrieval),
-    **dict.fromkeys(("reaper_run", "episode_prune"), MemoryTier._on_reaper),
+    "remove": MemoryTier._on_remove, "handoff_converted": MemoryTier._on_remove,
+    "search": MemoryTier._on_retrieval, "show": MemoryTier._on_retrieval, "inject": MemoryTier._on_retrieval,
+    "reaper_run": MemoryTier._on_reaper, "episode_prune": MemoryTier._on_reaper,
     "daemon_stop": MemoryTier._on_daemon_stop,
 }
