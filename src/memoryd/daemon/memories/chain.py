@@ -1,8 +1,7 @@
-"""memory_write's gate chain (docs/tools.md): gates 1–6 in order, the first that fires decides.
+"""memory_write's gate chain (docs/tools.md): gates 1–6 in order, the first that fires decides. The
+chain is data (`GATES`) and one loop (`run_gates`); a gate reads the tier only through `TierView`.
 
-Import contract: gates (the pure detectors), records, scopes, text. The chain itself is data
-(`GATES`) and one loop (`run_gates`), so its order is testable without a daemon; a gate reads
-the tier only through its indexes (no scan of all memories).
+Import contract: gates, records, scopes, text.
 """
 
 from __future__ import annotations
@@ -66,7 +65,7 @@ class Draft:
     @property
     def tokens(self) -> frozenset[str]:
         if self._tokens is None:
-            self._tokens = frozenset(self.terms)  # = text.token_set(content)
+            self._tokens = frozenset(self.terms)
         return self._tokens
 
     def similar(self, tier: TierView) -> list[tuple[str, float]]:

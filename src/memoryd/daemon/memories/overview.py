@@ -1,9 +1,7 @@
-"""What a session sees of the tier: memory_scope_overview (what is stored for me, walking every
-live memory once), memory_scope_disable/enable (what this session's reads hide, in both tiers) and
-memory_health (what needs curation, another whole walk). None is on an agent's hot path.
+"""What a session sees of the tier: memory_scope_overview, memory_scope_disable/enable (what this
+session's reads hide, in both tiers) and memory_health. The overview and health walk every memory.
 
-Import contract: core, clock, logcheck (chain check), and the tier's reads, records, staleness
-and writes.
+Import contract: core, clock, logcheck, and the tier's reads, records, staleness and writes.
 """
 
 from __future__ import annotations
@@ -105,7 +103,7 @@ def _curation(core: Core) -> dict[str, Any]:
 
 def memory_health(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     core, tier = call.core, tier_of(call.core)
-    core.verify_files(None)  # what a start took from the caches, checked now: the report is exact
+    core.verify_files(None)  # the after-start check finished now, so the report is exact
     missing = sorted(set(tier.missing) | set(getattr(core, "missing_episodes", [])))
     return {
         "memories": len(tier.live),
@@ -127,8 +125,7 @@ def memory_health(call: Call, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def extension_sections(core: Core, name: str) -> dict[str, Any]:
-    """Sections other parts of the daemon add to a rollup (sync's conflicts and quarantine),
-    through an optional method of the extensions attached to the core."""
+    """Sections the core's extensions add to a rollup through an optional method `name`."""
     sections: dict[str, Any] = {}
     for extension in core.extensions:
         method = getattr(extension, name, None)

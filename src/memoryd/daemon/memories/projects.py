@@ -1,18 +1,7 @@
-"""The project scopes a write names, held against the writer's own (docs/tools.md "Project scopes").
+"""The project scopes a write names, held against the writer's own: renamed when they name this
+repository by a folder, refused when no one has used them (docs/tools.md, "Project scopes").
 
-Import contract: core, connections, memories.index (the scope's project name) and identity (the
-folder-name rule a bridge names projects by) — no tier internals.
-
-A repository's project scope is `projects:<name>`, the name taken from its origin URL (else its
-folder). A memory written under another name for the same repository — the folder's name, or the
-folder of another worktree of it — is shown by no digest, start context or pinned list of that
-repository: its writer would never see it again. So such a scope is resolved to the canonical one
-and the reply says so. A project that no worktree and no memory has ever used is more likely a
-slip than a new project: the write is refused (status `scope_mismatch`, kind `unknown_project`)
-naming the worktree's scope, until `acknowledge_scope_mismatch` says the new project is meant.
-
-Only a writer inside a repository is held to this: outside one there is no scope to resolve to,
-and what it writes has no repository, so every session's auto-scoped search shows it.
+Import contract: core, memories.index (the scope's project name) and identity; no tier internals.
 """
 
 from __future__ import annotations
@@ -69,8 +58,7 @@ def check_project_scopes(call: Call, scopes: list[str], acknowledged: bool) -> C
 
 def _view(call: Call, repo: str | None, worktree: str | None, own: str) -> tuple[frozenset[str], frozenset[str]]:
     """This writer's aliases and the projects worktrees are named, from every worktree's latest
-    session; kept with the session table until one of those changes (deriving them walked every
-    worktree and named folders: the largest share of a write's gates, docs/benchmark.md)."""
+    session; kept with the session table until one of those changes (measurably cheaper per write)."""
     sessions = call.core.sessions
     key = ("project scopes", repo, worktree, own)
     view: tuple[frozenset[str], frozenset[str]] | None = sessions.derived.get(key)

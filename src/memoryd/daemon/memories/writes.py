@@ -1,11 +1,9 @@
-"""Handlers that change durable memories: write, confirm, cancel, promote.
+"""Handlers that create durable memories: write, confirm, cancel, promote. Each validates fully
+before it changes anything, then records one event (ids, statuses, gate kinds, hashes; never
+content) carrying its `req`, so a retry after a restart is answered by `replay_*`, not run twice.
 
-Import contract: core, clock, validate, episodes.episode (what promote reads), and the tier's args,
-chain, gates, records and tier.
-Every handler validates its arguments fully before it changes anything (fail closed), then
-changes files and indexes through the tier and records exactly one event naming ids, statuses,
-gate kinds and hashes — never content. The event of a call carries its `req`, so a retry after
-a daemon restart is answered from the state instead of applying twice (see `replay_*`).
+Import contract: core, clock, validate, episodes.episode, and the tier's args, chain, gates, projects,
+records and tier.
 """
 
 from __future__ import annotations
@@ -17,20 +15,10 @@ from memoryd.daemon.calls.validate import require_text
 from memoryd.daemon.core import Call, Core
 from memoryd.daemon.episodes.episode import Episode
 from memoryd.daemon.memories import gates
-from memoryd.daemon.memories.args import (
-    check_id,
-    check_links,
-    check_pending_id,
-    check_write_scopes,
-)
+from memoryd.daemon.memories.args import check_id, check_links, check_pending_id, check_write_scopes
 from memoryd.daemon.memories.chain import FLAGS, Draft, related, run_gates
 from memoryd.daemon.memories.projects import check_project_scopes
-from memoryd.daemon.memories.records import (
-    PREVIEW_CHARS,
-    Memory,
-    PendingWrite,
-    render_memory,
-)
+from memoryd.daemon.memories.records import PREVIEW_CHARS, Memory, PendingWrite, render_memory
 from memoryd.daemon.memories.tier import MemoryTier
 from memoryd.daemon.storage.clock import iso
 from memoryd.errors import InvalidParams, ResourceState
@@ -43,8 +31,6 @@ PENDING_HINT = ("A claim about the user needs the user's yes: ask them, then cal
 def tier_of(core: Core) -> MemoryTier:
     return core.memories  # type: ignore[no-any-return]
 
-
-# -- argument rules the schema cannot say ---------------------------------------------------------
 
 def draft_from_args(core: Core, args: dict[str, Any]) -> Draft:
     cfg = core.config
@@ -164,8 +150,7 @@ def replay_memory_write(core: Core, event: dict[str, Any]) -> dict[str, Any] | N
 # -- confirm / cancel ------------------------------------------------------------------------------
 
 def delete_episode(core: Core, episode: Episode) -> None:
-    """Drop a promoted episode (its content lives on as a memory). The store applies the unlink
-    after the memory's file is published, so a crash cannot lose both."""
+    """Drop a promoted episode (the unlink is applied after the memory's file is published)."""
     core.journal.remove(episode.id)
     path = core.journal.path_of(episode)
     core.files.delete_file(path)
