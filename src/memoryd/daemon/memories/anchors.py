@@ -59,8 +59,6 @@ _PLACEHOLDER_RE = re.compile(r"[<>$…{}\[\]]|\.\.\.")
 _SEPARATORS = frozenset({"&&", "||", ";", "|", "&", "(", ")", ";;", "|&"})
 
 
-# -- keys --------------------------------------------------------------------------------------------
-
 def fold(name: str) -> str:
     """An identifier key: case and `_`/`-` dropped, so `stripe_client` meets `StripeClient`."""
     return name.lower().replace("_", "").replace("-", "")
@@ -80,8 +78,6 @@ def path_key(path: str) -> str:
 def _extension(name: str) -> str:
     return name.rsplit(".", 1)[1].lower() if "." in name else ""
 
-
-# -- what a memory anchors to --------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Anchors:
@@ -154,8 +150,6 @@ def _plain_phrase(words: list[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
-# -- what a tool call names --------------------------------------------------------------------------
-
 def path_lookups(path: str) -> Iterator[tuple[str, int, int, str]]:
     """(key, kind, specificity, name) to look up for a file the tool touches: each suffix of the path,
     each ancestor directory's suffixes, and the identifiers the path names."""
@@ -221,8 +215,6 @@ def in_order(phrase: tuple[str, ...], tokens: list[str], start: int) -> bool:
             want += 1
     return want == len(phrase)
 
-
-# -- the index ------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Hit:

@@ -139,16 +139,15 @@ class Gate:
 
 GATES: tuple[Gate, ...] = (
     Gate("credential", "credential_warning", "acknowledge_credential", check_credential,
-         "The content looks like it holds a secret (redacted in markers). Remove it and write again; "
-         "if it is not a secret, pass acknowledge_credential=true."),
+         "The content looks like it holds a secret (redacted in markers). Remove it and write again; if it is not a "
+         "secret, pass acknowledge_credential=true."),
     Gate("durability", "transient_warning", "acknowledge_transient", check_durability,
-         "This phrasing will not hold in a week. Rephrase it durably, put run state in episode_write, "
-         "or pass acknowledge_transient=true."),
+         "This phrasing will not hold in a week. Rephrase it durably, put run state in episode_write, or pass "
+         "acknowledge_transient=true."),
     Gate("scope_mismatch", "scope_mismatch", "acknowledge_scope_mismatch", check_scope_mismatch,
          "The content names another project. Add suggested_scopes, or pass acknowledge_scope_mismatch=true."),
     Gate("groundedness", "ungrounded", "acknowledge_ungrounded", check_groundedness,
-         "These claims share little with source_transcript. Ground or drop them, or pass "
-         "acknowledge_ungrounded=true."),
+         "These claims share little with source_transcript. Ground or drop them, or pass acknowledge_ungrounded=true."),
     Gate("duplicate", "duplicate", "force", check_duplicate,
          "A live memory says nearly the same: memory_update it instead, or pass force=true to keep both."),
     Gate("previously_removed", "previously_removed", "force", check_previously_removed,

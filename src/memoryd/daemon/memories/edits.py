@@ -43,8 +43,6 @@ def live_memory(tier: MemoryTier, memory_id: str) -> Memory:
     raise ResourceState("unknown_memory", memory_id)
 
 
-# -- memory_update ------------------------------------------------------------------------------
-
 def _field_changes(call: Call, memory: Memory, args: dict[str, Any]) -> dict[str, Any]:
     """The non-content changes, each validated (scopes and links replace)."""
     changes: dict[str, Any] = {}
@@ -111,8 +109,6 @@ def _verified_view(core: Core, memory: Memory) -> dict[str, Any]:
             "staleness_verdict": verdict.verdict}
 
 
-# -- memory_remove / memory_restore ------------------------------------------------------------
-
 def memory_remove(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     """Move to a tombstone with the reason. Removing a tombstoned id again is a no-op (retries)."""
     tier = tier_of(call.core)
@@ -145,8 +141,6 @@ def memory_restore(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     return {"status": "restored", "id": memory.id}
 
 
-# -- memory_verify ---------------------------------------------------------------------------------
-
 def memory_verify(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     """Record that the memory still holds: the staleness clock restarts from now."""
     core, tier = call.core, tier_of(call.core)
@@ -163,8 +157,6 @@ def memory_verify(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     core.record("verify", call.session, memory_id=memory.id, status="verified", sha=sha, req=call.req)
     return _verified_view(core, new)
 
-
-# -- a resent edit -----------------------------------------------------------------------------------
 
 def replay_edit(core: Core, event: dict[str, Any]) -> dict[str, Any] | None:
     """An edit resent after a restart lost its reply: its answer again, from the record as it is now

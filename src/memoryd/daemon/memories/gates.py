@@ -24,8 +24,6 @@ MIN_CLAIM_CONTENT_WORDS = 3
 MIN_PROJECT_NAME_CHARS = 3
 MARKER_SNIPPET_CHARS = 60
 
-# -- snippets --------------------------------------------------------------------------------------
-
 
 def _window(text: str, start: int, end: int, radius: int) -> str:
     """`text[start:end]` plus up to `radius` chars each side, whitespace collapsed, cuts marked."""
@@ -42,8 +40,6 @@ def _non_overlapping(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
             kept.append(span)
     return kept
 
-
-# -- gate 2: durability ----------------------------------------------------------------------------
 
 _TRANSIENT_PHRASES = """currently|right now|for now|at the moment|at present|today|today's|tonight
 |tomorrow|yesterday|this morning|this afternoon|this evening|this week|this month|this sprint
@@ -104,9 +100,6 @@ def find_transient_markers(text: str) -> list[dict[str, str]]:
             for start, end in _non_overlapping(list(_marker_spans(text)))]
 
 
-# -- gate 3: scope mismatch ------------------------------------------------------------------------
-
-
 def _scope_covers(scopes: list[str], scope: str) -> bool:
     return any(s == scope or s.startswith(scope + ":") for s in scopes)
 
@@ -147,8 +140,6 @@ def find_scope_mismatches(text: str, scopes: list[str], projects: dict[str, str 
     return [{"kind": kind, "evidence": evidence, "suggested_scope": f"projects:{name}"}
             for (name, kind), (_, evidence) in ordered]
 
-
-# -- gate 4: groundedness --------------------------------------------------------------------------
 
 _SENTENCE_SPLIT_RE = _re(r"(?<=[.!?])\s+|\n+")
 
@@ -234,8 +225,6 @@ def scan_taint(text: str) -> list[str]:
             found.append(reason)
     return found
 
-
-# -- cited paths (for path drift) ------------------------------------------------------------------
 
 _TOKEN_SPLIT_RE = _re(r"[^\s()\[\]<>\"'`,;=|{}]+")
 # `\Z`, not `$`: Python's `$` also matches before a final newline.

@@ -64,7 +64,11 @@ def _view(call: Call, repo: str | None, worktree: str | None, own: str) -> tuple
     view: tuple[frozenset[str], frozenset[str]] | None = sessions.derived.get(key)
     if view is None:
         worktrees = sessions.latest_identities()
-        aliases = _aliases(worktrees, repo, worktree) - _others_projects(worktrees, repo) - {own}
+        # This repository's worktree folders as a project would be named after them, except a
+        # name that is another repository's project.
+        folders = {worktree} | {w for w, (r, _) in worktrees.items() if repo is not None and r == repo}
+        aliases = {n for f in folders if f and (n := project_name(None, os.path.join(f, ".git")))}
+        aliases -= {p for r, p in worktrees.values() if p and r != repo} | {own}
         view = sessions.derived[key] = (frozenset(aliases), frozenset(p for _, p in worktrees.values() if p))
     return view
 
@@ -77,13 +81,3 @@ def _writer(call: Call) -> tuple[str | None, str | None, str | None]:
         return value if value is not None else identity.get(key)
     return pick("project"), pick("repo"), pick("worktree")
 
-
-def _aliases(worktrees: dict[str, tuple[str | None, str | None]], repo: str | None, worktree: str | None) -> set[str]:
-    """The folder names of this repository's worktrees, as a project would be named after them."""
-    folders = {worktree} | {w for w, (r, _) in worktrees.items() if repo is not None and r == repo}
-    return {n for f in folders if f and (n := project_name(None, os.path.join(f, ".git")))}
-
-
-def _others_projects(worktrees: dict[str, tuple[str | None, str | None]], repo: str | None) -> set[str]:
-    """Projects other repositories are named: a folder name that is one of them is never renamed."""
-    return {p for r, p in worktrees.values() if p and r != repo}

@@ -35,7 +35,6 @@ MAX_CURSOR_CHARS = 512
 HIT_CONTENT_CHARS = 1000
 SNIPPET_LEAD_CHARS = 200
 MAX_PAGE_BODY_BYTES = 2_000_000  # keeps a with_bodies page well inside the 4 MiB frame
-# -- shared views ----------------------------------------------------------------------------------
 
 def taint_fields(memory: Memory) -> dict[str, Any]:
     return {"tainted": True, "taint": list(memory.taint)} if memory.tainted else {}
@@ -85,8 +84,6 @@ def shown_by_default_search(session: Session, identity: Mapping[str, Any]) -> Ca
     session (live news keeps to it)."""
     return _accepting(session.disabled_scopes, None, None, session_repos(session, identity), None)
 
-
-# -- memory_search --------------------------------------------------------------------------------
 
 def hit_content(content: str, terms: list[str]) -> tuple[str, bool]:
     """The content, or a ~1000-char window starting a little before the first query term."""
@@ -182,8 +179,6 @@ def memory_search(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     return {"results": results, "total": total, "framing": "data"}
 
 
-# -- memory_show ------------------------------------------------------------------------------------
-
 def record_view(memory: Memory) -> dict[str, Any]:
     """Every field of the record (the file's frontmatter and its content)."""
     view = {"id": memory.id, "content": memory.content, "scopes": list(memory.scopes),
@@ -227,8 +222,6 @@ def memory_show(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     core.record("show", call.session, memory_id=memory.id, pointed=True if memory.id in call.session.pointed else None)
     return {**view, "framing": "data"}
 
-
-# -- paging -------------------------------------------------------------------------------------------
 
 def encode_cursor(kind: str, key: list[str]) -> str:
     raw = json.dumps([kind, *key], separators=(",", ":")).encode()

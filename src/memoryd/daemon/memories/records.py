@@ -97,8 +97,6 @@ class PendingWrite:
     origin: dict[str, Any]
 
 
-# -- frontmatter -----------------------------------------------------------------------------
-
 def to_meta(memory: Memory) -> dict[str, Any]:
     """The frontmatter mapping, in the documented key order; tombstone keys only when removed."""
     meta: dict[str, Any] = {
@@ -250,8 +248,6 @@ class RowTables:
                         verified_commits, note, links, map(bool, tainted), taint, anchor, removed_at,
                         removed_reason, [p is True for p in pinned]))
 
-
-# -- the pending snapshot ----------------------------------------------------------------------
 
 def encode_pending(pending: list[PendingWrite]) -> bytes:
     return json.dumps({"schema_version": SCHEMA_VERSION, "pending": [asdict(p) for p in pending]},

@@ -7,6 +7,7 @@ Import contract: stdlib only.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from itertools import chain
 from typing import Any
@@ -32,7 +33,7 @@ class ShortIds:
         if count != self.built_for:
             tails = [memory_id[-TAIL:] for memory_id in self._ids()]
             distinct = set(tails)
-            self.shared = set() if len(distinct) == len(tails) else _repeated(tails)
+            self.shared = set() if len(distinct) == len(tails) else {t for t, n in Counter(tails).items() if n > 1}
             self.built_for = count
 
     def short(self, memory_id: str) -> str:
@@ -47,14 +48,6 @@ class ShortIds:
             return []
         tail = match.group(1).upper()
         return sorted(memory_id for memory_id in self._ids() if memory_id.endswith(tail))
-
-
-def _repeated(tails: list[str]) -> set[str]:
-    seen: set[str] = set()
-    repeated: set[str] = set()
-    for tail in tails:
-        (repeated if tail in seen else seen).add(tail)
-    return repeated
 
 
 def is_short_id(value: Any) -> bool:

@@ -176,8 +176,6 @@ class MemoryTier(TierState):
         self.core.record("write", session, status="committed", gate="handoff", memory_id=memory.id, sha=sha)
         return memory.id, False
 
-    # -- pending writes --------------------------------------------------------------------------
-
     def next_pending_id(self) -> str:
         return f"pending-{self.pending_seq + 1}"
 

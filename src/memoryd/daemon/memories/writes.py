@@ -147,8 +147,6 @@ def replay_memory_write(core: Core, event: dict[str, Any]) -> dict[str, Any] | N
     return pending_view(pending) if pending is not None else None
 
 
-# -- confirm / cancel ------------------------------------------------------------------------------
-
 def delete_episode(core: Core, episode: Episode) -> None:
     """Drop a promoted episode (the unlink is applied after the memory's file is published)."""
     core.journal.remove(episode.id)
@@ -176,25 +174,21 @@ def memory_write_confirm(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     core.record("write_confirm", call.session, pending_id=pending.id, status="committed", memory_id=memory.id,
                 sha=sha, episode_id=episode.id if episode else None,
                 owner=episode.session_id if episode else None, deleted=True if episode else None, req=call.req)
-    return _confirm_view(tier, memory, pending, draft)
+    return _confirm_view(tier, memory, pending.id, pending.source_episode_id, draft)
 
 
-def _confirm_view(tier: MemoryTier, memory: Memory, pending: PendingWrite, draft: Draft | None) -> dict[str, Any]:
-    result = {**committed_view(tier, memory, draft), "pending_id": pending.id}
-    if pending.source_episode_id:
-        result["promoted_from_episode_id"] = pending.source_episode_id
+def _confirm_view(tier: MemoryTier, memory: Memory, pending_id: Any, episode_id: Any,
+                  draft: Draft | None = None) -> dict[str, Any]:
+    result = {**committed_view(tier, memory, draft), "pending_id": pending_id}
+    if episode_id:
+        result["promoted_from_episode_id"] = episode_id
     return result
 
 
 def replay_write_confirm(core: Core, event: dict[str, Any]) -> dict[str, Any] | None:
     tier = tier_of(core)
     memory = tier.live.get(event.get("memory_id", ""))
-    if memory is None:
-        return None
-    result = {**committed_view(tier, memory), "pending_id": event.get("pending_id")}
-    if event.get("episode_id"):
-        result["promoted_from_episode_id"] = event["episode_id"]
-    return result
+    return None if memory is None else _confirm_view(tier, memory, event.get("pending_id"), event.get("episode_id"))
 
 
 def memory_write_cancel(call: Call, args: dict[str, Any]) -> dict[str, Any]:
@@ -204,8 +198,6 @@ def memory_write_cancel(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     call.core.record("write_cancel", call.session, pending_id=pending.id, episode_id=pending.source_episode_id)
     return {"status": "cancelled", "pending_id": pending.id}
 
-
-# -- episode_promote ----------------------------------------------------------------------------------
 
 def promoted_episode(core: Core, episode_id: str) -> Episode:
     episode = core.journal.by_id.get(episode_id)
