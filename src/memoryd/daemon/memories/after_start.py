@@ -36,7 +36,7 @@ def verify_some(tier: TierState, budget: int | None) -> int:
             tier.tombstones.get(memory_id), "t")
         if expected is None or memory is None:
             continue
-        path = tier.live_path(memory_id) if kind == "m" else tier.tomb_path(memory_id)
+        path = tier.path(kind, memory_id)
         try:
             st = os.lstat(path)
         except FileNotFoundError:

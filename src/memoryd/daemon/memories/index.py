@@ -161,11 +161,8 @@ class TombIndex:
 
     def add(self, memory: Memory, text: bool = True) -> None:
         if text:
-            self.add_text(memory)
+            self.text.add(*self._doc(memory))
         bisect.insort(self.order, (memory.removed_at or "", memory.id))
-
-    def add_text(self, memory: Memory) -> None:
-        self.text.add(*self._doc(memory))
 
     def build_text(self, memories: Iterable[Memory]) -> None:
         self.text = SearchIndex.build(map(self._doc, memories))

@@ -125,7 +125,8 @@ def render_memory(memory: Memory) -> bytes:
     return frontmatter.render(to_meta(memory), memory.content, blame="content")
 
 
-def _str_list(value: Any, name: str) -> tuple[str, ...]:
+def _str_list(meta: dict[str, Any], name: str) -> tuple[str, ...]:
+    value = meta.get(name)
     if value is None:
         return ()
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -164,22 +165,18 @@ def from_meta(meta: dict[str, Any], body: str, file_id: str) -> Memory:
     origin = meta.get("origin") or {}
     if not isinstance(origin, dict):
         raise TypeError("origin is not a mapping")
-    taint = _str_list(meta.get("taint"), "taint")
+    taint = _str_list(meta, "taint")
     created, updated = meta["created"], meta["updated"]
     return Memory(
-        id=file_id, content=body, scopes=_str_list(meta.get("scopes"), "scopes"),
-        category=meta["category"], confidence=meta["confidence"], source=meta["source"],
-        created=created, updated=created if updated == created else updated, session_id=_opt_str(meta, "session_id"),
+        id=file_id, content=body, scopes=_str_list(meta, "scopes"), category=meta["category"],
+        confidence=meta["confidence"], source=meta["source"], created=created,
+        updated=created if updated == created else updated, session_id=_opt_str(meta, "session_id"),
         origin={k: origin.get(k) if isinstance(origin.get(k), str) else None for k in ORIGIN_KEYS},
-        last_verified_at=_opt_str(meta, "last_verified_at"),
-        verified_paths=_str_list(meta.get("verified_paths"), "verified_paths"),
-        verified_commits=_str_list(meta.get("verified_commits"), "verified_commits"),
-        verification_note=_opt_str(meta, "verification_note"), links=_links(meta.get("links")),
-        tainted=bool(meta.get("tainted")) or bool(taint), taint=taint,
-        anchor_session_id=_opt_str(meta, "anchor_session_id"),
-        removed_at=_opt_str(meta, "removed_at"), removed_reason=_opt_str(meta, "removed_reason"),
-        pinned=meta.get("pinned") is True,
-    )
+        last_verified_at=_opt_str(meta, "last_verified_at"), verified_paths=_str_list(meta, "verified_paths"),
+        verified_commits=_str_list(meta, "verified_commits"), verification_note=_opt_str(meta, "verification_note"),
+        links=_links(meta.get("links")), tainted=bool(meta.get("tainted")) or bool(taint), taint=taint,
+        anchor_session_id=_opt_str(meta, "anchor_session_id"), removed_at=_opt_str(meta, "removed_at"),
+        removed_reason=_opt_str(meta, "removed_reason"), pinned=meta.get("pinned") is True)
 
 
 # Memory fields in declared order, as the parse cache stores them (`scopes`, `origin`: numbers into RowTables).

@@ -97,6 +97,9 @@ class TierState:
         """The index and records of live memories (`kind` m) or of tombstones (t)."""
         return (self.index, self.live) if kind == "m" else (self.tomb_index, self.tombstones)
 
+    def path(self, kind: str, memory_id: str) -> Path:
+        return self.live_path(memory_id) if kind == "m" else self.tomb_path(memory_id)
+
     def live_path(self, memory_id: str) -> Path:
         assert idents.is_ulid(memory_id)  # ids reach paths only after validation or minting
         return self.live_dir / f"{memory_id}.md"

@@ -93,7 +93,7 @@ class MemoryTier(TierState):
     def after_sync(self) -> None:
         """After each pass's group commit: the stat of the files just published, for the parse cache."""
         for memory_id in self._unstatted:
-            path = self.tomb_path(memory_id) if memory_id in self.tombstones else self.live_path(memory_id)
+            path = self.path("t" if memory_id in self.tombstones else "m", memory_id)
             try:
                 stat = os.lstat(path)
             except OSError:
@@ -118,27 +118,26 @@ class MemoryTier(TierState):
         return sha
 
     def bury(self, memory: Memory, reason: str) -> str:
-        """Move a live memory to a tombstone (staged deletes apply after staged writes: no crash
-        loses both files)."""
-        tomb = replace(memory, removed_at=self.core.now(), removed_reason=reason)
-        sha = self._write(self.tomb_path(memory.id), render_memory(tomb), memory.id)
-        self.core.files.delete_file(self.live_path(memory.id))
-        self.index.remove(memory)
-        del self.live[memory.id]
-        self.tombstones[memory.id] = tomb
-        self.tomb_index.add(tomb)
-        return sha
+        """Move a live memory to a tombstone."""
+        return self._move(memory, replace(memory, removed_at=self.core.now(), removed_reason=reason), "m", "t")
 
     def unbury(self, tomb: Memory) -> tuple[Memory, str]:
-        """Bring a tombstone back to life (`bury` the other way round)."""
+        """Bring a tombstone back to life."""
         memory = replace(tomb, removed_at=None, removed_reason=None, updated=self.next_updated(tomb.updated))
-        sha = self._write(self.live_path(memory.id), render_memory(memory), memory.id)
-        self.core.files.delete_file(self.tomb_path(memory.id))
-        self.tomb_index.remove(tomb)
-        del self.tombstones[memory.id]
-        self.live[memory.id] = memory
-        self.index.add(memory)
-        return memory, sha
+        return memory, self._move(tomb, memory, "t", "m")
+
+    def _move(self, old: Memory, new: Memory, source: str, target: str) -> str:
+        """Move a record between the live (m) and tombstone (t) files; staged deletes apply after
+        staged writes, so no crash loses both files."""
+        sha = self._write(self.path(target, new.id), render_memory(new), new.id)
+        self.core.files.delete_file(self.path(source, old.id))
+        index, records = self.tables(source)
+        index.remove(old)
+        del records[old.id]
+        index, records = self.tables(target)
+        records[new.id] = new
+        index.add(new)
+        return sha
 
     def next_updated(self, previous: str) -> str:
         """Now, but strictly after `previous`, so compare-and-set on `updated` is never ambiguous."""
