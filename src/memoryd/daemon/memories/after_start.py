@@ -24,9 +24,8 @@ from memoryd.daemon.storage import nofollow, store
 
 
 def verify_some(tier: TierState, budget: int | None) -> int:
-    """Compare up to `budget` (None: all) cache-loaded records with their files (one whose size or
-    mtime differs is read again), then list the folders a start left unlisted; returns how many
-    remain unchecked."""
+    """Compare up to `budget` (None: all) cache-loaded records with their files, then list the folders
+    a start left unlisted; returns how many remain unchecked."""
     todo = tier.unverified
     take = len(todo) if budget is None else min(budget, len(todo))
     for _ in range(take):

@@ -52,10 +52,7 @@ def _field_changes(call: Call, memory: Memory, args: dict[str, Any]) -> dict[str
         changes["scopes"] = tuple(checked.scopes)
     if args["links"] is not None:
         changes["links"] = check_links(tier_of(call.core).live, args["links"], self_id=memory.id)
-    if args["confidence"] is not None:
-        changes["confidence"] = args["confidence"]
-    if args["pinned"] is not None:
-        changes["pinned"] = args["pinned"]
+    changes.update((name, args[name]) for name in ("confidence", "pinned") if args[name] is not None)
     if args["category"] is not None:
         if args["category"] == USER_INFERENCE and memory.category != USER_INFERENCE:
             raise InvalidParams("category", "user-inference needs the user's yes: write it with memory_write")
@@ -159,9 +156,8 @@ def memory_verify(call: Call, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def replay_edit(core: Core, event: dict[str, Any]) -> dict[str, Any] | None:
-    """An edit resent after a restart lost its reply: its answer again, from the record as it is now
-    (a second run would say `stale` or `not_removed`, and log twice); None (run it) when the record
-    has since moved on."""
+    """An edit resent after a restart lost its reply: its answer again, from the record as it is now,
+    not a second run; None (run it) when the record has since moved on."""
     tier = tier_of(core)
     memory_id, status = event.get("memory_id") or "", event.get("status")
     memory = tier.live.get(memory_id)

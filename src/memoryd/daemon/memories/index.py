@@ -67,9 +67,8 @@ class LiveIndex:
             self.pinned.add(memory.id)
 
     def load(self, memories: list[Memory]) -> None:
-        """Index the memories a start read, in ascending id order, into an empty index (the text
-        index is restored or rebuilt whole afterwards); projects are learned once per distinct
-        (scopes, origin) pair of objects."""
+        """Index the memories a start read, in ascending id order, into an empty index (not the text
+        index: restored or rebuilt whole afterwards)."""
         assert not self.order, "bulk load into an empty index only"
         self.order = [m.id for m in memories]
         learned: set[tuple[int, int]] = set()

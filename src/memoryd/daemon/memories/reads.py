@@ -116,11 +116,10 @@ def since_prior_cutoff(call: Call) -> str | None:
 def hit_view(core: Core, memory: Memory, score: float, relevance: float, terms: list[str],
              similarity: float | None = None) -> dict[str, Any]:
     content, cut = hit_content(memory.content, terms)
-    view: dict[str, Any] = {"id": memory.id, "short_id": tier_of(core).short_ids.short(memory.id),
-                            "content": content, "scopes": list(memory.scopes),
-                            "category": memory.category, "confidence": memory.confidence,
-                            "created": memory.created, "updated": memory.updated, "score": score,
-                            "relevance": relevance}
+    view: dict[str, Any] = {"id": memory.id, "short_id": tier_of(core).short_ids.short(memory.id), "content": content,
+                            "scopes": list(memory.scopes), "category": memory.category,
+                            "confidence": memory.confidence, "created": memory.created, "updated": memory.updated,
+                            "score": score, "relevance": relevance}
     if similarity is not None:
         view["similarity"] = similarity
     if cut:
@@ -132,9 +131,8 @@ def hit_view(core: Core, memory: Memory, score: float, relevance: float, terms: 
 
 def ranked(tier: MemoryTier, query: str, limit: int, accept: Callable[[str], bool]
            ) -> list[tuple[str, float, float, float | None]]:
-    """`(id, score, relevance, similarity)` best first: BM25 fused with the encoder's cosine by
-    reciprocal rank (docs/search.md, "Fusion"); the lexical ranking alone (similarity None) until
-    the encoder is loaded or with search by meaning off."""
+    """`(id, score, relevance, similarity)` best first: BM25 fused with the encoder's cosine (docs/search.md,
+    "Fusion"), or BM25 alone (similarity None) while there is no encoder."""
     lexical = tier.index.text.ranked_hits(query, max(limit, FUSE_DEPTH), accept)
     vector = tier.semantic.embed_query(query) if tier.core.config.search_by_meaning else None
     if vector is None:

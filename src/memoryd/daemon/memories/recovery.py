@@ -34,9 +34,8 @@ Cached = tuple[Mapping[str, tuple[Any, ...]], RowTables, str | None]
 
 
 def load(tier: TierState) -> int:
-    """Read every memory and tombstone file and the pending snapshot into `tier`; returns how
-    many files had to be parsed. When the checkpoint vouches for the parse cache
-    (`tier.trusted_gen`), the folders are left for `after_start` to list."""
+    """Read every record file and the pending snapshot into `tier`; returns how many files were parsed.
+    With a parse cache the checkpoint vouches for, the folders are left for `after_start` to list."""
     helped = _helper_result(tier) if tier.helper is not None else None
     cached = memory_cache.decode(helped[0]) if helped else memory_cache.read(tier.cache_path)
     parsed = [0]
@@ -155,9 +154,8 @@ def index_header(tier: TierState) -> dict[str, Any]:
 
 
 def load_text_indexes(tier: TierState, snapshot: bytes | None = None) -> bool:
-    """Restore both text indexes from the snapshot if it describes the files just loaded (by the
-    vouched cache's `gen` when the folders went unlisted), else rebuild them (the live one deferred,
-    `LiveIndex.defer_text`). True when the snapshot was used."""
+    """Restore both text indexes from the snapshot if it describes the files just loaded, else rebuild
+    them (the live one deferred); True when the snapshot was used."""
     stored = None
     if tier.unlisted and tier.cache_gen is not None:
         stored = memory_cache.read_index(tier.index_path, {"analyzer": text.ANALYZER_VERSION, "gen": tier.cache_gen})
@@ -181,9 +179,8 @@ def load_text_indexes(tier: TierState, snapshot: bytes | None = None) -> bool:
 
 def read_dir(tier: TierState, directory: Path, kind: str, cached: Cached,
              parsed: list[int]) -> Iterator[tuple[Memory, str, tuple[int, int]]]:
-    """(memory, sha256 of its file, (size, mtime_ns)) for each good `<ulid>.md` in `directory`
-    (`kind` m or t), in id order; the rest go to bad_files. One the cache lists is taken from it
-    unread (to be compared after start: `tier.unverified`)."""
+    """(memory, sha256, (size, mtime_ns)) for each good `<ulid>.md` in `directory` (`kind` m or t), in
+    id order, from the cache when it lists the file; the rest go to bad_files."""
     if not nofollow.is_plain_dir(directory):
         return
     with os.scandir(directory) as listing:
@@ -291,15 +288,12 @@ def encode_caches(tier: TierState) -> tuple[bytes, bytes]:
     return cache, snapshot
 
 
-# -- a start without the caches: a helper process -----------------------------------------------
-
 PREFETCH_MIN_RECORDS = 20_000  # below it a helper slowed a cold start (docs/storage.md, step 4)
 
 
 def prefetch(tier: TierState, minimum: int | None = None) -> None:
-    """On a start without the parse cache in a store of at least `minimum` memory files, fork a
-    helper that parses them and builds the search index while the log replays; `load` takes its
-    result as it would a cache and a snapshot."""
+    """Without a parse cache and with at least `minimum` memory files, fork a helper that parses them
+    and builds the search index while the log replays (`load` takes them as a cache and a snapshot)."""
     if tier.helper is not None or tier.cache_path.exists() or not nofollow.is_plain_dir(tier.live_dir):
         return
     with os.scandir(tier.live_dir) as listing:

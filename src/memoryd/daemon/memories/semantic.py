@@ -55,8 +55,6 @@ class Semantic:
         self._untrimmed = True                    # the thread worked (or started) since then
         self.file_note: str | None = None         # why a saved vectors file was thrown away (health)
 
-    # -- the loop's side ---------------------------------------------------------------------
-
     def start(self, live: Iterable[Any]) -> None:
         """Start the thread with what is live now; later changes arrive through `changed`."""
         if self._thread is not None:
@@ -137,9 +135,8 @@ class Semantic:
 
     def _adopt_saved(self, ids: list[str], stamps: list[str], matrix: Any, scales: Any,
                      current: Callable[[str], str | None]) -> int:
-        """The saved vectors, as the thread laid them out (`_reuse_saved`): at a start, when none is
-        held yet, its arrays become this index by reference (a copy of 100k rows took 0.03–0.4 s of
-        the loop). A memory changed since the thread's snapshot frees its row."""
+        """The saved vectors the thread laid out: by reference when none is held yet (a copy of 100k rows
+        took 0.03–0.4 s of the loop); a memory changed since the thread's snapshot frees its row."""
         if self.rows:  # vectors came first (not a start): place these one by one
             fresh = [i for i, (m, s) in enumerate(zip(ids, stamps)) if m not in self.rows and current(m) == s]
             for i in fresh:
@@ -226,8 +223,6 @@ class Semantic:
         self.state = "ready"
         return len(memories)
 
-    # -- persistence --------------------------------------------------------------------------
-
     def save(self) -> None:
         """Write every vector held now (staged: durable at the pass's group commit)."""
         rows = [(i, memory_id) for i, memory_id in enumerate(self.ids) if memory_id is not None]
@@ -244,8 +239,6 @@ class Semantic:
         self.write(self.path, vectorfile.file_bytes(WEIGHTS_SHA256, [m for _, m in rows], [self.stamps[i] for i in at],
                                                     dims, matrix, scales))
         self.dirty, self.saved_at = False, time.monotonic()
-
-    # -- the thread's side --------------------------------------------------------------------
 
     def _run(self, snapshot: list[tuple[str, str, str]]) -> None:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # one core: the loop keeps the other

@@ -1,10 +1,6 @@
-"""Staleness of a memory: days since it was last known to hold, cited paths that vanished, and
-commits to its repo since; and the git probe behind the repo questions, cached per worktree for
-`GIT_CACHE_S` (a search stays in the low milliseconds).
-
-Git runs only in a worktree this machine can vouch for: never one a pulled record names (a hostile
-remote could name a repository whose config runs a program), never inside the store, always with
-`NO_PROGRAMS`.
+"""Staleness of a memory: days since it was last known to hold, cited paths that vanished, commits
+since; git answers are cached per worktree, and git runs only where this machine can vouch for the
+repository: never one a pulled record names, never inside the store, always with `NO_PROGRAMS`.
 
 Import contract: stdlib, gates (cited paths), records; sync.git shares `NO_PROGRAMS`.
 """

@@ -74,8 +74,6 @@ class TierState:
         self.unaccounted: list[str] = []
         self.missing: list[str] = []
 
-    # -- small reads the other tiers use ---------------------------------------------------------
-
     def text_of(self, memory_id: str) -> str | None:
         memory = self.live.get(memory_id) or self.tombstones.get(memory_id)
         return memory.content if memory is not None else None

@@ -52,8 +52,6 @@ def attach(core: Core) -> MemoryTier:
 class MemoryTier(TierState):
     patterns_compiled = False  # the gates' regexes (gates.compile_patterns), after start
 
-    # -- what the gate chain asks (chain.TierView) ----------------------------------------------
-
     def known_projects(self) -> dict[str, str | None]:
         return self.index.projects
 
@@ -151,8 +149,6 @@ class MemoryTier(TierState):
                 pass
         return iso(now)
 
-    # -- the session-finish handoff (docs/tools.md) ------------------------------------------------
-
     def capture_handoff(self, session: Session, identity: dict[str, Any], text: str,
                         scopes: list[str]) -> tuple[str, bool]:
         """Store `text` as the session's handoff memory; (id, deduped: the same content is a live
@@ -218,8 +214,6 @@ class MemoryTier(TierState):
 
     def next_pending_expiry(self) -> float | None:
         return min((p.expires_at for p in self.pending.values()), default=None)
-
-    # -- the event log's view (live operation and replay share it) --------------------------------
 
     def apply(self, event: dict[str, Any]) -> None:
         handler = _APPLIERS.get(event["kind"])
@@ -299,18 +293,14 @@ class MemoryTier(TierState):
                 and idents.all_of_type(shas, str)):
             raise ValueError("the logged memory columns do not match")
         ids = list(map(sys.intern, ids))  # shared with the records and the search index
-        fields = {"logged_sha": dict(zip(ids, shas)),
-                  "logged_state": dict(zip(ids, map(_STATES.__getitem__, states))),
+        fields = {"logged_sha": dict(zip(ids, shas)), "logged_state": dict(zip(ids, map(_STATES.__getitem__, states))),
                   "retrievals": Counter({str(k): int(v) for k, v in data["retrievals"].items()}),
                   "pending_seq": int(data["pending_seq"]), "pending_logged": set(data["pending_logged"]),
                   "pending_resolved": set(data["pending_resolved"]),
-                  "pending_expired_total": int(data["pending_expired_total"]),
+                  "pending_expired_total": int(data["pending_expired_total"]), "expired": dict(data["expired"]),
                   "reaper_last_run": data["reaper_last_run"], "episodes_pruned": int(data["episodes_pruned"]),
-                  "expired": dict(data["expired"]),
                   "trusted_gen": data["cache_gen"] if type(data["cache_gen"]) is str else None}
         return lambda: self.__dict__.update(fields)
-
-    # -- start-up (memory_recovery): load files, then reconcile them with the log -----------------
 
     def prefetch(self) -> None:
         """Before the log replays: `recovery.prefetch`."""

@@ -2,8 +2,7 @@
 it writes through this tier's gates (the episode tier, below this one, cannot import them).
 
 Import contract: tool plus the tier's handler modules. Descriptions and schemas are paid for in every
-agent's context, so they stay terse; rules the schema cannot say are enforced in the handlers with
-the same -32602 errors.
+agent's context, so they stay terse; the handlers enforce what the schemas cannot say.
 """
 
 from __future__ import annotations

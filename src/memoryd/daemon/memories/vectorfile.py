@@ -54,9 +54,8 @@ def file_bytes(model: str, ids: list[str], stamps: list[str], dims: int, rows: A
 
 
 def read(path: Path, model: str, dims: int) -> tuple[list[str], list[str], Any, Any] | None:
-    """(ids, stamps, int8 rows, float32 scales) saved for `model`; None when there is no file or
-    another model made it; `Refused` when it cannot be trusted, rows not `dims` wide included
-    (the checksum is no seal)."""
+    """(ids, stamps, int8 rows, float32 scales) saved for `model`; None when there is no file or another
+    model made it; `Refused` when it cannot be trusted (rows not `dims` wide included)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:

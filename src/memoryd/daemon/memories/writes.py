@@ -47,8 +47,6 @@ def draft_from_args(core: Core, args: dict[str, Any]) -> Draft:
                  duplicate_at=cfg.dedup_duplicate, related_at=cfg.dedup_related, pinned=bool(args.get("pinned")))
 
 
-# -- the write path shared by memory_write, episode_promote and confirm ------------------------------
-
 def new_memory(tier: MemoryTier, draft: Draft, origin: dict[str, Any], session_id: str) -> Memory:
     now = tier.core.now()
     taint = gates.scan_taint(draft.content)
