@@ -121,20 +121,11 @@ def _identifier_keys(parts: list[str]) -> Iterator[str]:
 def command_phrases(content: str) -> list[tuple[str, ...]]:
     """Command token sequences a memory names: each `code span` that reads as a command with an
     argument, and each plain-text run that starts with a known program and has one."""
-    found: dict[tuple[str, ...], None] = {}
-    for span in _CODE_SPAN_RE.findall(content):
-        words = span.split()
-        if words and _PROGRAM_RE.match(words[0]):
-            phrase = tuple(takewhile(lambda w: not _PLACEHOLDER_RE.search(w), words[:MAX_PHRASE_TOKENS]))
-            if len(phrase) >= 2:
-                found[phrase] = None
+    spans = [words for words in map(str.split, _CODE_SPAN_RE.findall(content)) if words and _PROGRAM_RE.match(words[0])]
+    found = [tuple(takewhile(lambda w: not _PLACEHOLDER_RE.search(w), words[:MAX_PHRASE_TOKENS])) for words in spans]
     words = _CODE_SPAN_RE.sub(" ", content).split()
-    for i, word in enumerate(words):
-        if word in PROGRAMS:
-            phrase = _plain_phrase(words[i:])
-            if len(phrase) >= 2:
-                found[phrase] = None
-    return list(found)[:MAX_PHRASES]
+    found += [_plain_phrase(words[i:]) for i, word in enumerate(words) if word in PROGRAMS]
+    return list(dict.fromkeys(phrase for phrase in found if len(phrase) >= 2))[:MAX_PHRASES]
 
 
 def _plain_phrase(words: list[str]) -> tuple[str, ...]:
