@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from typing import Any, Protocol
 
 from memoryd.daemon.identity.scopes import unique
@@ -51,22 +52,16 @@ class Draft:
     pinned: bool = False
 
     def __post_init__(self) -> None:
-        self._terms: list[str] | None = None
-        self._tokens: frozenset[str] | None = None
         self._similar: list[tuple[str, float]] | None = None
 
-    @property
+    @cached_property
     def terms(self) -> list[str]:
         """The content's index terms (`text.analyze`): analyzed once for dedup and the index."""
-        if self._terms is None:
-            self._terms = text.analyze(self.content)
-        return self._terms
+        return text.analyze(self.content)
 
-    @property
+    @cached_property
     def tokens(self) -> frozenset[str]:
-        if self._tokens is None:
-            self._tokens = frozenset(self.terms)
-        return self._tokens
+        return frozenset(self.terms)
 
     def similar(self, tier: TierView) -> list[tuple[str, float]]:
         """Live memories at least `related_at` similar, best first (computed once per draft)."""
