@@ -1,7 +1,6 @@
-"""The memory tier's check after start (docs/storage.md): the records a start took from the parse
-cache unread are compared with their files a slice at a time, and the folders a start from the
-checkpoint did not list are listed; what a start would have found — a hand edit, a file added or
-deleted while the daemon was stopped — is handled here as `recovery` would have handled it then.
+"""The memory tier's check after start (docs/storage.md, "Files checked after start"): what a start
+took from the parse cache unread is compared with the files, a slice at a time, and handled as
+`recovery` would have at start.
 
 Import contract: store, nofollow, the tier's records, state and recovery.
 """
@@ -25,12 +24,8 @@ from memoryd.daemon.storage import nofollow, store
 
 
 def verify_some(tier: TierState, budget: int | None) -> int:
-    """Compare up to `budget` (None: all) cache-loaded records with their files. A file whose
-    size or mtime differs from the cache's is read again: a changed sha means a hand edit while
-    the daemon was stopped, handled as recovery would have (the edited file is what gets
-    served, `hand_edited` lists it), and an unreadable one becomes a bad file. Records the
-    daemon wrote since start are skipped (their stat was dropped at the write). Returns how
-    many remain unchecked."""
+    """Compare up to `budget` (None: all) cache-loaded records with their files, then list the folders
+    a start left unlisted; returns how many remain unchecked."""
     todo = tier.unverified
     take = len(todo) if budget is None else min(budget, len(todo))
     for _ in range(take):
@@ -40,7 +35,7 @@ def verify_some(tier: TierState, budget: int | None) -> int:
             tier.tombstones.get(memory_id), "t")
         if expected is None or memory is None:
             continue
-        path = tier.live_path(memory_id) if kind == "m" else tier.tomb_path(memory_id)
+        path = tier.path(kind, memory_id)
         try:
             st = os.lstat(path)
         except FileNotFoundError:
@@ -58,9 +53,8 @@ def verify_some(tier: TierState, budget: int | None) -> int:
 
 
 def _drop(tier: TierState, memory: Memory, kind: str) -> None:
-    """A cache-loaded record whose file was deleted while the daemon was stopped: unindexed, and
-    `missing` when the log names it — what a start that listed the folder would have found."""
-    index, records = (tier.index, tier.live) if kind == "m" else (tier.tomb_index, tier.tombstones)
+    """A cache-loaded record whose file was deleted while the daemon was stopped."""
+    index, records = tier.tables(kind)
     index.remove(memory)
     del records[memory.id]
     tier.file_stat.pop(memory.id, None)
@@ -71,8 +65,8 @@ def _drop(tier: TierState, memory: Memory, kind: str) -> None:
 
 
 def _list_some(tier: TierState, budget: int | None) -> int:
-    """List up to `budget` entries (None: all) of the folder an unlisted start skipped, parsing
-    the files the cache did not hold; returns the entries looked at."""
+    """List up to `budget` entries (None: all) of a folder the start left unlisted, parsing the
+    files the cache did not hold; returns the entries looked at."""
     kind = tier.unlisted[-1]
     directory, records = (tier.live_dir, tier.live) if kind == "m" else (tier.tomb_dir, tier.tombstones)
     if tier.listing is None:
@@ -96,7 +90,7 @@ def _list_some(tier: TierState, budget: int | None) -> int:
 
 
 def _found_late(tier: TierState, directory: Path, entry: os.DirEntry[str], kind: str) -> None:
-    """A file the cache did not list, handled as `read_dir` and `_load_dirs` would have."""
+    """A file the cache did not list, handled as `recovery._load_dirs` would have."""
     try:
         check_entry(directory, entry)
         memory, sha, stat = read_record(entry.path, kind)
@@ -114,16 +108,13 @@ def _found_late(tier: TierState, directory: Path, entry: os.DirEntry[str], kind:
         return
     check_against_log(tier, memory, sha)
     note_file(tier, memory.id, sha, stat)
-    if kind == "m":
-        tier.live[memory.id] = memory
-        tier.index.add(memory)
-    else:
-        tier.tombstones[memory.id] = memory
-        tier.tomb_index.add(memory)
+    index, records = tier.tables(kind)
+    records[memory.id] = memory
+    index.add(memory)
 
 
 def _recheck(tier: TierState, old: Memory, path: Path, kind: str, stat: tuple[int, int]) -> None:
-    index, records = (tier.index, tier.live) if kind == "m" else (tier.tomb_index, tier.tombstones)
+    index, records = tier.tables(kind)
     try:
         memory, sha, _ = read_record(path, kind)
     except BAD_RECORD as exc:

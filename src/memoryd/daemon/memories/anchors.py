@@ -1,22 +1,7 @@
-"""Anchors: which durable memories a file or a shell command names, for point-of-action recall
-(the `pre-tool` hook, README "Automatic recall").
+"""Anchors: which durable memories a file or a shell command names, by exact keys taken from their
+content, for point-of-action recall (docs/search.md, "Anchors").
 
-Import contract: stdlib, gates (cited paths), records. No fuzzy scoring: an anchor is an
-exact key, taken from a memory's content when it is indexed —
-
-- paths: each path it cites (`billing/stripe_client.py`, `src/billing/`, `/etc/app.conf`) and each
-  file name it writes as a word (`settings.py`), looked up by the suffixes of the tool's path, so a
-  relative path in a memory matches an absolute `file_path` under any worktree;
-- identifiers: compound names (`stripe_client`, `StripeClient`, `billing.stripe_client`), folded so
-  snake and camel case meet, looked up by what the path names (its module, its class by convention);
-- commands: token sequences from `code spans` and from plain-text phrases that start with a known
-  program (`never git push --force without asking` → git push --force), matched in order within
-  one simple command, so `git push --force origin main` matches and `git push origin main` does not.
-
-The index is built after a start in slices on the daemon's idle turns (as the after-start file
-check runs: a start pays nothing for it, and no request waits behind a whole build), and kept
-incrementally from then on; a lookup touches only the keys the tool's input names, never every
-memory.
+Import contract: stdlib, gates (cited paths), records.
 """
 
 from __future__ import annotations
@@ -25,13 +10,13 @@ import re
 import shlex
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from itertools import islice, takewhile
 from typing import Any
 
 from memoryd.daemon.memories.gates import cited_paths
 from memoryd.daemon.memories.records import HANDOFF, Memory
 
-# Kinds of anchor, strongest first: a file the memory cites or a command it names beats the
-# directory the file is in, which beats an identifier the path happens to name.
+# Kinds of anchor, strongest first.
 FILE, COMMAND, DIRECTORY, IDENTIFIER = 3, 3, 2, 1
 
 MAX_COMMAND_CHARS = 8192
@@ -63,7 +48,7 @@ STOP_WORDS = _words(
     "only first again instead always never ever just yourself manually directly anymore so also "
     "because since via per any all every each")
 
-# Names made of words or dotted (a lookahead skips plain words at C speed: most of a memory's text).
+# Names made of words or dotted (the lookahead skips plain words at C speed).
 _IDENT_RE = re.compile(r"(?<![\w/.])(?=[\w.]*?(?:[a-z0-9][A-Z]|[A-Za-z0-9]_[A-Za-z0-9]|[A-Za-z0-9_]\.[A-Za-z_]))"
                        r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 _CODE_SPAN_RE = re.compile(r"`([^`\n]{1,200})`")
@@ -74,16 +59,13 @@ _PLACEHOLDER_RE = re.compile(r"[<>$…{}\[\]]|\.\.\.")
 _SEPARATORS = frozenset({"&&", "||", ";", "|", "&", "(", ")", ";;", "|&"})
 
 
-# -- keys --------------------------------------------------------------------------------------------
-
 def fold(name: str) -> str:
     """An identifier key: case and `_`/`-` dropped, so `stripe_client` meets `StripeClient`."""
     return name.lower().replace("_", "").replace("-", "")
 
 
 def compound(word: str) -> bool:
-    """A name made of words (`stripe_client`, `StripeClient`), not a plain word that would
-    anchor half the codebase (`index`, `config`, `utils`)."""
+    """A name made of words (`stripe_client`, `StripeClient`), not a plain word (`index`)."""
     return "_" in word.strip("_") or bool(_CAMEL_RE.search(word))
 
 
@@ -96,8 +78,6 @@ def path_key(path: str) -> str:
 def _extension(name: str) -> str:
     return name.rsplit(".", 1)[1].lower() if "." in name else ""
 
-
-# -- what a memory anchors to --------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Anchors:
@@ -141,29 +121,11 @@ def _identifier_keys(parts: list[str]) -> Iterator[str]:
 def command_phrases(content: str) -> list[tuple[str, ...]]:
     """Command token sequences a memory names: each `code span` that reads as a command with an
     argument, and each plain-text run that starts with a known program and has one."""
-    found: dict[tuple[str, ...], None] = {}
-    for span in _CODE_SPAN_RE.findall(content):
-        words = span.split()
-        if words and _PROGRAM_RE.match(words[0]):
-            phrase = _phrase(words, lambda w: not _PLACEHOLDER_RE.search(w))
-            if len(phrase) >= 2:
-                found[phrase] = None
+    spans = [words for words in map(str.split, _CODE_SPAN_RE.findall(content)) if words and _PROGRAM_RE.match(words[0])]
+    found = [tuple(takewhile(lambda w: not _PLACEHOLDER_RE.search(w), words[:MAX_PHRASE_TOKENS])) for words in spans]
     words = _CODE_SPAN_RE.sub(" ", content).split()
-    for i, word in enumerate(words):
-        if word in PROGRAMS:
-            phrase = _plain_phrase(words[i:])
-            if len(phrase) >= 2:
-                found[phrase] = None
-    return list(found)[:MAX_PHRASES]
-
-
-def _phrase(words: list[str], keep: object) -> tuple[str, ...]:
-    out = []
-    for word in words[:MAX_PHRASE_TOKENS]:
-        if not keep(word):  # type: ignore[operator]
-            break
-        out.append(word)
-    return tuple(out)
+    found += [_plain_phrase(words[i:]) for i, word in enumerate(words) if word in PROGRAMS]
+    return list(dict.fromkeys(phrase for phrase in found if len(phrase) >= 2))[:MAX_PHRASES]
 
 
 def _plain_phrase(words: list[str]) -> tuple[str, ...]:
@@ -179,12 +141,9 @@ def _plain_phrase(words: list[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
-# -- what a tool call names --------------------------------------------------------------------------
-
 def path_lookups(path: str) -> Iterator[tuple[str, int, int, str]]:
-    """(key, kind, specificity, name) to look up for a file the tool touches: each suffix of the path
-    (a memory's relative path matches an absolute one), each ancestor directory's suffixes, and the
-    identifiers the path names (its stem when compound, its dotted module names)."""
+    """(key, kind, specificity, name) to look up for a file the tool touches: each suffix of the path,
+    each ancestor directory's suffixes, and the identifiers the path names."""
     key = path_key(path)
     segments = [s for s in key.split("/") if s and s != "."]
     if not segments:
@@ -214,11 +173,7 @@ def command_segments(command: str) -> list[list[str]]:
     try:
         lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
         lexer.whitespace_split = True
-        tokens = []
-        for token in lexer:
-            tokens.append(token)
-            if len(tokens) >= MAX_COMMAND_TOKENS:
-                break
+        tokens = list(islice(lexer, MAX_COMMAND_TOKENS))
     except ValueError:  # an unclosed quote: whitespace is the best guess left
         tokens = command.split()[:MAX_COMMAND_TOKENS]
     segments: list[list[str]] = [[]]
@@ -231,8 +186,7 @@ def command_segments(command: str) -> list[list[str]]:
 
 
 def command_paths(segments: list[list[str]]) -> list[str]:
-    """Arguments of a command that read as file paths (`cat billing/stripe_client.py`): Codex
-    reads files through its shell, so these are its Read."""
+    """Arguments of a command that read as file paths (Codex reads files through its shell)."""
     found = []
     for segment in segments:
         for token in segment[1:]:
@@ -253,8 +207,6 @@ def in_order(phrase: tuple[str, ...], tokens: list[str], start: int) -> bool:
     return want == len(phrase)
 
 
-# -- the index ------------------------------------------------------------------------------------
-
 @dataclass(frozen=True)
 class Hit:
     memory_id: str
@@ -271,8 +223,7 @@ class AnchorIndex:
         self.todo: list[str] | None = None                               # ids left while a build runs
         self.paths: dict[str, dict[str, int]] = {}                       # key -> {id: kind}
         self.identifiers: dict[str, set[str]] = {}
-        # (program, next word) -> {id: phrases}: keyed by two tokens, so a lookup of a `git` command
-        # reads only the memories about that git subcommand, not every memory that names git.
+        # (program, next word) -> {id: phrases}: a `git` command reads only its subcommand's memories.
         self.commands: dict[tuple[str, ...], dict[str, list[tuple[str, ...]]]] = {}
         self.of: dict[str, Anchors] = {}
 
@@ -285,8 +236,7 @@ class AnchorIndex:
 
     def build_some(self, live: Mapping[str, Memory], budget: int) -> bool:
         """Index up to `budget` more of `live`, starting a build if none runs; True once complete.
-        Changes meanwhile are applied by `add` / `remove` as they come (a memory changed before its
-        turn is indexed twice, harmlessly; one removed is skipped)."""
+        Changes meanwhile go through `add` / `remove` as they come."""
         if self.built:
             return True
         if self.todo is None:
@@ -300,8 +250,7 @@ class AnchorIndex:
         return self.built
 
     def add(self, memory: Memory) -> None:
-        """Index `memory` (a no-op before a build starts). Handoffs are session state, not
-        knowledge about code; tainted memories are never pushed unasked before a tool runs."""
+        """Index `memory` (a no-op before a build starts; handoffs and tainted memories are not indexed)."""
         if (self.todo is None and not self.built) or memory.category == HANDOFF or memory.tainted:
             return
         found = extract(memory.content)
@@ -334,8 +283,7 @@ class AnchorIndex:
                     yield Hit(memory_id, IDENTIFIER, specificity, f"names {name}")
                 continue
             for memory_id, cited_kind in self.paths.get(key, {}).items():
-                # The whole path equal to a cited one is the file, whatever its name looked like
-                # (`ops/Makefile` has no extension); an ancestor matches only a cited directory.
+                # The whole path is the file even without an extension; an ancestor matches only a directory.
                 if kind == FILE:
                     yield Hit(memory_id, FILE, specificity, f"cites {name}")
                 elif cited_kind == DIRECTORY:

@@ -1,8 +1,7 @@
-"""Argument rules of the durable tier that its (deliberately terse) schemas do not spell out.
+"""Argument rules of the durable tier that its terse schemas do not spell out; each fails with the
+-32602 `InvalidParams(param, reason)` the schema validator would raise, before anything is written.
 
-Import contract: store, scopes, tool (the patterns), validate, records, errors. Every rule fails with
-the same -32602 `InvalidParams(param, reason)` the schema validator would raise, before anything
-is written.
+Import contract: idents, scopes, tool (the patterns), validate, records, shortids, errors.
 """
 
 from __future__ import annotations
@@ -37,9 +36,8 @@ def check_id(name: str, value: str) -> str:
 
 
 def named_memory(short_ids: ShortIds, name: str, value: str) -> str:
-    """The memory id `value` names: a whole id, or a short id (`m` + 8 or 9 characters of its tail,
-    what hook pointers and lists show). A short id that names two memories (a sync brought in one
-    with the same tail) fails naming both, so the caller can say which is meant."""
+    """The memory id `value` names: a whole id or a short id; an ambiguous short id fails naming
+    the candidates."""
     if idents.is_ulid(value) or not is_short_id(value):
         return check_id(name, value)
     found = short_ids.resolve(value)

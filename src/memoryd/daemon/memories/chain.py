@@ -1,14 +1,14 @@
-"""memory_write's gate chain (docs/tools.md): gates 1–6 in order, the first that fires decides.
+"""memory_write's gate chain (docs/tools.md): gates 1–6 in order, the first that fires decides. The
+chain is data (`GATES`) and one loop (`run_gates`); a gate reads the tier only through `TierView`.
 
-Import contract: gates (the pure detectors), records, scopes, text. The chain itself is data
-(`GATES`) and one loop (`run_gates`), so its order is testable without a daemon; a gate reads
-the tier only through its indexes (no scan of all memories).
+Import contract: gates, records, scopes, text.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from typing import Any, Protocol
 
 from memoryd.daemon.identity.scopes import unique
@@ -52,22 +52,16 @@ class Draft:
     pinned: bool = False
 
     def __post_init__(self) -> None:
-        self._terms: list[str] | None = None
-        self._tokens: frozenset[str] | None = None
         self._similar: list[tuple[str, float]] | None = None
 
-    @property
+    @cached_property
     def terms(self) -> list[str]:
         """The content's index terms (`text.analyze`): analyzed once for dedup and the index."""
-        if self._terms is None:
-            self._terms = text.analyze(self.content)
-        return self._terms
+        return text.analyze(self.content)
 
-    @property
+    @cached_property
     def tokens(self) -> frozenset[str]:
-        if self._tokens is None:
-            self._tokens = frozenset(self.terms)  # = text.token_set(content)
-        return self._tokens
+        return frozenset(self.terms)
 
     def similar(self, tier: TierView) -> list[tuple[str, float]]:
         """Live memories at least `related_at` similar, best first (computed once per draft)."""
@@ -140,16 +134,15 @@ class Gate:
 
 GATES: tuple[Gate, ...] = (
     Gate("credential", "credential_warning", "acknowledge_credential", check_credential,
-         "The content looks like it holds a secret (redacted in markers). Remove it and write again; "
-         "if it is not a secret, pass acknowledge_credential=true."),
+         "The content looks like it holds a secret (redacted in markers). Remove it and write again; if it is not a "
+         "secret, pass acknowledge_credential=true."),
     Gate("durability", "transient_warning", "acknowledge_transient", check_durability,
-         "This phrasing will not hold in a week. Rephrase it durably, put run state in episode_write, "
-         "or pass acknowledge_transient=true."),
+         "This phrasing will not hold in a week. Rephrase it durably, put run state in episode_write, or pass "
+         "acknowledge_transient=true."),
     Gate("scope_mismatch", "scope_mismatch", "acknowledge_scope_mismatch", check_scope_mismatch,
          "The content names another project. Add suggested_scopes, or pass acknowledge_scope_mismatch=true."),
     Gate("groundedness", "ungrounded", "acknowledge_ungrounded", check_groundedness,
-         "These claims share little with source_transcript. Ground or drop them, or pass "
-         "acknowledge_ungrounded=true."),
+         "These claims share little with source_transcript. Ground or drop them, or pass acknowledge_ungrounded=true."),
     Gate("duplicate", "duplicate", "force", check_duplicate,
          "A live memory says nearly the same: memory_update it instead, or pass force=true to keep both."),
     Gate("previously_removed", "previously_removed", "force", check_previously_removed,

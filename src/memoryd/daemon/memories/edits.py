@@ -1,8 +1,8 @@
-"""Handlers that edit existing memories: update, remove, restore, verify.
+"""Handlers that edit existing memories: update, remove, restore, verify. Each validates fully first,
+changes one record through the tier and records one event with the new file's sha256.
 
-Import contract: core, clock, validate, and the tier's args, chain, gates, records, staleness,
-tier and writes (`tier_of`). Each validates fully first (fail closed), changes one record
-through the tier and records one event with the new file's sha256 (never content).
+Import contract: core, clock, validate, credentials, and the tier's args, chain, gates, projects,
+records, staleness, tier and writes.
 """
 
 from __future__ import annotations
@@ -13,15 +13,11 @@ from typing import Any
 from memoryd.daemon.calls.validate import require_text
 from memoryd.daemon.core import Call, Core
 from memoryd.daemon.credentials.detector import find_credentials
-from memoryd.daemon.memories.args import (
-    check_links,
-    check_verified,
-    check_write_scopes,
-    named_memory,
-)
+from memoryd.daemon.memories.args import check_links, check_verified, check_write_scopes, named_memory
 from memoryd.daemon.memories.chain import GATES, Draft, Gate, check_duplicate, run_gates
 from memoryd.daemon.memories.gates import scan_taint
 from memoryd.daemon.memories.projects import check_project_scopes
+from memoryd.daemon.memories.reads import taint_fields
 from memoryd.daemon.memories.records import HANDOFF, Memory
 from memoryd.daemon.memories.staleness import assess
 from memoryd.daemon.memories.tier import MemoryTier
@@ -47,8 +43,6 @@ def live_memory(tier: MemoryTier, memory_id: str) -> Memory:
     raise ResourceState("unknown_memory", memory_id)
 
 
-# -- memory_update ------------------------------------------------------------------------------
-
 def _field_changes(call: Call, memory: Memory, args: dict[str, Any]) -> dict[str, Any]:
     """The non-content changes, each validated (scopes and links replace)."""
     changes: dict[str, Any] = {}
@@ -58,10 +52,7 @@ def _field_changes(call: Call, memory: Memory, args: dict[str, Any]) -> dict[str
         changes["scopes"] = tuple(checked.scopes)
     if args["links"] is not None:
         changes["links"] = check_links(tier_of(call.core).live, args["links"], self_id=memory.id)
-    if args["confidence"] is not None:
-        changes["confidence"] = args["confidence"]
-    if args["pinned"] is not None:
-        changes["pinned"] = args["pinned"]
+    changes.update((name, args[name]) for name in ("confidence", "pinned") if args[name] is not None)
     if args["category"] is not None:
         if args["category"] == USER_INFERENCE and memory.category != USER_INFERENCE:
             raise InvalidParams("category", "user-inference needs the user's yes: write it with memory_write")
@@ -102,13 +93,18 @@ def memory_update(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     sha = tier.rewrite(memory, new)
     core.record("update", call.session, memory_id=memory.id, status="updated", sha=sha,
                 fields=sorted(changes.keys() & set(EDITABLE)), req=call.req)
-    result: dict[str, Any] = {"status": "updated", "id": memory.id, "updated": new.updated}
-    if new.tainted:
-        result.update(tainted=True, taint=list(new.taint))
-    return result
+    return _updated_view(new)
 
 
-# -- memory_remove / memory_restore ------------------------------------------------------------
+def _updated_view(memory: Memory) -> dict[str, Any]:
+    return {"status": "updated", "id": memory.id, "updated": memory.updated, **taint_fields(memory)}
+
+
+def _verified_view(core: Core, memory: Memory) -> dict[str, Any]:
+    verdict = assess(memory, core.clock(), tier_of(core).probe, core.config.verification_stale_days, parse_stamp)
+    return {"status": "verified", "id": memory.id, "last_verified_at": memory.last_verified_at,
+            "staleness_verdict": verdict.verdict}
+
 
 def memory_remove(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     """Move to a tombstone with the reason. Removing a tombstoned id again is a no-op (retries)."""
@@ -142,8 +138,6 @@ def memory_restore(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     return {"status": "restored", "id": memory.id}
 
 
-# -- memory_verify ---------------------------------------------------------------------------------
-
 def memory_verify(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     """Record that the memory still holds: the staleness clock restarts from now."""
     core, tier = call.core, tier_of(call.core)
@@ -154,23 +148,16 @@ def memory_verify(call: Call, args: dict[str, Any]) -> dict[str, Any]:
         note = require_text("note", note, MAX_NOTE_BYTES).strip()
         if find_credentials(note):
             raise InvalidParams("note", "holds a secret; leave it out of the note")
-    now = core.now()
-    new = replace(memory, last_verified_at=now, verified_paths=paths, verified_commits=commits,
+    new = replace(memory, last_verified_at=core.now(), verified_paths=paths, verified_commits=commits,
                   verification_note=note)
     sha = tier.rewrite(memory, new)
     core.record("verify", call.session, memory_id=memory.id, status="verified", sha=sha, req=call.req)
-    staleness = assess(new, core.clock(), tier.probe, core.config.verification_stale_days, parse_stamp)
-    return {"status": "verified", "id": memory.id, "last_verified_at": now,
-            "staleness_verdict": staleness.verdict}
+    return _verified_view(core, new)
 
-
-# -- a resent edit -----------------------------------------------------------------------------------
 
 def replay_edit(core: Core, event: dict[str, Any]) -> dict[str, Any] | None:
-    """An update, remove, restore or verify resent after its reply was lost (a daemon restart in
-    between): its answer again, from the record as it is now, not a second run — which would say
-    `stale` to an update made with `expected_updated`, `not_removed` to a restore, and log twice.
-    None (run it) when the record has since moved on: the first answer no longer describes it."""
+    """An edit resent after a restart lost its reply: its answer again, from the record as it is now,
+    not a second run; None (run it) when the record has since moved on."""
     tier = tier_of(core)
     memory_id, status = event.get("memory_id") or "", event.get("status")
     memory = tier.live.get(memory_id)
@@ -179,10 +166,7 @@ def replay_edit(core: Core, event: dict[str, Any]) -> dict[str, Any] | None:
     if memory is None or status not in ("updated", "restored", "verified"):
         return None
     if status == "updated":
-        return {"status": "updated", "id": memory_id, "updated": memory.updated,
-                **({"tainted": True, "taint": list(memory.taint)} if memory.tainted else {})}
+        return _updated_view(memory)
     if status == "restored":
         return {"status": "restored", "id": memory_id}
-    verdict = assess(memory, core.clock(), tier.probe, core.config.verification_stale_days, parse_stamp).verdict
-    return {"status": "verified", "id": memory_id, "last_verified_at": memory.last_verified_at,
-            "staleness_verdict": verdict}
+    return _verified_view(core, memory)

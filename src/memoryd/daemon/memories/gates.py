@@ -1,9 +1,7 @@
-"""Pure detectors behind memory_write's gate chain and the taint scan (docs/tools.md).
+"""Pure detectors behind memory_write's gate chain and the taint scan (docs/tools.md): text in,
+plain data out; the gate order and override flags live in `chain`.
 
-Import contract: stdlib, `text` (stopwords, word tokens), `patterns` (lazy compiling) and the
-credential detector (`credentials`, the first gate, shared with every other path that stores outside
-text) only; no I/O, no state. Every function takes text and returns plain data, so the gate order
-and the override flags live in the caller.
+Import contract: stdlib, search.text, credentials (gate 1's detector and lazy patterns); no I/O.
 """
 
 from __future__ import annotations
@@ -26,9 +24,6 @@ MIN_CLAIM_CONTENT_WORDS = 3
 MIN_PROJECT_NAME_CHARS = 3
 MARKER_SNIPPET_CHARS = 60
 
-# ---------------------------------------------------------------------------------------------
-# Snippets
-
 
 def _window(text: str, start: int, end: int, radius: int) -> str:
     """`text[start:end]` plus up to `radius` chars each side, whitespace collapsed, cuts marked."""
@@ -46,31 +41,17 @@ def _non_overlapping(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return kept
 
 
-# ---------------------------------------------------------------------------------------------
-# Gate 1, credentials, is `daemon/credentials/detector.py`: every path that stores outside text asks it.
-
-
-# ---------------------------------------------------------------------------------------------
-# Gate 2: durability
-
 _TRANSIENT_PHRASES = """currently|right now|for now|at the moment|at present|today|today's|tonight
 |tomorrow|yesterday|this morning|this afternoon|this evening|this week|this month|this sprint
 |last night|last week|next week|we just|i just|just now|the latest|in progress|in the middle of
 |work in progress|wip|unpushed|uncommitted changes|commits ahead|commits behind|now uses|the new
 |so far|for the time being|as things stand|recently"""
-_PHRASES_RE = _re(
-    r"(?<![\w'’])(?:"
-    + "|".join(
-        re.escape(p).replace(r"\ ", r"\s+").replace("'", "['’]")
-        for p in sorted((p.strip() for p in _TRANSIENT_PHRASES.split("|")), key=len, reverse=True)
-    )
-    + r")(?!\w)",
-    re.IGNORECASE,
-)
-_MONTH = (
-    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
-    r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
-)
+_PHRASES_RE = _re(r"(?<![\w'’])(?:" + "|".join(
+    re.escape(p).replace(r"\ ", r"\s+").replace("'", "['’]")
+    for p in sorted((p.strip() for p in _TRANSIENT_PHRASES.split("|")), key=len, reverse=True)) + r")(?!\w)",
+    re.IGNORECASE)
+_MONTH = (r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
+          r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?")
 _WEEKDAY = r"(?:mon|tues|wednes|thurs|fri|satur|sun)day"
 # "as of" fires only for dates and relative days; "as of 2.7.0" is a version pin and stays silent.
 _AS_OF_RE = _re(
@@ -82,12 +63,8 @@ _AS_OF_RE = _re(
     r"|(?:19|20)\d{2}(?!\.?\d)"
     rf"|now|today|tonight|yesterday|tomorrow|(?:last|this|next)\s+(?:\w+)|{_WEEKDAY}"
     r"|(?:the\s+)?(?:time\s+of\s+)?writing"
-    r")(?![\w.]\d|\w)",
-    re.IGNORECASE,
-)
-_SHA_RE = _re(
-    r"(?<![\w./#@-])(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}(?![\w/-]|\.\w)"
-)
+    r")(?![\w.]\d|\w)", re.IGNORECASE)
+_SHA_RE = _re(r"(?<![\w./#@-])(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}(?![\w/-]|\.\w)")
 _SENTENCE_OPENERS = " \t\"'([{*_>#•`“‘-"
 
 
@@ -100,11 +77,8 @@ def _is_sentence_initial(text: str, start: int) -> bool:
 
 
 def _is_proper_noun(text: str, start: int, phrase: str) -> bool:
-    """A Title Case phrase names something ("This Week in Rust") rather than a time.
-
-    Sentence-initial capitals prove nothing about a one-word phrase, but a capitalised second word
-    ("This Week …" opening a sentence) still marks a name.
-    """
+    """A Title Case phrase names something ("This Week in Rust") rather than a time; a one-word
+    phrase only when not sentence-initial."""
     words = phrase.split()
     titled = all(w[:1].isupper() and w[1:] == w[1:].lower() for w in words)
     return titled and (len(words) > 1 or not _is_sentence_initial(text, start))
@@ -121,19 +95,9 @@ def _marker_spans(text: str) -> Iterator[tuple[int, int]]:
 
 def find_transient_markers(text: str) -> list[dict[str, str]]:
     """Transient phrasing as `[{marker, snippet}]` in text order; `marker` is the match, lowered."""
-    spans = _non_overlapping(list(_marker_spans(text)))
-    results = []
-    for start, end in spans:
-        radius = max(10, (MARKER_SNIPPET_CHARS - (end - start)) // 2)
-        results.append({
-            "marker": " ".join(text[start:end].lower().split()),
-            "snippet": _window(text, start, end, radius),
-        })
-    return results
-
-
-# ---------------------------------------------------------------------------------------------
-# Gate 3: scope mismatch
+    return [{"marker": " ".join(text[start:end].lower().split()),
+             "snippet": _window(text, start, end, max(10, (MARKER_SNIPPET_CHARS - (end - start)) // 2))}
+            for start, end in _non_overlapping(list(_marker_spans(text)))]
 
 
 def _scope_covers(scopes: list[str], scope: str) -> bool:
@@ -150,15 +114,10 @@ def _owning_project(path: str, projects: dict[str, str | None]) -> str | None:
     return best
 
 
-def find_scope_mismatches(
-    text: str, scopes: list[str], projects: dict[str, str | None]
-) -> list[dict[str, str]]:
-    """Evidence that `text` belongs to a known project its `scopes` do not cover.
-
-    `projects` maps a known project name to its worktree path (or None). One entry per project and
-    kind (`project_name` or `worktree_path`), in text order: `{kind, evidence, suggested_scope}`.
-    A name inside a cited path already reported for that project is not reported twice.
-    """
+def find_scope_mismatches(text: str, scopes: list[str], projects: dict[str, str | None]) -> list[dict[str, str]]:
+    """Evidence that `text` belongs to a known project (name -> worktree or None) its `scopes` do not
+    cover: `{kind, evidence, suggested_scope}` per project and kind (`project_name`, `worktree_path`),
+    in text order; a name inside a path already reported for that project is not reported again."""
     uncovered = {n for n in projects if not _scope_covers(scopes, f"projects:{n}")}
     if not uncovered:
         return []
@@ -172,22 +131,15 @@ def find_scope_mismatches(
     names = sorted((n for n in uncovered if len(n) >= MIN_PROJECT_NAME_CHARS), key=len)[::-1]
     if names:
         # Hyphens join words here, so project "api" is not named by "api-gateway".
-        pattern = re.compile(
-            r"(?<![\w-])(?:" + "|".join(map(re.escape, names)) + r")(?![\w]|-\w)", re.IGNORECASE
-        )
+        pattern = re.compile(r"(?<![\w-])(?:" + "|".join(map(re.escape, names)) + r")(?![\w]|-\w)", re.IGNORECASE)
         for m in pattern.finditer(text):
             name = m.group().lower()
             if not any(s <= m.start() < e and o == name for s, e, o in path_spans):
                 found.setdefault((name, "project_name"), (m.start(), m.group()))
     ordered = sorted(found.items(), key=lambda item: item[1][0])
-    return [
-        {"kind": kind, "evidence": evidence, "suggested_scope": f"projects:{name}"}
-        for (name, kind), (_, evidence) in ordered
-    ]
+    return [{"kind": kind, "evidence": evidence, "suggested_scope": f"projects:{name}"}
+            for (name, kind), (_, evidence) in ordered]
 
-
-# ---------------------------------------------------------------------------------------------
-# Gate 4: groundedness
 
 _SENTENCE_SPLIT_RE = _re(r"(?<=[.!?])\s+|\n+")
 
@@ -204,11 +156,8 @@ def _content_words(text: str) -> set[str]:
 
 
 def find_ungrounded_claims(text: str, transcript: str) -> list[dict[str, object]]:
-    """Sentences of `text` the transcript does not support: `[{sentence, overlap}]`.
-
-    A sentence is checked only with >= 3 distinct content words; it is ungrounded when fewer than
-    30 % of them occur anywhere in `transcript`. `overlap` is that share rounded to 2 places.
-    """
+    """Sentences of `text` (with >= 3 distinct content words) fewer than 30 % of whose content words
+    occur in `transcript`: `[{sentence, overlap}]`, overlap rounded to 2 places."""
     known = _content_words(transcript)
     claims: list[dict[str, object]] = []
     for sentence in _SENTENCE_SPLIT_RE.split(text):
@@ -221,8 +170,7 @@ def find_ungrounded_claims(text: str, transcript: str) -> list[dict[str, object]
     return claims
 
 
-# ---------------------------------------------------------------------------------------------
-# Taint scan (flags, never blocks)
+# -- the taint scan (flags, never blocks) ----------------------------------------------------------
 
 _TAINT_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("ignore-instructions", _re(
@@ -245,18 +193,14 @@ _TAINT_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("self-certified-trust", _re(
         r"\bthis\s+(?:memory|message|content|note|instruction|text|record)\s+(?:is|has\s+been)\s+"
         r"(?:trusted|verified|safe|authori[sz]ed|approved)\b|\btrusted\s+source\b"
-        r"|\bauthori[sz]ed\s+by\s+(?:the\s+)?"
-        r"(?:user|admin|administrator|developer|owner|operator)\b",
-        re.I)),
+        r"|\bauthori[sz]ed\s+by\s+(?:the\s+)?(?:user|admin|administrator|developer|owner|operator)\b", re.I)),
     # Zero-width and bidi controls hide text from the human reviewing a memory.
     ("hidden-unicode", _re("[\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")),
 ]
 
 
-# Words a pattern cannot match without, as `_folded` writes them: a text holding none of them
-# skips that pattern's regex. Running all seven is a measurable share of a write
-# (docs/benchmark.md), and most text holds none of these words. (Keep each tuple in step with its
-# pattern: tests/unit/test_gates.py checks the scan against the bare regexes.)
+# Words a pattern cannot match without (as `_folded` writes them): a text with none skips its regex, a
+# measurable share of a write. tests/unit/test_gates.py checks the scan against the bare regexes.
 _TAINT_NEEDS: dict[str, tuple[str, ...]] = {
     "ignore-instructions": ("ignore", "disregard", "forget", "override"),
     "role-prefix": (":", "<|", "inst]", "sys>>", "system>"),
@@ -267,8 +211,7 @@ _TAINT_NEEDS: dict[str, tuple[str, ...]] = {
 
 
 def _folded(text: str) -> str:
-    """`text` as `re.IGNORECASE` sees an ASCII letter: case-folded (so `ſ` is `s` and the Kelvin
-    sign `k`), and with the dotted capital and dotless `i`, which fold to something else, as `i`."""
+    """`text` as `re.IGNORECASE` sees an ASCII letter: case-folded (`ſ` is `s`), dotless and dotted `i` as `i`."""
     return text.casefold().replace("\u0131", "i").replace("\u0307", "")
 
 
@@ -282,9 +225,6 @@ def scan_taint(text: str) -> list[str]:
             found.append(reason)
     return found
 
-
-# ---------------------------------------------------------------------------------------------
-# Cited paths (for path drift)
 
 _TOKEN_SPLIT_RE = _re(r"[^\s()\[\]<>\"'`,;=|{}]+")
 # `\Z`, not `$`: Python's `$` also matches before a final newline.
@@ -323,9 +263,7 @@ def _path_tokens(text: str) -> Iterator[tuple[str, int, int]]:
 
 
 def cited_paths(text: str) -> list[str]:
-    """File paths cited in `text` (`src/a/b.py`, `./x`, `/abs/y.z`), deduplicated, in order.
-
-    URLs and slash-words ("and/or", "I/O", dates) are skipped; `:12` / `#L12` suffixes dropped.
-    """
+    """File paths cited in `text` (`src/a/b.py`, `./x`, `/abs/y.z`), deduplicated, in order; not URLs
+    or slash-words ("and/or", dates), and without `:12` / `#L12` suffixes."""
     return list(dict.fromkeys(path for path, _, _ in _path_tokens(text)))
 

@@ -1,8 +1,7 @@
-"""In-memory indexes over the live memories and the tombstones, kept incrementally on every change.
+"""In-memory indexes over the live memories and the tombstones, kept incrementally on every change,
+so no gate or read scans all memories.
 
-Import contract: search, records, anchors, stdlib. Nothing here scans all memories per call: the
-BM25/near-duplicate index answers text questions, the other maps answer the gates' and reads'
-structural ones (which repo, which projects exist, who links here, paging order).
+Import contract: search, records, anchors, stdlib.
 """
 
 from __future__ import annotations
@@ -52,37 +51,33 @@ class LiveIndex:
         if self.semantic is not None:
             self.semantic.changed(memory)
         self.anchors.add(memory)
-        self.by_repo.setdefault(memory.repo, set()).add(memory.id)
         index = bisect.bisect_left(self.order, memory.id)
         if index == len(self.order) or self.order[index] != memory.id:
             self.order.insert(index, memory.id)
+        self._add_maps(memory)
+        self._learn_projects(memory)
+
+    def _add_maps(self, memory: Memory) -> None:
+        self.by_repo.setdefault(memory.repo, set()).add(memory.id)
         for link in memory.links:
             self.backlinks.setdefault(link["target_id"], {})[memory.id] = link["type"]
-        self._learn_projects(memory)
         if memory.category == HANDOFF:
             self.handoffs[sha256_hex(memory.content.encode())] = memory.id
         if memory.pinned:
             self.pinned.add(memory.id)
 
     def load(self, memories: list[Memory]) -> None:
-        """Index the memories a start read, in ascending id order, into an empty index (the text
-        index is restored or rebuilt whole afterwards). Projects are learned once per distinct
-        (scopes, origin) pair of objects."""
+        """Index the memories a start read, in ascending id order, into an empty index (not the text
+        index: restored or rebuilt whole afterwards)."""
         assert not self.order, "bulk load into an empty index only"
         self.order = [m.id for m in memories]
         learned: set[tuple[int, int]] = set()
         for memory in memories:
-            self.by_repo.setdefault(memory.repo, set()).add(memory.id)
-            for link in memory.links:
-                self.backlinks.setdefault(link["target_id"], {})[memory.id] = link["type"]
+            self._add_maps(memory)
             key = (id(memory.scopes), id(memory.origin))
             if key not in learned:
                 learned.add(key)
                 self._learn_projects(memory)
-            if memory.category == HANDOFF:
-                self.handoffs[sha256_hex(memory.content.encode())] = memory.id
-            if memory.pinned:
-                self.pinned.add(memory.id)
 
     def add_text(self, memory: Memory, terms: list[str] | None = None) -> None:
         self.text.add(*self._doc(memory), terms=terms)
@@ -104,16 +99,13 @@ class LiveIndex:
         self.text = SearchIndex.build(map(self._doc, memories), progress)
 
     def defer_text(self, memories: list[Memory], progress: Callable[[int], None] | None = None) -> None:
-        """A start without a snapshot: the index of `memories` (the records just loaded, never
-        changed in place) is built after the daemon answers — on its first idle turn, or by the
-        first call that reads or changes it, whichever comes first (docs/storage.md, recovery
-        step 4). Any change goes through `text`, so it lands on the whole index."""
+        """Build the index of `memories` later: on the first idle turn, or by the first use of `text`,
+        whichever comes first (docs/storage.md, "Recovery at start", step 4)."""
         self._text, self._text_todo, self._text_progress = None, memories, progress
 
     def finish_text(self) -> None:
         if self._text is None:
-            # As during a start (lifecycle.open_store): the cyclic GC would walk the growing heap
-            # again and again while the build makes its objects, which live as long as the daemon.
+            # As during a start: the cyclic GC would walk the growing heap again and again for nothing.
             gc.disable()
             try:
                 self.build_text(self._text_todo, self._text_progress)
@@ -136,9 +128,7 @@ class LiveIndex:
             self.semantic.removed(memory.id)
         self.anchors.remove(memory)
         self.by_repo.get(memory.repo, set()).discard(memory.id)
-        index = bisect.bisect_left(self.order, memory.id)
-        if index < len(self.order) and self.order[index] == memory.id:
-            del self.order[index]
+        _discard(self.order, memory.id)
         for link in memory.links:
             self.backlinks.get(link["target_id"], {}).pop(memory.id, None)
         self.pinned.discard(memory.id)
@@ -158,9 +148,7 @@ class LiveIndex:
 
     def ids_descending(self, before: str | None = None) -> Iterator[str]:
         """Live ids newest first, starting strictly below `before` when given (a list cursor)."""
-        end = bisect.bisect_left(self.order, before) if before is not None else len(self.order)
-        for i in range(end - 1, -1, -1):
-            yield self.order[i]
+        return _descending(self.order, before)
 
 
 class TombIndex:
@@ -172,11 +160,8 @@ class TombIndex:
 
     def add(self, memory: Memory, text: bool = True) -> None:
         if text:
-            self.add_text(memory)
+            self.text.add(*self._doc(memory))
         bisect.insort(self.order, (memory.removed_at or "", memory.id))
-
-    def add_text(self, memory: Memory) -> None:
-        self.text.add(*self._doc(memory))
 
     def build_text(self, memories: Iterable[Memory]) -> None:
         self.text = SearchIndex.build(map(self._doc, memories))
@@ -187,12 +172,19 @@ class TombIndex:
 
     def remove(self, memory: Memory) -> None:
         self.text.remove(memory.id, memory.content, memory.scopes)
-        key = (memory.removed_at or "", memory.id)
-        index = bisect.bisect_left(self.order, key)
-        if index < len(self.order) and self.order[index] == key:
-            del self.order[index]
+        _discard(self.order, (memory.removed_at or "", memory.id))
 
     def keys_descending(self, before: tuple[str, str] | None = None) -> Iterator[tuple[str, str]]:
-        end = bisect.bisect_left(self.order, before) if before is not None else len(self.order)
-        for i in range(end - 1, -1, -1):
-            yield self.order[i]
+        return _descending(self.order, before)
+
+
+def _discard(order: list[Any], key: Any) -> None:
+    index = bisect.bisect_left(order, key)
+    if index < len(order) and order[index] == key:
+        del order[index]
+
+
+def _descending(order: list[Any], before: Any) -> Iterator[Any]:
+    end = bisect.bisect_left(order, before) if before is not None else len(order)
+    for i in range(end - 1, -1, -1):
+        yield order[i]

@@ -1,10 +1,8 @@
-"""The live memories by id, keeping the digest's aggregates current as records come and go.
+"""The live memories by id, keeping the digest's aggregates (counts by category and project, each
+project's handoffs, the write order) current as records come and go, so `memory_digest` at every
+session start costs ~O(answer), not O(store).
 
-`memory_digest` is called at every session start and must stay ~O(answer), not O(store): counts
-by category and project, each project's handoffs and the write order are updated on every
-insert and delete instead of being recomputed from 10k+ records per call. Records are
-replaced, never mutated in place (dataclasses.replace), so forgetting the old object on
-overwrite is exact.
+Import contract: records.
 """
 
 from __future__ import annotations
@@ -32,13 +30,13 @@ class LiveMemories(dict[str, Memory]):
 
     def __setitem__(self, key: str, memory: Memory) -> None:
         if key in self:
-            self._forget(self[key])
+            self._count(self[key], -1)
         super().__setitem__(key, memory)
         self._count(memory)
         self._order.append(key)
 
     def __delitem__(self, key: str) -> None:
-        self._forget(self[key])
+        self._count(self[key], -1)
         super().__delitem__(key)
 
     def pop(self, key: str, *default: Memory) -> Memory:  # type: ignore[override]
@@ -51,11 +49,9 @@ class LiveMemories(dict[str, Memory]):
         raise KeyError(key)
 
     def load(self, memories: list[Memory], groups: list[Any] | None = None) -> None:
-        """Insert the memories a start read (none present yet), counted column by column at C
-        speed, faster than one Python loop per record (docs/benchmark.md). `groups`: per
-        memory, a key shared by exactly the memories that share its scopes and origin objects
-        (a start's memories share those, see records.RowTables), so each group's project is
-        worked out once; the objects' identities when not given."""
+        """Insert the memories a start read (none present yet), counted column by column at C speed.
+        `groups`: per memory, a key shared by exactly those with the same scopes and origin objects
+        (so each group's project is worked out once); the objects' identities when not given."""
         ids = list(map(_ID, memories))
         dict.update(self, zip(ids, memories))
         if groups is None:
@@ -71,32 +67,24 @@ class LiveMemories(dict[str, Memory]):
             self.handoffs.setdefault(self.project_of(memory), set()).add(memory.id)
         self._order.extend(ids)
 
-    def _count(self, memory: Memory) -> None:
+    def _count(self, memory: Memory, step: int = 1) -> None:
+        """Count `memory` in (step 1) or out (-1); a count that reaches 0 is dropped."""
         project = self.project_of(memory)
-        self.by_category[memory.category] += 1
-        self.by_project[project or "(none)"] += 1
-        self.by_project_category[(project or "(none)", memory.category)] += 1
-        if memory.category == HANDOFF:
-            self.handoffs.setdefault(project, set()).add(memory.id)
-
-    def _forget(self, memory: Memory) -> None:
-        project = self.project_of(memory)
-        self.by_category[memory.category] -= 1
-        self.by_project[project or "(none)"] -= 1
-        pair = (project or "(none)", memory.category)
-        self.by_project_category[pair] -= 1
+        name = project or "(none)"
         counters: tuple[tuple[Counter[Any], Any], ...] = (
-            (self.by_category, memory.category), (self.by_project, project or "(none)"),
-            (self.by_project_category, pair))
+            (self.by_category, memory.category), (self.by_project, name),
+            (self.by_project_category, (name, memory.category)))
         for counter, key in counters:
+            counter[key] += step
             if counter[key] <= 0:
                 del counter[key]
-        if memory.category == HANDOFF:
+        if memory.category == HANDOFF and step > 0:
+            self.handoffs.setdefault(project, set()).add(memory.id)
+        elif memory.category == HANDOFF:
             self.handoffs.get(project, set()).discard(memory.id)
 
     def sort_by_updated(self) -> None:
-        """After a bulk load, order writes by their `updated` stamps (ties: in insertion order).
-        Sorted by position with C-level keys, faster than a lambda per record (docs/benchmark.md)."""
+        """After a bulk load, order writes by their `updated` stamps (ties: in insertion order)."""
         ids, stamps = list(self), list(map(attrgetter("updated"), self.values()))
         self._order = list(map(ids.__getitem__, sorted(range(len(ids)), key=stamps.__getitem__)))
 

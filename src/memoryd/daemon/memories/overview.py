@@ -1,9 +1,7 @@
-"""What a session sees of the tier: memory_scope_overview (what is stored for me, walking every
-live memory once), memory_scope_disable/enable (what this session's reads hide, in both tiers) and
-memory_health (what needs curation, another whole walk). None is on an agent's hot path.
+"""What a session sees of the tier: memory_scope_overview, memory_scope_disable/enable (what this
+session's reads hide, in both tiers) and memory_health. The overview and health walk every memory.
 
-Import contract: core, clock, logcheck (chain check), and the tier's reads, records, staleness
-and writes.
+Import contract: core, clock, logcheck, and the tier's reads, records, staleness and writes.
 """
 
 from __future__ import annotations
@@ -31,15 +29,12 @@ def memory_scope_overview(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     keep = memory_filter(call, None, None, caller_repos(call, args["auto_scope"]))
     visible = [m for m in tier.live.values() if keep(m)]
     by_scope = Counter(s for m in visible for s in m.scopes)
-    return {
-        "total": len(visible),
-        "by_scope": dict(by_scope.most_common()),
-        "by_category": dict(Counter(m.category for m in visible).most_common()),
-        "tombstones": sum(1 for t in tier.tombstones.values() if keep(t)),
-        "pending_writes": sum(1 for p in tier.pending.values() if p.session_id == session.id),
-        "disabled_scopes": sorted(session.disabled_scopes),
-        "episodes_in_worktree": core.journal.count_in_worktree(session.worktree),
-    }
+    return {"total": len(visible), "by_scope": dict(by_scope.most_common()),
+            "by_category": dict(Counter(m.category for m in visible).most_common()),
+            "tombstones": sum(1 for t in tier.tombstones.values() if keep(t)),
+            "pending_writes": sum(1 for p in tier.pending.values() if p.session_id == session.id),
+            "disabled_scopes": sorted(session.disabled_scopes),
+            "episodes_in_worktree": core.journal.count_in_worktree(session.worktree)}
 
 
 def memory_scope_disable(call: Call, args: dict[str, Any]) -> dict[str, Any]:
@@ -105,30 +100,23 @@ def _curation(core: Core) -> dict[str, Any]:
 
 def memory_health(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     core, tier = call.core, tier_of(call.core)
-    core.verify_files(None)  # what a start took from the caches, checked now: the report is exact
+    core.verify_files(None)  # the after-start check finished now, so the report is exact
     missing = sorted(set(tier.missing) | set(getattr(core, "missing_episodes", [])))
-    return {
-        "memories": len(tier.live),
-        **_curation(core),
-        "pending_expired": tier.pending_expired_total,
-        "episode_sessions": sum(1 for _ in core.journal.summaries()),
-        "log": {"events": core.log.seq, "chain_ok": chain_tail_ok(core),
-                "torn_bytes_truncated": core.torn_bytes_truncated,
-                "quarantined": _capped(core.log.quarantined)},
-        "reaper": {"last_run": tier.reaper_last_run, "episodes_pruned": tier.episodes_pruned},
-        "search_by_meaning": tier.semantic.health() if core.config.search_by_meaning else {"state": "off"},
-        "bad_files": _capped(tier.bad_files + core.journal.bad_files + core.bad_files),
-        "hand_edited": _capped([{"id": i} for i in tier.hand_edited]),
-        "unaccounted": _capped([{"id": i} for i in tier.unaccounted]),
-        "missing": _capped([{"id": i} for i in missing]),
-        **extension_sections(core, "health"),
-        "framing": "data",
-    }
+    return {"memories": len(tier.live), **_curation(core), "pending_expired": tier.pending_expired_total,
+            "episode_sessions": sum(1 for _ in core.journal.summaries()),
+            "log": {"events": core.log.seq, "chain_ok": chain_tail_ok(core),
+                    "torn_bytes_truncated": core.torn_bytes_truncated, "quarantined": _capped(core.log.quarantined)},
+            "reaper": {"last_run": tier.reaper_last_run, "episodes_pruned": tier.episodes_pruned},
+            "search_by_meaning": tier.semantic.health() if core.config.search_by_meaning else {"state": "off"},
+            "bad_files": _capped(tier.bad_files + core.journal.bad_files + core.bad_files),
+            **{name: _capped([{"id": i} for i in ids])
+               for name, ids in (("hand_edited", tier.hand_edited), ("unaccounted", tier.unaccounted),
+                                 ("missing", missing))},
+            **extension_sections(core, "health"), "framing": "data"}
 
 
 def extension_sections(core: Core, name: str) -> dict[str, Any]:
-    """Sections other parts of the daemon add to a rollup (sync's conflicts and quarantine),
-    through an optional method of the extensions attached to the core."""
+    """Sections the core's extensions add to a rollup through an optional method `name`."""
     sections: dict[str, Any] = {}
     for extension in core.extensions:
         method = getattr(extension, name, None)

@@ -1,18 +1,7 @@
-"""The project scopes a write names, held against the writer's own (docs/tools.md "Project scopes").
+"""The project scopes a write names, held against the writer's own: renamed when they name this
+repository by a folder, refused when no one has used them (docs/tools.md, "Project scopes").
 
-Import contract: core, connections, memories.index (the scope's project name) and identity (the
-folder-name rule a bridge names projects by) — no tier internals.
-
-A repository's project scope is `projects:<name>`, the name taken from its origin URL (else its
-folder). A memory written under another name for the same repository — the folder's name, or the
-folder of another worktree of it — is shown by no digest, start context or pinned list of that
-repository: its writer would never see it again. So such a scope is resolved to the canonical one
-and the reply says so. A project that no worktree and no memory has ever used is more likely a
-slip than a new project: the write is refused (status `scope_mismatch`, kind `unknown_project`)
-naming the worktree's scope, until `acknowledge_scope_mismatch` says the new project is meant.
-
-Only a writer inside a repository is held to this: outside one there is no scope to resolve to,
-and what it writes has no repository, so every session's auto-scoped search shows it.
+Import contract: core, memories.index (the scope's project name) and identity; no tier internals.
 """
 
 from __future__ import annotations
@@ -69,14 +58,17 @@ def check_project_scopes(call: Call, scopes: list[str], acknowledged: bool) -> C
 
 def _view(call: Call, repo: str | None, worktree: str | None, own: str) -> tuple[frozenset[str], frozenset[str]]:
     """This writer's aliases and the projects worktrees are named, from every worktree's latest
-    session; kept with the session table until one of those changes (deriving them walked every
-    worktree and named folders: the largest share of a write's gates, docs/benchmark.md)."""
+    session; kept with the session table until one of those changes (measurably cheaper per write)."""
     sessions = call.core.sessions
     key = ("project scopes", repo, worktree, own)
     view: tuple[frozenset[str], frozenset[str]] | None = sessions.derived.get(key)
     if view is None:
         worktrees = sessions.latest_identities()
-        aliases = _aliases(worktrees, repo, worktree) - _others_projects(worktrees, repo) - {own}
+        # This repository's worktree folders as a project would be named after them, except a
+        # name that is another repository's project.
+        folders = {worktree} | {w for w, (r, _) in worktrees.items() if repo is not None and r == repo}
+        aliases = {n for f in folders if f and (n := project_name(None, os.path.join(f, ".git")))}
+        aliases -= {p for r, p in worktrees.values() if p and r != repo} | {own}
         view = sessions.derived[key] = (frozenset(aliases), frozenset(p for _, p in worktrees.values() if p))
     return view
 
@@ -89,13 +81,3 @@ def _writer(call: Call) -> tuple[str | None, str | None, str | None]:
         return value if value is not None else identity.get(key)
     return pick("project"), pick("repo"), pick("worktree")
 
-
-def _aliases(worktrees: dict[str, tuple[str | None, str | None]], repo: str | None, worktree: str | None) -> set[str]:
-    """The folder names of this repository's worktrees, as a project would be named after them."""
-    folders = {worktree} | {w for w, (r, _) in worktrees.items() if repo is not None and r == repo}
-    return {n for f in folders if f and (n := project_name(None, os.path.join(f, ".git")))}
-
-
-def _others_projects(worktrees: dict[str, tuple[str | None, str | None]], repo: str | None) -> set[str]:
-    """Projects other repositories are named: a folder name that is one of them is never renamed."""
-    return {p for r, p in worktrees.values() if p and r != repo}

@@ -1,10 +1,8 @@
-"""Handlers that read durable memories: search, show, list, list_tombstones.
+"""Handlers that read durable memories: search, show, list, list_tombstones. Stored text comes with
+`framing: "data"` and taint flags; events name ids only (a query as a hash and a length).
 
-Import contract: clock, connections (the session a rule reads), core, episodes.tools (prior-session
-resolution), the memory tier's args, records, staleness, tier and writes, scopes, text, validate.
-Every result that returns stored text says `framing: "data"` and flags tainted records. Reads that
-retrieve a memory (search, show) record an event naming ids only — the query is logged as a hash
-and a length, never verbatim.
+Import contract: clock, connections, core, episodes.tools, search, scopes, validate and the tier's
+args, records, staleness, tier and writes.
 """
 
 from __future__ import annotations
@@ -37,7 +35,6 @@ MAX_CURSOR_CHARS = 512
 HIT_CONTENT_CHARS = 1000
 SNIPPET_LEAD_CHARS = 200
 MAX_PAGE_BODY_BYTES = 2_000_000  # keeps a with_bodies page well inside the 4 MiB frame
-# -- shared views ----------------------------------------------------------------------------------
 
 def taint_fields(memory: Memory) -> dict[str, Any]:
     return {"tainted": True, "taint": list(memory.taint)} if memory.tainted else {}
@@ -77,20 +74,16 @@ def caller_repos(call: Call, auto_scope: bool) -> tuple[str | None, ...] | None:
 
 
 def session_repos(session: Session, identity: Mapping[str, Any]) -> tuple[str | None, ...]:
-    """The repos a session's auto-scoped reads keep to: its own and "none" (memories made outside
-    any repo, which every session sees)."""
+    """The repos a session's auto-scoped reads keep to: its own and None (memories made outside any)."""
     repo = session.repo or identity.get("repo")
     return (repo, None) if repo else (None,)
 
 
 def shown_by_default_search(session: Session, identity: Mapping[str, Any]) -> Callable[[Memory], bool]:
-    """Whether a `memory_search` with its defaults (auto_scope, no filter) may show a memory to
-    this session. Live news (sessions/news.py) keeps to it, so nothing reaches a session as news
-    that its own search would keep from it."""
+    """Whether a `memory_search` with its defaults (auto_scope, no filter) may show a memory to this
+    session (live news keeps to it)."""
     return _accepting(session.disabled_scopes, None, None, session_repos(session, identity), None)
 
-
-# -- memory_search --------------------------------------------------------------------------------
 
 def hit_content(content: str, terms: list[str]) -> tuple[str, bool]:
     """The content, or a ~1000-char window starting a little before the first query term."""
@@ -105,11 +98,8 @@ def hit_content(content: str, terms: list[str]) -> tuple[str, bool]:
 
 def count_matches(tier: MemoryTier, query: str, accept: Callable[[str], bool],
                   repos: tuple[str | None, ...] | None, filtered: bool) -> int:
-    """How many memories the query matches under the filters (the pre-cap `total`).
-
-    Set operations run at C speed: the repo restriction is an intersection, and the per-memory
-    predicate runs only when another filter (scopes, category, since, disabled scopes) is on.
-    """
+    """How many memories the query matches under the filters (the pre-cap `total`); the predicate
+    runs only when a filter other than the repos is on."""
     ids = tier.index.text.matching(query)
     if repos is not None:
         by_repo = tier.index.by_repo
@@ -126,11 +116,10 @@ def since_prior_cutoff(call: Call) -> str | None:
 def hit_view(core: Core, memory: Memory, score: float, relevance: float, terms: list[str],
              similarity: float | None = None) -> dict[str, Any]:
     content, cut = hit_content(memory.content, terms)
-    view: dict[str, Any] = {"id": memory.id, "short_id": tier_of(core).short_ids.short(memory.id),
-                            "content": content, "scopes": list(memory.scopes),
-                            "category": memory.category, "confidence": memory.confidence,
-                            "created": memory.created, "updated": memory.updated, "score": score,
-                            "relevance": relevance}
+    view: dict[str, Any] = {"id": memory.id, "short_id": tier_of(core).short_ids.short(memory.id), "content": content,
+                            "scopes": list(memory.scopes), "category": memory.category,
+                            "confidence": memory.confidence, "created": memory.created, "updated": memory.updated,
+                            "score": score, "relevance": relevance}
     if similarity is not None:
         view["similarity"] = similarity
     if cut:
@@ -142,9 +131,8 @@ def hit_view(core: Core, memory: Memory, score: float, relevance: float, terms: 
 
 def ranked(tier: MemoryTier, query: str, limit: int, accept: Callable[[str], bool]
            ) -> list[tuple[str, float, float, float | None]]:
-    """`(id, score, relevance, similarity)` best first: BM25 (identifiers, exact terms) fused with
-    the encoder's cosine (meaning) by reciprocal rank (docs/search.md, "Meaning"). Until the
-    encoder is loaded, or with search by meaning off, the lexical ranking alone (similarity None)."""
+    """`(id, score, relevance, similarity)` best first: BM25 fused with the encoder's cosine (docs/search.md,
+    "Fusion"), or BM25 alone (similarity None) while there is no encoder."""
     lexical = tier.index.text.ranked_hits(query, max(limit, FUSE_DEPTH), accept)
     vector = tier.semantic.embed_query(query) if tier.core.config.search_by_meaning else None
     if vector is None:
@@ -181,16 +169,13 @@ def memory_search(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     terms = word_tokens(query)
     results = [hit_view(core, live[doc_id], score, relevance, terms, similarity)
                for doc_id, score, relevance, similarity in hits]
-    # A hook's search is a candidate list, not a read (what it injected has its own receipt): its
-    # ids would flood every memory's history with prompts it was never shown for.
+    # A hook's search is a candidate list, not a read: what it injects has its own receipt.
     hook = call.conn.transient
     core.record("search", call.session, query_hash=hashlib.sha256(query.encode()).hexdigest()[:16],
                 query_len=len(query), hits=len(results), total=total,
                 ids=None if hook else [r["id"] for r in results], via="hook" if hook else None)
     return {"results": results, "total": total, "framing": "data"}
 
-
-# -- memory_show ------------------------------------------------------------------------------------
 
 def record_view(memory: Memory) -> dict[str, Any]:
     """Every field of the record (the file's frontmatter and its content)."""
@@ -232,12 +217,9 @@ def memory_show(call: Call, args: dict[str, Any]) -> dict[str, Any]:
         provenance = getattr(extension, "provenance_of", None)
         if callable(provenance):
             view.update(provenance(memory.id))
-    # `pointed`: the prompt hook had pointed this session to it, so the pointer was opened (receipts).
     core.record("show", call.session, memory_id=memory.id, pointed=True if memory.id in call.session.pointed else None)
     return {**view, "framing": "data"}
 
-
-# -- paging -------------------------------------------------------------------------------------------
 
 def encode_cursor(kind: str, key: list[str]) -> str:
     raw = json.dumps([kind, *key], separators=(",", ":")).encode()
@@ -261,10 +243,8 @@ def decode_cursor(kind: str, cursor: str | None) -> list[str] | None:
 
 def take_page(keys: Iterator[Any], limit: int, row: Callable[[Any], dict[str, Any] | None]
               ) -> tuple[list[dict[str, Any]], Any]:
-    """Up to `limit` rows from `keys` (None rows are filtered out); the last key when more remain.
-
-    A page also ends early once its rows hold MAX_PAGE_BODY_BYTES of text, so it fits one frame.
-    """
+    """Up to `limit` rows from `keys` (None rows skipped), ending early past MAX_PAGE_BODY_BYTES of
+    text; and the last key when more remain."""
     rows: list[dict[str, Any]] = []
     size, last = 0, None
     for key in keys:

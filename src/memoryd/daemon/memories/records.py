@@ -1,8 +1,6 @@
-"""What a durable memory and a pending write are, and how they map to files.
+"""What a durable memory and a pending write are, and how they map to files (docs/storage.md).
 
-Import contract: store only (stdlib + yaml below it). A memory file is `memories/<ulid>.md` or
-`tombstones/<ulid>.md`: YAML frontmatter (docs/storage.md) then the content as the body. Pending
-writes are runtime state persisted as one JSON snapshot under `state/`.
+Import contract: store only (stdlib + yaml below it).
 """
 
 from __future__ import annotations
@@ -44,10 +42,8 @@ def sha256_hex(data: bytes) -> str:
 
 @dataclass(slots=True)
 class Memory:
-    """One durable record, live or tombstoned; `content` is kept in memory (reads need it).
-    Slotted: 100k of them with a `__dict__` each cost ~100 MB more. The list-like fields are
-    tuples, never mutated (a change is a new record, `replace`): most are empty, and every empty
-    one is then the one shared `()`, where 4 empty lists a record were 22 MB at 100k."""
+    """One durable record, live or tombstoned. Never mutated (a change is a new record, `replace`);
+    slotted and with tuples for its list fields, as 100k of them are held (~120 MB less)."""
 
     id: str
     content: str
@@ -73,7 +69,6 @@ class Memory:
     repo: str | None = field(init=False, default=None, compare=False)
 
     def __post_init__(self) -> None:
-        # Read on every search candidate, so computed once rather than per access.
         repo = self.origin.get("repo")
         self.repo = repo if isinstance(repo, str) else None
 
@@ -89,7 +84,7 @@ class Memory:
 
 @dataclass
 class PendingWrite:
-    """A staged write awaiting the user's yes; holds what confirm needs to re-run gates 1–6."""
+    """A staged write awaiting the user's yes: what confirm needs to re-run gates 1–6."""
 
     id: str
     session_id: str
@@ -98,11 +93,9 @@ class PendingWrite:
     expires_at: float
     source_episode_id: str | None
     reason: str
-    draft: dict[str, Any]   # content, scopes, category, confidence, source, links, flags, transcript
+    draft: dict[str, Any]   # chain.Draft.to_dict()
     origin: dict[str, Any]
 
-
-# -- frontmatter -----------------------------------------------------------------------------
 
 def to_meta(memory: Memory) -> dict[str, Any]:
     """The frontmatter mapping, in the documented key order; tombstone keys only when removed."""
@@ -117,7 +110,7 @@ def to_meta(memory: Memory) -> dict[str, Any]:
     }
     if memory.verification_note is not None:
         meta["verification_note"] = memory.verification_note
-    if memory.pinned:  # said only when set: an unpinned memory's file is what it always was
+    if memory.pinned:
         meta["pinned"] = True
     if memory.anchor_session_id is not None:
         meta["anchor_session_id"] = memory.anchor_session_id
@@ -132,7 +125,8 @@ def render_memory(memory: Memory) -> bytes:
     return frontmatter.render(to_meta(memory), memory.content, blame="content")
 
 
-def _str_list(value: Any, name: str) -> tuple[str, ...]:
+def _str_list(meta: dict[str, Any], name: str) -> tuple[str, ...]:
+    value = meta.get(name)
     if value is None:
         return ()
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -171,35 +165,28 @@ def from_meta(meta: dict[str, Any], body: str, file_id: str) -> Memory:
     origin = meta.get("origin") or {}
     if not isinstance(origin, dict):
         raise TypeError("origin is not a mapping")
-    taint = _str_list(meta.get("taint"), "taint")
+    taint = _str_list(meta, "taint")
     created, updated = meta["created"], meta["updated"]
     return Memory(
-        id=file_id, content=body, scopes=_str_list(meta.get("scopes"), "scopes"),
-        category=meta["category"], confidence=meta["confidence"], source=meta["source"],
-        created=created, updated=created if updated == created else updated, session_id=_opt_str(meta, "session_id"),
+        id=file_id, content=body, scopes=_str_list(meta, "scopes"), category=meta["category"],
+        confidence=meta["confidence"], source=meta["source"], created=created,
+        updated=created if updated == created else updated, session_id=_opt_str(meta, "session_id"),
         origin={k: origin.get(k) if isinstance(origin.get(k), str) else None for k in ORIGIN_KEYS},
-        last_verified_at=_opt_str(meta, "last_verified_at"),
-        verified_paths=_str_list(meta.get("verified_paths"), "verified_paths"),
-        verified_commits=_str_list(meta.get("verified_commits"), "verified_commits"),
-        verification_note=_opt_str(meta, "verification_note"), links=_links(meta.get("links")),
-        tainted=bool(meta.get("tainted")) or bool(taint), taint=taint,
-        anchor_session_id=_opt_str(meta, "anchor_session_id"),
-        removed_at=_opt_str(meta, "removed_at"), removed_reason=_opt_str(meta, "removed_reason"),
-        pinned=meta.get("pinned") is True,
-    )
+        last_verified_at=_opt_str(meta, "last_verified_at"), verified_paths=_str_list(meta, "verified_paths"),
+        verified_commits=_str_list(meta, "verified_commits"), verification_note=_opt_str(meta, "verification_note"),
+        links=_links(meta.get("links")), tainted=bool(meta.get("tainted")) or bool(taint), taint=taint,
+        anchor_session_id=_opt_str(meta, "anchor_session_id"), removed_at=_opt_str(meta, "removed_at"),
+        removed_reason=_opt_str(meta, "removed_reason"), pinned=meta.get("pinned") is True)
 
 
-# Memory fields in their declared order, as the parse cache stores them (memories/cache.py);
-# `scopes` and `origin` are stored as numbers into tables of the distinct values.
+# Memory fields in declared order, as the parse cache stores them (`scopes`, `origin`: numbers into RowTables).
 ROW_FIELDS = ("id", "content", "scopes", "category", "confidence", "source", "created", "updated", "session_id",
               "origin", "last_verified_at", "verified_paths", "verified_commits", "verification_note", "links",
               "tainted", "taint", "anchor_session_id", "removed_at", "removed_reason", "pinned")
 
 
 class RowTables:
-    """The distinct scope lists and origins of a cache: 100k memories share a few hundred, so a
-    row stores a number and every memory loaded shares one tuple and one dict (never mutated:
-    records are replaced, not changed in place)."""
+    """The distinct scope lists and origins of a cache, shared by the memories loaded from it."""
 
     def __init__(self, scopes: list[Any] | None = None, origins: list[Any] | None = None) -> None:
         intern = sys.intern
@@ -226,8 +213,7 @@ class RowTables:
         return number
 
     def from_row(self, row: Sequence[Any]) -> Memory:
-        """A memory from a cache row written by `to_row` (the file was validated when it was read);
-        TypeError/ValueError/IndexError when the row is not what `to_row` writes."""
+        """A memory from a row `to_row` wrote; TypeError/ValueError/IndexError for any other row."""
         (memory_id, content, scopes, category, confidence, source, created, updated, session_id, origin,
          last_verified_at, verified_paths, verified_commits, note, links, tainted, taint, anchor, removed_at,
          removed_reason, pinned) = row
@@ -235,8 +221,7 @@ class RowTables:
                 and type(category) is str):
             raise TypeError("a cache row with a field of the wrong type")
         intern = sys.intern
-        # Positional, in ROW_FIELDS order: keyword calls slow a large start (docs/benchmark.md). A record
-        # never edited has `updated == created`: one string for both (7 MB at 100k).
+        # Positional: keyword calls slow a large start. Never edited: one string for created and updated.
         return Memory(intern(memory_id), content, self.scopes[scopes], intern(category), intern(confidence),
                       intern(source), created, created if updated == created else updated,
                       intern(session_id) if type(session_id) is str else session_id,
@@ -245,9 +230,7 @@ class RowTables:
                       pinned is True)
 
     def from_columns(self, columns: Sequence[Sequence[Any]]) -> list[Memory]:
-        """The memories of a cache's `ROW_FIELDS` columns, as `from_row` makes them one at a
-        time, with the same checks, column by column at C speed (docs/benchmark.md);
-        TypeError/ValueError/IndexError when a column is not what `to_row` writes."""
+        """`from_row` of every row of these `ROW_FIELDS` columns, a column at a time (C speed)."""
         (ids, content, scopes, category, confidence, source, created, updated, session_id, origin,
          last_verified_at, verified_paths, verified_commits, note, links, tainted, taint, anchor, removed_at,
          removed_reason, pinned) = columns
@@ -262,8 +245,6 @@ class RowTables:
                         verified_commits, note, links, map(bool, tainted), taint, anchor, removed_at,
                         removed_reason, [p is True for p in pinned]))
 
-
-# -- the pending snapshot ----------------------------------------------------------------------
 
 def encode_pending(pending: list[PendingWrite]) -> bytes:
     return json.dumps({"schema_version": SCHEMA_VERSION, "pending": [asdict(p) for p in pending]},

@@ -1,13 +1,8 @@
-"""Start-up of the memory tier (docs/storage.md): load the record files — from the parse cache, by
-parsing them, or from a helper process that parsed them while the log replayed — then reconcile
-them with the event log: hand-edited, unaccounted and missing files, half-finished moves, the
-pending snapshot. Runs after the log replay, so the tier's log-derived maps are complete; what
-came from the cache unread is checked after start (`verify`).
+"""Start-up of the memory tier after the log replay (docs/storage.md, "Recovery at start", step 4):
+load the record files and reconcile them with the log. Bad files are listed, never fatal.
 
-Import contract: building blocks (store, frontmatter, idents, nofollow, prefetch, text, search), core's
-PROGRESS_EVERY and the tier's cache, records and state.
-Bad files are listed, never fatal: a planted file with YAML aliases or a broken frontmatter is
-skipped and reported by memory_health.
+Import contract: store, frontmatter, idents, nofollow, prefetch, text, search, core's PROGRESS_EVERY
+and the tier's parse_cache, records and state.
 """
 
 from __future__ import annotations
@@ -39,14 +34,8 @@ Cached = tuple[Mapping[str, tuple[Any, ...]], RowTables, str | None]
 
 
 def load(tier: TierState) -> int:
-    """Read every memory and tombstone file and the pending snapshot into `tier`; returns how
-    many files had to be parsed (the rest came from the cache, to be checked by `verify_some`).
-
-    When the restored checkpoint vouches for the parse cache (`tier.trusted_gen`, the `gen` of
-    the cache that listed every record at that clean stop), the folders are not listed now:
-    listing and filtering them all slows a start (docs/benchmark.md). They are listed after start
-    (`verify_some`), where a file added by hand while the daemon was stopped is parsed and one
-    deleted is dropped, as this start would have."""
+    """Read every record file and the pending snapshot into `tier`; returns how many files were parsed.
+    With a parse cache the checkpoint vouches for, the folders are left for `after_start` to list."""
     helped = _helper_result(tier) if tier.helper is not None else None
     cached = memory_cache.decode(helped[0]) if helped else memory_cache.read(tier.cache_path)
     parsed = [0]
@@ -111,8 +100,8 @@ Found = tuple[list[Memory], Sequence[str], list[tuple[int, int]]]  # records, th
 
 
 def _from_columns(columns: tuple[tuple[Any, ...], ...], tables: RowTables) -> Found | None:
-    """Format 3: the records, their files' shas and stats, column by column. A key must be
-    `m/<id>.md` for a live record and `t/<id>.md` for a tombstone, as `_from_cache` checks."""
+    """The records, their files' shas and stats, column by column; None unless every key is
+    `m/<id>.md` for a live record and `t/<id>.md` for a tombstone."""
     keys, sizes, mtimes, shas = columns[:4]
     memories = tables.from_columns(columns[4:])
     if not (idents.all_of_type(sizes, int) and idents.all_of_type(mtimes, int) and idents.all_of_type(shas, str)):
@@ -156,8 +145,7 @@ def _load_dirs(tier: TierState, cached: Cached, parsed: list[int]) -> None:
 
 
 def index_header(tier: TierState) -> dict[str, Any]:
-    """What a search index snapshot must have been made from: this analyzer and exactly these
-    record files (each id with the sha256 of its file)."""
+    """What a search index snapshot must have been made from: this analyzer and these files."""
     digest = hashlib.sha256()
     for kind, records in (("m", tier.live), ("t", tier.tombstones)):
         for memory_id in sorted(records):
@@ -166,12 +154,8 @@ def index_header(tier: TierState) -> dict[str, Any]:
 
 
 def load_text_indexes(tier: TierState, snapshot: bytes | None = None) -> bool:
-    """Restore both text indexes from the snapshot if it describes the files just loaded, else
-    rebuild them from the records (the live one after the first reply: `LiveIndex.defer_text`).
-    True when the snapshot was used. After a start that took
-    every record from the cache the checkpoint vouches for (`tier.unlisted`), the snapshot saved
-    with that very cache (the same `gen`) describes them: the fingerprint of every id and sha
-    is not computed (docs/benchmark.md)."""
+    """Restore both text indexes from the snapshot if it describes the files just loaded, else rebuild
+    them (the live one deferred); True when the snapshot was used."""
     stored = None
     if tier.unlisted and tier.cache_gen is not None:
         stored = memory_cache.read_index(tier.index_path, {"analyzer": text.ANALYZER_VERSION, "gen": tier.cache_gen})
@@ -195,9 +179,8 @@ def load_text_indexes(tier: TierState, snapshot: bytes | None = None) -> bool:
 
 def read_dir(tier: TierState, directory: Path, kind: str, cached: Cached,
              parsed: list[int]) -> Iterator[tuple[Memory, str, tuple[int, int]]]:
-    """(memory, sha256 of its file, (size, mtime_ns)) for each good `<ulid>.md` in `directory`
-    (`kind` m or t), in id order; the rest go to bad_files. A file the cache lists is taken from
-    it unread and unstatted (`tier.unverified` remembers to compare it with the file later)."""
+    """(memory, sha256, (size, mtime_ns)) for each good `<ulid>.md` in `directory` (`kind` m or t), in
+    id order, from the cache when it lists the file; the rest go to bad_files."""
     if not nofollow.is_plain_dir(directory):
         return
     with os.scandir(directory) as listing:
@@ -238,8 +221,7 @@ def _from_cache(row: tuple[Any, ...] | None, tables: RowTables, file_id: str,
 
 
 def check_entry(directory: Path, entry: os.DirEntry[str]) -> None:
-    """Raise (one of BAD_RECORD) unless `entry` is a regular `*.md` file: a link is never read
-    (nor its target served)."""
+    """Raise (one of BAD_RECORD) unless `entry` is a regular `*.md` file: a link is never read."""
     if not entry.is_file(follow_symlinks=False):
         raise nofollow.LinkRefused(directory / entry.name)
     if not entry.name.endswith(".md"):
@@ -247,9 +229,8 @@ def check_entry(directory: Path, entry: os.DirEntry[str]) -> None:
 
 
 def read_record(path: Path | str, kind: str) -> tuple[Memory, str, tuple[int, int]]:
-    """Parse one record file: (memory, sha256 of the file, (size, mtime_ns) it had before the
-    read: an edit in between makes the next start's check read it again); a bad one raises one
-    of BAD_RECORD. `path` may be a plain string: a `Path` each slowed a cold start (docs/benchmark.md)."""
+    """Parse one record file: (memory, sha256, (size, mtime_ns) from before the read); a bad one
+    raises one of BAD_RECORD. A plain string `path` spares a cold start a `Path` per file."""
     data, st = nofollow.read_with_stat(path)
     (meta, body), sha = frontmatter.parse(data), sha256_hex(data)
     memory = from_meta(meta, body, os.path.basename(path)[:-3])
@@ -261,7 +242,7 @@ def read_record(path: Path | str, kind: str) -> tuple[Memory, str, tuple[int, in
 
 
 def note_file(tier: TierState, memory_id: str, sha: str, stat: tuple[int, int]) -> None:
-    """Remember what the record's file is on disk; its sha only when the log's differs (memory)."""
+    """Remember the record's file stat, and its sha only where the log's differs."""
     tier.file_stat[memory_id] = stat
     if tier.logged_sha.get(memory_id) != sha:
         tier.file_sha[memory_id] = sha
@@ -292,8 +273,7 @@ def _write_caches(tier: TierState, cache: bytes, snapshot: bytes) -> None:
 
 
 def encode_caches(tier: TierState) -> tuple[bytes, bytes]:
-    """The parse cache and the search index snapshot of the records held now, under a new `gen`
-    (which becomes `tier.cache_gen`)."""
+    """The parse cache and search index snapshot of the records held now, under a new `tier.cache_gen`."""
     def entries() -> Iterator[tuple[str, tuple[int, int], Memory, str]]:
         for kind, records in (("m", tier.live), ("t", tier.tombstones)):
             for memory_id in sorted(records):
@@ -308,20 +288,12 @@ def encode_caches(tier: TierState) -> tuple[bytes, bytes]:
     return cache, snapshot
 
 
-# -- a start without the caches: a helper process -----------------------------------------------
-
-# Below this many memory files the daemon parses them itself while the episode helper (if any)
-# runs: on two cores a second helper slowed a smaller store's cold start (three processes share
-# them) and sped up a larger one's (docs/benchmark.md).
-PREFETCH_MIN_RECORDS = 20_000
+PREFETCH_MIN_RECORDS = 20_000  # below it a helper slowed a cold start (docs/storage.md, step 4)
 
 
 def prefetch(tier: TierState, minimum: int | None = None) -> None:
-    """On a start without the parse cache in a store of at least `minimum` memory files, fork a
-    helper (daemon/storage/prefetch.py) that parses every record file and builds the search index while
-    the daemon replays the log; `load` then takes them like a cache and a snapshot: the folders
-    are still listed here, doubles, bad files and the log's verdicts still settled here (a file
-    the helper could not parse is parsed again here, and reported)."""
+    """Without a parse cache and with at least `minimum` memory files, fork a helper that parses them
+    and builds the search index while the log replays (`load` takes them as a cache and a snapshot)."""
     if tier.helper is not None or tier.cache_path.exists() or not nofollow.is_plain_dir(tier.live_dir):
         return
     with os.scandir(tier.live_dir) as listing:
@@ -355,8 +327,7 @@ def _helper_result(tier: TierState) -> tuple[bytes, bytes] | None:
 
 
 def settle_double(tier: TierState, tomb: Memory, sha: str, stat: tuple[int, int]) -> None:
-    """Both a live file and a tombstone: a crash between the two halves of a move. The log says
-    which side the move reached; the other file goes."""
+    """Both a live file and a tombstone (a crash mid-move): the log says which one stays."""
     if tier.logged_state.get(tomb.id) == "tomb":
         note_file(tier, tomb.id, sha, stat)
         live = tier.live.pop(tomb.id)
@@ -369,8 +340,8 @@ def settle_double(tier: TierState, tomb: Memory, sha: str, stat: tuple[int, int]
 
 
 def load_pending(tier: TierState) -> None:
-    """Pending writes from the snapshot that the log says were staged and not yet settled;
-    those past their TTL are expired by the reaper's next pass (and logged there)."""
+    """Pending writes from the snapshot that the log says were staged and not settled (the reaper
+    expires those past their TTL)."""
     try:
         rows = decode_pending(nofollow.read_nofollow(tier.snapshot_path))
     except (OSError, frontmatter.BadRecord):

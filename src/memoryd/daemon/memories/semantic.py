@@ -1,20 +1,8 @@
-"""Meaning vectors of the live memories: embedded by a background thread, read by the loop.
+"""Meaning vectors of the live memories (docs/search.md, "Meaning"): embedded by a background thread,
+read by the loop. The loop owns the matrix; the thread only hands results over (`pump`), so a search
+never sees a half-written row. numpy is imported on the thread's side only.
 
-Why (docs/search.md, "Meaning"): a typed prompt rarely repeats a memory's words; a sentence
-encoder finds it by what it says. The rules that keep it off every budget:
-- nothing here runs on a start or a write's path: the first idle turn after a start starts one
-  thread, which loads the encoder (numpy is imported there, never by the bridge or the hooks),
-  reads `state/vectors.bin`, and embeds what that file lacks, newest changes first;
-- the loop owns the matrix; the thread only hands results over (`pump` applies them on an idle
-  turn), so a search never sees a half-written row; a result whose memory changed meanwhile is
-  dropped, and its newer text is already queued;
-- a memory without its vector yet is still found lexically: `nearest` covers the rows it has;
-- rows are int8 with a float32 scale each (a quarter of float32's memory; cosines within ~0.002),
-  widened a chunk at a time into one small reused buffer for the dot products: numpy's float16
-  widening was slower than int8's (docs/benchmark.md);
-- the thread embeds only in the loop's quiet moments (no write or search for `QUIET_S`) and at
-  nice 19: it shares the loop's GIL, and a bulk load with it embedding alongside ran much slower
-  (docs/benchmark.md). Vectors lag a burst and catch up after it.
+Import contract: stdlib, vectorfile, and the encoder (on the thread).
 """
 
 from __future__ import annotations
@@ -66,8 +54,6 @@ class Semantic:
         self._trimmed_at = -TRIM_EVERY_S          # the thread's last `_release_free_memory`
         self._untrimmed = True                    # the thread worked (or started) since then
         self.file_note: str | None = None         # why a saved vectors file was thrown away (health)
-
-    # -- the loop's side ---------------------------------------------------------------------
 
     def start(self, live: Iterable[Any]) -> None:
         """Start the thread with what is live now; later changes arrive through `changed`."""
@@ -149,11 +135,8 @@ class Semantic:
 
     def _adopt_saved(self, ids: list[str], stamps: list[str], matrix: Any, scales: Any,
                      current: Callable[[str], str | None]) -> int:
-        """The saved vectors, as the thread laid them out (`_reuse_saved`): at a start, when none is
-        held yet, its arrays become this index as they are — the loop only swaps references. Placing
-        100k vectors one by one held the loop for seconds after every start at that size, and one
-        copy of their 38 MB of rows took 0.03–0.4 s here, fresh pages included (docs/search.md). A memory changed
-        since the thread's snapshot frees its row; nothing here needs saving again."""
+        """The saved vectors the thread laid out: by reference when none is held yet (a copy of 100k rows
+        took 0.03–0.4 s of the loop); a memory changed since the thread's snapshot frees its row."""
         if self.rows:  # vectors came first (not a start): place these one by one
             fresh = [i for i, (m, s) in enumerate(zip(ids, stamps)) if m not in self.rows and current(m) == s]
             for i in fresh:
@@ -221,8 +204,7 @@ class Semantic:
             self._inbox.put(None)
 
     def rebuild(self, live: Iterable[Any], progress: Callable[[str, int, int], None]) -> int:
-        """Embed every memory here and now (`memoryd reindex`, daemon stopped); returns how many.
-        The caller's clean stop writes them (`MemoryTier._on_daemon_stop`)."""
+        """Embed every memory here and now (`memoryd reindex`, daemon stopped); returns how many."""
         from memoryd.daemon.encoder.model import Encoder, EncoderUnavailable
 
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -241,8 +223,6 @@ class Semantic:
         self.state = "ready"
         return len(memories)
 
-    # -- persistence --------------------------------------------------------------------------
-
     def save(self) -> None:
         """Write every vector held now (staged: durable at the pass's group commit)."""
         rows = [(i, memory_id) for i, memory_id in enumerate(self.ids) if memory_id is not None]
@@ -259,8 +239,6 @@ class Semantic:
         self.write(self.path, vectorfile.file_bytes(WEIGHTS_SHA256, [m for _, m in rows], [self.stamps[i] for i in at],
                                                     dims, matrix, scales))
         self.dirty, self.saved_at = False, time.monotonic()
-
-    # -- the thread's side --------------------------------------------------------------------
 
     def _run(self, snapshot: list[tuple[str, str, str]]) -> None:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # one core: the loop keeps the other
@@ -315,8 +293,7 @@ class Semantic:
 
     def _reuse_saved(self, snapshot: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
         """Hand over the saved vectors that still match; returns what must be embedded (oldest first,
-        so `pop` takes the newest). A file that cannot be trusted is thrown away (vectorfile.py) and
-        health says so."""
+        so `pop` takes the newest). A file that cannot be trusted is thrown away, and health says so."""
         from memoryd.daemon.encoder.model import DIMENSIONS, WEIGHTS_SHA256
 
         saved: dict[str, tuple[str, int]] = {}
@@ -344,18 +321,11 @@ class Semantic:
 
 
 def _release_free_memory() -> None:
-    """Hand the heap's free pages back to the system (glibc's `malloc_trim`), as the encoder thread
-    goes idle after work, at most every TRIM_EVERY_S. A batch's temporaries and the start's parsing
-    leave tens of MB free but held (the encoder alone: 95 MB, 66 MB after a trim that took ~3 ms;
-    docs/search.md). Making large blocks mmap'd instead returned them too, but made batches 2x and
-    queries ~40 % slower (page faults on fresh pages). Without glibc it does nothing."""
-    trim = getattr(_libc(), "malloc_trim", None)
+    """Hand the heap's free pages back to the system (glibc's `malloc_trim`; why: docs/search.md,
+    "When vectors are made"). Without glibc it does nothing."""
+    try:
+        trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
+    except OSError:
+        return
     if trim is not None:
         trim(0)
-
-
-def _libc() -> Any:
-    try:
-        return ctypes.CDLL(None)
-    except OSError:
-        return None

@@ -1,11 +1,5 @@
-"""Short ids: what a hook's pointer line, a list and a person type instead of a 26-character ULID.
-
-A short id is "m" and the ULID's last 8 characters, lowercased (`m7kq2x9ab`): the ULID's random
-tail, not its time head, so memories written in the same millisecond (a bulk import) still differ.
-Where two memories of the store, live or removed, share those 8 characters, each shows 9 (10
-characters in all) and 8 names neither: `resolve` then answers with both candidates, which is also
-what happens when a sync brings in a memory whose tail matches one shown before. ULIDs begin with
-0-7, so a short id can never be read as a ULID prefix. Nothing is stored: the ids are the truth.
+"""Short ids (`m` + the ULID's last 8 or 9 characters, docs/search.md) in place of 26-character ULIDs;
+computed from the ids, never stored.
 
 Import contract: stdlib only.
 """
@@ -13,6 +7,7 @@ Import contract: stdlib only.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from itertools import chain
 from typing import Any
@@ -33,13 +28,12 @@ class ShortIds:
         return chain.from_iterable(self.tables)
 
     def _refresh(self) -> None:
-        """Rebuild `shared` when the set of ids has changed size: one pass over the ids (~10 ms at
-        100k), paid by the first short id shown after a write, not by the write."""
+        """Rebuild `shared` when the number of ids changed (~10 ms at 100k, paid by the next short id)."""
         count = sum(len(table) for table in self.tables)
         if count != self.built_for:
             tails = [memory_id[-TAIL:] for memory_id in self._ids()]
             distinct = set(tails)
-            self.shared = set() if len(distinct) == len(tails) else _repeated(tails)
+            self.shared = set() if len(distinct) == len(tails) else {t for t, n in Counter(tails).items() if n > 1}
             self.built_for = count
 
     def short(self, memory_id: str) -> str:
@@ -54,14 +48,6 @@ class ShortIds:
             return []
         tail = match.group(1).upper()
         return sorted(memory_id for memory_id in self._ids() if memory_id.endswith(tail))
-
-
-def _repeated(tails: list[str]) -> set[str]:
-    seen: set[str] = set()
-    repeated: set[str] = set()
-    for tail in tails:
-        (repeated if tail in seen else seen).add(tail)
-    return repeated
 
 
 def is_short_id(value: Any) -> bool:

@@ -1,14 +1,8 @@
-"""Staleness of a memory: days since it was last known to hold, cited paths that vanished, and
-commits to its repo since — and the git probe that answers the repo questions cheaply.
+"""Staleness of a memory: days since it was last known to hold, cited paths that vanished, commits
+since; git answers are cached per worktree, and git runs only where this machine can vouch for the
+repository: never one a pulled record names, never inside the store, always with `NO_PROGRAMS`.
 
-Import contract: stdlib, gates (cited paths), records; `NO_PROGRAMS` is defined here and shared
-with sync.git. Git runs in a subprocess, so its answers are cached per worktree for `GIT_CACHE_S`: a
-search must stay in the low milliseconds, and the repo does not change meaningfully within seconds.
-
-Git runs only in a worktree this machine can vouch for: never in one named by a record pulled from
-another device (its origin is display-only: a hostile remote could name a repository whose config
-runs a program), never inside the store's own folder (where the sync clone lives), and always with
-`NO_PROGRAMS` (no discovered bare repository, no hooks, no signature program).
+Import contract: stdlib, gates (cited paths), records; sync.git shares `NO_PROGRAMS`.
 """
 
 from __future__ import annotations
@@ -23,10 +17,7 @@ from typing import Any
 from memoryd.daemon.memories.gates import cited_paths
 from memoryd.daemon.memories.records import Memory
 
-# Settings that keep a repository's own config (or a pulled one) from running a program: no
-# bare repository found by discovery (a pushed `pwn/` with HEAD, objects/, refs/ and a config
-# naming a program), no hooks, no fsmonitor, no signature check or signing program. Passed with
-# `-c`, which outranks every config file; the staleness probe uses them too.
+# Passed with `-c` (outranking every config file), so no repository config runs a program (docs/sync.md).
 NO_PROGRAMS = ("safe.bareRepository=explicit", "core.hooksPath=/dev/null", "core.fsmonitor=false",
                "log.showSignature=false", "gpg.program=", "gpg.openpgp.program=", "gpg.x509.program=",
                "gpg.ssh.program=")
@@ -110,7 +101,7 @@ class GitProbe:
 
 
 def _git(worktree: str, *args: str) -> str | None:
-    import subprocess  # here, not at the top: a daemon start does not run git (imports are ~1/3 of a warm start)
+    import subprocess  # here: a daemon start does not run git, and imports are ~1/3 of a warm start
 
     settings = [part for setting in NO_PROGRAMS for part in ("-c", setting)]
     try:
@@ -142,8 +133,8 @@ class Staleness:
 
 
 def assess(memory: Memory, now: float, probe: GitProbe, stale_days: float, parse_iso: Any) -> Staleness:
-    """All three signals for one memory; paths and commits only when its worktree is on disk
-    and was named here (a pulled record's origin is another machine's: display-only)."""
+    """All three signals for one memory; paths and commits only when its worktree is on disk and
+    was named here."""
     since = parse_iso(memory.verified_or_updated)
     days = max(0.0, (now - since) / DAY_S)
     worktree = None if memory.id in probe.pulled else memory.origin.get("worktree")

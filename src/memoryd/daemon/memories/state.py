@@ -1,9 +1,7 @@
-"""Every field the durable memory tier keeps (`TierState`: live memories, tombstones, pending
-writes, indexes, what start-up found), and the small reads on them.
+"""Every field the durable memory tier keeps, and the small reads on them. `tier.MemoryTier` adds
+the changes and `recovery` fills the fields at start, so neither has to import the other.
 
-Import contract: core, store and the tier's records, cache, index, semantic, stats and staleness;
-nothing that acts. `tier.MemoryTier` adds the changes and `recovery` fills the fields at start,
-both on top of this class, so neither has to import the other.
+Import contract: core and the tier's records, parse_cache, index, live, semantic, shortids, staleness.
 """
 
 from __future__ import annotations
@@ -27,8 +25,6 @@ PENDING_SNAPSHOT = "pending.json"
 
 
 class TierState:
-    """The memory tier's fields and the reads every part of the tier shares; `MemoryTier` adds
-    the changes, `recovery` fills it at start."""
 
     def __init__(self, core: Core) -> None:
         self.core = core
@@ -43,19 +39,13 @@ class TierState:
         self._unstatted: set[str] = set()           # written this pass: stat them once renamed
         self.cache_stale = False                    # a record file changed since the cache was written
         self.unverified: list[str] = []             # loaded from the cache, file not yet compared
-        # The parse cache's `gen` when it lists exactly the records here (None: it does not); a
-        # checkpoint saves it, and a start whose cache has the checkpoint's gen takes every record
-        # from it without listing the folders, which are listed after start instead (`unlisted`).
-        self.cache_gen: str | None = None
+        self.cache_gen: str | None = None           # the parse cache's gen when it lists exactly these
         self.trusted_gen: str | None = None         # the gen the restored checkpoint vouches for
         self.unlisted: list[str] = []               # "m" / "t": folders still to list after start
         self.listing: Any = None                    # the open scandir of the folder being listed
         self.found_late: list[str] = []             # files the after-start check parsed
         self.dropped_late = 0                       # cache-loaded records whose file was gone
         self.helper: Any = None                     # the prefetch helper (recovery.prefetch), while it runs
-        # Writes the parse cache and index snapshot a start built, on the first idle turn after it
-        # (`MemoryTier.save_built_caches`): encoding, writing and syncing them was a share of a
-        # cold start that a client waited for (docs/benchmark.md).
         self.save_after_start: Callable[[], None] | None = None
         self.loaded = False                         # replay is over: events now are live ones
         self.live: LiveMemories = LiveMemories(self.project_of)
@@ -84,8 +74,6 @@ class TierState:
         self.unaccounted: list[str] = []
         self.missing: list[str] = []
 
-    # -- small reads the other tiers use ---------------------------------------------------------
-
     def text_of(self, memory_id: str) -> str | None:
         memory = self.live.get(memory_id) or self.tombstones.get(memory_id)
         return memory.content if memory is not None else None
@@ -102,6 +90,13 @@ class TierState:
                 return name
         project = memory.origin.get("project")
         return project if isinstance(project, str) and project else None
+
+    def tables(self, kind: str) -> tuple[LiveIndex | TombIndex, dict[str, Memory]]:
+        """The index and records of live memories (`kind` m) or of tombstones (t)."""
+        return (self.index, self.live) if kind == "m" else (self.tomb_index, self.tombstones)
+
+    def path(self, kind: str, memory_id: str) -> Path:
+        return self.live_path(memory_id) if kind == "m" else self.tomb_path(memory_id)
 
     def live_path(self, memory_id: str) -> Path:
         assert idents.is_ulid(memory_id)  # ids reach paths only after validation or minting

@@ -1,12 +1,8 @@
-"""The durable memory tier's changes, on top of its state (`state.TierState`): committing, rewriting,
-burying and restoring memory files, the pending-write flow, and replaying each recorded event.
+"""The durable memory tier's changes on top of `state.TierState`: memory files written, moved and
+restored, pending writes, and the appliers of recorded events (the tool handlers record them).
 
-Import contract: core, connections, store, scopes, and the tier's gates, records, state and
+Import contract: core, connections, scopes, and the tier's after_start, gates, records, state and
 recovery; no zmq, no msgpack.
-Files are canonical (`memories/`, `tombstones/`); the event log names every committed file by id
-and sha256 (never content), which is how hand-edited, unaccounted and missing files are found at
-start. Pending writes are persisted as a snapshot under `state/` and reloaded at start.
-The tier changes state only through the methods below; the tool handlers record the events.
 """
 
 from __future__ import annotations
@@ -54,11 +50,7 @@ def attach(core: Core) -> MemoryTier:
 
 
 class MemoryTier(TierState):
-    """The tier's changes: file-backed writes, pending writes and the event appliers."""
-
     patterns_compiled = False  # the gates' regexes (gates.compile_patterns), after start
-
-    # -- what the gate chain asks (chain.TierView) ----------------------------------------------
 
     def known_projects(self) -> dict[str, str | None]:
         return self.index.projects
@@ -86,7 +78,7 @@ class MemoryTier(TierState):
 
     def _write(self, path: Path, data: bytes, memory_id: str | None = None, fresh: bool = False) -> str:
         """Stage `data` for `path` (durable at the pass's group commit); returns its sha256.
-        `fresh`: a name just minted, so there is no file whose flags to probe (`write_file`)."""
+        `fresh`: a name just minted (`write_file`)."""
         self.core.files.write_file(path, data, fresh=fresh)
         sha = sha256_hex(data)
         if memory_id is not None:  # the caller logs `sha`, so logged_sha will describe the file
@@ -97,10 +89,9 @@ class MemoryTier(TierState):
         return sha
 
     def after_sync(self) -> None:
-        """Run after each pass's group commit: note (size, mtime) of the files just published, for
-        the parse cache (taken now, not at save time, so a later hand edit cannot hide)."""
+        """After each pass's group commit: the stat of the files just published, for the parse cache."""
         for memory_id in self._unstatted:
-            path = self.tomb_path(memory_id) if memory_id in self.tombstones else self.live_path(memory_id)
+            path = self.path("t" if memory_id in self.tombstones else "m", memory_id)
             try:
                 stat = os.lstat(path)
             except OSError:
@@ -109,8 +100,8 @@ class MemoryTier(TierState):
         self._unstatted.clear()
 
     def commit(self, memory: Memory, terms: list[str] | None = None) -> str:
-        """Write a new live memory's file (its id just minted by `new_id`) and index it; returns
-        the file's sha256. `terms`: its content's `text.analyze`, when the caller has them."""
+        """Write a new live memory's file (its id from `new_id`) and index it; returns the file's sha256.
+        `terms`: its content's `text.analyze`, when the caller has them."""
         sha = self._write(self.live_path(memory.id), render_memory(memory), memory.id, fresh=True)
         self.live[memory.id] = memory
         self.index.add(memory, terms=terms)
@@ -125,27 +116,26 @@ class MemoryTier(TierState):
         return sha
 
     def bury(self, memory: Memory, reason: str) -> str:
-        """Move a live memory to a tombstone. The store applies staged deletes after it renames
-        staged writes (and after the log's sync), so no crash loses both files."""
-        tomb = replace(memory, removed_at=self.core.now(), removed_reason=reason)
-        sha = self._write(self.tomb_path(memory.id), render_memory(tomb), memory.id)
-        self.core.files.delete_file(self.live_path(memory.id))
-        self.index.remove(memory)
-        del self.live[memory.id]
-        self.tombstones[memory.id] = tomb
-        self.tomb_index.add(tomb)
-        return sha
+        """Move a live memory to a tombstone."""
+        return self._move(memory, replace(memory, removed_at=self.core.now(), removed_reason=reason), "m", "t")
 
     def unbury(self, tomb: Memory) -> tuple[Memory, str]:
-        """Bring a tombstone back to life (the same ordering as `bury`, the other way round)."""
+        """Bring a tombstone back to life."""
         memory = replace(tomb, removed_at=None, removed_reason=None, updated=self.next_updated(tomb.updated))
-        sha = self._write(self.live_path(memory.id), render_memory(memory), memory.id)
-        self.core.files.delete_file(self.tomb_path(memory.id))
-        self.tomb_index.remove(tomb)
-        del self.tombstones[memory.id]
-        self.live[memory.id] = memory
-        self.index.add(memory)
-        return memory, sha
+        return memory, self._move(tomb, memory, "t", "m")
+
+    def _move(self, old: Memory, new: Memory, source: str, target: str) -> str:
+        """Move a record between the live (m) and tombstone (t) files; staged deletes apply after
+        staged writes, so no crash loses both files."""
+        sha = self._write(self.path(target, new.id), render_memory(new), new.id)
+        self.core.files.delete_file(self.path(source, old.id))
+        index, records = self.tables(source)
+        index.remove(old)
+        del records[old.id]
+        index, records = self.tables(target)
+        records[new.id] = new
+        index.add(new)
+        return sha
 
     def next_updated(self, previous: str) -> str:
         """Now, but strictly after `previous`, so compare-and-set on `updated` is never ambiguous."""
@@ -159,15 +149,10 @@ class MemoryTier(TierState):
                 pass
         return iso(now)
 
-    # -- the session-finish handoff (docs/tools.md) ------------------------------------------------
-
     def capture_handoff(self, session: Session, identity: dict[str, Any], text: str,
                         scopes: list[str]) -> tuple[str, bool]:
-        """Store `text` as the session's handoff memory; (id, deduped). Secrets → InvalidParams.
-
-        The credential gate and the taint scan apply; the durability gate does not (a handoff is
-        state by nature); identical content collapses onto the existing live handoff.
-        """
+        """Store `text` as the session's handoff memory; (id, deduped: the same content is a live
+        handoff already). Secrets → InvalidParams; the other gates do not apply."""
         markers = find_credentials(text)
         if markers:
             kinds = ", ".join(sorted({m["kind"] for m in markers}))
@@ -185,8 +170,6 @@ class MemoryTier(TierState):
         sha = self.commit(memory)
         self.core.record("write", session, status="committed", gate="handoff", memory_id=memory.id, sha=sha)
         return memory.id, False
-
-    # -- pending writes --------------------------------------------------------------------------
 
     def next_pending_id(self) -> str:
         return f"pending-{self.pending_seq + 1}"
@@ -217,10 +200,8 @@ class MemoryTier(TierState):
         return pending
 
     def pending_pass(self, now: float) -> list[str]:
-        """Expire pending writes past their TTL, logging each; a promote's source episode is kept.
-
-        The reaper runs this after every pass's sync, so it also does the tier's `after_sync`.
-        """
+        """Expire pending writes past their TTL, logging each (a promote's episode is kept). The
+        reaper runs this after every pass's sync, so it also does the tier's `after_sync`."""
         self.after_sync()
         due = [p for p in self.pending.values() if p.expires_at <= now]
         for pending in due:
@@ -233,8 +214,6 @@ class MemoryTier(TierState):
 
     def next_pending_expiry(self) -> float | None:
         return min((p.expires_at for p in self.pending.values()), default=None)
-
-    # -- the event log's view (live operation and replay share it) --------------------------------
 
     def apply(self, event: dict[str, Any]) -> None:
         handler = _APPLIERS.get(event["kind"])
@@ -273,12 +252,11 @@ class MemoryTier(TierState):
         self._named(event, "tomb")
 
     def _on_retrieval(self, event: dict[str, Any]) -> None:
-        # A hook's candidate search names no ids; what it injected comes as an `inject` event.
         ids = event.get("ids") or event.get("injected") or ([event["memory_id"]] if event.get("memory_id") else [])
         self.retrievals.update(ids)
 
     def _on_daemon_stop(self, event: dict[str, Any]) -> None:
-        """A clean stop (not its replay): refresh the parse cache so the next start is fast."""
+        """A clean stop (not its replay): save the vectors and, when stale, the parse cache."""
         self.save_built_caches()  # the stop's checkpoint may name the gen of the helper's cache
         if self.semantic.dirty:
             self.semantic.save()
@@ -294,12 +272,11 @@ class MemoryTier(TierState):
         else:
             self.episodes_pruned += len(event.get("episode_ids") or ())
 
-    # -- the checkpoint (daemon/process/checkpoint.py): the log-derived fields above, saved and restored --
+    # -- the checkpoint (daemon/process/checkpoint.py): the log-derived fields, saved and restored --
 
     def log_state(self) -> dict[str, Any]:
-        # logged_sha and logged_state get the same keys at the same moments (`_named`, sync), so
-        # in the same order: saved as columns, they decode at C speed into dicts sharing the ids
-        # (a KeyError here, were that ever broken, means no checkpoint: a full replay next start).
+        # logged_sha and logged_state get the same keys in the same order (`_named`, sync): saved as
+        # columns (were that ever broken, the KeyError means no checkpoint: a full replay next start).
         return {"logged_ids": list(self.logged_sha), "logged_shas": list(self.logged_sha.values()),
                 "logged_states": "".join(_STATE_CODES[self.logged_state[i]] for i in self.logged_sha),
                 "retrievals": dict(self.retrievals), "pending_seq": self.pending_seq,
@@ -316,21 +293,17 @@ class MemoryTier(TierState):
                 and idents.all_of_type(shas, str)):
             raise ValueError("the logged memory columns do not match")
         ids = list(map(sys.intern, ids))  # shared with the records and the search index
-        fields = {"logged_sha": dict(zip(ids, shas)),
-                  "logged_state": dict(zip(ids, map(_STATES.__getitem__, states))),
+        fields = {"logged_sha": dict(zip(ids, shas)), "logged_state": dict(zip(ids, map(_STATES.__getitem__, states))),
                   "retrievals": Counter({str(k): int(v) for k, v in data["retrievals"].items()}),
                   "pending_seq": int(data["pending_seq"]), "pending_logged": set(data["pending_logged"]),
                   "pending_resolved": set(data["pending_resolved"]),
-                  "pending_expired_total": int(data["pending_expired_total"]),
+                  "pending_expired_total": int(data["pending_expired_total"]), "expired": dict(data["expired"]),
                   "reaper_last_run": data["reaper_last_run"], "episodes_pruned": int(data["episodes_pruned"]),
-                  "expired": dict(data["expired"]),
                   "trusted_gen": data["cache_gen"] if type(data["cache_gen"]) is str else None}
         return lambda: self.__dict__.update(fields)
 
-    # -- start-up (memory_recovery): load files, then reconcile them with the log -----------------
-
     def prefetch(self) -> None:
-        """Before the log replays on a start with no parse cache: see recovery.prefetch."""
+        """Before the log replays: `recovery.prefetch`."""
         memory_recovery.prefetch(self)
 
     def load(self) -> None:
@@ -342,8 +315,8 @@ class MemoryTier(TierState):
             self.save_after_start = lambda: memory_recovery.save_cache(self)
 
     def save_built_caches(self) -> None:
-        """Write the caches this start built (`save_after_start`), once; a full disk only costs
-        the next start its speed."""
+        """Write the caches this start built (`save_after_start`), once; a full disk only slows
+        the next start."""
         save, self.save_after_start = self.save_after_start, None
         if save is not None:
             try:
@@ -355,15 +328,15 @@ class MemoryTier(TierState):
         return memory_recovery.reconcile(self)
 
     def verify_some(self, budget: int | None) -> int:
-        """Compare cache-loaded records with their files after start (see verify.verify_some).
-        The first pass also compiles the gate patterns: not at start, nor in the first write."""
+        """The idle turn's work after start, ending with `after_start.verify_some`. The first also
+        compiles the gate patterns: not at start, nor in the first write."""
         if not self.patterns_compiled:
             compile_patterns()
             self.patterns_compiled = True
-        self.index.finish_text()  # a cold start's text index, after its first reply (recovery)
+        self.index.finish_text()
         self.save_built_caches()
         self.pump_vectors()
-        self.index.anchors.build_some(self.live, ANCHOR_SLICE)  # point-of-action recall's keys
+        self.index.anchors.build_some(self.live, ANCHOR_SLICE)
         return memory_verify.verify_some(self, budget)
 
     def late_finds(self) -> dict[str, int]:
@@ -387,19 +360,12 @@ _STATES = {"l": "live", "t": "tomb"}
 
 
 _APPLIERS = {
-    "write": MemoryTier._on_write,
-    "write_confirm": MemoryTier._on_confirm,
-    "write_cancel": MemoryTier._on_cancel,
+    "write": MemoryTier._on_write, "write_confirm": MemoryTier._on_confirm, "write_cancel": MemoryTier._on_cancel,
     "pending_expired": MemoryTier._on_pending_expired,
-    "update": MemoryTier._on_change,
-    "verify": MemoryTier._on_change,
-    "restore": MemoryTier._on_change,
-    "remove": MemoryTier._on_remove,
-    "handoff_converted": MemoryTier._on_remove,  # a captured handoff became a session note (sessions/records)
-    "search": MemoryTier._on_retrieval,
-    "show": MemoryTier._on_retrieval,
-    "inject": MemoryTier._on_retrieval,
-    "reaper_run": MemoryTier._on_reaper,
-    "episode_prune": MemoryTier._on_reaper,
+    "update": MemoryTier._on_change, "verify": MemoryTier._on_change, "restore": MemoryTier._on_change,
+    # handoff_converted: a captured handoff became a session note (sessions/records)
+    "remove": MemoryTier._on_remove, "handoff_converted": MemoryTier._on_remove,
+    "search": MemoryTier._on_retrieval, "show": MemoryTier._on_retrieval, "inject": MemoryTier._on_retrieval,
+    "reaper_run": MemoryTier._on_reaper, "episode_prune": MemoryTier._on_reaper,
     "daemon_stop": MemoryTier._on_daemon_stop,
 }

@@ -1,16 +1,6 @@
-"""`state/vectors.bin`: the saved meaning vectors, written by the daemon and read back untrusted.
-
-The file is derived state, so anything wrong with it costs a re-embed, never the encoder thread
-or a wrong answer. Reading (`read`) opens it without following a link and without blocking (a
-FIFO planted there cannot hang the thread), requires a regular file, checks every size its
-header claims against the file's real length before allocating anything, and compares a checksum
-of the header's ids and stamps and of the rows: random rows of the right shape are refused too.
-Any refusal (`Refused`, with the reason) means: throw the file away and embed again.
-
-Layout: MAGIC, the JSON header's length (8 bytes, little-endian), the header
-(`{model, dims, ids, stamps, checksum}`), every row's scale (float32), then the int8 rows.
-The checksum is blake2b-128 over the header without it and the body (~40 ms for 100k rows, on the
-encoder thread, off every request's path).
+"""`state/vectors.bin`: the saved meaning vectors, written by the daemon and read back untrusted
+(layout: docs/storage.md, "Caches in `state/`"; checks: docs/security.md). Any refusal (`Refused`)
+means: throw the file away and embed again.
 
 Import contract: stdlib and numpy (the encoder thread's side only).
 """
@@ -52,9 +42,8 @@ def quantize(vectors: Any) -> tuple[Any, Any]:
 
 
 def file_bytes(model: str, ids: list[str], stamps: list[str], dims: int, rows: Any, scales: Any) -> bytes:
-    """The file for these rows, built in one copy of them: at 100k memories the loop writes ~40 MB
-    every 30 s while vectors arrive (docs/storage.md). The ids and stamps are put into JSON once, for
-    the checksum and the header alike — exactly what `json.dumps` of each would give."""
+    """The file for these rows, built in one copy of them, with the ids and stamps put into JSON once
+    for the checksum and the header alike (~40 MB every 30 s at 100k memories)."""
     body = [memoryview(scales).cast("B"), memoryview(rows).cast("B")] if ids else []
     ids_json, stamps_json, model_json = json.dumps(ids), json.dumps(stamps), json.dumps(model)
     checksum = _checksum(model, dims, ids, stamps, *body,
@@ -65,10 +54,8 @@ def file_bytes(model: str, ids: list[str], stamps: list[str], dims: int, rows: A
 
 
 def read(path: Path, model: str, dims: int) -> tuple[list[str], list[str], Any, Any] | None:
-    """(ids, stamps, int8 rows, float32 scales) saved for `model`, as `quantize` made them; None
-    when there is no file or it was made by another model (nothing wrong: embed again); `Refused`
-    when it cannot be trusted — rows of other than the model's `dims` values among them: the
-    checksum is no seal (anyone can compute it), and such rows would fail every search."""
+    """(ids, stamps, int8 rows, float32 scales) saved for `model`; None when there is no file or another
+    model made it; `Refused` when it cannot be trusted (rows not `dims` wide included)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:

@@ -1,11 +1,9 @@
-"""Handlers that change durable memories: write, confirm, cancel, promote.
+"""Handlers that create durable memories: write, confirm, cancel, promote. Each validates fully
+before it changes anything, then records one event (ids, statuses, gate kinds, hashes; never
+content) carrying its `req`, so a retry after a restart is answered by `replay_*`, not run twice.
 
-Import contract: core, clock, validate, episodes.episode (what promote reads), and the tier's args,
-chain, gates, records and tier.
-Every handler validates its arguments fully before it changes anything (fail closed), then
-changes files and indexes through the tier and records exactly one event naming ids, statuses,
-gate kinds and hashes — never content. The event of a call carries its `req`, so a retry after
-a daemon restart is answered from the state instead of applying twice (see `replay_*`).
+Import contract: core, clock, validate, episodes.episode, and the tier's args, chain, gates, projects,
+records and tier.
 """
 
 from __future__ import annotations
@@ -17,20 +15,10 @@ from memoryd.daemon.calls.validate import require_text
 from memoryd.daemon.core import Call, Core
 from memoryd.daemon.episodes.episode import Episode
 from memoryd.daemon.memories import gates
-from memoryd.daemon.memories.args import (
-    check_id,
-    check_links,
-    check_pending_id,
-    check_write_scopes,
-)
+from memoryd.daemon.memories.args import check_id, check_links, check_pending_id, check_write_scopes
 from memoryd.daemon.memories.chain import FLAGS, Draft, related, run_gates
 from memoryd.daemon.memories.projects import check_project_scopes
-from memoryd.daemon.memories.records import (
-    PREVIEW_CHARS,
-    Memory,
-    PendingWrite,
-    render_memory,
-)
+from memoryd.daemon.memories.records import PREVIEW_CHARS, Memory, PendingWrite, render_memory
 from memoryd.daemon.memories.tier import MemoryTier
 from memoryd.daemon.storage.clock import iso
 from memoryd.errors import InvalidParams, ResourceState
@@ -43,8 +31,6 @@ PENDING_HINT = ("A claim about the user needs the user's yes: ask them, then cal
 def tier_of(core: Core) -> MemoryTier:
     return core.memories  # type: ignore[no-any-return]
 
-
-# -- argument rules the schema cannot say ---------------------------------------------------------
 
 def draft_from_args(core: Core, args: dict[str, Any]) -> Draft:
     cfg = core.config
@@ -60,8 +46,6 @@ def draft_from_args(core: Core, args: dict[str, Any]) -> Draft:
                  flags={f: bool(args.get(f)) for f in FLAGS}, transcript=transcript,
                  duplicate_at=cfg.dedup_duplicate, related_at=cfg.dedup_related, pinned=bool(args.get("pinned")))
 
-
-# -- the write path shared by memory_write, episode_promote and confirm ------------------------------
 
 def new_memory(tier: MemoryTier, draft: Draft, origin: dict[str, Any], session_id: str) -> Memory:
     now = tier.core.now()
@@ -161,11 +145,8 @@ def replay_memory_write(core: Core, event: dict[str, Any]) -> dict[str, Any] | N
     return pending_view(pending) if pending is not None else None
 
 
-# -- confirm / cancel ------------------------------------------------------------------------------
-
 def delete_episode(core: Core, episode: Episode) -> None:
-    """Drop a promoted episode (its content lives on as a memory). The store applies the unlink
-    after the memory's file is published, so a crash cannot lose both."""
+    """Drop a promoted episode (the unlink is applied after the memory's file is published)."""
     core.journal.remove(episode.id)
     path = core.journal.path_of(episode)
     core.files.delete_file(path)
@@ -191,25 +172,21 @@ def memory_write_confirm(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     core.record("write_confirm", call.session, pending_id=pending.id, status="committed", memory_id=memory.id,
                 sha=sha, episode_id=episode.id if episode else None,
                 owner=episode.session_id if episode else None, deleted=True if episode else None, req=call.req)
-    return _confirm_view(tier, memory, pending, draft)
+    return _confirm_view(tier, memory, pending.id, pending.source_episode_id, draft)
 
 
-def _confirm_view(tier: MemoryTier, memory: Memory, pending: PendingWrite, draft: Draft | None) -> dict[str, Any]:
-    result = {**committed_view(tier, memory, draft), "pending_id": pending.id}
-    if pending.source_episode_id:
-        result["promoted_from_episode_id"] = pending.source_episode_id
+def _confirm_view(tier: MemoryTier, memory: Memory, pending_id: Any, episode_id: Any,
+                  draft: Draft | None = None) -> dict[str, Any]:
+    result = {**committed_view(tier, memory, draft), "pending_id": pending_id}
+    if episode_id:
+        result["promoted_from_episode_id"] = episode_id
     return result
 
 
 def replay_write_confirm(core: Core, event: dict[str, Any]) -> dict[str, Any] | None:
     tier = tier_of(core)
     memory = tier.live.get(event.get("memory_id", ""))
-    if memory is None:
-        return None
-    result = {**committed_view(tier, memory), "pending_id": event.get("pending_id")}
-    if event.get("episode_id"):
-        result["promoted_from_episode_id"] = event["episode_id"]
-    return result
+    return None if memory is None else _confirm_view(tier, memory, event.get("pending_id"), event.get("episode_id"))
 
 
 def memory_write_cancel(call: Call, args: dict[str, Any]) -> dict[str, Any]:
@@ -219,8 +196,6 @@ def memory_write_cancel(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     call.core.record("write_cancel", call.session, pending_id=pending.id, episode_id=pending.source_episode_id)
     return {"status": "cancelled", "pending_id": pending.id}
 
-
-# -- episode_promote ----------------------------------------------------------------------------------
 
 def promoted_episode(core: Core, episode_id: str) -> Episode:
     episode = core.journal.by_id.get(episode_id)
