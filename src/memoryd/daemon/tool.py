@@ -1,5 +1,6 @@
-"""What a tool is — one declaration: name, description, schemas, annotations, handler, its profile
-and how a resent call is replayed — and schema shorthands.
+"""What a tool is — one declaration: name, description, its arguments' typed signature (a TypedDict,
+`calls.signature`), the result's shape, annotations, handler, its profile and how a resent call is
+replayed — and the argument types tools share.
 
 Import contract: nothing above `core`. Each tier module lists its `TOOLS`; `catalogue` joins them.
 """
@@ -8,8 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from functools import cached_property
+from typing import Annotated, Any, TypedDict
 
+from memoryd.daemon.calls.signature import Rule, input_schema
 from memoryd.daemon.core import Call, Core
 from memoryd.daemon.identity import idents
 
@@ -34,8 +37,7 @@ Result = dict[str, Any] | Parked
 class Tool:
     name: str
     description: str
-    params: dict[str, Any]
-    required: tuple[str, ...]
+    args: type  # a TypedDict: its annotations are the input schema
     returns: dict[str, Any]
     handler: Callable[[Call, dict[str, Any]], Result]
     read_only: bool = False
@@ -46,14 +48,14 @@ class Tool:
     # did: the logged event -> its first result, or None to run it again (daemon/calls/resent.py).
     replay: Callable[[Core, dict[str, Any]], dict[str, Any] | None] | None = None
 
-    @property
+    @cached_property
     def input_schema(self) -> dict[str, Any]:
         """The rules the daemon checks every call against (validate.check_args)."""
-        schema: dict[str, Any] = {"type": "object", "properties": self.params}
-        if self.required:  # absent means none: every listed char is paid for in context
-            schema["required"] = list(self.required)
-        schema["additionalProperties"] = False
-        return schema
+        return input_schema(self.args)
+
+    @property
+    def required(self) -> tuple[str, ...]:
+        return tuple(self.input_schema.get("required", ()))
 
     def wire(self) -> dict[str, Any]:
         return {
@@ -77,44 +79,16 @@ def advertised(schema: dict[str, Any]) -> dict[str, Any]:
     return shown
 
 
-def string(desc: str = "", **rules: Any) -> dict[str, Any]:
-    return {"type": "string", **({"description": desc} if desc else {}), **rules}
+# Argument types tools share (their patterns are the checks' own; tools/list leaves them out).
+Scope = Annotated[str, Rule(pattern=SCOPE_PATTERN)]
+Scopes = Annotated[list[Scope], Rule(maxItems=64)]
+Ulid = Annotated[str, Rule(pattern=ULID_PATTERN)]
+SessionId = Annotated[str, Rule(pattern=SESSION_PATTERN)]
+On = Annotated[bool, Rule(default=True)]  # a true default; a false one goes unsaid
 
 
-def integer(desc: str, default: int, lo: int, hi: int) -> dict[str, Any]:
-    rule: dict[str, Any] = {"type": "integer", "default": default, "minimum": lo, "maximum": hi}
-    if desc:
-        rule["description"] = desc
-    return rule
-
-
-def boolean(desc: str = "", default: bool = False) -> dict[str, Any]:
-    # A false default goes unsaid (absent means false) to keep tools/list short.
-    rule: dict[str, Any] = {"type": "boolean", "default": True} if default else {"type": "boolean"}
-    if desc:
-        rule["description"] = desc
-    return rule
-
-
-def scope_list(desc: str, max_items: int = 64, min_items: int = 0) -> dict[str, Any]:
-    rule: dict[str, Any] = {"type": "array", "maxItems": max_items, "items": string(pattern=SCOPE_PATTERN)}
-    if desc:
-        rule["description"] = desc
-    if min_items:
-        rule["minItems"] = min_items
-    return rule
-
-
-def scope(desc: str) -> dict[str, Any]:
-    return string(desc, pattern=SCOPE_PATTERN)
-
-
-def ulid(desc: str) -> dict[str, Any]:
-    return string(desc, pattern=ULID_PATTERN)
-
-
-def session_id(desc: str) -> dict[str, Any]:
-    return string(desc, pattern=SESSION_PATTERN)
+class NoArgs(TypedDict):
+    """A tool that takes no arguments."""
 
 
 # Output-schema shorthands: loose on purpose (clients validate structuredContent against them),

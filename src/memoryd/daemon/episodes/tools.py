@@ -9,9 +9,10 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Set as AbstractSet
-from typing import Any
+from typing import Annotated, Any, Required, TypedDict
 
 from memoryd import names
+from memoryd.daemon.calls.signature import Rule
 from memoryd.daemon.calls.validate import python_pattern, require_text
 from memoryd.daemon.core import Call, Core
 from memoryd.daemon.credentials.detector import mask_credentials
@@ -21,22 +22,7 @@ from memoryd.daemon.identity.scopes import is_hidden, matches_any, unique
 from memoryd.daemon.identity.session_table import Session
 from memoryd.daemon.storage import frontmatter
 from memoryd.daemon.storage.clock import iso, parse_iso
-from memoryd.daemon.tool import (
-    ANY_LIST,
-    ANY_OBJ,
-    BOOL,
-    INT,
-    OPT_STR,
-    STR,
-    Parked,
-    Tool,
-    boolean,
-    integer,
-    scope_list,
-    session_id,
-    string,
-    ulid,
-)
+from memoryd.daemon.tool import ANY_LIST, ANY_OBJ, BOOL, INT, OPT_STR, STR, On, Parked, Scopes, SessionId, Tool, Ulid
 from memoryd.errors import InvalidParams, ResourceState
 from memoryd.protocol import MAX_FRAME_BYTES
 
@@ -317,6 +303,36 @@ def _waiter(core: Core, accept: Any, run: Any, found: dict[str, int], cursor: in
 
 _EPISODE_ROW = {"type": "array", "items": {"type": "object"}}
 
+class WriteArgs(TypedDict, total=False):
+    body: Required[Annotated[str, Rule("Markdown, ≤ 1 MB.")]]
+    takeaway: Annotated[str, Rule("One sentence, ≤ 4 KB.")]
+    scopes: Scopes
+    swarm_id: Annotated[str, Rule("Fan-in: a sub-agent passes its coordinator's session id; "
+                                  "episode_search(swarm_id) gathers them. Default: MEMORYD_SWARM_ID.",
+                                  pattern=SWARM_PATTERN)]
+
+
+class HandoffArgs(TypedDict, total=False):
+    prior_session_id: SessionId
+    max_episodes: Annotated[int, Rule(default=5, minimum=1, maximum=50)]
+    include_bodies: bool
+
+
+class SearchArgs(TypedDict, total=False):
+    """Filters (all must hold), and the fan-in wait."""
+
+    swarm_id: Annotated[str, Rule(pattern=SWARM_PATTERN)]
+    session_id: SessionId
+    scopes: Annotated[Scopes, Rule("Any of these, or below.")]
+    since: Annotated[str, Rule("ISO time or 30m, 24h, 7d.")]
+    ids: Annotated[list[Ulid], Rule(maxItems=200)]
+    max_results: Annotated[int, Rule(default=20, minimum=1, maximum=200)]
+    auto_scope: On
+    include_bodies: bool
+    wait_for: Annotated[int, Rule(minimum=1, maximum=200)]
+    timeout_s: Annotated[float, Rule(minimum=0, maximum=MAX_WAIT_S, default=30)]
+
+
 TOOLS = [
     Tool(
         name=names.EPISODE_WRITE, core=True, replay=replay_episode_write,
@@ -325,12 +341,7 @@ TOOLS = [
                      "Secrets are masked before storing (masked names the fields). "
                      "Kept 30 days, never in memory_* reads; episode_handoff shows the takeaway (else the body's "
                      "first line); episode_promote makes one durable."),
-        params={"body": string("Markdown, ≤ 1 MB."), "takeaway": string("One sentence, ≤ 4 KB."),
-                "scopes": scope_list(""),
-                "swarm_id": string("Fan-in: a sub-agent passes its coordinator's session id; "
-                                   "episode_search(swarm_id) gathers them. Default: MEMORYD_SWARM_ID.",
-                                   pattern=SWARM_PATTERN)},
-        required=("body",),
+        args=WriteArgs,
         returns={"status": STR, "id": STR, "session_id": STR, "created": STR, "takeaway": OPT_STR,
                  "scopes": ANY_LIST, "swarm_id": OPT_STR, "masked": ANY_LIST},
         handler=episode_write,
@@ -342,9 +353,7 @@ TOOLS = [
                      "finish handoff. If it left nothing visible, note names the cause (floor-only, zero-episode, "
                      "promoted-out, all-scope-hidden; the last two did journal) and older takeaways may follow. "
                      "provenance unaccounted: no log event wrote it; suspect, no body. prior_session_id picks one."),
-        params={"prior_session_id": session_id(""), "max_episodes": integer("", 5, 1, 50),
-                "include_bodies": boolean()},
-        required=(),
+        args=HandoffArgs,
         returns={"prior_session_id": OPT_STR, "episodes": _EPISODE_ROW, "note": STR,
                  "prior_session": ANY_OBJ, "framing": STR},
         handler=episode_handoff, read_only=True,
@@ -355,14 +364,7 @@ TOOLS = [
                      "first, with total. auto_scope keeps your worktree unless swarm_id, session_id or ids is "
                      "given; ids also returns bodies. Fan-in: wait_for=N waits until N match or timeout_s "
                      "(timed_out says which), not blocking your other calls."),
-        params={"swarm_id": string(pattern=SWARM_PATTERN), "session_id": session_id(""),
-                "scopes": scope_list("Any of these, or below."), "since": string("ISO time or 30m, 24h, 7d."),
-                "ids": {"type": "array", "maxItems": 200, "items": ulid("")},
-                "max_results": integer("", 20, 1, 200), "auto_scope": boolean("", True),
-                "include_bodies": {"type": "boolean"},
-                "wait_for": {"type": "integer", "minimum": 1, "maximum": 200},
-                "timeout_s": {"type": "number", "minimum": 0, "maximum": MAX_WAIT_S, "default": 30}},
-        required=(),
+        args=SearchArgs,
         returns={"episodes": _EPISODE_ROW, "total": INT, "timed_out": BOOL, "framing": STR},
         handler=episode_search, read_only=True,
     ),

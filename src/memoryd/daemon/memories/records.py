@@ -10,7 +10,7 @@ import json
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
 from memoryd import names
 from memoryd.daemon.identity import idents
@@ -18,10 +18,14 @@ from memoryd.daemon.storage import frontmatter
 from memoryd.daemon.storage.clock import stamp_text
 
 SCHEMA_VERSION = 1
-CATEGORIES = ("fact", "user-inference", "ambient")
+# The values a caller may give, declared once as types the tool signatures use.
+Category = Literal["fact", "user-inference", "ambient"]
+Confidence = Literal["high", "medium", "low"]
+Source = Literal["explicit-statement", "inferred", "user-correction"]
+CATEGORIES: tuple[str, ...] = get_args(Category)
 HANDOFF = "handoff"
-CONFIDENCES = ("high", "medium", "low")
-SOURCES = ("explicit-statement", "inferred", "user-correction")
+CONFIDENCES: tuple[str, ...] = get_args(Confidence)
+SOURCES: tuple[str, ...] = get_args(Source)
 HANDOFF_SOURCE = names.MEMORY_SESSION_FINISH
 LINK_TYPES = ("supersedes", "contradicts", "extends", "depends_on")
 ORIGIN_KEYS = ("worktree", "repo", "project", "branch", "commit", "client")

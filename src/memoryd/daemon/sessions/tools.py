@@ -10,9 +10,10 @@ import heapq
 import itertools
 from collections import Counter
 from collections.abc import Set as AbstractSet
-from typing import Any
+from typing import Annotated, Any, Required, TypedDict
 
 from memoryd import names
+from memoryd.daemon.calls.signature import Rule
 from memoryd.daemon.calls.validate import require_text
 from memoryd.daemon.core import Call, Core
 from memoryd.daemon.identity.scopes import is_hidden
@@ -21,7 +22,7 @@ from memoryd.daemon.memories.overview import extension_sections
 from memoryd.daemon.memories.records import Memory
 from memoryd.daemon.sessions import records
 from memoryd.daemon.storage.clock import iso
-from memoryd.daemon.tool import ANY_LIST, ANY_OBJ, BOOL, OPT_STR, STR, Tool, integer, session_id, string
+from memoryd.daemon.tool import ANY_LIST, ANY_OBJ, BOOL, OPT_STR, STR, NoArgs, SessionId, Tool
 from memoryd.errors import InvalidParams, ResourceState
 
 MAX_HANDOFF_BYTES = 65_536
@@ -229,12 +230,23 @@ def memory_digest(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+class FinishArgs(TypedDict, total=False):
+    session_id: Required[SessionId]
+    summary: Annotated[str, Rule("At most 64 KB.")]
+    handoff: Annotated[str, Rule("At most 64 KB.")]
+
+
+class DigestArgs(TypedDict, total=False):
+    headlines: Annotated[int, Rule(default=10, minimum=1, maximum=50)]
+    project: Annotated[str, Rule(maxLength=128)]
+
+
 TOOLS = [
     Tool(
         name="memory_session_start",
         description=("Open a new session bracket and make it current, e.g. per loop iteration of a long-lived "
                      "agent; the previous one ends as superseded. Not needed at agent start (implicit)."),
-        params={}, required=(), returns={"session_id": STR, "started_at": STR, "previous_session_id": OPT_STR},
+        args=NoArgs, returns={"session_id": STR, "started_at": STR, "previous_session_id": OPT_STR},
         handler=memory_session_start,
     ),
     Tool(
@@ -244,8 +256,7 @@ TOOLS = [
                      "handoff memory (handoff_capsule; same text dedups) that later session starts and "
                      "memory_digest lead with. A blank, over-cap or secret-holding handoff fails the call: "
                      "nothing saved, session stays open."),
-        params={"session_id": session_id(""), "summary": string("At most 64 KB."), "handoff": string("At most 64 KB.")},
-        required=("session_id",),
+        args=FinishArgs,
         returns={"session_id": STR, "finished_at": STR, "summary": STR, "handoff_capsule": STR,
                  "handoff_deduped": BOOL},
         handler=memory_session_finish, destructive=False,
@@ -255,8 +266,7 @@ TOOLS = [
         description=("Session-start overview led by the newest handoff per project (yours first): your session "
                      "id, counts, newest memories, open sessions, your pending writes, recent takeaways here. "
                      "headlines caps each list (<name>_total counts all)."),
-        params={"headlines": integer("", 10, 1, 50), "project": string(maxLength=128)},
-        required=(),
+        args=DigestArgs,
         returns={"current_session": ANY_OBJ, "handoffs": ANY_LIST, "counts": ANY_OBJ, "newest": ANY_LIST,
                  "open_sessions": ANY_LIST, "pending_writes": ANY_LIST, "recent_takeaways": ANY_LIST,
                  "framing": STR},
