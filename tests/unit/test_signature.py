@@ -3,7 +3,7 @@ and tools/list shows from a TypedDict's annotations."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, NotRequired, TypedDict
+from typing import Annotated, Any, Literal, NotRequired, Required, TypedDict
 
 import pytest
 
@@ -61,3 +61,23 @@ def test_an_annotation_without_a_json_schema_is_refused_at_declaration() -> None
 
     with pytest.raises(TypeError, match="no JSON Schema"):
         input_schema(Odd)
+
+
+class Optional_(TypedDict, total=False):
+    id: Required[str]
+    limit: Annotated[int, Rule(default=50, minimum=1, maximum=500)]
+
+
+def test_a_partial_typed_dict_requires_only_what_it_marks_required() -> None:
+    schema = input_schema(Optional_)
+    assert schema["required"] == ["id"] and check_args(schema, {"id": "x"}) == {"id": "x", "limit": 50}
+
+
+def test_every_catalogued_tool_declares_its_arguments_as_a_typed_dict() -> None:
+    from typing import is_typeddict
+
+    from memoryd.daemon.catalogue import TOOLS
+
+    for tool in TOOLS.values():
+        assert is_typeddict(tool.args), tool.name
+        assert tool.input_schema == input_schema(tool.args) and set(tool.required) <= set(tool.args.__annotations__)
