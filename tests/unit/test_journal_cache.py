@@ -4,7 +4,8 @@ packed and are decoded on first use."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 
 from memoryd.config import Config
 from memoryd.daemon.core import Core
-from memoryd.daemon.episodes.index_cache import read_cache
+from memoryd.daemon.episodes.index_cache import CACHE_MAGIC, Packed, encode_cache, read_cache
 from memoryd.daemon.episodes.journal import Journal
 from memoryd.daemon.episodes.tools import write_episode
 
@@ -33,11 +34,12 @@ def _store_with_episodes(root: Path) -> tuple[Core, list[str]]:
     return core, ids
 
 
-def _as_version_2(journal: Journal) -> dict[str, object]:
-    """The cache as the previous release wrote it (one msgpack map, rows inline), for editing."""
+def _rewrite_cache(journal: Journal, edit: Callable[[int, Packed], Packed]) -> None:
+    """The cache file saved again with `edit(position, packed)` applied to each session."""
     sessions, seq = read_cache(journal.cache_path)
-    return {"v": 2, "seq": seq, "sessions": [[sid, list(p.ids), p.newest, [list(w) for w in p.worktrees],
-                                              list(p.swarms), p.row_bytes()] for sid, p in sessions.items()]}
+    assert seq is not None
+    loose = [(sid, replace(p, rows=p.row_bytes(), source=None)) for sid, p in sessions.items()]
+    journal.cache_path.write_bytes(encode_cache(seq, [(sid, edit(i, p)) for i, (sid, p) in enumerate(loose)]))
 
 
 def test_a_restart_reads_unchanged_episodes_from_the_cache(tmp_path: Path) -> None:
@@ -73,13 +75,13 @@ def test_unchanged_files_leave_sessions_packed_through_the_check_and_the_next_sa
 def test_a_damaged_cache_row_is_replaced_by_its_file(tmp_path: Path) -> None:
     import msgpack
 
-    first, ids = _store_with_episodes(tmp_path / "s")
-    data = _as_version_2(first.journal)
-    for entry in data["sessions"]:
-        rows = msgpack.unpackb(entry[5])
+    def created_not_text(_: int, packed: Packed) -> Packed:
+        rows = msgpack.unpackb(packed.rows)
         rows[0][2] = 12345  # `created` is not text
-        entry[5] = msgpack.packb(rows)
-    first.journal.cache_path.write_bytes(msgpack.packb(data))
+        return replace(packed, rows=msgpack.packb(rows))
+
+    first, ids = _store_with_episodes(tmp_path / "s")
+    _rewrite_cache(first.journal, created_not_text)
     again = Core(tmp_path / "s", Config())
     again.open()
     for episode_id in ids:
@@ -113,10 +115,8 @@ def test_undecodable_cache_rows_mean_the_files_are_read(tmp_path: Path) -> None:
     import msgpack
 
     first, ids = _store_with_episodes(tmp_path / "s")
-    data = _as_version_2(first.journal)
-    data["sessions"][0][5] = b"\xc1 not msgpack"
-    data["sessions"][1][5] = msgpack.packb([])  # fewer rows than ids
-    first.journal.cache_path.write_bytes(msgpack.packb(data))
+    bad_rows = [b"\xc1 not msgpack", msgpack.packb([])]  # the second: fewer rows than ids
+    _rewrite_cache(first.journal, lambda i, p: replace(p, rows=bad_rows[i]))
     again = Core(tmp_path / "s", Config())
     again.open()
     again.journal.verify_some(None)
@@ -127,13 +127,8 @@ def test_undecodable_cache_rows_mean_the_files_are_read(tmp_path: Path) -> None:
 def test_a_cached_id_that_is_not_text_means_that_folder_is_read(tmp_path: Path) -> None:
     """A cached session whose ids are not all text (here one decodes as a map) is left out of
     the cache as read: its folder is read instead, and the start does not crash."""
-    import msgpack
-
     first, ids = _store_with_episodes(tmp_path / "s")
-    data = _as_version_2(first.journal)
-    w_session = next(i for i, entry in enumerate(data["sessions"]) if len(entry[1]) == 3)
-    data["sessions"][w_session][1] = [*data["sessions"][w_session][1][:2], {"not": "an id"}]
-    first.journal.cache_path.write_bytes(msgpack.packb(data))
+    _rewrite_cache(first.journal, lambda i, p: replace(p, ids=(*p.ids[:2], {"not": "an id"})) if len(p.ids) == 3 else p)
     again = Core(tmp_path / "s", Config())
     again.open()
     assert set(again.journal.owner) == set(ids)
@@ -141,23 +136,22 @@ def test_a_cached_id_that_is_not_text_means_that_folder_is_read(tmp_path: Path) 
         assert again.journal.by_id[episode_id] == first.journal.by_id[episode_id]
 
 
-def test_a_version_1_cache_is_still_read_after_an_upgrade(tmp_path: Path) -> None:
-    """The cache of the release before packed sessions: one row per file."""
+def test_a_cache_of_an_older_format_is_ignored_and_replaced(tmp_path: Path) -> None:
+    """Format 2 (one msgpack map, rows inline) is no longer read: the folders are, and the next
+    save writes the current format."""
     import msgpack
 
     first, ids = _store_with_episodes(tmp_path / "s")
-    rows = []
-    for episode_id in ids:
-        e = first.journal.by_id[episode_id]
-        st = os.lstat(first.journal.file_of(e))
-        rows.append([f"{e.session_id}/{e.id}.md", st.st_size, st.st_mtime_ns, e.id, e.session_id, e.created,
-                     e.takeaway, e.first_line, list(e.scopes), e.swarm_id, e.worktree])
-    first.journal.cache_path.write_bytes(msgpack.packb({"v": 1, "seq": first.log.seq, "rows": rows}))
+    sessions, seq = read_cache(first.journal.cache_path)
+    first.journal.cache_path.write_bytes(msgpack.packb({"v": 2, "seq": seq, "sessions": [
+        [sid, list(p.ids), p.newest, [list(w) for w in p.worktrees], list(p.swarms), p.row_bytes()]
+        for sid, p in sessions.items()]}))
     again = Core(tmp_path / "s", Config())
     again.open()
-    assert len(again.journal._packed) == 2 and not again.journal._live  # taken from the cache, not parsed
-    assert again.journal.count_in_worktree("/w") == 3
-    assert again.journal.verify_some(None) == 0 and not again.journal.found_late
+    assert not again.journal._packed and set(ids) <= set(again.journal.by_id)
+    again.journal.save_cache(again.log.seq)
+    again.sync()
+    assert first.journal.cache_path.read_bytes().startswith(CACHE_MAGIC)
     for episode_id in ids:
         assert again.journal.by_id[episode_id] == first.journal.by_id[episode_id]
 
@@ -189,19 +183,6 @@ def test_a_cache_cut_short_means_the_files_are_read(tmp_path: Path) -> None:
     third = Core(tmp_path / "s", Config())
     third.open()
     assert not third.journal._packed and set(ids) <= set(third.journal.by_id)
-
-
-def test_a_version_2_cache_is_still_read(tmp_path: Path) -> None:
-    import msgpack
-
-    first, ids = _store_with_episodes(tmp_path / "s")
-    first.journal.cache_path.write_bytes(msgpack.packb(_as_version_2(first.journal)))
-    again = Core(tmp_path / "s", Config())
-    again.open()
-    assert len(again.journal._packed) == 2 and not again.journal._live
-    assert again.journal.verify_some(None) == 0 and not again.journal.found_late
-    for episode_id in ids:
-        assert again.journal.by_id[episode_id] == first.journal.by_id[episode_id]
 
 
 def _cold(root: Path, minimum: int | None) -> Core:

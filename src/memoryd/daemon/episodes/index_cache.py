@@ -6,14 +6,11 @@ means the files are read instead (msgpack, not pickle: a planted cache must not 
 from __future__ import annotations
 
 import os
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import msgpack
-
-from memoryd.daemon.storage import nofollow
 
 CACHE_VERSION = 3
 
@@ -110,59 +107,34 @@ def encode_cache(log_seq: int, sessions: list[tuple[str, Packed]], listing: dict
 
 def read_cache(path: Path) -> tuple[dict[str, Packed], int | None]:
     """The index cache's header by session (entries of the wrong shape left out), and the log seq
-    it was saved at; empty when missing or unreadable. Formats 1 and 2 are still read."""
+    it was saved at; empty when missing, unreadable or of an older format (a start then reads the
+    folders, and its save writes this format)."""
     try:
-        source, data = _open_cache(path)
+        source, data = read_header(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC))
     except (OSError, ValueError, msgpack.UnpackException):
         return {}, None
-    if isinstance(data, dict) and data.get("v") == 1 and isinstance(data.get("rows"), tuple):
-        data = {**data, "v": 2, "sessions": _from_version_1(data["rows"])}
-    if not isinstance(data, dict) or data.get("v") != (2 if source is None else CACHE_VERSION) or \
-            not isinstance(data.get("sessions"), tuple):
+    if not isinstance(data, dict) or data.get("v") != CACHE_VERSION or not isinstance(data.get("sessions"), tuple):
         return {}, None
     seq = data.get("seq")
     return sessions_of(data["sessions"], source), seq if type(seq) is int else None
 
 
-def sessions_of(entries: Any, source: CacheFile | None) -> dict[str, Packed]:
-    """The header's session entries that have the right shape, by session: rows inline (format 2,
-    `source` None) or in `source`. Checked inline, not a call each: that was slow at 11k entries."""
+def sessions_of(entries: Any, source: CacheFile) -> dict[str, Packed]:
+    """The header's session entries that have the right shape, by session, their rows in `source`.
+    Checked inline, not a call each: that was slow at 11k entries."""
     sessions = {}
     for entry in entries:
         try:
-            session_id, ids, newest, worktrees, swarms, *place = entry
+            session_id, ids, newest, worktrees, swarms, offset, length = entry
             if (type(ids) is not tuple or type(newest) is not str or type(swarms) is not tuple
-                    or type(worktrees) is not tuple or any(type(n) is not int for _, n in worktrees)):
+                    or type(worktrees) is not tuple or any(type(n) is not int for _, n in worktrees)
+                    or type(offset) is not int or type(length) is not int or offset < 0 or length < 0):
                 continue
             "".join(ids)  # TypeError unless every id is text: at C speed (docs/benchmark.md)
-            if source is None:
-                (rows,) = place
-                if type(rows) is not bytes:
-                    continue
-                packed = Packed(ids, newest, worktrees, swarms, rows)
-            else:
-                offset, length = place
-                if type(offset) is not int or type(length) is not int or offset < 0 or length < 0:
-                    continue
-                packed = Packed(ids, newest, worktrees, swarms, None, (offset, length), source)
         except (TypeError, ValueError):
             continue
-        sessions[session_id] = packed
+        sessions[session_id] = Packed(ids, newest, worktrees, swarms, None, (offset, length), source)
     return sessions
-
-
-def _open_cache(path: Path) -> tuple[CacheFile | None, Any]:
-    """(the open file, the header) of a format-3 cache; (None, the whole map) of an older one."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        older = os.pread(fd, len(CACHE_MAGIC), 0) != CACHE_MAGIC
-    except BaseException:
-        os.close(fd)
-        raise
-    if older:  # read whole; the descriptor was only for the magic (it stayed open once per start)
-        os.close(fd)
-        return None, msgpack.unpackb(nofollow.read_nofollow(path), raw=False, use_list=False)
-    return read_header(fd)
 
 
 def read_header(fd: int) -> tuple[CacheFile, Any]:
@@ -179,16 +151,3 @@ def read_header(fd: int) -> tuple[CacheFile, Any]:
         os.close(fd)
         raise
     return CacheFile(fd, _HEAD + length), header  # closes fd when the last packed session lets go
-
-
-def _from_version_1(rows: tuple[Any, ...]) -> tuple[Any, ...]:
-    """Session entries from a version-1 cache (one row per file: key, size, mtime, id, session,
-    created, takeaway, first_line, scopes, swarm, worktree); rows of another shape are left out."""
-    grouped: dict[str, list[tuple[Any, ...]]] = {}
-    for row in rows:
-        if type(row) is tuple and len(row) == 11 and type(row[4]) is str and type(row[5]) is str:
-            grouped.setdefault(row[4], []).append(row)
-    return tuple((session_id, tuple(r[3] for r in group), max(r[5] for r in group),
-                  tuple(Counter(r[10] for r in group).items()), tuple({r[9] for r in group if r[9] is not None}),
-                  msgpack.packb([[*r[1:3], *r[5:]] for r in group], use_bin_type=True))
-                 for session_id, group in grouped.items())
