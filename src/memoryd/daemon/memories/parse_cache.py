@@ -19,7 +19,7 @@ from memoryd.daemon.memories.records import ROW_FIELDS, Memory, RowTables
 from memoryd.daemon.storage import nofollow
 
 CACHE_NAME = "memories.cache"
-CACHE_VERSION = 4  # 4: `pinned` is the last column; a 3 gets a column of False (nothing was pinned)
+CACHE_VERSION = 4  # 4: `pinned` is the last column
 _SCOPES, _ORIGIN = (4 + ROW_FIELDS.index(name) for name in ("scopes", "origin"))  # their columns
 
 
@@ -33,29 +33,18 @@ def read(path: Path) -> tuple[Mapping[str, tuple[Any, ...]], RowTables, str | No
 
 
 def decode(raw: bytes) -> tuple[Mapping[str, tuple[Any, ...]], RowTables, str | None]:
-    """`read` of the cache's bytes. Arrays decode as tuples (every empty one the shared `()`);
-    formats 3 (no `pinned` column) and 2 (a row per record) are still read."""
+    """`read` of the cache's bytes. Arrays decode as tuples (every empty one the shared `()`). A
+    cache of an older format is not read: that start parses the files and saves this format."""
     try:
         data = msgpack.unpackb(raw, raw=False, use_list=False)
-        if not isinstance(data, dict) or data.get("v") not in (2, 3, CACHE_VERSION):
+        if not isinstance(data, dict) or data.get("v") != CACHE_VERSION:
             return {}, RowTables(), None
         tables = RowTables(data["scopes"], data["origins"])
-        if data["v"] in (3, CACHE_VERSION):
-            columns = data["columns"]
-            if data["v"] == 3 and isinstance(columns, tuple) and columns:
-                columns = (*columns, (False,) * len(columns[0]))
-            rows = ColumnRows(columns)
-            gen = data.get("gen")
-            return rows, tables, gen if type(gen) is str and rows.complete else None
-        listed = data["rows"]
-        if not isinstance(listed, tuple):
-            return {}, RowTables(), None
+        rows = ColumnRows(data["columns"])
     except (ValueError, TypeError, KeyError, AttributeError, msgpack.UnpackException):
         return {}, RowTables(), None
-    del data
-    by_key = {row[0]: (*row, False) for row in listed
-              if isinstance(row, tuple) and len(row) > 4 and isinstance(row[0], str)}
-    return by_key, tables, None  # no gen: rewritten (as format 4) at the next stop
+    gen = data.get("gen")
+    return rows, tables, gen if type(gen) is str and rows.complete else None
 
 
 class ColumnRows(Mapping[str, tuple[Any, ...]]):

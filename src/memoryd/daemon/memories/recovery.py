@@ -64,9 +64,10 @@ def _load_cached(tier: TierState, cached: Cached) -> bool:
     """Every record from the cache alone, unlisted; False (nothing loaded) when a row does not
     decode, so the folders are listed after all. Kept lean: 100k records at a warm start."""
     rows, tables, _ = cached
+    if not isinstance(rows, memory_cache.ColumnRows):  # only a cache with a gen gets here, and that is columns
+        return False
     try:
-        found = (_from_columns(rows.columns, tables) if isinstance(rows, memory_cache.ColumnRows)
-                 else _from_rows(rows, tables))
+        found = _from_columns(rows.columns, tables)
     except (TypeError, ValueError, IndexError):
         return False
     if found is None:
@@ -83,7 +84,7 @@ def _load_cached(tier: TierState, cached: Cached) -> bool:
             if logged.get(memory.id) != sha:
                 check_against_log(tier, memory, sha)
                 tier.file_sha[memory.id] = sha
-    groups = rows.groups() if isinstance(rows, memory_cache.ColumnRows) else None
+    groups: list[Any] | None = rows.groups()
     live = [memory for memory in memories if memory.removed_at is None]
     if len(live) != len(memories):
         for memory in memories:
@@ -109,21 +110,6 @@ def _from_columns(columns: tuple[tuple[Any, ...], ...], tables: RowTables) -> Fo
     if not all(key == f"{'m' if m.removed_at is None else 't'}/{m.id}.md" for key, m in zip(keys, memories)):
         return None
     return memories, shas, list(zip(sizes, mtimes))
-
-
-def _from_rows(rows: Mapping[str, tuple[Any, ...]], tables: RowTables) -> Found | None:
-    """Format 2: the same, a row at a time."""
-    memories, shas, stats = [], [], []
-    for key, row in rows.items():
-        kind = key[:1]
-        entry = (_from_cache(row, tables, key[2:-3], kind)
-                 if key[1:2] == "/" and key.endswith(".md") and kind in ("m", "t") else None)
-        if entry is None:
-            return None
-        memories.append(entry[0])
-        shas.append(entry[1])
-        stats.append(entry[2])
-    return memories, shas, stats
 
 
 def _load_dirs(tier: TierState, cached: Cached, parsed: list[int]) -> None:
