@@ -12,7 +12,7 @@ from memoryd.daemon.memories.gates import (
     find_ungrounded_claims,
     scan_taint,
 )
-from memoryd.daemon.search.text import similarity, token_set
+from token_sets import similarity, token_set
 
 # Fake secrets are assembled at run time so no scanner mistakes this file for a leak.
 OPENAI_KEY = "sk-" + "proj-" + "Q7wErTy9" * 4

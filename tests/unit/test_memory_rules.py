@@ -39,9 +39,9 @@ from memoryd.daemon.memories.staleness import (
 )
 from memoryd.daemon.memories.tier import attach
 from memoryd.daemon.search import SearchIndex
-from memoryd.daemon.search.text import token_set
 from memoryd.daemon.storage import frontmatter
 from memoryd.errors import InvalidParams, ResourceState
+from token_sets import token_set
 
 SECRET = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from memoryd.daemon.search import SearchIndex, content_terms, scope_tokens, text
-from memoryd.daemon.search.text import similarity, token_set
+from token_sets import similarity, token_set
 
 # A labelled fixture: each query below has exactly one memory that must rank first.
 MEMORIES: dict[str, tuple[str, list[str]]] = {
@@ -211,7 +211,6 @@ def test_a_memory_holding_every_asked_word_beats_one_repeating_a_single_word() -
 def test_similar_is_exact_in_the_duplicate_band_on_random_corpora() -> None:
     import random
 
-    from memoryd.daemon.search.text import similarity
 
     rng = random.Random(11)
     vocab = [f"w{i}" for i in range(60)]

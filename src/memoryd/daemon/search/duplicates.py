@@ -17,7 +17,7 @@ class NearDuplicates(Postings):
     """`similar`: candidates from the rarest shared terms, then checked exactly."""
 
     def similar(self, tokens: frozenset[str], threshold: float) -> list[tuple[str, float]]:
-        """Docs whose content token set (`text.token_set`) has Jaccard >= `threshold` with `tokens`,
+        """Docs whose content token set (its distinct analyzed terms) has Jaccard >= `threshold` with `tokens`,
         best first, rounded to 4 decimals, ties newer first. Exact prefix filtering at or above
         `EXACT_SIMILARITY`; below it the prefix is capped (docs/tools.md, "How text becomes terms")."""
         size = len(tokens)

@@ -63,7 +63,7 @@ class Postings:
         self._scope: dict[str, dict[str, int] | bytes | bytearray] = {}
         self._stored, self._stored_ends = b"", array(_END_TYPE)
         self._df: dict[str, int] = {}
-        self._set_size: dict[str, int] = {}   # doc -> distinct content terms (== len(text.token_set))
+        self._set_size: dict[str, int] = {}   # doc -> distinct content terms
         self._length: dict[str, int] = {}
         self._recency: dict[str, str] = {}
         self._total_length = 0

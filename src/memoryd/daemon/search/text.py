@@ -96,17 +96,6 @@ def word_tokens(text: str) -> list[str]:
     return [w for w in re.findall(r"[^\W_]+", text.lower()) if len(w) >= MIN_TERM_CHARS]
 
 
-def token_set(text: str) -> frozenset[str]:
-    """The distinct analyzed terms of `text`: the unit of dedup similarity."""
-    return frozenset(analyze(text))
-
-
-def similarity(a: frozenset[str], b: frozenset[str]) -> float:
-    """Jaccard index of two token sets; 0.0 when both are empty."""
-    union = len(a | b)
-    return len(a & b) / union if union else 0.0
-
-
 def _build_equivalences() -> dict[str, tuple[str, ...]]:
     table: dict[str, set[str]] = {}
     for group in EQUIVALENCES:
