@@ -35,6 +35,10 @@ from memoryd.daemon.tool import ANY_LIST, INT, STR, NoArgs, On, Scope, Tool
 Links = Annotated[list[dict[str, Any]], Rule("[{type: supersedes|contradicts|extends|depends_on, target_id}]")]
 Limit = Annotated[int, Rule(default=50, minimum=1, maximum=500)]
 AnyCategory = Category | Literal["handoff"]
+# What a new memory is, with the defaults a write and a promotion share.
+NewCategory = Annotated[Category, Rule(default="fact")]
+NewConfidence = Annotated[Confidence, Rule(default="medium")]
+NewSource = Annotated[Source, Rule(default="explicit-statement")]
 _STATUS = {"status": STR}
 
 
@@ -47,9 +51,9 @@ class WriteArgs(TypedDict, total=False):
 
     content: Required[str]
     scopes: Required[list[str]]
-    category: Annotated[Category, Rule(default="fact")]
-    confidence: Annotated[Confidence, Rule(default="medium")]
-    source: Annotated[Source, Rule(default="explicit-statement")]
+    category: NewCategory
+    confidence: NewConfidence
+    source: NewSource
     force: bool
     acknowledge_credential: bool
     acknowledge_transient: bool
@@ -126,9 +130,9 @@ class OverviewArgs(TypedDict, total=False):
 class PromoteArgs(TypedDict, total=False):
     episode_id: Required[str]
     scopes: Required[list[str]]
-    category: Annotated[Category, Rule(default="fact")]
-    confidence: Annotated[Confidence, Rule(default="medium")]
-    source: Annotated[Source, Rule(default="explicit-statement")]
+    category: NewCategory
+    confidence: NewConfidence
+    source: NewSource
     use_body: bool
 
 
