@@ -1,9 +1,7 @@
-"""The daemon's core: the domain state (daemon/domain.py) as a start opens it from disk —
-temp files, torn log tail, replay, the tiers' files loaded and reconciled with the log — rebuilt
-after a failed commit (`reload`), and checked after start, a slice at a time (`verify_files`).
+"""The domain state as a start opens it from disk, rebuilds it after a failed commit (`reload`) and
+checks it after start, a slice at a time (`verify_files`); recovery is docs/storage.md's.
 
-Import contract: no zmq, no msgpack; the tiers join through `extensions` and `loaders`, never by
-name. Recovery is described in docs/storage.md.
+Import contract: no zmq, no msgpack; the tiers join through `extensions` and `loaders`, never by name.
 """
 
 from __future__ import annotations
@@ -54,12 +52,9 @@ class Core(DomainState):
     # -- start-up ------------------------------------------------------------------------------
 
     def open(self, resume: Resume | None = None) -> dict[str, Any]:
-        """Recovery at start: temp files, torn log tail, replay, reconcile files (docs/storage.md).
-        With `resume` (the state was restored from the checkpoint) only the log's tail is replayed.
-
-        A store that cannot be written (full, immutable files) still opens: what recovery cannot
-        touch is reported as a bad file, and a start whose own events cannot be made durable
-        serves reads and refuses writes until space returns (`writable`)."""
+        """Recovery at start (docs/storage.md); with `resume` (state from the checkpoint) only the
+        log's tail is replayed. A store that cannot be written still opens, serving reads and
+        refusing writes until space returns (`writable`)."""
         for sub in STORE_DIRS:
             nofollow.ensure_store_dir(self.root / sub)
         if resume is None:  # no checkpoint: record files may be parsed in helpers while the log replays
@@ -156,11 +151,8 @@ class Core(DomainState):
 
     def verify_files(self, budget: int | None) -> int:
         """Compare up to `budget` (None: all) record files loaded unread from the caches at start
-        with the files themselves; returns how many remain. A start trusts the caches so it need
-        not stat 180k files; a hand edit made while the daemon was stopped is found here, a slice
-        per loop pass (reaper), at once when `memory_health` asks. The first call also sweeps
-        the top-level folders for stray temp files after a resumed start (`open`), so that their
-        listing is not part of a warm start (docs/benchmark.md)."""
+        with the files themselves; returns how many remain (docs/storage.md, "Files checked after
+        start"). The first call also sweeps the top folders for temp files after a resumed start."""
         if self.temp_sweep_ids is not None:
             self._sweep_temp_files(self.temp_sweep_ids)
         left = sum(loader.verify_some(budget) for loader in self.loaders)

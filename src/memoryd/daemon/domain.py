@@ -1,11 +1,8 @@
-"""The daemon's domain state — store, event log, sessions, journal — and the one way to change it.
+"""The daemon's domain state — store, event log, sessions, journal — and the one way to change it:
+every change is an event appended through `record`, which also applies it (`apply`, shared with
+replay). A failed commit is undone whole (`abort`); the caller hears `StorageError`.
 
-Import contract: no zmq, no msgpack. Every change is an event appended through `record`, which
-also applies it to the in-memory indexes, so replay at start and live operation share one code
-path (`apply`). Time comes from an injected clock so TTLs and the reaper test without sleeping.
-A commit is all or nothing: when it fails, `abort` cuts the pass's events from the log, drops its
-staged files and rebuilds the state from disk (`Core.reload`), and the caller hears `StorageError`.
-How a start fills this state, and checks it after, is `core.Core` (daemon/core.py).
+Import contract: no zmq, no msgpack. A start that fills this state is `core.Core`.
 """
 
 from __future__ import annotations
@@ -177,16 +174,10 @@ class DomainState:
         return max(0.0, self.reads_logged_at + READ_EVENTS_SYNC_S - time.monotonic())
 
     def sync(self, defer_reads: bool = False) -> None:
-        """Make every file and event of this pass durable (one round of fsyncs: group commit).
-
-        With `defer_reads` (the server's loop), a pass that logged nothing but reads' audit
-        events and staged no file returns at once: those wait, up to READ_EVENTS_SYNC_S, for the
-        next write's fsync or the loop's next timer.
-
-        All or nothing: when the flush fails (ENOSPC, EIO, ...) `abort` undoes the pass — log,
-        staged files and the state in memory — and `StorageError` is raised for the caller to
-        answer every call of the pass with. Once the flush succeeded the pass is committed:
-        publishing never raises (a rename that fails is retried, see `FileStore.publish`)."""
+        """Make every file and event of this pass durable (one round of fsyncs: group commit); with
+        `defer_reads`, reads' audit events alone wait up to READ_EVENTS_SYNC_S for the next one.
+        All or nothing: a failed flush is undone (`abort`) and raises `StorageError`; after a
+        good one, publishing never raises (`FileStore.publish` retries a failed rename)."""
         if defer_reads and not self.must_sync and self.files.idle and self.sync_due_in() > 0:
             return
         self.must_sync, self.reads_logged_at = False, None

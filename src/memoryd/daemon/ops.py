@@ -1,8 +1,6 @@
-"""The handlers of the wire's ops (`protocol.OPS`, dispatched by `server.OPS`), and the state
-they share with the loop (`Daemon`, which `server.Server` extends with the socket). Each takes
-that state, the caller's connection id, its routing id and the request's args (`_req_id` added),
-and returns the result, a `tool.Parked` for a call that waits, or raises from the one exception
-tree. Layer: process, beside `server`; it joins the assembly (`admin`, `catalogue`) and the tiers.
+"""The handlers of the wire's ops (`protocol.OPS`, dispatched by `server.OPS`) and the state they
+share with the loop (`Daemon`). Each returns a result or a `tool.Parked`, or raises from the one
+exception tree. Layer: process, beside `server`.
 """
 
 from __future__ import annotations

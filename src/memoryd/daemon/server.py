@@ -1,10 +1,6 @@
-"""The daemon's request loop: one ROUTER socket, one poller, one dispatch table. The only
-daemon-side module that touches zmq.
-
-Each pass drains every waiting frame, handles them in order, makes their writes durable with one
-round of fsyncs (group commit), then sends the replies — so "committed" is never said before the
-bytes are on disk. The poll timeout is the earliest deadline (a parked call, a heartbeat, a reaper
-job), so nothing needs a thread.
+"""The daemon's request loop: one ROUTER socket, one poller, one dispatch table; the only
+daemon-side module that touches zmq. A pass handles every waiting frame, makes their writes durable
+with one round of fsyncs, then replies (docs/architecture.md, "Single writer, group commit").
 """
 
 from __future__ import annotations

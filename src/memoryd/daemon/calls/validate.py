@@ -1,8 +1,5 @@
-"""Check tool arguments against the tool's own `inputSchema` (the one source of the rules).
-
-Supports the JSON-Schema subset the catalogue uses: type, enum, minimum/maximum, minLength/
-maxLength, pattern, items, minItems/maxItems, required, properties, additionalProperties=false,
-default. Every failure is an `InvalidParams` naming the parameter and the rule.
+"""Tool arguments checked against the tool's own `inputSchema`, in the JSON-Schema subset the
+catalogue uses; every failure is an `InvalidParams` naming the parameter and the rule.
 """
 
 from __future__ import annotations

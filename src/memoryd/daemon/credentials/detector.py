@@ -1,19 +1,5 @@
-"""The one credential detector: every path that stores outside text asks it (docs/security.md).
-
-memory_write and memory_update, episode takeaways, a session's handoff, captured last words, every
-importer and sync admission call `find_credentials` / `credential_hits`; nothing keeps a list of
-its own. The detector knows *families* rather than examples:
-
-- `vendor_token`: tokens whose issuer gives them a fixed prefix (cloud, code hosts, registries,
-  payment, chat, mail, model hubs …), one row each in `vendor_tokens.py`;
-- `private_key`: PEM private-key blocks (with or without their END line) and JWTs;
-- `command_line` and `header`: a password or token handed to a program (`mysql -p…`, `curl -u
-  user:pw`, `--password …`, `PGPASSWORD=…`) or sent in an `Authorization`/`Cookie` header;
-- `connection_string`: `scheme://user:pw@host`, Azure's `AccountKey=` / `SharedAccessKey=` /
-  `SharedAccessSignature=`, `Password=` in a DSN (these share the assignment rule below);
-- `assignment`: `.env`/YAML/JSON/TOML assignments to a secret-sounding name;
-- `keyword_entropy`: a random-looking token right after a secret-sounding word in prose
-  ("the staging API key is …").
+"""The one credential detector: every path that stores outside text (writes, updates, takeaways,
+handoffs, last words, importers, sync admission) asks it; its families are docs/security.md's.
 
 Pure: stdlib only, no I/O, no state. A hit never leaks its secret: the replacement shows at most a
 vendor's fixed prefix, and snippets are cut from the text with every hit already replaced.

@@ -1,8 +1,5 @@
-"""Regular expressions compiled on first use, and all of them at once when the daemon has a moment.
-
-The detectors (`credentials`, `memories/gates`) hold ~100 patterns; compiling them is a tenth of
-a daemon start (docs/benchmark.md), so each is declared with `lazy` and the memory tier compiles
-them in its first slice after start (`compile_all`) rather than in the first write's time.
+"""Regular expressions compiled on first use (`lazy`), and all at once in the memory tier's first
+slice after start (`compile_all`): compiling ~100 is a tenth of a start (docs/benchmark.md).
 """
 
 from __future__ import annotations

