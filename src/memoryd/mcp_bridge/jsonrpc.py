@@ -49,28 +49,38 @@ class LineReader:
         self.ready: list[bytes | Oversize] = []
 
     def feed(self, chunk: bytes) -> None:
-        *complete, partial = chunk.split(b"\n")
-        for piece in complete:
-            if not self.skipping:
-                self._add(piece, complete=True)
-            self.skipping = False  # a newline ends the skipped tail of an over-cap line
-        if not self.skipping:
-            self._add(partial, complete=False)
+        start = 0  # slices only what is kept: the skipped tail of an over-cap line is never copied
+        while start <= len(chunk):
+            newline = chunk.find(b"\n", start)
+            if self.skipping:
+                self.skipping = newline < 0
+            else:
+                self._add(chunk[start:len(chunk) if newline < 0 else newline], complete=newline >= 0)
+            if newline < 0:
+                return
+            start = newline + 1
 
     def _add(self, piece: bytes, complete: bool) -> None:
         if piece:
             self.parts.append(piece)
             self.size += len(piece)
         if self.size > self.limit:
-            # The first OVERSIZE_HEAD_BYTES parts hold at least that many bytes: each holds one or more.
-            head = b"".join(self.parts[:OVERSIZE_HEAD_BYTES])[:OVERSIZE_HEAD_BYTES]
-            self.ready.append(Oversize(head, self.limit))
+            self.ready.append(Oversize(self._head(), self.limit))
             self.parts, self.size, self.skipping = [], 0, not complete
         elif complete:
             line = b"".join(self.parts)
             self.parts, self.size = [], 0
             if line.strip():
                 self.ready.append(line)
+
+    def _head(self) -> bytes:
+        """The line's first OVERSIZE_HEAD_BYTES, without joining its megabytes first."""
+        head = b""
+        for part in self.parts:
+            head += part[:OVERSIZE_HEAD_BYTES - len(head)]
+            if len(head) >= OVERSIZE_HEAD_BYTES:
+                break
+        return head
 
     def finish(self) -> None:
         """End of input: an unterminated last line counts as a line (idempotent)."""
