@@ -1,9 +1,8 @@
 """`memoryd doctor`: check the install, paths, permissions, daemon and client configs, with a fix for each.
 
-Import contract: stdlib, `memoryd.paths` and `memoryd.cli.clients` (and, lazily, the stdlib-only
-`memoryd.daemon.storage.logcheck` to verify the log from its files, and `client.spawn.pid_alive`); the
-runtime packages are imported only to prove they load, and the daemon is judged from its status
-file, never over ZeroMQ, so doctor still answers when the transport or the daemon is what is broken.
+Import contract: stdlib, `memoryd.paths` and `memoryd.cli.clients`, runtime packages only to prove
+they load; the daemon is judged from its status file, never over ZeroMQ, so doctor answers when the
+transport or the daemon is what is broken.
 """
 
 from __future__ import annotations
@@ -64,8 +63,7 @@ def _check_package(module: str, dist: str) -> Check:
 
 
 def runtime_requirements() -> list[str]:
-    """The distribution names memoryd itself requires, from its installed metadata (extras, such
-    as the test-only python-ulid and mcp, left out), so this list cannot drift from pyproject."""
+    """The distributions memoryd requires (no extras), from its installed metadata."""
     import re
 
     found = []
@@ -94,8 +92,6 @@ def check_packages() -> list[Check]:
 
 
 def check_model() -> list[Check]:
-    """Search by meaning needs the encoder's weights, which `memoryd model install` puts in place
-    (they are not a package dependency: cli/model.py says why). Without them search is by words."""
     from memoryd.cli import model
     from memoryd.daemon.encoder.files import MODEL_ZIP_ENV, EncoderUnavailable, installed_zip, read_pinned
 
@@ -185,9 +181,7 @@ def check_store() -> list[Check]:
 
 
 def check_config() -> list[Check]:
-    from memoryd import (
-        config,  # lazy: pulls in yaml, which the package check reports on first
-    )
+    from memoryd import config  # lazy: pulls in yaml, which the package check reports on first
 
     path = paths.config_file()
     if not path.exists():
@@ -237,12 +231,8 @@ def check_daemon() -> list[Check]:
     if not pid_alive(pid):
         return [Check("daemon", "warn", f"stale status file: pid {pid} is not running",
                       f"delete {status_file} (a daemon that died without cleaning up left it)")]
-    return [_daemon_running(pid, status), *_daemon_skew(status)]
-
-
-def _daemon_running(pid: int, status: dict[str, Any]) -> Check:
     since = f", started {status['started_at']}" if status.get("started_at") else ""
-    return Check("daemon", "ok", f"running: pid {pid}, version {status.get('version')}{since}")
+    return [Check("daemon", "ok", f"running: pid {pid}, version {status.get('version')}{since}"), *_daemon_skew(status)]
 
 
 def _daemon_skew(status: dict[str, Any]) -> list[Check]:
@@ -250,15 +240,14 @@ def _daemon_skew(status: dict[str, Any]) -> list[Check]:
     found = []
     protocol, version, store = status.get("protocol"), status.get("version"), str(paths.store_root())
     if protocol != memoryd.PROTOCOL:
-        detail = f"daemon speaks protocol {protocol}, this install {memoryd.PROTOCOL}; bridges cannot use it"
-        found.append(Check("daemon protocol", "fail", detail, "memoryd restart"))
+        found.append(Check("daemon protocol", "fail", f"daemon speaks protocol {protocol}, this install "
+                           f"{memoryd.PROTOCOL}; bridges cannot use it", "memoryd restart"))
     if version != memoryd.__version__:
-        detail = f"daemon runs {version}, this install is {memoryd.__version__}"
-        found.append(Check("daemon version", "warn", detail, "memoryd restart"))
+        found.append(Check("daemon version", "warn", f"daemon runs {version}, this install is {memoryd.__version__}",
+                           "memoryd restart"))
     if status.get("store") not in (None, store):
-        detail = f"daemon serves {status['store']}, this shell's store is {store}"
-        fix = "check MEMORYD_HOME here and in your clients' configs"
-        found.append(Check("daemon store", "warn", detail, fix))
+        found.append(Check("daemon store", "warn", f"daemon serves {status['store']}, this shell's store is {store}",
+                           "check MEMORYD_HOME here and in your clients' configs"))
     return found
 
 
@@ -335,19 +324,8 @@ def check_sync() -> list[Check]:
 
 
 CHECKS: tuple[Callable[[], list[Check]], ...] = (
-    check_python,
-    check_packages,
-    check_model,
-    check_runtime_dir,
-    check_socket,
-    check_store,
-    check_config,
-    check_event_log,
-    check_daemon,
-    check_clients,
-    check_hooks,
-    check_sync,
-)
+    check_python, check_packages, check_model, check_runtime_dir, check_socket, check_store, check_config,
+    check_event_log, check_daemon, check_clients, check_hooks, check_sync)
 
 
 def collect_checks() -> list[Check]:
@@ -357,9 +335,8 @@ def collect_checks() -> list[Check]:
         try:
             found.extend(check())
         except Exception as exc:
-            label = check.__name__.removeprefix("check_")
-            detail = f"the check itself failed: {exc!r}"
-            found.append(Check(label, "fail", detail, "report this as a memoryd bug"))
+            found.append(Check(check.__name__.removeprefix("check_"), "fail", f"the check itself failed: {exc!r}",
+                               "report this as a memoryd bug"))
     return found
 
 
@@ -384,10 +361,7 @@ def _report(checks: list[Check]) -> dict[str, Any]:
 
 
 def run_doctor(out: TextIO | None = None, as_json: bool = False) -> int:
-    """Run every check and report to `out`; exit code 0 unless some check failed (warnings pass).
-
-    `as_json` gives {version, ok, counts, checks: [{name, status, detail, fix}]}, a stable shape.
-    """
+    """Run every check and report to `out`; exit code 0 unless some check failed (warnings pass)."""
     out = out or sys.stdout
     checks = collect_checks()
     emit(as_json, _report(checks) if as_json else checks, _text_lines, out)
