@@ -1,10 +1,7 @@
 """`memoryd sync [init REMOTE | status [--show ID] | resolve ID]`: sync the durable tier through a git remote.
 
-The daemon does the work (the only writer of the store; docs/sync.md): these verbs ask it
-through the `admin` op and wait for the job's result by polling `sync_status`, so a sync that
-takes a minute never holds the daemon's loop. Exit codes: 0 done; 1 the sync failed (remote
-unreachable, authentication, …: one line says which) or was refused; 2 usage; 3 the daemon is
-not running.
+The daemon does the work (docs/sync.md); these verbs start its job through `admin` and poll `sync_status`.
+Exit codes: 0 done; 1 the sync failed or was refused; 2 usage; 3 the daemon is not running.
 """
 
 from __future__ import annotations
@@ -155,7 +152,6 @@ def status_lines(state: dict[str, Any]) -> list[str]:
 
 
 def show(operator: Any, ns: argparse.Namespace) -> int:
-    """`sync status --show ID`: this store's version and each kept one, text in full."""
     emit(ns.json, operator.admin("sync_show", id=full_id(operator, ns.show)), show_lines)
     return 0
 
@@ -215,10 +211,8 @@ def doctor_rows() -> list[tuple[str, str, str, str]]:
 
 
 def _open_conflicts(base: Any) -> tuple[list[str], int]:
-    """(ids, total) of the conflicts nobody has settled: the daemon's view (open-conflicts.json,
-    written at start, after each sync and each resolve), since the clone still holds a settled
-    conflict's files until the next sync. Without that file (a daemon older than it), the clone's
-    `conflicts/<id>/` folders that hold a file."""
+    """(ids, total) of the unsettled conflicts: the daemon's open-conflicts.json (the clone keeps a
+    settled conflict's files until the next sync), else the clone's non-empty `conflicts/<id>/` folders."""
     try:
         seen = json.loads((base / "open-conflicts.json").read_text())
         return [str(i) for i in seen["ids"]], int(seen["total"])
