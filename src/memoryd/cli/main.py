@@ -1,8 +1,5 @@
-"""The `memoryd` command: one argparse tree, lazy imports per command so each starts fast.
-
-Each verb module registers its own subparser (`add_parser(s)`); the verbs whose code lives
-outside cli/ or takes no options of its own are registered here, each entry imported only when
-its verb runs. `memoryd hook EVENT` skips the tree altogether (its fast path).
+"""The `memoryd` command: one argparse tree, each verb's module imported only when it runs;
+`memoryd hook EVENT` skips the tree altogether (its fast path).
 """
 
 from __future__ import annotations
@@ -39,20 +36,14 @@ def _hook_fast_path(args: list[str]) -> int:
         client = rest[rest.index("--client") + 1]
     if client not in CLIENTS:
         return hooks.fail(f"unknown client {client!r}")
-    if "--from-plugin" in rest and hooks.settings_register_hooks():
-        return 0  # `init` registered the same hooks in settings.json: they run, this one must not
-    return _hook(event, client, "--dry-run" in rest)
+    return _hook_from(event, client, "--dry-run" in rest, "--from-plugin" in rest)
 
 
 def _hook_from(event: str, client: str, dry_run: bool, from_plugin: bool) -> int:
     from memoryd.hooks import common as hooks
 
-    return 0 if from_plugin and hooks.settings_register_hooks() else _hook(event, client, dry_run)
-
-
-def _hook(event: str, client: str, dry_run: bool) -> int:
-    from memoryd.hooks import common as hooks
-
+    if from_plugin and hooks.settings_register_hooks():
+        return 0  # `init` registered the same hooks in settings.json: they run, this one must not
     return hooks.main(event, client=client, dry_run=dry_run)
 
 
@@ -140,17 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     import argparse
 
     from memoryd import __version__
-    from memoryd.cli import (
-        daemon_control,
-        importing,
-        log,
-        memories,
-        reindex,
-        restore,
-        sessions,
-        stats,
-        sync,
-    )
+    from memoryd.cli import daemon_control, importing, log, memories, reindex, restore, sessions, stats, sync
 
     parser = argparse.ArgumentParser(prog="memoryd", description="persistent memory for AI coding agents")
     parser.add_argument("--version", action="version", version=f"memoryd {__version__}")
