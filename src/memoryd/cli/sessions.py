@@ -1,8 +1,5 @@
-"""`memoryd sessions [WORKTREE]`: recent agent sessions, how each ended and the handoff it left,
-through the daemon's `admin` read (the session table it keeps from the log).
-
-WORKTREE is matched exactly as the handoff walk matches it (the git top level of a checkout), so a
-path inside a checkout is resolved to its top level first. Exit codes as `memoryd memories`.
+"""`memoryd sessions [WORKTREE | show SESSION]`: recent agent sessions, how each ended and the handoff it
+left, or what the hooks injected into one, through `admin` reads. Exit codes as `memoryd memories`.
 """
 
 from __future__ import annotations

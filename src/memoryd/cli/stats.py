@@ -1,7 +1,5 @@
-"""`memoryd stats [--days N]`: how automatic recall did in real work (daemon/sessions/receipts.py).
-
-Injections and characters per session, how often a pointer was opened, the memories injected most
-and the pointed-to ones never opened: whether delivery helps, measured on use rather than the eval.
+"""`memoryd stats [--days N]`: how automatic recall did in real work (daemon/sessions/receipts.py):
+injections per session, pointers opened, the memories injected most and pointed to but never opened.
 """
 
 from __future__ import annotations
