@@ -70,8 +70,6 @@ CLIENTS: dict[str, ClientSpec] = {spec.name: spec for spec in (
     ClientSpec("codex", codex_path, "toml", _stdio_entry))}
 
 
-# ---- JSON clients: {"mcpServers": {"memoryd": {...}}} ----
-
 
 def read_object(path: Path) -> dict[str, Any]:
     """The JSON object in `path` ({} when absent); ClientConfigError naming the file otherwise."""
@@ -109,8 +107,6 @@ def _json_snippet(entry: dict[str, Any]) -> str:
     snippet = {"mcpServers": {SERVER_NAME: _json_full_entry(None, entry)}}
     return json.dumps(snippet, indent=2, ensure_ascii=False) + "\n"
 
-
-# ---- Codex: a [mcp_servers.memoryd] table in TOML ----
 
 _TABLE_HEADER = re.compile(r"""^\s*\[\s*mcp_servers\s*\.\s*(memoryd|"memoryd"|'memoryd')\s*\]\s*(#.*)?$""")
 _ANY_HEADER = re.compile(r"^\s*\[")
@@ -168,8 +164,6 @@ def _toml_with_entry(path: Path, entry: dict[str, Any]) -> str:
         )
     return new_text
 
-
-# ---- shared ----
 
 
 def _current_entry(spec: ClientSpec, path: Path) -> Any:

@@ -99,8 +99,6 @@ def _skipped_lines(skipped: Skipped) -> list[str]:
     return lines
 
 
-# -- entry ------------------------------------------------------------------------------------------
-
 def main(ns: argparse.Namespace) -> int:
     skipped: Skipped = []
     ns.path = ns.path or default_path(ns.format)  # claude-code: every project's memory folder
@@ -169,8 +167,6 @@ def already_pending(operator: Any) -> dict[str, str]:
     return {str(p["content"]).strip(): p["pending_id"] for p in held if p.get("content") and not p.get("expired")}
 
 
-# -- one draft --------------------------------------------------------------------------------------
-
 def import_one(operator: Any, draft: Draft, ns: argparse.Namespace, held: str | None = None) -> Outcome:
     """memory_write one draft, then verify, remove or confirm; `held`: the pending id an earlier run
     left for the same content. A tool error is the outcome `failed`; DaemonUnavailable propagates."""
@@ -236,8 +232,6 @@ def _matched_id(result: dict[str, Any]) -> str | None:
     return matches[0].get("id") if matches else None
 
 
-# -- progress ---------------------------------------------------------------------------------------
-
 class Progress:
     """A bar on a terminal; elsewhere a line at each quarter of an import of 100+ items."""
 
@@ -263,8 +257,6 @@ class Progress:
             self.stream.write("\n")
             self.stream.flush()
 
-
-# -- output -----------------------------------------------------------------------------------------
 
 def _print_summary(ns: argparse.Namespace, summary: Summary) -> None:
     if summary.stopped:
@@ -325,8 +317,6 @@ def _plan_lines(shown: dict[str, Any], skipped: Skipped) -> list[str]:
     lines += _skipped_lines(skipped)
     return [line for line in lines if line]
 
-
-# -- argparse ---------------------------------------------------------------------------------------
 
 def add_parser(sub: Any) -> None:
     verb = sub.add_parser("import", help="bring memories in from another memory tool, through the write gates",

@@ -19,8 +19,6 @@ OK, REFUSED, USAGE, UNAVAILABLE = 0, 1, 2, 3
 DEFAULT_REASON = "removed by the user from the terminal"
 
 
-# -- running a verb ----------------------------------------------------------------------------------
-
 def run(verb: Callable[[Any, argparse.Namespace], int], ns: argparse.Namespace) -> int:
     """Run `verb` on an operator connection, the daemon started if none runs; errors become one stderr
     line and an exit code."""
@@ -69,12 +67,6 @@ def scopes_of(ns: argparse.Namespace) -> list[str] | None:
     return scopes or None
 
 
-# -- tables -----------------------------------------------------------------------------------------
-
-def _width() -> int:
-    return max(60, shutil.get_terminal_size((120, 20)).columns)
-
-
 def one_line(text: Any, limit: int) -> str:
     """Stored text on one line (control characters shown as spaces), cut to `limit` chars."""
     flat = " ".join(str(text or "").split())
@@ -86,7 +78,7 @@ def table(header: list[str], rows: list[list[str]]) -> list[str]:
     if not rows:
         return []
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header[:-1])]
-    room = max(20, _width() - sum(widths) - 2 * len(widths))
+    room = max(20, max(60, shutil.get_terminal_size((120, 20)).columns) - sum(widths) - 2 * len(widths))
     out = []
     for row in [header, *rows]:
         cells = [cell.ljust(w) for cell, w in zip(row, widths)]
@@ -108,8 +100,6 @@ MAX_EDIT_BYTES = 4_000_000
 MEMORY_HEADER = ["ID", "UPDATED", "CATEGORY", "SCOPES", "FIRST LINE"]
 
 
-# -- memories ---------------------------------------------------------------------------------------
-
 def cmd_list(op: Any, ns: argparse.Namespace) -> int:
     if ns.removed:
         result = op.tool(names.MEMORY_LIST_TOMBSTONES, limit=ns.limit)
@@ -128,7 +118,8 @@ def cmd_search(op: Any, ns: argparse.Namespace) -> int:
     result = op.tool(names.MEMORY_SEARCH, query=ns.query, scopes=scopes_of(ns), category=ns.category,
                      max_results=ns.limit, auto_scope=False)
     hits = result["results"] if ns.all else [h for h in result["results"] if is_match(h)]
-    rows = [[shown_id(h), f"{h.get('score', 0):.1f}", f"{h.get('relevance', 0):.2f}", _cosine(h),
+    rows = [[shown_id(h), f"{h.get('score', 0):.1f}", f"{h.get('relevance', 0):.2f}",
+             "-" if h.get("similarity") is None else f"{h['similarity']:.2f}",
              h.get("staleness_verdict") or "", h.get("category") or "", h.get("content") or ""] for h in hits]
     hidden = len(result["results"]) - len(hits)
 
@@ -151,11 +142,6 @@ MEANING_MATCH_FLOOR = 0.5
 
 def is_match(hit: dict[str, Any]) -> bool:
     return bool(hit.get("relevance")) or (hit.get("similarity") or 0.0) >= MEANING_MATCH_FLOOR
-
-
-def _cosine(hit: dict[str, Any]) -> str:
-    similarity = hit.get("similarity")
-    return "-" if similarity is None else f"{similarity:.2f}"
 
 
 def show_lines(memory: dict[str, Any], history: dict[str, Any]) -> list[str]:
@@ -187,12 +173,9 @@ def show_lines(memory: dict[str, Any], history: dict[str, Any]) -> list[str]:
         lines.append(f"delivered   injected {d['injected']} times in {d['sessions']} sessions; "
                      f"pointed to {d['pointed']} times, opened {d['pointer_opened']}")
     for event in history.get("events", []):
-        lines.append(f"history     {event['ts']}  {event['kind']}{_status(event)}  {event.get('session', '')}")
+        status = f" ({event['status']})" if event.get("status") else ""
+        lines.append(f"history     {event['ts']}  {event['kind']}{status}  {event.get('session', '')}")
     return [*lines, "", memory.get("content") or ""]
-
-
-def _status(event: dict[str, Any]) -> str:
-    return f" ({event['status']})" if event.get("status") else ""
 
 
 def cmd_show(op: Any, ns: argparse.Namespace) -> int:
@@ -342,8 +325,6 @@ def main(ns: argparse.Namespace) -> int:
     return run(MEMORY_VERBS[ns.action], ns)
 
 
-# -- pending writes ---------------------------------------------------------------------------------
-
 def cmd_pending(op: Any, ns: argparse.Namespace) -> int:
     if ns.action in ("confirm", "cancel"):
         if not ns.pending_id:
@@ -367,8 +348,6 @@ def cmd_pending(op: Any, ns: argparse.Namespace) -> int:
 def pending_main(ns: argparse.Namespace) -> int:
     return run(cmd_pending, ns)
 
-
-# -- argparse --------------------------------------------------------------------------------------
 
 def add_parsers(sub: Any) -> None:
     memories = sub.add_parser("memories", help="see and curate durable memories (through the daemon)")

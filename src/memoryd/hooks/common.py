@@ -39,8 +39,6 @@ def fail(reason: str) -> int:
     return 0
 
 
-# -- stdin --------------------------------------------------------------------------------------
-
 def read_input(stream: Any) -> dict[str, Any]:
     """The hook JSON object from `stream` (a binary file); refuses more than 64 KiB unread."""
     raw = stream.read(MAX_STDIN_BYTES + 1)
@@ -66,8 +64,6 @@ def client_key(data: dict[str, Any], client: str, worktree: str | None) -> str:
         return session_id
     return f"{client}:{session_id}:{worktree or ''}"
 
-
-# -- talking to the daemon ------------------------------------------------------------------------
 
 class Daemon(Connection):
     """A transient hook connection on the stdlib wire, within the event's `spawn_s` and `call_s`
@@ -104,8 +100,6 @@ def fit(sections: list[str], budget: int) -> str:
     return out
 
 
-# -- news from sibling sessions (prompt and tool hooks) ---------------------------------------------
-
 def news_line(item: dict[str, Any], room: int) -> str:
     """`- <id> [<kind>, <session> <hh:mm>Z]: <text>`: who and when, compactly."""
     notes = [str(item.get("kind")), f"{item.get('session')} {str(item.get('ts') or '')[11:16]}Z"]
@@ -133,8 +127,6 @@ def sibling_news(daemon: Daemon, data: dict[str, Any]) -> str | None:
     news), as a section of at most NEWS_CHARS, or None."""
     return news_section(daemon.hook("news"))
 
-
-# -- entry -----------------------------------------------------------------------------------------
 
 def settings_register_hooks() -> bool:
     """Whether Claude Code's user settings carry the hooks `memoryd init` writes (then the plugin's

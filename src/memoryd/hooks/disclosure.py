@@ -7,6 +7,7 @@ Import contract: stdlib only (the hook's import path).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 MAX_QUERY_BYTES = 4000          # under the daemon's 4096-byte query cap, on a char boundary
@@ -71,8 +72,6 @@ def choose(hits: list[dict[str, Any]], settings: dict[str, Any]) -> tuple[list[d
     return full, pointers(hits, full, settings)
 
 
-# -- a shell call, by meaning (the pre-tool hook) --------------------------------------------------
-
 TOOL_QUERY_CHARS = 600
 
 
@@ -95,8 +94,6 @@ def choose_for_tool(hits: list[dict[str, Any]], settings: dict[str, Any]
     return [], []
 
 
-# -- how each tier reads ---------------------------------------------------------------------------
-
 def clip(text: str, limit: int) -> str:
     text = text.strip()
     return text if len(text) <= limit else text[: max(0, limit - 1)].rstrip() + "…"
@@ -118,9 +115,10 @@ def hit_line(hit: dict[str, Any], room: int) -> str:
     return head + clip(" ".join(str(hit.get("content", "")).split()), max(40, room - len(head)))
 
 
-def full_section(chosen: list[dict[str, Any]], budget: int) -> str:
-    room = (budget - len(PROMPT_HEADER) - 1) // len(chosen) - 1
-    return clip("\n".join([PROMPT_HEADER, *(hit_line(h, room) for h in chosen)]), budget)
+def block(header: str, rows: list[dict[str, Any]], line: Callable[[dict[str, Any], int], str], budget: int) -> str:
+    """`header` and a `line` per row, the rows sharing what is left of `budget` chars."""
+    room = (budget - len(header) - 1) // len(rows) - 1
+    return clip("\n".join([header, *(line(r, room) for r in rows)]), budget)
 
 
 def pointer_line(hit: dict[str, Any]) -> str:
@@ -137,5 +135,5 @@ def context(full: list[dict[str, Any]], pointed: list[dict[str, Any]], budget: i
     pointer_text = pointer_section(pointed) if pointed else ""
     pointer_text = pointer_text if len(pointer_text) <= budget else ""
     room = budget - (len(pointer_text) + 2 if pointer_text else 0)
-    full_text = full_section(full, room) if full and room > len(PROMPT_HEADER) + 40 else ""
+    full_text = block(PROMPT_HEADER, full, hit_line, room) if full and room > len(PROMPT_HEADER) + 40 else ""
     return "\n\n".join(s for s in (full_text, pointer_text) if s) or None

@@ -63,13 +63,6 @@ def line(row: dict[str, Any], room: int) -> str:
     return head + clip(one_line(row.get("content", ""), 10_000), max(40, room - len(head)))
 
 
-def section(rows: list[dict[str, Any]], header: str, budget: int) -> str | None:
-    if not rows:
-        return None
-    room = (budget - len(header) - 1) // len(rows) - 1
-    return clip("\n".join([header, *(line(r, room) for r in rows)]), budget)
-
-
 def by_meaning(daemon: hooks.Daemon, command: str, description: Any, dry_run: bool) -> str | None:
     """At most one line for a shell call no memory is anchored to (disclosure.choose_for_tool)."""
     settings = daemon.settings
@@ -97,7 +90,7 @@ def pre_tool(daemon: hooks.Daemon, data: dict[str, Any], dry_run: bool = False) 
     reply = daemon.hook("anchored", tool=str(data.get("tool_name"))[:64], paths=paths, command=command,
                         limit=MAX_HITS, peek=dry_run)
     rows = [r for r in reply.get("memories") or [] if isinstance(r, dict)]
-    found = section(rows, COMMAND_HEADER if command else FILE_HEADER, TOOL_CHARS)
+    found = disclosure.block(COMMAND_HEADER if command else FILE_HEADER, rows, line, TOOL_CHARS) if rows else None
     if reply.get("session_id") is None:  # no open session to speak for: nothing, and no news
         return None
     if not rows and command and data.get("tool_name") in SHELL_TOOLS:
