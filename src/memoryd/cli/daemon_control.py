@@ -52,18 +52,11 @@ def detach_and_wait(wait_s: float | None = None, serve_args: list[str] | None = 
     return 0 if ok else 1
 
 
-def _ask(op: str, timeout_s: float) -> Any:
-    """The daemon's answer to an op that needs no hello (`status`, `stop`), or None."""
+def status(ns: argparse.Namespace) -> int:
     from memoryd import paths
     from memoryd.client import spawn
 
-    return spawn.ping(paths.endpoint(), timeout_s, op)
-
-
-def status(ns: argparse.Namespace) -> int:
-    from memoryd.client import spawn
-
-    live = _ask("status", 3.0) if spawn.read_status() else None
+    live = spawn.ping(paths.endpoint(), 3.0, "status") if spawn.read_status() else None
     starting = spawn.read_starting() if live is None else None
     if starting is not None:  # opening a big store: say how far it got
         total = f"/{starting['total']:,}" if starting.get("total") else ""
@@ -85,6 +78,7 @@ def stop(ns: argparse.Namespace) -> int:
     import signal
     import time
 
+    from memoryd import paths
     from memoryd.client import spawn
 
     found = spawn.read_status()
@@ -92,7 +86,7 @@ def stop(ns: argparse.Namespace) -> int:
     if not spawn.pid_alive(pid):
         print("memoryd: not running", file=sys.stderr)
         return 0
-    _ask("stop", 2.0)
+    spawn.ping(paths.endpoint(), 2.0, "stop")
     for sig in (None, signal.SIGTERM, signal.SIGKILL):
         if sig is not None:
             try:

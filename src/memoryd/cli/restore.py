@@ -13,6 +13,7 @@ import tarfile
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
+from memoryd import fsio
 from memoryd.cli.export import PARTS
 from memoryd.errors import BadImportInput
 
@@ -79,7 +80,7 @@ def restore(path: Path, root: Path) -> int:
             _write(path, target, source, member.size)
             count += 1
     for folder in folders:
-        _fsync_dir(folder)
+        fsio.fsync_dir(folder)
     return count
 
 
@@ -122,11 +123,3 @@ def _write(path: Path, target: Path, source: IO[bytes], size: int) -> None:
             left -= len(chunk)
         out.flush()
         os.fsync(out.fileno())
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

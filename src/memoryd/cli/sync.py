@@ -49,20 +49,15 @@ def _wait(operator: Any, job: int) -> dict[str, Any]:
     said = ""
     while time.monotonic() < deadline:
         state = operator.admin("sync_status")
-        last = state.get("last") or {}
-        if isinstance(last.get("job"), int) and last["job"] >= job and not _still_running(state, job):
+        last, running = state.get("last") or {}, state.get("running") or {}
+        if isinstance(last.get("job"), int) and last["job"] >= job and running.get("job") != job:
             return last
-        phase = str((state.get("running") or {}).get("phase") or "")
+        phase = str(running.get("phase") or "")
         if phase and phase != said and sys.stderr.isatty():  # progress for a person, not for a pipe
             print(f"memoryd: sync: {phase}…", file=sys.stderr)
             said = phase
         time.sleep(POLL_S)
     raise TimeoutError(f"sync job {job} did not finish within {WAIT_LIMIT_S:g} s")
-
-
-def _still_running(state: dict[str, Any], job: int) -> bool:
-    running = state.get("running")
-    return isinstance(running, dict) and running.get("job") == job
 
 
 def _failed(last: dict[str, Any]) -> int:

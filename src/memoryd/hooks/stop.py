@@ -18,13 +18,16 @@ def run(event: str, client: str, data: dict[str, Any], dry_run: bool = False) ->
     identity = identity_for(data, client)
     if event == "stop":
         stop(lambda: Daemon(identity, event), data)
-        return None
-    daemon = Daemon(identity, event)
+    else:
+        tell(Daemon(identity, event), "end", reason=str(data.get("reason") or "other"))
+    return None
+
+
+def tell(daemon: Daemon, action: str, **args: Any) -> None:
     try:
-        daemon.hook("end", reason=str(data.get("reason") or "other"))
+        daemon.hook(action, **args)
     finally:
         daemon.close()
-    return None
 
 
 def assistant_text(entry: Any) -> str | None:
@@ -93,8 +96,4 @@ def stop(daemon_factory: Any, data: dict[str, Any]) -> None:
     if not isinstance(text, str) or not text.strip():
         text = last_from_transcript(data.get("transcript_path"))
     if text:
-        daemon = daemon_factory()
-        try:
-            daemon.hook("last_words", text=text)
-        finally:
-            daemon.close()
+        tell(daemon_factory(), "last_words", text=text)
