@@ -53,7 +53,6 @@ def _groups(client: str, command: Callable[[str], str]) -> dict[str, list[dict[s
 
 
 def hook_groups(python: str, client: str) -> dict[str, list[dict[str, Any]]]:
-    """The hook groups `init` merges for `client`."""
     return _groups(client, lambda verb: hook_command(python, verb, client))
 
 
@@ -81,7 +80,6 @@ def plugin_enabled() -> bool:
 
 
 def plugin_mcp() -> dict[str, Any]:
-    """The plugin's .mcp.json: the bridge, through the runner."""
     return {"mcpServers": {"memoryd": {"command": PLUGIN_RUNNER, "args": ["mcp"]}}}
 
 

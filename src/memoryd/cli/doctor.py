@@ -121,17 +121,17 @@ def _runtime_dir_source(runtime: Path) -> tuple[Status, str, str]:
     return "warn", f"{why}: using the cache-dir fallback", fix
 
 
-def _private_dir_problem(path: Path) -> tuple[Status, str, str] | None:
-    """None when `path` is ours and closed to others; else (status, detail, fix)."""
+def _private_dir_problem(name: str, path: Path) -> Check | None:
+    """None when `path` is ours and closed to others; else the finding."""
     st = path.stat()
     mode = stat.S_IMODE(st.st_mode)
     if st.st_uid != os.getuid():
-        owner = f"owned by uid {st.st_uid}, not you (uid {os.getuid()})"
-        return "fail", owner, f"remove {path} or chown it to yourself"
+        return Check(name, "fail", f"{path}: owned by uid {st.st_uid}, not you (uid {os.getuid()})",
+                     f"remove {path} or chown it to yourself")
     if mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return "fail", f"group- or world-writable (mode {mode:o})", f"chmod 700 {path}"
+        return Check(name, "fail", f"{path}: group- or world-writable (mode {mode:o})", f"chmod 700 {path}")
     if mode & 0o077:
-        return "warn", f"readable by others (mode {mode:o})", f"chmod 700 {path}"
+        return Check(name, "warn", f"{path}: readable by others (mode {mode:o})", f"chmod 700 {path}")
     return None
 
 
@@ -140,9 +140,9 @@ def check_runtime_dir() -> list[Check]:
     status, note, fix = _runtime_dir_source(runtime)
     if not runtime.exists():
         return [Check("runtime dir", status, f"{runtime} ({note}; created 0700 on first start)", fix)]
-    problem = _private_dir_problem(runtime)
+    problem = _private_dir_problem("runtime dir", runtime)
     if problem is not None:
-        return [Check("runtime dir", problem[0], f"{runtime}: {problem[1]}", problem[2])]
+        return [problem]
     return [Check("runtime dir", status, f"{runtime} ({note}; mode 700, yours)", fix)]
 
 
@@ -155,16 +155,12 @@ def check_socket() -> list[Check]:
     return [Check("socket path", "ok", f"{endpoint} ({used} of {paths.MAX_IPC_PATH_BYTES} bytes)")]
 
 
-def _nearest_existing(path: Path) -> Path:
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    return path
-
-
 def check_store() -> list[Check]:
     store = paths.store_root()
     if not store.exists():
-        ancestor = _nearest_existing(store)
+        ancestor = store
+        while not ancestor.exists() and ancestor != ancestor.parent:
+            ancestor = ancestor.parent
         if ancestor.is_dir() and os.access(ancestor, os.W_OK | os.X_OK):
             return [Check("store", "ok", f"{store} (created on first start)")]
         why = "is not writable" if ancestor.is_dir() else "is not a directory"
@@ -174,9 +170,9 @@ def check_store() -> list[Check]:
         return [Check("store", "fail", f"{store} is not a directory", "move it away or set MEMORYD_HOME")]
     if not os.access(store, os.W_OK | os.X_OK):
         return [Check("store", "fail", f"{store} is not writable", f"chmod u+rwx {store}")]
-    problem = _private_dir_problem(store)
+    problem = _private_dir_problem("store", store)
     if problem is not None:
-        return [Check("store", problem[0], f"{store}: {problem[1]}", problem[2])]
+        return [problem]
     return [Check("store", "ok", f"{store} (writable, mode 700)")]
 
 
@@ -317,7 +313,6 @@ def check_hooks() -> list[Check]:
 
 
 def check_sync() -> list[Check]:
-    """Sync through a git remote: set up or not, the last result, kept conflicts (from files)."""
     from memoryd.cli import sync
 
     return [Check(name, status, detail, fix) for name, status, detail, fix in sync.doctor_rows()]  # type: ignore[arg-type]

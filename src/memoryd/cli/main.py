@@ -48,7 +48,6 @@ def _hook_from(event: str, client: str, dry_run: bool, from_plugin: bool) -> int
 
 
 def _add_setup_parsers(sub: Any) -> None:
-    """`mcp`, `doctor`, `init`, `install-service`: wiring memoryd into the machine and its clients."""
     from memoryd.profiles import PROFILES
 
     mcp = sub.add_parser("mcp", help="run the stdio MCP bridge")
@@ -90,7 +89,6 @@ def _add_hook_parser(sub: Any) -> None:
 
 
 def _add_store_parsers(sub: Any) -> None:
-    """`episodes`, `export`, `model`, `ui`: the journal, the store's files as a whole, the encoder, the web view."""
     episodes = sub.add_parser("episodes", help="inspect or prune the journal tier")
     episodes.add_argument("action", choices=["list", "prune"])
     episodes.add_argument("session", nargs="?")
@@ -111,7 +109,6 @@ def _add_store_parsers(sub: Any) -> None:
 
 
 def _add_measuring_parsers(sub: Any) -> None:
-    """`demo`, `bench`, `eval`: memoryd at work in throwaway stores."""
     sub.add_parser("demo", help="two scripted agents through real bridges, in a throwaway store").set_defaults(
         func=_entry("memoryd.cli.demo:main", lambda f, ns: f()))
     bench = sub.add_parser("bench", help="the benchmark: real bridges against a throwaway daemon")

@@ -145,7 +145,6 @@ def is_match(hit: dict[str, Any]) -> bool:
 
 
 def show_lines(memory: dict[str, Any], history: dict[str, Any]) -> list[str]:
-    """A memory for people: fields, provenance, staleness, links, history; the content last."""
     origin = memory.get("origin") or {}
     lines = [f"id          {memory['id']}  ({memory['status']})",
              f"category    {memory.get('category')}   confidence {memory.get('confidence')}   "

@@ -25,7 +25,6 @@ def worktree_of(path: str) -> str:
 
 
 def session_lines(result: dict[str, Any]) -> list[str]:
-    """A table of sessions, then each session's handoff indented under a header line."""
     rows = [[s["session_id"], (s.get("last_active") or "")[:19], s["ended"], str(s["calls"]), str(s["episodes"]),
              s.get("worktree") or "-"] for s in result["sessions"]]
     lines = table(["SESSION", "LAST ACTIVE", "ENDED", "CALLS", "EPISODES", "WORKTREE"], rows)
@@ -40,7 +39,6 @@ def session_lines(result: dict[str, Any]) -> list[str]:
 
 
 def injection_lines(result: dict[str, Any]) -> list[str]:
-    """A session's automatic injections in order: when, which hook, each memory and its tier."""
     rows = [[(r.get("ts") or "")[:19], str(r.get("hook")), str(r.get("chars")),
              ", ".join(f"{i['id']} ({i['tier']})" for i in r["items"]) or "-"] for r in result["injections"]]
     lines = table(["WHEN", "HOOK", "CHARS", "MEMORIES (TIER)"], rows)

@@ -45,7 +45,6 @@ def items_of(text: str, event: str) -> list[dict[str, str]]:
 
 
 def send(daemon: Any, event: str, text: str | None) -> None:
-    """Tell the daemon what this hook injected (nothing to tell for an empty context)."""
     if not text:
         return
     row = BY_VERB.get(event)

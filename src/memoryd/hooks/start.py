@@ -43,7 +43,6 @@ def handoff_section(found: dict[str, Any] | None) -> str | None:
 
 
 def since_section(rows: list[dict[str, Any]], total: int, after_handoff: bool) -> str | None:
-    """One line per later session that ended without a handoff, newest first."""
     if not rows:
         return None
     title = (f"## Since then: {total} later session(s) here ended without a handoff (newest first)"

@@ -44,5 +44,4 @@ CLIENTS = ("claude-code", "codex")
 
 
 def client_hooks(client: str) -> list[HookEvent]:
-    """The rows a client has an event for, in table order."""
     return [hook for hook in HOOKS if client in hook.clients]
