@@ -103,11 +103,6 @@ def _json_with_entry(path: Path, entry: dict[str, Any]) -> str:
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
-def _json_snippet(entry: dict[str, Any]) -> str:
-    snippet = {"mcpServers": {SERVER_NAME: _json_full_entry(None, entry)}}
-    return json.dumps(snippet, indent=2, ensure_ascii=False) + "\n"
-
-
 _TABLE_HEADER = re.compile(r"""^\s*\[\s*mcp_servers\s*\.\s*(memoryd|"memoryd"|'memoryd')\s*\]\s*(#.*)?$""")
 _ANY_HEADER = re.compile(r"^\s*\[")
 
@@ -208,7 +203,9 @@ def resolved(path: Path) -> Path:
 
 def snippet(spec: ClientSpec, entry: dict[str, Any]) -> str:
     """What `init --print` shows for the bridge entry, in the config's own format."""
-    return _json_snippet(entry) if spec.format == "json" else _toml_table(entry)
+    if spec.format == "toml":
+        return _toml_table(entry)
+    return json.dumps({"mcpServers": {SERVER_NAME: _json_full_entry(None, entry)}}, indent=2, ensure_ascii=False) + "\n"
 
 
 def register_bridge(spec: ClientSpec, path: Path, entry: dict[str, Any], out: TextIO) -> int:

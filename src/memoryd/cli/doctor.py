@@ -350,14 +350,12 @@ def _text_lines(checks: list[Check]) -> list[str]:
     return [*lines, f"{counts['ok']} ok, {counts['warn']} warn, {counts['fail']} fail"]
 
 
-def _report(checks: list[Check]) -> dict[str, Any]:
-    return {"version": memoryd.__version__, "ok": not any(c.status == "fail" for c in checks),
-            "counts": _counts(checks), "checks": [asdict(c) for c in checks]}
-
-
 def run_doctor(out: TextIO | None = None, as_json: bool = False) -> int:
     """Run every check and report to `out`; exit code 0 unless some check failed (warnings pass)."""
     out = out or sys.stdout
     checks = collect_checks()
-    emit(as_json, _report(checks) if as_json else checks, _text_lines, out)
-    return 1 if any(c.status == "fail" for c in checks) else 0
+    failed = any(c.status == "fail" for c in checks)
+    report = {"version": memoryd.__version__, "ok": not failed, "counts": _counts(checks),
+              "checks": [asdict(c) for c in checks]}
+    emit(as_json, report if as_json else checks, _text_lines, out)
+    return 1 if failed else 0

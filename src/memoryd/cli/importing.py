@@ -111,7 +111,8 @@ def main(ns: argparse.Namespace) -> int:
         print(f"memoryd import: {exc.message}", file=sys.stderr)
         return USAGE
     if ns.dry_run:
-        return _print_plan(ns, drafts, skipped)
+        emit(ns.json, plan(ns.format, str(ns.path), drafts, skipped), lambda shown: _plan_lines(shown, skipped))
+        return OK
     summary = Summary(ns.format, str(ns.path), skipped=skipped)
     code = _run(ns, drafts, summary)
     _print_summary(ns, summary)
@@ -181,22 +182,18 @@ def import_one(operator: Any, draft: Draft, ns: argparse.Namespace, held: str | 
             confidence=draft.confidence, source=draft.source, **overrides)
         if result.get("status") == "pending" and ns.confirm_pending and not draft.removed_reason:
             result = operator.admin("resolve", pending_id=result["pending_id"], decision="confirm")
-        return _after_write(operator, draft, result)
+        status = str(result.get("status"))
+        if status == "committed":
+            return _carry_over(operator, draft, result["id"])
+        if status == "pending":
+            return _pending(operator, draft, result)
+        if status in DUPLICATE_STATUSES:
+            return Outcome("duplicate", status, draft, _matched_id(result))
+        return Outcome("refused", status, draft)
     except MemorydError as exc:
         if is_unavailable(exc):
             raise
         return Outcome("failed", f"error: {exc.message}", draft)
-
-
-def _after_write(operator: Any, draft: Draft, result: dict[str, Any]) -> Outcome:
-    status = str(result.get("status"))
-    if status == "committed":
-        return _carry_over(operator, draft, result["id"])
-    if status == "pending":
-        return _pending(operator, draft, result)
-    if status in DUPLICATE_STATUSES:
-        return Outcome("duplicate", status, draft, _matched_id(result))
-    return Outcome("refused", status, draft)
 
 
 def _carry_over(operator: Any, draft: Draft, memory_id: str) -> Outcome:
@@ -295,11 +292,6 @@ def plan(fmt: str, path: str, drafts: list[Draft], skipped: Skipped) -> dict[str
             "by_scope": dict(Counter(s for d in drafts for s in d.scopes)),
             "items": [{"origin": d.origin, "category": d.category, "scopes": list(d.scopes), "title": shown_title(d),
                        **({"removed": True} if d.removed_reason else {})} for d in drafts[:PLAN_ITEMS]]}
-
-
-def _print_plan(ns: argparse.Namespace, drafts: list[Draft], skipped: Skipped) -> int:
-    emit(ns.json, plan(ns.format, str(ns.path), drafts, skipped), lambda shown: _plan_lines(shown, skipped))
-    return OK
 
 
 def _plan_lines(shown: dict[str, Any], skipped: Skipped) -> list[str]:

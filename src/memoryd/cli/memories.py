@@ -6,6 +6,7 @@ Exit codes: 0 ok; 1 not found or refused; 2 usage; 3 the daemon is not running a
 from __future__ import annotations
 
 import argparse
+import functools
 import shutil
 import sys
 from collections.abc import Callable
@@ -344,10 +345,6 @@ def cmd_pending(op: Any, ns: argparse.Namespace) -> int:
     return OK
 
 
-def pending_main(ns: argparse.Namespace) -> int:
-    return run(cmd_pending, ns)
-
-
 def add_parsers(sub: Any) -> None:
     memories = sub.add_parser("memories", help="see and curate durable memories (through the daemon)")
     verbs = memories.add_subparsers(dest="action", required=True)
@@ -384,4 +381,4 @@ def add_parsers(sub: Any) -> None:
     pending.add_argument("action", nargs="?", choices=["list", "confirm", "cancel"], default="list")
     pending.add_argument("pending_id", nargs="?")
     pending.add_argument("--json", action="store_true")
-    pending.set_defaults(func=pending_main)
+    pending.set_defaults(func=functools.partial(run, cmd_pending))

@@ -39,7 +39,7 @@ def main(archive: str) -> int:
         print(f"memoryd: the daemon is {exc}; stop it first (memoryd stop), then restore", file=sys.stderr)
         return 1
     try:
-        held = [part for part in PARTS if _has_files(root / part)]
+        held = [part for part in PARTS if (root / part).is_dir() and any(p.is_file() for p in (root / part).rglob("*"))]
         if held:
             print(f"memoryd: {root} is not empty ({', '.join(held)}); restore fills an empty store "
                   "(`memoryd import memoryd-export` merges an export into this one)", file=sys.stderr)
@@ -57,10 +57,6 @@ def main(archive: str) -> int:
     print(f"memoryd: restored {count} files from {path} into {root}; the next start rebuilds state/ "
           "(memoryd reindex does it now, with progress)", file=sys.stderr)
     return 0
-
-
-def _has_files(folder: Path) -> bool:
-    return folder.is_dir() and any(p.is_file() for p in folder.rglob("*"))
 
 
 def restore(path: Path, root: Path) -> int:

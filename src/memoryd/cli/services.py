@@ -96,27 +96,18 @@ def plan_service(platform: str | None = None, python: str | None = None) -> Serv
     if not python:
         raise ServiceError("cannot tell which Python interpreter runs memoryd (sys.executable is empty)")
     if platform.startswith("linux"):
-        return _systemd_plan(python)
+        store = paths.store_root()
+        # The unit grants write access to the store only if it exists when the unit starts.
+        return ServicePlan(target=systemd_unit_path(), text=render_systemd_unit(python, store), needed_dirs=(store,),
+                           enable=(("systemctl", "--user", "daemon-reload"),
+                                   ("systemctl", "--user", "enable", "--now", UNIT_NAME)))
     if platform == "darwin":
-        return _launchd_plan(python)
+        log_file, target = paths.daemon_log_file(), launchd_plist_path()
+        # launchd does not create the log's directory; `load` refuses a loaded agent, so a reinstall unloads first.
+        return ServicePlan(target=target, text=render_launchd_plist(python, str(log_file)),
+                           needed_dirs=(log_file.parent,), enable=(("launchctl", "load", "-w", str(target)),),
+                           prepare=(("launchctl", "unload", str(target)),))
     raise ServiceError(f"no service manager support for platform {platform!r} (Linux and macOS only)")
-
-
-def _systemd_plan(python: str) -> ServicePlan:
-    store = paths.store_root()
-    # The unit grants write access to the store only if it exists when the unit starts.
-    return ServicePlan(target=systemd_unit_path(), text=render_systemd_unit(python, store), needed_dirs=(store,),
-                       enable=(("systemctl", "--user", "daemon-reload"),
-                               ("systemctl", "--user", "enable", "--now", UNIT_NAME)))
-
-
-def _launchd_plan(python: str) -> ServicePlan:
-    log_file = paths.daemon_log_file()
-    target = launchd_plist_path()
-    # launchd does not create the log's directory; `load` refuses a loaded agent, so a reinstall unloads first.
-    return ServicePlan(target=target, text=render_launchd_plist(python, str(log_file)), needed_dirs=(log_file.parent,),
-                       enable=(("launchctl", "load", "-w", str(target)),),
-                       prepare=(("launchctl", "unload", str(target)),))
 
 
 def write_if_changed(path: Path, text: str, mode: int = SERVICE_FILE_MODE) -> bool:

@@ -5,6 +5,7 @@ left, or what the hooks injected into one, through `admin` reads. Exit codes as 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import subprocess
 from typing import Any
@@ -45,24 +46,16 @@ def injection_lines(result: dict[str, Any]) -> list[str]:
     return [*lines, f"{len(rows)} injections, {result['chars']} chars, in session {result['session_id']}"]
 
 
-def cmd_show(op: Any, session_id: str, as_json: bool) -> int:
-    emit(as_json, op.admin("injections", session_id=session_id), injection_lines)
-    return OK
-
-
 def cmd_sessions(op: Any, ns: argparse.Namespace) -> int:
     if ns.worktree == "show":  # `memoryd sessions show SESSION`: what was injected into it
         if not ns.session:
             raise SystemExit("memoryd sessions show: give a session id (sess-<n>)")
-        return cmd_show(op, ns.session, ns.json)
+        emit(ns.json, op.admin("injections", session_id=ns.session), injection_lines)
+        return OK
     worktree = worktree_of(ns.worktree) if ns.worktree else None
     result = op.admin("sessions", worktree=worktree, limit=ns.limit, include_operator=ns.all or None)
     emit(ns.json, result, session_lines)
     return OK
-
-
-def main(ns: argparse.Namespace) -> int:
-    return run(cmd_sessions, ns)
 
 
 def add_parser(sub: Any) -> None:
@@ -73,4 +66,4 @@ def add_parser(sub: Any) -> None:
     sessions.add_argument("--limit", type=int, default=20)
     sessions.add_argument("--all", action="store_true", help="include the operator's own CLI/UI sessions")
     sessions.add_argument("--json", action="store_true")
-    sessions.set_defaults(func=main)
+    sessions.set_defaults(func=functools.partial(run, cmd_sessions))
