@@ -173,9 +173,8 @@ def _entry_matches(current: Any, wanted: dict[str, Any]) -> bool:
     return isinstance(current, dict) and all(current.get(k) == v for k, v in wanted.items())
 
 
-# What this process wrote to each file: a second write of one command (Codex: the bridge entry,
-# then the hooks feature flag, both in config.toml) must not back up memoryd's own first write
-# over the user's original in `<file>.bak`.
+# What this process wrote to each file: a second write by one command (Codex's bridge entry, then its
+# hooks flag) must not back up memoryd's own first write over the user's original in `<file>.bak`.
 _WRITTEN: dict[Path, str] = {}
 
 

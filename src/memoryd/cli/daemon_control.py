@@ -30,9 +30,8 @@ def add_parsers(sub: Any) -> None:
 def serve_daemon(detach: bool, log_format: str = "text") -> int:
     import gc
 
-    # No cyclic GC while the daemon's modules load and its store opens: what they build lives as
-    # long as the daemon (`lifecycle.open_store` freezes it, then turns the GC back on). The
-    # collections it would run during these imports slow every start (docs/benchmark.md).
+    # No cyclic GC while the daemon loads and opens its store: what they build lives as long as the daemon
+    # (`lifecycle.open_store` freezes it, then turns GC back on), and collecting it slows every start.
     gc.disable()
     from memoryd.daemon.process import lifecycle
 

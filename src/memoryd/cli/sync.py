@@ -21,21 +21,19 @@ WAIT_LIMIT_S = 3600.0
 
 def add_parser(sub: Any) -> None:
     sync = sub.add_parser("sync", help="sync durable memories through a git remote (push and pull now)")
-    sync.add_argument("--json", action="store_true")
     sync.set_defaults(func=main, sync_action=None)
     actions = sync.add_subparsers(dest="sync_action")
     init = actions.add_parser("init", help="set up sync with a git remote (a bare repo path, ssh or https)")
     init.add_argument("remote")
-    init.add_argument("--json", action="store_true")
     status = actions.add_parser("status", help="the remote, this device, the last sync, open conflicts")
     status.add_argument("--show", metavar="ID",
                         help="print both sides of one memory's conflict: the current text and each kept version")
-    status.add_argument("--json", action="store_true")
     resolve = actions.add_parser("resolve", help="settle a kept conflict of one memory")
     resolve.add_argument("id", help="the memory's id or a unique prefix of at least 6 characters")
     resolve.add_argument("--keep", choices=["current", "other"], default="current",
                          help="current: keep what the store has; other: the newest kept version wins")
-    resolve.add_argument("--json", action="store_true")
+    for parser in (sync, init, status, resolve):
+        parser.add_argument("--json", action="store_true")
 
 
 def main(ns: argparse.Namespace) -> int:
