@@ -154,9 +154,8 @@ def _toml_with_entry(path: Path, entry: dict[str, Any]) -> str:
     else:
         reason = "mcp_servers.memoryd is defined in a form this tool cannot edit"
     if not _entry_matches(written, entry):
-        raise ClientConfigError(
-            f"{path}: {reason}; add the table by hand (`memoryd init --client codex --print` shows it)"
-        )
+        raise ClientConfigError(f"{path}: {reason}; add the table by hand "
+                                "(`memoryd init --client codex --print` shows it)")
     return new_text
 
 

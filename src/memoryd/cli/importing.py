@@ -115,7 +115,11 @@ def main(ns: argparse.Namespace) -> int:
         return OK
     summary = Summary(ns.format, str(ns.path), skipped=skipped)
     code = _run(ns, drafts, summary)
-    _print_summary(ns, summary)
+    if summary.stopped:
+        print(f"memoryd import: {'stopped early: ' if summary.outcomes else ''}{summary.stopped}", file=sys.stderr)
+        if not summary.outcomes:
+            return code  # nothing was written: the one line says it all
+    emit(ns.json, summary.as_json() if ns.json else summary, _summary_lines)
     return code
 
 
@@ -128,9 +132,7 @@ def project_scope(ns: argparse.Namespace) -> list[str]:
         return []
     target = Path(ns.path).resolve()
     folder = target if target.is_dir() else target.parent
-    if not folder.is_dir():
-        return []
-    project = identity.capture(str(folder)).get("project")
+    project = identity.capture(str(folder)).get("project") if folder.is_dir() else None
     if not project:
         return []
     print(f"memoryd import: adding scope projects:{project} (the notes are in that repository; "
@@ -253,14 +255,6 @@ class Progress:
         if self.tty and self.done_count:
             self.stream.write("\n")
             self.stream.flush()
-
-
-def _print_summary(ns: argparse.Namespace, summary: Summary) -> None:
-    if summary.stopped:
-        print(f"memoryd import: {'stopped early: ' if summary.outcomes else ''}{summary.stopped}", file=sys.stderr)
-        if not summary.outcomes:
-            return  # nothing was written: the one line says it all
-    emit(ns.json, summary.as_json() if ns.json else summary, _summary_lines)
 
 
 def _summary_lines(summary: Summary) -> list[str]:

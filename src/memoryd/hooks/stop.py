@@ -67,12 +67,10 @@ def transcript_tail(path: str) -> tuple[bytes, bool] | None:
 
 def last_from_transcript(path: Any) -> str | None:
     """The last assistant text in a JSONL transcript, reading only its tail."""
-    if not isinstance(path, str) or not path:
-        return None
     try:
-        tail = transcript_tail(path)
+        tail = transcript_tail(path) if isinstance(path, str) and path else None
     except (OSError, ValueError):  # ValueError: a NUL in the path
-        return None
+        tail = None
     if tail is None:
         return None
     data, cut = tail
