@@ -146,10 +146,8 @@ def identity_for(data: dict[str, Any], client: str) -> dict[str, Any]:
 
     cwd = data.get("cwd")
     cwd = cwd if isinstance(cwd, str) and os.path.isdir(cwd) else os.getcwd()
-    identity = capture(cwd)
-    identity["client"] = client
-    identity["client_session"] = client_key(data, client, identity.get("worktree"))
-    return identity
+    identity = {**capture(cwd), "client": client}
+    return {**identity, "client_session": client_key(data, client, identity.get("worktree"))}
 
 
 def answer(event: str, client: str, data: dict[str, Any], dry_run: bool,
