@@ -1,11 +1,7 @@
 """MCP clients' config files (claude-code, claude-desktop, cursor, codex): where each lives, and
-memoryd's bridge entry in it, read, compared and written.
-
-Every client gets the same stdio server, `<python> -m memoryd mcp`. Registration is idempotent: an
-identical entry is left alone (no rewrite), a different one is replaced, everything else in the
-file is kept, and the previous file is saved as `<file>.bak`. JSON configs are rewritten whole;
-the Codex TOML config (its bridge table, and the `[features] codex_hooks` flag its hooks need) is
-edited textually, one table only, because the stdlib can read TOML but not write it.
+memoryd's bridge entry (`<python> -m memoryd mcp`) in it, read, compared and written idempotently,
+the rest of the file kept and the previous one saved as `<file>.bak`. The Codex TOML is edited
+textually, one table only: the stdlib reads TOML but cannot write it.
 
 Import contract: stdlib and `fsio`.
 """
@@ -36,11 +32,7 @@ class ClientConfigError(RuntimeError):
 
 @dataclass(frozen=True)
 class ClientSpec:
-    """One MCP client: where its config lives, its format, and the entry that registers memoryd.
-
-    `entry` gives the keys memoryd owns (command, args, ...); keys a user added beside them,
-    such as "env", are kept when the entry is updated.
-    """
+    """One MCP client; `entry` gives the keys memoryd owns (keys a user added beside them are kept)."""
 
     name: str
     config_path: Callable[[], Path]
@@ -52,18 +44,10 @@ def _xdg_config_home() -> Path:
     return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
 
 
-def _claude_code_path() -> Path:
-    return Path.home() / ".claude.json"
-
-
 def _claude_desktop_path() -> Path:
     if sys.platform == "darwin":
         return Path.home() / "Library" / "Application Support" / "Claude" / "claude_desktop_config.json"
     return _xdg_config_home() / "Claude" / "claude_desktop_config.json"
-
-
-def _cursor_path() -> Path:
-    return Path.home() / ".cursor" / "mcp.json"
 
 
 def codex_path() -> Path:
@@ -79,18 +63,12 @@ def _typed_stdio_entry(python: str) -> dict[str, Any]:
     return {"type": "stdio", **_stdio_entry(python)}
 
 
-CLIENTS: dict[str, ClientSpec] = {
-    spec.name: spec
-    for spec in (
-        ClientSpec("claude-code", _claude_code_path, "json", _typed_stdio_entry),
-        ClientSpec("claude-desktop", _claude_desktop_path, "json", _stdio_entry),
-        ClientSpec("cursor", _cursor_path, "json", _stdio_entry),
-        ClientSpec("codex", codex_path, "toml", _stdio_entry),
-    )
-}
+CLIENTS: dict[str, ClientSpec] = {spec.name: spec for spec in (
+    ClientSpec("claude-code", lambda: Path.home() / ".claude.json", "json", _typed_stdio_entry),
+    ClientSpec("claude-desktop", _claude_desktop_path, "json", _stdio_entry),
+    ClientSpec("cursor", lambda: Path.home() / ".cursor" / "mcp.json", "json", _stdio_entry),
+    ClientSpec("codex", codex_path, "toml", _stdio_entry))}
 
-
-# ---- JSON clients: {"mcpServers": {"memoryd": {...}}} ----
 
 
 def read_object(path: Path) -> dict[str, Any]:
@@ -113,10 +91,6 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def _json_current_entry(path: Path) -> Any:
-    return _read_json(path).get("mcpServers", {}).get(SERVER_NAME)
-
-
 def _json_full_entry(current: Any, entry: dict[str, Any]) -> dict[str, Any]:
     """`entry` over what the user already had; a new entry gets an empty "env" to fill in."""
     return {"env": {}} | (current if isinstance(current, dict) else {}) | entry
@@ -129,29 +103,13 @@ def _json_with_entry(path: Path, entry: dict[str, Any]) -> str:
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
-def _json_snippet(entry: dict[str, Any]) -> str:
-    snippet = {"mcpServers": {SERVER_NAME: _json_full_entry(None, entry)}}
-    return json.dumps(snippet, indent=2, ensure_ascii=False) + "\n"
-
-
-# ---- Codex: a [mcp_servers.memoryd] table in TOML ----
-
 _TABLE_HEADER = re.compile(r"""^\s*\[\s*mcp_servers\s*\.\s*(memoryd|"memoryd"|'memoryd')\s*\]\s*(#.*)?$""")
 _ANY_HEADER = re.compile(r"^\s*\[")
 
 
-def _toml_string(value: str) -> str:
-    # A JSON string with non-ASCII left as is is also a valid TOML basic string.
-    return json.dumps(value, ensure_ascii=False)
-
-
 def _toml_key_lines(entry: dict[str, Any]) -> list[str]:
-    def render(value: Any) -> str:
-        if isinstance(value, list):
-            return "[" + ", ".join(_toml_string(item) for item in value) + "]"
-        return _toml_string(value)
-
-    return [f"{key} = {render(value)}\n" for key, value in entry.items()]
+    # JSON with non-ASCII left as is is valid TOML for these values: strings, lists of them, booleans.
+    return [f"{key} = {json.dumps(value, ensure_ascii=False)}\n" for key, value in entry.items()]
 
 
 def _toml_table(entry: dict[str, Any], name: str = f"mcp_servers.{SERVER_NAME}") -> str:
@@ -168,19 +126,10 @@ def _read_toml(path: Path) -> tuple[str, dict[str, Any]]:
         raise ClientConfigError(f"{path} is not valid TOML ({exc}); fix or move it, then rerun") from None
 
 
-def _toml_current_entry(path: Path) -> Any:
-    servers = _read_toml(path)[1].get("mcp_servers", {})
-    return servers.get(SERVER_NAME) if isinstance(servers, dict) else None
-
-
 def _replace_toml_table(text: str, entry: dict[str, Any], header: re.Pattern[str] = _TABLE_HEADER,
                         name: str = f"mcp_servers.{SERVER_NAME}") -> str:
-    """`text` with the keys of `entry` set in its table `name` (found by `header`; by default
-    [mcp_servers.memoryd]), or the table appended.
-
-    Only the lines of those keys change; other keys, comments and sub-tables such as
-    [mcp_servers.memoryd.env] are left as they were.
-    """
+    """`text` with the keys of `entry` set in its table `name` (found by `header`), or the table appended;
+    other keys, comments and sub-tables are left as they were."""
     lines = text.splitlines(keepends=True)
     start = next((i for i, line in enumerate(lines) if header.match(line)), None)
     if start is None:
@@ -205,17 +154,17 @@ def _toml_with_entry(path: Path, entry: dict[str, Any]) -> str:
     else:
         reason = "mcp_servers.memoryd is defined in a form this tool cannot edit"
     if not _entry_matches(written, entry):
-        raise ClientConfigError(
-            f"{path}: {reason}; add the table by hand (`memoryd init --client codex --print` shows it)"
-        )
+        raise ClientConfigError(f"{path}: {reason}; add the table by hand "
+                                "(`memoryd init --client codex --print` shows it)")
     return new_text
 
 
-# ---- shared ----
-
 
 def _current_entry(spec: ClientSpec, path: Path) -> Any:
-    return _json_current_entry(path) if spec.format == "json" else _toml_current_entry(path)
+    if spec.format == "json":
+        return _read_json(path).get("mcpServers", {}).get(SERVER_NAME)
+    servers = _read_toml(path)[1].get("mcp_servers", {})
+    return servers.get(SERVER_NAME) if isinstance(servers, dict) else None
 
 
 def _entry_matches(current: Any, wanted: dict[str, Any]) -> bool:
@@ -223,9 +172,8 @@ def _entry_matches(current: Any, wanted: dict[str, Any]) -> bool:
     return isinstance(current, dict) and all(current.get(k) == v for k, v in wanted.items())
 
 
-# What this process wrote to each file: a second write of one command (Codex: the bridge entry,
-# then the hooks feature flag, both in config.toml) must not back up memoryd's own first write
-# over the user's original in `<file>.bak`.
+# What this process wrote to each file: a second write by one command (Codex's bridge entry, then its
+# hooks flag) must not back up memoryd's own first write over the user's original in `<file>.bak`.
 _WRITTEN: dict[Path, str] = {}
 
 
@@ -253,7 +201,9 @@ def resolved(path: Path) -> Path:
 
 def snippet(spec: ClientSpec, entry: dict[str, Any]) -> str:
     """What `init --print` shows for the bridge entry, in the config's own format."""
-    return _json_snippet(entry) if spec.format == "json" else _toml_table(entry)
+    if spec.format == "toml":
+        return _toml_table(entry)
+    return json.dumps({"mcpServers": {SERVER_NAME: _json_full_entry(None, entry)}}, indent=2, ensure_ascii=False) + "\n"
 
 
 def register_bridge(spec: ClientSpec, path: Path, entry: dict[str, Any], out: TextIO) -> int:
@@ -270,11 +220,8 @@ def register_bridge(spec: ClientSpec, path: Path, entry: dict[str, Any], out: Te
 
 
 def client_config_status(python: str | None = None) -> list[dict[str, Any]]:
-    """Per client: {client, path, exists, registered, current, error} for `memoryd doctor`.
-
-    `current` says the entry matches what `init` would write now (same interpreter); `error`
-    is a message when the config cannot be read, else None.
-    """
+    """Per client for `memoryd doctor`: {client, path, exists, registered, current (what `init` would
+    write now), error (a message when the config cannot be read)}."""
     wanted_python = python or sys.executable
     rows = []
     for spec in CLIENTS.values():

@@ -1,6 +1,5 @@
-"""memoryd's hooks in the clients' hook configs (README "Automatic recall"): which events run which
-`memoryd hook` verb, merged into Claude Code's ~/.claude/settings.json or Codex's ~/.codex/hooks.json
-beside the user's own hooks, and how `memoryd doctor` finds them.
+"""memoryd's hooks in the clients' hook configs (Claude Code's ~/.claude/settings.json, Codex's
+~/.codex/hooks.json), merged beside the user's own; the plugin's files; what `memoryd doctor` finds.
 
 Import contract: stdlib, `cli.client_config` (its file reads and atomic writes) and `hooks.table`.
 """
@@ -9,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -22,11 +22,8 @@ from memoryd.cli.client_config import (
 )
 from memoryd.hooks.table import CLIENTS, client_hooks
 
-# Claude Code reads hooks from ~/.claude/settings.json and Codex from ~/.codex/hooks.json (same
-# shape: event -> matcher groups -> command handlers; Codex also needs `[features] codex_hooks =
-# true` in config.toml and has no SessionEnd). Cursor is not wired: its prompt hook
-# (beforeSubmitPrompt) can only continue or stop the prompt, with no context to add, and its newer
-# sessionStart event has been reported rejected as an unknown hook type by released builds.
+# Cursor is not wired: its prompt hook can only continue or stop the prompt (no context to add), and
+# released builds have rejected its sessionStart event as an unknown hook type.
 
 HOOK_MARK = " -m memoryd hook "
 HOOK_CLIENTS = set(CLIENTS)  # the events, their names per client, matchers and timeouts: hooks/table.py
@@ -47,38 +44,33 @@ def hook_command(python: str, verb: str, client: str) -> str:
     return f"{shlex.quote(python)}{HOOK_MARK}{verb}{extra}"
 
 
-def hook_groups(python: str, client: str) -> dict[str, list[dict[str, Any]]]:
-    """The hook groups `init` merges for `client`: one group per event of the table it has, with
-    the event's tool matcher where it has one."""
+def _groups(client: str, command: Callable[[str], str]) -> dict[str, list[dict[str, Any]]]:
+    """One group per event of the table `client` has, with its tool matcher where it has one."""
     return {row.clients[client]: [{**({"matcher": row.matchers[client]} if client in row.matchers else {}),
-                                   "hooks": [{"type": "command", "command": hook_command(python, row.verb, client),
+                                   "hooks": [{"type": "command", "command": command(row.verb),
                                               "timeout": row.timeout_s}]}]
             for row in client_hooks(client)}
 
 
-# The Claude Code plugin (`plugin/` at the repository's root, listed by `.claude-plugin/marketplace.json`)
-# registers the same hooks as `init`, from this table, through its runner: `plugin/bin/memoryd` runs
-# the `memoryd` on PATH, or says in one line that there is none. tests/integration/test_plugin.py
-# keeps the plugin's files equal to what these functions make.
+def hook_groups(python: str, client: str) -> dict[str, list[dict[str, Any]]]:
+    return _groups(client, lambda verb: hook_command(python, verb, client))
+
+
+# The Claude Code plugin (`plugin/`) runs the `memoryd` on PATH through this runner; its files are held
+# equal to what these functions make by tests/integration/test_plugin.py.
 PLUGIN_RUNNER = "${CLAUDE_PLUGIN_ROOT}/bin/memoryd"
 
 
 def plugin_hooks() -> dict[str, Any]:
-    """The plugin's hooks/hooks.json: `init`'s Claude Code hooks, each with `--from-plugin` (it
-    stands down where `init` registered them too)."""
-    groups = {row.clients["claude-code"]: [{**({"matcher": row.matchers["claude-code"]}
-                                               if "claude-code" in row.matchers else {}),
-                                            "hooks": [{"type": "command",
-                                                       "command": f'"{PLUGIN_RUNNER}" hook {row.verb} --from-plugin',
-                                                       "timeout": row.timeout_s}]}]
-              for row in client_hooks("claude-code")}
+    """The plugin's hooks/hooks.json: `init`'s Claude Code hooks with `--from-plugin` (they stand down
+    where `init` registered them too)."""
+    groups = _groups("claude-code", lambda verb: f'"{PLUGIN_RUNNER}" hook {verb} --from-plugin')
     return {"description": "memoryd's hooks: recall at session start, on prompts and before tools; "
                            "last words at stop and session end", "hooks": groups}
 
 
 def plugin_enabled() -> bool:
-    """Whether Claude Code's user settings enable a memoryd plugin (`enabledPlugins["memoryd@…"]`):
-    `init` then writes nothing, so memoryd is never registered twice."""
+    """Whether Claude Code's user settings enable a memoryd plugin (then `init` writes nothing)."""
     try:
         data = read_object(resolved(_claude_settings_path()))
     except (ClientConfigError, OSError):
@@ -88,7 +80,6 @@ def plugin_enabled() -> bool:
 
 
 def plugin_mcp() -> dict[str, Any]:
-    """The plugin's .mcp.json: the bridge, through the runner."""
     return {"mcpServers": {"memoryd": {"command": PLUGIN_RUNNER, "args": ["mcp"]}}}
 
 

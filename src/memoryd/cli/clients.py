@@ -1,6 +1,5 @@
-"""`memoryd init --client NAME`: register the memoryd MCP bridge in a client's config file
-(cli/client_config.py) and, for Claude Code and Codex, memoryd's hooks in its hook config
-(cli/client_hooks.py, from the hook table in hooks/table.py).
+"""`memoryd init --client NAME`: the MCP bridge in a client's config (cli/client_config.py) and, for
+Claude Code and Codex, memoryd's hooks in its hook config (cli/client_hooks.py).
 """
 
 from __future__ import annotations
@@ -31,14 +30,9 @@ __all__ = ["CLIENTS", "HOOK_CLIENTS", "client_config_status", "hooks_current", "
 
 def register_client(name: str, print_only: bool, out: TextIO | None = None, python: str | None = None,
                     hooks: bool = False) -> int:
-    """Register the memoryd bridge in client `name`'s MCP config; returns the exit code.
-
-    0: registered, updated, already registered, or (with `print_only`) the entry was printed and
-    nothing written. 1: the config exists but cannot be edited safely (nothing written).
-    2: unknown client name (the message lists the known ones). `python` defaults to this
-    interpreter, the one whose environment has memoryd installed. With `hooks`, Claude Code and
-    Codex also get memoryd's hooks merged into their hook config (README "Automatic recall").
-    """
+    """Register the bridge (and with `hooks`, the hooks) for client `name`, run by `python` (default: this
+    interpreter). Exit code: 0 done or printed; 1 a config that cannot be edited safely (nothing
+    written); 2 an unknown client."""
     out = out or sys.stdout
     spec = CLIENTS.get(name)
     if spec is None:

@@ -30,9 +30,8 @@ def add_parsers(sub: Any) -> None:
 def serve_daemon(detach: bool, log_format: str = "text") -> int:
     import gc
 
-    # No cyclic GC while the daemon's modules load and its store opens: what they build lives as
-    # long as the daemon (`lifecycle.open_store` freezes it, then turns the GC back on). The
-    # collections it would run during these imports slow every start (docs/benchmark.md).
+    # No cyclic GC while the daemon loads and opens its store: what they build lives as long as the daemon
+    # (`lifecycle.open_store` freezes it, then turns GC back on), and collecting it slows every start.
     gc.disable()
     from memoryd.daemon.process import lifecycle
 
@@ -52,18 +51,11 @@ def detach_and_wait(wait_s: float | None = None, serve_args: list[str] | None = 
     return 0 if ok else 1
 
 
-def _ask(op: str, timeout_s: float) -> Any:
-    """The daemon's answer to an op that needs no hello (`status`, `stop`), or None."""
+def status(ns: argparse.Namespace) -> int:
     from memoryd import paths
     from memoryd.client import spawn
 
-    return spawn.ping(paths.endpoint(), timeout_s, op)
-
-
-def status(ns: argparse.Namespace) -> int:
-    from memoryd.client import spawn
-
-    live = _ask("status", 3.0) if spawn.read_status() else None
+    live = spawn.ping(paths.endpoint(), 3.0, "status") if spawn.read_status() else None
     starting = spawn.read_starting() if live is None else None
     if starting is not None:  # opening a big store: say how far it got
         total = f"/{starting['total']:,}" if starting.get("total") else ""
@@ -85,6 +77,7 @@ def stop(ns: argparse.Namespace) -> int:
     import signal
     import time
 
+    from memoryd import paths
     from memoryd.client import spawn
 
     found = spawn.read_status()
@@ -92,7 +85,7 @@ def stop(ns: argparse.Namespace) -> int:
     if not spawn.pid_alive(pid):
         print("memoryd: not running", file=sys.stderr)
         return 0
-    _ask("stop", 2.0)
+    spawn.ping(paths.endpoint(), 2.0, "stop")
     for sig in (None, signal.SIGTERM, signal.SIGKILL):
         if sig is not None:
             try:

@@ -1,9 +1,8 @@
 """`memoryd doctor`: check the install, paths, permissions, daemon and client configs, with a fix for each.
 
-Import contract: stdlib, `memoryd.paths` and `memoryd.cli.clients` (and, lazily, the stdlib-only
-`memoryd.daemon.storage.logcheck` to verify the log from its files, and `client.spawn.pid_alive`); the
-runtime packages are imported only to prove they load, and the daemon is judged from its status
-file, never over ZeroMQ, so doctor still answers when the transport or the daemon is what is broken.
+Import contract: stdlib, `memoryd.paths` and `memoryd.cli.clients`, runtime packages only to prove
+they load; the daemon is judged from its status file, never over ZeroMQ, so doctor answers when the
+transport or the daemon is what is broken.
 """
 
 from __future__ import annotations
@@ -64,8 +63,7 @@ def _check_package(module: str, dist: str) -> Check:
 
 
 def runtime_requirements() -> list[str]:
-    """The distribution names memoryd itself requires, from its installed metadata (extras, such
-    as the test-only python-ulid and mcp, left out), so this list cannot drift from pyproject."""
+    """The distributions memoryd requires (no extras), from its installed metadata."""
     import re
 
     found = []
@@ -94,8 +92,6 @@ def check_packages() -> list[Check]:
 
 
 def check_model() -> list[Check]:
-    """Search by meaning needs the encoder's weights, which `memoryd model install` puts in place
-    (they are not a package dependency: cli/model.py says why). Without them search is by words."""
     from memoryd.cli import model
     from memoryd.daemon.encoder.files import MODEL_ZIP_ENV, EncoderUnavailable, installed_zip, read_pinned
 
@@ -125,17 +121,17 @@ def _runtime_dir_source(runtime: Path) -> tuple[Status, str, str]:
     return "warn", f"{why}: using the cache-dir fallback", fix
 
 
-def _private_dir_problem(path: Path) -> tuple[Status, str, str] | None:
-    """None when `path` is ours and closed to others; else (status, detail, fix)."""
+def _private_dir_problem(name: str, path: Path) -> Check | None:
+    """None when `path` is ours and closed to others; else the finding."""
     st = path.stat()
     mode = stat.S_IMODE(st.st_mode)
     if st.st_uid != os.getuid():
-        owner = f"owned by uid {st.st_uid}, not you (uid {os.getuid()})"
-        return "fail", owner, f"remove {path} or chown it to yourself"
+        return Check(name, "fail", f"{path}: owned by uid {st.st_uid}, not you (uid {os.getuid()})",
+                     f"remove {path} or chown it to yourself")
     if mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return "fail", f"group- or world-writable (mode {mode:o})", f"chmod 700 {path}"
+        return Check(name, "fail", f"{path}: group- or world-writable (mode {mode:o})", f"chmod 700 {path}")
     if mode & 0o077:
-        return "warn", f"readable by others (mode {mode:o})", f"chmod 700 {path}"
+        return Check(name, "warn", f"{path}: readable by others (mode {mode:o})", f"chmod 700 {path}")
     return None
 
 
@@ -144,9 +140,9 @@ def check_runtime_dir() -> list[Check]:
     status, note, fix = _runtime_dir_source(runtime)
     if not runtime.exists():
         return [Check("runtime dir", status, f"{runtime} ({note}; created 0700 on first start)", fix)]
-    problem = _private_dir_problem(runtime)
+    problem = _private_dir_problem("runtime dir", runtime)
     if problem is not None:
-        return [Check("runtime dir", problem[0], f"{runtime}: {problem[1]}", problem[2])]
+        return [problem]
     return [Check("runtime dir", status, f"{runtime} ({note}; mode 700, yours)", fix)]
 
 
@@ -159,16 +155,12 @@ def check_socket() -> list[Check]:
     return [Check("socket path", "ok", f"{endpoint} ({used} of {paths.MAX_IPC_PATH_BYTES} bytes)")]
 
 
-def _nearest_existing(path: Path) -> Path:
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    return path
-
-
 def check_store() -> list[Check]:
     store = paths.store_root()
     if not store.exists():
-        ancestor = _nearest_existing(store)
+        ancestor = store
+        while not ancestor.exists() and ancestor != ancestor.parent:
+            ancestor = ancestor.parent
         if ancestor.is_dir() and os.access(ancestor, os.W_OK | os.X_OK):
             return [Check("store", "ok", f"{store} (created on first start)")]
         why = "is not writable" if ancestor.is_dir() else "is not a directory"
@@ -178,16 +170,14 @@ def check_store() -> list[Check]:
         return [Check("store", "fail", f"{store} is not a directory", "move it away or set MEMORYD_HOME")]
     if not os.access(store, os.W_OK | os.X_OK):
         return [Check("store", "fail", f"{store} is not writable", f"chmod u+rwx {store}")]
-    problem = _private_dir_problem(store)
+    problem = _private_dir_problem("store", store)
     if problem is not None:
-        return [Check("store", problem[0], f"{store}: {problem[1]}", problem[2])]
+        return [problem]
     return [Check("store", "ok", f"{store} (writable, mode 700)")]
 
 
 def check_config() -> list[Check]:
-    from memoryd import (
-        config,  # lazy: pulls in yaml, which the package check reports on first
-    )
+    from memoryd import config  # lazy: pulls in yaml, which the package check reports on first
 
     path = paths.config_file()
     if not path.exists():
@@ -237,12 +227,8 @@ def check_daemon() -> list[Check]:
     if not pid_alive(pid):
         return [Check("daemon", "warn", f"stale status file: pid {pid} is not running",
                       f"delete {status_file} (a daemon that died without cleaning up left it)")]
-    return [_daemon_running(pid, status), *_daemon_skew(status)]
-
-
-def _daemon_running(pid: int, status: dict[str, Any]) -> Check:
     since = f", started {status['started_at']}" if status.get("started_at") else ""
-    return Check("daemon", "ok", f"running: pid {pid}, version {status.get('version')}{since}")
+    return [Check("daemon", "ok", f"running: pid {pid}, version {status.get('version')}{since}"), *_daemon_skew(status)]
 
 
 def _daemon_skew(status: dict[str, Any]) -> list[Check]:
@@ -250,15 +236,14 @@ def _daemon_skew(status: dict[str, Any]) -> list[Check]:
     found = []
     protocol, version, store = status.get("protocol"), status.get("version"), str(paths.store_root())
     if protocol != memoryd.PROTOCOL:
-        detail = f"daemon speaks protocol {protocol}, this install {memoryd.PROTOCOL}; bridges cannot use it"
-        found.append(Check("daemon protocol", "fail", detail, "memoryd restart"))
+        found.append(Check("daemon protocol", "fail", f"daemon speaks protocol {protocol}, this install "
+                           f"{memoryd.PROTOCOL}; bridges cannot use it", "memoryd restart"))
     if version != memoryd.__version__:
-        detail = f"daemon runs {version}, this install is {memoryd.__version__}"
-        found.append(Check("daemon version", "warn", detail, "memoryd restart"))
+        found.append(Check("daemon version", "warn", f"daemon runs {version}, this install is {memoryd.__version__}",
+                           "memoryd restart"))
     if status.get("store") not in (None, store):
-        detail = f"daemon serves {status['store']}, this shell's store is {store}"
-        fix = "check MEMORYD_HOME here and in your clients' configs"
-        found.append(Check("daemon store", "warn", detail, fix))
+        found.append(Check("daemon store", "warn", f"daemon serves {status['store']}, this shell's store is {store}",
+                           "check MEMORYD_HOME here and in your clients' configs"))
     return found
 
 
@@ -328,26 +313,14 @@ def check_hooks() -> list[Check]:
 
 
 def check_sync() -> list[Check]:
-    """Sync through a git remote: set up or not, the last result, kept conflicts (from files)."""
     from memoryd.cli import sync
 
     return [Check(name, status, detail, fix) for name, status, detail, fix in sync.doctor_rows()]  # type: ignore[arg-type]
 
 
 CHECKS: tuple[Callable[[], list[Check]], ...] = (
-    check_python,
-    check_packages,
-    check_model,
-    check_runtime_dir,
-    check_socket,
-    check_store,
-    check_config,
-    check_event_log,
-    check_daemon,
-    check_clients,
-    check_hooks,
-    check_sync,
-)
+    check_python, check_packages, check_model, check_runtime_dir, check_socket, check_store, check_config,
+    check_event_log, check_daemon, check_clients, check_hooks, check_sync)
 
 
 def collect_checks() -> list[Check]:
@@ -357,9 +330,8 @@ def collect_checks() -> list[Check]:
         try:
             found.extend(check())
         except Exception as exc:
-            label = check.__name__.removeprefix("check_")
-            detail = f"the check itself failed: {exc!r}"
-            found.append(Check(label, "fail", detail, "report this as a memoryd bug"))
+            found.append(Check(check.__name__.removeprefix("check_"), "fail", f"the check itself failed: {exc!r}",
+                               "report this as a memoryd bug"))
     return found
 
 
@@ -378,17 +350,12 @@ def _text_lines(checks: list[Check]) -> list[str]:
     return [*lines, f"{counts['ok']} ok, {counts['warn']} warn, {counts['fail']} fail"]
 
 
-def _report(checks: list[Check]) -> dict[str, Any]:
-    return {"version": memoryd.__version__, "ok": not any(c.status == "fail" for c in checks),
-            "counts": _counts(checks), "checks": [asdict(c) for c in checks]}
-
-
 def run_doctor(out: TextIO | None = None, as_json: bool = False) -> int:
-    """Run every check and report to `out`; exit code 0 unless some check failed (warnings pass).
-
-    `as_json` gives {version, ok, counts, checks: [{name, status, detail, fix}]}, a stable shape.
-    """
+    """Run every check and report to `out`; exit code 0 unless some check failed (warnings pass)."""
     out = out or sys.stdout
     checks = collect_checks()
-    emit(as_json, _report(checks) if as_json else checks, _text_lines, out)
-    return 1 if any(c.status == "fail" for c in checks) else 0
+    failed = any(c.status == "fail" for c in checks)
+    report = {"version": memoryd.__version__, "ok": not failed, "counts": _counts(checks),
+              "checks": [asdict(c) for c in checks]}
+    emit(as_json, report if as_json else checks, _text_lines, out)
+    return 1 if failed else 0

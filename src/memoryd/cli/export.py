@@ -1,9 +1,5 @@
-"""`memoryd export [PATH]`: a portable tar.gz of the store (memories, tombstones, episodes,
-sessions, log): a full backup, which `memoryd restore` brings back whole into an empty store.
-
-Records are replaced atomically, so every file in the archive is a whole record even while the
-daemon runs; `state/` is left out because it is derived. Symbolic links are left out too (the
-daemon never follows one in its store, so they hold nothing of it).
+"""`memoryd export [PATH]`: a tar.gz of the store's records and log, which `memoryd restore` brings back.
+Records are replaced atomically, so each is whole while the daemon runs; `state/` (derived) and links are left out.
 """
 
 from __future__ import annotations

@@ -1,26 +1,6 @@
-"""`memoryd import FORMAT PATH`: bring memories from another tool in through the real write path.
-
-The parsers (`memoryd.importers`) turn PATH into drafts; each draft is one `memory_write` call on
-the running daemon as the `memoryd-import` client, so every gate applies: a secret is refused
-(`credential_warning`), a memory already here is a `duplicate` — which is what makes a re-run
-of the same import add nothing — and so on. Nothing is forced or acknowledged unless asked
-(`--acknowledge transient|scope-mismatch`); credentials and duplicates are never overridden.
-
-After a committed write: a memory the other tool had verified gets a `memory_verify` whose note
-names the original date (memory_write cannot set `last_verified_at`; the verify restarts the
-staleness clock, which the fresh write restarted anyway); a memory the other tool had removed is
-removed again at once, so the `previously_removed` gate keeps that decision.
-
-Claims about the user (`user-inference`, and every write under `require_write_confirmation`)
-wait for the user's yes like any agent's: they are reported as **pending** with their ids and
-the `memoryd pending confirm ID` to run before they expire (`pending_ttl_seconds`), or confirmed
-during the import with `--confirm-pending` (the same operator decision as `memoryd pending
-confirm`, logged as such).
-
-`--dry-run` parses and maps only: no daemon, nothing written. `--json` prints the summary (or
-the plan) as JSON. Exit codes: 0 the import ran (gate refusals are part of its report); 1 some
-writes failed with an error; 2 usage or an unreadable input (nothing written); 3 the daemon is
-not running (`memoryd serve --detach`).
+"""`memoryd import FORMAT PATH`: each draft the importers parse becomes one `memory_write` on the daemon,
+through every gate (docs/import.md). Exit codes: 0 the import ran (gate refusals are in its report);
+1 some writes failed; 2 usage or unreadable input (nothing written); 3 the daemon is not running.
 """
 
 from __future__ import annotations
@@ -98,10 +78,8 @@ def _item(outcome: Outcome) -> dict[str, Any]:
 
 
 def shown_title(draft: Draft, secret_found: bool = False) -> str:
-    """The draft's title for a report, every secret in it masked the way the credential gate shows
-    it (`AKIA…[REDACTED]`). The whole text is masked before its first line is cut, so no cut
-    leaves a piece of a secret the scan would no longer see. When the daemon found a secret
-    (`secret_found`) that this scan does not, no text is shown at all."""
+    """The draft's title with every secret masked (the whole text, before a cut could split one);
+    none at all when the daemon found a secret (`secret_found`) this scan does not."""
     from memoryd.daemon.memories.gates import redact_credentials
 
     masked = redact_credentials(draft.content)
@@ -121,8 +99,6 @@ def _skipped_lines(skipped: Skipped) -> list[str]:
     return lines
 
 
-# -- entry ------------------------------------------------------------------------------------------
-
 def main(ns: argparse.Namespace) -> int:
     skipped: Skipped = []
     ns.path = ns.path or default_path(ns.format)  # claude-code: every project's memory folder
@@ -135,26 +111,28 @@ def main(ns: argparse.Namespace) -> int:
         print(f"memoryd import: {exc.message}", file=sys.stderr)
         return USAGE
     if ns.dry_run:
-        return _print_plan(ns, drafts, skipped)
+        emit(ns.json, plan(ns.format, str(ns.path), drafts, skipped), lambda shown: _plan_lines(shown, skipped))
+        return OK
     summary = Summary(ns.format, str(ns.path), skipped=skipped)
     code = _run(ns, drafts, summary)
-    _print_summary(ns, summary)
+    if summary.stopped:
+        print(f"memoryd import: {'stopped early: ' if summary.outcomes else ''}{summary.stopped}", file=sys.stderr)
+        if not summary.outcomes:
+            return code  # nothing was written: the one line says it all
+    emit(ns.json, summary.as_json() if ns.json else summary, _summary_lines)
     return code
 
 
 def project_scope(ns: argparse.Namespace) -> list[str]:
-    """Markdown notes inside a git worktree (a repo's CLAUDE.md) are about that repo: without a
-    --scope, they get `projects:<its project>`, named as the bridge names projects, which also
-    keeps the scope-mismatch gate from stopping every note that names the project."""
+    """`projects:<project>` for markdown notes inside a git worktree (about that repo, and the
+    scope-mismatch gate would stop every note naming it); else none."""
     from memoryd import identity
 
     if ns.format != "markdown":
         return []
     target = Path(ns.path).resolve()
     folder = target if target.is_dir() else target.parent
-    if not folder.is_dir():
-        return []
-    project = identity.capture(str(folder)).get("project")
+    project = identity.capture(str(folder)).get("project") if folder.is_dir() else None
     if not project:
         return []
     print(f"memoryd import: adding scope projects:{project} (the notes are in that repository; "
@@ -163,14 +141,13 @@ def project_scope(ns: argparse.Namespace) -> list[str]:
 
 
 def _run(ns: argparse.Namespace, drafts: list[Draft], summary: Summary) -> int:
-    """Write every draft through one operator connection; stop only if the daemon goes away."""
     from memoryd.cli.memories import start_daemon
     from memoryd.client.connection import Operator, is_unavailable
 
     operator = Operator(CLIENT)
     progress = Progress(len(drafts), sys.stderr)
     try:
-        start_daemon()  # the one rule of every verb that needs the daemon: start it as a bridge would
+        start_daemon()
         waiting = already_pending(operator)
         for draft in drafts:
             summary.outcomes.append(import_one(operator, draft, ns, waiting.get(draft.content.strip())))
@@ -188,19 +165,14 @@ def _run(ns: argparse.Namespace, drafts: list[Draft], summary: Summary) -> int:
 
 
 def already_pending(operator: Any) -> dict[str, str]:
-    """Content → pending id of the unexpired pending writes (every session's): the duplicate gate
-    only sees live memories, so without this a re-run would stage the same claim again."""
+    """Content → pending id of the unexpired pending writes (the duplicate gate sees only live memories)."""
     held = operator.admin("pending").get("pending") or []
     return {str(p["content"]).strip(): p["pending_id"] for p in held if p.get("content") and not p.get("expired")}
 
 
-# -- one draft --------------------------------------------------------------------------------------
-
 def import_one(operator: Any, draft: Draft, ns: argparse.Namespace, held: str | None = None) -> Outcome:
-    """memory_write one draft, then what its outcome calls for (verify, remove, confirm); `held`
-    is the pending id an earlier run left for the same content (not staged twice).
-
-    A tool error on this draft is its outcome (`failed`); DaemonUnavailable propagates."""
+    """memory_write one draft, then verify, remove or confirm; `held`: the pending id an earlier run
+    left for the same content. A tool error is the outcome `failed`; DaemonUnavailable propagates."""
     from memoryd.client.connection import is_unavailable
 
     if held and not ns.confirm_pending:
@@ -212,27 +184,22 @@ def import_one(operator: Any, draft: Draft, ns: argparse.Namespace, held: str | 
             confidence=draft.confidence, source=draft.source, **overrides)
         if result.get("status") == "pending" and ns.confirm_pending and not draft.removed_reason:
             result = operator.admin("resolve", pending_id=result["pending_id"], decision="confirm")
-        return _after_write(operator, draft, result)
+        status = str(result.get("status"))
+        if status == "committed":
+            return _carry_over(operator, draft, result["id"])
+        if status == "pending":
+            return _pending(operator, draft, result)
+        if status in DUPLICATE_STATUSES:
+            return Outcome("duplicate", status, draft, _matched_id(result))
+        return Outcome("refused", status, draft)
     except MemorydError as exc:
         if is_unavailable(exc):
             raise
         return Outcome("failed", f"error: {exc.message}", draft)
 
 
-def _after_write(operator: Any, draft: Draft, result: dict[str, Any]) -> Outcome:
-    status = str(result.get("status"))
-    if status == "committed":
-        return _carry_over(operator, draft, result["id"])
-    if status == "pending":
-        return _pending(operator, draft, result)
-    if status in DUPLICATE_STATUSES:
-        return Outcome("duplicate", status, draft, _matched_id(result))
-    return Outcome("refused", status, draft)
-
-
 def _carry_over(operator: Any, draft: Draft, memory_id: str) -> Outcome:
-    """A committed memory gets what memory_write could not carry: the source tool's removal or
-    verification. If that second call fails, the memory stays written and the report says so."""
+    """The source tool's removal or verification, which memory_write cannot carry."""
     from memoryd.client.connection import is_unavailable
 
     tool = names.MEMORY_REMOVE if draft.removed_reason else names.MEMORY_VERIFY
@@ -251,7 +218,7 @@ def _carry_over(operator: Any, draft: Draft, memory_id: str) -> Outcome:
 
 
 def _pending(operator: Any, draft: Draft, result: dict[str, Any]) -> Outcome:
-    """A staged write. A removed claim stays out (it would only be removed again): cancel it."""
+    """A staged write; a claim removed in the source tool is cancelled."""
     if draft.removed_reason:
         operator.tool(names.MEMORY_WRITE_CANCEL, pending_id=result["pending_id"])
         return Outcome("refused", "removed in the source tool and needs a confirmation: skipped", draft)
@@ -264,11 +231,8 @@ def _matched_id(result: dict[str, Any]) -> str | None:
     return matches[0].get("id") if matches else None
 
 
-# -- progress ---------------------------------------------------------------------------------------
-
 class Progress:
-    """A bar redrawn in place on a terminal; on a pipe or file, a plain line at each quarter of a
-    long import (100+ items) and nothing for a short one (the summary says it all)."""
+    """A bar on a terminal; elsewhere a line at each quarter of an import of 100+ items."""
 
     def __init__(self, total: int, stream: Any) -> None:
         self.total, self.stream, self.done_count = total, stream, 0
@@ -291,16 +255,6 @@ class Progress:
         if self.tty and self.done_count:
             self.stream.write("\n")
             self.stream.flush()
-
-
-# -- output -----------------------------------------------------------------------------------------
-
-def _print_summary(ns: argparse.Namespace, summary: Summary) -> None:
-    if summary.stopped:
-        print(f"memoryd import: {'stopped early: ' if summary.outcomes else ''}{summary.stopped}", file=sys.stderr)
-        if not summary.outcomes:
-            return  # nothing was written: the one line says it all
-    emit(ns.json, summary.as_json() if ns.json else summary, _summary_lines)
 
 
 def _summary_lines(summary: Summary) -> list[str]:
@@ -334,11 +288,6 @@ def plan(fmt: str, path: str, drafts: list[Draft], skipped: Skipped) -> dict[str
                        **({"removed": True} if d.removed_reason else {})} for d in drafts[:PLAN_ITEMS]]}
 
 
-def _print_plan(ns: argparse.Namespace, drafts: list[Draft], skipped: Skipped) -> int:
-    emit(ns.json, plan(ns.format, str(ns.path), drafts, skipped), lambda shown: _plan_lines(shown, skipped))
-    return OK
-
-
 def _plan_lines(shown: dict[str, Any], skipped: Skipped) -> list[str]:
     lines = [f"dry run: {shown['total']} memories from {shown['path']} ({shown['format']}); nothing written",
              (f"  {shown['removed']} removed in the source tool (written, then removed again)"
@@ -355,10 +304,7 @@ def _plan_lines(shown: dict[str, Any], skipped: Skipped) -> list[str]:
     return [line for line in lines if line]
 
 
-# -- argparse ---------------------------------------------------------------------------------------
-
 def add_parser(sub: Any) -> None:
-    """Register `import` on the main parser's subparsers (cli/main.py)."""
     verb = sub.add_parser("import", help="bring memories in from another memory tool, through the write gates",
                           description="PATH per format: " + "; ".join(f"{k}: {v}" for k, (_, v) in FORMATS.items()))
     verb.add_argument("format", choices=list(FORMATS))

@@ -1,8 +1,5 @@
-"""The `memoryd` command: one argparse tree, lazy imports per command so each starts fast.
-
-Each verb module registers its own subparser (`add_parser(s)`); the verbs whose code lives
-outside cli/ or takes no options of its own are registered here, each entry imported only when
-its verb runs. `memoryd hook EVENT` skips the tree altogether (its fast path).
+"""The `memoryd` command: one argparse tree, each verb's module imported only when it runs;
+`memoryd hook EVENT` skips the tree altogether (its fast path).
 """
 
 from __future__ import annotations
@@ -39,25 +36,18 @@ def _hook_fast_path(args: list[str]) -> int:
         client = rest[rest.index("--client") + 1]
     if client not in CLIENTS:
         return hooks.fail(f"unknown client {client!r}")
-    if "--from-plugin" in rest and hooks.settings_register_hooks():
-        return 0  # `init` registered the same hooks in settings.json: they run, this one must not
-    return _hook(event, client, "--dry-run" in rest)
+    return _hook_from(event, client, "--dry-run" in rest, "--from-plugin" in rest)
 
 
 def _hook_from(event: str, client: str, dry_run: bool, from_plugin: bool) -> int:
     from memoryd.hooks import common as hooks
 
-    return 0 if from_plugin and hooks.settings_register_hooks() else _hook(event, client, dry_run)
-
-
-def _hook(event: str, client: str, dry_run: bool) -> int:
-    from memoryd.hooks import common as hooks
-
+    if from_plugin and hooks.settings_register_hooks():
+        return 0  # `init` registered the same hooks in settings.json: they run, this one must not
     return hooks.main(event, client=client, dry_run=dry_run)
 
 
 def _add_setup_parsers(sub: Any) -> None:
-    """`mcp`, `doctor`, `init`, `install-service`: wiring memoryd into the machine and its clients."""
     from memoryd.profiles import PROFILES
 
     mcp = sub.add_parser("mcp", help="run the stdio MCP bridge")
@@ -99,7 +89,6 @@ def _add_hook_parser(sub: Any) -> None:
 
 
 def _add_store_parsers(sub: Any) -> None:
-    """`episodes`, `export`, `model`, `ui`: the journal, the store's files as a whole, the encoder, the web view."""
     episodes = sub.add_parser("episodes", help="inspect or prune the journal tier")
     episodes.add_argument("action", choices=["list", "prune"])
     episodes.add_argument("session", nargs="?")
@@ -120,7 +109,6 @@ def _add_store_parsers(sub: Any) -> None:
 
 
 def _add_measuring_parsers(sub: Any) -> None:
-    """`demo`, `bench`, `eval`: memoryd at work in throwaway stores."""
     sub.add_parser("demo", help="two scripted agents through real bridges, in a throwaway store").set_defaults(
         func=_entry("memoryd.cli.demo:main", lambda f, ns: f()))
     bench = sub.add_parser("bench", help="the benchmark: real bridges against a throwaway daemon")
@@ -140,17 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     import argparse
 
     from memoryd import __version__
-    from memoryd.cli import (
-        daemon_control,
-        importing,
-        log,
-        memories,
-        reindex,
-        restore,
-        sessions,
-        stats,
-        sync,
-    )
+    from memoryd.cli import daemon_control, importing, log, memories, reindex, restore, sessions, stats, sync
 
     parser = argparse.ArgumentParser(prog="memoryd", description="persistent memory for AI coding agents")
     parser.add_argument("--version", action="version", version=f"memoryd {__version__}")

@@ -1,20 +1,12 @@
-"""`memoryd memories list|search|show|rm|restore|edit|pin|unpin` and `memoryd pending [confirm|cancel ID]`: see
-and curate durable memory from the terminal, through the daemon (the only writer).
-
-Every verb calls the agents' own tools (memory_list, memory_search, memory_show, memory_remove,
-memory_restore, memory_update, memory_list_tombstones) or an `admin` read (pending writes of every session, the
-log's history of a memory), so the terminal shows exactly what the tools show. `--json` prints the
-daemon's result unchanged (the tool contracts in docs/tools.md are the stable schema).
-
-Exit codes: 0 ok; 1 not found or refused (unknown id, a restore that would duplicate, a pending
-write that expired, a gate that fired on confirm); 2 usage (argparse, or a parameter the daemon
-refused); 3 the daemon is not running and could not be started (each verb starts it when none
-runs, as the bridge does; the message quotes the daemon's reason, e.g. a bad config key).
+"""`memoryd memories list|search|show|rm|restore|edit|pin|unpin` and `memoryd pending [confirm|cancel ID]`,
+through the agents' own tools and `admin` reads; `--json` prints the daemon's result unchanged.
+Exit codes: 0 ok; 1 not found or refused; 2 usage; 3 the daemon is not running and could not be started.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import shutil
 import sys
 from collections.abc import Callable
@@ -28,12 +20,9 @@ OK, REFUSED, USAGE, UNAVAILABLE = 0, 1, 2, 3
 DEFAULT_REASON = "removed by the user from the terminal"
 
 
-# -- running a verb ----------------------------------------------------------------------------------
-
 def run(verb: Callable[[Any, argparse.Namespace], int], ns: argparse.Namespace) -> int:
-    """Start the daemon if none runs (as the bridge does), open an operator connection, run `verb`,
-    map errors to exit codes with one stderr line. Every verb that needs the daemon comes here
-    (`memories`, `pending`, `sessions`, `sync`), so the rule is one: the daemon is started."""
+    """Run `verb` on an operator connection, the daemon started if none runs; errors become one stderr
+    line and an exit code."""
     from memoryd.client.connection import Operator, is_unavailable
 
     operator = Operator("memoryd-cli")
@@ -55,8 +44,7 @@ def run(verb: Callable[[Any, argparse.Namespace], int], ns: argparse.Namespace) 
 
 
 def start_daemon() -> None:
-    """The daemon on this store, started the way a bridge starts it when none answers (the same
-    spawn lock, so racing verbs and bridges start one). Raises DaemonUnavailable saying why not."""
+    """Start the daemon as a bridge would (the same spawn lock); DaemonUnavailable says why not."""
     from memoryd import paths
     from memoryd.client import spawn
     from memoryd.errors import DaemonUnavailable
@@ -67,26 +55,14 @@ def start_daemon() -> None:
 
 
 def full_id(op: Any, typed: str) -> str:
-    """The memory id the user means: a whole id as typed, or a unique prefix of at least six
-    characters, resolved by the daemon (admin `resolve_id`: too short, ambiguous and unknown
-    prefixes are typed errors there, so the web view resolves the same way)."""
+    """A whole id as typed, or a unique prefix (6+ characters) resolved by the daemon's `resolve_id`."""
     if len(typed) == 26:
         return typed
     return str(op.admin("resolve_id", prefix=typed)["id"])
 
 
 def scopes_of(ns: argparse.Namespace) -> list[str] | None:
-    """--scope (repeatable) plus --project as `projects:<name>`: the tools' own scope filter."""
-    scopes = list(ns.scope or [])
-    if ns.project:
-        scopes.append(f"projects:{ns.project}")
-    return scopes or None
-
-
-# -- tables -----------------------------------------------------------------------------------------
-
-def _width() -> int:
-    return max(60, shutil.get_terminal_size((120, 20)).columns)
+    return [*(ns.scope or []), *([f"projects:{ns.project}"] if ns.project else [])] or None
 
 
 def one_line(text: Any, limit: int) -> str:
@@ -100,7 +76,7 @@ def table(header: list[str], rows: list[list[str]]) -> list[str]:
     if not rows:
         return []
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header[:-1])]
-    room = max(20, _width() - sum(widths) - 2 * len(widths))
+    room = max(20, max(60, shutil.get_terminal_size((120, 20)).columns) - sum(widths) - 2 * len(widths))
     out = []
     for row in [header, *rows]:
         cells = [cell.ljust(w) for cell, w in zip(row, widths)]
@@ -114,7 +90,6 @@ def memory_rows(items: list[dict[str, Any]]) -> list[list[str]]:
 
 
 def shown_id(item: dict[str, Any]) -> str:
-    """The short id lists show (as the hooks do), else the whole id."""
     return str(item.get("short_id") or item["id"])
 
 
@@ -122,8 +97,6 @@ def shown_id(item: dict[str, Any]) -> str:
 MAX_EDIT_BYTES = 4_000_000
 MEMORY_HEADER = ["ID", "UPDATED", "CATEGORY", "SCOPES", "FIRST LINE"]
 
-
-# -- memories ---------------------------------------------------------------------------------------
 
 def cmd_list(op: Any, ns: argparse.Namespace) -> int:
     if ns.removed:
@@ -143,7 +116,8 @@ def cmd_search(op: Any, ns: argparse.Namespace) -> int:
     result = op.tool(names.MEMORY_SEARCH, query=ns.query, scopes=scopes_of(ns), category=ns.category,
                      max_results=ns.limit, auto_scope=False)
     hits = result["results"] if ns.all else [h for h in result["results"] if is_match(h)]
-    rows = [[shown_id(h), f"{h.get('score', 0):.1f}", f"{h.get('relevance', 0):.2f}", _cosine(h),
+    rows = [[shown_id(h), f"{h.get('score', 0):.1f}", f"{h.get('relevance', 0):.2f}",
+             "-" if h.get("similarity") is None else f"{h['similarity']:.2f}",
              h.get("staleness_verdict") or "", h.get("category") or "", h.get("content") or ""] for h in hits]
     hidden = len(result["results"]) - len(hits)
 
@@ -160,24 +134,15 @@ def cmd_search(op: Any, ns: argparse.Namespace) -> int:
     return OK
 
 
-# A hit that shares no word with the query is a match only when its meaning is this close (the
-# encoder's cosine): the prompt hook's default bar for pointing to a memory (docs/search.md,
-# "Disclosure"). Below it, the nearest memories of an unrelated query are the usual neighbours.
+# A hit sharing no word with the query matches at this cosine: the prompt hook's pointer bar (docs/search.md).
 MEANING_MATCH_FLOOR = 0.5
 
 
 def is_match(hit: dict[str, Any]) -> bool:
-    """Search by meaning always has a nearest memory; a person asked for the ones that match."""
     return bool(hit.get("relevance")) or (hit.get("similarity") or 0.0) >= MEANING_MATCH_FLOOR
 
 
-def _cosine(hit: dict[str, Any]) -> str:
-    similarity = hit.get("similarity")
-    return "-" if similarity is None else f"{similarity:.2f}"
-
-
 def show_lines(memory: dict[str, Any], history: dict[str, Any]) -> list[str]:
-    """A memory for people: fields, provenance, staleness, links, history; the content last."""
     origin = memory.get("origin") or {}
     lines = [f"id          {memory['id']}  ({memory['status']})",
              f"category    {memory.get('category')}   confidence {memory.get('confidence')}   "
@@ -205,12 +170,9 @@ def show_lines(memory: dict[str, Any], history: dict[str, Any]) -> list[str]:
         lines.append(f"delivered   injected {d['injected']} times in {d['sessions']} sessions; "
                      f"pointed to {d['pointed']} times, opened {d['pointer_opened']}")
     for event in history.get("events", []):
-        lines.append(f"history     {event['ts']}  {event['kind']}{_status(event)}  {event.get('session', '')}")
+        status = f" ({event['status']})" if event.get("status") else ""
+        lines.append(f"history     {event['ts']}  {event['kind']}{status}  {event.get('session', '')}")
     return [*lines, "", memory.get("content") or ""]
-
-
-def _status(event: dict[str, Any]) -> str:
-    return f" ({event['status']})" if event.get("status") else ""
 
 
 def cmd_show(op: Any, ns: argparse.Namespace) -> int:
@@ -239,7 +201,6 @@ def cmd_restore(op: Any, ns: argparse.Namespace) -> int:
 
 
 def cmd_pin(op: Any, ns: argparse.Namespace) -> int:
-    """Pin or unpin through `memory_update`, as an agent would: the same history and the same sync."""
     result = op.tool(names.MEMORY_UPDATE, id=full_id(op, ns.id), pinned=ns.action == "pin")
     emit(ns.json, result, lambda r: [f"{ns.action}ned {r['id']}" + (
         " (listed first at every session start; memoryd memories list --pinned)" if ns.action == "pin" else "")])
@@ -247,9 +208,7 @@ def cmd_pin(op: Any, ns: argparse.Namespace) -> int:
 
 
 def cmd_edit(op: Any, ns: argparse.Namespace) -> int:
-    """Change a memory's content through `memory_update`: compare-and-set on the `updated` it was
-    read at (an agent's edit in between is not overwritten), the same gates as an agent's edit,
-    and the update in the memory's history. A refusal writes nothing."""
+    """`memory_update` compare-and-set on the `updated` it was read at; a refusal writes nothing."""
     memory = op.tool(names.MEMORY_SHOW, id=full_id(op, ns.id))
     if memory.get("status") == "removed":
         print(f"memoryd: {memory['id']} is removed; restore it first (memoryd memories restore {memory['id']})",
@@ -295,11 +254,9 @@ def in_cli_words(hint: Any) -> str:
 
 def edit_in_editor(memory: dict[str, Any]) -> str | None:
     """The content after $VISUAL / $EDITOR (else vi) edited it in a private temp file; None when the
-    editor failed (the message says so). What the editor leaves is read without trusting it
-    (`read_edited`)."""
+    editor failed (the message says so)."""
     import os
     import shlex
-    import shutil
     import subprocess
     import tempfile
 
@@ -328,9 +285,7 @@ class EditRefused(Exception):
 
 
 def read_edited(folder: str, name: str) -> str:
-    """The edited file, opened from its folder without following a link (an editor, or anything
-    else, that swaps it for a symlink would have memoryd read the link's target into the memory),
-    and only if it is a regular file of at most MAX_EDIT_BYTES of UTF-8."""
+    """The edited file if it is a regular file (never a link's target) of at most MAX_EDIT_BYTES of UTF-8."""
     import os
     import stat
 
@@ -366,10 +321,7 @@ def main(ns: argparse.Namespace) -> int:
     return run(MEMORY_VERBS[ns.action], ns)
 
 
-# -- pending writes ---------------------------------------------------------------------------------
-
 def cmd_pending(op: Any, ns: argparse.Namespace) -> int:
-    """List every session's pending writes, or confirm / cancel one as the user (admin `resolve`)."""
     if ns.action in ("confirm", "cancel"):
         if not ns.pending_id:
             print(f"memoryd: pending {ns.action} needs a pending id (memoryd pending lists them)", file=sys.stderr)
@@ -389,14 +341,7 @@ def cmd_pending(op: Any, ns: argparse.Namespace) -> int:
     return OK
 
 
-def pending_main(ns: argparse.Namespace) -> int:
-    return run(cmd_pending, ns)
-
-
-# -- argparse --------------------------------------------------------------------------------------
-
 def add_parsers(sub: Any) -> None:
-    """Register `memories` and `pending` on the main parser's subparsers (cli/main.py)."""
     memories = sub.add_parser("memories", help="see and curate durable memories (through the daemon)")
     verbs = memories.add_subparsers(dest="action", required=True)
     for name, text in (("list", "newest written first (by creation; UPDATED is the last edit)"),
@@ -432,4 +377,4 @@ def add_parsers(sub: Any) -> None:
     pending.add_argument("action", nargs="?", choices=["list", "confirm", "cancel"], default="list")
     pending.add_argument("pending_id", nargs="?")
     pending.add_argument("--json", action="store_true")
-    pending.set_defaults(func=pending_main)
+    pending.set_defaults(func=functools.partial(run, cmd_pending))

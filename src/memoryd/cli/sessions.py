@@ -1,13 +1,11 @@
-"""`memoryd sessions [WORKTREE]`: recent agent sessions, how each ended and the handoff it left,
-through the daemon's `admin` read (the session table it keeps from the log).
-
-WORKTREE is matched exactly as the handoff walk matches it (the git top level of a checkout), so a
-path inside a checkout is resolved to its top level first. Exit codes as `memoryd memories`.
+"""`memoryd sessions [WORKTREE | show SESSION]`: recent agent sessions, how each ended and the handoff it
+left, or what the hooks injected into one, through `admin` reads. Exit codes as `memoryd memories`.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import subprocess
 from typing import Any
@@ -28,7 +26,6 @@ def worktree_of(path: str) -> str:
 
 
 def session_lines(result: dict[str, Any]) -> list[str]:
-    """A table of sessions, then each session's handoff indented under a header line."""
     rows = [[s["session_id"], (s.get("last_active") or "")[:19], s["ended"], str(s["calls"]), str(s["episodes"]),
              s.get("worktree") or "-"] for s in result["sessions"]]
     lines = table(["SESSION", "LAST ACTIVE", "ENDED", "CALLS", "EPISODES", "WORKTREE"], rows)
@@ -43,31 +40,22 @@ def session_lines(result: dict[str, Any]) -> list[str]:
 
 
 def injection_lines(result: dict[str, Any]) -> list[str]:
-    """A session's automatic injections in order: when, which hook, each memory and its tier."""
     rows = [[(r.get("ts") or "")[:19], str(r.get("hook")), str(r.get("chars")),
              ", ".join(f"{i['id']} ({i['tier']})" for i in r["items"]) or "-"] for r in result["injections"]]
     lines = table(["WHEN", "HOOK", "CHARS", "MEMORIES (TIER)"], rows)
     return [*lines, f"{len(rows)} injections, {result['chars']} chars, in session {result['session_id']}"]
 
 
-def cmd_show(op: Any, session_id: str, as_json: bool) -> int:
-    emit(as_json, op.admin("injections", session_id=session_id), injection_lines)
-    return OK
-
-
 def cmd_sessions(op: Any, ns: argparse.Namespace) -> int:
     if ns.worktree == "show":  # `memoryd sessions show SESSION`: what was injected into it
         if not ns.session:
             raise SystemExit("memoryd sessions show: give a session id (sess-<n>)")
-        return cmd_show(op, ns.session, ns.json)
+        emit(ns.json, op.admin("injections", session_id=ns.session), injection_lines)
+        return OK
     worktree = worktree_of(ns.worktree) if ns.worktree else None
     result = op.admin("sessions", worktree=worktree, limit=ns.limit, include_operator=ns.all or None)
     emit(ns.json, result, session_lines)
     return OK
-
-
-def main(ns: argparse.Namespace) -> int:
-    return run(cmd_sessions, ns)
 
 
 def add_parser(sub: Any) -> None:
@@ -78,4 +66,4 @@ def add_parser(sub: Any) -> None:
     sessions.add_argument("--limit", type=int, default=20)
     sessions.add_argument("--all", action="store_true", help="include the operator's own CLI/UI sessions")
     sessions.add_argument("--json", action="store_true")
-    sessions.set_defaults(func=main)
+    sessions.set_defaults(func=functools.partial(run, cmd_sessions))

@@ -1,12 +1,11 @@
-"""`memoryd stats [--days N]`: how automatic recall did in real work (daemon/sessions/receipts.py).
-
-Injections and characters per session, how often a pointer was opened, the memories injected most
-and the pointed-to ones never opened: whether delivery helps, measured on use rather than the eval.
+"""`memoryd stats [--days N]`: how automatic recall did in real work (daemon/sessions/receipts.py):
+injections per session, pointers opened, the memories injected most and pointed to but never opened.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 from typing import Any
 
 from memoryd.cli.memories import OK, run, table
@@ -32,12 +31,8 @@ def cmd_stats(op: Any, ns: argparse.Namespace) -> int:
     return OK
 
 
-def main(ns: argparse.Namespace) -> int:
-    return run(cmd_stats, ns)
-
-
 def add_parser(sub: Any) -> None:
     stats = sub.add_parser("stats", help="how automatic recall did: injections, pointers opened, per session")
     stats.add_argument("--days", type=int, default=7)
     stats.add_argument("--json", action="store_true")
-    stats.set_defaults(func=main)
+    stats.set_defaults(func=functools.partial(run, cmd_stats))

@@ -1,10 +1,7 @@
 """`memoryd sync [init REMOTE | status [--show ID] | resolve ID]`: sync the durable tier through a git remote.
 
-The daemon does the work (the only writer of the store; docs/sync.md): these verbs ask it
-through the `admin` op and wait for the job's result by polling `sync_status`, so a sync that
-takes a minute never holds the daemon's loop. Exit codes: 0 done; 1 the sync failed (remote
-unreachable, authentication, …: one line says which) or was refused; 2 usage; 3 the daemon is
-not running.
+The daemon does the work (docs/sync.md); these verbs start its job through `admin` and poll `sync_status`.
+Exit codes: 0 done; 1 the sync failed or was refused; 2 usage; 3 the daemon is not running.
 """
 
 from __future__ import annotations
@@ -24,21 +21,19 @@ WAIT_LIMIT_S = 3600.0
 
 def add_parser(sub: Any) -> None:
     sync = sub.add_parser("sync", help="sync durable memories through a git remote (push and pull now)")
-    sync.add_argument("--json", action="store_true")
     sync.set_defaults(func=main, sync_action=None)
     actions = sync.add_subparsers(dest="sync_action")
     init = actions.add_parser("init", help="set up sync with a git remote (a bare repo path, ssh or https)")
     init.add_argument("remote")
-    init.add_argument("--json", action="store_true")
     status = actions.add_parser("status", help="the remote, this device, the last sync, open conflicts")
     status.add_argument("--show", metavar="ID",
                         help="print both sides of one memory's conflict: the current text and each kept version")
-    status.add_argument("--json", action="store_true")
     resolve = actions.add_parser("resolve", help="settle a kept conflict of one memory")
     resolve.add_argument("id", help="the memory's id or a unique prefix of at least 6 characters")
     resolve.add_argument("--keep", choices=["current", "other"], default="current",
                          help="current: keep what the store has; other: the newest kept version wins")
-    resolve.add_argument("--json", action="store_true")
+    for parser in (sync, init, status, resolve):
+        parser.add_argument("--json", action="store_true")
 
 
 def main(ns: argparse.Namespace) -> int:
@@ -52,20 +47,15 @@ def _wait(operator: Any, job: int) -> dict[str, Any]:
     said = ""
     while time.monotonic() < deadline:
         state = operator.admin("sync_status")
-        last = state.get("last") or {}
-        if isinstance(last.get("job"), int) and last["job"] >= job and not _still_running(state, job):
+        last, running = state.get("last") or {}, state.get("running") or {}
+        if isinstance(last.get("job"), int) and last["job"] >= job and running.get("job") != job:
             return last
-        phase = str((state.get("running") or {}).get("phase") or "")
+        phase = str(running.get("phase") or "")
         if phase and phase != said and sys.stderr.isatty():  # progress for a person, not for a pipe
             print(f"memoryd: sync: {phase}…", file=sys.stderr)
             said = phase
         time.sleep(POLL_S)
     raise TimeoutError(f"sync job {job} did not finish within {WAIT_LIMIT_S:g} s")
-
-
-def _still_running(state: dict[str, Any], job: int) -> bool:
-    running = state.get("running")
-    return isinstance(running, dict) and running.get("job") == job
 
 
 def _failed(last: dict[str, Any]) -> int:
@@ -155,7 +145,6 @@ def status_lines(state: dict[str, Any]) -> list[str]:
 
 
 def show(operator: Any, ns: argparse.Namespace) -> int:
-    """`sync status --show ID`: this store's version and each kept one, text in full."""
     emit(ns.json, operator.admin("sync_show", id=full_id(operator, ns.show)), show_lines)
     return 0
 
@@ -215,10 +204,8 @@ def doctor_rows() -> list[tuple[str, str, str, str]]:
 
 
 def _open_conflicts(base: Any) -> tuple[list[str], int]:
-    """(ids, total) of the conflicts nobody has settled: the daemon's view (open-conflicts.json,
-    written at start, after each sync and each resolve), since the clone still holds a settled
-    conflict's files until the next sync. Without that file (a daemon older than it), the clone's
-    `conflicts/<id>/` folders that hold a file."""
+    """(ids, total) of the unsettled conflicts: the daemon's open-conflicts.json (the clone keeps a
+    settled conflict's files until the next sync), else the clone's non-empty `conflicts/<id>/` folders."""
     try:
         seen = json.loads((base / "open-conflicts.json").read_text())
         return [str(i) for i in seen["ids"]], int(seen["total"])

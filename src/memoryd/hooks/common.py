@@ -1,23 +1,10 @@
-"""`memoryd hook EVENT`: what an AI client's hooks run (README "Automatic recall"); the events, and
-what each client calls them, are one table (hooks/table.py), each answered by its own module
-(`start`, `prompt`, `pretool`, `stop`). This module is what they share: the contract, stdin, the
-connection to the daemon, the context JSON, and sibling news.
+"""What the `memoryd hook EVENT` processes share (the events are hooks/table.py, one module each).
 
-Contract, for every event: read the client's hook JSON on stdin (at most 64 KiB), answer on stdout
-with the client's hook JSON or nothing, and exit 0 — always. Bad stdin, an unreachable daemon or a
-bug gives one line on stderr and an empty stdout, never a traceback, never a decision that blocks
-the client. The hook never reads the config file: the daemon sends the hook settings in its hello.
-
-`--dry-run` changes nothing the hook would: for `prompt` and `pre-tool` it prints what the client would be given
-(`{}` for nothing) without marking those memories as shown; the other events only check stdin and
-print `{}` (what they do is open, note or close a session).
-
-News (issue 30): the prompt hook also brings what sibling sessions committed since this client
-session's last hook (daemon/sessions/news.py), ≤ 800 chars; `sibling_news` is the same for a tool hook.
-
-Import contract: stdlib, `identity`, `instructions` (the project line) and `client.connection` with
-its stdlib wire (`paths`, `protocol`: msgpack, a cheap import: docs/benchmark.md); pyzmq only to start a daemon that is
-down or when the stdlib wire meets a protocol surprise.
+Contract: read the client's hook JSON on stdin (≤ 64 KiB), print the client's hook JSON or nothing,
+exit 0 always; a failure is one stderr line, never a traceback or a blocking decision. `--dry-run`
+prints what `prompt` and `pre-tool` would inject (`{}` for nothing) without marking it shown; the
+other events print `{}`. Import contract: stdlib, `identity`, `instructions` and `client.connection`
+on its stdlib wire; pyzmq only to start a daemon that is down (docs/benchmark.md).
 """
 
 from __future__ import annotations
@@ -43,7 +30,7 @@ Runner = Callable[[str, str, dict[str, Any], bool], "str | None"]
 
 
 class HookInputError(ValueError):
-    """Stdin the hook refuses (too big, not JSON, missing the session id)."""
+    """Stdin the hook refuses."""
 
 
 def fail(reason: str) -> int:
@@ -51,8 +38,6 @@ def fail(reason: str) -> int:
     print(f"memoryd hook: {reason}"[:300].replace("\n", " "), file=sys.stderr)
     return 0
 
-
-# -- stdin --------------------------------------------------------------------------------------
 
 def read_input(stream: Any) -> dict[str, Any]:
     """The hook JSON object from `stream` (a binary file); refuses more than 64 KiB unread."""
@@ -72,23 +57,17 @@ def read_input(stream: Any) -> dict[str, Any]:
 
 
 def client_key(data: dict[str, Any], client: str, worktree: str | None) -> str:
-    """The client-session key the daemon joins sessions by. Claude Code's is its session_id (its
-    bridge sees the same value as CLAUDE_CODE_SESSION_ID); Codex gives its MCP servers no session
-    id, so its hooks key by session id and worktree and share a session among themselves only."""
+    """The client-session key the daemon joins sessions by: Claude Code's session_id (its bridge sees
+    it too); Codex's bridges get no session id, so its hooks key by session and worktree."""
     session_id = str(data["session_id"]).strip()[:200]
     if client == "claude-code":
         return session_id
     return f"{client}:{session_id}:{worktree or ''}"
 
 
-# -- talking to the daemon ------------------------------------------------------------------------
-
 class Daemon(Connection):
-    """One hook connection: transient (it never owns the session it joins), over the stdlib wire
-    (importing pyzmq alone takes much of the hook's 150 ms budget, docs/benchmark.md; pyzmq is the fallback
-    when the stdlib handshake fails), starting a daemon that is down only within the event's
-    budget (hooks/table.py `spawn_s`), each request bounded by its `call_s` and never resent: a
-    daemon that accepts but does not answer is not waited on twice."""
+    """A transient hook connection on the stdlib wire, within the event's `spawn_s` and `call_s`
+    (hooks/table.py); a request is never resent, so a daemon that does not answer is waited on once."""
 
     def __init__(self, identity: dict[str, Any], event: str) -> None:
         row = BY_VERB[event]
@@ -97,8 +76,7 @@ class Daemon(Connection):
         self.settings: dict[str, Any] = self.connect().get("hook") or {}
 
     def close(self, say_bye: bool = True, wait_s: float = 0.0) -> None:
-        """Say bye without waiting (a transient connection's bye ends nothing; it frees the slot)."""
-        super().close(say_bye, wait_s)
+        super().close(say_bye, wait_s)  # a transient bye ends nothing: not waited on
 
 
 def context_output(event: str, text: str) -> str:
@@ -121,8 +99,6 @@ def fit(sections: list[str], budget: int) -> str:
         break
     return out
 
-
-# -- news from sibling sessions (prompt and tool hooks) ---------------------------------------------
 
 def news_line(item: dict[str, Any], room: int) -> str:
     """`- <id> [<kind>, <session> <hh:mm>Z]: <text>`: who and when, compactly."""
@@ -147,20 +123,14 @@ def news_section(reply: dict[str, Any], budget: int = NEWS_CHARS) -> str | None:
 
 
 def sibling_news(daemon: Daemon, data: dict[str, Any]) -> str | None:
-    """What sibling sessions (same repo; same worktree or swarm outside one; user-wide memories from
-    anywhere) committed since this client session's last hook, as a context section of at most
-    NEWS_CHARS, or None. One light `news` call: for a tool hook (pre-tool), which has no search
-    of its own; the prompt hook gets the same items with its `take_unseen` call. `data` (the
-    hook's stdin) is taken so every event calls it alike; the daemon knows who is asking."""
+    """What sibling sessions committed since this client session's last hook (docs/architecture.md,
+    news), as a section of at most NEWS_CHARS, or None."""
     return news_section(daemon.hook("news"))
 
 
-# -- entry -----------------------------------------------------------------------------------------
-
 def settings_register_hooks() -> bool:
-    """Whether Claude Code's user settings carry the hooks `memoryd init` writes (`-m memoryd hook`):
-    the plugin's hooks then stand down, so no event runs twice. Read bounded, never followed as a
-    link; an unreadable file says no."""
+    """Whether Claude Code's user settings carry the hooks `memoryd init` writes (then the plugin's
+    stand down, so no event runs twice); read bounded, never through a link."""
     path = os.path.join(os.path.expanduser("~"), ".claude", "settings.json")
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
@@ -176,17 +146,16 @@ def identity_for(data: dict[str, Any], client: str) -> dict[str, Any]:
 
     cwd = data.get("cwd")
     cwd = cwd if isinstance(cwd, str) and os.path.isdir(cwd) else os.getcwd()
-    identity = capture(cwd)
-    identity["client"] = client
-    identity["client_session"] = client_key(data, client, identity.get("worktree"))
-    return identity
+    identity = {**capture(cwd), "client": client}
+    return {**identity, "client_session": client_key(data, client, identity.get("worktree"))}
 
 
 def answer(event: str, client: str, data: dict[str, Any], dry_run: bool,
-           produce: Callable[[Daemon, dict[str, Any]], str | None]) -> str | None:
-    """An injecting event's run: `produce` the context over one daemon connection, send its
-    receipt (not on a dry run, which opens nothing), and wrap it as the client's hook JSON."""
-    identity = identity_for(data, client)
+           produce: Callable[[Daemon, dict[str, Any]], str | None], identity: dict[str, Any] | None = None
+           ) -> str | None:
+    """`produce` the context over one daemon connection, send its receipt (not on a dry run), and
+    wrap it as the client's hook JSON."""
+    identity = identity or identity_for(data, client)
     daemon = Daemon({**identity, "dry_run": True} if dry_run else identity, event)
     try:
         text = produce(daemon, identity)
@@ -199,8 +168,7 @@ def answer(event: str, client: str, data: dict[str, Any], dry_run: bool,
 
 def main(event: str, client: str = "claude-code", dry_run: bool = False, stdin: Any = None,
          runner: Runner | None = None) -> int:
-    """Exit code 0 always (see the module contract); the answer, if any, goes to stdout. `runner`:
-    what answers the event (default: its module's `run`, hooks/table.py)."""
+    """Exit code 0 always; the answer, if any, goes to stdout. `runner` defaults to the event's module's `run`."""
     began = time.monotonic()
     try:
         if event not in EVENTS:

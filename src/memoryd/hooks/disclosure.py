@@ -1,18 +1,5 @@
-"""What the prompt hook discloses for one prompt: a memory in full, a pointer to it, or nothing.
-
-The search ranks well (the right memory is first for ~4 related prompts in 5) but its scores do not
-separate a prompt about a memory from one merely near its topic, so a single yes/no bar either
-stays silent on most related prompts or speaks on unrelated ones. Three tiers instead
-(docs/search.md, "Disclosure"):
-
-- **full**: the memory's text, where the evidence is strong (`gate`, as before);
-- **pointer**: one line — the memory's short id and its first ~80 characters — where a lower bar is
-  cleared (`pointers`): ~100 characters the agent may open with `memory_show <id>` or ignore;
-- **nothing** otherwise.
-
-Both bars are fit on the tune split of the typed-prompt set only; `memoryd eval` reports held-out.
-The prompt is read without the filler people type to an agent ("ok so", "can you", "please",
-"thanks"), so the tier does not hinge on politeness. Shared by the hook and `memoryd eval`.
+"""What the prompt and pre-tool hooks disclose: a memory in full, a pointer to it, or nothing
+(docs/search.md, "Disclosure" and "Shell calls by meaning"); shared with `memoryd eval`.
 
 Import contract: stdlib only (the hook's import path).
 """
@@ -20,6 +7,7 @@ Import contract: stdlib only (the hook's import path).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 MAX_QUERY_BYTES = 4000          # under the daemon's 4096-byte query cap, on a char boundary
@@ -49,9 +37,7 @@ def _signals(hit: dict[str, Any]) -> tuple[float, float]:
 
 
 def gate(hits: list[dict[str, Any]], settings: dict[str, Any]) -> list[dict[str, Any]]:
-    """The hits to show in full, on evidence: its words cover the prompt (relevance at its floor),
-    or the encoder finds it close in meaning (similarity at its floor), or both signals agree at a
-    lower floor."""
+    """The hits to show in full: relevance or similarity at its floor, or both at the lower `both` floor."""
     words = float(settings.get("prompt_min_relevance", 0.6))
     meaning = float(settings.get("prompt_min_similarity", 0.6))
     both = float(settings.get("prompt_min_both", 0.4))
@@ -64,11 +50,8 @@ def gate(hits: list[dict[str, Any]], settings: dict[str, Any]) -> list[dict[str,
 
 def pointers(hits: list[dict[str, Any]], full: list[dict[str, Any]], settings: dict[str, Any]
              ) -> list[dict[str, Any]]:
-    """Hits below the full bar worth a pointer: among the first `pointer_depth` of the ranking,
-    at most `prompt_max_pointers`, each clearing the lower bar on meaning or on words. A prompt
-    that earned a memory or a pointer that way gets one more pointer: the next of the first
-    FOLLOW_DEPTH hits at `pointer_follow_similarity`. It costs a line where something is shown
-    already, never an unrelated prompt's silence (docs/search.md, "Disclosure")."""
+    """Hits below the full bar worth a pointer, plus one follow-up pointer where something is shown
+    already (docs/search.md, "Disclosure")."""
     meaning = float(settings.get("pointer_min_similarity", 1.1))
     words = float(settings.get("pointer_min_relevance", 1.1))
     depth = int(settings.get("pointer_depth", 0))
@@ -89,23 +72,18 @@ def choose(hits: list[dict[str, Any]], settings: dict[str, Any]) -> tuple[list[d
     return full, pointers(hits, full, settings)
 
 
-# -- a shell call, by meaning (the pre-tool hook) --------------------------------------------------
-
 TOOL_QUERY_CHARS = 600
 
 
 def tool_query(command: str, description: Any) -> str:
-    """A shell call as the pre-tool hook searches it: the agent's own description of the call (what
-    it is for, in words a memory uses) before the command; at most TOOL_QUERY_CHARS."""
+    """The call's description (in words a memory uses) before its command; at most TOOL_QUERY_CHARS."""
     said = " ".join(description.split()) if isinstance(description, str) else ""
     return f"{said} {' '.join(command.split())}".strip()[:TOOL_QUERY_CHARS]
 
 
 def choose_for_tool(hits: list[dict[str, Any]], settings: dict[str, Any]
                     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(full, pointed) for one tool call: only the ranking's first hit, by meaning alone — in full
-    when the encoder is confident, a pointer past a lower bar, nothing for most calls. Words are
-    no evidence here: a command shares its program's name with every memory about it."""
+    """(full, pointed) for one tool call: the first hit only, by meaning alone (docs/search.md)."""
     if not hits:
         return [], []
     similarity = _signals(hits[0])[1]
@@ -115,8 +93,6 @@ def choose_for_tool(hits: list[dict[str, Any]], settings: dict[str, Any]
         return [], hits[:1]
     return [], []
 
-
-# -- how each tier reads ---------------------------------------------------------------------------
 
 def clip(text: str, limit: int) -> str:
     text = text.strip()
@@ -139,9 +115,10 @@ def hit_line(hit: dict[str, Any], room: int) -> str:
     return head + clip(" ".join(str(hit.get("content", "")).split()), max(40, room - len(head)))
 
 
-def full_section(chosen: list[dict[str, Any]], budget: int) -> str:
-    room = (budget - len(PROMPT_HEADER) - 1) // len(chosen) - 1
-    return clip("\n".join([PROMPT_HEADER, *(hit_line(h, room) for h in chosen)]), budget)
+def block(header: str, rows: list[dict[str, Any]], line: Callable[[dict[str, Any], int], str], budget: int) -> str:
+    """`header` and a `line` per row, the rows sharing what is left of `budget` chars."""
+    room = (budget - len(header) - 1) // len(rows) - 1
+    return clip("\n".join([header, *(line(r, room) for r in rows)]), budget)
 
 
 def pointer_line(hit: dict[str, Any]) -> str:
@@ -154,10 +131,9 @@ def pointer_section(pointed: list[dict[str, Any]]) -> str:
 
 
 def context(full: list[dict[str, Any]], pointed: list[dict[str, Any]], budget: int) -> str | None:
-    """The prompt's memory sections within `budget` chars: pointers first claim their few lines
-    (they are short and fixed), the full texts share the rest."""
+    """The prompt's memory sections within `budget` chars; pointers claim theirs first (short, fixed)."""
     pointer_text = pointer_section(pointed) if pointed else ""
     pointer_text = pointer_text if len(pointer_text) <= budget else ""
     room = budget - (len(pointer_text) + 2 if pointer_text else 0)
-    full_text = full_section(full, room) if full and room > len(PROMPT_HEADER) + 40 else ""
+    full_text = block(PROMPT_HEADER, full, hit_line, room) if full and room > len(PROMPT_HEADER) + 40 else ""
     return "\n\n".join(s for s in (full_text, pointer_text) if s) or None

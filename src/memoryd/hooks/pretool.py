@@ -1,16 +1,6 @@
-"""`memoryd hook pre-tool`: point-of-action recall (Claude Code `PreToolUse`, Codex `PreToolUse`).
-
-Before a file tool (Read, Edit, Write, MultiEdit, NotebookEdit; Codex's `apply_patch`) the durable
-memories anchored to that file, before a shell command (`Bash`) those naming the command or a file
-it touches — at most MAX_HITS, none that a prompt or tool hook injected within the session's last
-20 tool calls (daemon/sessions/hooks.TOOL_WINDOW), TOOL_CHARS in all, and nothing at all for most
-tool calls. The daemon's `anchored`
-action does the matching (daemon/memories/anchors.py): exact keys, no relevance floor. A shell
-call no memory is anchored to is searched by its description and command (`by_meaning`, docs/search.md
-"Shell calls by meaning"): one line at most, a pointer unless the encoder is confident.
-
-It never decides for the client: the output carries context only, never a permission decision,
-so the tool runs whatever happens here. Import contract: as hooks/common.py (stdlib and the wire).
+"""`memoryd hook pre-tool`: point-of-action recall (docs/search.md, "Anchors" and "Shell calls by
+meaning"): the memories anchored to a file or command, or one found by a shell call's meaning.
+Context only, never a permission decision. Import contract: as hooks/common.py.
 """
 
 from __future__ import annotations
@@ -21,7 +11,7 @@ from typing import Any
 
 from memoryd import names
 from memoryd.hooks import common as hooks
-from memoryd.hooks import disclosure, receipts
+from memoryd.hooks import disclosure
 from memoryd.hooks.disclosure import clip, one_line
 
 MAX_HITS = 2
@@ -55,18 +45,9 @@ def targets(data: dict[str, Any]) -> tuple[list[str], str | None]:
     return [], None
 
 
-def wanted(data: dict[str, Any]) -> bool:
-    """Whether the call names anything to look up: decided before any git or daemon work, so an
-    unrelated tool costs only the interpreter's start."""
-    paths, command = targets(data)
-    return bool(paths or command)
-
-
 def identity(data: dict[str, Any], client: str) -> dict[str, Any]:
-    """The hook's identity without a git process (one was the largest share of this hook's time,
-    docs/benchmark.md): Claude Code's client-session key is its session id alone, and the daemon
-    only lets this hook join the session the start hook opened (it never starts one), so the
-    repo comes from that session. Codex's key names the worktree, so it keeps the git lookup."""
+    """The identity without a git process (its largest cost, docs/benchmark.md) for Claude Code, whose
+    key is the session id alone and whose session the start hook opened; Codex's key needs the worktree."""
     if client != "claude-code":
         return hooks.identity_for(data, client)
     return {"worktree": None, "repo": None, "project": None, "client": client, "pid": os.getpid(),
@@ -82,17 +63,8 @@ def line(row: dict[str, Any], room: int) -> str:
     return head + clip(one_line(row.get("content", ""), 10_000), max(40, room - len(head)))
 
 
-def section(rows: list[dict[str, Any]], header: str, budget: int) -> str | None:
-    if not rows:
-        return None
-    room = (budget - len(header) - 1) // len(rows) - 1
-    return clip("\n".join([header, *(line(r, room) for r in rows)]), budget)
-
-
 def by_meaning(daemon: hooks.Daemon, command: str, description: Any, dry_run: bool) -> str | None:
-    """A shell call no memory is anchored to, searched by what it is for (its description and
-    command) through the tool call's own bars: one line at most — the memory in full where the
-    encoder is confident, else a pointer, else nothing (hooks/disclosure.choose_for_tool)."""
+    """At most one line for a shell call no memory is anchored to (disclosure.choose_for_tool)."""
     settings = daemon.settings
     if float(settings.get("tool_pointer_similarity", 1.1)) > 1.0:  # off in the config
         return None
@@ -111,15 +83,14 @@ def by_meaning(daemon: hooks.Daemon, command: str, description: Any, dry_run: bo
 
 
 def pre_tool(daemon: hooks.Daemon, data: dict[str, Any], dry_run: bool = False) -> str | None:
-    """The hook's context: anchored memories first, then sibling news in what is left of
-    TOOL_CHARS (live awareness, hooks/common.sibling_news)."""
+    """Anchored memories first, then sibling news in what is left of TOOL_CHARS."""
     paths, command = targets(data)
     if not (paths or command):
         return None
     reply = daemon.hook("anchored", tool=str(data.get("tool_name"))[:64], paths=paths, command=command,
                         limit=MAX_HITS, peek=dry_run)
     rows = [r for r in reply.get("memories") or [] if isinstance(r, dict)]
-    found = section(rows, COMMAND_HEADER if command else FILE_HEADER, TOOL_CHARS)
+    found = disclosure.block(COMMAND_HEADER if command else FILE_HEADER, rows, line, TOOL_CHARS) if rows else None
     if reply.get("session_id") is None:  # no open session to speak for: nothing, and no news
         return None
     if not rows and command and data.get("tool_name") in SHELL_TOOLS:
@@ -129,14 +100,7 @@ def pre_tool(daemon: hooks.Daemon, data: dict[str, Any], dry_run: bool = False) 
 
 
 def run(event: str, client: str, data: dict[str, Any], dry_run: bool = False) -> str | None:
-    """The stdout of one pre-tool hook run (None: print nothing); `hooks.main` calls it."""
-    if not wanted(data):  # most tool calls: no git, no daemon
+    if targets(data) == ([], None):  # most tool calls: no git, no daemon
         return None
-    daemon = hooks.Daemon({**identity(data, client), **({"dry_run": True} if dry_run else {})}, event)
-    try:
-        text = pre_tool(daemon, data, dry_run)
-        if not dry_run:
-            receipts.send(daemon, event, text)
-    finally:
-        daemon.close()
-    return hooks.context_output(event, text) if text else None
+    return hooks.answer(event, client, data, dry_run, lambda daemon, _: pre_tool(daemon, data, dry_run),
+                        identity(data, client))

@@ -1,7 +1,4 @@
-"""`memoryd hook prompt` (hooks/table.py): what to disclose for a typed prompt — memories in full,
-pointers to them, or nothing (hooks/disclosure.py, docs/search.md "Disclosure") — and what sibling
-sessions committed since this client session's last hook (daemon/sessions/news.py).
-
+"""`memoryd hook prompt`: memories disclosed for a typed prompt (hooks/disclosure.py) and sibling news.
 Import contract: as hooks/common.py.
 """
 
@@ -21,9 +18,7 @@ def run(event: str, client: str, data: dict[str, Any], dry_run: bool = False) ->
 
 
 def prompt(daemon: Daemon, data: dict[str, Any], dry_run: bool = False) -> str | None:
-    """What to disclose for this prompt (hooks/disclosure.py: full texts, pointers, or nothing). A
-    real run marks them shown (`take_unseen`), so each memory is shown in full once per session and
-    pointed to once; a dry run only asks which are unseen (`peek_unseen`)."""
+    """A real run marks what it discloses shown (`take_unseen`: once per session); a dry run only peeks."""
     text = data.get("prompt")
     if not isinstance(text, str) or not disclosure.prompt_query(text):
         return None

@@ -1,9 +1,5 @@
-"""The receipt a hook sends after it injected context (daemon/sessions/receipts.py).
-
-What was injected is read back from the text the hook prints, so the receipt is what the agent got:
-each section's header says its tier (a prompt's full texts, its pointers, a tool's anchored
-memories, sibling news, the start context's lists) and each `- <id>` or `(<id>)` in it names a
-memory. Best effort: a receipt that cannot be sent never costs the agent its context.
+"""The receipt a hook sends of the context it injected (daemon/sessions/receipts.py), read back from
+the printed text: each section header gives the tier, each `- <id>` or `(<id>)` a memory. Best effort.
 
 Import contract: stdlib, hooks.disclosure and hooks.table (the hook's import path).
 """
@@ -49,7 +45,6 @@ def items_of(text: str, event: str) -> list[dict[str, str]]:
 
 
 def send(daemon: Any, event: str, text: str | None) -> None:
-    """Tell the daemon what this hook injected (nothing to tell for an empty context)."""
     if not text:
         return
     row = BY_VERB.get(event)

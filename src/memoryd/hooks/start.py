@@ -1,9 +1,5 @@
-"""`memoryd hook session-start` (hooks/table.py): what a new session in this worktree continues
-from — this memoryd session's id and how to finish it, the project scope it writes to, the pinned
-rules, the newest handoff an agent wrote here, a "since then" line per later session that ended
-without one, and the head of the project's digest.
-
-Import contract: as hooks/common.py.
+"""`memoryd hook session-start`: this session's id, the project line, pinned rules, the last handoff
+here, later sessions that left none, and the project's digest head. Import contract: as hooks/common.py.
 """
 
 from __future__ import annotations
@@ -47,7 +43,6 @@ def handoff_section(found: dict[str, Any] | None) -> str | None:
 
 
 def since_section(rows: list[dict[str, Any]], total: int, after_handoff: bool) -> str | None:
-    """One line per later session that ended without a handoff, newest first."""
     if not rows:
         return None
     title = (f"## Since then: {total} later session(s) here ended without a handoff (newest first)"

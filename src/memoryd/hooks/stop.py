@@ -1,8 +1,5 @@
-"""`memoryd hook stop` and `memoryd hook session-end` (hooks/table.py): keep the agent's latest
-message as the session's last words; close the session at its end (last words become its note
-when no handoff was written). Neither injects anything.
-
-Import contract: as hooks/common.py.
+"""`memoryd hook stop` keeps the agent's latest message as the session's last words; `session-end`
+closes the session. Neither injects anything. Import contract: as hooks/common.py.
 """
 
 from __future__ import annotations
@@ -21,13 +18,16 @@ def run(event: str, client: str, data: dict[str, Any], dry_run: bool = False) ->
     identity = identity_for(data, client)
     if event == "stop":
         stop(lambda: Daemon(identity, event), data)
-        return None
-    daemon = Daemon(identity, event)
+    else:
+        tell(Daemon(identity, event), "end", reason=str(data.get("reason") or "other"))
+    return None
+
+
+def tell(daemon: Daemon, action: str, **args: Any) -> None:
     try:
-        daemon.hook("end", reason=str(data.get("reason") or "other"))
+        daemon.hook(action, **args)
     finally:
         daemon.close()
-    return None
 
 
 def assistant_text(entry: Any) -> str | None:
@@ -48,14 +48,9 @@ def assistant_text(entry: Any) -> str | None:
 
 def transcript_tail(path: str) -> tuple[bytes, bool] | None:
     """At most TRANSCRIPT_TAIL_BYTES from the end of the regular file at `path`, and whether the
-    read started mid-file; None for anything else.
-
-    The path comes from hook stdin, so it may name a FIFO (an open would block until killed) or
-    a device (`/dev/zero` never ends). A symlink is followed: stdin could name its target just as
-    well, so refusing it protects nothing, and only what parses as an assistant message is kept.
-    What counts is where it ends: a regular file, checked before the open (so no device is even
-    opened) and again on the open descriptor (it may have been swapped in between). Non-blocking,
-    so even a FIFO swapped in cannot hang the hook."""
+    read started mid-file; None for anything else. The path comes from stdin, so a FIFO or device
+    is refused before the open and on the descriptor (a swap in between), opened non-blocking; a
+    symlink is followed (stdin could name its target as well)."""
     path = os.path.expanduser(path)
     if not stat.S_ISREG(os.stat(path).st_mode):
         return None
@@ -72,12 +67,10 @@ def transcript_tail(path: str) -> tuple[bytes, bool] | None:
 
 def last_from_transcript(path: Any) -> str | None:
     """The last assistant text in a JSONL transcript, reading only its tail."""
-    if not isinstance(path, str) or not path:
-        return None
     try:
-        tail = transcript_tail(path)
+        tail = transcript_tail(path) if isinstance(path, str) and path else None
     except (OSError, ValueError):  # ValueError: a NUL in the path
-        return None
+        tail = None
     if tail is None:
         return None
     data, cut = tail
@@ -101,8 +94,4 @@ def stop(daemon_factory: Any, data: dict[str, Any]) -> None:
     if not isinstance(text, str) or not text.strip():
         text = last_from_transcript(data.get("transcript_path"))
     if text:
-        daemon = daemon_factory()
-        try:
-            daemon.hook("last_words", text=text)
-        finally:
-            daemon.close()
+        tell(daemon_factory(), "last_words", text=text)

@@ -1,11 +1,5 @@
-"""memoryd's client hooks, one row per event (README "Automatic recall", docs/architecture.md).
-
-A row says everything the rest of memoryd needs about an event: the `memoryd hook` verb, the module
-that answers it (`memoryd.hooks.<module>.run`), its name in each client's hook settings, the tool
-matcher where a client filters, the client's timeout for the command, how long the hook may spend
-starting a daemon that is down and waiting on each request, and whether it injects context. The
-CLI's verbs, `memoryd init`'s settings for Claude Code and Codex, the Claude Code plugin's
-hooks.json and the hook processes' budgets are all made from this table.
+"""memoryd's client hooks, one row per event: the CLI's verbs, `memoryd init`'s Claude Code and Codex
+settings, the plugin's hooks.json and the hook processes' budgets are made from it.
 
 Import contract: stdlib only (it is on every hook process's import path).
 """
@@ -50,5 +44,4 @@ CLIENTS = ("claude-code", "codex")
 
 
 def client_hooks(client: str) -> list[HookEvent]:
-    """The rows a client has an event for, in table order."""
     return [hook for hook in HOOKS if client in hook.clients]
