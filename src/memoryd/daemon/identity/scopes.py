@@ -13,9 +13,7 @@ def under(scope: str, parent: str) -> bool:
 
 def is_hidden(scopes: Iterable[str], disabled: AbstractSet[str]) -> bool:
     """A record is hidden when any of its scopes is disabled or nested below a disabled scope."""
-    if not disabled:
-        return False
-    return any(under(s, d) for s in scopes for d in disabled)
+    return bool(disabled) and any(under(s, d) for s in scopes for d in disabled)
 
 
 def matches_any(scopes: Iterable[str], wanted: Iterable[str]) -> bool:

@@ -1,9 +1,5 @@
-"""The session table and connection registry, kept from the event log as it is appended.
-
-Sessions are persistent facts (rebuilt by replaying `session_*` events); connections are runtime
-only. Each worktree keeps its sessions ordered by last activity, so `episode_handoff` walks back
-from the most recently active without scanning the log.
-"""
+"""The session table (rebuilt by replaying `session_*` events; each worktree's sessions kept in
+activity order for the handoff walk) and the runtime connection record."""
 
 from __future__ import annotations
 
@@ -15,11 +11,8 @@ from types import MappingProxyType
 from typing import Any
 
 OPEN = "open"
-# The operator's own clients (the CLI's curation verbs, the web view, `memoryd import`): they are no
-# agent's run: each shares one session among all its connections (sessions/binding.py),
-# which no list, handoff walk or digest shows as an agent session.
 NO_INJECTIONS: Mapping[str, int] = MappingProxyType({})  # shared, like the empty sets below
-
+# The operator's own clients: each shares one session no agent list, walk or digest shows (sessions/binding.py).
 OPERATOR_CLIENTS = ("memoryd-cli", "memoryd-ui", "memoryd-import")
 
 
@@ -43,29 +36,24 @@ class Session:
     last_active: str
     calls: int = 0
     handoff_calls: int = 0
-    # A set while the session writes; a tuple when restored from a checkpoint (~100 B against
-    # ~700 B for 8 ids: 11k closed sessions held 7 MB of sets), turned into a set if it grows.
+    # A tuple when restored from a checkpoint (11k closed sessions held 7 MB of sets), a set once it grows.
     episodes_written: set[str] | tuple[str, ...] = field(default_factory=set)
-    # The sets below are replaced, never changed in place, and start as one shared empty
-    # frozenset: 11k sessions restored from a checkpoint held ~7 MB of empty sets.
+    # The sets below are replaced, never changed in place: one shared empty frozenset saves ~7 MB at 11k.
     episodes_promoted: AbstractSet[str] = frozenset()
     ended: str = OPEN
     ended_at: str | None = None
     summary: str | None = None
     handoff_id: str | None = None
-    conn: str | None = None           # runtime: the connection it belongs to now
+    conn: str | None = None  # runtime: the connection it belongs to now
     disabled_scopes: AbstractSet[str] = frozenset()  # runtime, session-local by contract
-    # Runtime, for client hooks (daemon/sessions/hooks.py): the client's session key, the latest
-    # assistant message (one note, replaced each turn) and the memories the prompt hook injected.
     client_session: str | None = None
     last_words: str | None = None
     injected: AbstractSet[str] = frozenset()
-    pointed: AbstractSet[str] = frozenset()     # memories the prompt hook pointed to (a line, not the text)
-    # Point of action: the tool calls the pre-tool hook asked about, and at which of them a prompt or
-    # tool hook last injected each memory (daemon/sessions/hooks.py, TOOL_WINDOW).
+    pointed: AbstractSet[str] = frozenset()  # memories the prompt hook pointed to (a line, not the text)
+    # The pre-tool hook's calls, and at which of them each memory was last injected (TOOL_WINDOW).
     tool_calls: int = 0
     injected_at: Mapping[str, int] = field(default_factory=lambda: NO_INJECTIONS)
-    auto_chars: int = 0                         # chars of automatic context its hooks injected (receipts)
+    auto_chars: int = 0  # chars of automatic context its hooks injected (receipts)
     receipts: int = 0
 
     @property
@@ -92,26 +80,21 @@ class Conn:
     reply_bytes: int = 0  # held in `replies`
     in_flight: set[int] = field(default_factory=set)
     transient: bool = False  # a hook process: uses a session, never owns it (ends nothing on exit)
-    dry_run: bool = False    # a hook's --dry-run: joins an open session if there is one, else none
+    dry_run: bool = False  # a hook's --dry-run: joins an open session if there is one, else none
 
 
 class SessionTable:
-    """Sessions by id, per-worktree activity order, and the counter behind `sess-<n>`.
-
-    Sessions restored from a checkpoint stay its packed rows until first read (`get`): a warm
-    start would unpack them into objects that a run mostly never reads (docs/benchmark.md)."""
+    """Sessions by id, per-worktree activity order, and the counter behind `sess-<n>`; a checkpoint's
+    sessions stay packed rows until first read (`get`, docs/benchmark.md)."""
 
     def __init__(self) -> None:
         self.sessions: dict[str, Session] = {}  # the sessions read or made so far
-        self.rows: dict[str, bytes] = {}        # id -> a checkpoint's packed row, not read yet
+        self.rows: dict[str, bytes] = {}  # id -> a checkpoint's packed row, not read yet
         self.thaw: Callable[[bytes], Session] | None = None  # a row -> its Session (checkpoint.py)
         self.by_worktree: dict[str | None, OrderedDict[str, None]] = {}
         self.open_ids: dict[str, None] = {}  # kept so listing open sessions never scans them all
         self.last_n = 0
-        # Per worktree, the (repo, project) of its most recently active session: what every
-        # memory_write's project-scope check asks (memories/projects.py). Made on first use (one
-        # session thawed per worktree), then kept as sessions start and act. `derived` holds what
-        # callers make of it, emptied whenever an entry changes.
+        # Per worktree, its latest session's (repo, project), made on first use; `derived` is emptied on change.
         self._identities: dict[str, tuple[str | None, str | None]] | None = None
         self.derived: dict[Any, Any] = {}
 
@@ -158,11 +141,9 @@ class SessionTable:
         return [session for sid in self.open_ids if (session := self.get(sid)) is not None]
 
     def add(self, event: dict[str, Any]) -> Session:
-        session = Session(
-            id=event["session"], worktree=event.get("worktree"), repo=event.get("repo"),
-            project=event.get("project"), client=event.get("client"),
-            started_at=event["ts"], last_active=event["ts"],
-        )
+        session = Session(id=event["session"], worktree=event.get("worktree"), repo=event.get("repo"),
+                          project=event.get("project"), client=event.get("client"),
+                          started_at=event["ts"], last_active=event["ts"])
         self.rows.pop(session.id, None)
         self.sessions[session.id] = session
         self.open_ids[session.id] = None

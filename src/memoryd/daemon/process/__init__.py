@@ -1,3 +1,2 @@
-"""Running the daemon, above the tiers: start-up, signals and the status file (`lifecycle`), calls
-parked on `wait_for` (`waiting`), the reply cache a resend is answered from (`reply_cache`), the operator's
-reads (`admin`), the timed passes (`reaper`) and the state saved at a clean stop (`checkpoint`)."""
+"""Running the daemon, above the tiers: start and stop (`lifecycle`), parked `wait_for` calls (`waiting`),
+`reply_cache`, operator reads (`admin`), timed passes (`reaper`) and the `checkpoint`."""

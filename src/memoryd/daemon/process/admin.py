@@ -1,23 +1,5 @@
-"""Operator reads (and the operator's pending-write decision) behind the `admin` and `episodes` ops.
-
-What the `memoryd memories|pending|sessions|episodes` verbs and `memoryd ui` ask that no agent tool
-gives: pending writes across every session, recent sessions per worktree with how each ended and its
-handoff, the log's history of one memory, contradicting links, each session's episodes. Everything
-here reads the state the daemon already keeps (sessions table, tiers, the event log's files) — the
-changes are `resolve`, which runs the tier's own confirm/cancel handler, and `episodes prune`,
-which runs the reaper's TTL pass now.
-
-Layer: assembly (beside `catalogue` and `reaper`): it may import the tiers and the machinery,
-and is imported only by `ops`.
-
-Operator confirm/cancel. A pending write waits for the *user's* yes, and only the session that
-staged it may confirm or cancel it through the tools (`foreign_pending` otherwise). The operator at
-the terminal is that user, so `resolve` acts as the owning session: it runs
-`memory_write_confirm` / `memory_write_cancel` with the owner's session as the caller (so the
-tool's own checks, gates and events apply unchanged — an expired write is still refused), then
-records an `operator_resolve` event naming the operator's session, the pending id, the decision,
-the owner and the outcome. It needs a hello'd connection, so the operator is always named.
-"""
+"""Operator reads and the operator's pending-write decision behind the `admin` and `episodes` ops
+(docs/tools.md, `memory_write_confirm`). Layer: assembly; imported only by `ops`."""
 
 from __future__ import annotations
 
@@ -57,14 +39,19 @@ def handle(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[str, Any
     return reader(core, args)
 
 
-def _limit(args: dict[str, Any], default: int = 50) -> int:
-    value = args.get("limit", default)
-    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_ROWS:
-        raise InvalidParams("limit", f"must be an integer 1-{MAX_ROWS}")
+def _count(args: dict[str, Any], key: str, default: int, most: int) -> int:
+    value = args.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= most:
+        raise InvalidParams(key, f"must be an integer 1-{most}")
     return value
 
 
-# -- pending writes ---------------------------------------------------------------------------------
+def _text(args: dict[str, Any], key: str, what: str) -> str:
+    value = args.get(key)
+    if not isinstance(value, str) or not value:
+        raise InvalidParams(key, f"must be a {what}")
+    return value
+
 
 def pending(core: Core, args: dict[str, Any]) -> dict[str, Any]:
     """Every live pending write, oldest first, with the draft the user is asked to approve."""
@@ -78,13 +65,12 @@ def pending(core: Core, args: dict[str, Any]) -> dict[str, Any]:
                      "reason": item.reason, "preview": item.preview, "content": draft.get("content"),
                      "scopes": list(draft.get("scopes") or []), "category": draft.get("category"),
                      "confidence": draft.get("confidence"), "source_episode_id": item.source_episode_id,
-                     "worktree": owner.worktree if owner else None,
-                     "session_ended": owner.ended if owner else None})
+                     "worktree": owner.worktree if owner else None, "session_ended": owner.ended if owner else None})
     return {"pending": rows, "total": len(rows), "framing": "data"}
 
 
 def resolve(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[str, Any]:
-    """Confirm or cancel any session's pending write on the user's behalf (see the module doc)."""
+    """Confirm or cancel any session's pending write as its owner, then log `operator_resolve`."""
     if conn is None:
         raise BadRequest("say hello before resolving a pending write", kind="unknown_connection")
     decision = args.get("decision")
@@ -107,8 +93,6 @@ def resolve(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[str, An
                 decision=decision, owner=owner.id, status=result.get("status"))
     return {**result, "owner_session_id": owner.id}
 
-
-# -- sessions ---------------------------------------------------------------------------------------
 
 def session_row(core: Core, session: Session) -> dict[str, Any]:
     """One session as the operator sees it: where, who, how it ended, its handoff and episodes."""
@@ -135,7 +119,7 @@ def captured_note(core: Core, session_id: str) -> dict[str, Any] | None:
 def sessions(core: Core, args: dict[str, Any]) -> dict[str, Any]:
     """Recent sessions, most recently active first; `worktree` narrows to one (exact string, as
     the handoff walk compares); operator sessions only with `include_operator`."""
-    limit = _limit(args)
+    limit = _count(args, "limit", 50, MAX_ROWS)
     table = core.sessions
     worktree = args.get("worktree")
     if worktree is not None and not isinstance(worktree, str):
@@ -170,12 +154,9 @@ def worktrees(core: Core, args: dict[str, Any]) -> dict[str, Any]:
     return {"worktrees": rows, "total": len(rows)}
 
 
-# -- the journal tier --------------------------------------------------------------------------------
-
 def episodes(core: Core, args: dict[str, Any]) -> dict[str, Any]:
-    """The `episodes` op, the operator's view of the journal tier (`memoryd episodes list|prune`):
-    `prune` (with `dry_run`) runs the TTL pass; with `session`, that session's episodes;
-    else each session's count and newest, newest first."""
+    """The `episodes` op: `prune` (with `dry_run`) runs the TTL pass; with `session`, that session's
+    episodes; else each session's count and newest, newest first."""
     if args.get("action") == "prune":
         due = reaper.episode_ttl_pass(core, core.clock(), dry_run=bool(args.get("dry_run")))
         return {"dry_run": bool(args.get("dry_run")), "sessions": due,
@@ -191,20 +172,14 @@ def episodes(core: Core, args: dict[str, Any]) -> dict[str, Any]:
     return {"sessions": sorted(rows, key=lambda r: r["newest"], reverse=True)}
 
 
-# -- one memory's history, conflicts ------------------------------------------------------------------
-
 def _names(event: dict[str, Any], memory_id: str) -> bool:
     ids = event.get("ids")
     return event.get("memory_id") == memory_id or (isinstance(ids, list) and memory_id in ids)
 
 
 def history(core: Core, args: dict[str, Any]) -> dict[str, Any]:
-    """The events that name memory `id` (write, show, search hits, update, remove, restore, …),
-    oldest first, newest MAX_HISTORY kept. Reads the log's files (every earlier pass is synced to
-    them): an operator view, not a hot path."""
-    memory_id = args.get("id")
-    if not isinstance(memory_id, str) or not memory_id:
-        raise InvalidParams("id", "must be a memory id")
+    """The events that name memory `id`, oldest first, newest MAX_HISTORY kept (read from the log's files)."""
+    memory_id = _text(args, "id", "memory id")
     found: list[dict[str, Any]] = []
     for segment in logcheck.segments(core.root / "events"):
         with open(segment, encoding="utf-8", errors="replace") as handle:
@@ -233,18 +208,14 @@ def conflicts(core: Core, args: dict[str, Any]) -> dict[str, Any]:
     return {"conflicts": rows[:MAX_ROWS], "total": len(rows), "framing": "data"}
 
 
-# -- ids people type ----------------------------------------------------------------------------------
-
 MIN_PREFIX = 6
 _CROCKFORD = frozenset("0123456789ABCDEFGHJKMNPQRSTVWXYZ")  # the characters of a ULID
 MAX_CANDIDATES = 10
 
 
 def resolve_id(core: Core, args: dict[str, Any]) -> dict[str, Any]:
-    """The memory (live or removed) a short id names (`m…`, memories/shortids.py), or whose id starts
-    with `prefix`, like git's short hashes: at least MIN_PREFIX characters, any case. Ambiguous →
-    InvalidParams listing the candidates; none → `unknown_memory`. A whole id comes back as it is
-    (the tool then says whether it exists)."""
+    """The memory (live or removed) a short id names or whose id starts with `prefix` (≥ MIN_PREFIX chars, any
+    case); a whole id as it is. Ambiguous → InvalidParams listing candidates; none → `unknown_memory`."""
     prefix = args.get("prefix")
     if not isinstance(prefix, str) or not prefix.strip():
         raise InvalidParams("id", "must be a memory id or a prefix of one")
@@ -277,35 +248,18 @@ def _first_line(core: Core, memory_id: str) -> str:
 
 
 def _injections(core: Core, args: dict[str, Any]) -> dict[str, Any]:
-    session_id = args.get("session_id")
-    if not isinstance(session_id, str) or not session_id:
-        raise InvalidParams("session_id", "must be a session id")
-    return receipts.session_injections(core, session_id)
+    return receipts.session_injections(core, _text(args, "session_id", "session id"))
 
 
 def _delivery(core: Core, args: dict[str, Any]) -> dict[str, Any]:
-    memory_id = args.get("id")
-    if not isinstance(memory_id, str) or not memory_id:
-        raise InvalidParams("id", "must be a memory id")
+    memory_id = _text(args, "id", "memory id")
     return {"id": memory_id, **receipts.delivery(core, memory_id)}
 
 
 def _stats(core: Core, args: dict[str, Any]) -> dict[str, Any]:
-    days = args.get("days", receipts.STATS_DAYS)
-    if not isinstance(days, int) or isinstance(days, bool) or not 1 <= days <= 365:
-        raise InvalidParams("days", "must be an integer 1-365")
-    return receipts.stats(core, days)
+    return receipts.stats(core, _count(args, "days", receipts.STATS_DAYS, 365))
 
 
-READERS = {
-    "resolve_id": resolve_id,
-    "injections": _injections,
-    "delivery": _delivery,
-    "stats": _stats,
-    "pending": pending,
-    "sessions": sessions,
-    "session": session,
-    "worktrees": worktrees,
-    "history": history,
-    "conflicts": conflicts,
-}
+READERS = {"resolve_id": resolve_id, "injections": _injections, "delivery": _delivery, "stats": _stats,
+           "pending": pending, "sessions": sessions, "session": session, "worktrees": worktrees,
+           "history": history, "conflicts": conflicts}

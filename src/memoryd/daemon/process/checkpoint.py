@@ -1,13 +1,5 @@
-"""The checkpoint: the state the event log implies, saved with the log position it holds for, so
-a start replays only the events appended after it (docs/storage.md, 'Checkpoint').
-
-Written at a clean stop; read at start before replay. msgpack of plain values only (never
-pickle: a planted file must not be able to run code). It is used only when everything it rests
-on still holds — this format, the same set of core extensions, and a log untouched up to its
-position (`EventLog.resume_point`) — and only after it decoded whole; anything else means a
-full replay, which is always correct. What the files say (records, caches) is not in it: those
-are loaded after replay as before.
-"""
+"""The checkpoint: the state the event log implies, saved at a clean stop with the log position it
+holds for, so a start replays only what came after (docs/storage.md, 'Checkpoint')."""
 
 from __future__ import annotations
 
@@ -44,9 +36,8 @@ _BAD = (KeyError, TypeError, ValueError, IndexError, AttributeError, msgpack.Unp
 
 
 def save(core: Core) -> None:
-    """Stage the checkpoint for the log as it ends now (call right after a sync, with nothing
-    appended since); durable at the next sync. Not when a rename is still pending (a temp file
-    of ours stays on disk): a start from a checkpoint skips the deep search for temp files."""
+    """Stage the checkpoint for the log as it ends now (call right after a sync); durable at the next
+    sync. Not while a rename is pending: a start from a checkpoint skips the search for temp files."""
     if not core.files.settled or not all(hasattr(ext, "log_state") for ext in core.extensions):
         return  # (an extension that cannot save its state: every start replays the whole log)
     try:
@@ -91,8 +82,7 @@ def restore(core: Core) -> Resume | None:
 
 
 def _checked(data: bytes) -> bytes:
-    """The checkpoint's msgpack, once its CRC-32 shows the bytes are the ones saved (a row is
-    decoded only when read, long after the start: damage must be found now)."""
+    """The checkpoint's msgpack, once its CRC-32 holds (rows decode long after the start: find damage now)."""
     body, crc = data[:-4], data[-4:]
     if len(data) < 4 or zlib.crc32(body).to_bytes(4, "little") != crc:
         raise ValueError("the checkpoint's checksum does not match")
@@ -100,8 +90,7 @@ def _checked(data: bytes) -> bytes:
 
 
 def log_position(event_log: EventLog) -> dict[str, Any]:
-    """Where the log ends now (after a sync), with each segment's size and mtime so that
-    `resume_point` can tell the log was not touched since."""
+    """Where the log ends now (after a sync), with each segment's size and mtime for `resume_point`."""
     listed = []
     for path in segments(event_log.dir):
         st = os.lstat(path)
@@ -111,11 +100,7 @@ def log_position(event_log: EventLog) -> dict[str, Any]:
 
 
 def resume_point(event_log: EventLog, position: dict[str, Any]) -> Resume | None:
-    """A `position` saved earlier, if the log is exactly as it was then: the same segments with
-    the same sizes and mtimes. Anything else — a crash after a later start, an edit, a repair, a
-    deleted segment — gives None, and the caller replays the whole log, which checks every line.
-    (Resuming after growth would leave a damaged line before the saved position unseen; a start
-    after a crash may be slow, never wrong.)"""
+    """A `position` saved earlier, if the log's segments, sizes and mtimes are as they were then; else None."""
     try:
         listed = [(str(n), int(size), int(mtime)) for n, size, mtime in position["segments"]]
         seq, last_hash = int(position["seq"]), str(position["hash"])
@@ -140,25 +125,20 @@ def _core_state(core: Core) -> dict[str, Any]:
 
     def ids(values: set[str]) -> list[Any]:  # a logged id by its position in `logged_episodes`
         return [position.get(v, v) for v in sorted(values)]
-    return {
-        "session_ids": list(table.every()),
-        "sessions": [msgpack.packb([ids(v) if f in _SET_FIELDS else v for f in _SESSION_FIELDS
-                                    for v in (getattr(s, f),)], use_bin_type=True) for s in table.sessions.values()],
-        "by_worktree": [[worktree, list(ids)] for worktree, ids in table.by_worktree.items()],
-        "open_ids": list(table.open_ids), "last_n": table.last_n,
-        "logged_episodes": logged, "removed_episodes": sorted(core.removed_episodes),
-        "last_run_ids": sorted(core.last_run_ids),
-        "applied_reqs": msgpack.packb([[req, list(values)] for req, values in core.retries.applied_reqs.items()]),
-        "req_conns": sorted({req.partition(":")[0] for req in core.retries.applied_reqs}),
-    }
+    return {"session_ids": list(table.every()),
+            "sessions": [msgpack.packb([ids(v) if f in _SET_FIELDS else v for f in _SESSION_FIELDS
+                                        for v in (getattr(s, f),)], use_bin_type=True)
+                         for s in table.sessions.values()],
+            "by_worktree": [[worktree, list(ids)] for worktree, ids in table.by_worktree.items()],
+            "open_ids": list(table.open_ids), "last_n": table.last_n,
+            "logged_episodes": logged, "removed_episodes": sorted(core.removed_episodes),
+            "last_run_ids": sorted(core.last_run_ids),
+            "applied_reqs": msgpack.packb([[req, list(values)] for req, values in core.retries.applied_reqs.items()]),
+            "req_conns": sorted({req.partition(":")[0] for req in core.retries.applied_reqs})}
 
 
 def _decode_core(data: dict[str, Any]) -> dict[str, Any]:
-    """The core's log-derived attributes, built whole before any is assigned. A session's
-    episode ids come as positions in `logged_episodes`, so the 88k ids of a large store exist
-    once, shared by the sets, without interning each. Closed sessions stay packed rows until
-    read (`SessionTable.get`): unpacking them all was a visible share of every start
-    (docs/benchmark.md), and the file's checksum (`_checked`) already vouches for their bytes."""
+    """The core's log-derived attributes, built whole before any is assigned (docs/storage.md, 'Checkpoint')."""
     logged = data["logged_episodes"]
     if not idents.all_of_type(logged, str):
         raise ValueError("an episode id is not text")
@@ -172,8 +152,7 @@ def _decode_core(data: dict[str, Any]) -> dict[str, Any]:
     table.by_worktree = {wt: OrderedDict.fromkeys(ids) for wt, ids in data["by_worktree"]}
     table.open_ids = dict.fromkeys(data["open_ids"])
     table.last_n = int(data["last_n"])
-    if len(table.rows) != len(rows) or not all(
-            sid in table.rows for ids in table.by_worktree.values() for sid in ids):
+    if len(table.rows) != len(rows) or not all(sid in table.rows for ids in table.by_worktree.values() for sid in ids):
         raise ValueError("a worktree lists a session the checkpoint does not hold")
     for session_id in table.open_ids:  # read now: liveness and suspension walk them
         if table.get(session_id) is None:
@@ -184,9 +163,8 @@ def _decode_core(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _thawer(logged: list[str]) -> Callable[[bytes], Session]:
-    """A checkpoint's packed row -> its Session, with the positions of its episodes resolved in
-    `logged` and the values most sessions share (a worktree, "closed") shared. ValueError for a
-    row this version did not write (the file's checksum held: a bug, never a damaged file)."""
+    """A checkpoint's packed row -> its Session, episode positions resolved in `logged` and common
+    values shared. ValueError for a row this version did not write."""
     shared: dict[Any, Any] = {}
 
     def thaw(packed: bytes) -> Session:
@@ -211,8 +189,7 @@ def _logged_ids(positions: list[Any], logged: list[str]) -> tuple[str, ...]:
 
 
 def _cold_requests(packed: bytes, conns: list[str]) -> dict[str, Any]:
-    """The request keys stay packed until a connection they name calls again (`Retries.applied`):
-    decoding them costs a start time and memory that new bridges never need (docs/benchmark.md)."""
+    """The request keys, left packed until a connection they name calls again (docs/benchmark.md)."""
     if type(packed) is not bytes or not idents.all_of_type(conns, str):
         raise ValueError("the request keys are not packed as this version packs them")
 
@@ -225,9 +202,7 @@ def _cold_requests(packed: bytes, conns: list[str]) -> dict[str, Any]:
 
 
 def _decode_requests(rows: Any) -> OrderedDict[str, Any]:
-    """Request keys with what a retry is answered from, built at C speed: the values stay the
-    lists msgpack made (`Retries.applied` reads either), and no id is interned: converting and
-    interning them cost a start more than the few MB it saves (docs/benchmark.md)."""
+    """Request keys with what a retry is answered from, as msgpack made them (docs/benchmark.md)."""
     if type(rows) is not list:
         raise ValueError("the request keys are not a list")
     reqs: OrderedDict[str, Any] = OrderedDict(rows)

@@ -1,8 +1,5 @@
 """Daemon start and stop (docs/wire.md): flock → open store → bind → status file → notify → serve.
-
-The lock is taken before binding because a second `bind` on an ipc path silently steals the
-socket from a live daemon: the flock is the only single-instance guard.
-"""
+The flock comes before the bind: it is the only single-instance guard (docs/wire.md)."""
 
 from __future__ import annotations
 
@@ -26,21 +23,18 @@ from memoryd.errors import StorageError, StoreDamaged
 
 log = logging.getLogger("memoryd.daemon")
 
-# What `memoryd reindex` deletes and rebuilds: every derived file of `state/` (not pending.json,
-# the only copy of pending drafts).
+# What `memoryd reindex` deletes: every derived file of `state/` (not pending.json, the drafts' only copy).
 DERIVED_STATE = ("episodes.cache", "memories.cache", "search.index", "vectors.bin", checkpoint.NAME)
 
 
-# The start report in the text log: these counts always, how the start went, and then only the
-# counters that are not zero (the ones worth a look: bad files, repairs, hand edits).
+# The start report in the text log: these counts always, then only the counters that are not zero.
 _REPORT_COUNTS = ("memories", "tombstones", "pending_reloaded")
 _REPORT_HOW = ("replayed_from_seq", "search_index_restored", "memory_folders_deferred", "temp_files_swept",
                "session_records", "session_notes")
 
 
 def configure_logging(log_format: str = "text") -> None:
-    """The daemon log: readable lines, or (`--log-format json`) one JSON object per line, the
-    start report's counters as fields, for a log shipper."""
+    """The daemon log: readable lines, or (`--log-format json`) one JSON object per line."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_JsonFormatter() if log_format == "json" else
                          logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
@@ -55,8 +49,7 @@ class _JsonFormatter(logging.Formatter):
 
 
 def report_line(report: dict[str, Any]) -> str:
-    """The start report in words, e.g. `12 memories, 1 tombstones, 0 pending reloaded; log
-    replayed from seq 3; bad files 2`."""
+    """The start report in words: `12 memories, 1 tombstones, 0 pending reloaded; log replayed from seq 3`."""
     words = [", ".join(f"{report.get(key, 0):,} {key.replace('_', ' ')}" for key in _REPORT_COUNTS)]
     seq = report.get("replayed_from_seq")
     words.append(f"log replayed from seq {seq}" if seq else "log replayed from the start")
@@ -116,35 +109,19 @@ def sd_notify(message: str) -> None:
             log.warning("sd_notify failed: %s", exc)
 
 
-def _install_signal_wakeup() -> int:
-    """SIGTERM/SIGINT clear the loop's flag; the wakeup pipe makes the poller return at once."""
-    read_fd, write_fd = os.pipe()
-    os.set_blocking(write_fd, False)
-    signal.set_wakeup_fd(write_fd)
-    return read_fd
-
-
 def run(foreground: bool = True) -> int:
-    """Run the daemon until stopped; returns the process exit code."""
-    from memoryd.daemon.server import (
-        Server,  # zmq is imported only once we know we will serve
-    )
+    from memoryd.daemon.server import Server  # zmq is imported only once we know we will serve
 
     runtime = paths.ensure_private_dir(paths.runtime_dir())
     endpoint = paths.endpoint()
     try:
         lock = take_lock(paths.lock_path())
-    except AlreadyRunning as exc:
-        print(f"memoryd: {exc}", file=sys.stderr)
-        return 0
-    try:
         settings = config.load(paths.config_file())
-    except config.ConfigError as exc:
+    except (AlreadyRunning, config.ConfigError) as exc:
         print(f"memoryd: {exc}", file=sys.stderr)
-        return 2
+        return 0 if isinstance(exc, AlreadyRunning) else 2
     root = paths.ensure_private_dir(paths.store_root())
-    # Handlers go in before the store opens: a SIGTERM during a long start, or just after the
-    # status file appears, must still end in a clean stop (the checkpoint), not the default kill.
+    # Handlers go in before the store opens: a SIGTERM during a long start must still stop cleanly.
     serving: dict[str, Any] = {"server": None, "stop": False}
 
     def stop(signum: int, frame: Any) -> None:
@@ -164,7 +141,10 @@ def run(foreground: bool = True) -> int:
     server = Server(core, endpoint, on_stop=remove_status)
     server.running = not serving["stop"]
     serving["server"] = server
-    server.wakeup_fd = _install_signal_wakeup()
+    read_fd, write_fd = os.pipe()  # the signal wakeup pipe makes the poller return at once
+    os.set_blocking(write_fd, False)
+    signal.set_wakeup_fd(write_fd)
+    server.wakeup_fd = read_fd
     (runtime / "memoryd.sock").unlink(missing_ok=True)  # a stale socket of a dead daemon; we hold the lock
     server.bind()
     write_status(endpoint, root, core.started)
@@ -174,19 +154,23 @@ def run(foreground: bool = True) -> int:
     try:
         server.serve_forever()
     finally:
-        _shutdown(core, server, lock)
+        remove_status()
+        sd_notify("STOPPING=1")
+        close_store(core)
+        server.close()
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        lock.close()
+        log.info("memoryd stopped")
     return 0
 
 
 def open_store(root: Path, settings: config.Config, progress: Progress) -> tuple[Core, dict[str, Any]]:
-    """Recovery at start (docs/storage.md): from the checkpoint when it can be trusted, else a
-    full replay; returns the open core and the recovery report. Raises StoreDamaged."""
+    """Recovery at start (docs/storage.md): the open core and the recovery report. Raises StoreDamaged."""
     core = Core(root, settings)
     core.attach_tiers = _attach_tiers  # `Core.reload` (after a failed commit) attaches them again
     core.progress = progress
     _attach_tiers(core)
-    # The cyclic GC would walk the growing heap again and again while a start builds a million
-    # objects (a third of a 100k start); what is loaded lives as long as the daemon: freeze it.
+    # The cyclic GC walking the growing heap was a third of a 100k start; what is loaded lives on: freeze it.
     gc.disable()
     try:
         report = core.open(checkpoint.restore(core))
@@ -202,8 +186,7 @@ def open_store(root: Path, settings: config.Config, progress: Progress) -> tuple
 
 
 def _release_free_memory() -> None:
-    """Give the C heap's free pages back to the system after loading (glibc only): decoding the
-    caches passes through ~100 MB at 100k memories that Python freed but malloc keeps."""
+    """Give the C heap's free pages back after loading (glibc only): ~100 MB at 100k memories."""
     try:
         import ctypes
 
@@ -213,9 +196,7 @@ def _release_free_memory() -> None:
 
 
 class StartProgress:
-    """A start's progress where an operator can see it: `memoryd status` reads the starting
-    file (`paths.starting_path`), the daemon log gets a line every few seconds, and a bridge
-    that finds the file waits for this daemon instead of giving up (client/spawn.py)."""
+    """A start's progress in the starting file (`memoryd status`, client/spawn.py) and the daemon log."""
 
     FILE_EVERY_S, LOG_EVERY_S = 0.5, 5.0
 
@@ -243,9 +224,8 @@ class StartProgress:
 
 
 def reindex(progress: Progress) -> dict[str, Any]:
-    """`memoryd reindex`: rebuild `state/` from the files with the daemon stopped — a cold start
-    (no cache, no checkpoint, the whole log replayed, every record parsed, the index rebuilt) and
-    a clean stop that writes them all again. Raises AlreadyRunning, ConfigError, StoreDamaged."""
+    """`memoryd reindex`: rebuild `state/` with the daemon stopped — a cold start, then a clean stop
+    that writes every cache again. Raises AlreadyRunning, ConfigError, StoreDamaged."""
     paths.ensure_private_dir(paths.runtime_dir())
     lock = take_lock(paths.lock_path())
     try:
@@ -275,24 +255,13 @@ def _attach_tiers(core: Core) -> None:
     from memoryd.daemon.sync import service as sync_service
 
     attach(core)
-    records.attach(core)  # session summaries (sessions/<sess-n>.md)
-    sync_service.attach(core)  # sync through a git remote: its events (docs/sync.md)
-
-
-def _shutdown(core: Core, server: Any, lock: IO[str]) -> None:
-    remove_status()
-    sd_notify("STOPPING=1")
-    close_store(core)
-    server.close()
-    fcntl.flock(lock, fcntl.LOCK_UN)
-    lock.close()
-    log.info("memoryd stopped")
+    records.attach(core)
+    sync_service.attach(core)
 
 
 def close_store(core: Core) -> None:
-    """A clean stop: `daemon_stop`, the episode cache and the checkpoint, all made durable.
-    A full or read-only store must not make the stop crash: the caches are only speed-ups, and
-    a stop that cannot be logged is recovered like a crash at the next start."""
+    """A clean stop: `daemon_stop`, the episode cache and the checkpoint, all made durable. Never
+    raises: the caches are speed-ups, and an unlogged stop is recovered like a crash."""
     for step in (lambda: core.record("daemon_stop", pid=os.getpid()),
                  lambda: core.journal.save_cache(core.log.seq)):
         try:

@@ -1,8 +1,5 @@
-"""The reaper: pure passes over the daemon's state with an injected `now`, each action logged.
-
-Driven by the server loop: `next_due_in` becomes the poll timeout and `run_due` runs what is due,
-so no thread and no sleeping; tests call the passes directly with a fake clock.
-"""
+"""The reaper: pure passes over the daemon's state with an injected `now`, each action logged; the
+server loop runs them (docs/storage.md, 'Reaper')."""
 
 from __future__ import annotations
 
@@ -20,9 +17,7 @@ from memoryd.errors import StorageError
 log = logging.getLogger("memoryd.daemon")
 
 TTL_RECHECK_S = 60.0
-# Cache-loaded files compared with the disk per slice after a start, per tier (docs/benchmark.md). A slice
-# runs when the loop is idle, so a call never waits behind one unless it arrives during it; under
-# a load that leaves the loop no idle turn, one a second still runs, so the check always ends.
+# Cache-loaded files checked per idle slice after a start, per tier; under load one a second (docs/storage.md).
 VERIFY_SLICE = 250
 VERIFY_UNDER_LOAD_S = 1.0
 
@@ -64,8 +59,7 @@ def expired_episode_sessions(core: Core, now: float) -> list[dict[str, Any]]:
 
 
 def prune_session_episodes(core: Core, session_id: str) -> list[str]:
-    """Delete a session's episodes; `StorageError` before anything changed when one of the files
-    cannot be removed (chattr +i, a read-only folder)."""
+    """Delete a session's episodes; `StorageError` before anything changed when one cannot be removed."""
     episodes = core.journal.session(session_id)
     for episode in episodes.values():
         store.check_changeable(core.journal.path_of(episode), replacing=False)
@@ -99,13 +93,11 @@ def episode_ttl_pass(core: Core, now: float, dry_run: bool = False) -> list[dict
 
 
 def pending_pass(core: Core, now: float) -> list[str]:
-    memories = core.memories
-    return memories.pending_pass(now) if memories is not None else []
+    return core.memories.pending_pass(now) if core.memories is not None else []
 
 
 def run_due(core: Core, now: float, idle: bool = True) -> dict[str, Any]:
-    """Run every job that is due; log one `reaper_run` when any of them acted. `idle`: the loop
-    has no call waiting, so a slice of the check after start may run."""
+    """Run every job that is due; log one `reaper_run` when any acted. `idle`: no call is waiting."""
     done: dict[str, Any] = {"daemon_restart": grace_pass(core, now), "pending_expired": pending_pass(core, now)}
     if now >= core.next_ttl_check:
         done["episodes_pruned"] = [e["session"] for e in episode_ttl_pass(core, now) if "error" not in e]
@@ -128,8 +120,7 @@ def _has_sync(core: Core) -> bool:
 
 def next_due_in(core: Core, now: float) -> float:
     """Seconds until the earliest job could have work (the loop's poll timeout)."""
-    waits = [deadline - now for deadline in core.suspended.values()]
-    waits.append(core.next_ttl_check - now)
+    waits = [deadline - now for deadline in core.suspended.values()] + [core.next_ttl_check - now]
     memories = core.memories
     expiry = memories.next_pending_expiry() if memories is not None else None
     if expiry is not None:

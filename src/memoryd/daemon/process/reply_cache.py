@@ -1,8 +1,5 @@
-"""The reply cache: each connection's recent replies by request id, so a request resent after a
-reconnect gets the answer it was given instead of running twice. A bridge resends only what is
-in flight, so a few recent replies are enough; bytes bound the cache too (80 cached 3.9 MB reads
-once took 280 MB): past the budget the oldest go, but the newest reply is always kept.
-"""
+"""The reply cache: each connection's recent replies by request id, so a resent request gets the
+answer it was given instead of running twice (docs/wire.md, 'Deadlines, resend and the reply cache')."""
 
 from __future__ import annotations
 
@@ -13,8 +10,8 @@ REPLY_CACHE_BYTES = 4 * 1024 * 1024
 
 
 def remember(conn: Conn, req_id: int, reply: bytes) -> None:
-    """Cache `reply` (its call no longer waits): at most REPLY_CACHE_SIZE replies and
-    REPLY_CACHE_BYTES (oldest out first; the newest always stays, whatever its size)."""
+    """Cache `reply` (its call no longer waits): at most REPLY_CACHE_SIZE replies and REPLY_CACHE_BYTES
+    (80 cached 3.9 MB reads once took 280 MB), oldest out first; the newest always stays."""
     replies = conn.replies
     held = conn.reply_bytes - len(replies.pop(req_id, b"")) + len(reply)
     replies[req_id] = reply

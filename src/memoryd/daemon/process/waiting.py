@@ -1,7 +1,5 @@
-"""Parked calls: tool calls that answered "not yet" (`wait_for`, a `tool.Parked`), each a closure
-the loop re-checks after a pass that added episodes, or once its deadline passed — so no call
-needs a thread. An undone pass takes back the calls it parked (`void`).
-"""
+"""Parked calls: `wait_for` tool calls that answered "not yet" (a `tool.Parked`), re-checked by the
+loop after a pass that added episodes or once their deadline passed; no thread per call."""
 
 from __future__ import annotations
 
@@ -45,13 +43,10 @@ class ParkedCalls:
         self.calls.append(ParkedCall(conn.id, req_id, parked))
 
     def drop(self, conn_id: str) -> None:
-        """Forget a gone connection's calls (nobody is left to answer)."""
         self.calls = [p for p in self.calls if p.conn_id != conn_id]
 
     def wake(self, conns: dict[str, Conn], timed_out: bool) -> list[list[bytes]]:
-        """The replies of the calls that are done. timed_out=False: episodes arrived, so each call
-        looks at them (O(new) each); True: only calls whose deadline passed are answered (nothing
-        is new between passes)."""
+        """The replies of the calls that are done: every call looks, or with `timed_out` only the expired."""
         outgoing, still = [], []
         now = time.monotonic()
         for entry in self.calls:
