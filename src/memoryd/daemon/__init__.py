@@ -1,6 +1,5 @@
 """The daemon: the only writer of the store and the event log.
 
-Its layers each import only those below them (drawn in docs/architecture.md, "Layers"; held by
-tests/unit/test_layout.py). One exception, on purpose: `domain` holds the episode journal
-(`episodes.journal`), because every tier reads episodes through it.
-"""
+Each layer imports only the ones below it (tests/unit/test_layout.py); the layers and the one
+exception (`domain` holds the episode journal, `episodes/journal.py` with `episodes/index.py` and
+`episodes/index_cache.py`) are in docs/architecture.md."""

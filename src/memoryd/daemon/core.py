@@ -1,8 +1,5 @@
-"""The domain state as a start opens it from disk, rebuilds it after a failed commit (`reload`) and
-checks it after start, a slice at a time (`verify_files`); recovery is docs/storage.md's.
-
-Import contract: no zmq, no msgpack; the tiers join through `extensions` and `loaders`, never by name.
-"""
+"""The domain state opened from disk, rebuilt after a failed commit, checked after start (docs/storage.md).
+Import contract: no zmq, no msgpack; the tiers join through `extensions` and `loaders`, never by name."""
 
 from __future__ import annotations
 
@@ -26,6 +23,9 @@ STORE_DIRS = ("memories", "tombstones", "episodes", "events", "state", "sessions
 _RUNTIME_FIELDS = ("started", "stats", "suspended", "reaper_stats", "next_ttl_check", "verified_at",
                    "torn_bytes_truncated", "bad_files", "attach_tiers", "aborts", "low_space", "progress",
                    "temp_sweep_ids", "observers")
+# What a session keeps across `reload`: connection ownership, disabled scopes, the hooks' state.
+_SESSION_RUNTIME = ("conn", "disabled_scopes", "client_session", "last_words", "injected", "pointed", "auto_chars",
+                    "receipts", "tool_calls", "injected_at")
 
 
 @dataclass
@@ -43,18 +43,11 @@ class Call:
 
 
 class Core(DomainState):
-    """The domain state, opened: what a start, a failed commit's rebuild and the check after
-    start do to it."""
-
     # Set by the daemon's start-up: re-attaches the tiers when `reload` rebuilds the state.
     attach_tiers: Callable[[Core], None] | None = None
 
-    # -- start-up ------------------------------------------------------------------------------
-
     def open(self, resume: Resume | None = None) -> dict[str, Any]:
-        """Recovery at start (docs/storage.md); with `resume` (state from the checkpoint) only the
-        log's tail is replayed. A store that cannot be written still opens, serving reads and
-        refusing writes until space returns (`writable`)."""
+        """Recovery at start (only the log's tail after `resume`); returns the `recovery` counts."""
         for sub in STORE_DIRS:
             nofollow.ensure_store_dir(self.root / sub)
         if resume is None:  # no checkpoint: record files may be parsed in helpers while the log replays
@@ -91,7 +84,6 @@ class Core(DomainState):
         return report
 
     def _replay(self, event: dict[str, Any]) -> None:
-        """Apply a logged event, remembering the record ids the last run's events name."""
         if not event["seq"] % PROGRESS_EVERY:
             self.progress("replaying the event log", event["seq"], 0)
         if event["seq"] >= self.run_ids_from:  # before the last daemon_start: reset there anyway
@@ -100,9 +92,7 @@ class Core(DomainState):
         self.apply(event)
 
     def reload(self) -> None:
-        """Rebuild the domain state from the durable log and the files on disk, in place (the
-        server and parked calls keep their reference to this object), keeping runtime facts:
-        connection ownership, disabled scopes, client-session keys, last words, counters."""
+        """Rebuild the state from the durable log and files in place, keeping the runtime facts."""
         kept = {name: getattr(self, name) for name in _RUNTIME_FIELDS}
         feed_end = self.feed_end
         old_sessions, files = self.sessions.sessions, self.files
@@ -114,21 +104,15 @@ class Core(DomainState):
         self._load_files()
         for session in self.sessions.sessions.values():
             old = old_sessions.get(session.id)
-            if old is not None:
-                session.conn, session.disabled_scopes, session.client_session = (
-                    old.conn, old.disabled_scopes, old.client_session)
-                session.last_words, session.injected, session.pointed = old.last_words, old.injected, old.pointed
-                session.auto_chars, session.receipts = old.auto_chars, old.receipts
-                session.tool_calls, session.injected_at = old.tool_calls, old.injected_at
+            for name in _SESSION_RUNTIME if old is not None else ():
+                setattr(session, name, getattr(old, name))
         self.suspended = {sid: t for sid, t in self.suspended.items() if sid in self.sessions.open_ids}
         self.episode_feed, self.feed_base = [], feed_end  # parked calls' cursors stay valid
         self._mark = self.log.checkpoint()
         log.warning("state rebuilt from disk after a failed commit (%d events)", self.log.seq)
 
     def _load_files(self, resumed: bool = False) -> dict[str, Any]:
-        """Index the record files after replay (start and `reload`); returns the reconcile counts.
-        Files that cannot be changed are reported, never fatal, so a start cannot crash-loop.
-        `resumed`: the start follows a clean stop (checkpoint), whose caches list every file."""
+        """Index the record files after replay; returns the reconcile counts."""
         self.files.strict = False
         try:
             for extension in self.extensions:  # first: meanwhile a prefetch helper parses episodes
@@ -150,37 +134,27 @@ class Core(DomainState):
         return report
 
     def verify_files(self, budget: int | None) -> int:
-        """Compare up to `budget` (None: all) record files loaded unread from the caches at start
-        with the files themselves; returns how many remain (docs/storage.md, "Files checked after
-        start"). The first call also sweeps the top folders for temp files after a resumed start."""
+        """Check up to `budget` (None: all) cache-loaded records against their files; returns how many remain."""
         if self.temp_sweep_ids is not None:
-            self._sweep_temp_files(self.temp_sweep_ids)
+            logged_ids, self.temp_sweep_ids = self.temp_sweep_ids, None
+            counts = self._settle_temp_files(logged_ids, deep=False)
+            if counts["temp_files_removed"] or counts["temp_files_rolled_forward"]:
+                log.warning("stray temp files found after start: %s", counts)
         left = sum(loader.verify_some(budget) for loader in self.loaders)
         self._note_session_dirs()
         if not left and any(loader.found_late or loader.dropped_late for loader in self.loaders):
-            self._record_late_finds()
+            episodes_dropped = self.journal.dropped_late  # before `late_finds`, which forgets
+            finds = {k: n for loader in self.loaders for k, n in loader.late_finds().items()}
+            self.record("files_checked", None, **finds)
+            if episodes_dropped:  # a cached file that is gone: `missing` if the log names it
+                self.missing_episodes = self._missing_episodes()
         return left
-
-    def _sweep_temp_files(self, logged_ids: set[str]) -> None:
-        self.temp_sweep_ids = None
-        counts = self._settle_temp_files(logged_ids, deep=False)
-        if counts["temp_files_removed"] or counts["temp_files_rolled_forward"]:
-            log.warning("stray temp files found after start: %s", counts)
 
     def _settle_temp_files(self, logged_ids: set[str], deep: bool,
                            found: tuple[str, ...] | None = None) -> dict[str, int]:
-        """Recover temp files (`FileStore.recover_temp_files`); those it cannot touch are bad files."""
         counts = self.files.recover_temp_files(logged_ids, deep, found)
         self.bad_files.extend(self.files.stuck[len(self.files.stuck) - counts["temp_files_stuck"]:])
         return counts
-
-    def _record_late_finds(self) -> None:
-        """Log what the after-start check found in the tiers' folders, as the `recovery` event
-        would have had the start listed them (`files_checked`, docs/storage.md)."""
-        episodes_dropped = self.journal.dropped_late
-        self.record("files_checked", None, **{k: n for loader in self.loaders for k, n in loader.late_finds().items()})
-        if episodes_dropped:  # a cached file that is gone: `missing` if the log names it
-            self.missing_episodes = self._missing_episodes()
 
     def _reconcile_episodes(self) -> dict[str, Any]:
         for episode_id in self.removed_episodes & self.journal.by_id.keys():  # outlived a crash
@@ -201,9 +175,7 @@ class Core(DomainState):
             self.note_session_id(max(dirs, key=lambda name: (len(name), name)))
 
     def _missing_episodes(self, counts: dict[str, int] | None = None) -> list[str]:
-        """Logged, not removed, and with no file: sorted. When every file's id is distinct (a start's
-        `counts` add up to the ids owned) and as many logged ids have a file as are logged and not
-        removed, none is missing: the set difference of every id is skipped (docs/benchmark.md)."""
+        """Logged, not removed, and with no file, sorted; `counts` may prove there are none."""
         logged, removed, owner = self.logged_episodes, self.removed_episodes, self.journal.owner
         if counts is not None and sum(counts.values()) == len(owner) and \
                 counts["local"] == len(logged) - sum(1 for i in removed if i in logged):

@@ -1,9 +1,5 @@
-"""The daemon's domain state — store, event log, sessions, journal — and the one way to change it:
-every change is an event appended through `record`, which also applies it (`apply`, shared with
-replay). A failed commit is undone whole (`abort`); the caller hears `StorageError`.
-
-Import contract: no zmq, no msgpack. A start that fills this state is `core.Core`.
-"""
+"""The domain state and its one change path: an event appended by `record` and applied by `apply`, as
+replay does. Import contract: no zmq, no msgpack; the clock is injected."""
 
 from __future__ import annotations
 
@@ -35,25 +31,18 @@ Progress = Callable[[str, int, int], None]
 
 
 def no_progress(phase: str, done: int, total: int) -> None:
-    """The default: a start nobody watches."""
+    pass
 
 
-# A pass that logged only reads' audit events (events.READ_KINDS: retrieval counts, docs/storage.md
-# "Group commit") replies before its fsync, which waits up to READ_EVENTS_SYNC_S to share one with
-# others. A crash can lose that second of retrieval counts; never a write, a session or a handoff.
+# How long reads' audit events may wait for an fsync (docs/storage.md, "Group commit").
 READ_EVENTS_SYNC_S = 1.0
-# After a full disk, writes are refused up front until the store's filesystem has this much free
-# again (so each refused write costs a statvfs, not a rollback and a reload).
+# After a full disk, writes are refused up front until this much is free again.
 RESUME_FREE_BYTES = 256 * 1024
 LOW_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
 class TierLoader(Protocol):
-    """A tier that indexes its own record files (the journal, the memory tier) in the steps of a
-    start and of the check after it (docs/storage.md): `prefetch` before the log replays, on a
-    start without the caches (a helper parses the files meanwhile); then its load, after replay
-    (`Core.open`); once serving, `verify_some` compares what the start took from the caches
-    unread with the files, a slice at a time; and `late_finds` tells what that check found."""
+    """A tier indexing its own files at a start and after it (docs/storage.md, 'Recovery at start')."""
 
     found_late: list[str]  # ids of records the check after start parsed (new or changed files)
     dropped_late: int      # records taken from a cache whose file was gone
@@ -62,19 +51,13 @@ class TierLoader(Protocol):
 
     def verify_some(self, budget: int | None) -> int:
         """Check up to about `budget` (None: all) files; returns how many remain."""
-        ...
 
     def late_finds(self) -> dict[str, int]:
         """The `files_checked` counts of what the check found that a start would have; forgets them."""
-        ...
 
 
 class Extension(Protocol):
-    """What joins the core beside its own appliers (the memory tier, session records, sync): it
-    sees every event as it is applied or replayed, loads its files at a start and reconciles them
-    with the log, and saves its log-derived state in the checkpoint. Rollups and `memory_show`
-    also ask each extension, if it has them, for `provenance_of(memory_id)` and for sections by
-    name (`health`, `digest`: `memories/rollups.extension_sections`)."""
+    """The memory tier, session records, sync; optionally `provenance_of` and sections (memories/rollups.py)."""
 
     def apply(self, event: dict[str, Any]) -> None: ...
 
@@ -86,12 +69,9 @@ class Extension(Protocol):
 
     def restore_log_state(self, data: dict[str, Any]) -> Callable[[], None]:
         """Fill from the checkpoint's part; returns what to run once every part is in."""
-        ...
 
 
 class DomainState:
-    """The state a start builds (`Core`) and every change goes through."""
-
     def __init__(self, root: Path, config: Config, clock: Clock = time.time,
                  files: store.FileStore | None = None) -> None:  # files: kept by `Core.reload`
         self.root = root
@@ -103,7 +83,7 @@ class DomainState:
         self.journal = Journal(root, self.files, self.provenance)
         self.logged_episodes: set[str] = set()      # ids an episode_write event names
         self.removed_episodes: set[str] = set()     # ids deleted by promote or prune
-        self.retries = Retries()  # what a resent request is answered from
+        self.retries = Retries()
         self.last_run_ids: set[str] = set()   # record ids named since the last daemon_start
         self.run_ids_from = 0  # replay notes them from this seq on (`EventLog.last_seq_of`)
         self._noted_session: Any = None  # the last session id `note_session_id` counted
@@ -113,37 +93,31 @@ class DomainState:
         self.reaper_stats: dict[str, Any] = {"last_run": None, "episodes_pruned": 0}
         self.started = clock()
         self.stats = {"dropped_frames": 0, "bad_requests": 0}
-        self.torn_bytes_truncated = 0         # by the last start (memory_health reports it)
+        self.torn_bytes_truncated = 0         # by the last start
         self.bad_files: list[dict[str, str]] = []  # found at start by tiers without their own list
         self.extensions: list[Extension] = []  # the memory tier, session records, sync
         self.loaders: list[TierLoader] = [self.journal]  # and the memory tier, once attached
         self.memories: Any = None        # the durable tier, set by `memories.attach`
         self.aborts = 0                   # commits rolled back (a server compares it across a call)
-        self.low_space = False            # a write failed for space: refuse writes until it returns
+        self.low_space = False            # refuse writes until space returns
         self.space_checked = False        # `writable` looked at the free space in this pass
         self._mark = self.log.checkpoint()  # where the durable log ends (see `abort`)
         self.must_sync = False  # an event other than a read's audit was logged since the last sync
         self.reads_logged_at: float | None = None  # monotonic time of the oldest unsynced read event
-        # Ids of episodes written since the feed was last emptied, so a parked `wait_for` looks
-        # only at what is new (O(new events), not O(journal)); `feed_base` is the id of entry 0.
+        # Episodes written since the feed was emptied (all a parked `wait_for` looks at); `feed_base`: entry 0's cursor.
         self.episode_feed: list[str] = []
         self.feed_base = 0
-        self.progress: Progress = no_progress  # lifecycle shows a start's progress (status, log)
-        # After a resumed start: the ids the stopped run's events named, for the temp-file sweep
-        # `verify_files` does then (None: done, or done at start).
+        self.progress: Progress = no_progress
+        # After a resumed start: the ids the stopped run named, for `verify_files`' temp-file sweep.
         self.temp_sweep_ids: set[str] | None = None
-        # Called with each event `record` appends live (never on replay): runtime listeners such as
-        # the ring of recent commits the hooks announce to sibling sessions (sessions/news.py).
+        # Called with each event `record` appends live, never on replay (e.g. sessions/news.py).
         self.observers: list[Callable[[dict[str, Any]], None]] = []
 
     def now(self) -> str:
         return iso(self.clock())
 
-    # -- the one write path -------------------------------------------------------------------
-
     def record(self, kind: str, actor: Session | None = None, **fields: Any) -> dict[str, Any]:
-        """Append one event (ids, counts, hashes only — never content) and apply it. A hook's dry
-        run with no session of its own records nothing (sessions/binding.py)."""
+        """Append one event (ids, counts, hashes, never content) and apply it; a dry run records nothing."""
         if kind not in KINDS:  # every kind is declared once, in daemon/storage/events.py
             raise InternalError(f"event kind {kind!r} is not declared in daemon/storage/events.py")
         event: dict[str, Any] = {"ts": self.now(), "kind": kind}
@@ -174,10 +148,8 @@ class DomainState:
         return max(0.0, self.reads_logged_at + READ_EVENTS_SYNC_S - time.monotonic())
 
     def sync(self, defer_reads: bool = False) -> None:
-        """Make every file and event of this pass durable (one round of fsyncs: group commit); with
-        `defer_reads`, reads' audit events alone wait up to READ_EVENTS_SYNC_S for the next one.
-        All or nothing: a failed flush is undone (`abort`) and raises `StorageError`; after a
-        good one, publishing never raises (`FileStore.publish` retries a failed rename)."""
+        """Group commit: this pass's files and events durable, or `abort`ed with `StorageError`. With
+        `defer_reads`, a pass of reads' audit events only may wait up to READ_EVENTS_SYNC_S."""
         if defer_reads and not self.must_sync and self.files.idle and self.sync_due_in() > 0:
             return
         self.must_sync, self.reads_logged_at = False, None
@@ -196,27 +168,21 @@ class DomainState:
                 self.low_space = True
 
     def abort(self) -> None:
-        """Undo everything since the last sync: the events are cut from the log, the staged
-        files dropped, and the state in memory rebuilt from disk, which is now the only record
-        of what was committed (appliers and tiers keep no undo log; a failed commit is rare)."""
+        """Undo everything since the last sync: cut the log, drop staged files, rebuild from disk."""
         self.log.rollback(self._mark)
         self.files.abort()
         self.reload()
         self.aborts += 1
 
     def reload(self) -> None:
-        """Rebuild the state from the durable log and the files on disk (`Core.reload`)."""
         raise NotImplementedError
 
     def note_storage_error(self, exc: StorageError) -> None:
-        """A write failed for lack of space: refuse writes up front until space returns."""
         if exc.errno in LOW_SPACE_ERRNOS:
             self.low_space = True
 
     def writable(self) -> bool:
-        """False while the store is out of space. One statvfs (cheap: docs/benchmark.md) per pass that writes, and
-        one per write while low: refusing up front is cheap, while a write that fails part-way
-        costs an `abort`, which rebuilds the state from disk."""
+        """False while the store is out of space (a statvfs is cheaper than an `abort`: docs/storage.md)."""
         if self.low_space or not self.space_checked:
             self.space_checked = True
             try:
@@ -253,10 +219,7 @@ class DomainState:
         self.feed_base, self.episode_feed = self.feed_end, []
 
     def handoff_text(self, memory_id: str) -> str | None:
-        """The text of a session's finish handoff, once the memory tier is loaded."""
         return self.memories.text_of(memory_id) if self.memories is not None else None
-
-    # -- provenance (docs/storage.md) -----------------------------------------------------------
 
     def provenance(self, episode_id: str, created: str) -> str:
         if episode_id in self.logged_episodes:
@@ -266,8 +229,7 @@ class DomainState:
         return "unaccounted"
 
     def _note_run_ids(self, event: dict[str, Any]) -> None:
-        """Keep `last_run_ids`: the record ids named since the latest `daemon_start` (the temp
-        files recovery may roll forward). Live events count too, so a checkpoint holds them."""
+        """Keep `last_run_ids`: record ids named since the latest `daemon_start`, for recovery's roll-forward."""
         if event["kind"] == "daemon_start":
             self.last_run_ids = set()
             return
@@ -283,14 +245,10 @@ class DomainState:
             self.last_run_ids.add(event.get("owner") or event["session"])  # (sessions/records)
 
     def note_session_id(self, session_id: Any) -> None:
-        """Keep `sess-<n>` minting above every session id seen anywhere — an event, an episode
-        folder, a session record — so an id is never reused, even if a `session_start` was lost
-        to a quarantined log line."""
+        """Keep `sess-<n>` minting above every session id seen anywhere, so none is ever reused."""
         if session_id != self._noted_session and idents.is_session_id(session_id):
             self._noted_session = session_id  # most events name the one before's session
             self.sessions.last_n = max(self.sessions.last_n, int(session_id.split("-", 1)[1]))
-
-    # -- session lifecycle ---------------------------------------------------------------------
 
     def start_session(self, identity: dict[str, Any], conn_id: str) -> Session:
         fields = {k: identity.get(k) for k in ("worktree", "repo", "project", "client")}
@@ -349,7 +307,6 @@ def _on_episode_handoff(core: DomainState, event: dict[str, Any]) -> None:
 
 
 def _on_episode_gone(core: DomainState, event: dict[str, Any]) -> None:
-    """A promote that committed, a confirm of a promote, or a prune deleted episodes."""
     ids = event.get("episode_ids") or ([event["episode_id"]] if event.get("episode_id") else [])
     if event["kind"] in (names.EPISODE_PROMOTE, WRITE_CONFIRM) and event.get("deleted") is not True:
         return
@@ -360,12 +317,7 @@ def _on_episode_gone(core: DomainState, event: dict[str, Any]) -> None:
 
 
 _APPLIERS: dict[str, Callable[[DomainState, dict[str, Any]], None]] = {
-    "session_start": _on_session_start,
-    "session_end": _on_session_end,
-    "session_reopen": _on_session_reopen,
-    names.EPISODE_WRITE: _on_episode_write,
-    names.EPISODE_HANDOFF: _on_episode_handoff,
-    names.EPISODE_PROMOTE: _on_episode_gone,
-    WRITE_CONFIRM: _on_episode_gone,
-    EPISODE_PRUNE: _on_episode_gone,
+    "session_start": _on_session_start, "session_end": _on_session_end, "session_reopen": _on_session_reopen,
+    names.EPISODE_WRITE: _on_episode_write, names.EPISODE_HANDOFF: _on_episode_handoff,
+    names.EPISODE_PROMOTE: _on_episode_gone, WRITE_CONFIRM: _on_episode_gone, EPISODE_PRUNE: _on_episode_gone,
 }

@@ -1,7 +1,5 @@
-"""The handlers of the wire's ops (`protocol.OPS`, dispatched by `server.OPS`) and the state they
-share with the loop (`Daemon`). Each returns a result or a `tool.Parked`, or raises from the one
-exception tree. Layer: process, beside `server`.
-"""
+"""The wire's op handlers and the state they share with the loop (`Daemon`); each returns the result
+or a `tool.Parked`, or raises from the one exception tree."""
 
 from __future__ import annotations
 
@@ -24,13 +22,8 @@ from memoryd.daemon.tool import Parked
 from memoryd.errors import BadRequest, InvalidParams, ProtocolMismatch, StorageError
 from memoryd.profiles import PROFILES
 
-# Results a retried request gets when its first attempt was applied before a daemon restart.
-
 
 class Daemon:
-    """What the ops share with the loop: the store, the connections and the sessions they use,
-    the parked calls, and the recent commits sibling sessions hear of (`news`)."""
-
     def __init__(self, core: Core, on_stop: Callable[[], None]) -> None:
         self.core = core
         self.on_stop = on_stop
@@ -38,12 +31,11 @@ class Daemon:
         self.conns: dict[str, Conn] = {}
         self.parked = ParkedCalls()
         self.bindings = Bindings(core, self.conns)
-        self.news = News()  # recent commits, announced to sibling sessions by their hooks
+        self.news = News()
         core.observers.append(self.news.observe)
         self.refused_peers = 0  # peers of another uid (server.Server.answer_zap)
 
     def connection(self, conn_id: str, doing: str) -> Conn:
-        """The hello'd connection; unknown (the daemon restarted under a bridge?): BadRequest."""
         conn = self.conns.get(conn_id)
         if conn is None:
             raise BadRequest(f"unknown connection: say hello {doing}", kind="unknown_connection")
@@ -51,15 +43,15 @@ class Daemon:
 
 
 def hello(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
-    """Register the connection (a re-hello keeps its reply cache) and join its session."""
+    """Register the connection (a re-hello keeps its reply cache)."""
     if args.get("protocol") != PROTOCOL:
         raise ProtocolMismatch(
             f"bridge speaks protocol {args.get('protocol')!r}, daemon {__version__} speaks {PROTOCOL}; "
             "run `memoryd restart` so both are the same version")
-    identity = _clean_identity(args.get("identity"))
     raw = args.get("identity")
-    # A hook process says so in its identity (the client library's hello carries no flags).
-    transient = isinstance(raw, dict) and raw.get("transient") is True
+    raw = raw if isinstance(raw, dict) else {}
+    identity = _clean_identity(raw)
+    transient = raw.get("transient") is True  # a hook process (the client library's hello carries no flags)
     if is_operator_client(identity.get("client")):
         session = d.bindings.operator_session(identity, create=False)
     else:
@@ -67,7 +59,7 @@ def hello(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> d
     old = d.conns.get(conn_id)
     conn = Conn(id=conn_id, routing_id=routing_id, identity=identity, session_id=session.id if session else None,
                 last_seen=d.core.clock(), transient=transient,
-                dry_run=transient and isinstance(raw, dict) and raw.get("dry_run") is True)
+                dry_run=transient and raw.get("dry_run") is True)
     if old is not None:
         conn.replies, conn.reply_bytes = old.replies, old.reply_bytes
     d.conns[conn_id] = conn
@@ -78,20 +70,15 @@ def hello(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> d
     return reply
 
 
-def _clean_identity(raw: Any) -> dict[str, Any]:
-    """Keep the known identity fields, as strings (or None); anything else is ignored."""
-    raw = raw if isinstance(raw, dict) else {}
-    out: dict[str, Any] = {}
-    for key in ("worktree", "repo", "project", "client", "swarm_id", "client_session"):
-        value = raw.get(key)
-        out[key] = value[:4096] if isinstance(value, str) and value else None
+def _clean_identity(raw: dict[str, Any]) -> dict[str, Any]:
+    out = {key: value[:4096] if isinstance(value := raw.get(key), str) and value else None
+           for key in ("worktree", "repo", "project", "client", "swarm_id", "client_session")}
     out["pid"] = raw.get("pid") if isinstance(raw.get("pid"), int) else None
     return out
 
 
 def tools(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
-    """The tools a bridge lists: the profile it asks for (`--tools` / MEMORYD_TOOLS), else the
-    config's `tools`. Listing is all a profile decides: `call` serves every known tool."""
+    """The tools of the profile asked for, else the config's; `call` serves every known tool."""
     profile = args.get("profile") or d.core.config.tools
     if profile not in PROFILES:
         raise InvalidParams("profile", f"must be one of {', '.join(PROFILES)}")
@@ -99,8 +86,7 @@ def tools(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> d
 
 
 def call(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> Any:
-    """Run one tool for the connection's session; a retry of a call applied before a restart
-    gets its first result back (`Tool.replay`); a `wait_for` call may park."""
+    """Run one tool; a retry of a call applied before a restart gets its first result back."""
     conn = d.connection(conn_id, "before calling tools")
     name = args.get("tool")
     tool = catalogue.TOOLS.get(name) if isinstance(name, str) else None
@@ -130,8 +116,7 @@ def call(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> An
 
 
 def admin_op(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
-    """Operator reads and decisions (daemon/process/admin.py); a decision is logged as the operator
-    session's, so one is found or started for it first."""
+    """Operator reads and decisions; a decision is logged as the operator session's, so bind one first."""
     conn = d.conns.get(conn_id)
     if conn is not None and args.get("action") in ("resolve", "sync_resolve"):
         d.bindings.current(conn)
@@ -139,12 +124,10 @@ def admin_op(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -
 
 
 def episodes(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
-    """The operator's view of the journal tier (daemon/process/admin.py)."""
     return admin.episodes(d.core, args)
 
 
 def hook(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
-    """What a hook process asks beyond the tools (daemon/sessions/binding.py)."""
     return binding.hook(d.core, d.bindings, d.news, d.connection(conn_id, "before hook calls"), args)
 
 
@@ -154,7 +137,6 @@ def heartbeat(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) 
 
 
 def bye(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
-    """The connection leaves cleanly: the session it owns ends as `closed`."""
     conn = d.conns.pop(conn_id, None)
     if conn is not None:
         session = d.core.sessions.get(conn.session_id)
@@ -166,8 +148,7 @@ def bye(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dic
 
 def status(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
     core = d.core
-    counts = {"episodes": len(core.journal.by_id), "sessions": len(core.sessions),
-              "events": core.log.seq}
+    counts = {"episodes": len(core.journal.by_id), "sessions": len(core.sessions), "events": core.log.seq}
     memories = core.memories
     if memories is not None:
         counts.update(memories.counts())

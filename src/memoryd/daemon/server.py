@@ -1,7 +1,4 @@
-"""The daemon's request loop: one ROUTER socket, one poller, one dispatch table; the only
-daemon-side module that touches zmq. A pass handles every waiting frame, makes their writes durable
-with one round of fsyncs, then replies (docs/architecture.md, "Single writer, group commit").
-"""
+"""The request loop: one ROUTER socket, one poller, one dispatch table; the daemon's only zmq user."""
 
 from __future__ import annotations
 
@@ -22,40 +19,28 @@ from memoryd.daemon.process.reply_cache import remember
 from memoryd.daemon.sessions import hooks
 from memoryd.daemon.tool import Parked
 from memoryd.errors import BadRequest, InternalError, MemorydError, StorageError
-from memoryd.protocol import (
-    MAX_FRAME_BYTES,
-    decode,
-    encode,
-    encode_reply,
-    error_reply,
-    recover_id,
-    validate_request,
-)
+from memoryd.protocol import MAX_FRAME_BYTES, decode, encode, encode_reply, error_reply, recover_id, validate_request
 
 log = logging.getLogger("memoryd.daemon")
 MAX_BATCH = 512
 ZAP_ENDPOINT = "inproc://zeromq.zap.01"
-TIMERS_BACKOFF_S = 5.0  # after a timed pass failed on the store (see `_timed_passes`)
-# The timed passes run when a job is due, and this soon after a request (which may have made one
-# due sooner): under load they run about once per this interval, not once per request.
+TIMERS_BACKOFF_S = 5.0  # after a timed pass failed on the store
+# A request may make a job due sooner; under load the timed passes run once per this, not per request.
 TIMERS_AFTER_REQUEST_S = 0.01
 # pyzmq's flag and option enums cost microseconds per use; the loop's per-frame calls pass ints.
 _NOBLOCK, _SNDMORE = int(zmq.NOBLOCK), int(zmq.SNDMORE)
 _EVENTS, _RCVMORE, _POLLIN = int(zmq.EVENTS), int(zmq.RCVMORE), int(zmq.POLLIN)
-# The one dispatch table: each op of `protocol.OPS` and its handler (daemon/ops.py).
 OPS: dict[str, Callable[[Daemon, str, bytes, dict[str, Any]], Any]] = {
     "hello": ops.hello, "tools": ops.tools, "call": ops.call, "heartbeat": ops.heartbeat,
     "bye": ops.bye, "status": ops.status, "stop": ops.stop, "episodes": ops.episodes,
     "hook": ops.hook, "admin": ops.admin_op,
 }
-# Ops whose reply says the state changed (or was read in a pass that changed it): a pass whose
-# commit fails answers these with the storage error. heartbeat/status/tools/stop touch no state.
+# Ops whose reply a pass whose commit fails must take back.
 STATEFUL_OPS = frozenset({"hello", "call", "bye", "hook", "episodes"})
 
 
 def _typed(op: str, exc: Exception) -> MemorydError:
-    """`exc` as a member of the one exception tree: an OSError from the store is a storage
-    error (path, errno), anything else unexpected an internal error (logged with its trace)."""
+    """`exc` in the one exception tree: an OSError is a storage error, anything else internal (logged)."""
     if isinstance(exc, MemorydError):
         return exc
     if isinstance(exc, OSError):
@@ -75,14 +60,11 @@ def _read_only(op: str, args: dict[str, Any]) -> bool:
 
 
 class Server(Daemon):
-    """The daemon's state (`ops.Daemon`) behind the ROUTER socket, and the loop that serves it."""
-
     def __init__(self, core: Core, endpoint: str, on_stop: Callable[[], None] = lambda: None) -> None:
         super().__init__(core, on_stop)
         self.endpoint = endpoint
         self.timers_resume_at = 0.0  # core clock; a failed timed pass backs off until then
         self.timers_at = 0.0  # core clock; when the timed passes run next (see `run_timers`)
-        # This pass's replies that a failed commit must take back, and where they go (`_void_pass`).
         self._pass_replies: list[tuple[str, int, list[bytes]]] = []
         self._pass_out: list[list[bytes]] = []
         self.ctx = zmq.Context()
@@ -100,8 +82,6 @@ class Server(Daemon):
         self.router.bind(self.endpoint)
         if self.endpoint.startswith("ipc://"):
             os.chmod(self.endpoint[len("ipc://"):], 0o600)
-
-    # -- the loop ------------------------------------------------------------------------------
 
     def serve_forever(self) -> None:
         poller = zmq.Poller()
@@ -177,9 +157,7 @@ class Server(Daemon):
         self.send_all(outgoing)
 
     def _timed_passes(self, now: float, idle: bool) -> None:
-        """Liveness, hook idleness and the reaper's jobs. One that fails on the store (a full disk
-        under a fallback handoff, an undeletable episode) is undone with everything since the
-        last commit and retried after TIMERS_BACKOFF_S, so a lasting fault cannot spin the loop."""
+        """Liveness, hook idleness and the reaper's jobs; one failing on the store retries after a back-off."""
         aborts = self.core.aborts
         try:
             self._end_lost_with_fallback(now)
@@ -198,12 +176,10 @@ class Server(Daemon):
         if isinstance(error, StorageError):
             self.core.note_storage_error(error)
         self.timers_resume_at = now + TIMERS_BACKOFF_S
-        log.error("a timed pass could not commit and was undone (retried in %g s): %s",
-                  TIMERS_BACKOFF_S, error.message)
+        log.error("a timed pass could not commit and was undone (retried in %g s): %s", TIMERS_BACKOFF_S, error.message)
 
     def _end_lost_with_fallback(self, now: float) -> None:
-        """Sessions the liveness pass is about to end as `lost` that hold hook last words end here
-        first, the same way, so their last words still become the fallback handoff."""
+        """End first the sessions liveness will end as `lost` whose hook last words make a fallback handoff."""
         limit = 3 * self.core.config.heartbeat_seconds
         keys = self.bindings.client_sessions
         for conn in self.conns.values():
@@ -231,8 +207,6 @@ class Server(Daemon):
             log.warning("refused a connection from another user (peer %s)", address)
         status, text = (b"200", b"OK") if same_user else (b"400", b"peer uid is not the daemon's")
         self.zap.send_multipart([b"1.0", request_id, status, text, b"", b""])
-
-    # -- one frame ------------------------------------------------------------------------------
 
     def handle_frames(self, frames: list[bytes]) -> list[bytes] | None:
         if len(frames) != 2:
@@ -281,10 +255,7 @@ class Server(Daemon):
 
     def _undo_failed(self, op: str, args: dict[str, Any], exc: Exception,
                      before: tuple[int, int, int]) -> MemorydError:
-        """The typed error for a call that raised, after making sure it left nothing behind: a call
-        that errors writes nothing (README). A failure after the call logged an event or staged
-        a file — or an I/O failure part-way through a write, which may follow changes in memory no
-        counter sees — undoes the whole pass so far (`Core.abort`); its other calls hear why."""
+        """The typed error for a call that raised, after undoing the pass if it may have written anything."""
         error = _typed(op, exc)
         core = self.core
         if isinstance(error, StorageError):
@@ -299,10 +270,8 @@ class Server(Daemon):
         return error
 
     def _void_pass(self, cause: MemorydError) -> None:
-        """The pass so far was undone: each of its replies that said something changed, and each
-        call it parked, is answered with `cause` instead. A connection whose session the undo
-        took away (its `session_start` was in the pass) must say hello again: its session id
-        will be minted anew, for someone else."""
+        """The pass was undone: its stateful replies and parked calls answer `cause` instead."""
+        # A connection whose session the undo took away must say hello again.
         for conn_id in [c.id for c in self.conns.values()
                         if c.session_id is not None and self.core.sessions.get(c.session_id) is None]:
             del self.conns[conn_id]
@@ -313,7 +282,6 @@ class Server(Daemon):
         self._pass_out.extend(self.parked.void(self.conns, cause))
 
     def _remember(self, conn_id: str, req_id: int, reply: bytes) -> None:
-        """Cache `reply` for a resend (daemon/process/reply_cache.py), if the connection is still there."""
         conn = self.conns.get(conn_id)
         if conn is not None:
             remember(conn, req_id, reply)

@@ -1,6 +1,4 @@
-"""Tool arguments checked against the tool's own `inputSchema`, in the JSON-Schema subset the
-catalogue uses; every failure is an `InvalidParams` naming the parameter and the rule.
-"""
+"""Tool arguments checked against the tool's `inputSchema` (the JSON-Schema subset the catalogue uses)."""
 
 from __future__ import annotations
 
@@ -11,17 +9,13 @@ from typing import Any
 
 from memoryd.errors import InvalidParams
 
-_TYPES: dict[str, tuple[type, ...]] = {
-    "string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,),
-    "array": (list,), "object": (dict,), "null": (type(None),),
-}
+_TYPES: dict[str, tuple[type, ...]] = {"string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,),
+                                       "array": (list,), "object": (dict,), "null": (type(None),)}
 
 
 @lru_cache(maxsize=256)
 def python_pattern(regex: str) -> re.Pattern[str]:
-    """A schema `pattern` (ECMA-262, where `$` is the end of input) compiled for Python, whose `$`
-    also matches before a final newline: every unescaped `$` outside a class becomes `\\Z`, so
-    `"projects:x\\n"` cannot pass a `^…$` pattern."""
+    """A schema `pattern` (ECMA-262) for Python: `$` outside a class becomes `\\Z` (no final newline)."""
     out, in_class, i = [], False, 0
     while i < len(regex):
         char = regex[i]
@@ -49,13 +43,8 @@ def check_args(schema: dict[str, Any], args: Any) -> dict[str, Any]:
     for name in schema.get("required", []):
         if args.get(name) is None:
             raise InvalidParams(name, "is required")
-    checked = {}
-    for name, rule in props.items():
-        if name in args and args[name] is not None:
-            checked[name] = check_value(name, rule, args[name])
-        else:
-            checked[name] = rule.get("default")
-    return checked
+    return {name: check_value(name, rule, args[name]) if args.get(name) is not None else rule.get("default")
+            for name, rule in props.items()}
 
 
 def _type_ok(value: Any, types: str | list[str]) -> bool:

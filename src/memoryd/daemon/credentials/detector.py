@@ -1,9 +1,5 @@
-"""The one credential detector: every path that stores outside text (writes, updates, takeaways,
-handoffs, last words, importers, sync admission) asks it; its families are docs/security.md's.
-
-Pure: stdlib only, no I/O, no state. A hit never leaks its secret: the replacement shows at most a
-vendor's fixed prefix, and snippets are cut from the text with every hit already replaced.
-"""
+"""The one credential detector every path storing outside text asks (docs/security.md). Pure, stdlib only;
+a hit's replacement and snippet show at most a vendor's fixed prefix, never the secret."""
 
 from __future__ import annotations
 
@@ -19,8 +15,6 @@ __all__ = ["Hit", "credential_hits", "find_credentials", "mask_credentials", "re
 
 CONTEXT_CHARS = 20
 
-
-# ---------------------------------------------------------------------------------------------
 # private_key: PEM blocks from BEGIN through END; one without an END runs 8 KiB on
 
 _PEM_BEGIN_RE = lazy(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")
@@ -29,8 +23,7 @@ PEM_UNTERMINATED_CHARS = 8192
 
 
 def _pem_hits(text: str) -> list[Hit]:
-    """Ends are found once and each BEGIN takes the next one (a bisect), so text full of BEGIN
-    lines costs one pass, not one scan to the end per BEGIN."""
+    # Each BEGIN takes the next END by bisect: one pass however many BEGIN lines the text holds.
     if "-----BEGIN" not in text:
         return []
     ends = [m.end() for m in _PEM_END_RE.finditer(text)]
@@ -40,10 +33,6 @@ def _pem_hits(text: str) -> list[Hit]:
         end = ends[i] if i < len(ends) else min(len(text), m.end() + PEM_UNTERMINATED_CHARS)
         hits.append(Hit(m.start(), end, "private_key", m.group() + "…" + REDACTED))
     return hits
-
-
-# ---------------------------------------------------------------------------------------------
-# What a value must look like to be a secret rather than a placeholder, a variable or prose
 
 _PLACEHOLDER_RE = lazy(
     r"""^(?:none|null|nil|undefined|true|false|yes|no|empty|n/?a|tbd|todo|hidden|secret|password|passwd|pass
@@ -55,8 +44,7 @@ _PLACEHOLDER_RE = lazy(
     |(?:os\.environ|process\.env|env\.).*)\Z""",
     re.IGNORECASE | re.VERBOSE,
 )
-# Code, not a value: a call or a subscript (`get_secret()`, `args["token"]`) or an attribute path
-# (`settings.API_KEY`, `m.group(`), as memories quote it from source.
+# Code, not a value: a call, a subscript or an attribute path (`get_secret()`, `settings.API_KEY`).
 _NAME = r"(?:_*[a-z][a-z0-9_]*|_*[A-Z][A-Za-z0-9_]*)"  # snake_case, CamelCase, CONSTANT
 _CODE_RE = lazy(rf"{_NAME}(?:\.{_NAME})*(?:\(.*\)|\[.*\]|\(\Z)(?:\.{_NAME}(?:\(.*\))?|\[.*\])*\Z"
                 rf"|{_NAME}(?:\.{_NAME})+\Z")
@@ -73,7 +61,6 @@ def _is_placeholder(value: str) -> bool:
 
 
 def _entropy(value: str) -> float:
-    """Shannon entropy in bits per character."""
     counts = Counter(value)
     return -sum(n / len(value) * math.log2(n / len(value)) for n in counts.values())
 
@@ -88,8 +75,7 @@ def _machine_made(value: str) -> bool:
 
 
 def _words_only(value: str) -> bool:
-    """Words joined up without a digit ("X-Api-Key", "provider-prefixed", "readOnlyToken"): a name,
-    not a secret. Random letters change case every other character; words rarely."""
+    """Words joined up without a digit and with few case changes ("X-Api-Key", "readOnlyToken"): a name."""
     if any(c.isdigit() for c in value) or _WORDS_ONLY_RE.fullmatch(value) is None:
         return False
     return _case_changes(value) <= max(2, len(value) // 5)
@@ -100,10 +86,7 @@ def _case_changes(value: str) -> int:
 
 
 def _random_looking(value: str, min_len: int = 8) -> bool:
-    """A token nobody would type as a word: long enough, several character classes, little
-    repetition, and none of the shapes that are ids rather than secrets (ULIDs, versions, paths,
-    URLs, variables). Hex-only strings qualify only from 32 characters (commit SHAs are shorter
-    or sit next to words like "commit", not "token is")."""
+    """A token nobody would type as a word, and not an id's shape; hex only from 32 characters (not a SHA)."""
     if len(value) < min_len or _is_placeholder(value) or "://" in value or value[0] in "$<{":
         return False
     if value[0] in "/~." and _PATH_WORD_RE.search(value):
@@ -113,7 +96,7 @@ def _random_looking(value: str, min_len: int = 8) -> bool:
     lower, upper = any(c.islower() for c in value), any(c.isupper() for c in value)
     digit, symbol = any(c.isdigit() for c in value), any(not c.isalnum() for c in value)
     if not (lower or upper) or _words_only(value):
-        return False  # no letters, or words joined up ("X-Api-Key", "readOnlyToken"): a name, not a secret
+        return False  # no letters, or words joined up: a name
     if all(c in "0123456789abcdef" for c in value.lower()):
         return len(value) >= 32
     classes = lower + upper + digit + symbol
@@ -122,11 +105,7 @@ def _random_looking(value: str, min_len: int = 8) -> bool:
         return False
     return _entropy(value) >= min(2.5, math.log2(len(value)) - 1.0)
 
-
-# ---------------------------------------------------------------------------------------------
-# Secret-sounding words. One scan of the text (lowered, same length) finds them all; what follows
-# a word decides whether it names a secret: an assignment (`NAME=value`, `"name": "value"`, a DSN's
-# `Password=…;`) or, in prose, a random-looking token right after it ("the API key is …").
+# Secret-sounding words, found in one scan; then an assignment to one, or a random token after it in prose.
 
 # Longest first, so "password" is seen as itself rather than as "pass".
 _WORDS = sorted(["password", "passwords", "passwd", "passphrase", "pwd", "pass", "pw", "secret", "secrets", "token",
@@ -137,8 +116,7 @@ _WORD_RE = lazy("|".join(_WORDS))
 # A bare "key" is a secret's name only after one of these ("API key", "SIGNING_KEY", "x-api-key").
 _KEY_QUALIFIERS = ("api", "access", "secret", "private", "signing", "master", "account", "license",
                    "encryption", "session", "auth", "app", "client", "shared", "deploy", "service")
-# Names that make an assignment a secret only when the value is random-looking: "auth: oauth2" and
-# "cache_key = user" are settings.
+# Names whose assignment is a secret only when the value is random ("auth: oauth2" is a setting).
 _WEAK_WORDS = {"key", "keys", "auth", "sig", "signature", "cookie", "dsn"}
 _PLURALS = {"passwords", "secrets", "tokens", "keys"}
 _PROSE_WORDS = {"password", "passwords", "passwd", "passphrase", "pw", "pwd", "secret", "secrets", "token",
@@ -158,7 +136,7 @@ _PROSE_TAIL_RE = lazy(
 
 
 def _lowered(text: str) -> str:
-    """`text` with ASCII capitals lowered and every index kept (`str.lower` may change lengths)."""
+    """ASCII capitals lowered, every index kept (`str.lower` may change lengths)."""
     return text.lower() if text.isascii() else text.translate(_ASCII_LOWER)
 
 
@@ -166,7 +144,6 @@ _ASCII_LOWER = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
 
 
 def _qualified(low: str, start: int) -> bool:
-    """Whether the "key" at `start` follows a qualifier word ("api key", "API_KEY", "apiKey")."""
     before = low[max(0, start - 12) : start].rstrip(" _.-")
     return before.endswith(_KEY_QUALIFIERS)
 
@@ -200,10 +177,9 @@ def _word_hits(text: str) -> list[Hit]:
 
 
 def _assigned(text: str, end: int, strong: bool) -> Hit | None:
-    """The value assigned right after a name ending at `end`. After a bare `:` the value must look
-    machine-made, because "token: rotate it monthly" is prose while "token: a8Fq…" is not; a weak
-    name needs a random-looking value. An unquoted value is masked to its token's end: one cut at
-    `)` or `,` may go on ("…(H*JY)&&BJ3…")."""
+    """The value assigned right after a name ending at `end`. After a bare `:` it must look machine-made
+    ("token: rotate it monthly" is prose); after a weak name, random. An unquoted value is masked to
+    its token's end (one cut at `)` or `,` may go on)."""
     m = _ASSIGNMENT_TAIL_RE.match(text, end)
     if not m:
         return None
@@ -223,9 +199,7 @@ def _assigned(text: str, end: int, strong: bool) -> Hit | None:
 
 
 def _in_prose(text: str, end: int) -> Hit | None:
-    """A random-looking token right after a secret word, or after a few words and a link ("is",
-    ":"): "password for the admin panel: …". Words between with no link ("token refresh fix landed
-    in 4e5f…") are not a hit."""
+    """A random-looking token right after a secret word, or after a few words and a link ("is", ":")."""
     m = _PROSE_TAIL_RE.match(text, end)
     if not m or (m.group("gap") and not m.group("link").strip()):
         return None
@@ -235,24 +209,15 @@ def _in_prose(text: str, end: int) -> Hit | None:
     return Hit(m.start("tok"), m.start("tok") + len(token), "keyword_secret", REDACTED)
 
 
-# ---------------------------------------------------------------------------------------------
-# connection_string: a password in a URL's userinfo (`postgres://app:…@db`, `redis://:…@cache`)
-
-# The password runs to the authority's last `@` (an unescaped `@` in it happens in real notes).
+# connection_string: a URL's userinfo password, to the authority's last `@` (real notes hold unescaped ones).
 _URL_PASSWORD_RE = lazy(r"://[^\s/:@]{0,256}:([^\s/]{1,300})@(?=[^\s@/:]+[:/?#\s]|[^\s@/:]+$)")
 
 
 def _url_hits(text: str) -> list[Hit]:
-    hits = []
-    for m in _URL_PASSWORD_RE.finditer(text) if "://" in text else ():
-        if not _is_placeholder(m.group(1)):
-            hits.append(Hit(*m.span(1), "url_password", REDACTED))
-    return hits
+    found = _URL_PASSWORD_RE.finditer(text) if "://" in text else ()
+    return [Hit(*m.span(1), "url_password", REDACTED) for m in found if not _is_placeholder(m.group(1))]
 
-
-# ---------------------------------------------------------------------------------------------
-# command_line and header: a secret handed to a program or sent in a request. Each row runs only
-# when the lowered text holds one of its words.
+# command_line and header: each row runs only when the lowered text holds one of its words.
 
 # An unquoted value ends at whitespace, a quote, `|`, `;`, or an `&`/`)` that ends the command
 # (`&&`, `&` then a space): one inside a password (`-p_&Hu6…`) belongs to it.
@@ -300,10 +265,6 @@ def _command_hits(text: str) -> list[Hit]:
     return hits
 
 
-# ---------------------------------------------------------------------------------------------
-# The detector
-
-
 def _non_overlapping(hits: list[Hit]) -> list[Hit]:
     """Hits by position; one overlapping an earlier (or longer, same-start) hit is dropped."""
     kept: list[Hit] = []
@@ -313,8 +274,7 @@ def _non_overlapping(hits: list[Hit]) -> list[Hit]:
     return kept
 
 
-# Surest first: where two families overlap, the earlier one names the hit (a vendor token assigned
-# to a name is reported as the vendor's, `AccountKey=…` as an assignment rather than prose).
+# Surest first: where two families overlap, the earlier one names the hit.
 _FAMILIES = (vendor_hits, _pem_hits, _url_hits, _command_hits, _word_hits)
 
 
@@ -327,40 +287,34 @@ def credential_hits(text: str) -> list[Hit]:
     return sorted(kept)
 
 
-def redact_credentials(text: str) -> str:
-    """`text` with every secret replaced (a vendor's fixed prefix, then [REDACTED])."""
-    out, cursor = [], 0
-    for hit in credential_hits(text):
-        out += [text[cursor : hit.start], hit.replacement]
-        cursor = hit.end
-    return "".join(out) + text[cursor:]
-
-
-def mask_credentials(text: str) -> tuple[str, list[str]]:
-    """`text` with every secret replaced, and the kinds replaced, in text order ([] when clean):
-    for text kept whatever it holds (an episode's run state), where refusing would lose the rest."""
-    hits = credential_hits(text)
-    return (redact_credentials(text) if hits else text), [hit.kind for hit in hits]
-
-
-def find_credentials(text: str) -> list[dict[str, str]]:
-    """Secrets in `text` as `[{kind, snippet}]`, in text order.
-
-    Every detected secret is redacted from the whole text before any snippet is cut, so a snippet
-    never holds a secret it found, even one sitting next to another.
-    """
+def _redacted(text: str) -> tuple[str, list[tuple[int, int, str]]]:
+    """`text` with every secret replaced, and each replacement's span in it and kind."""
     parts: list[str] = []
     spans: list[tuple[int, int, str]] = []
     cursor = length = 0
     for start, end, kind, replacement in credential_hits(text):
-        parts.append(text[cursor:start])
+        parts += [text[cursor:start], replacement]
         length += start - cursor
         spans.append((length, length + len(replacement), kind))
-        parts.append(replacement)
         length += len(replacement)
         cursor = end
-    parts.append(text[cursor:])
-    redacted = "".join(parts)
+    return "".join(parts) + text[cursor:], spans
+
+
+def redact_credentials(text: str) -> str:
+    """`text` with every secret replaced (a vendor's fixed prefix, then [REDACTED])."""
+    return _redacted(text)[0]
+
+
+def mask_credentials(text: str) -> tuple[str, list[str]]:
+    """`text` with every secret replaced, and the kinds replaced, in text order ([] when clean)."""
+    redacted, spans = _redacted(text)
+    return redacted, [kind for _, _, kind in spans]
+
+
+def find_credentials(text: str) -> list[dict[str, str]]:
+    """Secrets in `text` as `[{kind, snippet}]`, in text order, snippets cut from the redacted text."""
+    redacted, spans = _redacted(text)
     return [{"kind": kind, "snippet": _window(redacted, *_snap(spans, s, e))} for s, e, kind in spans]
 
 

@@ -1,6 +1,4 @@
-"""Regular expressions compiled on first use (`lazy`), and all at once in the memory tier's first
-slice after start (`compile_all`): compiling ~100 is a tenth of a start (docs/benchmark.md).
-"""
+"""Regular expressions compiled on first use or by `compile_all` (a tenth of a start: docs/benchmark.md)."""
 
 from __future__ import annotations
 
@@ -11,9 +9,7 @@ __all__ = ["compile_all", "lazy"]
 
 
 class _Lazy:
-    """A pattern compiled on first use, then called as fast as the compiled one: its methods are
-    copied onto the instance."""
-
+    # Once compiled, the pattern's methods are copied onto the instance, for speed.
     _METHODS = ("search", "match", "fullmatch", "finditer", "findall", "sub", "split")
 
     def __init__(self, pattern: str, flags: int) -> None:
@@ -35,13 +31,12 @@ _DECLARED: list[_Lazy] = []
 
 
 def lazy(pattern: str, flags: int = 0) -> re.Pattern[str]:
-    """A pattern that compiles itself when first used (typed as the compiled pattern it becomes)."""
+    """A pattern compiled on first use, typed as the compiled one."""
     pending = _Lazy(pattern, flags)
     _DECLARED.append(pending)
     return cast("re.Pattern[str]", pending)
 
 
 def compile_all() -> None:
-    """Compile every declared pattern now (idempotent)."""
     for pending in _DECLARED:
         pending.compile()

@@ -1,7 +1,4 @@
-"""The `vendor_token` family of the credential detector (daemon/credentials/detector.py): tokens whose
-issuer gives them a fixed prefix, one row per issuer, and the tokens with a tell-tale shape but no
-prefix. Pure, stdlib only.
-"""
+"""The detector's `vendor_token` family: issuers' fixed prefixes and tell-tale shapes. Stdlib only."""
 
 from __future__ import annotations
 
@@ -19,9 +16,7 @@ class Hit(NamedTuple):
     kind: str
     replacement: str
 
-
-# ---------------------------------------------------------------------------------------------
-# vendor_token: (kind, the issuer's fixed prefixes, what follows one)
+# (kind, the issuer's fixed prefixes, what follows one)
 
 _B64 = r"A-Za-z0-9+/"
 _URLSAFE = r"A-Za-z0-9_-"
@@ -89,10 +84,8 @@ _VENDOR_ROWS: list[tuple[str, tuple[str, ...], str]] = [
     ("render_key", ("rnd_",), r"[A-Za-z0-9]{30,}"),
     ("jwt", ("eyJ",), rf"[{_URLSAFE}]{{8,}}\.eyJ[{_URLSAFE}]{{8,}}\.[{_URLSAFE}]*"),
 ]
-# Each prefix's rows, anchored at the prefix. A vendor token is found by a scan for long runs of
-# token characters (one character class, ~0.02 µs a character), then a look at where a prefix could
-# start inside each run: its start, or just after a `.+/=:~` (`KEY=sk_live_…`, `https://hooks…`).
-# One pattern per row over the whole text cost 50× that; one alternation of the prefixes 10×.
+# Each prefix's rows, anchored at the prefix, tried where one could start inside a run of token
+# characters: its start, or after a `.+/=:~` (why, not a pattern per row: docs/security.md).
 _ROWS_BY_PREFIX: dict[str, list[tuple[str, re.Pattern[str], int]]] = {}
 for _kind, _prefixes, _body in _VENDOR_ROWS:
     for _prefix in _prefixes:
@@ -113,7 +106,7 @@ _SHAPE_ROWS: list[tuple[str, str, re.Pattern[str]]] = [
 
 
 def _prefixed_at(text: str, at: int) -> Hit | None:
-    """The vendor token starting at `at`, if one does (the longest prefix that is there wins)."""
+    """The vendor token starting at `at`, if any (the longest prefix wins)."""
     for length in _PREFIX_LENGTHS:
         for kind, pattern, visible in _ROWS_BY_PREFIX.get(text[at : at + length], ()):
             found = pattern.match(text, at)

@@ -1,2 +1,1 @@
-"""The sentence encoder behind search by meaning: its verified files (`files`), its tokenizer
-(`wordpiece`) and the numpy forward pass (`model`). Design: docs/search.md."""
+"""The sentence encoder behind search by meaning (docs/search.md)."""

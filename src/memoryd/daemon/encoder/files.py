@@ -1,8 +1,5 @@
-"""The encoder's files, found in the model wheel's `model.zip` (or `MEMORYD_MODEL_ZIP`) and verified
-against the pinned sha256s, or nothing uses them: one check for the daemon and `memoryd doctor`.
-
-Import contract: stdlib only (doctor imports it without numpy).
-"""
+"""The encoder's files, found and checked against the pinned sha256s, for the daemon and `memoryd doctor`.
+Import contract: stdlib only (doctor imports it without numpy)."""
 
 from __future__ import annotations
 
@@ -24,15 +21,12 @@ class EncoderUnavailable(Exception):
 
 
 def installed_zip() -> Path:
-    """Where `memoryd model install` puts `model.zip`: beside this environment's packages (under
-    `sys.prefix`), as a pip install would, but as a plain file, so no package metadata carries the
-    wheel's own requirements into pip's later dependency checks."""
+    """Where `memoryd model install` puts `model.zip` (a plain file: docs/search.md, "The model")."""
     return Path(sys.prefix) / "share" / "memoryd" / "model.zip"
 
 
 def model_zip() -> Path:
-    """`MEMORYD_MODEL_ZIP`, else the file `memoryd model install` extracted, else (an install from
-    before that) the zip inside the wheel, found from the distribution's RECORD (nothing imported)."""
+    """`MEMORYD_MODEL_ZIP`, else the installed file, else (an older install) the wheel's own zip."""
     override = os.environ.get(MODEL_ZIP_ENV)
     if override:
         return Path(override)

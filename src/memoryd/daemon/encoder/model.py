@@ -1,8 +1,5 @@
-"""A sentence encoder in the daemon: all-MiniLM-L6-v2, run by a small numpy forward pass over
-weights verified by `files` (why this shape: docs/search.md, "Meaning"). Texts are never padded;
-vectors are mean-pooled over the real tokens and L2-normalised, so a dot product is the cosine.
-Only the daemon imports this module, off the start path: the bridge and the hooks never load numpy.
-"""
+"""all-MiniLM-L6-v2 by a numpy forward pass (docs/search.md, "Meaning"): unit vectors, so a dot product
+is the cosine. Imported only by the daemon, off the start path."""
 
 from __future__ import annotations
 
@@ -35,7 +32,7 @@ _SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
 
 
 def _safetensors(blob: bytes) -> dict[str, np.ndarray]:
-    """The tensors of a safetensors file (8-byte header length, JSON header, raw little-endian data)."""
+    """The tensors of a safetensors file (8-byte header length, JSON header, little-endian data)."""
     size = int.from_bytes(blob[:8], "little")
     header = json.loads(blob[8:8 + size])
     base = 8 + size
@@ -45,8 +42,8 @@ def _safetensors(blob: bytes) -> dict[str, np.ndarray]:
         if name == "__metadata__":
             continue
         start, end = spec["data_offsets"]
-        tensors[name] = np.frombuffer(blob, kinds[spec["dtype"]], offset=base + start,
-                                      count=(end - start) // np.dtype(kinds[spec["dtype"]]).itemsize
+        dtype = np.dtype(kinds[spec["dtype"]])
+        tensors[name] = np.frombuffer(blob, dtype, offset=base + start, count=(end - start) // dtype.itemsize
                                       ).reshape(spec["shape"])
     return tensors
 
@@ -73,8 +70,7 @@ def _layer_norm(x: np.ndarray, norm: tuple[np.ndarray, np.ndarray]) -> np.ndarra
 
 
 def _gelu(x: np.ndarray) -> np.ndarray:
-    """GELU in its tanh form, in place: a third of the erf form's cost (numpy has no erf), and the
-    vectors it gives agree with the exact form's to a cosine of 0.999999 (docs/search.md)."""
+    """GELU in its tanh form, in place (why not erf: docs/search.md, "The forward pass")."""
     inner = x * x
     inner *= 0.044715 * _SQRT_2_OVER_PI
     inner += _SQRT_2_OVER_PI

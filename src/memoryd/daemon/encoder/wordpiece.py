@@ -1,8 +1,8 @@
-"""BERT's WordPiece tokenizer for the encoder, from the model's own `tokenizer.json`: the ids the
-`tokenizers` package gives for this file's settings, in a quarter of its memory (docs/search.md,
-"The forward pass"; tests/unit/test_wordpiece.py compares them). Text from agents, imports and
-pulls is taken a piece at a time and only until the model's 256 tokens are found.
-"""
+"""BERT's WordPiece tokenizer from the model's own `tokenizer.json`, giving the `tokenizers` package's
+ids (tests/unit/test_wordpiece.py; why ours: docs/search.md, "The tokenizer"). Literal special tokens
+are taken whole first; then controls and U+FFFD out, CJK ideographs spaced, accents stripped, lowercase;
+words split at whitespace and every punctuation character; each matched greedily, longest piece first,
+`[UNK]` when none matches or it is over 100 characters. Read in pieces until 256 tokens are found."""
 
 from __future__ import annotations
 
@@ -12,22 +12,19 @@ import unicodedata
 from collections.abc import Iterator
 
 _ASCII_PUNCTUATION = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
-# "Other" categories dropped as controls; unassigned code points (Cn) are not: the model's
-# tokenizer keeps them (and then finds no piece for their word).
+# Dropped as controls; unassigned code points (Cn) are not: the model's tokenizer keeps them.
 _CONTROLS = frozenset({"Cc", "Cf", "Co", "Cs"})
 _CJK = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F), (0x2B740, 0x2B81F),
         (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
 
 
-# ASCII text (most of it) takes a shortcut with the same result: controls out, \t \n \r to
-# spaces, then runs of letters and digits, each other visible character a word of its own.
+# ASCII text takes a shortcut with the same result: controls out, runs of letters and digits, punctuation.
 _ASCII_CLEAN = {code: None for code in [*range(32), 127] if code not in (9, 10, 13)} | {9: " ", 10: " ", 13: " "}
 _ASCII_WORD = re.compile(r"[a-z0-9]+|[^\sa-z0-9]")
-# Cut only at these: other whitespace, such as U+001C, is a control the normalizer drops, and a
-# cut there would split a word the whole text keeps.
+# Cut only at these: other whitespace (U+001C) is a control the normalizer drops, inside a word.
 _CUT_AT = " \t\n\r"
 _SPACE = re.compile("[ \t\n\r]")
-CHUNK_CHARS = 4096  # a text is tokenized a piece at a time, and only until the model's cut
+CHUNK_CHARS = 4096
 
 
 def _is_cjk(code: int) -> bool:
@@ -54,7 +51,6 @@ def _clean(text: str) -> str:
 
 
 def _words(text: str) -> list[str]:
-    """Whitespace-separated words, each punctuation character a word of its own."""
     words: list[str] = []
     for chunk in text.split():
         start = 0
@@ -70,10 +66,7 @@ def _words(text: str) -> list[str]:
 
 
 def _chunks(text: str, size: int = CHUNK_CHARS) -> Iterator[str]:
-    """`text` in pieces of about `size` chars, each cut just after a whitespace character, so that
-    no word is split and tokenizing the pieces gives the ids of the whole. The caller stops once it
-    has all the tokens the model takes: a huge text costs no more than its head. A piece with no
-    whitespace to cut at runs on to the next one that has some."""
+    """`text` in pieces of about `size` chars, each cut just after whitespace: the same ids as the whole."""
     start = 0
     while start < len(text):
         end = start + size
