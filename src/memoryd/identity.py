@@ -23,8 +23,6 @@ def _origin_url(common: str, worktree: str) -> str | None:
         text = Path(common, "config").read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         text = "[include"
-    if "[include" in text.lower():
-        return _git(["config", "--get", "remote.origin.url"], worktree)
     section, url = None, None
     for raw in text.splitlines():
         line = raw.strip()
@@ -32,8 +30,8 @@ def _origin_url(common: str, worktree: str) -> str | None:
             section = " ".join(line.strip("[]").split()).lower()
         elif section == 'remote "origin"' and "=" in line and line.split("=", 1)[0].strip().lower() == "url":
             url = line.split("=", 1)[1].strip()
-    if url is None or any(c in url for c in '"\\#;'):
-        return None if url is None else _git(["config", "--get", "remote.origin.url"], worktree)
+    if "[include" in text.lower() or (url is not None and any(c in url for c in '"\\#;')):
+        return _git(["config", "--get", "remote.origin.url"], worktree)
     return url or None
 
 

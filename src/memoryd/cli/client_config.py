@@ -40,14 +40,10 @@ class ClientSpec:
     entry: Callable[[str], dict[str, Any]]
 
 
-def _xdg_config_home() -> Path:
-    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
-
-
 def _claude_desktop_path() -> Path:
     if sys.platform == "darwin":
         return Path.home() / "Library" / "Application Support" / "Claude" / "claude_desktop_config.json"
-    return _xdg_config_home() / "Claude" / "claude_desktop_config.json"
+    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "Claude" / "claude_desktop_config.json"
 
 
 def codex_path() -> Path:
@@ -233,8 +229,7 @@ def client_config_status(python: str | None = None) -> list[dict[str, Any]]:
         except (ClientConfigError, OSError) as exc:
             row["error"] = str(exc)
         else:
-            row["registered"] = current is not None
-            row["current"] = _entry_matches(current, spec.entry(wanted_python))
+            row.update(registered=current is not None, current=_entry_matches(current, spec.entry(wanted_python)))
         rows.append(row)
     return rows
 

