@@ -3,13 +3,11 @@ stopped) quarantine what replay refuses (docs/storage.md, 'Reliability')."""
 
 from __future__ import annotations
 
+import argparse  # free: this module is imported where the parser is built
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from memoryd.cli.output import emit
-
-if TYPE_CHECKING:  # argparse is imported where the parser is built: the hook fast path skips it
-    import argparse
 
 
 def add_parser(sub: Any) -> None:

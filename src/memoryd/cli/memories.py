@@ -56,9 +56,7 @@ def start_daemon() -> None:
 
 def full_id(op: Any, typed: str) -> str:
     """A whole id as typed, or a unique prefix (6+ characters) resolved by the daemon's `resolve_id`."""
-    if len(typed) == 26:
-        return typed
-    return str(op.admin("resolve_id", prefix=typed)["id"])
+    return typed if len(typed) == 26 else str(op.admin("resolve_id", prefix=typed)["id"])
 
 
 def scopes_of(ns: argparse.Namespace) -> list[str] | None:
@@ -77,11 +75,8 @@ def table(header: list[str], rows: list[list[str]]) -> list[str]:
         return []
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header[:-1])]
     room = max(20, max(60, shutil.get_terminal_size((120, 20)).columns) - sum(widths) - 2 * len(widths))
-    out = []
-    for row in [header, *rows]:
-        cells = [cell.ljust(w) for cell, w in zip(row, widths)]
-        out.append("  ".join([*cells, one_line(row[-1], room)]).rstrip())
-    return out
+    return ["  ".join([*(cell.ljust(w) for cell, w in zip(row, widths)), one_line(row[-1], room)]).rstrip()
+            for row in [header, *rows]]
 
 
 def shown_id(item: dict[str, Any]) -> str:

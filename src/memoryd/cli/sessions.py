@@ -1,5 +1,6 @@
 """`memoryd sessions [WORKTREE | show SESSION]`: recent agent sessions, how each ended and the handoff it
-left, or what the hooks injected into one, through `admin` reads. Exit codes as `memoryd memories`.
+left, or what the hooks injected into one; `memoryd stats [--days N]`: how automatic recall did in real work
+(daemon/sessions/receipts.py). Both through `admin` reads; exit codes as `memoryd memories`.
 """
 
 from __future__ import annotations
@@ -58,6 +59,25 @@ def cmd_sessions(op: Any, ns: argparse.Namespace) -> int:
     return OK
 
 
+def stats_lines(result: dict[str, Any]) -> list[str]:
+    lines = [f"last {result['days']} days (since {result['since'][:19]}): {result['sessions']} sessions, "
+             f"{result['injections']} injections ({result['injections_per_session']} and "
+             f"{result['chars_per_session']} chars a session)",
+             f"pointers: {result['pointers']} shown, {result['pointers_opened']} opened "
+             f"(open rate {result['pointer_open_rate']:.0%})"]
+    if result["most_injected"]:
+        rows = [[r["id"], str(r["times"])] for r in result["most_injected"]]
+        lines += ["", *table(["MEMORY", "TIMES INJECTED"], rows)]
+    if result["never_opened"]:
+        lines += ["", "pointed to but never opened: " + ", ".join(result["never_opened"])]
+    return lines
+
+
+def cmd_stats(op: Any, ns: argparse.Namespace) -> int:
+    emit(ns.json, op.admin("stats", days=ns.days), stats_lines)
+    return OK
+
+
 def add_parser(sub: Any) -> None:
     sessions = sub.add_parser("sessions", help="recent sessions, how each ended, its handoff; show ID: its injections")
     sessions.add_argument("worktree", nargs="?", help="only this checkout's sessions (a path in it); "
@@ -67,3 +87,10 @@ def add_parser(sub: Any) -> None:
     sessions.add_argument("--all", action="store_true", help="include the operator's own CLI/UI sessions")
     sessions.add_argument("--json", action="store_true")
     sessions.set_defaults(func=functools.partial(run, cmd_sessions))
+
+
+def add_stats_parser(sub: Any) -> None:
+    stats = sub.add_parser("stats", help="how automatic recall did: injections, pointers opened, per session")
+    stats.add_argument("--days", type=int, default=7)
+    stats.add_argument("--json", action="store_true")
+    stats.set_defaults(func=functools.partial(run, cmd_stats))
