@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any
 
 
-def _git(args: list[str], cwd: str) -> str | None:
+def git_output(args: list[str], cwd: str, timeout: float = 2) -> str | None:
+    """What `git ARGS` prints in `cwd`, stripped; None when it fails, prints nothing or takes over `timeout` s."""
     try:
-        out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=2)
-    except (OSError, subprocess.TimeoutExpired):
+        out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else None
 
@@ -31,7 +32,7 @@ def _origin_url(common: str, worktree: str) -> str | None:
         elif section == 'remote "origin"' and "=" in line and line.split("=", 1)[0].strip().lower() == "url":
             url = line.split("=", 1)[1].strip()
     if "[include" in text.lower() or (url is not None and any(c in url for c in '"\\#;')):
-        return _git(["config", "--get", "remote.origin.url"], worktree)
+        return git_output(["config", "--get", "remote.origin.url"], worktree)
     return url or None
 
 
@@ -64,10 +65,10 @@ def capture(cwd: str | None = None) -> dict[str, Any]:
     if override is not None:
         worktree: str | None = override
         if worktree:
-            common = _git(["rev-parse", "--path-format=absolute", "--git-common-dir"], worktree)
+            common = git_output(["rev-parse", "--path-format=absolute", "--git-common-dir"], worktree)
     else:
         # One git process for both paths: hooks capture an identity on every prompt.
-        out = _git(["rev-parse", "--show-toplevel", "--path-format=absolute", "--git-common-dir"], cwd)
+        out = git_output(["rev-parse", "--show-toplevel", "--path-format=absolute", "--git-common-dir"], cwd)
         lines = out.splitlines() if out else []
         worktree, common = (lines[0], lines[1]) if len(lines) == 2 else (None, None)
     if worktree and common:

@@ -59,9 +59,7 @@ def runtime_dir() -> Path:
     xdg = os.environ.get("XDG_RUNTIME_DIR")
     if xdg and os.path.isdir(xdg) and os.access(xdg, os.W_OK):
         return Path(xdg) / APP
-    if os.uname().sysname == "Darwin":
-        return Path(_platformdirs().user_runtime_dir(APP))
-    return _fallback_runtime_dir()
+    return Path(_platformdirs().user_runtime_dir(APP)) if os.uname().sysname == "Darwin" else _fallback_runtime_dir()
 
 
 def socket_path() -> Path:

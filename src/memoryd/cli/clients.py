@@ -29,13 +29,6 @@ def _claude_settings_path() -> Path:
     return Path.home() / ".claude" / "settings.json"
 
 
-def hook_command(python: str, verb: str, client: str) -> str:
-    import shlex
-
-    extra = " --client codex" if client == "codex" else ""
-    return f"{shlex.quote(python)}{HOOK_MARK}{verb}{extra}"
-
-
 def _groups(client: str, command: Callable[[str], str]) -> dict[str, list[dict[str, Any]]]:
     """One group per event of the table `client` has, with its tool matcher where it has one."""
     return {row.clients[client]: [{**({"matcher": row.matchers[client]} if client in row.matchers else {}),
@@ -45,7 +38,10 @@ def _groups(client: str, command: Callable[[str], str]) -> dict[str, list[dict[s
 
 
 def hook_groups(python: str, client: str) -> dict[str, list[dict[str, Any]]]:
-    return _groups(client, lambda verb: hook_command(python, verb, client))
+    import shlex
+
+    extra = " --client codex" if client == "codex" else ""
+    return _groups(client, lambda verb: f"{shlex.quote(python)}{HOOK_MARK}{verb}{extra}")
 
 
 # The Claude Code plugin (`plugin/`) runs the `memoryd` on PATH through this runner; its files are held

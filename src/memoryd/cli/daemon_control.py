@@ -36,9 +36,7 @@ def serve_daemon(detach: bool, log_format: str = "text") -> int:
     from memoryd.daemon.process import lifecycle
 
     lifecycle.configure_logging(log_format)
-    if detach:
-        return detach_and_wait(serve_args=["--log-format", log_format])
-    return lifecycle.run()
+    return detach_and_wait(serve_args=["--log-format", log_format]) if detach else lifecycle.run()
 
 
 def detach_and_wait(wait_s: float | None = None, serve_args: list[str] | None = None) -> int:

@@ -8,9 +8,9 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-import subprocess
 from typing import Any
 
+from memoryd import identity
 from memoryd.cli.memories import OK, one_line, run, table
 from memoryd.cli.output import emit
 
@@ -18,12 +18,7 @@ from memoryd.cli.output import emit
 def worktree_of(path: str) -> str:
     """The git top level holding `path` (what sessions record), else the path made absolute."""
     absolute = os.path.abspath(path)
-    try:
-        out = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=absolute, capture_output=True,
-                             text=True, timeout=5)
-    except (OSError, subprocess.SubprocessError):
-        return absolute
-    return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else absolute
+    return identity.git_output(["rev-parse", "--show-toplevel"], absolute, timeout=5) or absolute
 
 
 def session_lines(result: dict[str, Any]) -> list[str]:
