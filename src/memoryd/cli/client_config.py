@@ -1,10 +1,7 @@
-"""MCP clients' config files (claude-code, claude-desktop, cursor, codex): where each lives, and
-memoryd's bridge entry (`<python> -m memoryd mcp`) in it, read, compared and written idempotently,
-the rest of the file kept and the previous one saved as `<file>.bak`. The Codex TOML is edited
-textually, one table only: the stdlib reads TOML but cannot write it.
-
-Import contract: stdlib and `fsio`.
-"""
+"""MCP clients' config files (claude-code, claude-desktop, cursor, codex): where each lives, and memoryd's
+bridge entry (`<python> -m memoryd mcp`) in it, read, compared and written idempotently, the rest of the file
+kept and the previous one saved as `<file>.bak`. The Codex TOML is edited textually, one table only: the
+stdlib reads TOML but cannot write it. Import contract: stdlib and `fsio`."""
 
 from __future__ import annotations
 

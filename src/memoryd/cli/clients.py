@@ -1,8 +1,7 @@
 """`memoryd init --client NAME`: the MCP bridge in a client's config (cli/client_config.py) and, for
 Claude Code and Codex, memoryd's hooks in its hook config (~/.claude/settings.json, ~/.codex/hooks.json),
 merged beside the user's own; the plugin's files; what `memoryd doctor` finds.
-Import contract: stdlib, `cli.client_config` (its file reads and atomic writes) and `hooks.table`.
-"""
+Import contract: stdlib, `cli.client_config` (its file reads and atomic writes) and `hooks.table`."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """The `memoryd` command: one argparse tree, each verb's module imported only when it runs;
-`memoryd hook EVENT` skips the tree altogether (its fast path).
-"""
+`memoryd hook EVENT` skips the tree altogether (its fast path)."""
 
 from __future__ import annotations
 
@@ -92,7 +91,7 @@ def _add_store_parsers(sub: Any) -> None:
     episodes.add_argument("session", nargs="?")
     episodes.add_argument("--dry-run", action="store_true")
     episodes.add_argument("--json", action="store_true")
-    episodes.set_defaults(func=_entry("memoryd.cli.episodes:main"))
+    episodes.set_defaults(func=_entry("memoryd.cli.sessions:episodes"))
     export = sub.add_parser("export", help="write a portable archive of the store")
     export.add_argument("path", nargs="?")
     export.set_defaults(func=_entry("memoryd.cli.export:main", lambda f, ns: f(ns.path)))

@@ -1,7 +1,6 @@
 """`memoryd memories list|search|show|rm|restore|edit|pin|unpin` and `memoryd pending [confirm|cancel ID]`,
 through the agents' own tools and `admin` reads; `--json` prints the daemon's result unchanged.
-Exit codes: 0 ok; 1 not found or refused; 2 usage; 3 the daemon is not running and could not be started.
-"""
+Exit codes: 0 ok; 1 not found or refused; 2 usage; 3 the daemon is not running and could not be started."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """`memoryd reindex`: rebuild `state/` from the record files and the log, daemon stopped, with progress
 (a cold start on purpose; the pending-write snapshot is kept). Exit codes: 0 done; 1 the daemon is
-running; 2 a bad config; 3 a damaged log (the message names the line and the repair).
-"""
+running; 2 a bad config; 3 a damaged log (the message names the line and the repair)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
 """Render and install memoryd's service definitions: a systemd user unit or a launchd agent.
-
 Import contract: stdlib, `memoryd.paths` and `memoryd.fsio`. The templates are package data
-(`memoryd/units/`); the top-level `systemd/` folder is the readable copy, held equal by a test.
-"""
+(`memoryd/units/`); the top-level `systemd/` folder is the readable copy, held equal by a test."""
 
 from __future__ import annotations
 

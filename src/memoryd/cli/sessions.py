@@ -1,7 +1,8 @@
 """`memoryd sessions [WORKTREE | show SESSION]`: recent agent sessions, how each ended and the handoff it
 left, or what the hooks injected into one; `memoryd stats [--days N]`: how automatic recall did in real work
 (daemon/sessions/receipts.py). Both through `admin` reads; exit codes as `memoryd memories`.
-"""
+`memoryd episodes list [SESSION]` / `episodes prune [--dry-run]`: the journal tier, through the daemon (the
+only writer), auto-spawning it when needed."""
 
 from __future__ import annotations
 
@@ -71,6 +72,37 @@ def stats_lines(result: dict[str, Any]) -> list[str]:
 def cmd_stats(op: Any, ns: argparse.Namespace) -> int:
     emit(ns.json, op.admin("stats", days=ns.days), stats_lines)
     return OK
+
+
+def _ask(args: dict[str, Any]) -> Any:
+    from memoryd.client.connection import Connection
+
+    conn = Connection({"client": "memoryd-cli"})
+    conn.connect()
+    try:
+        return conn.call("episodes", args)
+    finally:
+        conn.close()
+
+
+def episodes(ns: argparse.Namespace) -> int:
+    if ns.action == "prune":
+        verb = "would prune" if ns.dry_run else "pruned"
+        emit(ns.json, _ask({"action": "prune", "dry_run": ns.dry_run}), lambda r: [
+            f"{verb} {r['episodes']} episode(s) in {len(r['sessions'])} session(s)",
+            *(f"  {e['session']:12} {e['episodes']:5}  newest {e['newest']}" for e in r["sessions"])])
+        return 0
+    emit(ns.json, _ask({"action": "list", "session": ns.session}), lambda r: episode_lines(r, ns.session))
+    return 0
+
+
+def episode_lines(result: dict[str, Any], session: str | None) -> list[str]:
+    if not result.get("episodes" if session else "sessions"):
+        return [f"no episodes{f' in session {session}' if session else ''}"]
+    if session:
+        return [f"{e['created']}  {e['id']}  [{e['provenance']}]  {e['takeaway']}" for e in result["episodes"]]
+    return [f"{row['session']:12} {row['episodes']:5} episodes  newest {row['newest']}  ended {row['ended']}"
+            for row in result["sessions"]]
 
 
 def add_parser(sub: Any) -> None:
