@@ -141,9 +141,8 @@ def register_hooks(client: str, python: str, out: TextIO) -> None:
 
 def register_client(name: str, print_only: bool, out: TextIO | None = None, python: str | None = None,
                     hooks: bool = False) -> int:
-    """Register the bridge (and with `hooks`, the hooks) for client `name`, run by `python` (default: this
-    interpreter). Exit code: 0 done or printed; 1 a config that cannot be edited safely (nothing
-    written); 2 an unknown client."""
+    """Register the bridge (and with `hooks`, the hooks) for client `name`, run by `python` (default: this interpreter).
+    Exit code: 0 done or printed; 1 a config that cannot be edited safely (nothing written); 2 an unknown client."""
     out = out or sys.stdout
     spec = CLIENTS.get(name)
     if spec is None:

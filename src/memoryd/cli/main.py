@@ -125,13 +125,13 @@ def build_parser() -> argparse.ArgumentParser:
     import argparse
 
     from memoryd import __version__
-    from memoryd.cli import daemon_control, importing, log, memories, reindex, restore, sessions, sync
+    from memoryd.cli import daemon_control, importing, log, memories, restore, sessions, sync
 
     parser = argparse.ArgumentParser(prog="memoryd", description="persistent memory for AI coding agents")
     parser.add_argument("--version", action="version", version=f"memoryd {__version__}")
     sub = parser.add_subparsers(dest="command")
     for add in (daemon_control.add_parsers, _add_setup_parsers, _add_hook_parser, log.add_parser, _add_store_parsers,
-                reindex.add_parser, restore.add_parser, _add_measuring_parsers, memories.add_parsers,
+                log.add_reindex_parser, restore.add_parser, _add_measuring_parsers, memories.add_parsers,
                 sessions.add_parser, importing.add_parser, sync.add_parser, sessions.add_stats_parser):
         add(sub)
     return parser
