@@ -78,13 +78,8 @@ def capture(cwd: str | None = None) -> dict[str, Any]:
     return {"worktree": worktree or None, "repo": (common + (" " + remote if remote else "")) if common else None,
             "project": project_name(remote, common), "project_from_origin": remote is not None, "client": None,
             "pid": os.getpid(), "swarm_id": os.environ.get("MEMORYD_SWARM_ID") or None,
-            "client_session": client_session_from_env()}
-
-
-def client_session_from_env() -> str | None:
-    """Claude Code's session id, which its hooks get too, so the daemon joins them into one session."""
-    value = os.environ.get("CLAUDE_CODE_SESSION_ID", "").strip()
-    return value[:256] or None
+            # Claude Code's session id, which its hooks get too: the daemon joins them into one session.
+            "client_session": os.environ.get("CLAUDE_CODE_SESSION_ID", "").strip()[:256] or None}
 
 
 def _sanitize_project(name: str | None) -> str | None:

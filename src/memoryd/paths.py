@@ -37,14 +37,10 @@ def config_file() -> Path:
     return _from_env("MEMORYD_CONFIG") or Path(_platformdirs().user_config_dir(APP)) / "config.yaml"
 
 
-def log_dir() -> Path:
-    if os.environ.get("MEMORYD_HOME") and not os.environ.get("MEMORYD_LOG_DIR"):
-        return store_root() / "log"  # tests and throwaway stores keep their log beside the store
-    return _from_env("MEMORYD_LOG_DIR") or Path(_platformdirs().user_log_dir(APP))
-
-
 def daemon_log_file() -> Path:
-    return log_dir() / "memoryd.log"
+    if os.environ.get("MEMORYD_HOME") and not os.environ.get("MEMORYD_LOG_DIR"):
+        return store_root() / "log" / "memoryd.log"  # tests and throwaway stores keep their log beside the store
+    return (_from_env("MEMORYD_LOG_DIR") or Path(_platformdirs().user_log_dir(APP))) / "memoryd.log"
 
 
 def _fallback_runtime_dir() -> Path:

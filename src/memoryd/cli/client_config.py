@@ -183,10 +183,6 @@ def write_config(path: Path, text: str) -> None:
     _WRITTEN[path] = text
 
 
-def config_target(spec: ClientSpec) -> Path:
-    return resolved(spec.config_path())
-
-
 def resolved(path: Path) -> Path:
     """Dotfile managers symlink these files: replace the file they point at, not the link."""
     return path.resolve() if path.is_symlink() else path
@@ -236,7 +232,7 @@ _FEATURES_HEADER = re.compile(r"^\s*\[\s*features\s*\]\s*(#.*)?$")
 
 def enable_codex_hooks(out: TextIO) -> None:
     """Codex runs hooks only with `[features] codex_hooks = true` in config.toml."""
-    path = config_target(CLIENTS["codex"])
+    path = resolved(codex_path())
     text, parsed = _read_toml(path)
     features = parsed.get("features")
     if isinstance(features, dict) and features.get("codex_hooks") is True:

@@ -91,9 +91,8 @@ def merged_hooks(data: dict[str, Any], wanted: dict[str, list[dict[str, Any]]]) 
     hooks = dict(data.get("hooks") or {})
     for event in [*hooks, *(e for e in wanted if e not in hooks)]:  # stable order: a diff stays small
         current = hooks.get(event)
-        groups: list[Any] = current if isinstance(current, list) else []
         kept = []
-        for group in groups:
+        for group in current if isinstance(current, list) else []:
             if isinstance(group, dict) and isinstance(group.get("hooks"), list):
                 others = [h for h in group["hooks"] if not _is_ours(h)]
                 if not others and any(_is_ours(h) for h in group["hooks"]):
@@ -154,7 +153,7 @@ def register_client(name: str, print_only: bool, out: TextIO | None = None, pyth
         return 0
     python = python or sys.executable
     entry = spec.entry(python)
-    path = client_config.config_target(spec)
+    path = client_config.resolved(spec.config_path())
     wire_hooks = hooks and name in HOOK_CLIENTS
     if print_only:
         out.write(f"# {path}\n{client_config.snippet(spec, entry)}")
