@@ -49,8 +49,7 @@ def _fallback_runtime_dir() -> Path:
 
 def runtime_dir() -> Path:
     """The 0700 dir of socket, lock and status; XDG_RUNTIME_DIR may vanish at logout: then the cache dir."""
-    env = _from_env("MEMORYD_RUNTIME_DIR")
-    if env:
+    if env := _from_env("MEMORYD_RUNTIME_DIR"):
         return env
     xdg = os.environ.get("XDG_RUNTIME_DIR")
     if xdg and os.path.isdir(xdg) and os.access(xdg, os.W_OK):

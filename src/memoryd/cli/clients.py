@@ -237,8 +237,7 @@ def enable_codex_hooks(out: TextIO) -> None:
     """Codex runs hooks only with `[features] codex_hooks = true` in config.toml."""
     path = resolved(codex_path())
     text, parsed = _read_toml(path)
-    features = parsed.get("features")
-    if isinstance(features, dict) and features.get("codex_hooks") is True:
+    if isinstance(features := parsed.get("features"), dict) and features.get("codex_hooks") is True:
         return
     new_text = _replace_toml_table(text, {"codex_hooks": True}, _FEATURES_HEADER, "features")
     try:

@@ -288,8 +288,7 @@ def _hooks_check(client: str, bridge_registered: bool) -> Check | None:
         if bridge_registered:
             return Check(name, "warn", f"no memoryd hooks in {row['path']}: recall is not automatic", init)
         return None
-    problem = _hook_dry_run(row["commands"][0])  # present: at least one command
-    if problem:
+    if problem := _hook_dry_run(row["commands"][0]):  # present: at least one command
         return Check(name, "fail", f"{row['path']}: {problem}", init)
     if not row["current"]:
         return Check(name, "warn", f"hooks in {row['path']} differ from what init writes now", init)

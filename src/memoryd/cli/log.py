@@ -11,7 +11,9 @@ import sys
 import time
 from typing import Any, TextIO
 
+from memoryd import paths
 from memoryd.cli.output import emit
+from memoryd.errors import StoreDamaged
 
 
 def add_parser(sub: Any) -> None:
@@ -23,7 +25,6 @@ def add_parser(sub: Any) -> None:
 
 
 def main(ns: argparse.Namespace) -> int:
-    from memoryd import paths
     from memoryd.daemon.storage import logcheck
 
     events = paths.store_root() / "events"
@@ -43,8 +44,7 @@ def verify_lines(report: dict[str, Any]) -> list[str]:
                  f"{report['reason']}"),
                 "the daemon will not start on it; fix: memoryd stop && memoryd log repair (docs/storage.md)"]
     lines = [f"log ok: {report['events']} events, chain intact"]
-    torn = report.get("torn_tail")
-    if torn:
+    if torn := report.get("torn_tail"):
         lines.append(f"torn tail, repaired at next start: {torn['bytes']} bytes at {torn['segment']}:{torn['line']}")
     for marker in report.get("quarantined", []):
         lines.append(f"quarantined: seq {marker['first_seq']}..{marker['seq']} at {marker['segment']}:"
@@ -56,10 +56,8 @@ def repair(events: Any, as_json: bool) -> int:
     """`log repair`: with the daemon stopped (its lock held here), quarantine what replay refuses."""
     import fcntl
 
-    from memoryd import paths
     from memoryd.daemon.storage import logcheck
     from memoryd.daemon.storage.clock import iso
-    from memoryd.errors import StoreDamaged
 
     paths.ensure_private_dir(paths.runtime_dir())
     with open(paths.lock_path(), "a+") as lock:  # the daemon's single-instance lock
@@ -100,8 +98,7 @@ def tail(segments: list[Any], follow: bool) -> int:
         lines = handle.readlines()[-20:]
         sys.stdout.writelines(lines)
         while follow:
-            line = handle.readline()
-            if line:
+            if line := handle.readline():
                 sys.stdout.write(line)
                 sys.stdout.flush()
             else:
@@ -144,7 +141,6 @@ class Bar:
 def reindex() -> int:
     from memoryd import config
     from memoryd.daemon.process import lifecycle
-    from memoryd.errors import StoreDamaged
 
     bar = Bar(sys.stderr)
     began = time.monotonic()

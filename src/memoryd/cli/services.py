@@ -42,8 +42,7 @@ def load_template(name: str) -> str:
 
 def _unit_quote(value: str, *, in_exec: bool = False) -> str:
     """`value` as one double-quoted systemd word, with specifier (and, in Exec lines, $) escaped."""
-    bad = sorted(set(value) & _UNIT_FORBIDDEN_CHARS)
-    if bad:
+    if bad := sorted(set(value) & _UNIT_FORBIDDEN_CHARS):
         raise ServiceError(f"a systemd unit cannot carry the path {value!r} (it contains {bad!r})")
     quoted = value.replace("%", "%%")
     if in_exec:
@@ -116,8 +115,7 @@ def _run_commands(plan: ServicePlan, out: TextIO) -> int:
             subprocess.run(cmd, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for cmd in plan.enable:
             print(f"$ {shlex.join(cmd)}", file=out)
-            code = subprocess.run(cmd, check=False).returncode
-            if code != 0:
+            if code := subprocess.run(cmd, check=False).returncode:
                 print(f"memoryd: `{shlex.join(cmd)}` exited with {code}", file=sys.stderr)
                 return code
     except FileNotFoundError as exc:
