@@ -19,16 +19,18 @@ WHEEL_SHA256 = "040bc662922426320e7f7751908834925d59a21115e1711bd40620be4408d65e
 INSTALL_HINT = "memoryd model install"
 
 
-def installed() -> str | None:
-    """VERSION once `install` extracted its zip, else that of a wheel pip installed, else None."""
-    from memoryd.daemon.encoder.files import installed_zip
-
-    if installed_zip().is_file():
-        return VERSION
+def _wheel_version() -> str | None:
     try:
         return metadata.version(DISTRIBUTION)
     except metadata.PackageNotFoundError:
         return None
+
+
+def installed() -> str | None:
+    """VERSION once `install` extracted its zip, else that of a wheel pip installed, else None."""
+    from memoryd.daemon.encoder.files import installed_zip
+
+    return VERSION if installed_zip().is_file() else _wheel_version()
 
 
 def install(quiet: bool = False) -> int:
@@ -63,18 +65,11 @@ def install(quiet: bool = False) -> int:
             return 1
         target.parent.mkdir(parents=True, exist_ok=True)
         fsio.replace_atomic(target, staged.read_bytes(), mode=0o644)  # the model is public, not the user's
-    _drop_old_install(quiet)
+    if _wheel_version() is not None:  # a wheel installed as a package: its unmet requirement makes pip print ERRORs
+        subprocess.run([sys.executable, "-m", "pip", "uninstall", "-y", *(["-q"] if quiet else []), DISTRIBUTION],
+                       check=False)
     if not quiet:
         print(f"memoryd: installed the {DISTRIBUTION} {VERSION} model ({target}); restart the daemon "
               "(memoryd restart) to search by meaning")
     return 0
 
-
-def _drop_old_install(quiet: bool) -> None:
-    """Remove a wheel installed as a package (its unmet requirement makes every later pip install print an ERROR)."""
-    try:
-        metadata.version(DISTRIBUTION)
-    except metadata.PackageNotFoundError:
-        return
-    subprocess.run([sys.executable, "-m", "pip", "uninstall", "-y", *(["-q"] if quiet else []), DISTRIBUTION],
-                   check=False)
