@@ -204,8 +204,7 @@ def register_bridge(spec: ClientSpec, path: Path, entry: dict[str, Any], out: Te
     if _entry_matches(current, entry):
         print(f"{spec.name}: memoryd already registered in {path}", file=out)
         return 0
-    text = _json_with_entry(path, entry) if spec.format == "json" else _toml_with_entry(path, entry)
-    write_config(path, text)
+    write_config(path, _json_with_entry(path, entry) if spec.format == "json" else _toml_with_entry(path, entry))
     verb = "updated" if current is not None else "registered"
     print(f"{spec.name}: memoryd {verb} in {path}; restart {spec.name} to load it", file=out)
     return 0

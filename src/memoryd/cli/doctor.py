@@ -62,12 +62,9 @@ def runtime_requirements() -> list[str]:
     """The distributions memoryd requires (no extras), from its installed metadata."""
     import re
 
-    found = []
-    for requirement in importlib.metadata.requires("memoryd") or []:
-        spec, _, marker = requirement.partition(";")
-        if "extra" not in marker:
-            found.append(re.split(r"[\s<>=!~\[(]", spec.strip(), maxsplit=1)[0])
-    return found
+    requirements = [requirement.partition(";") for requirement in importlib.metadata.requires("memoryd") or []]
+    return [re.split(r"[\s<>=!~\[(]", spec.strip(), maxsplit=1)[0] for spec, _, marker in requirements
+            if "extra" not in marker]
 
 
 def import_name(dist: str) -> str:
