@@ -62,9 +62,8 @@ DAY_S = 86_400
 RANGES: dict[str, tuple[float, float]] = {
     "episode_ttl_days": (1, 3650), "pending_ttl_seconds": (1, 30 * DAY_S),
     "heartbeat_seconds": (0.1, 300),  # liveness and restart grace are 3x this
-    "verification_stale_days": (1, 3650),
+    "verification_stale_days": (1, 3650), "max_takeaway_bytes": (16, 65_536),
     "max_content_bytes": (1024, 4_000_000),  # stays under the wire's 4 MiB frame
-    "max_takeaway_bytes": (16, 65_536),
     "max_scopes_per_write": (1, 64),  # the tools' schemas allow at most 64
     "dedup_duplicate": (0.01, 1.0), "dedup_related": (0.01, 1.0),
     "hook_session_start_chars": (100, MAX_HOOK_CHARS), "hook_prompt_chars": (100, MAX_HOOK_CHARS),

@@ -1,18 +1,5 @@
-"""The one exception tree of memoryd, with JSON-RPC codes and the wire form.
-
-    MemorydError                     code, kind, message, data
-    ├── InvalidParams      -32602    a tool argument broke a rule (data: param, reason)
-    ├── ResourceState      -32002    unknown/finished session, unknown memory, ... (data: kind, id)
-    ├── StoreDamaged       -32002    the store cannot be opened as it is (data: kind, path, line)
-    ├── StorageError       -32002    the filesystem refused a write; nothing was applied (data: path, errno)
-    ├── DaemonUnavailable  -32001    the bridge could not reach or start the daemon
-    ├── BadRequest         -32600    a malformed wire request
-    ├── ProtocolMismatch   -32003    bridge and daemon speak different protocol versions
-    ├── InternalError      -32603    a bug; the daemon logs it and keeps serving
-    └── BadImportInput     -32602    `memoryd import` cannot read its input (data: path, line)
-
-The daemon turns them into replies in one place (`to_wire`), the client back in one (`from_wire`).
-"""
+"""The one exception tree of memoryd, with JSON-RPC codes (docs/wire.md, "Error codes") and the wire form:
+the daemon turns them into replies in one place (`to_wire`), the client back in one (`from_wire`)."""
 
 from __future__ import annotations
 
@@ -128,7 +115,6 @@ class BadImportInput(MemorydError):
 
 def from_wire(error: dict[str, Any]) -> MemorydError:
     """Rebuild the exception a daemon error reply describes (the inverse of `to_wire`)."""
-    code = int(error.get("code", INTERNAL_ERROR))
     exc = MemorydError(str(error.get("message", "")), error.get("data") or {}, str(error.get("kind", "")))
-    exc.code = code
+    exc.code = int(error.get("code", INTERNAL_ERROR))
     return exc

@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any
 
 
-def _git(args: list[str], cwd: str) -> str | None:
+def git_output(args: list[str], cwd: str, timeout: float = 2) -> str | None:
+    """What `git ARGS` prints in `cwd`, stripped; None when it fails, prints nothing or takes over `timeout` s."""
     try:
-        out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=2)
-    except (OSError, subprocess.TimeoutExpired):
+        out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else None
 
@@ -23,8 +24,6 @@ def _origin_url(common: str, worktree: str) -> str | None:
         text = Path(common, "config").read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         text = "[include"
-    if "[include" in text.lower():
-        return _git(["config", "--get", "remote.origin.url"], worktree)
     section, url = None, None
     for raw in text.splitlines():
         line = raw.strip()
@@ -32,8 +31,8 @@ def _origin_url(common: str, worktree: str) -> str | None:
             section = " ".join(line.strip("[]").split()).lower()
         elif section == 'remote "origin"' and "=" in line and line.split("=", 1)[0].strip().lower() == "url":
             url = line.split("=", 1)[1].strip()
-    if url is None or any(c in url for c in '"\\#;'):
-        return None if url is None else _git(["config", "--get", "remote.origin.url"], worktree)
+    if "[include" in text.lower() or (url is not None and any(c in url for c in '"\\#;')):
+        return git_output(["config", "--get", "remote.origin.url"], worktree)
     return url or None
 
 
@@ -66,10 +65,10 @@ def capture(cwd: str | None = None) -> dict[str, Any]:
     if override is not None:
         worktree: str | None = override
         if worktree:
-            common = _git(["rev-parse", "--path-format=absolute", "--git-common-dir"], worktree)
+            common = git_output(["rev-parse", "--path-format=absolute", "--git-common-dir"], worktree)
     else:
         # One git process for both paths: hooks capture an identity on every prompt.
-        out = _git(["rev-parse", "--show-toplevel", "--path-format=absolute", "--git-common-dir"], cwd)
+        out = git_output(["rev-parse", "--show-toplevel", "--path-format=absolute", "--git-common-dir"], cwd)
         lines = out.splitlines() if out else []
         worktree, common = (lines[0], lines[1]) if len(lines) == 2 else (None, None)
     if worktree and common:
@@ -79,13 +78,8 @@ def capture(cwd: str | None = None) -> dict[str, Any]:
     return {"worktree": worktree or None, "repo": (common + (" " + remote if remote else "")) if common else None,
             "project": project_name(remote, common), "project_from_origin": remote is not None, "client": None,
             "pid": os.getpid(), "swarm_id": os.environ.get("MEMORYD_SWARM_ID") or None,
-            "client_session": client_session_from_env()}
-
-
-def client_session_from_env() -> str | None:
-    """Claude Code's session id, which its hooks get too, so the daemon joins them into one session."""
-    value = os.environ.get("CLAUDE_CODE_SESSION_ID", "").strip()
-    return value[:256] or None
+            # Claude Code's session id, which its hooks get too: the daemon joins them into one session.
+            "client_session": os.environ.get("CLAUDE_CODE_SESSION_ID", "").strip()[:256] or None}
 
 
 def _sanitize_project(name: str | None) -> str | None:

@@ -22,16 +22,13 @@ def project_line(project: str | None, from_origin: bool) -> str | None:
     return f"This repo's memories are scoped projects:{project} ({source})."
 
 
-def _short_line(project: str, from_origin: bool) -> str:
-    return f"This repo's scope: projects:{project} ({'origin URL' if from_origin else 'folder name'})."
-
-
 def for_project(project: str | None, from_origin: bool) -> str:
-    """INSTRUCTIONS plus the repo's project scope, when it fits the cap (a shorter form first)."""
+    """INSTRUCTIONS plus the repo's project scope, when it fits the cap (shorter forms next)."""
     line = project_line(project, from_origin)
-    if line is None or not project:
+    if line is None:
         return INSTRUCTIONS
-    for extra in (line, _short_line(project, from_origin), f"This repo's scope: projects:{project}."):
+    short = f"This repo's scope: projects:{project}"
+    for extra in (line, f"{short} ({'origin URL' if from_origin else 'folder name'}).", f"{short}."):
         if len(INSTRUCTIONS) + 1 + len(extra) <= MAX_CHARS:
             return f"{INSTRUCTIONS} {extra}"
     return INSTRUCTIONS

@@ -37,14 +37,10 @@ def config_file() -> Path:
     return _from_env("MEMORYD_CONFIG") or Path(_platformdirs().user_config_dir(APP)) / "config.yaml"
 
 
-def log_dir() -> Path:
-    if os.environ.get("MEMORYD_HOME") and not os.environ.get("MEMORYD_LOG_DIR"):
-        return store_root() / "log"  # tests and throwaway stores keep their log beside the store
-    return _from_env("MEMORYD_LOG_DIR") or Path(_platformdirs().user_log_dir(APP))
-
-
 def daemon_log_file() -> Path:
-    return log_dir() / "memoryd.log"
+    if os.environ.get("MEMORYD_HOME") and not os.environ.get("MEMORYD_LOG_DIR"):
+        return store_root() / "log" / "memoryd.log"  # tests and throwaway stores keep their log beside the store
+    return (_from_env("MEMORYD_LOG_DIR") or Path(_platformdirs().user_log_dir(APP))) / "memoryd.log"
 
 
 def _fallback_runtime_dir() -> Path:
@@ -53,15 +49,12 @@ def _fallback_runtime_dir() -> Path:
 
 def runtime_dir() -> Path:
     """The 0700 dir of socket, lock and status; XDG_RUNTIME_DIR may vanish at logout: then the cache dir."""
-    env = _from_env("MEMORYD_RUNTIME_DIR")
-    if env:
+    if env := _from_env("MEMORYD_RUNTIME_DIR"):
         return env
     xdg = os.environ.get("XDG_RUNTIME_DIR")
     if xdg and os.path.isdir(xdg) and os.access(xdg, os.W_OK):
         return Path(xdg) / APP
-    if os.uname().sysname == "Darwin":
-        return Path(_platformdirs().user_runtime_dir(APP))
-    return _fallback_runtime_dir()
+    return Path(_platformdirs().user_runtime_dir(APP)) if os.uname().sysname == "Darwin" else _fallback_runtime_dir()
 
 
 def socket_path() -> Path:

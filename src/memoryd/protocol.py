@@ -97,7 +97,7 @@ def _worst_argument(op: str, args: dict[str, Any], score: Callable[[Any], int]) 
 def encode_reply(req_id: Any, result: Any) -> bytes:
     """The ok reply as one frame, or a -32603 error for the same id when it cannot be or is over MAX_FRAME_BYTES."""
     try:
-        frame = encode(ok_reply(req_id, result))
+        frame = encode({"v": PROTOCOL, "id": req_id, "ok": True, "result": result})
     except (ValueError, OverflowError, TypeError) as exc:
         error = MemorydError(f"the reply could not be encoded ({type(exc).__name__})",
                              {"kind": "unencodable_reply"}, kind="unencodable_reply")
@@ -113,10 +113,6 @@ def encode_reply(req_id: Any, result: Any) -> bytes:
 
 def request(req_id: int, op: str, args: dict[str, Any], conn: str) -> dict[str, Any]:
     return {"v": PROTOCOL, "id": req_id, "op": op, "args": args, "conn": conn}
-
-
-def ok_reply(req_id: Any, result: Any) -> dict[str, Any]:
-    return {"v": PROTOCOL, "id": req_id, "ok": True, "result": result}
 
 
 def error_reply(req_id: Any, error: dict[str, Any]) -> dict[str, Any]:

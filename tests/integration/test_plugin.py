@@ -19,7 +19,7 @@ from pathlib import Path
 from test_hooks import claude_binary, git_repo
 
 from harness import Env
-from memoryd.cli.client_hooks import plugin_hooks, plugin_mcp
+from memoryd.cli.clients import plugin_hooks, plugin_mcp
 from scripted_claude import claude_environ, given_text, hook_context, run_claude
 
 ROOT = Path(__file__).resolve().parents[2]

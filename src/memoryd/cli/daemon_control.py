@@ -36,9 +36,7 @@ def serve_daemon(detach: bool, log_format: str = "text") -> int:
     from memoryd.daemon.process import lifecycle
 
     lifecycle.configure_logging(log_format)
-    if detach:
-        return detach_and_wait(serve_args=["--log-format", log_format])
-    return lifecycle.run()
+    return detach_and_wait(serve_args=["--log-format", log_format]) if detach else lifecycle.run()
 
 
 def detach_and_wait(wait_s: float | None = None, serve_args: list[str] | None = None) -> int:
@@ -105,5 +103,4 @@ def restart(ns: argparse.Namespace) -> int:
     """Stop, then start; success means a daemon answers at the end, whoever started it (a bridge
     racing the restart spawns one itself, and `detach` then waits for that one)."""
     stop(ns)
-    ns.detach = True
     return detach_and_wait(RESTART_WAIT_S)

@@ -1,8 +1,5 @@
-"""`memoryd demo`: a throwaway store, a real daemon, two scripted agents through real bridges.
-
-Agent 1 journals its run and finishes with a handoff; agent 2 starts fresh in the same worktree
-and, in one call, learns what agent 1 concluded and how its session ended.
-"""
+"""`memoryd demo`: a throwaway store, a real daemon, two scripted agents through real bridges: agent 1
+journals its run and finishes with a handoff; agent 2, fresh in the same worktree, learns both in one call."""
 
 from __future__ import annotations
 

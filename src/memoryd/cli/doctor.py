@@ -1,9 +1,6 @@
 """`memoryd doctor`: check the install, paths, permissions, daemon and client configs, with a fix for each.
-
-Import contract: stdlib, `memoryd.paths` and `memoryd.cli.clients`, runtime packages only to prove
-they load; the daemon is judged from its status file, never over ZeroMQ, so doctor answers when the
-transport or the daemon is what is broken.
-"""
+Import contract: stdlib, `memoryd.paths` and `memoryd.cli.clients`, runtime packages only to prove they load;
+the daemon is judged from its status file, never over ZeroMQ (doctor answers when either is what is broken)."""
 
 from __future__ import annotations
 
@@ -39,11 +36,10 @@ class Check:
 
 
 def check_python() -> list[Check]:
-    version = ".".join(map(str, sys.version_info[:3]))
+    found = f"{'.'.join(map(str, sys.version_info[:3]))} at {sys.executable}"
     if sys.version_info[:2] >= MIN_PYTHON:
-        return [Check("python", "ok", f"{version} at {sys.executable}")]
-    wanted = ".".join(map(str, MIN_PYTHON))
-    return [Check("python", "fail", f"{version} at {sys.executable}", f"install Python {wanted} or newer")]
+        return [Check("python", "ok", found)]
+    return [Check("python", "fail", found, f"install Python {'.'.join(map(str, MIN_PYTHON))} or newer")]
 
 
 def _check_package(module: str, dist: str) -> Check:
@@ -66,12 +62,9 @@ def runtime_requirements() -> list[str]:
     """The distributions memoryd requires (no extras), from its installed metadata."""
     import re
 
-    found = []
-    for requirement in importlib.metadata.requires("memoryd") or []:
-        spec, _, marker = requirement.partition(";")
-        if "extra" not in marker:
-            found.append(re.split(r"[\s<>=!~\[(]", spec.strip(), maxsplit=1)[0])
-    return found
+    requirements = [requirement.partition(";") for requirement in importlib.metadata.requires("memoryd") or []]
+    return [re.split(r"[\s<>=!~\[(]", spec.strip(), maxsplit=1)[0] for spec, _, marker in requirements
+            if "extra" not in marker]
 
 
 def import_name(dist: str) -> str:
@@ -140,10 +133,8 @@ def check_runtime_dir() -> list[Check]:
     status, note, fix = _runtime_dir_source(runtime)
     if not runtime.exists():
         return [Check("runtime dir", status, f"{runtime} ({note}; created 0700 on first start)", fix)]
-    problem = _private_dir_problem("runtime dir", runtime)
-    if problem is not None:
-        return [problem]
-    return [Check("runtime dir", status, f"{runtime} ({note}; mode 700, yours)", fix)]
+    return [_private_dir_problem("runtime dir", runtime)
+            or Check("runtime dir", status, f"{runtime} ({note}; mode 700, yours)", fix)]
 
 
 def check_socket() -> list[Check]:
@@ -170,10 +161,7 @@ def check_store() -> list[Check]:
         return [Check("store", "fail", f"{store} is not a directory", "move it away or set MEMORYD_HOME")]
     if not os.access(store, os.W_OK | os.X_OK):
         return [Check("store", "fail", f"{store} is not writable", f"chmod u+rwx {store}")]
-    problem = _private_dir_problem("store", store)
-    if problem is not None:
-        return [problem]
-    return [Check("store", "ok", f"{store} (writable, mode 700)")]
+    return [_private_dir_problem("store", store) or Check("store", "ok", f"{store} (writable, mode 700)")]
 
 
 def check_config() -> list[Check]:
@@ -297,9 +285,8 @@ def _hooks_check(client: str, bridge_registered: bool) -> Check | None:
         if bridge_registered:
             return Check(name, "warn", f"no memoryd hooks in {row['path']}: recall is not automatic", init)
         return None
-    problems = [p for p in (_hook_dry_run(c) for c in row["commands"][:1]) if p]
-    if problems:
-        return Check(name, "fail", f"{row['path']}: {problems[0]}", init)
+    if problem := _hook_dry_run(row["commands"][0]):  # present: at least one command
+        return Check(name, "fail", f"{row['path']}: {problem}", init)
     if not row["current"]:
         return Check(name, "warn", f"hooks in {row['path']} differ from what init writes now", init)
     return Check(name, "ok", f"{len(row['commands'])} hooks in {row['path']}, dry run answers")

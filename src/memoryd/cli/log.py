@@ -1,15 +1,19 @@
-"""`memoryd log tail|verify|repair`: follow the event log, check its hash chain, or (daemon
-stopped) quarantine what replay refuses (docs/storage.md, 'Reliability')."""
+"""The store's offline tools. `memoryd log tail|verify|repair`: follow the event log, check its hash chain, or
+(daemon stopped) quarantine what replay refuses (docs/storage.md, 'Reliability'). `memoryd reindex`: rebuild
+`state/` from the record files and the log, daemon stopped, with progress (a cold start on purpose; the
+pending-write snapshot is kept); exit codes: 0 done; 1 the daemon is running; 2 a bad config; 3 a damaged log
+(the message names the line and the repair)."""
 
 from __future__ import annotations
 
+import argparse  # free: this module is imported where the parser is built
 import sys
-from typing import TYPE_CHECKING, Any
+import time
+from typing import Any, TextIO
 
+from memoryd import paths
 from memoryd.cli.output import emit
-
-if TYPE_CHECKING:  # argparse is imported where the parser is built: the hook fast path skips it
-    import argparse
+from memoryd.errors import StoreDamaged
 
 
 def add_parser(sub: Any) -> None:
@@ -21,7 +25,6 @@ def add_parser(sub: Any) -> None:
 
 
 def main(ns: argparse.Namespace) -> int:
-    from memoryd import paths
     from memoryd.daemon.storage import logcheck
 
     events = paths.store_root() / "events"
@@ -41,8 +44,7 @@ def verify_lines(report: dict[str, Any]) -> list[str]:
                  f"{report['reason']}"),
                 "the daemon will not start on it; fix: memoryd stop && memoryd log repair (docs/storage.md)"]
     lines = [f"log ok: {report['events']} events, chain intact"]
-    torn = report.get("torn_tail")
-    if torn:
+    if torn := report.get("torn_tail"):
         lines.append(f"torn tail, repaired at next start: {torn['bytes']} bytes at {torn['segment']}:{torn['line']}")
     for marker in report.get("quarantined", []):
         lines.append(f"quarantined: seq {marker['first_seq']}..{marker['seq']} at {marker['segment']}:"
@@ -53,12 +55,9 @@ def verify_lines(report: dict[str, Any]) -> list[str]:
 def repair(events: Any, as_json: bool) -> int:
     """`log repair`: with the daemon stopped (its lock held here), quarantine what replay refuses."""
     import fcntl
-    import time
 
-    from memoryd import paths
     from memoryd.daemon.storage import logcheck
     from memoryd.daemon.storage.clock import iso
-    from memoryd.errors import StoreDamaged
 
     paths.ensure_private_dir(paths.runtime_dir())
     with open(paths.lock_path(), "a+") as lock:  # the daemon's single-instance lock
@@ -92,8 +91,6 @@ def _kept(marker: dict[str, Any]) -> str:
 
 
 def tail(segments: list[Any], follow: bool) -> int:
-    import time
-
     if not segments:
         print("memoryd: the event log is empty", file=sys.stderr)
         return 0
@@ -101,10 +98,66 @@ def tail(segments: list[Any], follow: bool) -> int:
         lines = handle.readlines()[-20:]
         sys.stdout.writelines(lines)
         while follow:
-            line = handle.readline()
-            if line:
+            if line := handle.readline():
                 sys.stdout.write(line)
                 sys.stdout.flush()
             else:
                 time.sleep(0.2)
+    return 0
+
+
+def add_reindex_parser(sub: Any) -> None:
+    sub.add_parser("reindex", help="rebuild state/ (caches, search index, checkpoint) from the files; "
+                   "daemon stopped").set_defaults(func=lambda ns: reindex())
+
+
+class Bar:
+    """Progress on stderr: one line redrawn on a terminal, a line per phase otherwise."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream, self.tty = stream, stream.isatty()
+        self.phase, self.drawn = "", 0.0
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if phase != self.phase:
+            if self.tty and self.phase:
+                self.stream.write("\n")
+            self.phase, self.drawn = phase, 0.0
+            if not self.tty:
+                self.stream.write(f"memoryd: {phase}\n")
+        if self.tty and now - self.drawn >= 0.1:
+            self.drawn = now
+            filled = int(30 * min(done, total) / total) if total else 0
+            shown = f"[{'#' * filled}{'.' * (30 - filled)}] {done:,}/{total:,}" if total else f"{done:,}"
+            self.stream.write(f"\r{phase:28} {shown}")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.tty and self.phase:
+            self.stream.write("\n")
+
+
+def reindex() -> int:
+    from memoryd import config
+    from memoryd.daemon.process import lifecycle
+
+    bar = Bar(sys.stderr)
+    began = time.monotonic()
+    failed: tuple[int, str] | None = None
+    try:
+        report: dict[str, Any] = lifecycle.reindex(bar)
+    except lifecycle.AlreadyRunning as exc:
+        failed = 1, f"the daemon is {exc}; stop it first (memoryd stop), then reindex"
+    except config.ConfigError as exc:
+        failed = 2, str(exc)
+    except StoreDamaged as exc:
+        failed = 3, exc.message
+    bar.close()
+    if failed:
+        print(f"memoryd: {failed[1]}", file=sys.stderr)
+        return failed[0]
+    print(f"memoryd: reindexed {report.get('memories', 0):,} memories, {report.get('tombstones', 0):,} tombstones "
+          f"and the episodes in {time.monotonic() - began:.1f} s "
+          f"({report.get('memories_bad_files', 0) + report.get('bad_files', 0)} bad files; see memory_health)")
     return 0

@@ -1,6 +1,5 @@
 """The `memoryd` command: one argparse tree, each verb's module imported only when it runs;
-`memoryd hook EVENT` skips the tree altogether (its fast path).
-"""
+`memoryd hook EVENT` skips the tree altogether (its fast path)."""
 
 from __future__ import annotations
 
@@ -31,9 +30,7 @@ def _hook_fast_path(args: list[str]) -> int:
     from memoryd.hooks.table import CLIENTS
 
     event, rest = args[0], args[1:]
-    client = "claude-code"
-    if "--client" in rest and rest.index("--client") + 1 < len(rest):
-        client = rest[rest.index("--client") + 1]
+    client = rest[rest.index("--client") + 1] if "--client" in rest[:-1] else "claude-code"
     if client not in CLIENTS:
         return hooks.fail(f"unknown client {client!r}")
     return _hook_from(event, client, "--dry-run" in rest, "--from-plugin" in rest)
@@ -94,7 +91,7 @@ def _add_store_parsers(sub: Any) -> None:
     episodes.add_argument("session", nargs="?")
     episodes.add_argument("--dry-run", action="store_true")
     episodes.add_argument("--json", action="store_true")
-    episodes.set_defaults(func=_entry("memoryd.cli.episodes:main"))
+    episodes.set_defaults(func=_entry("memoryd.cli.sessions:episodes"))
     export = sub.add_parser("export", help="write a portable archive of the store")
     export.add_argument("path", nargs="?")
     export.set_defaults(func=_entry("memoryd.cli.export:main", lambda f, ns: f(ns.path)))
@@ -128,14 +125,14 @@ def build_parser() -> argparse.ArgumentParser:
     import argparse
 
     from memoryd import __version__
-    from memoryd.cli import daemon_control, importing, log, memories, reindex, restore, sessions, stats, sync
+    from memoryd.cli import daemon_control, importing, log, memories, restore, sessions, sync
 
     parser = argparse.ArgumentParser(prog="memoryd", description="persistent memory for AI coding agents")
     parser.add_argument("--version", action="version", version=f"memoryd {__version__}")
     sub = parser.add_subparsers(dest="command")
     for add in (daemon_control.add_parsers, _add_setup_parsers, _add_hook_parser, log.add_parser, _add_store_parsers,
-                reindex.add_parser, restore.add_parser, _add_measuring_parsers, memories.add_parsers,
-                sessions.add_parser, importing.add_parser, sync.add_parser, stats.add_parser):
+                log.add_reindex_parser, restore.add_parser, _add_measuring_parsers, memories.add_parsers,
+                sessions.add_parser, importing.add_parser, sync.add_parser, sessions.add_stats_parser):
         add(sub)
     return parser
 

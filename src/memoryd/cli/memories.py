@@ -1,7 +1,6 @@
 """`memoryd memories list|search|show|rm|restore|edit|pin|unpin` and `memoryd pending [confirm|cancel ID]`,
 through the agents' own tools and `admin` reads; `--json` prints the daemon's result unchanged.
-Exit codes: 0 ok; 1 not found or refused; 2 usage; 3 the daemon is not running and could not be started.
-"""
+Exit codes: 0 ok; 1 not found or refused; 2 usage; 3 the daemon is not running and could not be started."""
 
 from __future__ import annotations
 
@@ -56,9 +55,7 @@ def start_daemon() -> None:
 
 def full_id(op: Any, typed: str) -> str:
     """A whole id as typed, or a unique prefix (6+ characters) resolved by the daemon's `resolve_id`."""
-    if len(typed) == 26:
-        return typed
-    return str(op.admin("resolve_id", prefix=typed)["id"])
+    return typed if len(typed) == 26 else str(op.admin("resolve_id", prefix=typed)["id"])
 
 
 def scopes_of(ns: argparse.Namespace) -> list[str] | None:
@@ -77,16 +74,8 @@ def table(header: list[str], rows: list[list[str]]) -> list[str]:
         return []
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header[:-1])]
     room = max(20, max(60, shutil.get_terminal_size((120, 20)).columns) - sum(widths) - 2 * len(widths))
-    out = []
-    for row in [header, *rows]:
-        cells = [cell.ljust(w) for cell, w in zip(row, widths)]
-        out.append("  ".join([*cells, one_line(row[-1], room)]).rstrip())
-    return out
-
-
-def memory_rows(items: list[dict[str, Any]]) -> list[list[str]]:
-    return [[shown_id(m), (m.get("updated") or "")[:19], m.get("category") or "", ",".join(m.get("scopes") or []),
-             m.get("first_line") or m.get("content") or ""] for m in items]
+    return ["  ".join([*(cell.ljust(w) for cell, w in zip(row, widths)), one_line(row[-1], room)]).rstrip()
+            for row in [header, *rows]]
 
 
 def shown_id(item: dict[str, Any]) -> str:
@@ -95,7 +84,6 @@ def shown_id(item: dict[str, Any]) -> str:
 
 # What `memories edit` reads back from an editor: the daemon's largest content (config max_content_bytes).
 MAX_EDIT_BYTES = 4_000_000
-MEMORY_HEADER = ["ID", "UPDATED", "CATEGORY", "SCOPES", "FIRST LINE"]
 
 
 def cmd_list(op: Any, ns: argparse.Namespace) -> int:
@@ -107,15 +95,18 @@ def cmd_list(op: Any, ns: argparse.Namespace) -> int:
              + [f"{len(rows)} of {r['total']} removed memories"])
         return OK
     result = op.tool(names.MEMORY_LIST, scopes=scopes_of(ns), category=ns.category, limit=ns.limit, pinned=ns.pinned)
-    emit(ns.json, result, lambda r: table(MEMORY_HEADER, memory_rows(r["memories"]))
-         + [f"{len(r['memories'])} of {r['total']} {'pinned ' if ns.pinned else ''}memories"])
+    rows = [[shown_id(m), (m.get("updated") or "")[:19], m.get("category") or "", ",".join(m.get("scopes") or []),
+             m.get("first_line") or m.get("content") or ""] for m in result["memories"]]
+    emit(ns.json, result, lambda r: table(["ID", "UPDATED", "CATEGORY", "SCOPES", "FIRST LINE"], rows)
+         + [f"{len(rows)} of {r['total']} {'pinned ' if ns.pinned else ''}memories"])
     return OK
 
 
 def cmd_search(op: Any, ns: argparse.Namespace) -> int:
     result = op.tool(names.MEMORY_SEARCH, query=ns.query, scopes=scopes_of(ns), category=ns.category,
                      max_results=ns.limit, auto_scope=False)
-    hits = result["results"] if ns.all else [h for h in result["results"] if is_match(h)]
+    hits = result["results"] if ns.all else [h for h in result["results"] if h.get("relevance")
+                                             or (h.get("similarity") or 0.0) >= MEANING_MATCH_FLOOR]
     rows = [[shown_id(h), f"{h.get('score', 0):.1f}", f"{h.get('relevance', 0):.2f}",
              "-" if h.get("similarity") is None else f"{h['similarity']:.2f}",
              h.get("staleness_verdict") or "", h.get("category") or "", h.get("content") or ""] for h in hits]
@@ -136,10 +127,6 @@ def cmd_search(op: Any, ns: argparse.Namespace) -> int:
 
 # A hit sharing no word with the query matches at this cosine: the prompt hook's pointer bar (docs/search.md).
 MEANING_MATCH_FLOOR = 0.5
-
-
-def is_match(hit: dict[str, Any]) -> bool:
-    return bool(hit.get("relevance")) or (hit.get("similarity") or 0.0) >= MEANING_MATCH_FLOOR
 
 
 def show_lines(memory: dict[str, Any], history: dict[str, Any]) -> list[str]:
@@ -291,12 +278,11 @@ def read_edited(folder: str, name: str) -> str:
 
     folder_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        try:
-            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder_fd)
-        except FileNotFoundError:
-            raise EditRefused("the edited file is gone (the editor deleted or moved it)") from None
-        except OSError as exc:  # ELOOP: a symlink
-            raise EditRefused(f"the edited file is not a plain file ({exc.strerror})") from None
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder_fd)
+    except FileNotFoundError:
+        raise EditRefused("the edited file is gone (the editor deleted or moved it)") from None
+    except OSError as exc:  # ELOOP: a symlink
+        raise EditRefused(f"the edited file is not a plain file ({exc.strerror})") from None
     finally:
         os.close(folder_fd)
     with os.fdopen(fd, "rb") as handle:

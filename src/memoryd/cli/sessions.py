@@ -1,15 +1,17 @@
 """`memoryd sessions [WORKTREE | show SESSION]`: recent agent sessions, how each ended and the handoff it
-left, or what the hooks injected into one, through `admin` reads. Exit codes as `memoryd memories`.
-"""
+left, or what the hooks injected into one; `memoryd stats [--days N]`: how automatic recall did in real work
+(daemon/sessions/receipts.py). Both through `admin` reads; exit codes as `memoryd memories`.
+`memoryd episodes list [SESSION]` / `episodes prune [--dry-run]`: the journal tier, through the daemon (the
+only writer), auto-spawning it when needed."""
 
 from __future__ import annotations
 
 import argparse
 import functools
 import os
-import subprocess
 from typing import Any
 
+from memoryd import identity
 from memoryd.cli.memories import OK, one_line, run, table
 from memoryd.cli.output import emit
 
@@ -17,12 +19,7 @@ from memoryd.cli.output import emit
 def worktree_of(path: str) -> str:
     """The git top level holding `path` (what sessions record), else the path made absolute."""
     absolute = os.path.abspath(path)
-    try:
-        out = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=absolute, capture_output=True,
-                             text=True, timeout=5)
-    except (OSError, subprocess.SubprocessError):
-        return absolute
-    return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else absolute
+    return identity.git_output(["rev-parse", "--show-toplevel"], absolute, timeout=5) or absolute
 
 
 def session_lines(result: dict[str, Any]) -> list[str]:
@@ -58,6 +55,56 @@ def cmd_sessions(op: Any, ns: argparse.Namespace) -> int:
     return OK
 
 
+def stats_lines(result: dict[str, Any]) -> list[str]:
+    lines = [f"last {result['days']} days (since {result['since'][:19]}): {result['sessions']} sessions, "
+             f"{result['injections']} injections ({result['injections_per_session']} and "
+             f"{result['chars_per_session']} chars a session)",
+             f"pointers: {result['pointers']} shown, {result['pointers_opened']} opened "
+             f"(open rate {result['pointer_open_rate']:.0%})"]
+    if result["most_injected"]:
+        rows = [[r["id"], str(r["times"])] for r in result["most_injected"]]
+        lines += ["", *table(["MEMORY", "TIMES INJECTED"], rows)]
+    if result["never_opened"]:
+        lines += ["", "pointed to but never opened: " + ", ".join(result["never_opened"])]
+    return lines
+
+
+def cmd_stats(op: Any, ns: argparse.Namespace) -> int:
+    emit(ns.json, op.admin("stats", days=ns.days), stats_lines)
+    return OK
+
+
+def _ask(args: dict[str, Any]) -> Any:
+    from memoryd.client.connection import Connection
+
+    conn = Connection({"client": "memoryd-cli"})
+    conn.connect()
+    try:
+        return conn.call("episodes", args)
+    finally:
+        conn.close()
+
+
+def episodes(ns: argparse.Namespace) -> int:
+    if ns.action == "prune":
+        verb = "would prune" if ns.dry_run else "pruned"
+        emit(ns.json, _ask({"action": "prune", "dry_run": ns.dry_run}), lambda r: [
+            f"{verb} {r['episodes']} episode(s) in {len(r['sessions'])} session(s)",
+            *(f"  {e['session']:12} {e['episodes']:5}  newest {e['newest']}" for e in r["sessions"])])
+        return 0
+    emit(ns.json, _ask({"action": "list", "session": ns.session}), lambda r: episode_lines(r, ns.session))
+    return 0
+
+
+def episode_lines(result: dict[str, Any], session: str | None) -> list[str]:
+    if not result.get("episodes" if session else "sessions"):
+        return [f"no episodes{f' in session {session}' if session else ''}"]
+    if session:
+        return [f"{e['created']}  {e['id']}  [{e['provenance']}]  {e['takeaway']}" for e in result["episodes"]]
+    return [f"{row['session']:12} {row['episodes']:5} episodes  newest {row['newest']}  ended {row['ended']}"
+            for row in result["sessions"]]
+
+
 def add_parser(sub: Any) -> None:
     sessions = sub.add_parser("sessions", help="recent sessions, how each ended, its handoff; show ID: its injections")
     sessions.add_argument("worktree", nargs="?", help="only this checkout's sessions (a path in it); "
@@ -67,3 +114,10 @@ def add_parser(sub: Any) -> None:
     sessions.add_argument("--all", action="store_true", help="include the operator's own CLI/UI sessions")
     sessions.add_argument("--json", action="store_true")
     sessions.set_defaults(func=functools.partial(run, cmd_sessions))
+
+
+def add_stats_parser(sub: Any) -> None:
+    stats = sub.add_parser("stats", help="how automatic recall did: injections, pointers opened, per session")
+    stats.add_argument("--days", type=int, default=7)
+    stats.add_argument("--json", action="store_true")
+    stats.set_defaults(func=functools.partial(run, cmd_stats))
