@@ -60,9 +60,7 @@ def client_key(data: dict[str, Any], client: str, worktree: str | None) -> str:
     """The client-session key the daemon joins sessions by: Claude Code's session_id (its bridge sees
     it too); Codex's bridges get no session id, so its hooks key by session and worktree."""
     session_id = str(data["session_id"]).strip()[:200]
-    if client == "claude-code":
-        return session_id
-    return f"{client}:{session_id}:{worktree or ''}"
+    return session_id if client == "claude-code" else f"{client}:{session_id}:{worktree or ''}"
 
 
 class Daemon(Connection):
@@ -122,12 +120,6 @@ def news_section(reply: dict[str, Any], budget: int = NEWS_CHARS) -> str | None:
     return clip("\n".join([NEWS_HEADER, *(news_line(i, room) for i in items), *tail]), budget)
 
 
-def sibling_news(daemon: Daemon, data: dict[str, Any]) -> str | None:
-    """What sibling sessions committed since this client session's last hook (docs/architecture.md,
-    news), as a section of at most NEWS_CHARS, or None."""
-    return news_section(daemon.hook("news"))
-
-
 def settings_register_hooks() -> bool:
     """Whether Claude Code's user settings carry the hooks `memoryd init` writes (then the plugin's
     stand down, so no event runs twice); read bounded, never through a link."""
@@ -179,16 +171,13 @@ def main(event: str, client: str = "claude-code", dry_run: bool = False, stdin: 
             return 0
         if runner is None:
             runner = importlib.import_module(f"memoryd.hooks.{BY_VERB[event].module}").run
-        out = runner(event, client, data, dry_run)
-        if dry_run:  # what the client would be given; `{}`: nothing
-            out = out or "{}"
+        out = runner(event, client, data, dry_run) or ("{}" if dry_run else None)  # dry run: `{}` is nothing
     except HookInputError as exc:
         return fail(str(exc))
     except Exception as exc:  # the daemon is down, a timeout, a bug: the agent must not notice
         return fail(f"{event}: {type(exc).__name__}: {exc}")
     if out:
-        sys.stdout.write(out + "\n")
-        sys.stdout.flush()
+        print(out, flush=True)
     if os.environ.get("MEMORYD_HOOK_TIMING"):
         print(f"memoryd hook: {event} took {(time.monotonic() - began) * 1000:.1f} ms", file=sys.stderr)
     return 0

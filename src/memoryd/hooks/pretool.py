@@ -95,7 +95,7 @@ def pre_tool(daemon: hooks.Daemon, data: dict[str, Any], dry_run: bool = False) 
         return None
     if not rows and command and data.get("tool_name") in SHELL_TOOLS:
         found = by_meaning(daemon, command, (data.get("tool_input") or {}).get("description"), dry_run)
-    extra = hooks.sibling_news(daemon, data) if not dry_run else None
+    extra = hooks.news_section(daemon.hook("news")) if not dry_run else None  # siblings' news (docs/architecture.md)
     return hooks.fit([s for s in (found, extra) if s], TOOL_CHARS) or None
 
 

@@ -45,12 +45,9 @@ def items_of(text: str, event: str) -> list[dict[str, str]]:
 
 
 def send(daemon: Any, event: str, text: str | None) -> None:
-    if not text:
-        return
-    row = BY_VERB.get(event)
-    if row is None or not row.injects:
+    if not text or not BY_VERB[event].injects:
         return
     try:
-        daemon.hook("receipt", hook=row.verb, items=items_of(text, event), chars=len(text))
+        daemon.hook("receipt", hook=event, items=items_of(text, event), chars=len(text))
     except Exception:  # noqa: BLE001 - the context is already chosen; a lost receipt must not cost it
         pass

@@ -74,14 +74,13 @@ def pinned_section(digest: dict[str, Any]) -> str | None:
     total = int(digest.get("pinned_total") or len(rows))
     out = [f"## Pinned rules ({total}; always listed first)"]
     size = len(out[0])
-    shown = 0
     for row in rows:
         line = f"- {one_line(row.get('content', ''), PINNED_RULE_CHARS)} ({row.get('short_id') or row.get('id')})"
-        if size + len(line) + 1 > PINNED_CHARS - PINNED_MORE_CHARS and shown:
+        if size + len(line) + 1 > PINNED_CHARS - PINNED_MORE_CHARS and len(out) > 1:
             break
         out.append(line)
         size += len(line) + 1
-        shown += 1
+    shown = len(out) - 1
     if total > shown:
         out.append(f"- … and {total - shown} more: memory_list(pinned=true) or `memoryd memories list --pinned`")
     return "\n".join(out)

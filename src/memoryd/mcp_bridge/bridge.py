@@ -29,9 +29,7 @@ class Ask:
     modern: bool = False
 
 
-# The daemon's answer -> the MCP result; the daemon's error -> (code, message, data) or None to pass it on.
-Shape = Callable[[dict[str, Any]], dict[str, Any]]
-Reshape = Callable[[dict[str, Any]], tuple[int, str, Any] | None]
+Shape = Callable[[dict[str, Any]], dict[str, Any]]  # the daemon's answer -> the MCP result
 
 
 @dataclass
@@ -41,7 +39,7 @@ class Pending:
     args: dict[str, Any]
     deadline: float
     shape: Shape = jsonrpc.tool_result
-    reshape_error: Reshape | None = None
+    uri: str | None = None  # a resources/read's: the daemon's unknown_memory is its "Resource not found"
     resent: bool = False
 
 
@@ -100,7 +98,7 @@ class Bridge:
         return self.conn
 
     def forward(self, ask: Ask, op: str, args: dict[str, Any], timeout: float = CALL_TIMEOUT_S,
-                shape: Shape = jsonrpc.tool_result, reshape_error: Reshape | None = None) -> None:
+                shape: Shape = jsonrpc.tool_result, uri: str | None = None) -> None:
         """Send one request and remember it by id; its answer is written (through `shape`) when it arrives."""
         try:
             conn = self.ensure_connected()
@@ -108,7 +106,7 @@ class Bridge:
             sent = conn.send(req_id, op, args)
         except errors.MemorydError as exc:  # no daemon, or the request cannot cross the wire
             return self.fail(ask, exc.code, exc.message, exc.data)
-        self.pending[req_id] = Pending(ask, op, args, time.monotonic() + timeout, shape, reshape_error)
+        self.pending[req_id] = Pending(ask, op, args, time.monotonic() + timeout, shape, uri)
         if not sent:
             self.recover()
         self.last_sent = time.monotonic()
@@ -149,9 +147,8 @@ class Bridge:
             if pending.op == "tools":
                 self.tools = result.get("tools", [])
             return self.answer(pending.ask, {"tools": self.tools} if pending.op == "tools" else pending.shape(result))
-        reshaped = pending.reshape_error(error) if pending.reshape_error else None
-        if reshaped is not None:
-            return self.fail(pending.ask, *reshaped)
+        if pending.uri is not None and error.get("kind") == "unknown_memory":
+            return self.fail(pending.ask, *self.not_found(pending.uri))
         code = int(error.get("code", errors.INTERNAL_ERROR))
         code = errors.INVALID_PARAMS if error.get("kind") == "unknown_tool" else code
         self.fail(pending.ask, code, str(error.get("message", "")), error.get("data"))
@@ -250,12 +247,8 @@ class Bridge:
         memory_id = resources.memory_id(uri)
         if memory_id is None:
             return self.fail(ask, *self.not_found(uri))
-
-        def reshape_error(error: dict[str, Any]) -> tuple[int, str, Any] | None:
-            return self.not_found(uri) if error.get("kind") == "unknown_memory" else None
-
         self.forward(ask, "call", {"tool": names.MEMORY_SHOW, "arguments": {"id": memory_id}},
-                     shape=lambda shown: resources.read_result(uri, shown), reshape_error=reshape_error)
+                     shape=lambda shown: resources.read_result(uri, shown), uri=uri)
 
     @staticmethod
     def not_found(uri: str) -> tuple[int, str, Any]:

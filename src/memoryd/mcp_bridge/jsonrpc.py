@@ -7,7 +7,7 @@ import json
 from typing import Any, NamedTuple
 
 from memoryd.errors import INVALID_REQUEST, PARSE_ERROR
-from memoryd.mcp_bridge.revision import CAPABILITIES, HANDSHAKE_VERSIONS
+from memoryd.mcp_bridge.revision import CAPABILITIES, HANDSHAKE_VERSIONS, server_info
 
 # Twice the daemon's 4 MiB frame, so any request that could reach it fits (docs/wire.md, "Limits").
 MAX_LINE_BYTES = 8 * 1024 * 1024
@@ -153,19 +153,13 @@ def _valid_id(msg_id: Any) -> bool:
     return isinstance(msg_id, str) or (isinstance(msg_id, int) and not isinstance(msg_id, bool))
 
 
-def negotiate(requested: Any) -> str:
-    """The client's version when we speak it, else our newest handshake version (its counter-offer)."""
-    return requested if requested in HANDSHAKE_VERSIONS else HANDSHAKE_VERSIONS[0]
-
-
 def initialize_result(params: dict[str, Any]) -> dict[str, Any]:
-    from memoryd import __version__, instructions
+    """The client's protocol version when we speak it, else our newest handshake version (a counter-offer)."""
+    from memoryd import instructions
 
-    return {"protocolVersion": negotiate(params.get("protocolVersion")), "capabilities": CAPABILITIES,
-            "serverInfo": {"name": "memoryd", "version": __version__}, "instructions": instructions.own()}
-
-
-
+    requested = params.get("protocolVersion")
+    return {"protocolVersion": requested if requested in HANDSHAKE_VERSIONS else HANDSHAKE_VERSIONS[0],
+            "capabilities": CAPABILITIES, "serverInfo": server_info(), "instructions": instructions.own()}
 
 
 def tool_result(result: dict[str, Any]) -> dict[str, Any]:
