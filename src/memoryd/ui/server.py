@@ -108,7 +108,7 @@ class Handler(BaseHTTPRequestHandler):
     def spend(self, query: dict[str, list[str]]) -> None:
         """Trade a one-time code for the session cookie, scoped to our secret path, and land inside."""
         try:
-            spent = self.ui.spend_code(_first(query, "code") or "")
+            spent = self.ui.spend_code(_first(query, "code"))
         except SignInLimited as exc:
             wait_s = max(1, math.ceil(exc.retry_after_s))
             raise Refused(429, f"too many sign-in attempts with a wrong code: none is tried for {wait_s} s",
@@ -194,7 +194,7 @@ class Handler(BaseHTTPRequestHandler):
             pass
 
     def banners(self, query: dict[str, list[str]]) -> dict[str, Any]:
-        return {"notice": NOTICES.get(_first(query, "done") or ""), "base": self.base}
+        return {"notice": NOTICES.get(_first(query, "done")), "base": self.base}
 
     def page_root(self, rest: str, query: dict[str, list[str]]) -> None:
         self.redirect("/memories")
@@ -208,9 +208,8 @@ class Handler(BaseHTTPRequestHandler):
         self.send(200, *STATIC[rest])
 
     def page_memories(self, rest: str, query: dict[str, list[str]]) -> None:
-        q, scope = (_first(query, "q") or "").strip(), (_first(query, "scope") or "").strip()
-        project, category = (_first(query, "project") or "").strip(), _first(query, "category") or ""
-        removed = _first(query, "removed") == "1"
+        q, scope, project = (_first(query, key).strip() for key in ("q", "scope", "project"))
+        category, removed = _first(query, "category"), _first(query, "removed") == "1"
         scopes = [s for s in (scope, f"projects:{project}" if project else "") if s] or None
         op = self.ui.operator
         if removed:
@@ -270,7 +269,7 @@ class Handler(BaseHTTPRequestHandler):
         if verb == "edit":
             self.edit_memory(memory_id, form)
         elif verb == "remove":
-            reason = (_first(form, "reason") or "").strip() or "removed by the user in memoryd ui"
+            reason = _first(form, "reason").strip() or "removed by the user in memoryd ui"
             op.tool(names.MEMORY_REMOVE, id=memory_id, reason=reason)
             self.redirect(f"{here}?done=removed")
         elif verb in ("pin", "unpin"):  # through memory_update, as an agent's pin: history, sync
@@ -287,8 +286,8 @@ class Handler(BaseHTTPRequestHandler):
     def edit_memory(self, memory_id: str, form: dict[str, list[str]]) -> None:
         """Save new content with `memory_update`, compare-and-set on the `updated` the page was read at.
         A refusal writes nothing and shows the page again with the reason and the draft kept."""
-        draft = (_first(form, "content") or "").replace("\r\n", "\n")
-        read_at = (_first(form, "expected_updated") or "").strip()
+        draft = _first(form, "content").replace("\r\n", "\n")
+        read_at = _first(form, "expected_updated").strip()
         op, here = self.ui.operator, f"/memory/{quote(memory_id)}"
         if not read_at:  # without it memory_update skips its compare-and-set: a blind overwrite
             self.show_memory(memory_id, {}, 400, "not saved: the edit names no version it was made against "
@@ -329,11 +328,9 @@ class Handler(BaseHTTPRequestHandler):
         self.redirect(f"/pending?done={'confirmed' if decision == 'confirm' else 'cancelled'}")
 
     def page_sessions(self, rest: str, query: dict[str, list[str]]) -> None:
-        op = self.ui.operator
-        selected = _first(query, "worktree") if "worktree" in query else None
+        op, selected = self.ui.operator, _first(query, "worktree") or None
         worktrees = op.admin("worktrees")
-        wanted = {"worktree": selected} if selected else {}
-        sessions = op.admin("sessions", limit=100, **wanted)
+        sessions = op.admin("sessions", limit=100, worktree=selected)  # None: every worktree
         self.send(200, pages.sessions_page(worktrees, sessions, selected, **self.banners(query)))
 
     def page_session(self, rest: str, query: dict[str, list[str]]) -> None:
@@ -359,8 +356,7 @@ class Handler(BaseHTTPRequestHandler):
         try:
             for event in follow_events(self.ui.events_dir, self.ui.stopping):
                 if event is not None:
-                    seq = event.get("seq", "")
-                    self.wfile.write(f"id: {seq}\ndata: {json.dumps(event, ensure_ascii=False)}\n\n".encode())
+                    self.wfile.write(f"id: {event.get('seq', '')}\ndata: {json.dumps(event, ensure_ascii=False)}\n\n".encode())
                 elif time.monotonic() - last_ping > FEED_PING_S:
                     self.wfile.write(b": ping\n\n")  # finds a closed tab, ends this thread
                     last_ping = time.monotonic()
@@ -380,9 +376,9 @@ ROUTES_GET: list[tuple[str, Route]] = [
 ROUTES_POST: list[tuple[str, Route]] = [("/memory/", Handler.act_memory), ("/pending/", Handler.act_pending)]
 
 
-def _first(query: dict[str, list[str]], key: str) -> str | None:
+def _first(query: dict[str, list[str]], key: str) -> str:
     values = query.get(key)
-    return values[0] if values else None
+    return values[0] if values else ""
 
 
 # -- running it ---------------------------------------------------------------------------------------
