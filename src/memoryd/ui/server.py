@@ -356,7 +356,8 @@ class Handler(BaseHTTPRequestHandler):
         try:
             for event in follow_events(self.ui.events_dir, self.ui.stopping):
                 if event is not None:
-                    self.wfile.write(f"id: {event.get('seq', '')}\ndata: {json.dumps(event, ensure_ascii=False)}\n\n".encode())
+                    seq = event.get("seq", "")
+                    self.wfile.write(f"id: {seq}\ndata: {json.dumps(event, ensure_ascii=False)}\n\n".encode())
                 elif time.monotonic() - last_ping > FEED_PING_S:
                     self.wfile.write(b": ping\n\n")  # finds a closed tab, ends this thread
                     last_ping = time.monotonic()
