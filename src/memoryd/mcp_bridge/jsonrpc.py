@@ -7,7 +7,7 @@ import json
 from typing import Any, NamedTuple
 
 from memoryd.errors import INVALID_REQUEST, PARSE_ERROR
-from memoryd.mcp_bridge.revision import CAPABILITIES, HANDSHAKE_VERSIONS, server_info
+from memoryd.mcp_bridge.revision import CAPABILITIES, HANDSHAKE_VERSIONS, SERVER_INFO
 
 # Twice the daemon's 4 MiB frame, so any request that could reach it fits (docs/wire.md, "Limits").
 MAX_LINE_BYTES = 8 * 1024 * 1024
@@ -159,7 +159,7 @@ def initialize_result(params: dict[str, Any]) -> dict[str, Any]:
 
     requested = params.get("protocolVersion")
     return {"protocolVersion": requested if requested in HANDSHAKE_VERSIONS else HANDSHAKE_VERSIONS[0],
-            "capabilities": CAPABILITIES, "serverInfo": server_info(), "instructions": instructions.own()}
+            "capabilities": CAPABILITIES, "serverInfo": SERVER_INFO, "instructions": instructions.own()}
 
 
 def tool_result(result: dict[str, Any]) -> dict[str, Any]:

@@ -52,6 +52,11 @@ class Attempts:
         self.failures.append(self.clock())
 
 
+def matches(candidate: str | None, secret: str) -> bool:
+    """In constant time: a session cookie or CSRF value against ours."""
+    return candidate is not None and hmac.compare_digest(candidate.encode(), secret.encode())
+
+
 def default_port(uid: int | None = None) -> int:
     """A port per user, so two users of one machine do not collide: 47000 + uid mod 2000."""
     return PORT_BASE + (os.getuid() if uid is None else uid) % PORT_SPAN
@@ -95,12 +100,6 @@ class UI:
 
     def url(self, code: str) -> str:
         return f"http://{HOST}:{self.port}/?code={code}"
-
-    def session_ok(self, candidate: str | None) -> bool:
-        return candidate is not None and hmac.compare_digest(candidate.encode(), self.session.encode())
-
-    def csrf_ok(self, candidate: str | None) -> bool:
-        return candidate is not None and hmac.compare_digest(candidate.encode(), self.csrf.encode())
 
     def inside(self, path: str) -> str | None:
         """The page path under our secret prefix (`/memories` for `<prefix>/memories`), else None."""

@@ -94,16 +94,17 @@ def memory_filters(q: str, scope: str, project: str, category: str, removed: boo
 
 def memory_results(result: dict[str, Any], mode: str) -> str:
     """The results table of a search, a list or the tombstones (the fragment search swaps in)."""
+    heads: tuple[str, ...]
     if mode == "removed":
         items, heads = result["tombstones"], ("id", "removed", "reason", "first line")
-        cells = [(ts(t.get("removed_at")), e(t.get("reason")), e(t.get("first_line"))) for t in items]
+        cells = [[ts(t.get("removed_at")), e(t.get("reason")), e(t.get("first_line"))] for t in items]
     elif mode == "search":
         items, heads = result["results"], ("id", "relevance", "staleness", "category", "scopes", "text")
-        cells = [(e(h.get("relevance")), verdict(h.get("staleness_verdict")), e(h.get("category")),
-                  tags(h.get("scopes")), e(_first(h.get("content")))) for h in items]
+        cells = [[e(h.get("relevance")), verdict(h.get("staleness_verdict")), e(h.get("category")),
+                  tags(h.get("scopes")), e(_first(h.get("content")))] for h in items]
     else:
         items, heads = result["memories"], ("id", "updated", "category", "scopes", "first line")
-        cells = [(ts(m.get("updated")), e(m.get("category")), tags(m.get("scopes")), e(m.get("first_line")))
+        cells = [[ts(m.get("updated")), e(m.get("category")), tags(m.get("scopes")), e(m.get("first_line"))]
                  for m in items]
     count, total = len(items), result.get("total", len(items))
     if not count:

@@ -20,7 +20,7 @@ from memoryd import names
 from memoryd.client.connection import is_unavailable
 from memoryd.errors import DAEMON_UNAVAILABLE, INVALID_PARAMS, RESOURCE_STATE, MemorydError
 from memoryd.ui import pages
-from memoryd.ui.access import HOST, UI, SignInLimited
+from memoryd.ui.access import HOST, UI, SignInLimited, matches
 from memoryd.ui.feed import follow_events
 
 MAX_BODY = 64 * 1024
@@ -30,12 +30,9 @@ MAX_ASSET_BYTES = 64 * 1024
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
                                "img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'self'",
-    "X-Content-Type-Options": "nosniff",
-    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff", "X-Frame-Options": "DENY",
     # Keeps the secret path out of any Referer to another port; no-referrer made Chromium post `Origin: null`.
-    "Referrer-Policy": "same-origin",
-    "Cache-Control": "no-store",
-}
+    "Referrer-Policy": "same-origin", "Cache-Control": "no-store"}
 NOTICES = {"removed": "Memory removed (Restore brings it back).", "restored": "Memory restored.",
            "confirmed": "Pending write confirmed and committed.", "cancelled": "Pending write cancelled.",
            "edited": "Memory saved (its history shows the update).", "unchanged": "Nothing changed, nothing saved.",
@@ -96,7 +93,7 @@ class Handler(BaseHTTPRequestHandler):
         if not change and parts.path == "/" and "code" in query:
             return None, query
         page = ui.inside(parts.path)
-        if page is None or not ui.session_ok(self._cookie()):
+        if page is None or not matches(self._cookie(), ui.session):
             raise Refused(403, "not signed in: open the one-time URL `memoryd ui` printed (restart it for a new one)")
         self.base = ui.prefix + "/"  # from here on, pages and error pages may link inside
         if change:
@@ -140,7 +137,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def _form(self) -> dict[str, list[str]]:
         form = parse_qs(self.body.decode("utf-8", "replace")) if self.body else {}
-        if not (self.ui.csrf_ok(_first(form, "csrf")) or self.ui.csrf_ok(self.headers.get("X-Memoryd-Token"))):
+        given = (_first(form, "csrf"), self.headers.get("X-Memoryd-Token"))  # its field or header (docs/security.md)
+        if not any(matches(value, self.ui.csrf) for value in given):
             raise Refused(403, "missing or wrong CSRF token")
         return form
 
