@@ -133,8 +133,7 @@ class Bridge:
         for reply in replies:
             if (reply.get("error") or {}).get("kind") == "unknown_connection":
                 # The daemon restarted: hello again, resend once; the rest of this batch is moot.
-                self.recover()
-                return
+                return self.recover()
             self.on_daemon_reply(reply)
 
     def on_daemon_reply(self, reply: dict[str, Any]) -> None:

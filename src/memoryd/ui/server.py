@@ -172,14 +172,12 @@ class Handler(BaseHTTPRequestHandler):
                 self.body = self._read_body()
             path, query = self.guard(change)
             if path is None:
-                self.spend(query)
-                return
+                return self.spend(query)
             route = ROUTES_POST if change else ROUTES_GET
             for prefix, handler in route:
                 by_prefix = len(prefix) > 1 and prefix.endswith("/")
                 if path == prefix or (by_prefix and path.startswith(prefix)):
-                    handler(self, path[len(prefix):] if by_prefix else "", query)
-                    return
+                    return handler(self, path[len(prefix):] if by_prefix else "", query)
             raise Refused(404, "no such page")
         except Refused as exc:
             self.send(exc.status, pages.error_page(exc.status, exc.message, self.base), extra=exc.headers)
@@ -219,8 +217,7 @@ class Handler(BaseHTTPRequestHandler):
             result, mode = op.tool(names.MEMORY_LIST, scopes=scopes, category=category or None, limit=200), "list"
         fragment = self.id_match(q) + pages.memory_results(result, mode)
         if _first(query, "fragment") == "1":
-            self.send(200, fragment)
-            return
+            return self.send(200, fragment)
         filters = pages.memory_filters(q, scope, project, category, removed)
         self.send(200, pages.memories_page(filters, fragment, **self.banners(query)))
 
@@ -244,8 +241,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def page_memory(self, rest: str, query: dict[str, list[str]]) -> None:
         if not rest:
-            self.redirect("/memories")
-            return
+            return self.redirect("/memories")
         memory_id = self.full_id(rest)
         if memory_id != rest:  # a prefix: land on the memory's own address
             self.redirect(f"/memory/{quote(memory_id)}" + (f"?{urlsplit(self.path).query}" if "?" in self.path else ""))
@@ -393,8 +389,7 @@ class Server(ThreadingHTTPServer):
 
     def process_request(self, request: Any, client_address: Any) -> None:
         if not self.slots.acquire(blocking=False):
-            self.shutdown_request(request)
-            return
+            return self.shutdown_request(request)
         try:
             super().process_request(request, client_address)  # starts the thread
         except BaseException:
