@@ -1,11 +1,6 @@
-"""What the `memoryd hook EVENT` processes share (the events are hooks/table.py, one module each).
-
-Contract: read the client's hook JSON on stdin (≤ 64 KiB), print the client's hook JSON or nothing,
-exit 0 always; a failure is one stderr line, never a traceback or a blocking decision. `--dry-run`
-prints what `prompt` and `pre-tool` would inject (`{}` for nothing) without marking it shown; the
-other events print `{}`. Import contract: stdlib, `identity`, `instructions` and `client.connection`
-on its stdlib wire; pyzmq only to start a daemon that is down (docs/benchmark.md).
-"""
+"""What the `memoryd hook EVENT` processes share (the events are hooks/table.py, one module each; their contract
+is docs/architecture.md, "Hook processes"). Import contract: stdlib, `identity`, `instructions` and
+`client.connection` on its stdlib wire; pyzmq only to start a daemon that is down (docs/benchmark.md)."""
 
 from __future__ import annotations
 

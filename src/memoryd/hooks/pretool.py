@@ -1,7 +1,6 @@
 """`memoryd hook pre-tool`: point-of-action recall (docs/search.md, "Anchors" and "Shell calls by
 meaning"): the memories anchored to a file or command, or one found by a shell call's meaning.
-Context only, never a permission decision. Import contract: as hooks/common.py.
-"""
+Context only, never a permission decision. Import contract: as hooks/common.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """`memoryd hook prompt`: memories disclosed for a typed prompt (hooks/disclosure.py) and sibling news.
-Import contract: as hooks/common.py.
-"""
+Import contract: as hooks/common.py."""
 
 from __future__ import annotations
 

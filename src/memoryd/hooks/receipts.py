@@ -1,8 +1,7 @@
 """The receipt a hook sends of the context it injected (daemon/sessions/receipts.py), read back from
 the printed text: each section header gives the tier, each `- <id>` or `(<id>)` a memory. Best effort.
 
-Import contract: stdlib, hooks.disclosure and hooks.table (the hook's import path).
-"""
+Import contract: stdlib, hooks.disclosure and hooks.table (the hook's import path)."""
 
 from __future__ import annotations
 

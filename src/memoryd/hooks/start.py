@@ -1,6 +1,5 @@
 """`memoryd hook session-start`: this session's id, the project line, pinned rules, the last handoff
-here, later sessions that left none, and the project's digest head. Import contract: as hooks/common.py.
-"""
+here, later sessions that left none, and the project's digest head. Import contract: as hooks/common.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """`memoryd hook stop` keeps the agent's latest message as the session's last words; `session-end`
-closes the session. Neither injects anything. Import contract: as hooks/common.py.
-"""
+closes the session. Neither injects anything. Import contract: as hooks/common.py."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """memoryd's client hooks, one row per event: the CLI's verbs, `memoryd init`'s Claude Code and Codex
 settings, the plugin's hooks.json and the hook processes' budgets are made from it.
 
-Import contract: stdlib only (it is on every hook process's import path).
-"""
+Import contract: stdlib only (it is on every hook process's import path)."""
 
 from __future__ import annotations
 

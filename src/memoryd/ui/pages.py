@@ -1,7 +1,6 @@
 """The web view's pages, laid out from the daemon's results. Contract: every daemon value goes through
 `e()` (agent-written text: a stored `<script>` must show as text); every changing form carries the CSRF
-value; every link is relative to `<base href>`, the launch's secret path prefix (docs/security.md).
-"""
+value; every link is relative to `<base href>`, the launch's secret path prefix (docs/security.md)."""
 
 from __future__ import annotations
 

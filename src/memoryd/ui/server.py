@@ -1,7 +1,6 @@
 """`memoryd ui`: the web view's HTTP server, a client of the daemon. The stdlib's http.server: a few
 pages for one local user need no dependency (so no `memoryd[ui]` extra). Its guards, run on every
-request, are described in docs/security.md, "The web view".
-"""
+request, are described in docs/security.md, "The web view"."""
 
 from __future__ import annotations
 
