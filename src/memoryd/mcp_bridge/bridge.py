@@ -282,26 +282,21 @@ class Bridge:
                     drain_until = time.monotonic() + EOF_DRAIN_S
             self.check_deadlines()
         if self.conn is not None:  # answers still owed are lost with stdin; leave cleanly
-            self.conn.close(say_bye=True)
+            self.conn.close()
         return 0
 
     def on_lines(self, lines: list[bytes | jsonrpc.Oversize]) -> None:
         for line in lines:
-            if isinstance(line, jsonrpc.Oversize):
-                self.write(jsonrpc.oversize_error(line))
+            message = jsonrpc.parse(line)
+            if isinstance(message, bytes):
+                self.write(message)  # the error answer to a line that is no request
                 continue
-            message, err = jsonrpc.parse(line)
-            if err is not None:
-                self.write(err)
-            elif message is not None:
-                self.on_message(message)
-
-    def on_message(self, message: dict[str, Any]) -> None:
-        try:
-            self.handle(message)
-        except Exception as exc:  # noqa: BLE001 - a bug must not cost the agent its memory for the session
-            log(f"internal error on {str(message.get('method'))[:64]!r}: {type(exc).__name__}: {exc}"[:500])
-            if "id" in message and "method" in message:
-                self.write(jsonrpc.error(message["id"], errors.INTERNAL_ERROR, f"internal error: {type(exc).__name__}"))
+            try:
+                self.handle(message)
+            except Exception as exc:  # noqa: BLE001 - a bug must not cost the agent its memory for the session
+                log(f"internal error on {str(message.get('method'))[:64]!r}: {type(exc).__name__}: {exc}"[:500])
+                if "id" in message and "method" in message:
+                    self.write(jsonrpc.error(message["id"], errors.INTERNAL_ERROR,
+                                             f"internal error: {type(exc).__name__}"))
 
 

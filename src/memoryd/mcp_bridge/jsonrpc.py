@@ -128,25 +128,27 @@ def _skip_space(text: str, i: int) -> int:
     return i
 
 
-def parse(line: bytes) -> tuple[dict[str, Any] | None, bytes | None]:
-    """(message, None) for a well-formed JSON-RPC message, else (None, the error line to send)."""
+def parse(line: bytes | Oversize) -> dict[str, Any] | bytes:
+    """The well-formed JSON-RPC message on `line`, else the error line to send."""
+    if isinstance(line, Oversize):
+        return oversize_error(line)
     try:
         message = json.loads(line)
     except (ValueError, UnicodeDecodeError):
-        return None, error(None, PARSE_ERROR, "Parse error: the line is not valid JSON")
+        return error(None, PARSE_ERROR, "Parse error: the line is not valid JSON")
     except RecursionError:  # the C parser refuses nesting near the interpreter's recursion limit
-        return None, error(None, PARSE_ERROR, "Parse error: the JSON nests too deeply to parse")
+        return error(None, PARSE_ERROR, "Parse error: the JSON nests too deeply to parse")
     msg_id = message.get("id") if isinstance(message, dict) else None
     safe_id = msg_id if _valid_id(msg_id) else None
     if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
-        return None, error(safe_id, INVALID_REQUEST, "Invalid Request: expected a JSON-RPC 2.0 object")
+        return error(safe_id, INVALID_REQUEST, "Invalid Request: expected a JSON-RPC 2.0 object")
     if "method" in message and not isinstance(message["method"], str):
-        return None, error(safe_id, INVALID_REQUEST, "Invalid Request: 'method' must be a string")
+        return error(safe_id, INVALID_REQUEST, "Invalid Request: 'method' must be a string")
     if "id" in message and not _valid_id(msg_id):
-        return None, error(None, INVALID_REQUEST, "Invalid Request: 'id' must be a string or integer")
+        return error(None, INVALID_REQUEST, "Invalid Request: 'id' must be a string or integer")
     if "method" not in message and "result" not in message and "error" not in message:
-        return None, error(msg_id, INVALID_REQUEST, "Invalid Request: no method")
-    return message, None
+        return error(msg_id, INVALID_REQUEST, "Invalid Request: no method")
+    return message
 
 
 def _valid_id(msg_id: Any) -> bool:
