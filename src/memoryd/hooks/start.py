@@ -44,9 +44,8 @@ def handoff_section(found: dict[str, Any] | None) -> str | None:
 def since_section(rows: list[dict[str, Any]], total: int, after_handoff: bool) -> str | None:
     if not rows:
         return None
-    title = (f"## Since then: {total} later session(s) here ended without a handoff (newest first)"
-             if after_handoff else f"## {total} session(s) here ended without a handoff (newest first)")
-    lines = [title]
+    lines = [f"## Since then: {total} later session(s) here ended without a handoff (newest first)"
+             if after_handoff else f"## {total} session(s) here ended without a handoff (newest first)"]
     for row in rows:
         said = row.get("last_message")
         what = (f'its last message, captured by the session-end hook: "{one_line(said, 300)}"' if said

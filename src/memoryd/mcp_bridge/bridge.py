@@ -255,7 +255,7 @@ class Bridge:
         return errors.RESOURCE_STATE, f"Resource not found: {echoed}", {"uri": echoed}
 
     def resource_templates(self, ask: Ask, params: dict[str, Any]) -> None:
-        self.answer(ask, resources.templates_result())
+        self.answer(ask, resources.TEMPLATES)
 
     def run(self) -> int:
         os.set_blocking(0, False)
