@@ -68,8 +68,7 @@ class Bridge:
 
     def fail(self, ask: Ask, code: int, message: str, data: Any = None) -> None:
         if ask.modern and code == errors.RESOURCE_STATE:
-            # 2026-07-28 forbids -32002; data.kind still says which state it was.
-            code = errors.INVALID_PARAMS
+            code = errors.INVALID_PARAMS  # 2026-07-28 forbids -32002; data.kind still says which state it was
         self.write(jsonrpc.error(ask.msg_id, code, message, data))
 
     def bad_param(self, ask: Ask, message: str, param: str, reason: str, **more: Any) -> None:
@@ -131,9 +130,8 @@ class Bridge:
 
     def on_daemon_replies(self, replies: list[dict[str, Any]]) -> None:
         for reply in replies:
-            if (reply.get("error") or {}).get("kind") == "unknown_connection":
-                # The daemon restarted: hello again, resend once; the rest of this batch is moot.
-                return self.recover()
+            if (reply.get("error") or {}).get("kind") == "unknown_connection":  # the daemon restarted:
+                return self.recover()  # hello again, resend once; the rest of this batch is moot
             self.on_daemon_reply(reply)
 
     def on_daemon_reply(self, reply: dict[str, Any]) -> None:

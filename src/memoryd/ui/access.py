@@ -18,9 +18,7 @@ from memoryd.client.connection import Operator
 HOST = "127.0.0.1"
 PORT_BASE, PORT_SPAN = 47000, 2000
 READ_TIMEOUT_S = 20.0
-# Wrong codes a minute before every sign-in is refused (429). A code is 192 random bits: this keeps a
-# local process from spending the view's time on guesses, and makes a flood visible.
-SIGN_IN_FAILURES_PER_MINUTE = 10
+SIGN_IN_FAILURES_PER_MINUTE = 10  # wrong codes before every sign-in is refused (429; docs/security.md)
 SIGN_IN_WINDOW_S = 60.0
 
 

@@ -70,8 +70,6 @@ class Refused(Exception):
         self.status, self.message, self.headers = status, message, headers
 
 
-# -- requests -----------------------------------------------------------------------------------------
-
 class Handler(BaseHTTPRequestHandler):
     server_version = "memoryd-ui"
     sys_version = ""
@@ -374,8 +372,6 @@ def _first(query: dict[str, list[str]], key: str) -> str:
     values = query.get(key)
     return values[0] if values else ""
 
-
-# -- running it ---------------------------------------------------------------------------------------
 
 class Server(ThreadingHTTPServer):
     """A thread per connection, at most MAX_CONNECTIONS: past the cap one is closed unanswered."""
