@@ -71,13 +71,11 @@ def pinned_section(digest: dict[str, Any]) -> str | None:
         return None
     total = int(digest.get("pinned_total") or len(rows))
     out = [f"## Pinned rules ({total}; always listed first)"]
-    size = len(out[0])
     for row in rows:
         line = f"- {one_line(row.get('content', ''), PINNED_RULE_CHARS)} ({row.get('short_id') or row.get('id')})"
-        if size + len(line) + 1 > PINNED_CHARS - PINNED_MORE_CHARS and len(out) > 1:
+        if len("\n".join([*out, line])) > PINNED_CHARS - PINNED_MORE_CHARS and len(out) > 1:
             break
         out.append(line)
-        size += len(line) + 1
     shown = len(out) - 1
     if total > shown:
         out.append(f"- … and {total - shown} more: memory_list(pinned=true) or `memoryd memories list --pinned`")

@@ -128,8 +128,7 @@ def memory_page(memory: dict[str, Any], history: dict[str, Any], token: str, dra
     """One memory; `draft` is the text of an edit that was not saved (kept in the open edit form)."""
     origin = memory.get("origin") or {}
     live = memory["status"] == "live"
-    fields = [("status", e(memory["status"])), ("category", e(memory.get("category"))),
-              ("confidence", e(memory.get("confidence"))), ("source", e(memory.get("source"))),
+    fields = [*((key, e(memory.get(key))) for key in ("status", "category", "confidence", "source")),
               ("scopes", tags(memory.get("scopes"))), ("created", ts(memory.get("created"))),
               ("updated", ts(memory.get("updated"))),
               ("pinned", "yes — listed first at every session start" if memory.get("pinned") else "no")]
