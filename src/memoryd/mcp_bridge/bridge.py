@@ -30,6 +30,9 @@ class Ask:
 
 
 Shape = Callable[[dict[str, Any]], dict[str, Any]]  # the daemon's answer -> the MCP result
+# What the bridge answers itself, a fresh result each time (discover's, already finished, finishes the same again).
+ANSWERED_HERE: dict[str, Callable[[], dict[str, Any]]] = {
+    "ping": dict, "server/discover": revision.discover_result, "resources/templates/list": resources.TEMPLATES.copy}
 
 
 @dataclass
@@ -48,10 +51,10 @@ def log(message: str) -> None:
 
 
 class Bridge:
-    def __init__(self, profile: str | None = None) -> None:
+    def __init__(self, profile: str | None = None, reader: jsonrpc.LineReader | None = None) -> None:
         self.profile = profile  # the tool profile to list (profiles.py); None: the daemon's config says
         self.out = sys.stdout.buffer
-        self.reader = jsonrpc.LineReader()  # startup.py hands over its reader, holding what it read
+        self.reader = reader or jsonrpc.LineReader()  # startup.py's holds what came after the first line
         self.conn: Connection | None = None
         self.client_info: dict[str, Any] = {}
         self.tools: list[dict[str, Any]] | None = None
@@ -178,10 +181,10 @@ class Bridge:
                 return self.write(jsonrpc.error(msg_id, exc.code, exc.message, exc.data))
             if not self.client_info:
                 self.client_info = revision.client_info(params)
-        handler = {"initialize": self.initialize, "server/discover": self.discover, "ping": self.ping,
-                   "tools/list": self.tools_list, "tools/call": self.tools_call,
-                   "resources/list": self.resources_list, "resources/read": self.resources_read,
-                   "resources/templates/list": self.resource_templates}.get(method)
+        if method in ANSWERED_HERE:
+            return self.answer(ask, ANSWERED_HERE[method]())
+        handler = {"initialize": self.initialize, "tools/list": self.tools_list, "tools/call": self.tools_call,
+                   "resources/list": self.resources_list, "resources/read": self.resources_read}.get(method)
         if handler is None:
             return self.write(jsonrpc.error(msg_id, errors.METHOD_NOT_FOUND, f"Method not found: {method}"))
         handler(ask, params)
@@ -204,12 +207,6 @@ class Bridge:
             self.ensure_connected()
         except errors.MemorydError as exc:
             log(f"daemon unavailable at start: {exc.message}")
-
-    def discover(self, ask: Ask, params: dict[str, Any]) -> None:
-        self.write(jsonrpc.response(ask.msg_id, revision.discover_result()))
-
-    def ping(self, ask: Ask, params: dict[str, Any]) -> None:
-        self.answer(ask, {})
 
     def tools_list(self, ask: Ask, params: dict[str, Any]) -> None:
         if self.tools is not None:
@@ -251,9 +248,6 @@ class Bridge:
     def not_found(uri: str) -> tuple[int, str, Any]:
         echoed = resources.echo(uri)  # `fail` turns -32002 into 2026-07-28's -32602
         return errors.RESOURCE_STATE, f"Resource not found: {echoed}", {"uri": echoed}
-
-    def resource_templates(self, ask: Ask, params: dict[str, Any]) -> None:
-        self.answer(ask, resources.TEMPLATES)
 
     def run(self) -> int:
         os.set_blocking(0, False)

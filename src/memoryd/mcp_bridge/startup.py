@@ -64,8 +64,7 @@ def main(args: list[str] | None = None) -> int:
         reader.ready.insert(0, line)  # the bridge answers it
     from memoryd.mcp_bridge.bridge import Bridge
 
-    bridge = Bridge(profile)
-    bridge.reader = reader
+    bridge = Bridge(profile, reader)
     if hello is not None:
         bridge.after_hello(hello)
     try:
