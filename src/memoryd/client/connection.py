@@ -30,8 +30,7 @@ class Connection:
 
     def __init__(self, identity: dict[str, Any], endpoint: str | None = None, autospawn: bool | float = True,
                  timeout_s: float = CALL_TIMEOUT_S, stdlib: bool = False, retry: bool = True) -> None:
-        self.identity = identity
-        self.endpoint = endpoint or paths.endpoint()
+        self.identity, self.endpoint = identity, endpoint or paths.endpoint()
         self.spawn_s = spawn.SPAWN_WAIT_S if autospawn is True else float(autospawn)
         self.timeout_s, self.stdlib, self.retry = timeout_s, stdlib, retry
         self.conn_id = os.urandom(12).hex()

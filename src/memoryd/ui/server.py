@@ -249,8 +249,7 @@ class Handler(BaseHTTPRequestHandler):
                     error: str | None = None, draft: str | None = None) -> None:
         memory = self.ui.operator.tool(names.MEMORY_SHOW, id=memory_id)
         history = self.ui.operator.admin("history", id=memory_id)
-        banners = {**self.banners(query), "error": error}
-        self.send(status, pages.memory_page(memory, history, self.ui.csrf, draft=draft, **banners))
+        self.send(status, pages.memory_page(memory, history, self.ui.csrf, draft, error=error, **self.banners(query)))
 
     def act_memory(self, rest: str, query: dict[str, list[str]]) -> None:
         form = self._form()
