@@ -82,13 +82,12 @@ def fit(sections: list[str], budget: int) -> str:
     out = ""
     for section in sections:
         joined = f"{out}\n\n{section}" if out else section
-        if len(joined) <= budget:
-            out = joined
-            continue
-        room = budget - len(out) - 2
-        if room > 80:
-            out = f"{out}\n\n{clip(section, room)}" if out else clip(section, budget)
-        break
+        if len(joined) > budget:
+            room = budget - len(out) - 2
+            if room > 80:
+                out = f"{out}\n\n{clip(section, room)}" if out else clip(section, budget)
+            break
+        out = joined
     return out
 
 
