@@ -257,8 +257,7 @@ def injections_table(injections: dict[str, Any]) -> str:
             + f'<p class=muted>{e(injections.get("chars"))} chars in all</p>')
 
 
-def session_page(session: dict[str, Any], episodes: dict[str, Any], injections: dict[str, Any] | None = None,
-                 **banners: Any) -> str:
+def session_page(session: dict[str, Any], episodes: dict[str, Any], injections: dict[str, Any], **banners: Any) -> str:
     rows = "".join(f'<tr><td>{ts(ep.get("created"))}</td><td class=mono>{e(ep.get("id"))}</td>'
                    f'<td>{e(ep.get("provenance"))}</td><td>{tags(ep.get("scopes"))}</td>'
                    f'<td>{e(ep.get("takeaway"))}</td></tr>' for ep in episodes.get("episodes", []))
@@ -266,7 +265,7 @@ def session_page(session: dict[str, Any], episodes: dict[str, Any], injections: 
                else "<p class=muted>No live episodes (none written, promoted, or expired).</p>")
     return layout(f"Session {session['session_id']}", "sessions",
                   f'<div class=timeline>{session_item(session)}</div><h2>Episodes</h2>{listing}'
-                  f'<h2>Injected by the hooks</h2>{injections_table(injections or {})}', **banners)
+                  f'<h2>Injected by the hooks</h2>{injections_table(injections)}', **banners)
 
 
 def health_page(status: dict[str, Any], health: dict[str, Any], conflicts: dict[str, Any],
