@@ -278,7 +278,7 @@ def test_discover_is_answered_on_the_fast_path_before_zmq_is_imported() -> None:
     probe = ("import json, sys\n"
              "from memoryd.mcp_bridge import startup\n"
              "line, rest = startup.read_first_line()\n"
-             "info = startup.answer_discover(line)\n"
+             "info = startup.answer_opening(line)\n"
              "print(json.dumps({'info': info, 'zmq': 'zmq' in sys.modules}), file=sys.stderr)\n")
     line = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "server/discover", "params": {"_meta": META}})
     done = subprocess.run([sys.executable, "-c", probe], input=line + "\n", capture_output=True, text=True,

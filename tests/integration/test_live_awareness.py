@@ -171,7 +171,7 @@ def test_at_most_three_items_in_800_chars_each_once_and_never_twice_in_one_event
 
 
 def test_sibling_news_is_one_call_a_tool_hook_can_make(served: Env, monkeypatch: Any) -> None:
-    """`hooks.common.sibling_news`, as the pre-tool hook calls it, in process."""
+    """The siblings' news (`hooks.common.news_section` of a `news` hook call), as the pre-tool hook asks, in process."""
     from memoryd.hooks import common as hooks
 
     env = served
@@ -184,7 +184,7 @@ def test_sibling_news_is_one_call_a_tool_hook_can_make(served: Env, monkeypatch:
     def news() -> str | None:
         daemon = hooks.Daemon(identity, "prompt")
         try:
-            return hooks.sibling_news(daemon, data)
+            return hooks.news_section(daemon.hook("news"))
         finally:
             daemon.close()
     assert news() is None

@@ -8,7 +8,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from memoryd import PROTOCOL, __version__, paths
 from memoryd.client import spawn
@@ -30,8 +30,7 @@ class Connection:
 
     def __init__(self, identity: dict[str, Any], endpoint: str | None = None, autospawn: bool | float = True,
                  timeout_s: float = CALL_TIMEOUT_S, stdlib: bool = False, retry: bool = True) -> None:
-        self.identity = identity
-        self.endpoint = endpoint or paths.endpoint()
+        self.identity, self.endpoint = identity, endpoint or paths.endpoint()
         self.spawn_s = spawn.SPAWN_WAIT_S if autospawn is True else float(autospawn)
         self.timeout_s, self.stdlib, self.retry = timeout_s, stdlib, retry
         self.conn_id = os.urandom(12).hex()
@@ -94,16 +93,13 @@ class Connection:
 
     def tool(self, name: str, **arguments: Any) -> dict[str, Any]:
         """An agent tool, called as this connection's session (None arguments are omitted)."""
-        result: dict[str, Any] = self.call("call", {"tool": name, "arguments": _given(arguments)})
-        return result
+        return cast("dict[str, Any]", self.call("call", {"tool": name, "arguments": _given(arguments)}))
 
     def admin(self, action: str, **args: Any) -> dict[str, Any]:
-        result: dict[str, Any] = self.call("admin", {"action": action, **_given(args)})
-        return result
+        return cast("dict[str, Any]", self.call("admin", {"action": action, **_given(args)}))
 
     def hook(self, action: str, **args: Any) -> dict[str, Any]:
-        result: dict[str, Any] = self.call("hook", {"action": action, **args})
-        return result
+        return cast("dict[str, Any]", self.call("hook", {"action": action, **args}))
 
     def connect(self) -> dict[str, Any]:
         """Reach a daemon and say hello; over the stdlib wire one is started only when its socket is missing."""

@@ -1,2 +1,1 @@
-"""The client hooks' processes (`memoryd hook EVENT`). Kept light: nothing here imports the daemon, the
-CLI or pyzmq on a running daemon's path (docs/architecture.md)."""
+"""The client hooks' processes (`memoryd hook EVENT`): never the daemon, the CLI or pyzmq on a running daemon's path."""

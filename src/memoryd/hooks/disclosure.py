@@ -1,8 +1,7 @@
 """What the prompt and pre-tool hooks disclose: a memory in full, a pointer to it, or nothing
 (docs/search.md, "Disclosure" and "Shell calls by meaning"); shared with `memoryd eval`.
 
-Import contract: stdlib only (the hook's import path).
-"""
+Import contract: stdlib only (the hook's import path)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """`memoryd hook pre-tool`: point-of-action recall (docs/search.md, "Anchors" and "Shell calls by
 meaning"): the memories anchored to a file or command, or one found by a shell call's meaning.
-Context only, never a permission decision. Import contract: as hooks/common.py.
-"""
+Context only, never a permission decision. Import contract: as hooks/common.py."""
 
 from __future__ import annotations
 
@@ -95,7 +94,7 @@ def pre_tool(daemon: hooks.Daemon, data: dict[str, Any], dry_run: bool = False) 
         return None
     if not rows and command and data.get("tool_name") in SHELL_TOOLS:
         found = by_meaning(daemon, command, (data.get("tool_input") or {}).get("description"), dry_run)
-    extra = hooks.sibling_news(daemon, data) if not dry_run else None
+    extra = hooks.news_section(daemon.hook("news")) if not dry_run else None  # siblings' news (docs/architecture.md)
     return hooks.fit([s for s in (found, extra) if s], TOOL_CHARS) or None
 
 

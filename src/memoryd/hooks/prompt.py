@@ -1,6 +1,5 @@
 """`memoryd hook prompt`: memories disclosed for a typed prompt (hooks/disclosure.py) and sibling news.
-Import contract: as hooks/common.py.
-"""
+Import contract: as hooks/common.py."""
 
 from __future__ import annotations
 
@@ -19,11 +18,11 @@ def run(event: str, client: str, data: dict[str, Any], dry_run: bool = False) ->
 
 def prompt(daemon: Daemon, data: dict[str, Any], dry_run: bool = False) -> str | None:
     """A real run marks what it discloses shown (`take_unseen`: once per session); a dry run only peeks."""
-    text = data.get("prompt")
-    if not isinstance(text, str) or not disclosure.prompt_query(text):
+    text, settings = data.get("prompt"), daemon.settings
+    query = disclosure.prompt_query(text) if isinstance(text, str) else ""
+    if not query:
         return None
-    settings = daemon.settings
-    hits = daemon.tool(names.MEMORY_SEARCH, query=disclosure.prompt_query(text), max_results=SEARCH_DEPTH)["results"]
+    hits = daemon.tool(names.MEMORY_SEARCH, query=query, max_results=SEARCH_DEPTH)["results"]
     full, pointed = disclosure.choose(hits, settings)
     # One call marks them shown and brings the siblings' news (sessions/news.py), deduplicated
     # against them: a memory another agent just wrote and this prompt matches shows once.

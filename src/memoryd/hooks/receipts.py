@@ -1,8 +1,7 @@
 """The receipt a hook sends of the context it injected (daemon/sessions/receipts.py), read back from
 the printed text: each section header gives the tier, each `- <id>` or `(<id>)` a memory. Best effort.
 
-Import contract: stdlib, hooks.disclosure and hooks.table (the hook's import path).
-"""
+Import contract: stdlib, hooks.disclosure and hooks.table (the hook's import path)."""
 
 from __future__ import annotations
 
@@ -45,12 +44,9 @@ def items_of(text: str, event: str) -> list[dict[str, str]]:
 
 
 def send(daemon: Any, event: str, text: str | None) -> None:
-    if not text:
-        return
-    row = BY_VERB.get(event)
-    if row is None or not row.injects:
+    if not text or not BY_VERB[event].injects:
         return
     try:
-        daemon.hook("receipt", hook=row.verb, items=items_of(text, event), chars=len(text))
+        daemon.hook("receipt", hook=event, items=items_of(text, event), chars=len(text))
     except Exception:  # noqa: BLE001 - the context is already chosen; a lost receipt must not cost it
         pass

@@ -1,6 +1,5 @@
 """`memoryd hook session-start`: this session's id, the project line, pinned rules, the last handoff
-here, later sessions that left none, and the project's digest head. Import contract: as hooks/common.py.
-"""
+here, later sessions that left none, and the project's digest head. Import contract: as hooks/common.py."""
 
 from __future__ import annotations
 
@@ -45,9 +44,8 @@ def handoff_section(found: dict[str, Any] | None) -> str | None:
 def since_section(rows: list[dict[str, Any]], total: int, after_handoff: bool) -> str | None:
     if not rows:
         return None
-    title = (f"## Since then: {total} later session(s) here ended without a handoff (newest first)"
-             if after_handoff else f"## {total} session(s) here ended without a handoff (newest first)")
-    lines = [title]
+    lines = [f"## Since then: {total} later session(s) here ended without a handoff (newest first)"
+             if after_handoff else f"## {total} session(s) here ended without a handoff (newest first)"]
     for row in rows:
         said = row.get("last_message")
         what = (f'its last message, captured by the session-end hook: "{one_line(said, 300)}"' if said
@@ -73,15 +71,12 @@ def pinned_section(digest: dict[str, Any]) -> str | None:
         return None
     total = int(digest.get("pinned_total") or len(rows))
     out = [f"## Pinned rules ({total}; always listed first)"]
-    size = len(out[0])
-    shown = 0
     for row in rows:
         line = f"- {one_line(row.get('content', ''), PINNED_RULE_CHARS)} ({row.get('short_id') or row.get('id')})"
-        if size + len(line) + 1 > PINNED_CHARS - PINNED_MORE_CHARS and shown:
+        if len("\n".join([*out, line])) > PINNED_CHARS - PINNED_MORE_CHARS and len(out) > 1:
             break
         out.append(line)
-        size += len(line) + 1
-        shown += 1
+    shown = len(out) - 1
     if total > shown:
         out.append(f"- … and {total - shown} more: memory_list(pinned=true) or `memoryd memories list --pinned`")
     return "\n".join(out)

@@ -1,6 +1,5 @@
 """`memoryd hook stop` keeps the agent's latest message as the session's last words; `session-end`
-closes the session. Neither injects anything. Import contract: as hooks/common.py.
-"""
+closes the session. Neither injects anything. Import contract: as hooks/common.py."""
 
 from __future__ import annotations
 
@@ -46,11 +45,10 @@ def assistant_text(entry: Any) -> str | None:
     return None
 
 
-def transcript_tail(path: str) -> tuple[bytes, bool] | None:
-    """At most TRANSCRIPT_TAIL_BYTES from the end of the regular file at `path`, and whether the
-    read started mid-file; None for anything else. The path comes from stdin, so a FIFO or device
-    is refused before the open and on the descriptor (a swap in between), opened non-blocking; a
-    symlink is followed (stdin could name its target as well)."""
+def transcript_tail(path: str) -> list[bytes] | None:
+    """The lines in the last TRANSCRIPT_TAIL_BYTES of the regular file at `path`; None for anything else.
+    The path comes from stdin, so a FIFO or device is refused before the open and on the descriptor (a
+    swap in between), opened non-blocking; a symlink is followed (stdin could name its target as well)."""
     path = os.path.expanduser(path)
     if not stat.S_ISREG(os.stat(path).st_mode):
         return None
@@ -60,7 +58,8 @@ def transcript_tail(path: str) -> tuple[bytes, bool] | None:
         if not stat.S_ISREG(info.st_mode):
             return None
         start = max(0, info.st_size - TRANSCRIPT_TAIL_BYTES)
-        return os.pread(fd, TRANSCRIPT_TAIL_BYTES, start), start > 0
+        lines = os.pread(fd, TRANSCRIPT_TAIL_BYTES, start).splitlines()
+        return lines[1:] if start and len(lines) > 1 else lines  # a tail's first line is cut
     finally:
         os.close(fd)
 
@@ -68,16 +67,10 @@ def transcript_tail(path: str) -> tuple[bytes, bool] | None:
 def last_from_transcript(path: Any) -> str | None:
     """The last assistant text in a JSONL transcript, reading only its tail."""
     try:
-        tail = transcript_tail(path) if isinstance(path, str) and path else None
+        lines = transcript_tail(path) if isinstance(path, str) and path else None
     except (OSError, ValueError):  # ValueError: a NUL in the path
-        tail = None
-    if tail is None:
-        return None
-    data, cut = tail
-    lines = data.splitlines()
-    if len(lines) > 1 and cut:
-        lines = lines[1:]  # the first line of the tail is cut
-    for line in reversed(lines):
+        lines = None
+    for line in reversed(lines or []):
         try:
             found = assistant_text(json.loads(line))
         except ValueError:

@@ -1,8 +1,7 @@
 """memoryd's client hooks, one row per event: the CLI's verbs, `memoryd init`'s Claude Code and Codex
 settings, the plugin's hooks.json and the hook processes' budgets are made from it.
 
-Import contract: stdlib only (it is on every hook process's import path).
-"""
+Import contract: stdlib only (it is on every hook process's import path)."""
 
 from __future__ import annotations
 
@@ -23,11 +22,7 @@ class HookEvent(NamedTuple):  # not a dataclass: importing dataclasses costs a h
     dry_run_answers: bool = False  # `--dry-run` prints what would be injected (else `{}`)
 
 
-# SessionEnd runs under the client's ~1.5 s exit budget, so it never spawns: with no daemon there is
-# no session to close. PreToolUse holds up the tool it precedes and fires for most tool calls: it
-# never spawns (the start and prompt hooks will have) and waits little on an answer. It fires only
-# for the tools point-of-action recall reads (hooks/pretool.py): Codex (0.171) reports shell commands
-# as `Bash` and file edits as `apply_patch`; it has no file-read tool and no SessionEnd.
+# Why these budgets and matchers: docs/architecture.md, "Hook processes".
 SESSION_START = HookEvent("session-start", "start", {"claude-code": "SessionStart", "codex": "SessionStart"},
                           timeout_s=10, spawn_s=3.0, call_s=2.0, injects=True)
 PROMPT = HookEvent("prompt", "prompt", {"claude-code": "UserPromptSubmit", "codex": "UserPromptSubmit"},

@@ -1,2 +1,1 @@
-"""The stdio MCP bridge: speaks JSON-RPC to one agent, forwards tool calls to the daemon.
-Import contract: client, identity, protocol, errors only — never the daemon or the store."""
+"""The stdio MCP bridge: JSON-RPC with one agent, tool calls to the daemon; never imports the daemon or the store."""

@@ -29,9 +29,10 @@ class Ask:
     modern: bool = False
 
 
-# The daemon's answer -> the MCP result; the daemon's error -> (code, message, data) or None to pass it on.
-Shape = Callable[[dict[str, Any]], dict[str, Any]]
-Reshape = Callable[[dict[str, Any]], tuple[int, str, Any] | None]
+Shape = Callable[[dict[str, Any]], dict[str, Any]]  # the daemon's answer -> the MCP result
+# What the bridge answers itself, a fresh result each time (discover's, already finished, finishes the same again).
+ANSWERED_HERE: dict[str, Callable[[], dict[str, Any]]] = {
+    "ping": dict, "server/discover": revision.discover_result, "resources/templates/list": resources.TEMPLATES.copy}
 
 
 @dataclass
@@ -41,7 +42,7 @@ class Pending:
     args: dict[str, Any]
     deadline: float
     shape: Shape = jsonrpc.tool_result
-    reshape_error: Reshape | None = None
+    uri: str | None = None  # a resources/read's: the daemon's unknown_memory is its "Resource not found"
     resent: bool = False
 
 
@@ -50,10 +51,10 @@ def log(message: str) -> None:
 
 
 class Bridge:
-    def __init__(self, profile: str | None = None) -> None:
+    def __init__(self, profile: str | None = None, reader: jsonrpc.LineReader | None = None) -> None:
         self.profile = profile  # the tool profile to list (profiles.py); None: the daemon's config says
         self.out = sys.stdout.buffer
-        self.reader = jsonrpc.LineReader()  # startup.py hands over its reader, holding what it read
+        self.reader = reader or jsonrpc.LineReader()  # startup.py's holds what came after the first line
         self.conn: Connection | None = None
         self.client_info: dict[str, Any] = {}
         self.tools: list[dict[str, Any]] | None = None
@@ -70,8 +71,7 @@ class Bridge:
 
     def fail(self, ask: Ask, code: int, message: str, data: Any = None) -> None:
         if ask.modern and code == errors.RESOURCE_STATE:
-            # 2026-07-28 forbids -32002; data.kind still says which state it was.
-            code = errors.INVALID_PARAMS
+            code = errors.INVALID_PARAMS  # 2026-07-28 forbids -32002; data.kind still says which state it was
         self.write(jsonrpc.error(ask.msg_id, code, message, data))
 
     def bad_param(self, ask: Ask, message: str, param: str, reason: str, **more: Any) -> None:
@@ -100,7 +100,7 @@ class Bridge:
         return self.conn
 
     def forward(self, ask: Ask, op: str, args: dict[str, Any], timeout: float = CALL_TIMEOUT_S,
-                shape: Shape = jsonrpc.tool_result, reshape_error: Reshape | None = None) -> None:
+                shape: Shape = jsonrpc.tool_result, uri: str | None = None) -> None:
         """Send one request and remember it by id; its answer is written (through `shape`) when it arrives."""
         try:
             conn = self.ensure_connected()
@@ -108,7 +108,7 @@ class Bridge:
             sent = conn.send(req_id, op, args)
         except errors.MemorydError as exc:  # no daemon, or the request cannot cross the wire
             return self.fail(ask, exc.code, exc.message, exc.data)
-        self.pending[req_id] = Pending(ask, op, args, time.monotonic() + timeout, shape, reshape_error)
+        self.pending[req_id] = Pending(ask, op, args, time.monotonic() + timeout, shape, uri)
         if not sent:
             self.recover()
         self.last_sent = time.monotonic()
@@ -133,10 +133,8 @@ class Bridge:
 
     def on_daemon_replies(self, replies: list[dict[str, Any]]) -> None:
         for reply in replies:
-            if (reply.get("error") or {}).get("kind") == "unknown_connection":
-                # The daemon restarted: hello again, resend once; the rest of this batch is moot.
-                self.recover()
-                return
+            if (reply.get("error") or {}).get("kind") == "unknown_connection":  # the daemon restarted:
+                return self.recover()  # hello again, resend once; the rest of this batch is moot
             self.on_daemon_reply(reply)
 
     def on_daemon_reply(self, reply: dict[str, Any]) -> None:
@@ -149,9 +147,8 @@ class Bridge:
             if pending.op == "tools":
                 self.tools = result.get("tools", [])
             return self.answer(pending.ask, {"tools": self.tools} if pending.op == "tools" else pending.shape(result))
-        reshaped = pending.reshape_error(error) if pending.reshape_error else None
-        if reshaped is not None:
-            return self.fail(pending.ask, *reshaped)
+        if pending.uri is not None and error.get("kind") == "unknown_memory":
+            return self.fail(pending.ask, *self.not_found(pending.uri))
         code = int(error.get("code", errors.INTERNAL_ERROR))
         code = errors.INVALID_PARAMS if error.get("kind") == "unknown_tool" else code
         self.fail(pending.ask, code, str(error.get("message", "")), error.get("data"))
@@ -184,10 +181,10 @@ class Bridge:
                 return self.write(jsonrpc.error(msg_id, exc.code, exc.message, exc.data))
             if not self.client_info:
                 self.client_info = revision.client_info(params)
-        handler = {"initialize": self.initialize, "server/discover": self.discover, "ping": self.ping,
-                   "tools/list": self.tools_list, "tools/call": self.tools_call,
-                   "resources/list": self.resources_list, "resources/read": self.resources_read,
-                   "resources/templates/list": self.resource_templates}.get(method)
+        if method in ANSWERED_HERE:
+            return self.answer(ask, ANSWERED_HERE[method]())
+        handler = {"initialize": self.initialize, "tools/list": self.tools_list, "tools/call": self.tools_call,
+                   "resources/list": self.resources_list, "resources/read": self.resources_read}.get(method)
         if handler is None:
             return self.write(jsonrpc.error(msg_id, errors.METHOD_NOT_FOUND, f"Method not found: {method}"))
         handler(ask, params)
@@ -210,12 +207,6 @@ class Bridge:
             self.ensure_connected()
         except errors.MemorydError as exc:
             log(f"daemon unavailable at start: {exc.message}")
-
-    def discover(self, ask: Ask, params: dict[str, Any]) -> None:
-        self.write(jsonrpc.response(ask.msg_id, revision.discover_result()))
-
-    def ping(self, ask: Ask, params: dict[str, Any]) -> None:
-        self.answer(ask, {})
 
     def tools_list(self, ask: Ask, params: dict[str, Any]) -> None:
         if self.tools is not None:
@@ -250,20 +241,13 @@ class Bridge:
         memory_id = resources.memory_id(uri)
         if memory_id is None:
             return self.fail(ask, *self.not_found(uri))
-
-        def reshape_error(error: dict[str, Any]) -> tuple[int, str, Any] | None:
-            return self.not_found(uri) if error.get("kind") == "unknown_memory" else None
-
         self.forward(ask, "call", {"tool": names.MEMORY_SHOW, "arguments": {"id": memory_id}},
-                     shape=lambda shown: resources.read_result(uri, shown), reshape_error=reshape_error)
+                     shape=lambda shown: resources.read_result(uri, shown), uri=uri)
 
     @staticmethod
     def not_found(uri: str) -> tuple[int, str, Any]:
         echoed = resources.echo(uri)  # `fail` turns -32002 into 2026-07-28's -32602
         return errors.RESOURCE_STATE, f"Resource not found: {echoed}", {"uri": echoed}
-
-    def resource_templates(self, ask: Ask, params: dict[str, Any]) -> None:
-        self.answer(ask, resources.templates_result())
 
     def run(self) -> int:
         os.set_blocking(0, False)
@@ -290,26 +274,21 @@ class Bridge:
                     drain_until = time.monotonic() + EOF_DRAIN_S
             self.check_deadlines()
         if self.conn is not None:  # answers still owed are lost with stdin; leave cleanly
-            self.conn.close(say_bye=True)
+            self.conn.close()
         return 0
 
     def on_lines(self, lines: list[bytes | jsonrpc.Oversize]) -> None:
         for line in lines:
-            if isinstance(line, jsonrpc.Oversize):
-                self.write(jsonrpc.oversize_error(line))
+            message = jsonrpc.parse(line)
+            if isinstance(message, bytes):
+                self.write(message)  # the error answer to a line that is no request
                 continue
-            message, err = jsonrpc.parse(line)
-            if err is not None:
-                self.write(err)
-            elif message is not None:
-                self.on_message(message)
-
-    def on_message(self, message: dict[str, Any]) -> None:
-        try:
-            self.handle(message)
-        except Exception as exc:  # noqa: BLE001 - a bug must not cost the agent its memory for the session
-            log(f"internal error on {str(message.get('method'))[:64]!r}: {type(exc).__name__}: {exc}"[:500])
-            if "id" in message and "method" in message:
-                self.write(jsonrpc.error(message["id"], errors.INTERNAL_ERROR, f"internal error: {type(exc).__name__}"))
+            try:
+                self.handle(message)
+            except Exception as exc:  # noqa: BLE001 - a bug must not cost the agent its memory for the session
+                log(f"internal error on {str(message.get('method'))[:64]!r}: {type(exc).__name__}: {exc}"[:500])
+                if "id" in message and "method" in message:
+                    self.write(jsonrpc.error(message["id"], errors.INTERNAL_ERROR,
+                                             f"internal error: {type(exc).__name__}"))
 
 

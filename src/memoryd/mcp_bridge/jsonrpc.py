@@ -7,7 +7,7 @@ import json
 from typing import Any, NamedTuple
 
 from memoryd.errors import INVALID_REQUEST, PARSE_ERROR
-from memoryd.mcp_bridge.revision import CAPABILITIES, HANDSHAKE_VERSIONS
+from memoryd.mcp_bridge.revision import CAPABILITIES, HANDSHAKE_VERSIONS, SERVER_INFO
 
 # Twice the daemon's 4 MiB frame, so any request that could reach it fits (docs/wire.md, "Limits").
 MAX_LINE_BYTES = 8 * 1024 * 1024
@@ -128,44 +128,40 @@ def _skip_space(text: str, i: int) -> int:
     return i
 
 
-def parse(line: bytes) -> tuple[dict[str, Any] | None, bytes | None]:
-    """(message, None) for a well-formed JSON-RPC message, else (None, the error line to send)."""
+def parse(line: bytes | Oversize) -> dict[str, Any] | bytes:
+    """The well-formed JSON-RPC message on `line`, else the error line to send."""
+    if isinstance(line, Oversize):
+        return oversize_error(line)
     try:
         message = json.loads(line)
     except (ValueError, UnicodeDecodeError):
-        return None, error(None, PARSE_ERROR, "Parse error: the line is not valid JSON")
+        return error(None, PARSE_ERROR, "Parse error: the line is not valid JSON")
     except RecursionError:  # the C parser refuses nesting near the interpreter's recursion limit
-        return None, error(None, PARSE_ERROR, "Parse error: the JSON nests too deeply to parse")
+        return error(None, PARSE_ERROR, "Parse error: the JSON nests too deeply to parse")
     msg_id = message.get("id") if isinstance(message, dict) else None
     safe_id = msg_id if _valid_id(msg_id) else None
     if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
-        return None, error(safe_id, INVALID_REQUEST, "Invalid Request: expected a JSON-RPC 2.0 object")
+        return error(safe_id, INVALID_REQUEST, "Invalid Request: expected a JSON-RPC 2.0 object")
     if "method" in message and not isinstance(message["method"], str):
-        return None, error(safe_id, INVALID_REQUEST, "Invalid Request: 'method' must be a string")
+        return error(safe_id, INVALID_REQUEST, "Invalid Request: 'method' must be a string")
     if "id" in message and not _valid_id(msg_id):
-        return None, error(None, INVALID_REQUEST, "Invalid Request: 'id' must be a string or integer")
+        return error(None, INVALID_REQUEST, "Invalid Request: 'id' must be a string or integer")
     if "method" not in message and "result" not in message and "error" not in message:
-        return None, error(msg_id, INVALID_REQUEST, "Invalid Request: no method")
-    return message, None
+        return error(msg_id, INVALID_REQUEST, "Invalid Request: no method")
+    return message
 
 
 def _valid_id(msg_id: Any) -> bool:
     return isinstance(msg_id, str) or (isinstance(msg_id, int) and not isinstance(msg_id, bool))
 
 
-def negotiate(requested: Any) -> str:
-    """The client's version when we speak it, else our newest handshake version (its counter-offer)."""
-    return requested if requested in HANDSHAKE_VERSIONS else HANDSHAKE_VERSIONS[0]
-
-
 def initialize_result(params: dict[str, Any]) -> dict[str, Any]:
-    from memoryd import __version__, instructions
+    """The client's protocol version when we speak it, else our newest handshake version (a counter-offer)."""
+    from memoryd import instructions
 
-    return {"protocolVersion": negotiate(params.get("protocolVersion")), "capabilities": CAPABILITIES,
-            "serverInfo": {"name": "memoryd", "version": __version__}, "instructions": instructions.own()}
-
-
-
+    requested = params.get("protocolVersion")
+    return {"protocolVersion": requested if requested in HANDSHAKE_VERSIONS else HANDSHAKE_VERSIONS[0],
+            "capabilities": CAPABILITIES, "serverInfo": SERVER_INFO, "instructions": instructions.own()}
 
 
 def tool_result(result: dict[str, Any]) -> dict[str, Any]:

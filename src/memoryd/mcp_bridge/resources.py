@@ -52,11 +52,10 @@ def _resource(row: dict[str, Any]) -> dict[str, Any]:
             "description": description, "mimeType": MIME_TYPE}
 
 
-def templates_result() -> dict[str, Any]:
-    return {"resourceTemplates": [{
-        "uriTemplate": URI_TEMPLATE, "name": "memoryd memory",
-        "description": "One durable memoryd memory by id (a ULID, as memory_list and memory_search return).",
-        "mimeType": MIME_TYPE}]}
+TEMPLATES = {"resourceTemplates": [{
+    "uriTemplate": URI_TEMPLATE, "name": "memoryd memory",
+    "description": "One durable memoryd memory by id (a ULID, as memory_list and memory_search return).",
+    "mimeType": MIME_TYPE}]}
 
 
 # Shown in this order above the content; anything absent or empty is left out.

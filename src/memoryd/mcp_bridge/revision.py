@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from memoryd import __version__
 from memoryd.errors import INVALID_PARAMS
 
 MODERN_VERSIONS = ("2026-07-28",)
@@ -25,6 +26,7 @@ CACHE_HINTS: dict[str, tuple[int, str]] = {
     "resources/templates/list": (HOUR_MS, "public"), "resources/list": (0, "private"), "resources/read": (0, "private")}
 
 CAPABILITIES: dict[str, Any] = {"tools": {"listChanged": False}, "resources": {"listChanged": False}}
+SERVER_INFO = {"name": "memoryd", "version": __version__}
 
 
 class EnvelopeError(Exception):
@@ -73,12 +75,6 @@ def client_info(params: dict[str, Any]) -> dict[str, Any]:
     return info if isinstance(info, dict) else {}
 
 
-def server_info() -> dict[str, str]:
-    from memoryd import __version__
-
-    return {"name": "memoryd", "version": __version__}
-
-
 def finish(method: str, result: dict[str, Any]) -> dict[str, Any]:
     """A new dict (the cached tool list is shared): `result` with resultType, cache hints and serverInfo."""
     done = {**result, "resultType": "complete"}
@@ -86,7 +82,7 @@ def finish(method: str, result: dict[str, Any]) -> dict[str, Any]:
     if hint is not None:
         done["ttlMs"], done["cacheScope"] = hint
     meta = done.get("_meta")
-    done["_meta"] = {**(meta if isinstance(meta, dict) else {}), SERVER_INFO_KEY: server_info()}
+    done["_meta"] = {**(meta if isinstance(meta, dict) else {}), SERVER_INFO_KEY: SERVER_INFO}
     return done
 
 

@@ -25,46 +25,28 @@ def read_first_line() -> tuple[bytes, jsonrpc.LineReader]:
     return b"", reader
 
 
-def _request(line: bytes, method: str) -> tuple[Any, dict[str, Any]] | None:
-    """(id, params) of a well-formed `method` request on `line`, else None (the bridge answers it)."""
+def answer_opening(line: bytes) -> dict[str, Any] | None:
+    """If `line` is an `initialize`, or a `server/discover` the bridge serves, answer it and return the client's
+    self-reported info ({} if none); else None (the bridge answers it)."""
     try:
         message = json.loads(line)
     except (ValueError, RecursionError):
         return None
-    if (isinstance(message, dict) and message.get("method") == method and "id" in message
-            and message.get("jsonrpc") == "2.0" and isinstance(message.get("params", {}), dict)):
-        return message["id"], message.get("params") or {}
-    return None
-
-
-def _reply(msg_id: Any, result: dict[str, Any]) -> None:
-    sys.stdout.buffer.write(jsonrpc.response(msg_id, result))
+    if not (isinstance(message, dict) and message.get("method") in ("initialize", "server/discover")
+            and "id" in message and message.get("jsonrpc") == "2.0" and isinstance(message.get("params", {}), dict)):
+        return None
+    params = message.get("params") or {}
+    if message["method"] == "initialize":
+        result, info = jsonrpc.initialize_result(params), params.get("clientInfo")
+    else:
+        try:
+            revision.check_envelope(params)
+        except revision.EnvelopeError:
+            return None  # the bridge refuses it
+        result, info = revision.discover_result(), revision.client_info(params)
+    sys.stdout.buffer.write(jsonrpc.response(message["id"], result))
     sys.stdout.buffer.flush()
-
-
-def answer_initialize(line: bytes) -> dict[str, Any] | None:
-    """If `line` is an `initialize`, answer it and return its clientInfo ({} if none); else None."""
-    request = _request(line, "initialize")
-    if request is None:
-        return None
-    msg_id, params = request
-    _reply(msg_id, jsonrpc.initialize_result(params))
-    info = params.get("clientInfo")
     return info if isinstance(info, dict) else {}
-
-
-def answer_discover(line: bytes) -> dict[str, Any] | None:
-    """If `line` is a `server/discover` the bridge serves, answer it and return its clientInfo; else None."""
-    request = _request(line, "server/discover")
-    if request is None:
-        return None
-    msg_id, params = request
-    try:
-        revision.check_envelope(params)
-    except revision.EnvelopeError:
-        return None  # the bridge refuses it
-    _reply(msg_id, revision.discover_result())
-    return revision.client_info(params)
 
 
 def main(args: list[str] | None = None) -> int:
@@ -77,15 +59,12 @@ def main(args: list[str] | None = None) -> int:
         print(f"memoryd mcp: {exc}", file=sys.stderr, flush=True)
         return 2
     line, reader = read_first_line()
-    hello = answer_initialize(line)
-    if hello is None:
-        hello = answer_discover(line)
+    hello = answer_opening(line)
     if hello is None and line:
         reader.ready.insert(0, line)  # the bridge answers it
     from memoryd.mcp_bridge.bridge import Bridge
 
-    bridge = Bridge(profile)
-    bridge.reader = reader
+    bridge = Bridge(profile, reader)
     if hello is not None:
         bridge.after_hello(hello)
     try:

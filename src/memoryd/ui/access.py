@@ -18,9 +18,7 @@ from memoryd.client.connection import Operator
 HOST = "127.0.0.1"
 PORT_BASE, PORT_SPAN = 47000, 2000
 READ_TIMEOUT_S = 20.0
-# Wrong codes a minute before every sign-in is refused (429). A code is 192 random bits: this keeps a
-# local process from spending the view's time on guesses, and makes a flood visible.
-SIGN_IN_FAILURES_PER_MINUTE = 10
+SIGN_IN_FAILURES_PER_MINUTE = 10  # wrong codes before every sign-in is refused (429; docs/security.md)
 SIGN_IN_WINDOW_S = 60.0
 
 
@@ -50,6 +48,11 @@ class Attempts:
 
     def failed(self) -> None:
         self.failures.append(self.clock())
+
+
+def matches(candidate: str | None, secret: str) -> bool:
+    """In constant time: a session cookie or CSRF value against ours."""
+    return candidate is not None and hmac.compare_digest(candidate.encode(), secret.encode())
 
 
 def default_port(uid: int | None = None) -> int:
@@ -95,12 +98,6 @@ class UI:
 
     def url(self, code: str) -> str:
         return f"http://{HOST}:{self.port}/?code={code}"
-
-    def session_ok(self, candidate: str | None) -> bool:
-        return candidate is not None and hmac.compare_digest(candidate.encode(), self.session.encode())
-
-    def csrf_ok(self, candidate: str | None) -> bool:
-        return candidate is not None and hmac.compare_digest(candidate.encode(), self.csrf.encode())
 
     def inside(self, path: str) -> str | None:
         """The page path under our secret prefix (`/memories` for `<prefix>/memories`), else None."""

@@ -31,11 +31,6 @@ def _keepalive(ui: UI, period_s: float) -> None:
         ui.operator.keepalive()
 
 
-def _has_desktop() -> bool:
-    """Whether a graphical browser can open: without one `webbrowser` takes over this terminal with lynx or w3m."""
-    return sys.platform == "darwin" or bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
-
-
 def main(ns: argparse.Namespace) -> int:
     """Serve until interrupted. Exit 3 when the daemon is not running, 1 when the port is taken."""
     from memoryd import paths
@@ -63,7 +58,8 @@ def main(ns: argparse.Namespace) -> int:
     print(f"memoryd ui: {ui.url(ui.new_code())}", flush=True)
     print("(a one-time URL: its first load signs a browser in, then it is spent; Ctrl-C stops the view)",
           file=sys.stderr, flush=True)
-    if not ns.no_open and _has_desktop():
+    # Only where a graphical browser can open: without one `webbrowser` takes over this terminal with lynx or w3m.
+    if not ns.no_open and (sys.platform == "darwin" or os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
         import webbrowser
 
         webbrowser.open(ui.url(ui.new_code()))  # its own code: the browser's argv is readable by `ps`

@@ -1,7 +1,6 @@
 """The web view's pages, laid out from the daemon's results. Contract: every daemon value goes through
 `e()` (agent-written text: a stored `<script>` must show as text); every changing form carries the CSRF
-value; every link is relative to `<base href>`, the launch's secret path prefix (docs/security.md).
-"""
+value; every link is relative to `<base href>`, the launch's secret path prefix (docs/security.md)."""
 
 from __future__ import annotations
 
@@ -11,8 +10,8 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 CATEGORIES = ("fact", "user-inference", "ambient", "handoff")
-NAV = (("memories", "memories", "Memories"), ("pending", "pending", "Pending"),
-       ("sessions", "sessions", "Sessions"), ("health", "health", "Health"), ("events", "events", "Live feed"))
+NAV = (("memories", "Memories"), ("pending", "Pending"), ("sessions", "Sessions"), ("health", "Health"),
+       ("events", "Live feed"))  # page (its link too) and label
 
 
 def e(value: Any) -> str:
@@ -22,8 +21,7 @@ def e(value: Any) -> str:
 
 def layout(title: str, active: str, body: str, notice: str | None = None, error: str | None = None,
            base: str = "") -> str:
-    links = "".join(f'<a href="{href}" class="{"on" if key == active else ""}">{label}</a>'
-                    for key, href, label in NAV)
+    links = "".join(f'<a href="{key}" class="{"on" if key == active else ""}">{label}</a>' for key, label in NAV)
     banners = (f'<div class="notice">{e(notice)}</div>' if notice else "") + \
               (f'<div class="banner">{e(error)}</div>' if error else "")
     return ("<!doctype html><html lang=en><head><meta charset=utf-8>"
@@ -37,6 +35,24 @@ def layout(title: str, active: str, body: str, notice: str | None = None, error:
 
 def csrf(token: str) -> str:
     return f'<input type=hidden name=csrf value="{e(token)}">'
+
+
+def post(action: str, token: str, inner: str) -> str:
+    """An inline form posting to `action` (already quoted) with the CSRF value."""
+    return f'<form class=inline method=post action="{action}">{csrf(token)}{inner}</form>'
+
+
+def table(heads: tuple[str, ...], rows: str, attrs: str = "") -> str:
+    cells = "".join(f"<th>{h}</th>" for h in heads)
+    return f"<table{attrs}><thead><tr>{cells}</tr></thead><tbody>{rows}</tbody></table>"
+
+
+def listed(items: str) -> str:
+    return f"<ul>{items}</ul>" if items else "<p class=muted>none</p>"
+
+
+def counted(title: str, total: Any) -> str:
+    return f'<h2>{e(title)} <span class=muted>({e(total)})</span></h2>'
 
 
 def tags(values: Any) -> str:
@@ -77,29 +93,25 @@ def memory_filters(q: str, scope: str, project: str, category: str, removed: boo
 
 def memory_results(result: dict[str, Any], mode: str) -> str:
     """The results table of a search, a list or the tombstones (the fragment search swaps in)."""
+    heads: tuple[str, ...]
     if mode == "removed":
-        rows = "".join(f'<tr data-id="{e(t["id"])}"><td>{mem_link(t["id"])}</td><td>{ts(t.get("removed_at"))}</td>'
-                       f'<td>{e(t.get("reason"))}</td><td>{e(t.get("first_line"))}</td></tr>'
-                       for t in result["tombstones"])
-        head, count = "<th>id</th><th>removed</th><th>reason</th><th>first line</th>", len(result["tombstones"])
+        items, heads = result["tombstones"], ("id", "removed", "reason", "first line")
+        cells = [[ts(t.get("removed_at")), e(t.get("reason")), e(t.get("first_line"))] for t in items]
     elif mode == "search":
-        rows = "".join(f'<tr data-id="{e(h["id"])}"><td>{mem_link(h["id"])}</td><td>{e(h.get("relevance"))}</td>'
-                       f'<td>{verdict(h.get("staleness_verdict"))}</td><td>{e(h.get("category"))}</td>'
-                       f'<td>{tags(h.get("scopes"))}</td><td>{e(_first(h.get("content")))}</td></tr>'
-                       for h in result["results"])
-        head = "<th>id</th><th>relevance</th><th>staleness</th><th>category</th><th>scopes</th><th>text</th>"
-        count = len(result["results"])
+        items, heads = result["results"], ("id", "relevance", "staleness", "category", "scopes", "text")
+        cells = [[e(h.get("relevance")), verdict(h.get("staleness_verdict")), e(h.get("category")),
+                  tags(h.get("scopes")), e(_first(h.get("content")))] for h in items]
     else:
-        rows = "".join(f'<tr data-id="{e(m["id"])}"><td>{mem_link(m["id"])}</td><td>{ts(m.get("updated"))}</td>'
-                       f'<td>{e(m.get("category"))}</td><td>{tags(m.get("scopes"))}</td>'
-                       f'<td>{e(m.get("first_line"))}</td></tr>' for m in result["memories"])
-        head = "<th>id</th><th>updated</th><th>category</th><th>scopes</th><th>first line</th>"
-        count = len(result["memories"])
-    total = result.get("total", count)
+        items, heads = result["memories"], ("id", "updated", "category", "scopes", "first line")
+        cells = [[ts(m.get("updated")), e(m.get("category")), tags(m.get("scopes")), e(m.get("first_line"))]
+                 for m in items]
+    count, total = len(items), result.get("total", len(items))
     if not count:
         return f'<p class="muted" id=result-count data-count=0>Nothing matches (of {e(total)}).</p>'
+    rows = "".join(f'<tr data-id="{e(item["id"])}"><td>{mem_link(item["id"])}</td>'
+                   + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for item, row in zip(items, cells))
     return (f'<p class=muted id=result-count data-count="{count}">{count} shown of {e(total)}</p>'
-            f"<table class=memories data-mode={mode}><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
+            + table(heads, rows, f" class=memories data-mode={mode}"))
 
 
 def _first(text: Any) -> str:
@@ -116,8 +128,7 @@ def memory_page(memory: dict[str, Any], history: dict[str, Any], token: str, dra
     """One memory; `draft` is the text of an edit that was not saved (kept in the open edit form)."""
     origin = memory.get("origin") or {}
     live = memory["status"] == "live"
-    fields = [("status", e(memory["status"])), ("category", e(memory.get("category"))),
-              ("confidence", e(memory.get("confidence"))), ("source", e(memory.get("source"))),
+    fields = [*((key, e(memory.get(key))) for key in ("status", "category", "confidence", "source")),
               ("scopes", tags(memory.get("scopes"))), ("created", ts(memory.get("created"))),
               ("updated", ts(memory.get("updated"))),
               ("pinned", "yes — listed first at every session start" if memory.get("pinned") else "no")]
@@ -145,23 +156,19 @@ def memory_page(memory: dict[str, Any], history: dict[str, Any], token: str, dra
     events = "".join(f"<tr><td>{ts(ev.get('ts'))}</td><td>{e(ev.get('kind'))}</td><td>{e(ev.get('status'))}</td>"
                      f"<td>{session_link(ev.get('session'))}</td><td class=mono>{e(ev.get('seq'))}</td></tr>"
                      for ev in history.get("events", []))
-    pin = "unpin" if memory.get("pinned") else "pin"
-    action = (f'<form class=inline method=post action="memory/{quote(memory["id"])}/{pin}">{csrf(token)}'
-              f'<button id=pin-toggle aria-pressed={"true" if pin == "unpin" else "false"}>'
-              f'{"Unpin" if pin == "unpin" else "Pin"}</button></form>'
-              f'<form class=inline method=post action="memory/{quote(memory["id"])}/remove">{csrf(token)}'
-              '<input type=text name=reason placeholder="reason (kept with the tombstone)" size=36>'
-              '<button class=danger id=remove>Remove</button></form>') if live else \
-             (f'<form class=inline method=post action="memory/{quote(memory["id"])}/restore">{csrf(token)}'
-              '<button class=primary id=restore>Restore</button></form>')
+    here, pin = f'memory/{quote(memory["id"])}', "unpin" if memory.get("pinned") else "pin"
+    action = (post(f"{here}/{pin}", token, f'<button id=pin-toggle aria-pressed={str(pin == "unpin").lower()}>'
+                                           f'{pin.capitalize()}</button>')
+              + post(f"{here}/remove", token, '<input type=text name=reason placeholder="reason (kept with the '
+                     'tombstone)" size=36><button class=danger id=remove>Remove</button>') if live else
+              post(f"{here}/restore", token, '<button class=primary id=restore>Restore</button>'))
     body = (f'<div class="card head"><span class=mono id=memory-id>{e(memory["id"])}</span>{action}</div>'
             f'<div class=card><h2>Content</h2><pre class=content id=content>{e(memory.get("content"))}</pre></div>'
             + (edit_form(memory, token, draft) if live else "") +
             f'<div class=cols2><div class=card><h2>Record</h2>{_dl(fields)}</div>'
             f'<div class=card><h2>Provenance</h2>{_dl(provenance)}</div></div>'
-            f'<div class=card><h2>Links</h2>{f"<ul>{link_rows}</ul>" if link_rows else "<p class=muted>none</p>"}</div>'
-            f'<div class=card><h2>History</h2><table><thead><tr><th>when</th><th>event</th><th>status</th>'
-            f'<th>session</th><th>seq</th></tr></thead><tbody>{events}</tbody></table></div>')
+            f'<div class=card><h2>Links</h2>{listed(link_rows)}</div>'
+            f'<div class=card><h2>History</h2>{table(("when", "event", "status", "session", "seq"), events)}</div>')
     return layout("Memory", "memories", body, **banners)
 
 
@@ -198,10 +205,8 @@ def pending_page(result: dict[str, Any], token: str, **banners: Any) -> str:
     rows = ""
     for p in result["pending"]:
         pid = quote(p["pending_id"])
-        buttons = (f'<form class=inline method=post action="pending/{pid}/confirm">{csrf(token)}'
-                   f'<button class=primary name=confirm>Confirm</button></form> '
-                   f'<form class=inline method=post action="pending/{pid}/cancel">{csrf(token)}'
-                   f'<button class=danger name=cancel>Cancel</button></form>')
+        buttons = (post(f"pending/{pid}/confirm", token, "<button class=primary name=confirm>Confirm</button>") + " "
+                   + post(f"pending/{pid}/cancel", token, "<button class=danger name=cancel>Cancel</button>"))
         expired = ' <span class=bad>expired</span>' if p.get("expired") else ""
         rows += (f'<tr data-id="{e(p["pending_id"])}"><td class=mono>{e(p["pending_id"])}</td>'
                  f'<td>{session_link(p.get("session_id"))}<div class=muted>{e(p.get("worktree"))}</div></td>'
@@ -210,9 +215,8 @@ def pending_page(result: dict[str, Any], token: str, **banners: Any) -> str:
                  f'<td>{ts(p.get("expires_at"))}{expired}</td><td>{buttons}</td></tr>')
     body = ('<p class=muted>Writes waiting for your yes (claims about you). Confirming commits the write '
             'through the same gates the agent would run; the event log names you as the one who decided.</p>')
-    body += (f'<table id=pending><thead><tr><th>id</th><th>session</th><th>content</th><th>scopes</th>'
-             f'<th>expires</th><th></th></tr></thead><tbody>{rows}</tbody></table>') if rows else \
-            '<p class=muted id=pending-empty>No pending writes.</p>'
+    body += (table(("id", "session", "content", "scopes", "expires", ""), rows, " id=pending") if rows
+             else "<p class=muted id=pending-empty>No pending writes.</p>")
     return layout("Pending writes", "pending", body, **banners)
 
 
@@ -249,21 +253,19 @@ def injections_table(injections: dict[str, Any]) -> str:
                    + "</td></tr>" for r in injections.get("injections", []))
     if not rows:
         return '<p class=muted>Nothing was injected automatically.</p>'
-    return (f'<table id=injections><thead><tr><th>when</th><th>hook</th><th>chars</th><th>memories (tier)</th>'
-            f'</tr></thead><tbody>{rows}</tbody></table><p class=muted>{e(injections.get("chars"))} chars in all</p>')
+    return (table(("when", "hook", "chars", "memories (tier)"), rows, " id=injections")
+            + f'<p class=muted>{e(injections.get("chars"))} chars in all</p>')
 
 
-def session_page(session: dict[str, Any], episodes: dict[str, Any], injections: dict[str, Any] | None = None,
-                 **banners: Any) -> str:
+def session_page(session: dict[str, Any], episodes: dict[str, Any], injections: dict[str, Any], **banners: Any) -> str:
     rows = "".join(f'<tr><td>{ts(ep.get("created"))}</td><td class=mono>{e(ep.get("id"))}</td>'
                    f'<td>{e(ep.get("provenance"))}</td><td>{tags(ep.get("scopes"))}</td>'
                    f'<td>{e(ep.get("takeaway"))}</td></tr>' for ep in episodes.get("episodes", []))
-    table = (f'<table id=episodes><thead><tr><th>created</th><th>id</th><th>provenance</th><th>scopes</th>'
-             f'<th>takeaway</th></tr></thead><tbody>{rows}</tbody></table>') if rows else \
-            '<p class=muted>No live episodes (none written, promoted, or expired).</p>'
+    listing = (table(("created", "id", "provenance", "scopes", "takeaway"), rows, " id=episodes") if rows
+               else "<p class=muted>No live episodes (none written, promoted, or expired).</p>")
     return layout(f"Session {session['session_id']}", "sessions",
-                  f'<div class=timeline>{session_item(session)}</div><h2>Episodes</h2>{table}'
-                  f'<h2>Injected by the hooks</h2>{injections_table(injections or {})}', **banners)
+                  f'<div class=timeline>{session_item(session)}</div><h2>Episodes</h2>{listing}'
+                  f'<h2>Injected by the hooks</h2>{injections_table(injections)}', **banners)
 
 
 def health_page(status: dict[str, Any], health: dict[str, Any], conflicts: dict[str, Any],
@@ -289,42 +291,34 @@ def health_page(status: dict[str, Any], health: dict[str, Any], conflicts: dict[
                        ("never_retrieved", "Never retrieved"), ("bad_files", "Bad files"),
                        ("hand_edited", "Hand-edited"), ("unaccounted", "Unaccounted"), ("missing", "Missing")):
         group = health.get(key) or {}
-        sections += f'<h2>{e(title)} <span class=muted>({e(group.get("total", 0))})</span></h2>' + _brief_list(group)
+        sections += counted(title, group.get("total", 0)) + _brief_list(group)
     sync = health.get("sync")
     if sync:  # set up with `memoryd sync init` (docs/sync.md)
         last = sync.get("last") or {}
         info.append(("sync", e(f"{sync.get('remote')} · last {last.get('finished_at') or 'never'} "
                                f"{last.get('status') or ''} · {sync.get('quarantined', 0)} quarantined")))
         kept = sync.get("conflicts") or {}
-        sections += (f'<h2>Sync conflicts (kept versions) <span class=muted>({e(kept.get("total", 0))})</span></h2>'
-                     + _brief_list(kept))
+        sections += counted("Sync conflicts (kept versions)", kept.get("total", 0)) + _brief_list(kept)
     conflict_rows = "".join(f'<li>{mem_link(c["id"])} {e(c["first_line"])} <b>contradicts</b> '
                             f'{mem_link(c["target_id"])} {e(c["target_first_line"])}</li>'
                             for c in conflicts.get("conflicts", []))
     body = (f'<div class=grid>{grid}</div><div class=card>{_dl(info)}</div>'
-            f'<div class=card><h2>Conflicts <span class=muted>({e(conflicts.get("total", 0))})</span></h2>'
-            f'{f"<ul>{conflict_rows}</ul>" if conflict_rows else "<p class=muted>none</p>"}'
-            f'{sections}</div>')
+            f'<div class=card>{counted("Conflicts", conflicts.get("total", 0))}{listed(conflict_rows)}{sections}</div>')
     return layout("Health", "health", body, **banners)
 
 
 def _brief_list(group: dict[str, Any]) -> str:
+    """Each item: its memory's link when it names one, then the rest of it as JSON."""
     items = group.get("items") or []
-    if not items:
-        return "<p class=muted>none</p>"
-    out = []
-    for item in items:
-        label = mem_link(item["id"]) if "id" in item else ""
-        rest = {k: v for k, v in item.items() if k != "id"}
-        out.append(f"<li>{label} <span class=muted>{e(json.dumps(rest, ensure_ascii=False))}</span></li>")
-    return "<ul>" + "".join(out) + "</ul>"
+    rests = [json.dumps({k: v for k, v in item.items() if k != "id"}, ensure_ascii=False) for item in items]
+    return listed("".join(f"<li>{mem_link(item['id']) if 'id' in item else ''} <span class=muted>{e(rest)}</span></li>"
+                          for item, rest in zip(items, rests)))
 
 
 def events_page(**banners: Any) -> str:
     body = ('<p>Events as the daemon appends them (ids, counts and hashes — never content). '
             'Status: <span id=feed-state class=muted>connecting…</span></p>'
-            '<table id=feed><thead><tr><th>seq</th><th>time</th><th>kind</th><th>session</th><th>fields</th></tr>'
-            '</thead><tbody></tbody></table>')
+            + table(("seq", "time", "kind", "session", "fields"), "", " id=feed"))
     return layout("Live feed", "events", body, **banners)
 
 

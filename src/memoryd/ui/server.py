@@ -1,7 +1,6 @@
 """`memoryd ui`: the web view's HTTP server, a client of the daemon. The stdlib's http.server: a few
 pages for one local user need no dependency (so no `memoryd[ui]` extra). Its guards, run on every
-request, are described in docs/security.md, "The web view".
-"""
+request, are described in docs/security.md, "The web view"."""
 
 from __future__ import annotations
 
@@ -20,7 +19,7 @@ from memoryd import names
 from memoryd.client.connection import is_unavailable
 from memoryd.errors import DAEMON_UNAVAILABLE, INVALID_PARAMS, RESOURCE_STATE, MemorydError
 from memoryd.ui import pages
-from memoryd.ui.access import HOST, UI, SignInLimited
+from memoryd.ui.access import HOST, UI, SignInLimited, matches
 from memoryd.ui.feed import follow_events
 
 MAX_BODY = 64 * 1024
@@ -30,12 +29,9 @@ MAX_ASSET_BYTES = 64 * 1024
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
                                "img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'self'",
-    "X-Content-Type-Options": "nosniff",
-    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff", "X-Frame-Options": "DENY",
     # Keeps the secret path out of any Referer to another port; no-referrer made Chromium post `Origin: null`.
-    "Referrer-Policy": "same-origin",
-    "Cache-Control": "no-store",
-}
+    "Referrer-Policy": "same-origin", "Cache-Control": "no-store"}
 NOTICES = {"removed": "Memory removed (Restore brings it back).", "restored": "Memory restored.",
            "confirmed": "Pending write confirmed and committed.", "cancelled": "Pending write cancelled.",
            "edited": "Memory saved (its history shows the update).", "unchanged": "Nothing changed, nothing saved.",
@@ -74,8 +70,6 @@ class Refused(Exception):
         self.status, self.message, self.headers = status, message, headers
 
 
-# -- requests -----------------------------------------------------------------------------------------
-
 class Handler(BaseHTTPRequestHandler):
     server_version = "memoryd-ui"
     sys_version = ""
@@ -96,7 +90,7 @@ class Handler(BaseHTTPRequestHandler):
         if not change and parts.path == "/" and "code" in query:
             return None, query
         page = ui.inside(parts.path)
-        if page is None or not ui.session_ok(self._cookie()):
+        if page is None or not matches(self._cookie(), ui.session):
             raise Refused(403, "not signed in: open the one-time URL `memoryd ui` printed (restart it for a new one)")
         self.base = ui.prefix + "/"  # from here on, pages and error pages may link inside
         if change:
@@ -108,7 +102,7 @@ class Handler(BaseHTTPRequestHandler):
     def spend(self, query: dict[str, list[str]]) -> None:
         """Trade a one-time code for the session cookie, scoped to our secret path, and land inside."""
         try:
-            spent = self.ui.spend_code(_first(query, "code") or "")
+            spent = self.ui.spend_code(_first(query, "code"))
         except SignInLimited as exc:
             wait_s = max(1, math.ceil(exc.retry_after_s))
             raise Refused(429, f"too many sign-in attempts with a wrong code: none is tried for {wait_s} s",
@@ -140,7 +134,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def _form(self) -> dict[str, list[str]]:
         form = parse_qs(self.body.decode("utf-8", "replace")) if self.body else {}
-        if not (self.ui.csrf_ok(_first(form, "csrf")) or self.ui.csrf_ok(self.headers.get("X-Memoryd-Token"))):
+        given = (_first(form, "csrf"), self.headers.get("X-Memoryd-Token"))  # its field or header (docs/security.md)
+        if not any(matches(value, self.ui.csrf) for value in given):
             raise Refused(403, "missing or wrong CSRF token")
         return form
 
@@ -174,14 +169,12 @@ class Handler(BaseHTTPRequestHandler):
                 self.body = self._read_body()
             path, query = self.guard(change)
             if path is None:
-                self.spend(query)
-                return
+                return self.spend(query)
             route = ROUTES_POST if change else ROUTES_GET
             for prefix, handler in route:
                 by_prefix = len(prefix) > 1 and prefix.endswith("/")
                 if path == prefix or (by_prefix and path.startswith(prefix)):
-                    handler(self, path[len(prefix):] if by_prefix else "", query)
-                    return
+                    return handler(self, path[len(prefix):] if by_prefix else "", query)
             raise Refused(404, "no such page")
         except Refused as exc:
             self.send(exc.status, pages.error_page(exc.status, exc.message, self.base), extra=exc.headers)
@@ -194,7 +187,7 @@ class Handler(BaseHTTPRequestHandler):
             pass
 
     def banners(self, query: dict[str, list[str]]) -> dict[str, Any]:
-        return {"notice": NOTICES.get(_first(query, "done") or ""), "base": self.base}
+        return {"notice": NOTICES.get(_first(query, "done")), "base": self.base}
 
     def page_root(self, rest: str, query: dict[str, list[str]]) -> None:
         self.redirect("/memories")
@@ -208,9 +201,8 @@ class Handler(BaseHTTPRequestHandler):
         self.send(200, *STATIC[rest])
 
     def page_memories(self, rest: str, query: dict[str, list[str]]) -> None:
-        q, scope = (_first(query, "q") or "").strip(), (_first(query, "scope") or "").strip()
-        project, category = (_first(query, "project") or "").strip(), _first(query, "category") or ""
-        removed = _first(query, "removed") == "1"
+        q, scope, project = (_first(query, key).strip() for key in ("q", "scope", "project"))
+        category, removed = _first(query, "category"), _first(query, "removed") == "1"
         scopes = [s for s in (scope, f"projects:{project}" if project else "") if s] or None
         op = self.ui.operator
         if removed:
@@ -222,8 +214,7 @@ class Handler(BaseHTTPRequestHandler):
             result, mode = op.tool(names.MEMORY_LIST, scopes=scopes, category=category or None, limit=200), "list"
         fragment = self.id_match(q) + pages.memory_results(result, mode)
         if _first(query, "fragment") == "1":
-            self.send(200, fragment)
-            return
+            return self.send(200, fragment)
         filters = pages.memory_filters(q, scope, project, category, removed)
         self.send(200, pages.memories_page(filters, fragment, **self.banners(query)))
 
@@ -247,8 +238,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def page_memory(self, rest: str, query: dict[str, list[str]]) -> None:
         if not rest:
-            self.redirect("/memories")
-            return
+            return self.redirect("/memories")
         memory_id = self.full_id(rest)
         if memory_id != rest:  # a prefix: land on the memory's own address
             self.redirect(f"/memory/{quote(memory_id)}" + (f"?{urlsplit(self.path).query}" if "?" in self.path else ""))
@@ -259,8 +249,7 @@ class Handler(BaseHTTPRequestHandler):
                     error: str | None = None, draft: str | None = None) -> None:
         memory = self.ui.operator.tool(names.MEMORY_SHOW, id=memory_id)
         history = self.ui.operator.admin("history", id=memory_id)
-        banners = {**self.banners(query), "error": error}
-        self.send(status, pages.memory_page(memory, history, self.ui.csrf, draft=draft, **banners))
+        self.send(status, pages.memory_page(memory, history, self.ui.csrf, draft, error=error, **self.banners(query)))
 
     def act_memory(self, rest: str, query: dict[str, list[str]]) -> None:
         form = self._form()
@@ -270,7 +259,7 @@ class Handler(BaseHTTPRequestHandler):
         if verb == "edit":
             self.edit_memory(memory_id, form)
         elif verb == "remove":
-            reason = (_first(form, "reason") or "").strip() or "removed by the user in memoryd ui"
+            reason = _first(form, "reason").strip() or "removed by the user in memoryd ui"
             op.tool(names.MEMORY_REMOVE, id=memory_id, reason=reason)
             self.redirect(f"{here}?done=removed")
         elif verb in ("pin", "unpin"):  # through memory_update, as an agent's pin: history, sync
@@ -287,8 +276,8 @@ class Handler(BaseHTTPRequestHandler):
     def edit_memory(self, memory_id: str, form: dict[str, list[str]]) -> None:
         """Save new content with `memory_update`, compare-and-set on the `updated` the page was read at.
         A refusal writes nothing and shows the page again with the reason and the draft kept."""
-        draft = (_first(form, "content") or "").replace("\r\n", "\n")
-        read_at = (_first(form, "expected_updated") or "").strip()
+        draft = _first(form, "content").replace("\r\n", "\n")
+        read_at = _first(form, "expected_updated").strip()
         op, here = self.ui.operator, f"/memory/{quote(memory_id)}"
         if not read_at:  # without it memory_update skips its compare-and-set: a blind overwrite
             self.show_memory(memory_id, {}, 400, "not saved: the edit names no version it was made against "
@@ -329,11 +318,9 @@ class Handler(BaseHTTPRequestHandler):
         self.redirect(f"/pending?done={'confirmed' if decision == 'confirm' else 'cancelled'}")
 
     def page_sessions(self, rest: str, query: dict[str, list[str]]) -> None:
-        op = self.ui.operator
-        selected = _first(query, "worktree") if "worktree" in query else None
+        op, selected = self.ui.operator, _first(query, "worktree") or None
         worktrees = op.admin("worktrees")
-        wanted = {"worktree": selected} if selected else {}
-        sessions = op.admin("sessions", limit=100, **wanted)
+        sessions = op.admin("sessions", limit=100, worktree=selected)  # None: every worktree
         self.send(200, pages.sessions_page(worktrees, sessions, selected, **self.banners(query)))
 
     def page_session(self, rest: str, query: dict[str, list[str]]) -> None:
@@ -380,12 +367,10 @@ ROUTES_GET: list[tuple[str, Route]] = [
 ROUTES_POST: list[tuple[str, Route]] = [("/memory/", Handler.act_memory), ("/pending/", Handler.act_pending)]
 
 
-def _first(query: dict[str, list[str]], key: str) -> str | None:
+def _first(query: dict[str, list[str]], key: str) -> str:
     values = query.get(key)
-    return values[0] if values else None
+    return values[0] if values else ""
 
-
-# -- running it ---------------------------------------------------------------------------------------
 
 class Server(ThreadingHTTPServer):
     """A thread per connection, at most MAX_CONNECTIONS: past the cap one is closed unanswered."""
@@ -398,8 +383,7 @@ class Server(ThreadingHTTPServer):
 
     def process_request(self, request: Any, client_address: Any) -> None:
         if not self.slots.acquire(blocking=False):
-            self.shutdown_request(request)
-            return
+            return self.shutdown_request(request)
         try:
             super().process_request(request, client_address)  # starts the thread
         except BaseException:
