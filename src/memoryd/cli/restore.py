@@ -66,11 +66,10 @@ def restore(path: Path, root: Path) -> int:
     count = 0
     folders: set[Path] = set()
     with opened(path) as archive:
-        for member in archive:
+        for member, source in archive:
             target = _target(path, root, member)
             if target is None:
                 continue
-            source = archive.extractfile(member)
             assert source is not None  # a regular member
             folders.update(_make_parents(root, target))
             _write(path, target, source, member.size)

@@ -106,14 +106,14 @@ def _parse(path: Path, follow_link: bool) -> tuple[str, Draft]:
                   category="fact" if removed and category == "user-inference" else category,
                   confidence=choice(path, meta, "confidence", CONFIDENCES, "medium", line_of),
                   source=choice(path, meta, "source", SOURCES, "explicit-statement", line_of),
-                  removed_reason=_removal(meta) if removed else None, verified_at=_iso(meta.get("last_verified_at")))
+                  removed_reason=removal_note("bettermemory", _iso(meta.get("removed")), meta.get("removed_reason"))
+                  if removed else None, verified_at=_iso(meta.get("last_verified_at")))
     return _iso(meta.get("created")) or "", draft
 
 
-def _removal(meta: dict[str, Any]) -> str:
-    when = _iso(meta.get("removed"))
-    reason = str(meta.get("removed_reason") or "no reason given").strip()
-    return f"removed in bettermemory{' on ' + when[:10] if when else ''}: {reason}"
+def removal_note(where: str, when: str | None, reason: Any) -> str:
+    """A tombstone's `removed_reason`: where and when (a stamp's date) the source removed it, and why."""
+    return f"removed in {where}{' on ' + when[:10] if when else ''}: {str(reason or 'no reason given').strip()}"
 
 
 def _iso(value: Any) -> str | None:

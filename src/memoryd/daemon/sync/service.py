@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -218,7 +218,7 @@ class SyncState:
 def run_due(core: Core, now: float) -> None:
     """Admit a finished job's result (ADMIT_BATCH records a pass), or start a due job."""
     state, worker = state_of(core), WORKERS.get(core.root)
-    if worker is not None and worker.admitting is None and worker.busy():
+    if worker is not None and worker.admitting is None and worker.running is not None:
         result = worker.take()
         if result is None:
             return
@@ -262,7 +262,7 @@ def next_due_in(core: Core, now: float) -> float:
     state, worker = state_of(core), WORKERS.get(core.root)
     if worker is not None and worker.admitting is not None:
         return 0.0
-    if worker is not None and worker.busy():
+    if worker is not None and worker.running is not None:
         return POLL_S
     if state.requested is not None:
         return 0.0
@@ -277,13 +277,17 @@ def begin(state: SyncState, result: Result) -> None:
 
 def admit_batch(state: SyncState, result: Result) -> None:
     """Admit the next ADMIT_BATCH pulled records, then finish the job after the last."""
+    from memoryd.daemon.sync.admission import buries
+
     core, tier = state.core, state.core.memories
     batch = result.incoming[result.position:result.position + ADMIT_BATCH]
     for item in batch:
         if current_version(tier, item.memory_id) != item.expected:
             result.deferred += 1  # changed here while the job ran: the next sync decides
             continue
-        if not removes_this(tier, item, result.conflicts.get(item.memory_id, ())):
+        live_sha = item.expected[1] if item.expected is not None else None  # the file now, as just checked
+        if not buries(item.state, item.memory, tier.live.get(item.memory_id), live_sha,
+                      result.conflicts.get(item.memory_id, ())):
             refuse(state, result, item, "a tombstone whose text is not this machine's version of it")
             continue
         put_record(tier, item.memory, item.data, item.state)
@@ -336,14 +340,6 @@ def _after_release(state: SyncState, result: Result) -> int:
     return result.quarantined_total
 
 
-def removes_this(tier: MemoryTier, item: Incoming, kept: Collection[str]) -> bool:
-    """`admission.buries` for a pulled item, against the live version now."""
-    from memoryd.daemon.sync.admission import buries
-
-    live_sha = item.expected[1] if item.expected is not None else None  # the file now (checked by the caller)
-    return buries(item.state, item.memory, tier.live.get(item.memory_id), live_sha, kept)
-
-
 def refuse(state: SyncState, result: Result, item: Incoming, reason: str) -> None:
     """Quarantine a pulled version the loop refused, as the worker does."""
     import hashlib
@@ -366,20 +362,18 @@ def current_version(tier: MemoryTier, memory_id: str) -> tuple[str, str] | None:
 
 def put_record(tier: MemoryTier, memory: Memory, data: bytes, state: str) -> str:
     """Make `memory` (bytes `data`) the record's version in `state`, moving it as `bury` does; its sha256."""
-    memory_id = memory.id
-    live = (tier.live, tier.index, tier.live_path(memory_id))
-    tomb = (tier.tombstones, tier.tomb_index, tier.tomb_path(memory_id))
-    (records, index, path), (other_records, other_index, other_path) = (live, tomb) if state == LIVE else (tomb, live)
-    sha = tier._write(path, data, memory_id)
-    moved = other_records.get(memory_id)
+    kind, other = ("m", "t") if state == LIVE else ("t", "m")
+    sha = tier._write(tier.path(kind, memory.id), data, memory.id)
+    index, records = tier.tables(other)
+    moved = records.get(memory.id)
     if moved is not None:
-        tier.core.files.delete_file(other_path)
-        other_index.remove(moved)
-        del other_records[memory_id]
-    old = records.get(memory_id)
-    if old is not None:
+        tier.core.files.delete_file(tier.path(other, memory.id))
+        index.remove(moved)
+        del records[memory.id]
+    index, records = tier.tables(kind)
+    if (old := records.get(memory.id)) is not None:
         index.remove(old)
-    records[memory_id] = memory
+    records[memory.id] = memory
     index.add(memory)
     return sha
 

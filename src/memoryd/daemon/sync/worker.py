@@ -62,9 +62,6 @@ class Worker:
                                        daemon=True)
         self.thread.start()
 
-    def busy(self) -> bool:
-        return self.running is not None
-
     def take(self) -> Result | None:
         """The finished job's result, once; None while it runs or when there is none."""
         with self.lock:
@@ -264,10 +261,8 @@ class Worker:
         self.sha_of_blob.update((b, sha256_hex(d)) for b, d in git.iter_blobs(unknown))
         candidates: dict[str, tuple[str, str]] = {}
         for path, (mode, blob) in entries.items():
-            sha = self.sha_of_blob.get(blob, "")
-            named = admission.record_path(path)
-            kept = admission.conflict_path(path)
-            if kept is not None and mode in admission.REGULAR_MODES:
+            named, sha = admission.record_path(path), self.sha_of_blob.get(blob, "")
+            if (kept := admission.conflict_path(path)) is not None and mode in admission.REGULAR_MODES:
                 result.conflicts.setdefault(kept[0], []).append(kept[1])
             elif named is None or named[0] in job.local_only or (named[1], sha) != job.local.get(named[0]):
                 candidates[path] = (mode, blob)  # a local-only id is refused below
@@ -309,15 +304,11 @@ class Worker:
 
 def pick_branch(git: Git) -> str:
     """The branch to sync on, right after the clone (the rule: docs/sync.md, "Merging")."""
-    if git.remote_head(BRANCH) is not None:
-        return BRANCH
-    named = git.head_branch()
+    named = None if git.remote_head(BRANCH) is not None else git.head_branch()
     if named is None or branch_of({"branch": named}) != named or named == BRANCH:
         return BRANCH
     head = git.remote_head(named)
-    if head is None:
-        return named
-    return named if git.top_level(head) & {"memories", "tombstones"} else BRANCH
+    return named if head is None or git.top_level(head) & {"memories", "tombstones"} else BRANCH
 
 
 def by_key(entries: dict[str, tuple[str, str]]) -> dict[tuple[str, str], Any]:
@@ -326,8 +317,7 @@ def by_key(entries: dict[str, tuple[str, str]]) -> dict[tuple[str, str], Any]:
     for path, (mode, blob) in entries.items():
         named = admission.record_path(path)
         if named is not None and mode in admission.REGULAR_MODES:
-            previous = keyed.get(("record", named[0]))
-            if previous is None or named[1] == TOMB:  # both present (hand-made tree): the tombstone
+            if ("record", named[0]) not in keyed or named[1] == TOMB:  # both present (hand-made tree): the tombstone
                 keyed[("record", named[0])] = (named[1], path, blob, mode)
         elif path.split("/", 1)[0] in clone.TOP_FOLDERS and "/" not in path:
             continue  # a link or file where a synced folder belongs: never merged in
