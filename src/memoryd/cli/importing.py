@@ -1,7 +1,6 @@
 """`memoryd import FORMAT PATH`: each draft the importers parse becomes one `memory_write` on the daemon,
 through every gate (docs/import.md). Exit codes: 0 the import ran (gate refusals are in its report);
-1 some writes failed; 2 usage or unreadable input (nothing written); 3 the daemon is not running.
-"""
+1 some writes failed; 2 usage or unreadable input (nothing written); 3 the daemon is not running."""
 
 from __future__ import annotations
 

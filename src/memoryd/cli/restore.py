@@ -1,7 +1,6 @@
 """`memoryd restore FILE.tar.gz`: a `memoryd export` back as the whole store, into an empty store with
 the daemon stopped; the archive is untrusted (docs/storage.md, docs/security.md). Exit codes: 0 restored;
-1 the daemon runs or the store is not empty (nothing written); 2 a bad archive (what was written is removed).
-"""
+1 the daemon runs or the store is not empty (nothing written); 2 a bad archive (what was written is removed)."""
 
 from __future__ import annotations
 

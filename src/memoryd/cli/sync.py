@@ -1,8 +1,7 @@
 """`memoryd sync [init REMOTE | status [--show ID] | resolve ID]`: sync the durable tier through a git remote.
 
 The daemon does the work (docs/sync.md); these verbs start its job through `admin` and poll `sync_status`.
-Exit codes: 0 done; 1 the sync failed or was refused; 2 usage; 3 the daemon is not running.
-"""
+Exit codes: 0 done; 1 the sync failed or was refused; 2 usage; 3 the daemon is not running."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Read other memory tools' stores into `Draft`s for memory_write (docs/import.md). Pure: nothing here
 talks to the daemon, so a dry run needs none. Import contract: the stdlib, yaml and the shared
-modules — never `memoryd.daemon`.
-"""
+modules — never `memoryd.daemon`."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """bettermemory's store directory (`BETTERMEMORY_DIR`, schema_version 1) → drafts: live memories and
-tombstones, each a YAML frontmatter and a body; mapping and what is passed over: docs/import.md.
-"""
+tombstones, each a YAML frontmatter and a body; mapping and what is passed over: docs/import.md."""
 
 from __future__ import annotations
 

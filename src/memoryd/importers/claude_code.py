@@ -1,7 +1,6 @@
 """Claude Code's own auto-memory (`~/.claude/projects/<project>/memory/`) → drafts; where it lives,
 the mapping, and how a folder's project is found: docs/import.md, "claude-code". Symbolic links are
-never followed, and a transcript is outside text: it never runs git nor names another folder's project.
-"""
+never followed, and a transcript is outside text: it never runs git nor names another folder's project."""
 
 from __future__ import annotations
 
@@ -70,9 +69,8 @@ def memory_folders(target: Path, skipped: list[tuple[str, str]]) -> list[Path]:
 
 
 def project_scopes(project_dir: Path, skipped: list[tuple[str, str]]) -> tuple[str, ...] | None:
-    """(`projects:<name>`,) for the cwd the folder's transcripts name, () when none does. None, the folder
-    skipped and reported, when that cwd is not the path the folder is named for: a transcript is outside
-    text, and one naming another repo must not hand that repo's scope to these memories."""
+    """(`projects:<name>`,) for the cwd the folder's transcripts name, () when none does; None (reported)
+    when that cwd is not the path the folder is named for (docs/import.md, "claude-code")."""
     cwd = transcript_cwd(project_dir)
     if cwd is None:
         return ()

@@ -1,7 +1,5 @@
-"""Markdown notes — a `CLAUDE.md`, an `AGENTS.md`, or a folder of `.md` files — → drafts: a memory per
-top-level bullet and per section's prose (cut past MAX_SECTION_CHARS), each prefixed with its heading
-path (docs/import.md, "markdown"). Text only: which project it is about is the CLI's call.
-"""
+"""Markdown notes (a `CLAUDE.md`, an `AGENTS.md`, a folder of `.md` files) → drafts: a memory per top-level
+bullet and per section's prose, each prefixed with its heading path (docs/import.md, "markdown")."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """`memoryd export`'s tar.gz → drafts. The archive is untrusted: streamed, never extracted, every
 member checked and every size bounded as it is read (docs/import.md, "archives"); only
-`memories/<ULID>.md` and `tombstones/<ULID>.md` are parsed, each naming the id it is filed under.
-"""
+`memories/<ULID>.md` and `tombstones/<ULID>.md` are parsed, each naming the id it is filed under."""
 
 from __future__ import annotations
 
@@ -86,9 +85,8 @@ def _walk(path: Path, archive: Members) -> Iterator[tuple[str, bytes]]:
 
 
 class TarGuard:
-    """The gunzipped stream tarfile reads, every tar header looked at as it passes: the archive is
-    refused once it unpacks past MAX_ARCHIVE_BYTES, or a pax/GNU header's value would pass
-    MAX_HEADER_BYTES, before tarfile allocates it."""
+    """The gunzipped stream tarfile reads, refused past MAX_ARCHIVE_BYTES or at a pax/GNU header whose
+    value would pass MAX_HEADER_BYTES, each header looked at before tarfile allocates its value."""
 
     def __init__(self, raw: Any, path: Path) -> None:
         self.raw, self.path = raw, path
@@ -134,8 +132,7 @@ def _tar_number(field: bytes) -> int:
 
 
 def _check_member(path: Path, member: tarfile.TarInfo) -> None:
-    """Refuse what `memoryd export` never writes and an extraction would act on: links, devices,
-    FIFOs, and names that climb out (`..`) or start at the root."""
+    """Refuse what `memoryd export` never writes: links, devices, FIFOs, names that climb out or are absolute."""
     parts = PurePosixPath(member.name).parts
     if member.name.startswith(("/", "\\")) or ".." in parts or "\\" in member.name:
         raise BadImportInput(path, f"member {member.name!r} names a path outside the archive; refused")

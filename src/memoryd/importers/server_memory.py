@@ -1,6 +1,5 @@
 """The MCP reference memory server's knowledge graph (`@modelcontextprotocol/server-memory`,
-`memory.jsonl` lines or a `read_graph` answer) → one draft per entity (docs/import.md, "server-memory").
-"""
+`memory.jsonl` lines or a `read_graph` answer) → one draft per entity (docs/import.md, "server-memory")."""
 
 from __future__ import annotations
 

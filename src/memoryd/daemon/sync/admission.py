@@ -119,11 +119,8 @@ def check(path: str, mode: str, data: bytes, max_content_bytes: int, not_after: 
 
 
 def buries(state: str, pulled: Memory, live: Memory | None, live_sha: str | None, kept: Collection[str]) -> bool:
-    """Whether a pulled version may replace this machine's live one (`live`, file sha `live_sha`).
-    A tombstone must bury exactly the live version (`bury` changes only `removed_at` and
-    `removed_reason`), else it is someone else's text that `memory_restore` would bring back in
-    this memory's name; unless the merge kept the live version as a conflict (`kept`: the shas
-    under `conflicts/<id>/`) and the removal is no older (docs/sync.md, "An edit against a removal")."""
+    """Whether a pulled version may replace this machine's `live` one (file sha `live_sha`; `kept`: the
+    shas under `conflicts/<id>/`); the rule: docs/sync.md, "Admission of pulled files"."""
     if state != TOMB or live is None:
         return True
     if replace(pulled, removed_at=None, removed_reason=None) == live:

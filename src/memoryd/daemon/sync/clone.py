@@ -59,9 +59,8 @@ def repair(git: Git, full: bool = False) -> str | None:
 
 
 def checkout(git: Git, old: str | None, new: str | None, full: bool = False) -> None:
-    """Move HEAD, the index and the working tree from commit `old` to `new` without git's checkout:
-    records are written from their blobs, any other entry is marked skip-worktree and never on
-    disk. `full`: empty the working tree and write every record."""
+    """Move HEAD, the index and the records on disk from commit `old` to `new` (docs/sync.md, "The working
+    tree holds records only"); `full`: empty the working tree and write every record."""
     repo = git.repo
     before, after = ({} if full else git.tree(old)), git.tree(new)
     changed = {path: entry for path, entry in after.items() if before.get(path) != entry}
@@ -96,9 +95,8 @@ def clear_top(repo: Path) -> None:
 
 
 def real_parents(repo: Path, path: Path) -> Path:
-    """`path` (under the clone) once every directory between the clone and it is real: a link or
-    file where a directory belongs (`conflicts/<id>` pulled as a link to `~/.claude/commands`) is
-    removed, never its target, so nothing is written or deleted through a link at any depth."""
+    """`path` (under the clone) once every directory above it is real: a link or file where one belongs
+    is removed, never its target, so nothing is written or deleted through a link at any depth."""
     while True:
         try:
             if not nofollow.check_no_links(repo, path):

@@ -238,8 +238,7 @@ class Git:
         return found
 
     def iter_blobs(self, ids: list[str]) -> Iterator[tuple[str, bytes]]:
-        """(id, bytes) of the blobs of `ids` within `cap`, sizes checked first: a pushed gigabyte of
-        zeros (a few KB packed) is never read."""
+        """(id, bytes) of the blobs of `ids` within `cap`, sizes checked first (a blob over it is never read)."""
         sizes = self.sizes(ids)
         chunk: list[str] = []
         held = 0
