@@ -9,6 +9,7 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from memoryd.cli.memories import REFUSED, full_id, run
@@ -179,22 +180,16 @@ def doctor_rows() -> list[tuple[str, str, str, str]]:
     from memoryd import paths
 
     base = paths.store_root() / "sync"
-    try:
-        config = json.loads((base / "config.json").read_text())
-    except (OSError, ValueError):
+    config, last = _json(base / "config.json"), _json(base / "last.json", {})
+    if config is None:
         return [("sync", "ok", "not set up (memoryd sync init REMOTE to share memories across machines)", "")]
-    rows = []
     open_ids, total = _open_conflicts(base)
-    try:
-        last = json.loads((base / "last.json").read_text())
-    except (OSError, ValueError):
-        last = {}
     detail = f"with {config.get('remote')} as device {config.get('device_id')}"
     if last.get("status") not in (None, "ok"):
-        rows.append(("sync", "warn", f"{detail}; the last sync failed: {(last.get('error') or {}).get('message')}",
-                     "check the remote, then: memoryd sync"))
+        rows = [("sync", "warn", f"{detail}; the last sync failed: {(last.get('error') or {}).get('message')}",
+                 "check the remote, then: memoryd sync")]
     else:
-        rows.append(("sync", "ok", detail + (f"; last {last.get('finished_at')}" if last else "; never synced"), ""))
+        rows = [("sync", "ok", detail + (f"; last {last.get('finished_at')}" if last else "; never synced"), "")]
     if total:
         rows.append(("sync conflicts", "warn",
                      f"{total} memories have a kept conflicting version: {', '.join(open_ids[:5])}",
@@ -202,13 +197,13 @@ def doctor_rows() -> list[tuple[str, str, str, str]]:
     return rows
 
 
-def _open_conflicts(base: Any) -> tuple[list[str], int]:
+def _open_conflicts(base: Path) -> tuple[list[str], int]:
     """(ids, total) of the unsettled conflicts: the daemon's open-conflicts.json (the clone keeps a
     settled conflict's files until the next sync), else the clone's non-empty `conflicts/<id>/` folders."""
+    seen = _json(base / "open-conflicts.json")
     try:
-        seen = json.loads((base / "open-conflicts.json").read_text())
         return [str(i) for i in seen["ids"]], int(seen["total"])
-    except (OSError, ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError):
         pass
     folder = base / "repo" / "conflicts"
     try:
@@ -216,3 +211,10 @@ def _open_conflicts(base: Any) -> tuple[list[str], int]:
     except OSError:
         ids = []
     return ids, len(ids)
+
+
+def _json(path: Path, default: Any = None) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return default
