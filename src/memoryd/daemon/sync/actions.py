@@ -149,10 +149,8 @@ def _restore_loser(state: service.SyncState, memory_id: str, shas: list[str]) ->
         raise ResourceState("bad_conflict", memory_id, f"the kept version is not admissible: {exc.reason}") from None
     current = tier.live.get(memory_id) or tier.tombstones.get(memory_id)
     newer = tier.next_updated(max(checked.memory.updated, current.updated if current else ""))
-    if checked.state == LIVE:
-        memory = replace(checked.memory, updated=newer)
-    else:
-        memory = replace(checked.memory, removed_at=state.core.now())
+    stamp: dict[str, Any] = {"updated": newer} if checked.state == LIVE else {"removed_at": state.core.now()}
+    memory = replace(checked.memory, **stamp)
     sha = service.put_record(tier, memory, render_memory(memory), checked.state)
     return {"sha": sha, "state": checked.state}
 
