@@ -73,10 +73,7 @@ class Worker:
     def _run(self, job: Job) -> None:
         result = Result(job.number, job.kind)
         try:
-            if job.kind == "init":
-                self.init(job, result)
-            else:
-                self.sync(job, result)
+            (self.init if job.kind == "init" else self.sync)(job, result)
         except GitFailed as exc:
             result.status, result.error = "error", {"kind": exc.kind, "message": escaped(exc.message)}
         except OSError as exc:
@@ -189,11 +186,10 @@ class Worker:
     def integrate(self, git: Git, job: Job, result: Result) -> bool:
         """Bring the fetched remote branch in and push; False when the push lost a race."""
         ours, theirs = git.rev("HEAD"), git.remote_head(self.branch)
-        if theirs is not None and ours is None:
-            clone.checkout(git, None, theirs)
+        if ours is None:  # nothing here: theirs, if there is anything there
+            if theirs is not None:
+                clone.checkout(git, None, theirs)
             return True
-        if ours is None:
-            return True  # nothing here, nothing there
         if theirs is not None and theirs != ours:
             base = git.merge_base(ours, theirs)
             if base == ours:
