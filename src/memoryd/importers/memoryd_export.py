@@ -167,6 +167,5 @@ def _record(path: Path, name: str, data: bytes, skipped: list[tuple[str, str]]) 
         category="fact" if removed and category == "user-inference" else category,
         confidence=choice(where, meta, "confidence", CONFIDENCES), source=choice(where, meta, "source", SOURCES),
         removed_reason=removal_note("the exported store", str(meta.get("removed_at") or ""), meta.get("removed_reason"))
-        if removed else None,
-        verified_at=str(meta["last_verified_at"]) if meta.get("last_verified_at") else None)
+        if removed else None, verified_at=str(meta["last_verified_at"]) if meta.get("last_verified_at") else None)
 

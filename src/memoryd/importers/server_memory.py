@@ -95,8 +95,7 @@ def _add_entity(path: Path, number: int, item: dict[str, Any], entities: dict[st
         raise BadImportInput(path, "an entity without a name", number)
     if not isinstance(kind, str) or not isinstance(observations, list) \
             or not all(isinstance(o, str) for o in observations):
-        raise BadImportInput(path, f"entity {name!r}: entityType must be text and observations a list of text",
-                             number)
+        raise BadImportInput(path, f"entity {name!r}: entityType must be text and observations a list of text", number)
     entity = entities.setdefault(name, Entity(name, kind, number))
     entity.observations += [o.strip() for o in observations if o.strip() and o.strip() not in entity.observations]
 

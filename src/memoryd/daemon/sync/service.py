@@ -172,8 +172,7 @@ class SyncState:
             rows.append({"id": memory_id, "kept_versions": shas,
                          "current": None if current is None else ("removed" if current.removed_at else "live"),
                          "first_line": current.first_line if current is not None else None})
-        return {"items": rows[:MAX_ROWS], "total": len(rows),
-                "resolve": "memoryd sync resolve ID --keep current|other"}
+        return {"items": rows[:MAX_ROWS], "total": len(rows), "resolve": "memoryd sync resolve ID --keep current|other"}
 
     def provenance_of(self, memory_id: str) -> dict[str, Any]:
         """memory_show's `synced_from`, from the log's `sync_pull` event (never the file)."""
@@ -184,9 +183,8 @@ class SyncState:
         if not self.layout.is_set_up():
             return {}
         config = self.layout.read_config()
-        return {"sync": {"remote": config.get("remote"), "device": config.get("device_id"),
-                         "last": self.last, "conflicts": self.conflict_rows(),
-                         "quarantined": self.quarantined_total}}
+        return {"sync": {"remote": config.get("remote"), "device": config.get("device_id"), "last": self.last,
+                         "conflicts": self.conflict_rows(), "quarantined": self.quarantined_total}}
 
     def digest(self) -> dict[str, Any]:
         return {"sync_conflicts": self.conflict_rows()} if self.open_conflicts() else {}
@@ -291,8 +289,7 @@ def admit_batch(state: SyncState, result: Result) -> None:
             refuse(state, result, item, "a tombstone whose text is not this machine's version of it")
             continue
         put_record(tier, item.memory, item.data, item.state)
-        core.record("sync_pull", None, memory_id=item.memory_id, state=item.state, sha=item.sha,
-                    device=item.device)
+        core.record("sync_pull", None, memory_id=item.memory_id, state=item.state, sha=item.sha, device=item.device)
         result.admitted.append(item.memory_id)
     result.position += len(batch)
     if result.position >= len(result.incoming):

@@ -58,8 +58,7 @@ class Worker:
 
     def start(self, job: Job) -> None:
         self.running, self.phase = job, "starting"
-        self.thread = threading.Thread(target=self._run, args=(job,), name=f"memoryd-sync-{job.number}",
-                                       daemon=True)
+        self.thread = threading.Thread(target=self._run, args=(job,), name=f"memoryd-sync-{job.number}", daemon=True)
         self.thread.start()
 
     def take(self) -> Result | None:
@@ -293,8 +292,7 @@ class Worker:
                 other = seen.get(ok.memory_id)  # the same id as a memory and a tombstone: the rule decides
                 if other is None or pick(Version(other.state, other.data), Version(ok.state, data)).winner.data == data:
                     seen[ok.memory_id] = item
-        result.incoming = [item for item in seen.values()
-                           if (item.state, item.sha) != job.local.get(item.memory_id)]
+        result.incoming = [item for item in seen.values() if (item.state, item.sha) != job.local.get(item.memory_id)]
         result.quarantined_total = count_quarantined(self.layout)
 
 
