@@ -224,9 +224,8 @@ class Progress:
     """A bar on a terminal; elsewhere a line at each quarter of an import of 100+ items."""
 
     def __init__(self, total: int, stream: Any) -> None:
-        self.total, self.stream, self.done_count = total, stream, 0
+        self.total, self.stream, self.done_count, self.next_quarter = total, stream, 0, 1
         self.tty = bool(getattr(stream, "isatty", lambda: False)())
-        self.next_quarter = 1
 
     def step(self, counts: dict[str, int]) -> None:
         self.done_count += 1

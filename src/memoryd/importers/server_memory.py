@@ -111,8 +111,7 @@ def _draft(path: Path, entity: Entity, relations: list[tuple[str, str, str]]) ->
     linked = [f"{a} {verb} {b}" for a, verb, b in relations if entity.name in (a, b)]
     if not entity.observations and not linked:
         return None
-    head = f"{entity.name} ({entity.kind})" if entity.kind else entity.name
-    lines = [head, *(f"- {o}" for o in entity.observations)]
+    lines = [f"{entity.name} ({entity.kind})" if entity.kind else entity.name, *(f"- {o}" for o in entity.observations)]
     if linked:
         lines += ["Relations:", *(f"- {r}" for r in linked)]
     about_user = entity.name in USER_ENTITIES or entity.kind.lower() in USER_TYPES

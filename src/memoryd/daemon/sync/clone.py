@@ -159,9 +159,8 @@ class Quarantine:
             self.used = sum(e.stat(follow_symlinks=False).st_size for e in os.scandir(self.folder))
         except OSError:
             return
-        for row in self._rows():
-            self.listed.add(row["blob"])
-            self.ids.add(_record_id(row))
+        rows = self._rows()
+        self.listed, self.ids = {row["blob"] for row in rows}, {_record_id(row) for row in rows}
 
     def _rows(self) -> list[dict[str, str]]:
         """index.jsonl's rows that parse (a link there is never read)."""
@@ -186,10 +185,8 @@ class Quarantine:
         rows = self._rows()
         kept = [row for row in rows if _record_id(row) not in admitted]
         write_atomic(self.folder / "index.jsonl", "".join(json.dumps(row) + "\n" for row in kept).encode())
-        still = {row["blob"] for row in kept}
-        for row in rows:
-            blob = row["blob"]
-            if blob not in still and len(blob) == 40 and all(c in "0123456789abcdef" for c in blob):
+        for blob in {row["blob"] for row in rows} - {row["blob"] for row in kept}:
+            if len(blob) == 40 and all(c in "0123456789abcdef" for c in blob):
                 (self.folder / f"{blob}.bad").unlink(missing_ok=True)  # unlink never follows a link
         self.load()
         return len(rows) - len(kept)
