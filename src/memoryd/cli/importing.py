@@ -231,9 +231,9 @@ class Progress:
         self.done_count += 1
         if self.tty:
             filled = BAR_WIDTH * self.done_count // max(1, self.total)
+            bar = "#" * filled + "." * (BAR_WIDTH - filled)
             tally = "  ".join(f"{k} {v}" for k, v in counts.items() if v)
-            self.stream.write(f"\r[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {self.done_count}/{self.total}  "
-                              f"{tally}\x1b[K")
+            self.stream.write(f"\r[{bar}] {self.done_count}/{self.total}  {tally}\x1b[K")
             self.stream.flush()
         elif self.total >= 100 and self.done_count * 4 >= self.next_quarter * self.total:
             self.stream.write(f"memoryd import: {self.done_count}/{self.total}\n")
@@ -282,10 +282,8 @@ def _plan_lines(shown: dict[str, Any], skipped: Skipped) -> list[str]:
               if shown["removed"] else ""),
              "  by category: " + ", ".join(f"{k} {v}" for k, v in shown["by_category"].items()),
              "  by scope:    " + ", ".join(f"{k} {v}" for k, v in shown["by_scope"].items())]
-    for item in shown["items"]:
-        mark = "  (removed)" if item.get("removed") else ""
-        lines.append(f"  {item['origin']}  [{item['category']}] {','.join(item['scopes'])}  "
-                     f"{one_line(item['title'], 60)}{mark}")
+    lines += [f"  {item['origin']}  [{item['category']}] {','.join(item['scopes'])}  {one_line(item['title'], 60)}"
+              f"{'  (removed)' if item.get('removed') else ''}" for item in shown["items"]]
     if shown["total"] > len(shown["items"]):
         lines.append(f"  … and {shown['total'] - len(shown['items'])} more")
     lines += _skipped_lines(skipped)

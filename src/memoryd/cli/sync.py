@@ -82,15 +82,13 @@ def result_lines(last: dict[str, Any]) -> list[str]:
     if last.get("rewritten"):
         lines.append("  the remote's history was rewritten or replaced since the last sync: merged record by "
                      "record, nothing dropped")
-    for row in last.get("conflicts_decided") or []:
-        lines.append(f"  conflict {row['id']}: kept version {row['winner'][:12]} (rule: {row['rule']}), "
-                     f"the other ({row['loser'][:12]}) kept under conflicts/")
+    lines += [f"  conflict {row['id']}: kept version {row['winner'][:12]} (rule: {row['rule']}), the other "
+              f"({row['loser'][:12]}) kept under conflicts/" for row in last.get("conflicts_decided") or []]
     if last.get("conflicts"):
         lines.append(f"  {last['conflicts']} kept version(s) wait to be settled: memoryd sync status")
-    for row in last.get("quarantined") or []:
-        lines.append(f"  quarantined {visible(row['path'])}: {row['reason']}")
-    for memory_id in last.get("restored_to_remote") or []:
-        lines.append(f"  put back on the remote {memory_id}: it had been removed there without a tombstone")
+    lines += [f"  quarantined {visible(row['path'])}: {row['reason']}" for row in last.get("quarantined") or []]
+    lines += [f"  put back on the remote {memory_id}: it had been removed there without a tombstone"
+              for memory_id in last.get("restored_to_remote") or []]
     for name in ("conflicts_decided", "quarantined", "restored_to_remote"):
         total, shown = last.get(f"{name}_total", last.get(f"{name}_new", 0)), len(last.get(name) or [])
         if total > shown:
@@ -125,11 +123,9 @@ def status_lines(state: dict[str, Any]) -> list[str]:
     lines = [f"remote:   {state.get('remote')} (branch {state.get('branch')})",
              f"device:   {state.get('device_name')} ({state.get('device')})",
              f"interval: {f'every {interval} s' if interval else 'off (memoryd sync by hand)'}"]
-    running = state.get("running")
-    if running:
+    if running := state.get("running"):
         lines.append(f"running:  job {running.get('job')}")
-    last = state.get("last")
-    if last:
+    if last := state.get("last"):
         outcome = "ok" if last.get("status") == "ok" else f"failed: {(last.get('error') or {}).get('message')}"
         lines.append(f"last:     {last.get('finished_at')} {outcome}; pushed {last.get('pushed', 0)}, "
                      f"pulled {last.get('pulled', 0)}")

@@ -23,8 +23,7 @@ MAX_REMOTE_CHARS = 4096
 def _running(core: Core) -> tuple[int, str, str] | None:
     """(job number, kind, phase) of the job that runs, is being admitted, or is about to start."""
     worker = service.WORKERS.get(core.root)
-    if worker is not None and worker.admitting is not None:
-        result = worker.admitting
+    if worker is not None and (result := worker.admitting) is not None:
         return result.number, result.kind, f"admitting {result.position} of {len(result.incoming)} pulled records"
     if worker is not None and worker.running is not None:
         return worker.running.number, worker.running.kind, worker.phase
