@@ -24,8 +24,7 @@ def read(root: Path, skipped: list[tuple[str, str]]) -> list[Draft]:
     if not files:
         raise BadImportInput(root, "no bettermemory memory files here (expected <date>-<slug>-<id>.md "
                              "files with YAML frontmatter, as in BETTERMEMORY_DIR)")
-    parsed = [_parse(path, follow_link=path == root) for path in files]
-    parsed.sort(key=lambda pair: (pair[0], pair[1].origin))
+    parsed = sorted((_parse(path, follow_link=path == root) for path in files), key=lambda p: (p[0], p[1].origin))
     return [draft for _, draft in parsed]
 
 

@@ -106,18 +106,17 @@ class TarGuard:
                 self.partial = block
                 break
             self.partial = b""
-            size = self._member_size(block)
-            self.next_header += BLOCK + -(-size // BLOCK) * BLOCK  # the header, then the data in whole blocks
+            self.next_header += BLOCK + self._data_span(block)
         return data
 
-    def _member_size(self, block: bytes) -> int:
+    def _data_span(self, block: bytes) -> int:
         if block == bytes(BLOCK):
             return 0  # an end-of-archive block
         size = _tar_number(block[124:136])
         if block[156:157] in LONG_HEADER_TYPES and size > MAX_HEADER_BYTES:
             raise BadImportInput(self.path, f"a {block[156:157].decode()!r} header of {size} bytes (over "
                                  f"{MAX_HEADER_BYTES >> 10} KiB); refused")
-        return size
+        return -(-size // BLOCK) * BLOCK  # the member's data, in whole blocks
 
 
 def _tar_number(field: bytes) -> int:
