@@ -28,10 +28,10 @@ OUTCOMES = ("committed", "removed", "duplicate", "pending", "refused", "failed")
 
 @dataclass
 class Outcome:
-    """What one draft became: an OUTCOMES bucket, the reason (gate status or error), the id."""
+    """What one draft became."""
 
-    bucket: str
-    reason: str
+    bucket: str  # one of OUTCOMES
+    reason: str  # the gate's status, or the error
     draft: Draft
     memory_id: str | None = None
     pending_id: str | None = None

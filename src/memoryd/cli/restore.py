@@ -66,8 +66,7 @@ def restore(path: Path, root: Path) -> int:
     folders: set[Path] = set()
     with opened(path) as archive:
         for member, source in archive:
-            target = _target(path, root, member)
-            if target is None:
+            if (target := _target(path, root, member)) is None:
                 continue
             assert source is not None  # a regular member
             folders.update(_make_parents(root, target))
@@ -110,8 +109,7 @@ def _write(path: Path, target: Path, source: IO[bytes], size: int) -> None:
     with os.fdopen(fd, "wb") as out:
         left = size
         while left > 0:
-            chunk = source.read(min(CHUNK, left))
-            if not chunk:
+            if not (chunk := source.read(min(CHUNK, left))):
                 raise BadImportInput(path, f"member for {target.name!r} ends early; refused")
             out.write(chunk)
             left -= len(chunk)

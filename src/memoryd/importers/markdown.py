@@ -21,10 +21,8 @@ RULE_RE = re.compile(r"^\s{0,3}([-*_])(?:\s*\1){2,}\s*$")
 
 @dataclass
 class Block:
-    """A bullet or a run of prose lines, with the line it starts on."""
-
-    kind: str  # "bullet" | "prose"
-    line: int
+    kind: str  # "bullet", or "prose" (a run of prose lines)
+    line: int  # the line it starts on
     lines: list[str] = field(default_factory=list)
 
     def text(self) -> str:
@@ -42,8 +40,7 @@ def read(target: Path, skipped: list[tuple[str, str]]) -> list[Draft]:
     """Drafts of one `.md` file, or of every `.md` file under a folder (hidden ones skipped)."""
     if target.is_file():
         return _file_drafts(target, target.name)
-    files = _note_files(target, skipped)
-    if not files:
+    if not (files := _note_files(target, skipped)):
         raise BadImportInput(target, "no .md files here")
     return [d for path in files for d in _file_drafts(path, str(path.relative_to(target)), follow_link=False)]
 
@@ -84,7 +81,6 @@ def _file_drafts(path: Path, label: str, follow_link: bool = True) -> list[Draft
 
 
 def sections(lines: list[str], file_name: str = "") -> list[Section]:
-    """The file's sections, each with its heading path and its bullets and prose blocks."""
     body_start = _after_frontmatter(lines)
     # 0 until the first heading; then 1 when it is a `# CLAUDE.md`-style title that only repeats the
     # file's name (it adds nothing to a note: left out), else None (`# Deploying` stays in the context).
@@ -122,8 +118,7 @@ def _after_frontmatter(lines: list[str]) -> int:
 
 def _fence_after(line: str, fence: str | None) -> str | None:
     """The open fence marker after `line` (None when outside a code block)."""
-    match = FENCE_RE.match(line)
-    if not match:
+    if not (match := FENCE_RE.match(line)):
         return fence
     marker = match.group(1)
     if fence is None:

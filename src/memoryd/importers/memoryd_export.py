@@ -156,8 +156,7 @@ def _record(path: Path, name: str, data: bytes, skipped: list[tuple[str, str]]) 
     if meta.get("category") == HANDOFF:
         skipped.append((name, "a session handoff (it stays with the exporting machine's sessions)"))
         return created, None
-    content = body.strip()
-    if not content:
+    if not (content := body.strip()):
         raise BadImportInput(where, "the record has no body")
     removed = name.startswith("tombstones/")
     category = choice(where, meta, "category", CATEGORIES)

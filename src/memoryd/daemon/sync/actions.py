@@ -49,8 +49,7 @@ def action_init(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[str
 
 def action_sync(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[str, Any]:
     """Start a sync now, or join the one running: the answer names the job to wait for."""
-    running = _running(core)
-    if running is not None:
+    if (running := _running(core)) is not None:
         return {"job": running[0], "started": False, "joined": True}
     state = service.state_of(core)
     if not state.layout.is_set_up():
@@ -81,8 +80,7 @@ def action_resolve(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[
     if _running(core) is not None:
         raise ResourceState("sync_running", memory_id, "a sync is running; resolve when it has finished")
     state = service.state_of(core)
-    shas = state.open_conflicts().get(memory_id)
-    if not shas:
+    if not (shas := state.open_conflicts().get(memory_id)):
         raise ResourceState("no_conflict", memory_id, f"memory {memory_id} has no kept conflict")
     fields: dict[str, Any] = {}
     if keep == "other":
@@ -99,8 +97,7 @@ def action_show(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[str
     if not isinstance(memory_id, str) or not idents.is_ulid(memory_id):
         raise InvalidParams("id", "must be a memory id")
     state = service.state_of(core)
-    shas = state.conflicts.get(memory_id)
-    if not shas:
+    if not (shas := state.conflicts.get(memory_id)):
         raise ResourceState("no_conflict", memory_id, f"memory {memory_id} has no kept conflict")
     tier: MemoryTier = core.memories
     current = service.current_version(tier, memory_id)

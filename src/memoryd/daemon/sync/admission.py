@@ -66,8 +66,7 @@ def check_stamps(memory: Memory, not_after: int) -> None:
         value = getattr(memory, name)
         if value is None and name in ("last_verified_at", "removed_at"):
             continue
-        stamp = stamp_ms(value)
-        if stamp is None:
+        if (stamp := stamp_ms(value)) is None:
             raise Refused(f"{name} is not an ISO-8601 UTC stamp (YYYY-MM-DDTHH:MM:SS.mmmZ)")
         if stamp > not_after:
             raise Refused(f"{name} is in the future")

@@ -70,8 +70,7 @@ class SyncState:
         self.failures = 0  # scheduled syncs that failed in a row
 
     def apply(self, event: dict[str, Any]) -> None:
-        handler = _APPLIERS.get(event["kind"])
-        if handler is not None:
+        if (handler := _APPLIERS.get(event["kind"])) is not None:
             handler(self, event)
 
     def _agree(self, event: dict[str, Any]) -> None:
@@ -97,8 +96,7 @@ class SyncState:
             self.synced_from.pop(event["memory_id"], None)
 
     def _on_resolve(self, event: dict[str, Any]) -> None:
-        memory_id = event.get("memory_id")
-        if not memory_id:
+        if not (memory_id := event.get("memory_id")):
             return
         self.resolved.setdefault(memory_id, set()).update(event.get("shas") or [])
         if event.get("sha") and event.get("state") in (LIVE, TOMB):
@@ -217,8 +215,7 @@ def run_due(core: Core, now: float) -> None:
     """Admit a finished job's result (ADMIT_BATCH records a pass), or start a due job."""
     state, worker = state_of(core), WORKERS.get(core.root)
     if worker is not None and worker.admitting is None and worker.running is not None:
-        result = worker.take()
-        if result is None:
+        if (result := worker.take()) is None:
             return
         worker.admitting = result
         _safely(state, result, begin)
@@ -350,8 +347,7 @@ def refuse(state: SyncState, result: Result, item: Incoming, reason: str) -> Non
 
 def current_version(tier: MemoryTier, memory_id: str) -> tuple[str, str] | None:
     for records, state in ((tier.live, LIVE), (tier.tombstones, TOMB)):
-        memory = records.get(memory_id)
-        if memory is not None:
+        if (memory := records.get(memory_id)) is not None:
             sha = tier.sha_on_disk(memory_id)
             return None if memory.category == HANDOFF or sha is None else (state, sha)
     return None
@@ -362,8 +358,7 @@ def put_record(tier: MemoryTier, memory: Memory, data: bytes, state: str) -> str
     kind, other = ("m", "t") if state == LIVE else ("t", "m")
     sha = tier._write(tier.path(kind, memory.id), data, memory.id)
     index, records = tier.tables(other)
-    moved = records.get(memory.id)
-    if moved is not None:
+    if (moved := records.get(memory.id)) is not None:
         tier.core.files.delete_file(tier.path(other, memory.id))
         index.remove(moved)
         del records[memory.id]

@@ -104,8 +104,7 @@ class Worker:
             clone.harden(layout.repo)
             branch = pick_branch(git)
             git.keep_only_branch(branch)
-            theirs = git.remote_head(branch)
-            if theirs is not None:
+            if (theirs := git.remote_head(branch)) is not None:
                 clone.checkout(git, None, theirs, full=True)
         except GitFailed:
             shutil.rmtree(layout.repo, ignore_errors=True)
@@ -228,8 +227,7 @@ class Worker:
 
     def restore_missing(self, git: Git, job: Job, result: Result) -> None:
         """Commit again every record held here that the merged tree lacks (docs/sync.md, "Merging")."""
-        head = git.rev("HEAD")
-        if head is None:
+        if (head := git.rev("HEAD")) is None:
             return
         present = {named[0] for path, (mode, _blob) in git.tree(head).items()
                    if mode in admission.REGULAR_MODES and (named := admission.record_path(path))}
