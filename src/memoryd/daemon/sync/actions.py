@@ -82,9 +82,7 @@ def action_resolve(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[
     state = service.state_of(core)
     if not (shas := state.open_conflicts().get(memory_id)):
         raise ResourceState("no_conflict", memory_id, f"memory {memory_id} has no kept conflict")
-    fields: dict[str, Any] = {}
-    if keep == "other":
-        fields = _restore_loser(state, memory_id, shas)
+    fields = _restore_loser(state, memory_id, shas) if keep == "other" else {}
     core.record("sync_resolve", core.sessions.get(conn.session_id) if conn else None,
                 memory_id=memory_id, keep=keep, shas=shas, **fields)
     state.publish_conflicts()  # applied live by `record`: doctor stops warning now

@@ -259,9 +259,8 @@ def next_due_in(core: Core, now: float) -> float:
         return 0.0
     if worker is not None and worker.running is not None:
         return POLL_S
-    if state.requested is not None:
-        return 0.0
-    return state.next_auto - now  # inf without an interval: nothing read on the loop's hot path
+    # Without an interval next_auto is inf: nothing read on the loop's hot path.
+    return 0.0 if state.requested is not None else state.next_auto - now
 
 
 def begin(state: SyncState, result: Result) -> None:
