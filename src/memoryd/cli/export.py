@@ -1,6 +1,5 @@
 """`memoryd export [PATH]`: a tar.gz of the store's records and log, which `memoryd restore` brings back.
-Records are replaced atomically, so each is whole while the daemon runs; `state/` (derived) and links are left out.
-"""
+Records are replaced atomically, so each is whole while the daemon runs; `state/` (derived) and links are left out."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """`memoryd import FORMAT PATH`: each draft the importers parse becomes one `memory_write` on the daemon,
 through every gate (docs/import.md). Exit codes: 0 the import ran (gate refusals are in its report);
-1 some writes failed; 2 usage or unreadable input (nothing written); 3 the daemon is not running.
-"""
+1 some writes failed; 2 usage or unreadable input (nothing written); 3 the daemon is not running."""
 
 from __future__ import annotations
 
@@ -16,7 +15,7 @@ from memoryd import names
 from memoryd.cli.memories import OK, REFUSED, UNAVAILABLE, USAGE, one_line
 from memoryd.cli.output import emit
 from memoryd.errors import MemorydError
-from memoryd.importers import FORMATS, Draft, Skipped, default_path, read
+from memoryd.importers import FORMATS, Draft, Skipped, read
 
 CLIENT = "memoryd-import"
 SHOWN_PER_REASON = 5
@@ -29,10 +28,10 @@ OUTCOMES = ("committed", "removed", "duplicate", "pending", "refused", "failed")
 
 @dataclass
 class Outcome:
-    """What one draft became: an OUTCOMES bucket, the reason (gate status or error), the id."""
+    """What one draft became."""
 
-    bucket: str
-    reason: str
+    bucket: str  # one of OUTCOMES
+    reason: str  # the gate's status, or the error
     draft: Draft
     memory_id: str | None = None
     pending_id: str | None = None
@@ -68,13 +67,9 @@ class Summary:
 
 
 def _item(outcome: Outcome) -> dict[str, Any]:
-    item = {"origin": outcome.draft.origin,
-            "title": shown_title(outcome.draft, secret_found=outcome.reason == "credential_warning")}
-    if outcome.memory_id:
-        item["id"] = outcome.memory_id
-    if outcome.pending_id:
-        item["pending_id"] = outcome.pending_id
-    return item
+    ids = {"id": outcome.memory_id, "pending_id": outcome.pending_id}
+    return {"origin": outcome.draft.origin, "title": shown_title(outcome.draft, outcome.reason == "credential_warning"),
+            **{key: value for key, value in ids.items() if value}}
 
 
 def shown_title(draft: Draft, secret_found: bool = False) -> str:
@@ -101,8 +96,11 @@ def _skipped_lines(skipped: Skipped) -> list[str]:
 
 def main(ns: argparse.Namespace) -> int:
     skipped: Skipped = []
-    ns.path = ns.path or default_path(ns.format)  # claude-code: every project's memory folder
-    if ns.path is None:
+    if not ns.path and ns.format == "claude-code":  # every project's memory folder
+        from memoryd.importers import claude_code
+
+        ns.path = claude_code.default_root()
+    if not ns.path:
         print(f"memoryd import: {ns.format} needs a PATH ({FORMATS[ns.format][1]})", file=sys.stderr)
         return USAGE
     try:
@@ -179,7 +177,7 @@ def import_one(operator: Any, draft: Draft, ns: argparse.Namespace, held: str | 
         return Outcome("pending", "already pending from an earlier import", draft, pending_id=held)
     overrides = {ACKNOWLEDGE[kind]: True for kind in ns.acknowledge or []}
     try:
-        result = {"status": "pending", "pending_id": held} if held else operator.tool(
+        result: dict[str, Any] = {"status": "pending", "pending_id": held} if held else operator.tool(
             names.MEMORY_WRITE, content=draft.content, scopes=list(draft.scopes), category=draft.category,
             confidence=draft.confidence, source=draft.source, **overrides)
         if result.get("status") == "pending" and ns.confirm_pending and not draft.removed_reason:
@@ -187,10 +185,15 @@ def import_one(operator: Any, draft: Draft, ns: argparse.Namespace, held: str | 
         status = str(result.get("status"))
         if status == "committed":
             return _carry_over(operator, draft, result["id"])
+        if status == "pending" and draft.removed_reason:  # a claim removed in the source tool: cancelled
+            operator.tool(names.MEMORY_WRITE_CANCEL, pending_id=result["pending_id"])
+            return Outcome("refused", "removed in the source tool and needs a confirmation: skipped", draft)
         if status == "pending":
-            return _pending(operator, draft, result)
+            return Outcome("pending", "waits for your yes: memoryd pending confirm ID", draft,
+                           pending_id=result["pending_id"])
         if status in DUPLICATE_STATUSES:
-            return Outcome("duplicate", status, draft, _matched_id(result))
+            matches = result.get("matches") or result.get("removed_matches") or []
+            return Outcome("duplicate", status, draft, matches[0].get("id") if matches else None)
         return Outcome("refused", status, draft)
     except MemorydError as exc:
         if is_unavailable(exc):
@@ -217,35 +220,20 @@ def _carry_over(operator: Any, draft: Draft, memory_id: str) -> Outcome:
     return Outcome("committed", "committed", draft, memory_id)
 
 
-def _pending(operator: Any, draft: Draft, result: dict[str, Any]) -> Outcome:
-    """A staged write; a claim removed in the source tool is cancelled."""
-    if draft.removed_reason:
-        operator.tool(names.MEMORY_WRITE_CANCEL, pending_id=result["pending_id"])
-        return Outcome("refused", "removed in the source tool and needs a confirmation: skipped", draft)
-    return Outcome("pending", "waits for your yes: memoryd pending confirm ID", draft,
-                   pending_id=result["pending_id"])
-
-
-def _matched_id(result: dict[str, Any]) -> str | None:
-    matches = result.get("matches") or result.get("removed_matches") or []
-    return matches[0].get("id") if matches else None
-
-
 class Progress:
     """A bar on a terminal; elsewhere a line at each quarter of an import of 100+ items."""
 
     def __init__(self, total: int, stream: Any) -> None:
-        self.total, self.stream, self.done_count = total, stream, 0
+        self.total, self.stream, self.done_count, self.next_quarter = total, stream, 0, 1
         self.tty = bool(getattr(stream, "isatty", lambda: False)())
-        self.next_quarter = 1
 
     def step(self, counts: dict[str, int]) -> None:
         self.done_count += 1
         if self.tty:
             filled = BAR_WIDTH * self.done_count // max(1, self.total)
+            bar = "#" * filled + "." * (BAR_WIDTH - filled)
             tally = "  ".join(f"{k} {v}" for k, v in counts.items() if v)
-            self.stream.write(f"\r[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {self.done_count}/{self.total}  "
-                              f"{tally}\x1b[K")
+            self.stream.write(f"\r[{bar}] {self.done_count}/{self.total}  {tally}\x1b[K")
             self.stream.flush()
         elif self.total >= 100 and self.done_count * 4 >= self.next_quarter * self.total:
             self.stream.write(f"memoryd import: {self.done_count}/{self.total}\n")
@@ -294,10 +282,8 @@ def _plan_lines(shown: dict[str, Any], skipped: Skipped) -> list[str]:
               if shown["removed"] else ""),
              "  by category: " + ", ".join(f"{k} {v}" for k, v in shown["by_category"].items()),
              "  by scope:    " + ", ".join(f"{k} {v}" for k, v in shown["by_scope"].items())]
-    for item in shown["items"]:
-        mark = "  (removed)" if item.get("removed") else ""
-        lines.append(f"  {item['origin']}  [{item['category']}] {','.join(item['scopes'])}  "
-                     f"{one_line(item['title'], 60)}{mark}")
+    lines += [f"  {item['origin']}  [{item['category']}] {','.join(item['scopes'])}  {one_line(item['title'], 60)}"
+              f"{'  (removed)' if item.get('removed') else ''}" for item in shown["items"]]
     if shown["total"] > len(shown["items"]):
         lines.append(f"  … and {shown['total'] - len(shown['items'])} more")
     lines += _skipped_lines(skipped)

@@ -1,7 +1,6 @@
 """`memoryd restore FILE.tar.gz`: a `memoryd export` back as the whole store, into an empty store with
 the daemon stopped; the archive is untrusted (docs/storage.md, docs/security.md). Exit codes: 0 restored;
-1 the daemon runs or the store is not empty (nothing written); 2 a bad archive (what was written is removed).
-"""
+1 the daemon runs or the store is not empty (nothing written); 2 a bad archive (what was written is removed)."""
 
 from __future__ import annotations
 
@@ -66,11 +65,9 @@ def restore(path: Path, root: Path) -> int:
     count = 0
     folders: set[Path] = set()
     with opened(path) as archive:
-        for member in archive:
-            target = _target(path, root, member)
-            if target is None:
+        for member, source in archive:
+            if (target := _target(path, root, member)) is None:
                 continue
-            source = archive.extractfile(member)
             assert source is not None  # a regular member
             folders.update(_make_parents(root, target))
             _write(path, target, source, member.size)
@@ -112,8 +109,7 @@ def _write(path: Path, target: Path, source: IO[bytes], size: int) -> None:
     with os.fdopen(fd, "wb") as out:
         left = size
         while left > 0:
-            chunk = source.read(min(CHUNK, left))
-            if not chunk:
+            if not (chunk := source.read(min(CHUNK, left))):
                 raise BadImportInput(path, f"member for {target.name!r} ends early; refused")
             out.write(chunk)
             left -= len(chunk)

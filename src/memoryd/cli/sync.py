@@ -1,8 +1,7 @@
 """`memoryd sync [init REMOTE | status [--show ID] | resolve ID]`: sync the durable tier through a git remote.
 
 The daemon does the work (docs/sync.md); these verbs start its job through `admin` and poll `sync_status`.
-Exit codes: 0 done; 1 the sync failed or was refused; 2 usage; 3 the daemon is not running.
-"""
+Exit codes: 0 done; 1 the sync failed or was refused; 2 usage; 3 the daemon is not running."""
 
 from __future__ import annotations
 
@@ -10,6 +9,7 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from memoryd.cli.memories import REFUSED, full_id, run
@@ -82,15 +82,13 @@ def result_lines(last: dict[str, Any]) -> list[str]:
     if last.get("rewritten"):
         lines.append("  the remote's history was rewritten or replaced since the last sync: merged record by "
                      "record, nothing dropped")
-    for row in last.get("conflicts_decided") or []:
-        lines.append(f"  conflict {row['id']}: kept version {row['winner'][:12]} (rule: {row['rule']}), "
-                     f"the other ({row['loser'][:12]}) kept under conflicts/")
+    lines += [f"  conflict {row['id']}: kept version {row['winner'][:12]} (rule: {row['rule']}), the other "
+              f"({row['loser'][:12]}) kept under conflicts/" for row in last.get("conflicts_decided") or []]
     if last.get("conflicts"):
         lines.append(f"  {last['conflicts']} kept version(s) wait to be settled: memoryd sync status")
-    for row in last.get("quarantined") or []:
-        lines.append(f"  quarantined {visible(row['path'])}: {row['reason']}")
-    for memory_id in last.get("restored_to_remote") or []:
-        lines.append(f"  put back on the remote {memory_id}: it had been removed there without a tombstone")
+    lines += [f"  quarantined {visible(row['path'])}: {row['reason']}" for row in last.get("quarantined") or []]
+    lines += [f"  put back on the remote {memory_id}: it had been removed there without a tombstone"
+              for memory_id in last.get("restored_to_remote") or []]
     for name in ("conflicts_decided", "quarantined", "restored_to_remote"):
         total, shown = last.get(f"{name}_total", last.get(f"{name}_new", 0)), len(last.get(name) or [])
         if total > shown:
@@ -125,11 +123,9 @@ def status_lines(state: dict[str, Any]) -> list[str]:
     lines = [f"remote:   {state.get('remote')} (branch {state.get('branch')})",
              f"device:   {state.get('device_name')} ({state.get('device')})",
              f"interval: {f'every {interval} s' if interval else 'off (memoryd sync by hand)'}"]
-    running = state.get("running")
-    if running:
+    if running := state.get("running"):
         lines.append(f"running:  job {running.get('job')}")
-    last = state.get("last")
-    if last:
+    if last := state.get("last"):
         outcome = "ok" if last.get("status") == "ok" else f"failed: {(last.get('error') or {}).get('message')}"
         lines.append(f"last:     {last.get('finished_at')} {outcome}; pushed {last.get('pushed', 0)}, "
                      f"pulled {last.get('pulled', 0)}")
@@ -180,22 +176,16 @@ def doctor_rows() -> list[tuple[str, str, str, str]]:
     from memoryd import paths
 
     base = paths.store_root() / "sync"
-    try:
-        config = json.loads((base / "config.json").read_text())
-    except (OSError, ValueError):
+    config, last = _json(base / "config.json"), _json(base / "last.json", {})
+    if config is None:
         return [("sync", "ok", "not set up (memoryd sync init REMOTE to share memories across machines)", "")]
-    rows = []
     open_ids, total = _open_conflicts(base)
-    try:
-        last = json.loads((base / "last.json").read_text())
-    except (OSError, ValueError):
-        last = {}
     detail = f"with {config.get('remote')} as device {config.get('device_id')}"
     if last.get("status") not in (None, "ok"):
-        rows.append(("sync", "warn", f"{detail}; the last sync failed: {(last.get('error') or {}).get('message')}",
-                     "check the remote, then: memoryd sync"))
+        rows = [("sync", "warn", f"{detail}; the last sync failed: {(last.get('error') or {}).get('message')}",
+                 "check the remote, then: memoryd sync")]
     else:
-        rows.append(("sync", "ok", detail + (f"; last {last.get('finished_at')}" if last else "; never synced"), ""))
+        rows = [("sync", "ok", detail + (f"; last {last.get('finished_at')}" if last else "; never synced"), "")]
     if total:
         rows.append(("sync conflicts", "warn",
                      f"{total} memories have a kept conflicting version: {', '.join(open_ids[:5])}",
@@ -203,13 +193,13 @@ def doctor_rows() -> list[tuple[str, str, str, str]]:
     return rows
 
 
-def _open_conflicts(base: Any) -> tuple[list[str], int]:
+def _open_conflicts(base: Path) -> tuple[list[str], int]:
     """(ids, total) of the unsettled conflicts: the daemon's open-conflicts.json (the clone keeps a
     settled conflict's files until the next sync), else the clone's non-empty `conflicts/<id>/` folders."""
+    seen = _json(base / "open-conflicts.json")
     try:
-        seen = json.loads((base / "open-conflicts.json").read_text())
         return [str(i) for i in seen["ids"]], int(seen["total"])
-    except (OSError, ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError):
         pass
     folder = base / "repo" / "conflicts"
     try:
@@ -217,3 +207,10 @@ def _open_conflicts(base: Any) -> tuple[list[str], int]:
     except OSError:
         ids = []
     return ids, len(ids)
+
+
+def _json(path: Path, default: Any = None) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return default

@@ -1,7 +1,6 @@
 """Read other memory tools' stores into `Draft`s for memory_write (docs/import.md). Pure: nothing here
 talks to the daemon, so a dry run needs none. Import contract: the stdlib, yaml and the shared
-modules — never `memoryd.daemon`.
-"""
+modules — never `memoryd.daemon`."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ from pathlib import Path
 from memoryd.errors import BadImportInput
 from memoryd.importers.draft import Draft, check_scopes, with_scopes
 
-__all__ = ["FORMATS", "Draft", "Skipped", "default_path", "read"]
+__all__ = ["FORMATS", "Draft", "Skipped", "read"]
 
 
 # (path, why) of each file or folder a parser passed over, for the import report
@@ -26,15 +25,6 @@ FORMATS: dict[str, tuple[str, str]] = {
     "claude-code": ("claude_code", "Claude Code's <project>/memory/ folder(s); default ~/.claude/projects"),
     "memoryd-export": ("memoryd_export", "a tar.gz that `memoryd export` wrote"),
 }
-
-
-def default_path(fmt: str) -> Path | None:
-    """Where a format's store is when PATH is not given (only claude-code has one place)."""
-    if fmt == "claude-code":
-        from memoryd.importers import claude_code
-
-        return claude_code.default_root()
-    return None
 
 
 def read(fmt: str, path: str | Path, extra_scopes: Iterable[str] = (), skipped: Skipped | None = None) -> list[Draft]:

@@ -1,6 +1,5 @@
 """bettermemory's store directory (`BETTERMEMORY_DIR`, schema_version 1) → drafts: live memories and
-tombstones, each a YAML frontmatter and a body; mapping and what is passed over: docs/import.md.
-"""
+tombstones, each a YAML frontmatter and a body; mapping and what is passed over: docs/import.md."""
 
 from __future__ import annotations
 
@@ -25,8 +24,7 @@ def read(root: Path, skipped: list[tuple[str, str]]) -> list[Draft]:
     if not files:
         raise BadImportInput(root, "no bettermemory memory files here (expected <date>-<slug>-<id>.md "
                              "files with YAML frontmatter, as in BETTERMEMORY_DIR)")
-    parsed = [_parse(path, follow_link=path == root) for path in files]
-    parsed.sort(key=lambda pair: (pair[0], pair[1].origin))
+    parsed = sorted((_parse(path, follow_link=path == root) for path in files), key=lambda p: (p[0], p[1].origin))
     return [draft for _, draft in parsed]
 
 
@@ -106,14 +104,14 @@ def _parse(path: Path, follow_link: bool) -> tuple[str, Draft]:
                   category="fact" if removed and category == "user-inference" else category,
                   confidence=choice(path, meta, "confidence", CONFIDENCES, "medium", line_of),
                   source=choice(path, meta, "source", SOURCES, "explicit-statement", line_of),
-                  removed_reason=_removal(meta) if removed else None, verified_at=_iso(meta.get("last_verified_at")))
+                  removed_reason=removal_note("bettermemory", _iso(meta.get("removed")), meta.get("removed_reason"))
+                  if removed else None, verified_at=_iso(meta.get("last_verified_at")))
     return _iso(meta.get("created")) or "", draft
 
 
-def _removal(meta: dict[str, Any]) -> str:
-    when = _iso(meta.get("removed"))
-    reason = str(meta.get("removed_reason") or "no reason given").strip()
-    return f"removed in bettermemory{' on ' + when[:10] if when else ''}: {reason}"
+def removal_note(where: str, when: str | None, reason: Any) -> str:
+    """A tombstone's `removed_reason`: where and when (a stamp's date) the source removed it, and why."""
+    return f"removed in {where}{' on ' + when[:10] if when else ''}: {str(reason or 'no reason given').strip()}"
 
 
 def _iso(value: Any) -> str | None:

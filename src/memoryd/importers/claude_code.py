@@ -1,7 +1,6 @@
 """Claude Code's own auto-memory (`~/.claude/projects/<project>/memory/`) → drafts; where it lives,
 the mapping, and how a folder's project is found: docs/import.md, "claude-code". Symbolic links are
-never followed, and a transcript is outside text: it never runs git nor names another folder's project.
-"""
+never followed, and a transcript is outside text: it never runs git nor names another folder's project."""
 
 from __future__ import annotations
 
@@ -33,14 +32,12 @@ def default_root() -> Path:
 
 def read(target: Path, skipped: list[tuple[str, str]]) -> list[Draft]:
     """Drafts of every topic file in the memory folder(s) `target` is or holds."""
-    folders = memory_folders(target, skipped)
-    if not folders:
+    if not (folders := memory_folders(target, skipped)):
         raise BadImportInput(target, "no Claude Code memory folder here (expected <project>/memory/ under "
                              f"{default_root()}, holding MEMORY.md and topic .md files)")
     drafts: list[Draft] = []
     for folder in folders:
-        scopes = project_scopes(folder.parent, skipped)
-        if scopes is None:
+        if (scopes := project_scopes(folder.parent, skipped)) is None:
             continue
         for path in _note_files(folder, skipped):
             if path.name != INDEX:
@@ -70,11 +67,9 @@ def memory_folders(target: Path, skipped: list[tuple[str, str]]) -> list[Path]:
 
 
 def project_scopes(project_dir: Path, skipped: list[tuple[str, str]]) -> tuple[str, ...] | None:
-    """(`projects:<name>`,) for the cwd the folder's transcripts name, () when none does. None, the folder
-    skipped and reported, when that cwd is not the path the folder is named for: a transcript is outside
-    text, and one naming another repo must not hand that repo's scope to these memories."""
-    cwd = transcript_cwd(project_dir)
-    if cwd is None:
+    """(`projects:<name>`,) for the cwd the folder's transcripts name, () when none does; None (reported)
+    when that cwd is not the path the folder is named for (docs/import.md, "claude-code")."""
+    if (cwd := transcript_cwd(project_dir)) is None:
         return ()
     if not named_for(project_dir.name, cwd):
         skipped.append((str(project_dir), f"its transcripts name {cwd[:200]!r}, not the path the folder is named "
@@ -143,8 +138,7 @@ def _topic(path: Path, origin: str, scopes: tuple[str, ...], skipped: list[tuple
     description = found if isinstance(found := meta.get("description"), str) else ""
     body, description = body.strip(), description.strip()
     lead = [description] if description and description not in body else []
-    content = "\n\n".join([*lead, body]).strip()
-    if not content:
+    if not (content := "\n\n".join([*lead, body]).strip()):
         skipped.append((str(path), "an empty memory file"))
         return None
     user = kind == USER_TYPE

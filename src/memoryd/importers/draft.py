@@ -1,6 +1,5 @@
 """The draft every importer yields, and the small checks they share. Import contract: the stdlib and
-`memoryd.errors`; never `memoryd.daemon`.
-"""
+`memoryd.errors`; never `memoryd.daemon`."""
 
 from __future__ import annotations
 
@@ -27,19 +26,16 @@ MAX_FILE_BYTES = 64 << 20  # far above any memory store or notes file; bounds wh
 
 @dataclass(frozen=True)
 class Draft:
-    """One memory to write. `origin` names where it came from (`file:line`, or the source tool's id);
-    `removed_reason` is set for a memory the source had removed (written, then removed at once);
-    `verified_at` is the source's last verification (ISO-8601), carried in a `memory_verify` note.
-    """
+    """One memory to write."""
 
     content: str
     scopes: tuple[str, ...]
-    origin: str
+    origin: str  # where it came from: `file:line`, or the source tool's id
     category: str = "fact"
     confidence: str = "medium"
     source: str = "explicit-statement"
-    removed_reason: str | None = None
-    verified_at: str | None = None
+    removed_reason: str | None = None  # the source had removed it: written, then removed at once
+    verified_at: str | None = None  # the source's last verification (ISO-8601), carried in a `memory_verify` note
 
     @property
     def title(self) -> str:
@@ -54,8 +50,7 @@ def valid_scope(scope: str) -> bool:
 
 def slug(text: str, limit: int = 80) -> str:
     """`text` as one scope level: lowercase `[a-z0-9]` words joined by `-` ("" if none)."""
-    words = re.findall(r"[a-z0-9]+", text.lower())
-    return "-".join(words)[:limit].strip("-")
+    return "-".join(re.findall(r"[a-z0-9]+", text.lower()))[:limit].strip("-")
 
 
 def with_scopes(drafts: Iterable[Draft], extra: Iterable[str]) -> list[Draft]:
@@ -97,9 +92,8 @@ def scopes_of(where: object, meta: dict[str, Any], line_of: Callable[[str], int 
 
 
 def open_regular(path: str | Path, follow_link: bool = True) -> IO[bytes]:
-    """`path` open for reading, or BadImportInput saying why not. Opened without blocking (a FIFO
-    would hang the import) and checked to be a regular file (`/dev/zero` never ends).
-    `follow_link=False` refuses a symbolic link at the last step."""
+    """`path` open for reading if it is a regular file (opened without blocking: a FIFO would hang the
+    import), else BadImportInput saying why; `follow_link=False` refuses a symbolic link at the last step."""
     flags = os.O_RDONLY | os.O_NONBLOCK | (0 if follow_link else os.O_NOFOLLOW)
     try:
         handle = open(os.open(path, flags), "rb")

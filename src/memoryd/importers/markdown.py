@@ -1,13 +1,10 @@
-"""Markdown notes — a `CLAUDE.md`, an `AGENTS.md`, or a folder of `.md` files — → drafts: a memory per
-top-level bullet and per section's prose (cut past MAX_SECTION_CHARS), each prefixed with its heading
-path (docs/import.md, "markdown"). Text only: which project it is about is the CLI's call.
-"""
+"""Markdown notes (a `CLAUDE.md`, an `AGENTS.md`, a folder of `.md` files) → drafts: a memory per top-level
+bullet and per section's prose, each prefixed with its heading path (docs/import.md, "markdown")."""
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,10 +21,8 @@ RULE_RE = re.compile(r"^\s{0,3}([-*_])(?:\s*\1){2,}\s*$")
 
 @dataclass
 class Block:
-    """A bullet or a run of prose lines, with the line it starts on."""
-
-    kind: str  # "bullet" | "prose"
-    line: int
+    kind: str  # "bullet", or "prose" (a run of prose lines)
+    line: int  # the line it starts on
     lines: list[str] = field(default_factory=list)
 
     def text(self) -> str:
@@ -45,8 +40,7 @@ def read(target: Path, skipped: list[tuple[str, str]]) -> list[Draft]:
     """Drafts of one `.md` file, or of every `.md` file under a folder (hidden ones skipped)."""
     if target.is_file():
         return _file_drafts(target, target.name)
-    files = _note_files(target, skipped)
-    if not files:
+    if not (files := _note_files(target, skipped)):
         raise BadImportInput(target, "no .md files here")
     return [d for path in files for d in _file_drafts(path, str(path.relative_to(target)), follow_link=False)]
 
@@ -83,17 +77,14 @@ def _file_drafts(path: Path, label: str, follow_link: bool = True) -> list[Draft
         pieces = [(b.line, b.text()) for b in section.blocks if b.kind == "bullet" and b.text()]
         found += [(line, f"{context}: {body}" if context else body)
                   for line, body in [*pieces, *_prose_chunks(section)]]
-    return [_draft(body, f"{label}:{line}") for line, body in sorted(found)]
-
-
-def _draft(content: str, origin: str) -> Draft:
-    return Draft(content=content, scopes=(SOURCE_SCOPE,), origin=origin)
+    return [Draft(content=body, scopes=(SOURCE_SCOPE,), origin=f"{label}:{line}") for line, body in sorted(found)]
 
 
 def sections(lines: list[str], file_name: str = "") -> list[Section]:
-    """The file's sections, each with its heading path and its bullets and prose blocks."""
     body_start = _after_frontmatter(lines)
-    title_level = _title_level(lines[body_start:], file_name)
+    # 0 until the first heading; then 1 when it is a `# CLAUDE.md`-style title that only repeats the
+    # file's name (it adds nothing to a note: left out), else None (`# Deploying` stays in the context).
+    title_level: int | None = 0
     stack: list[tuple[int, str]] = []
     current = Section((), body_start + 1)
     found = [current]
@@ -101,10 +92,13 @@ def sections(lines: list[str], file_name: str = "") -> list[Section]:
     for number, line in enumerate(lines[body_start:], body_start + 1):
         heading = None if fence else HEADING_RE.match(line)
         if heading:
-            level = len(heading.group(1))
+            level, title = len(heading.group(1)), heading.group(2).strip()
+            if title_level == 0:
+                names = (file_name.lower(), Path(file_name).stem.lower())
+                title_level = 1 if level == 1 and title.lower() in names else None
             stack = [(lvl, name) for lvl, name in stack if lvl < level]
             if level != title_level:
-                stack.append((level, heading.group(2).strip()))
+                stack.append((level, title))
             current = Section(tuple(name for _, name in stack), number)
             found.append(current)
             continue
@@ -117,35 +111,14 @@ def sections(lines: list[str], file_name: str = "") -> list[Section]:
 
 def _after_frontmatter(lines: list[str]) -> int:
     """Index of the first line after a leading `---` … `---` block (0 when there is none)."""
-    if lines and lines[0].strip() == "---":
-        for i in range(1, len(lines)):
-            if lines[i].strip() in ("---", "..."):
-                return i + 1
-    return 0
-
-
-def _title_level(lines: list[str], file_name: str) -> int | None:
-    """1 when the first heading is a `# CLAUDE.md`-style title that only repeats the file's name
-    (it adds nothing to a note); a real title (`# Deploying`) stays in the context."""
-    headings = [m for line in _outside_fences(lines) if (m := HEADING_RE.match(line))]
-    if not headings or len(headings[0].group(1)) != 1:
-        return None
-    title = headings[0].group(2).strip().lower()
-    return 1 if title in (file_name.lower(), Path(file_name).stem.lower()) else None
-
-
-def _outside_fences(lines: list[str]) -> Iterator[str]:
-    fence: str | None = None
-    for line in lines:
-        if fence is None and not FENCE_RE.match(line):
-            yield line
-        fence = _fence_after(line, fence)
+    if not lines or lines[0].strip() != "---":
+        return 0
+    return next((i + 1 for i in range(1, len(lines)) if lines[i].strip() in ("---", "...")), 0)
 
 
 def _fence_after(line: str, fence: str | None) -> str | None:
     """The open fence marker after `line` (None when outside a code block)."""
-    match = FENCE_RE.match(line)
-    if not match:
+    if not (match := FENCE_RE.match(line)):
         return fence
     marker = match.group(1)
     if fence is None:

@@ -1,7 +1,6 @@
 """`memoryd export`'s tar.gz → drafts. The archive is untrusted: streamed, never extracted, every
 member checked and every size bounded as it is read (docs/import.md, "archives"); only
-`memories/<ULID>.md` and `tombstones/<ULID>.md` are parsed, each naming the id it is filed under.
-"""
+`memories/<ULID>.md` and `tombstones/<ULID>.md` are parsed, each naming the id it is filed under."""
 
 from __future__ import annotations
 
@@ -15,7 +14,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 from memoryd.errors import BadImportInput
-from memoryd.importers.bettermemory import split_frontmatter
+from memoryd.importers.bettermemory import removal_note, split_frontmatter
 from memoryd.importers.draft import CATEGORIES, CONFIDENCES, SOURCES, Draft, choice, open_regular, scopes_of
 
 SOURCE_SCOPE = "import:memoryd-export"
@@ -42,10 +41,13 @@ def read(path: Path, skipped: list[tuple[str, str]]) -> list[Draft]:
     return [draft for _, draft in found if draft is not None]
 
 
+Members = Iterator[tuple[tarfile.TarInfo, IO[bytes] | None]]  # each with its reader (None: not a file)
+
+
 @contextmanager
-def opened(path: Path) -> Iterator[Checked]:
-    """The archive at `path`, streamed through the guard: iterating it gives each member once it
-    passed `_check_member` (and the member count its bound). Also `memoryd restore`'s reader."""
+def opened(path: Path) -> Iterator[Members]:
+    """The archive at `path`, streamed through the guard: each member comes once it passed
+    `_check_member` (and the member count its bound). Also `memoryd restore`'s reader."""
     with open_regular(path) as handle:
         try:
             # We gunzip and watch each tar header ourselves (TarGuard): tarfile reads a pax or GNU
@@ -53,32 +55,23 @@ def opened(path: Path) -> Iterator[Checked]:
             with gzip.GzipFile(fileobj=handle) as unzipped:
                 guard: Any = TarGuard(unzipped, path)  # a file-like reader, as tarfile's stream mode reads one
                 with tarfile.open(fileobj=guard, mode="r|") as archive:
-                    yield Checked(path, archive)
+                    yield _checked(path, archive)
         except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
             raise BadImportInput(path, f"not a readable tar.gz archive ({type(exc).__name__}: {exc})") from None
 
 
-class Checked:
-    """A streamed tar archive whose members are checked as they come (see `opened`)."""
-
-    def __init__(self, path: Path, archive: tarfile.TarFile) -> None:
-        self.path, self.archive = path, archive
-
-    def __iter__(self) -> Iterator[tarfile.TarInfo]:
-        for count, member in enumerate(self.archive, 1):
-            if count > MAX_MEMBERS:
-                raise BadImportInput(self.path, f"more than {MAX_MEMBERS} members; refused")
-            _check_member(self.path, member)
-            yield member
-
-    def extractfile(self, member: tarfile.TarInfo) -> IO[bytes] | None:
-        return self.archive.extractfile(member)
+def _checked(path: Path, archive: tarfile.TarFile) -> Members:
+    for count, member in enumerate(archive, 1):
+        if count > MAX_MEMBERS:
+            raise BadImportInput(path, f"more than {MAX_MEMBERS} members; refused")
+        _check_member(path, member)
+        yield member, archive.extractfile(member)
 
 
-def _walk(path: Path, archive: Checked) -> Iterator[tuple[str, bytes]]:
+def _walk(path: Path, archive: Members) -> Iterator[tuple[str, bytes]]:
     """(member name, bytes) of each record member, one at a time, each and all together bounded."""
     held = 0
-    for member in archive:
+    for member, extracted in archive:
         if not (member.isreg() and RECORD_RE.fullmatch(member.name)):
             continue
         if member.size > MAX_RECORD_BYTES:
@@ -87,15 +80,13 @@ def _walk(path: Path, archive: Checked) -> Iterator[tuple[str, bytes]]:
         held += member.size
         if held > MAX_RECORDS_BYTES:
             raise BadImportInput(path, f"its records hold over {MAX_RECORDS_BYTES >> 20} MiB; refused")
-        extracted = archive.extractfile(member)
         assert extracted is not None  # a regular member
         yield member.name, extracted.read(MAX_RECORD_BYTES + 1)
 
 
 class TarGuard:
-    """The gunzipped stream tarfile reads, every tar header looked at as it passes: the archive is
-    refused once it unpacks past MAX_ARCHIVE_BYTES, or a pax/GNU header's value would pass
-    MAX_HEADER_BYTES, before tarfile allocates it."""
+    """The gunzipped stream tarfile reads, refused past MAX_ARCHIVE_BYTES or at a pax/GNU header whose
+    value would pass MAX_HEADER_BYTES, each header looked at before tarfile allocates its value."""
 
     def __init__(self, raw: Any, path: Path) -> None:
         self.raw, self.path = raw, path
@@ -115,17 +106,17 @@ class TarGuard:
                 self.partial = block
                 break
             self.partial = b""
-            self.next_header += BLOCK + _padded(self._member_size(block))
+            self.next_header += BLOCK + self._data_span(block)
         return data
 
-    def _member_size(self, block: bytes) -> int:
+    def _data_span(self, block: bytes) -> int:
         if block == bytes(BLOCK):
             return 0  # an end-of-archive block
         size = _tar_number(block[124:136])
         if block[156:157] in LONG_HEADER_TYPES and size > MAX_HEADER_BYTES:
             raise BadImportInput(self.path, f"a {block[156:157].decode()!r} header of {size} bytes (over "
                                  f"{MAX_HEADER_BYTES >> 10} KiB); refused")
-        return size
+        return -(-size // BLOCK) * BLOCK  # the member's data, in whole blocks
 
 
 def _tar_number(field: bytes) -> int:
@@ -139,13 +130,8 @@ def _tar_number(field: bytes) -> int:
         return 0  # tarfile refuses such a header itself
 
 
-def _padded(size: int) -> int:
-    return -(-size // BLOCK) * BLOCK
-
-
 def _check_member(path: Path, member: tarfile.TarInfo) -> None:
-    """Refuse what `memoryd export` never writes and an extraction would act on: links, devices,
-    FIFOs, and names that climb out (`..`) or start at the root."""
+    """Refuse what `memoryd export` never writes: links, devices, FIFOs, names that climb out or are absolute."""
     parts = PurePosixPath(member.name).parts
     if member.name.startswith(("/", "\\")) or ".." in parts or "\\" in member.name:
         raise BadImportInput(path, f"member {member.name!r} names a path outside the archive; refused")
@@ -170,8 +156,7 @@ def _record(path: Path, name: str, data: bytes, skipped: list[tuple[str, str]]) 
     if meta.get("category") == HANDOFF:
         skipped.append((name, "a session handoff (it stays with the exporting machine's sessions)"))
         return created, None
-    content = body.strip()
-    if not content:
+    if not (content := body.strip()):
         raise BadImportInput(where, "the record has no body")
     removed = name.startswith("tombstones/")
     category = choice(where, meta, "category", CATEGORIES)
@@ -179,11 +164,6 @@ def _record(path: Path, name: str, data: bytes, skipped: list[tuple[str, str]]) 
         content=content, scopes=(*scopes_of(where, meta), SOURCE_SCOPE), origin=name,
         category="fact" if removed and category == "user-inference" else category,
         confidence=choice(where, meta, "confidence", CONFIDENCES), source=choice(where, meta, "source", SOURCES),
-        removed_reason=_removal(meta) if removed else None,
-        verified_at=str(meta["last_verified_at"]) if meta.get("last_verified_at") else None)
+        removed_reason=removal_note("the exported store", str(meta.get("removed_at") or ""), meta.get("removed_reason"))
+        if removed else None, verified_at=str(meta["last_verified_at"]) if meta.get("last_verified_at") else None)
 
-
-def _removal(meta: dict[str, Any]) -> str:
-    when = str(meta.get("removed_at") or "")[:10]
-    reason = str(meta.get("removed_reason") or "no reason given").strip()
-    return f"removed in the exported store{' on ' + when if when else ''}: {reason}"

@@ -1,6 +1,5 @@
 """The MCP reference memory server's knowledge graph (`@modelcontextprotocol/server-memory`,
-`memory.jsonl` lines or a `read_graph` answer) → one draft per entity (docs/import.md, "server-memory").
-"""
+`memory.jsonl` lines or a `read_graph` answer) → one draft per entity (docs/import.md, "server-memory")."""
 
 from __future__ import annotations
 
@@ -96,8 +95,7 @@ def _add_entity(path: Path, number: int, item: dict[str, Any], entities: dict[st
         raise BadImportInput(path, "an entity without a name", number)
     if not isinstance(kind, str) or not isinstance(observations, list) \
             or not all(isinstance(o, str) for o in observations):
-        raise BadImportInput(path, f"entity {name!r}: entityType must be text and observations a list of text",
-                             number)
+        raise BadImportInput(path, f"entity {name!r}: entityType must be text and observations a list of text", number)
     entity = entities.setdefault(name, Entity(name, kind, number))
     entity.observations += [o.strip() for o in observations if o.strip() and o.strip() not in entity.observations]
 
@@ -113,8 +111,7 @@ def _draft(path: Path, entity: Entity, relations: list[tuple[str, str, str]]) ->
     linked = [f"{a} {verb} {b}" for a, verb, b in relations if entity.name in (a, b)]
     if not entity.observations and not linked:
         return None
-    head = f"{entity.name} ({entity.kind})" if entity.kind else entity.name
-    lines = [head, *(f"- {o}" for o in entity.observations)]
+    lines = [f"{entity.name} ({entity.kind})" if entity.kind else entity.name, *(f"- {o}" for o in entity.observations)]
     if linked:
         lines += ["Relations:", *(f"- {r}" for r in linked)]
     about_user = entity.name in USER_ENTITIES or entity.kind.lower() in USER_TYPES

@@ -23,8 +23,7 @@ MAX_REMOTE_CHARS = 4096
 def _running(core: Core) -> tuple[int, str, str] | None:
     """(job number, kind, phase) of the job that runs, is being admitted, or is about to start."""
     worker = service.WORKERS.get(core.root)
-    if worker is not None and worker.admitting is not None:
-        result = worker.admitting
+    if worker is not None and (result := worker.admitting) is not None:
         return result.number, result.kind, f"admitting {result.position} of {len(result.incoming)} pulled records"
     if worker is not None and worker.running is not None:
         return worker.running.number, worker.running.kind, worker.phase
@@ -50,8 +49,7 @@ def action_init(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[str
 
 def action_sync(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[str, Any]:
     """Start a sync now, or join the one running: the answer names the job to wait for."""
-    running = _running(core)
-    if running is not None:
+    if (running := _running(core)) is not None:
         return {"job": running[0], "started": False, "joined": True}
     state = service.state_of(core)
     if not state.layout.is_set_up():
@@ -82,12 +80,9 @@ def action_resolve(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[
     if _running(core) is not None:
         raise ResourceState("sync_running", memory_id, "a sync is running; resolve when it has finished")
     state = service.state_of(core)
-    shas = state.open_conflicts().get(memory_id)
-    if not shas:
+    if not (shas := state.open_conflicts().get(memory_id)):
         raise ResourceState("no_conflict", memory_id, f"memory {memory_id} has no kept conflict")
-    fields: dict[str, Any] = {}
-    if keep == "other":
-        fields = _restore_loser(state, memory_id, shas)
+    fields = _restore_loser(state, memory_id, shas) if keep == "other" else {}
     core.record("sync_resolve", core.sessions.get(conn.session_id) if conn else None,
                 memory_id=memory_id, keep=keep, shas=shas, **fields)
     state.publish_conflicts()  # applied live by `record`: doctor stops warning now
@@ -100,8 +95,7 @@ def action_show(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[str
     if not isinstance(memory_id, str) or not idents.is_ulid(memory_id):
         raise InvalidParams("id", "must be a memory id")
     state = service.state_of(core)
-    shas = state.conflicts.get(memory_id)
-    if not shas:
+    if not (shas := state.conflicts.get(memory_id)):
         raise ResourceState("no_conflict", memory_id, f"memory {memory_id} has no kept conflict")
     tier: MemoryTier = core.memories
     current = service.current_version(tier, memory_id)
@@ -149,10 +143,8 @@ def _restore_loser(state: service.SyncState, memory_id: str, shas: list[str]) ->
         raise ResourceState("bad_conflict", memory_id, f"the kept version is not admissible: {exc.reason}") from None
     current = tier.live.get(memory_id) or tier.tombstones.get(memory_id)
     newer = tier.next_updated(max(checked.memory.updated, current.updated if current else ""))
-    if checked.state == LIVE:
-        memory = replace(checked.memory, updated=newer)
-    else:
-        memory = replace(checked.memory, removed_at=state.core.now())
+    stamp: dict[str, Any] = {"updated": newer} if checked.state == LIVE else {"removed_at": state.core.now()}
+    memory = replace(checked.memory, **stamp)
     sha = service.put_record(tier, memory, render_memory(memory), checked.state)
     return {"sha": sha, "state": checked.state}
 

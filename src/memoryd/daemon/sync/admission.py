@@ -60,24 +60,13 @@ def size_cap(max_content_bytes: int) -> int:
     return max_content_bytes + frontmatter.MAX_FRONTMATTER_BYTES + 16
 
 
-def check_values(memory: Memory) -> None:
-    """The values a write is held to: category, confidence, scopes."""
-    if memory.category not in CATEGORIES or memory.confidence not in CONFIDENCES:
-        raise Refused("a category or confidence memoryd does not know")
-    try:
-        check_scope_list("scopes", list(memory.scopes))
-    except InvalidParams:
-        raise Refused("a scope memoryd would not write") from None
-
-
 def check_stamps(memory: Memory, not_after: int) -> None:
     """Every stamp is in the store's format (else reads break) and not past `not_after` in ms."""
     for name in STAMP_FIELDS:
         value = getattr(memory, name)
         if value is None and name in ("last_verified_at", "removed_at"):
             continue
-        stamp = stamp_ms(value)
-        if stamp is None:
+        if (stamp := stamp_ms(value)) is None:
             raise Refused(f"{name} is not an ISO-8601 UTC stamp (YYYY-MM-DDTHH:MM:SS.mmmZ)")
         if stamp > not_after:
             raise Refused(f"{name} is in the future")
@@ -109,7 +98,12 @@ def check(path: str, mode: str, data: bytes, max_content_bytes: int, not_after: 
         raise Refused("a tombstone without removed_at" if state == TOMB else "a live memory with removed_at")
     if memory.category == HANDOFF:
         raise Refused("a handoff (handoffs stay on their machine)")
-    check_values(memory)
+    if memory.category not in CATEGORIES or memory.confidence not in CONFIDENCES:
+        raise Refused("a category or confidence memoryd does not know")
+    try:
+        check_scope_list("scopes", list(memory.scopes))
+    except InvalidParams:
+        raise Refused("a scope memoryd would not write") from None
     if scan_taint(body) and not memory.tainted:  # the sender's scan said clean: this one disagrees
         raise Refused("prompt-injection markers in a record marked clean")
     markers = find_credentials(body + "\n" + (memory.verification_note or "") + "\n" + (memory.removed_reason or ""))
@@ -119,19 +113,13 @@ def check(path: str, mode: str, data: bytes, max_content_bytes: int, not_after: 
 
 
 def buries(state: str, pulled: Memory, live: Memory | None, live_sha: str | None, kept: Collection[str]) -> bool:
-    """Whether a pulled version may replace this machine's live one (`live`, file sha `live_sha`).
-    A tombstone must bury exactly the live version (`bury` changes only `removed_at` and
-    `removed_reason`), else it is someone else's text that `memory_restore` would bring back in
-    this memory's name; unless the merge kept the live version as a conflict (`kept`: the shas
-    under `conflicts/<id>/`) and the removal is no older (docs/sync.md, "An edit against a removal")."""
+    """Whether a pulled version may replace this machine's `live` one (file sha `live_sha`; `kept`: the
+    shas under `conflicts/<id>/`); the rule: docs/sync.md, "Admission of pulled files"."""
     if state != TOMB or live is None:
         return True
     if replace(pulled, removed_at=None, removed_reason=None) == live:
         return True
-    return live_sha is not None and live_sha in kept and _not_older(pulled.removed_at, live.updated)
-
-
-def _not_older(stamp: str | None, than: str) -> bool:
-    """`stamp` is a valid stamp no earlier than `than`."""
-    mine, other = stamp_ms(stamp), stamp_ms(than)
-    return mine is not None and other is not None and mine >= other
+    if live_sha is None or live_sha not in kept:
+        return False
+    removed, updated = stamp_ms(pulled.removed_at), stamp_ms(live.updated)
+    return removed is not None and updated is not None and removed >= updated  # a valid removal, no older

@@ -59,9 +59,8 @@ def repair(git: Git, full: bool = False) -> str | None:
 
 
 def checkout(git: Git, old: str | None, new: str | None, full: bool = False) -> None:
-    """Move HEAD, the index and the working tree from commit `old` to `new` without git's checkout:
-    records are written from their blobs, any other entry is marked skip-worktree and never on
-    disk. `full`: empty the working tree and write every record."""
+    """Move HEAD, the index and the records on disk from commit `old` to `new` (docs/sync.md, "The working
+    tree holds records only"); `full`: empty the working tree and write every record."""
     repo = git.repo
     before, after = ({} if full else git.tree(old)), git.tree(new)
     changed = {path: entry for path, entry in after.items() if before.get(path) != entry}
@@ -96,9 +95,8 @@ def clear_top(repo: Path) -> None:
 
 
 def real_parents(repo: Path, path: Path) -> Path:
-    """`path` (under the clone) once every directory between the clone and it is real: a link or
-    file where a directory belongs (`conflicts/<id>` pulled as a link to `~/.claude/commands`) is
-    removed, never its target, so nothing is written or deleted through a link at any depth."""
+    """`path` (under the clone) once every directory above it is real: a link or file where one belongs
+    is removed, never its target, so nothing is written or deleted through a link at any depth."""
     while True:
         try:
             if not nofollow.check_no_links(repo, path):
@@ -161,9 +159,8 @@ class Quarantine:
             self.used = sum(e.stat(follow_symlinks=False).st_size for e in os.scandir(self.folder))
         except OSError:
             return
-        for row in self._rows():
-            self.listed.add(row["blob"])
-            self.ids.add(_record_id(row))
+        rows = self._rows()
+        self.listed, self.ids = {row["blob"] for row in rows}, {_record_id(row) for row in rows}
 
     def _rows(self) -> list[dict[str, str]]:
         """index.jsonl's rows that parse (a link there is never read)."""
@@ -188,10 +185,8 @@ class Quarantine:
         rows = self._rows()
         kept = [row for row in rows if _record_id(row) not in admitted]
         write_atomic(self.folder / "index.jsonl", "".join(json.dumps(row) + "\n" for row in kept).encode())
-        still = {row["blob"] for row in kept}
-        for row in rows:
-            blob = row["blob"]
-            if blob not in still and len(blob) == 40 and all(c in "0123456789abcdef" for c in blob):
+        for blob in {row["blob"] for row in rows} - {row["blob"] for row in kept}:
+            if len(blob) == 40 and all(c in "0123456789abcdef" for c in blob):
                 (self.folder / f"{blob}.bad").unlink(missing_ok=True)  # unlink never follows a link
         self.load()
         return len(rows) - len(kept)

@@ -39,16 +39,12 @@ class GitFailed(Exception):
 
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
-        self.kind = kind
-        self.message = message
+        self.kind, self.message = kind, message
 
 
 def classify(stderr: str) -> str:
     low = stderr.lower()
-    for kind, needles in _KINDS:
-        if any(needle in low for needle in needles):
-            return kind
-    return "git_error"
+    return next((kind for kind, needles in _KINDS if any(needle in low for needle in needles)), "git_error")
 
 
 def _last_line(text: str) -> str:
@@ -59,14 +55,13 @@ def _last_line(text: str) -> str:
 
 def environment(device_id: str, device_name: str) -> dict[str, str]:
     """The user's environment (ssh agent, credential helpers) plus the identity, and no prompts."""
-    env = dict(os.environ)
+    # Never aimed at another repository: no GIT_DIR, GIT_WORK_TREE or GIT_INDEX_FILE.
+    env = {key: value for key, value in os.environ.items() if key not in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")}
     name, email = f"memoryd {device_name}", f"{device_id}@memoryd.invalid"
     env.update(GIT_AUTHOR_NAME=name, GIT_AUTHOR_EMAIL=email, GIT_COMMITTER_NAME=name,
                GIT_COMMITTER_EMAIL=email, GIT_TERMINAL_PROMPT="0", GIT_EDITOR="true",
                GIT_MERGE_AUTOEDIT="no", GIT_ASKPASS="true", SSH_ASKPASS="true", LC_ALL="C")
     env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes -o ConnectTimeout=20")  # fail, never ask
-    for key in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):  # never aim at another repository
-        env.pop(key, None)
     return env
 
 
@@ -74,9 +69,7 @@ class Git:
     """Runs git in `repo`; `cap` is the largest blob `iter_blobs` reads (a record's size cap)."""
 
     def __init__(self, repo: Path, device_id: str, device_name: str, cap: int = 1 << 20) -> None:
-        self.repo = repo
-        self.env = environment(device_id, device_name)
-        self.cap = cap
+        self.repo, self.env, self.cap = repo, environment(device_id, device_name), cap
 
     def run(self, *args: str, stdin: bytes | None = None, check: bool = True,
             timeout: float | None = None) -> subprocess.CompletedProcess[bytes]:
@@ -217,9 +210,7 @@ class Git:
             return {}
         raw = self.run("ls-tree", "-r", "-z", "--full-tree", rev).stdout
         entries: dict[str, tuple[str, str]] = {}
-        for item in raw.split(b"\0"):
-            if not item:
-                continue
+        for item in filter(None, raw.split(b"\0")):
             meta, _, path = item.partition(b"\t")
             mode, _kind, blob = meta.decode().split(" ")
             entries[path.decode("utf-8", errors="surrogateescape")] = (mode, blob)
@@ -230,16 +221,11 @@ class Git:
         if not ids:
             return {}
         raw = self.run("cat-file", "--batch-check", stdin="".join(f"{i}\n" for i in ids).encode()).stdout
-        found = {}
-        for line in raw.decode().splitlines():
-            blob, kind, *size = line.split(" ")
-            if kind == "blob" and size:
-                found[blob] = int(size[0])
-        return found
+        rows = [line.split(" ") for line in raw.decode().splitlines()]  # "<id> blob <size>", or "<id> missing"
+        return {row[0]: int(row[2]) for row in rows if len(row) == 3 and row[1] == "blob"}
 
     def iter_blobs(self, ids: list[str]) -> Iterator[tuple[str, bytes]]:
-        """(id, bytes) of the blobs of `ids` within `cap`, sizes checked first: a pushed gigabyte of
-        zeros (a few KB packed) is never read."""
+        """(id, bytes) of the blobs of `ids` within `cap`, sizes checked first (a blob over it is never read)."""
         sizes = self.sizes(ids)
         chunk: list[str] = []
         held = 0

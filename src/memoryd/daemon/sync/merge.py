@@ -1,6 +1,5 @@
-"""The merge rule, pure: which of two versions of one record wins, and why (docs/sync.md, "Merging").
-Every machine must pick the same winner from the same two files, so it uses only what is in them;
-no text of a record is ever merged."""
+"""The merge rule, pure: which of two versions of one record wins, and why (docs/sync.md, "Merging"),
+from only what is in the two files, so every machine picks the same winner."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -70,8 +70,7 @@ class SyncState:
         self.failures = 0  # scheduled syncs that failed in a row
 
     def apply(self, event: dict[str, Any]) -> None:
-        handler = _APPLIERS.get(event["kind"])
-        if handler is not None:
+        if (handler := _APPLIERS.get(event["kind"])) is not None:
             handler(self, event)
 
     def _agree(self, event: dict[str, Any]) -> None:
@@ -97,8 +96,7 @@ class SyncState:
             self.synced_from.pop(event["memory_id"], None)
 
     def _on_resolve(self, event: dict[str, Any]) -> None:
-        memory_id = event.get("memory_id")
-        if not memory_id:
+        if not (memory_id := event.get("memory_id")):
             return
         self.resolved.setdefault(memory_id, set()).update(event.get("shas") or [])
         if event.get("sha") and event.get("state") in (LIVE, TOMB):
@@ -172,8 +170,7 @@ class SyncState:
             rows.append({"id": memory_id, "kept_versions": shas,
                          "current": None if current is None else ("removed" if current.removed_at else "live"),
                          "first_line": current.first_line if current is not None else None})
-        return {"items": rows[:MAX_ROWS], "total": len(rows),
-                "resolve": "memoryd sync resolve ID --keep current|other"}
+        return {"items": rows[:MAX_ROWS], "total": len(rows), "resolve": "memoryd sync resolve ID --keep current|other"}
 
     def provenance_of(self, memory_id: str) -> dict[str, Any]:
         """memory_show's `synced_from`, from the log's `sync_pull` event (never the file)."""
@@ -184,9 +181,8 @@ class SyncState:
         if not self.layout.is_set_up():
             return {}
         config = self.layout.read_config()
-        return {"sync": {"remote": config.get("remote"), "device": config.get("device_id"),
-                         "last": self.last, "conflicts": self.conflict_rows(),
-                         "quarantined": self.quarantined_total}}
+        return {"sync": {"remote": config.get("remote"), "device": config.get("device_id"), "last": self.last,
+                         "conflicts": self.conflict_rows(), "quarantined": self.quarantined_total}}
 
     def digest(self) -> dict[str, Any]:
         return {"sync_conflicts": self.conflict_rows()} if self.open_conflicts() else {}
@@ -218,9 +214,8 @@ class SyncState:
 def run_due(core: Core, now: float) -> None:
     """Admit a finished job's result (ADMIT_BATCH records a pass), or start a due job."""
     state, worker = state_of(core), WORKERS.get(core.root)
-    if worker is not None and worker.admitting is None and worker.busy():
-        result = worker.take()
-        if result is None:
+    if worker is not None and worker.admitting is None and worker.running is not None:
+        if (result := worker.take()) is None:
             return
         worker.admitting = result
         _safely(state, result, begin)
@@ -262,11 +257,10 @@ def next_due_in(core: Core, now: float) -> float:
     state, worker = state_of(core), WORKERS.get(core.root)
     if worker is not None and worker.admitting is not None:
         return 0.0
-    if worker is not None and worker.busy():
+    if worker is not None and worker.running is not None:
         return POLL_S
-    if state.requested is not None:
-        return 0.0
-    return state.next_auto - now  # inf without an interval: nothing read on the loop's hot path
+    # Without an interval next_auto is inf: nothing read on the loop's hot path.
+    return 0.0 if state.requested is not None else state.next_auto - now
 
 
 def begin(state: SyncState, result: Result) -> None:
@@ -277,18 +271,21 @@ def begin(state: SyncState, result: Result) -> None:
 
 def admit_batch(state: SyncState, result: Result) -> None:
     """Admit the next ADMIT_BATCH pulled records, then finish the job after the last."""
+    from memoryd.daemon.sync.admission import buries
+
     core, tier = state.core, state.core.memories
     batch = result.incoming[result.position:result.position + ADMIT_BATCH]
     for item in batch:
         if current_version(tier, item.memory_id) != item.expected:
             result.deferred += 1  # changed here while the job ran: the next sync decides
             continue
-        if not removes_this(tier, item, result.conflicts.get(item.memory_id, ())):
+        live_sha = item.expected[1] if item.expected is not None else None  # the file now, as just checked
+        if not buries(item.state, item.memory, tier.live.get(item.memory_id), live_sha,
+                      result.conflicts.get(item.memory_id, ())):
             refuse(state, result, item, "a tombstone whose text is not this machine's version of it")
             continue
         put_record(tier, item.memory, item.data, item.state)
-        core.record("sync_pull", None, memory_id=item.memory_id, state=item.state, sha=item.sha,
-                    device=item.device)
+        core.record("sync_pull", None, memory_id=item.memory_id, state=item.state, sha=item.sha, device=item.device)
         result.admitted.append(item.memory_id)
     result.position += len(batch)
     if result.position >= len(result.incoming):
@@ -336,14 +333,6 @@ def _after_release(state: SyncState, result: Result) -> int:
     return result.quarantined_total
 
 
-def removes_this(tier: MemoryTier, item: Incoming, kept: Collection[str]) -> bool:
-    """`admission.buries` for a pulled item, against the live version now."""
-    from memoryd.daemon.sync.admission import buries
-
-    live_sha = item.expected[1] if item.expected is not None else None  # the file now (checked by the caller)
-    return buries(item.state, item.memory, tier.live.get(item.memory_id), live_sha, kept)
-
-
 def refuse(state: SyncState, result: Result, item: Incoming, reason: str) -> None:
     """Quarantine a pulled version the loop refused, as the worker does."""
     import hashlib
@@ -357,8 +346,7 @@ def refuse(state: SyncState, result: Result, item: Incoming, reason: str) -> Non
 
 def current_version(tier: MemoryTier, memory_id: str) -> tuple[str, str] | None:
     for records, state in ((tier.live, LIVE), (tier.tombstones, TOMB)):
-        memory = records.get(memory_id)
-        if memory is not None:
+        if (memory := records.get(memory_id)) is not None:
             sha = tier.sha_on_disk(memory_id)
             return None if memory.category == HANDOFF or sha is None else (state, sha)
     return None
@@ -366,20 +354,17 @@ def current_version(tier: MemoryTier, memory_id: str) -> tuple[str, str] | None:
 
 def put_record(tier: MemoryTier, memory: Memory, data: bytes, state: str) -> str:
     """Make `memory` (bytes `data`) the record's version in `state`, moving it as `bury` does; its sha256."""
-    memory_id = memory.id
-    live = (tier.live, tier.index, tier.live_path(memory_id))
-    tomb = (tier.tombstones, tier.tomb_index, tier.tomb_path(memory_id))
-    (records, index, path), (other_records, other_index, other_path) = (live, tomb) if state == LIVE else (tomb, live)
-    sha = tier._write(path, data, memory_id)
-    moved = other_records.get(memory_id)
-    if moved is not None:
-        tier.core.files.delete_file(other_path)
-        other_index.remove(moved)
-        del other_records[memory_id]
-    old = records.get(memory_id)
-    if old is not None:
+    kind, other = ("m", "t") if state == LIVE else ("t", "m")
+    sha = tier._write(tier.path(kind, memory.id), data, memory.id)
+    index, records = tier.tables(other)
+    if (moved := records.get(memory.id)) is not None:
+        tier.core.files.delete_file(tier.path(other, memory.id))
+        index.remove(moved)
+        del records[memory.id]
+    index, records = tier.tables(kind)
+    if (old := records.get(memory.id)) is not None:
         index.remove(old)
-    records[memory_id] = memory
+    records[memory.id] = memory
     index.add(memory)
     return sha
 

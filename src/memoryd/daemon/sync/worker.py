@@ -58,12 +58,8 @@ class Worker:
 
     def start(self, job: Job) -> None:
         self.running, self.phase = job, "starting"
-        self.thread = threading.Thread(target=self._run, args=(job,), name=f"memoryd-sync-{job.number}",
-                                       daemon=True)
+        self.thread = threading.Thread(target=self._run, args=(job,), name=f"memoryd-sync-{job.number}", daemon=True)
         self.thread.start()
-
-    def busy(self) -> bool:
-        return self.running is not None
 
     def take(self) -> Result | None:
         """The finished job's result, once; None while it runs or when there is none."""
@@ -76,10 +72,7 @@ class Worker:
     def _run(self, job: Job) -> None:
         result = Result(job.number, job.kind)
         try:
-            if job.kind == "init":
-                self.init(job, result)
-            else:
-                self.sync(job, result)
+            (self.init if job.kind == "init" else self.sync)(job, result)
         except GitFailed as exc:
             result.status, result.error = "error", {"kind": exc.kind, "message": escaped(exc.message)}
         except OSError as exc:
@@ -111,8 +104,7 @@ class Worker:
             clone.harden(layout.repo)
             branch = pick_branch(git)
             git.keep_only_branch(branch)
-            theirs = git.remote_head(branch)
-            if theirs is not None:
+            if (theirs := git.remote_head(branch)) is not None:
                 clone.checkout(git, None, theirs, full=True)
         except GitFailed:
             shutil.rmtree(layout.repo, ignore_errors=True)
@@ -192,11 +184,10 @@ class Worker:
     def integrate(self, git: Git, job: Job, result: Result) -> bool:
         """Bring the fetched remote branch in and push; False when the push lost a race."""
         ours, theirs = git.rev("HEAD"), git.remote_head(self.branch)
-        if theirs is not None and ours is None:
-            clone.checkout(git, None, theirs)
+        if ours is None:  # nothing here: theirs, if there is anything there
+            if theirs is not None:
+                clone.checkout(git, None, theirs)
             return True
-        if ours is None:
-            return True  # nothing here, nothing there
         if theirs is not None and theirs != ours:
             base = git.merge_base(ours, theirs)
             if base == ours:
@@ -236,8 +227,7 @@ class Worker:
 
     def restore_missing(self, git: Git, job: Job, result: Result) -> None:
         """Commit again every record held here that the merged tree lacks (docs/sync.md, "Merging")."""
-        head = git.rev("HEAD")
-        if head is None:
+        if (head := git.rev("HEAD")) is None:
             return
         present = {named[0] for path, (mode, _blob) in git.tree(head).items()
                    if mode in admission.REGULAR_MODES and (named := admission.record_path(path))}
@@ -264,10 +254,8 @@ class Worker:
         self.sha_of_blob.update((b, sha256_hex(d)) for b, d in git.iter_blobs(unknown))
         candidates: dict[str, tuple[str, str]] = {}
         for path, (mode, blob) in entries.items():
-            sha = self.sha_of_blob.get(blob, "")
-            named = admission.record_path(path)
-            kept = admission.conflict_path(path)
-            if kept is not None and mode in admission.REGULAR_MODES:
+            named, sha = admission.record_path(path), self.sha_of_blob.get(blob, "")
+            if (kept := admission.conflict_path(path)) is not None and mode in admission.REGULAR_MODES:
                 result.conflicts.setdefault(kept[0], []).append(kept[1])
             elif named is None or named[0] in job.local_only or (named[1], sha) != job.local.get(named[0]):
                 candidates[path] = (mode, blob)  # a local-only id is refused below
@@ -302,22 +290,17 @@ class Worker:
                 other = seen.get(ok.memory_id)  # the same id as a memory and a tombstone: the rule decides
                 if other is None or pick(Version(other.state, other.data), Version(ok.state, data)).winner.data == data:
                     seen[ok.memory_id] = item
-        result.incoming = [item for item in seen.values()
-                           if (item.state, item.sha) != job.local.get(item.memory_id)]
+        result.incoming = [item for item in seen.values() if (item.state, item.sha) != job.local.get(item.memory_id)]
         result.quarantined_total = count_quarantined(self.layout)
 
 
 def pick_branch(git: Git) -> str:
     """The branch to sync on, right after the clone (the rule: docs/sync.md, "Merging")."""
-    if git.remote_head(BRANCH) is not None:
-        return BRANCH
-    named = git.head_branch()
+    named = None if git.remote_head(BRANCH) is not None else git.head_branch()
     if named is None or branch_of({"branch": named}) != named or named == BRANCH:
         return BRANCH
     head = git.remote_head(named)
-    if head is None:
-        return named
-    return named if git.top_level(head) & {"memories", "tombstones"} else BRANCH
+    return named if head is None or git.top_level(head) & {"memories", "tombstones"} else BRANCH
 
 
 def by_key(entries: dict[str, tuple[str, str]]) -> dict[tuple[str, str], Any]:
@@ -326,8 +309,7 @@ def by_key(entries: dict[str, tuple[str, str]]) -> dict[tuple[str, str], Any]:
     for path, (mode, blob) in entries.items():
         named = admission.record_path(path)
         if named is not None and mode in admission.REGULAR_MODES:
-            previous = keyed.get(("record", named[0]))
-            if previous is None or named[1] == TOMB:  # both present (hand-made tree): the tombstone
+            if ("record", named[0]) not in keyed or named[1] == TOMB:  # both present (hand-made tree): the tombstone
                 keyed[("record", named[0])] = (named[1], path, blob, mode)
         elif path.split("/", 1)[0] in clone.TOP_FOLDERS and "/" not in path:
             continue  # a link or file where a synced folder belongs: never merged in
