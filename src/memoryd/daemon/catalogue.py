@@ -14,13 +14,8 @@ from memoryd.daemon.tool import Tool
 from memoryd.instructions import INSTRUCTIONS
 from memoryd.profiles import PROFILES
 
-
-def _collect() -> dict[str, Tool]:
-    tiers = [episode_tools.TOOLS, memory_tools.TOOLS, session_tools.TOOLS]
-    return {tool.name: tool for tier in tiers for tool in tier}
-
-
-TOOLS: dict[str, Tool] = _collect()
+TOOLS: dict[str, Tool] = {tool.name: tool for tier in (episode_tools.TOOLS, memory_tools.TOOLS, session_tools.TOOLS)
+                          for tool in tier}
 
 # The `core` profile (the default; `Tool.core`): what an agent calls on its own — the seed tools,
 # a write and its pending flow, a task's own question and the ids the hooks inject, the start

@@ -72,10 +72,11 @@ class Core(DomainState):
                   **self._load_files(resumed=resume is not None)}
         for key, count in report.pop("session_temp_files", {}).items():
             report[key] += count
-        suspended = self._suspend_open_sessions()
+        grace_until = self.clock() + 3 * self.config.heartbeat_seconds
+        self.suspended.update(dict.fromkeys((s.id for s in self.sessions.open_sessions()), grace_until))
         self.trim_feed()  # replay filled it with history no parked call waits for
         try:
-            self.record("daemon_start", pid=os.getpid(), suspended_sessions=suspended)
+            self.record("daemon_start", pid=os.getpid(), suspended_sessions=len(self.suspended))
             self.record("recovery", **report)
             self.sync()
         except StorageError as exc:
@@ -181,9 +182,3 @@ class Core(DomainState):
                 counts["local"] == len(logged) - sum(1 for i in removed if i in logged):
             return []  # (`local`: owned ids that are logged; removed ones were dropped before)
         return sorted((logged - removed).difference(owner))
-
-    def _suspend_open_sessions(self) -> int:
-        grace_until = self.clock() + 3 * self.config.heartbeat_seconds
-        for session in self.sessions.open_sessions():
-            self.suspended[session.id] = grace_until
-        return len(self.suspended)

@@ -50,7 +50,9 @@ def hello(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> d
             "run `memoryd restart` so both are the same version")
     raw = args.get("identity")
     raw = raw if isinstance(raw, dict) else {}
-    identity = _clean_identity(raw)
+    identity = {key: value[:4096] if isinstance(value := raw.get(key), str) and value else None
+                for key in ("worktree", "repo", "project", "client", "swarm_id", "client_session")}
+    identity["pid"] = raw.get("pid") if isinstance(raw.get("pid"), int) else None
     transient = raw.get("transient") is True  # a hook process (the client library's hello carries no flags)
     if is_operator_client(identity.get("client")):
         session = d.bindings.operator_session(identity, create=False)
@@ -68,13 +70,6 @@ def hello(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> d
     if transient:
         reply["hook"] = hooks.settings(d.core)
     return reply
-
-
-def _clean_identity(raw: dict[str, Any]) -> dict[str, Any]:
-    out = {key: value[:4096] if isinstance(value := raw.get(key), str) and value else None
-           for key in ("worktree", "repo", "project", "client", "swarm_id", "client_session")}
-    out["pid"] = raw.get("pid") if isinstance(raw.get("pid"), int) else None
-    return out
 
 
 def tools(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:

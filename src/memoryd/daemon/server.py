@@ -108,7 +108,10 @@ class Server(Daemon):
         for _ in range(MAX_BATCH):
             if not int(router.get(_EVENTS)) & _POLLIN:  # cheaper than ending on a zmq.Again
                 break
-            reply = self.handle_frames(self._recv_frames())
+            frames = [router.recv(_NOBLOCK)]
+            while router.get(_RCVMORE):
+                frames.append(router.recv(_NOBLOCK))
+            reply = self.handle_frames(frames)
             if reply is not None:
                 outgoing.append(reply)
             if not self.running:
@@ -124,13 +127,6 @@ class Server(Daemon):
         self.core.trim_feed()  # every parked call has now looked at every new episode
         self.send_all(outgoing)
         self.timers_at = min(self.timers_at, self.core.clock() + TIMERS_AFTER_REQUEST_S)
-
-    def _recv_frames(self) -> list[bytes]:
-        router = self.router
-        frames = [router.recv(_NOBLOCK)]
-        while router.get(_RCVMORE):
-            frames.append(router.recv(_NOBLOCK))
-        return frames
 
     def send_all(self, outgoing: list[list[bytes]]) -> None:
         router = self.router

@@ -88,7 +88,8 @@ def _check_string(name: str, rule: dict[str, Any], value: str) -> None:
     if "maxLength" in rule and len(value) > rule["maxLength"]:
         raise InvalidParams(name, f"must be at most {rule['maxLength']} characters")
     if "pattern" in rule and not python_pattern(rule["pattern"]).search(value):
-        raise InvalidParams(name, f"{_preview(value)} does not match {rule['pattern']}")
+        shown = value if len(value) <= 40 else value[:40] + "…"
+        raise InvalidParams(name, f"{shown!r} does not match {rule['pattern']}")
 
 
 def _check_array(name: str, rule: dict[str, Any], value: list[Any]) -> list[Any]:
@@ -105,10 +106,6 @@ def _check_object(name: str, rule: dict[str, Any], value: dict[str, Any]) -> dic
         return {k: v for k, v in check_args(rule, value).items() if v is not None}
     except InvalidParams as exc:
         raise InvalidParams(f"{name}.{exc.data['param']}", exc.data["reason"]) from exc
-
-
-def _preview(value: str) -> str:
-    return repr(value if len(value) <= 40 else value[:40] + "…")
 
 
 def require_text(name: str, value: str, max_bytes: int) -> str:

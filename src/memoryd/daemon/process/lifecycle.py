@@ -3,6 +3,8 @@ The flock comes before the bind: it is the only single-instance guard (docs/wire
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import fcntl
 import gc
 import json
@@ -181,18 +183,9 @@ def open_store(root: Path, settings: config.Config, progress: Progress) -> tuple
         gc.freeze()
         gc.enable()
     core.progress = no_progress
-    _release_free_memory()
-    return core, report
-
-
-def _release_free_memory() -> None:
-    """Give the C heap's free pages back after loading (glibc only): ~100 MB at 100k memories."""
-    try:
-        import ctypes
-
+    with contextlib.suppress(OSError, AttributeError):  # glibc: the free C heap back, ~100 MB at 100k memories
         ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
+    return core, report
 
 
 class StartProgress:

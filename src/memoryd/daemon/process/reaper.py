@@ -45,19 +45,6 @@ def grace_pass(core: Core, now: float) -> list[str]:
     return ended
 
 
-def expired_episode_sessions(core: Core, now: float) -> list[dict[str, Any]]:
-    """Sessions whose newest episode is older than the TTL; open sessions are exempt."""
-    cutoff = iso(now - core.config.episode_ttl_days * 86400)
-    due = []
-    for session_id, count, newest in core.journal.summaries():
-        if newest >= cutoff:
-            continue
-        session = core.sessions.get(session_id)
-        if session is None or not session.is_open:
-            due.append({"session": session_id, "episodes": count, "newest": newest})
-    return due
-
-
 def prune_session_episodes(core: Core, session_id: str) -> list[str]:
     """Delete a session's episodes; `StorageError` before anything changed when one cannot be removed."""
     episodes = core.journal.session(session_id)
@@ -77,8 +64,12 @@ def prune_session_episodes(core: Core, session_id: str) -> list[str]:
 
 
 def episode_ttl_pass(core: Core, now: float, dry_run: bool = False) -> list[dict[str, Any]]:
-    """Delete each expired session's episode folder (or, with `dry_run`, only say which)."""
-    due = expired_episode_sessions(core, now)
+    """Delete the episodes of each session whose newest is older than the TTL, open sessions exempt (or, with
+    `dry_run`, only say which)."""
+    cutoff = iso(now - core.config.episode_ttl_days * 86400)
+    due: list[dict[str, Any]] = [
+        {"session": sid, "episodes": count, "newest": newest} for sid, count, newest in core.journal.summaries()
+        if newest < cutoff and ((session := core.sessions.get(sid)) is None or not session.is_open)]
     if not dry_run:
         for entry in due:
             try:

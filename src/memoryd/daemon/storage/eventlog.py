@@ -1,8 +1,5 @@
-"""The live event log: append-only JSONL, one segment per month, replayed at start; appends are
-buffered and `sync` makes them durable in one fsync (group commit). It never holds content: callers
-pass ids, counts and hashes only. Only a torn tail is cut at start; other damage stops it
-(`LogDamaged`, docs/storage.md, "Reliability").
-
+"""The live event log: append-only JSONL of ids, counts and hashes (never content), one segment per month,
+group-committed, replayed at start (docs/storage.md, "Event log" and "Reliability").
 Import contract: stdlib, fsio, logcheck (the line format, what makes a line trustworthy) and errors."""
 
 from __future__ import annotations
@@ -83,7 +80,7 @@ class EventLog:
                 if event is not None:
                     problem = link_problem(event, self.seq, self.last_hash)
                 if problem is not None:
-                    if last and not handle.read(1) and logcheck.is_torn_tail(raw, True, True):
+                    if last and not handle.read(1) and logcheck.is_torn_tail(raw):
                         return
                     raise logcheck.LogDamaged(path, number + _lines_before(path, offset), problem)
                 assert event is not None
@@ -208,17 +205,11 @@ def _size(path: Path | None) -> int:
         return 0
 
 
-def _fallocate_function() -> Any:
-    """Linux's fallocate(2) through libc, or None (KEEP_SIZE: O_APPEND writes still land at the end)."""
-    try:
-        func = ctypes.CDLL(None, use_errno=True).fallocate
-    except (AttributeError, OSError):
-        return None
-    func.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
-    return func
-
-
-_fallocate = _fallocate_function()
+try:  # Linux's fallocate(2), or None (KEEP_SIZE: O_APPEND writes still land at the end)
+    _fallocate: Any = ctypes.CDLL(None, use_errno=True).fallocate
+    _fallocate.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
+except (AttributeError, OSError):
+    _fallocate = None
 
 
 @dataclass(frozen=True)
@@ -253,7 +244,7 @@ def _truncate_torn_tail(path: Path) -> int:
     if base and b"\n" not in tail[:-1]:  # a "line" longer than the window: judge the whole file
         base, tail = 0, path.read_bytes()
     last_start = tail.rfind(b"\n", 0, len(tail) - 1) + 1
-    if not logcheck.is_torn_tail(tail[last_start:], True, True):
+    if not logcheck.is_torn_tail(tail[last_start:]):
         return 0
     with open(path, "r+b") as handle:
         handle.truncate(base + last_start)

@@ -1,9 +1,6 @@
-"""The prefetch helper: a process forked for a start without `state/`, parsing record files on the
-other core while the daemon replays the log (docs/storage.md, "Recovery at start"). It only reads
-files and writes bytes to an anonymous file, and leaves with `os._exit`; the daemon checks its
-result as its own, and a helper that fails costs only its time.
-
-Import contract: stdlib only."""
+"""The prefetch helper: a process forked for a start without `state/` that parses record files on the other
+core while the daemon replays the log; it only reads files and writes to an anonymous file (docs/storage.md,
+"Recovery at start"). Import contract: stdlib only."""
 
 from __future__ import annotations
 
