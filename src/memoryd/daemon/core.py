@@ -60,10 +60,8 @@ class Core(DomainState):
             raise StoreDamaged(f"the event log cannot be repaired ({exc}); make {exc.filename or self.log.dir} "
                                "writable, then start again", str(exc.filename or self.log.dir)) from exc
         self._mark = self.log.checkpoint()
-        self.files.strict = False
-        temp_files: dict[str, Any]
         if resume is None:  # the episode folders' own: once the prefetch helper has listed them
-            temp_files = self._settle_temp_files(self.last_run_ids, deep=not self.journal.prefetching)
+            temp_files: dict[str, Any] = self._settle_temp_files(self.last_run_ids, deep=not self.journal.prefetching)
         else:  # after a clean stop no temp file of ours is left: a stray one can wait for the loop
             temp_files, self.temp_sweep_ids = {"temp_files_swept": "after start"}, self.last_run_ids
         self.torn_bytes_truncated = torn
@@ -95,8 +93,7 @@ class Core(DomainState):
     def reload(self) -> None:
         """Rebuild the state from the durable log and files in place, keeping the runtime facts."""
         kept = {name: getattr(self, name) for name in _RUNTIME_FIELDS}
-        feed_end = self.feed_end
-        old_sessions, files = self.sessions.sessions, self.files
+        feed_end, old_sessions, files = self.feed_end, self.sessions.sessions, self.files
         Core.__init__(self, self.root, self.config, self.clock, files)
         self.__dict__.update(kept)
         if self.attach_tiers is not None:

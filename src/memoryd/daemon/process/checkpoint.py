@@ -145,9 +145,8 @@ def _decode_core(data: dict[str, Any]) -> dict[str, Any]:
     table.last_n = int(data["last_n"])
     if len(table.rows) != len(rows) or not all(sid in table.rows for ids in table.by_worktree.values() for sid in ids):
         raise ValueError("a worktree lists a session the checkpoint does not hold")
-    for session_id in table.open_ids:  # read now: liveness and suspension walk them
-        if table.get(session_id) is None:
-            raise ValueError("an open session the checkpoint does not hold")
+    if any(table.get(session_id) is None for session_id in table.open_ids):  # thawed now: liveness walks them
+        raise ValueError("an open session the checkpoint does not hold")
     return {"sessions": table, "logged_episodes": set(logged),
             "removed_episodes": set(data["removed_episodes"]), "last_run_ids": set(data["last_run_ids"]),
             **_cold_requests(data["applied_reqs"], data["req_conns"])}

@@ -51,10 +51,7 @@ class ParkedCalls:
         now = time.monotonic()
         for entry in self.calls:
             expired = timed_out and now >= entry.parked.deadline
-            if timed_out and not expired:
-                still.append(entry)
-                continue
-            result = entry.parked.check(expired)
+            result = None if timed_out and not expired else entry.parked.check(expired)
             conn = conns.get(entry.conn_id)
             if result is None:
                 still.append(entry)

@@ -47,8 +47,7 @@ class EventLog:
             first, offset = resume.index, resume.offset
             self.seq, self.last_hash, self.first_ts = resume.seq, resume.last_hash, resume.first_ts
             self.quarantined = list(resume.quarantined)
-        for index in range(first, len(files)):
-            path = files[index]
+        for index, path in enumerate(files[first:], first):
             problem = logcheck.not_a_plain_file(path)
             if problem:
                 raise logcheck.LogDamaged(path, 0, problem)
@@ -82,7 +81,10 @@ class EventLog:
                 if problem is not None:
                     if last and not handle.read(1) and logcheck.is_torn_tail(raw):
                         return
-                    raise logcheck.LogDamaged(path, number + _lines_before(path, offset), problem)
+                    if offset:  # a resumed replay: the message counts the lines before `offset` too
+                        with open(path, "rb") as whole:
+                            number += whole.read(offset).count(b"\n")
+                    raise logcheck.LogDamaged(path, number, problem)
                 assert event is not None
                 self.seq, self.last_hash = event["seq"], event["hash"]
                 self.first_ts = self.first_ts or event["ts"]
@@ -224,21 +226,11 @@ class Resume:
     quarantined: list[dict[str, Any]]
 
 
-def _lines_before(path: Path, offset: int) -> int:
-    """How many lines precede byte `offset` (for error messages after a resumed replay)."""
-    if not offset:
-        return 0
-    with open(path, "rb") as handle:
-        return handle.read(offset).count(b"\n")
-
-
 def _truncate_torn_tail(path: Path) -> int:
     """Cut the last line if a crash left it partial or unparseable; only the segment's end is read."""
-    size = path.stat().st_size
     with open(path, "rb") as handle:
-        base = max(0, size - TAIL_BYTES)
-        handle.seek(base)
-        tail = handle.read()
+        base = max(0, os.fstat(handle.fileno()).st_size - TAIL_BYTES)
+        tail = os.pread(handle.fileno(), TAIL_BYTES, base)
     if not tail:
         return 0
     if base and b"\n" not in tail[:-1]:  # a "line" longer than the window: judge the whole file
