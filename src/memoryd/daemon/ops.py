@@ -16,7 +16,6 @@ from memoryd.daemon.identity.session_table import Conn, is_operator_client
 from memoryd.daemon.process import admin
 from memoryd.daemon.process.waiting import ParkedCalls
 from memoryd.daemon.sessions import binding, hooks
-from memoryd.daemon.sessions.binding import Bindings
 from memoryd.daemon.sessions.news import News
 from memoryd.daemon.tool import Parked
 from memoryd.errors import BadRequest, InvalidParams, ProtocolMismatch, StorageError
@@ -30,7 +29,7 @@ class Daemon:
         self.running = True
         self.conns: dict[str, Conn] = {}
         self.parked = ParkedCalls()
-        self.bindings = Bindings(core, self.conns)
+        self.bindings = binding.Bindings(core, self.conns)
         self.news = News()
         core.observers.append(self.news.observe)
         self.refused_peers = 0  # peers of another uid (server.Server.answer_zap)
@@ -54,14 +53,11 @@ def hello(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> d
                 for key in ("worktree", "repo", "project", "client", "swarm_id", "client_session")}
     identity["pid"] = raw.get("pid") if isinstance(raw.get("pid"), int) else None
     transient = raw.get("transient") is True  # a hook process (the client library's hello carries no flags)
-    if is_operator_client(identity.get("client")):
-        session = d.bindings.operator_session(identity, create=False)
-    else:
-        session = d.bindings.attach_or_start(conn_id, identity, args.get("session_id"), transient)
+    session = (d.bindings.operator_session(identity, create=False) if is_operator_client(identity.get("client"))
+               else d.bindings.attach_or_start(conn_id, identity, args.get("session_id"), transient))
     old = d.conns.get(conn_id)
     conn = Conn(id=conn_id, routing_id=routing_id, identity=identity, session_id=session.id if session else None,
-                last_seen=d.core.clock(), transient=transient,
-                dry_run=transient and raw.get("dry_run") is True)
+                last_seen=d.core.clock(), transient=transient, dry_run=transient and raw.get("dry_run") is True)
     if old is not None:
         conn.replies, conn.reply_bytes = old.replies, old.reply_bytes
     d.conns[conn_id] = conn

@@ -143,8 +143,7 @@ class Server(Daemon):
         now = self.core.clock()
         if now >= self.timers_at and now >= self.timers_resume_at:
             self._timed_passes(now, idle)
-            wait = min(reaper.next_due_in(self.core, now), self.core.config.heartbeat_seconds)
-            self.timers_at = now + wait
+            self.timers_at = now + min(reaper.next_due_in(self.core, now), self.core.config.heartbeat_seconds)
         outgoing = self.parked.wake(self.conns, timed_out=True) if self.parked.calls else []
         try:
             self.core.sync(defer_reads=True)

@@ -26,7 +26,6 @@ MAX_HISTORY = 200
 
 
 def handle(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[str, Any]:
-    """Dispatch one `admin` request by its `action`; unknown → BadRequest naming it."""
     action = args.get("action")
     if action == "resolve":
         return resolve(core, conn, args)
@@ -135,7 +134,6 @@ def sessions(core: Core, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def session(core: Core, args: dict[str, Any]) -> dict[str, Any]:
-    """One session's row (any client); unknown → `unknown_session`."""
     found = core.sessions.get(args.get("session_id")) if isinstance(args.get("session_id"), str) else None
     if found is None:
         raise ResourceState("unknown_session", str(args.get("session_id"))[:64])

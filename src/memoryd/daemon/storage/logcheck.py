@@ -86,7 +86,6 @@ def link_problem(event: dict[str, Any], seq: int, prev: str) -> str | None:
 
 
 def parse_line(raw: bytes) -> tuple[dict[str, Any], None] | tuple[None, str]:
-    """(event, None) for a well-formed line, else (None, why not)."""
     if not raw.endswith(b"\n"):
         return None, "a line without its newline"
     try:

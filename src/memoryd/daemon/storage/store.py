@@ -235,7 +235,6 @@ class FileStore:
 
     @property
     def idle(self) -> bool:
-        """Nothing staged, to delete or to publish again."""
         return not (self._staged or self._deletes or self._rmdirs or self._unpublished)
 
     @property
