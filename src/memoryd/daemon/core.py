@@ -156,8 +156,7 @@ class Core(DomainState):
 
     def _reconcile_episodes(self) -> dict[str, Any]:
         for episode_id in self.removed_episodes & self.journal.by_id.keys():  # outlived a crash
-            episode = self.journal.remove(episode_id)
-            if episode is not None:
+            if (episode := self.journal.remove(episode_id)) is not None:
                 self.files.delete_file(self.journal.path_of(episode))
         self._note_session_dirs()
         counts = self.journal.provenance_counts(self.logged_episodes)

@@ -194,13 +194,11 @@ class DomainState:
         return not self.low_space
 
     def apply(self, event: dict[str, Any]) -> None:
-        handler = _APPLIERS.get(event["kind"])
-        if handler is not None:
+        if (handler := _APPLIERS.get(event["kind"])) is not None:
             handler(self, event)
         for extension in self.extensions:
             extension.apply(event)
-        session = self.sessions.get(event.get("session", ""))
-        if session is not None and event["kind"] not in NON_CALL_KINDS:
+        if (session := self.sessions.get(event.get("session", ""))) is not None and event["kind"] not in NON_CALL_KINDS:
             self.sessions.touch(session, event["ts"])
         if "req" in event:  # kept small: only what a retry's replayer reads (Tool.replay)
             self.retries.note(event)
@@ -276,24 +274,21 @@ def _on_session_start(core: DomainState, event: dict[str, Any]) -> None:
 
 
 def _on_session_end(core: DomainState, event: dict[str, Any]) -> None:
-    session = core.sessions.get(event["session"])
-    if session is not None:
+    if (session := core.sessions.get(event["session"])) is not None:
         core.sessions.end(session, event["reason"], event["ts"])
         session.summary = event.get("summary", session.summary)
         session.handoff_id = event.get("handoff_id", session.handoff_id)
 
 
 def _on_session_reopen(core: DomainState, event: dict[str, Any]) -> None:
-    session = core.sessions.get(event["session"])
-    if session is not None:
+    if (session := core.sessions.get(event["session"])) is not None:
         core.sessions.reopen(session, event["ts"])
 
 
 def _on_episode_write(core: DomainState, event: dict[str, Any]) -> None:
     core.logged_episodes.add(event["episode_id"])
     core.episode_feed.append(event["episode_id"])
-    session = core.sessions.get(event["session"])
-    if session is not None:
+    if (session := core.sessions.get(event["session"])) is not None:
         written = session.episodes_written
         if type(written) is not set:  # a restored session's tuple (see Session): a set once it grows
             written = session.episodes_written = set(written)
@@ -301,8 +296,7 @@ def _on_episode_write(core: DomainState, event: dict[str, Any]) -> None:
 
 
 def _on_episode_handoff(core: DomainState, event: dict[str, Any]) -> None:
-    session = core.sessions.get(event["session"])
-    if session is not None:
+    if (session := core.sessions.get(event["session"])) is not None:
         session.handoff_calls += 1
 
 
@@ -311,8 +305,7 @@ def _on_episode_gone(core: DomainState, event: dict[str, Any]) -> None:
     if event["kind"] in (names.EPISODE_PROMOTE, WRITE_CONFIRM) and event.get("deleted") is not True:
         return
     core.removed_episodes.update(ids)
-    owner = core.sessions.get(event.get("owner", ""))
-    if owner is not None and event["kind"] != EPISODE_PRUNE:
+    if (owner := core.sessions.get(event.get("owner", ""))) is not None and event["kind"] != EPISODE_PRUNE:
         owner.episodes_promoted = {*owner.episodes_promoted, *ids}
 
 

@@ -35,8 +35,7 @@ class Daemon:
         self.refused_peers = 0  # peers of another uid (server.Server.answer_zap)
 
     def connection(self, conn_id: str, doing: str) -> Conn:
-        conn = self.conns.get(conn_id)
-        if conn is None:
+        if (conn := self.conns.get(conn_id)) is None:
             raise BadRequest(f"unknown connection: say hello {doing}", kind="unknown_connection")
         return conn
 
@@ -86,10 +85,8 @@ def call(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> An
     core = d.core
     req = f"{conn_id}:{args['_req_id']}"
     applied = core.retries.applied(req)
-    if applied is not None and tool.replay is not None:
-        replayed = tool.replay(core, applied)
-        if replayed is not None:
-            return replayed
+    if applied is not None and tool.replay is not None and (replayed := tool.replay(core, applied)) is not None:
+        return replayed
     raw = args.get("arguments")
     arguments = check_args(tool.input_schema, {} if raw is None else raw)
     if not tool.read_only and not core.writable():
@@ -128,10 +125,8 @@ def heartbeat(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) 
 
 
 def bye(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
-    conn = d.conns.pop(conn_id, None)
-    if conn is not None:
-        session = d.core.sessions.get(conn.session_id)
-        if session is not None and session.conn == conn_id:
+    if (conn := d.conns.pop(conn_id, None)) is not None:
+        if (session := d.core.sessions.get(conn.session_id)) is not None and session.conn == conn_id:
             hooks.end_session(d.core, session, "closed", d.bindings.client_sessions)
         d.parked.drop(conn_id)
     return {}
@@ -140,9 +135,8 @@ def bye(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dic
 def status(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
     core = d.core
     counts = {"episodes": len(core.journal.by_id), "sessions": len(core.sessions), "events": core.log.seq}
-    memories = core.memories
-    if memories is not None:
-        counts.update(memories.counts())
+    if core.memories is not None:
+        counts.update(core.memories.counts())
     return {"pid": os.getpid(), "version": __version__, "protocol": PROTOCOL,
             "uptime_s": round(core.clock() - core.started, 1), "connections": len(d.conns),
             "open_sessions": len(core.sessions.open_sessions()), "store": str(core.root),

@@ -111,8 +111,7 @@ class Server(Daemon):
             frames = [router.recv(_NOBLOCK)]
             while router.get(_RCVMORE):
                 frames.append(router.recv(_NOBLOCK))
-            reply = self.handle_frames(frames)
-            if reply is not None:
+            if (reply := self.handle_frames(frames)) is not None:
                 outgoing.append(reply)
             if not self.running:
                 break
@@ -214,8 +213,7 @@ class Server(Daemon):
             req_id, op, args, conn_id = validate_request(message)
         except BadRequest as exc:
             self.core.stats["bad_requests"] += 1
-            rid = recover_id(message)
-            if rid is None:
+            if (rid := recover_id(message)) is None:
                 self.core.stats["dropped_frames"] += 1
                 return None
             return [routing_id, encode(error_reply(rid, exc.to_wire()))]
@@ -226,8 +224,7 @@ class Server(Daemon):
         conn = self.conns.get(conn_id)
         if conn is not None:
             conn.routing_id, conn.last_seen = routing_id, self.core.clock()
-            cached = conn.replies.get(req_id)
-            if cached is not None:
+            if (cached := conn.replies.get(req_id)) is not None:
                 return [routing_id, cached]
             if req_id in conn.in_flight:
                 return None  # a resend of a parked call: its answer will go to the new routing id
@@ -277,8 +274,7 @@ class Server(Daemon):
         self._pass_out.extend(self.parked.void(self.conns, cause))
 
     def _remember(self, conn_id: str, req_id: int, reply: bytes) -> None:
-        conn = self.conns.get(conn_id)
-        if conn is not None:
+        if (conn := self.conns.get(conn_id)) is not None:
             remember(conn, req_id, reply)
 
     def close(self) -> None:

@@ -96,7 +96,6 @@ def require_text(name: str, value: str, max_bytes: int) -> str:
     """A text argument the schema cannot fully check: not blank, and within `max_bytes` of UTF-8."""
     if not value.strip():
         raise InvalidParams(name, "must not be empty or blank")
-    size = len(value.encode())
-    if size > max_bytes:
+    if (size := len(value.encode())) > max_bytes:
         raise InvalidParams(name, f"is {size} bytes, over the cap of {max_bytes}")
     return value

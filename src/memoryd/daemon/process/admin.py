@@ -159,8 +159,7 @@ def episodes(core: Core, args: dict[str, Any]) -> dict[str, Any]:
         due = reaper.episode_ttl_pass(core, core.clock(), dry_run=bool(args.get("dry_run")))
         return {"dry_run": bool(args.get("dry_run")), "sessions": due,
                 "episodes": sum(entry["episodes"] for entry in due)}
-    session = args.get("session")
-    if isinstance(session, str):
+    if isinstance(session := args.get("session"), str):
         return {"session": session, "episodes": [
             {**episode_view(core, e, with_body=False), "swarm_id": e.swarm_id}
             for e in core.journal.of_session(session)]}
@@ -199,8 +198,7 @@ def conflicts(core: Core, args: dict[str, Any]) -> dict[str, Any]:
     rows = []
     for memory in tier.live.values():
         for link in memory.links:
-            target = tier.live.get(link.get("target_id", ""))
-            if link.get("type") == "contradicts" and target is not None:
+            if link.get("type") == "contradicts" and (target := tier.live.get(link.get("target_id", ""))) is not None:
                 rows.append({"id": memory.id, "first_line": memory.first_line, "target_id": target.id,
                              "target_first_line": first_line_of(target.content)})
     return {"conflicts": rows[:MAX_ROWS], "total": len(rows), "framing": "data"}

@@ -68,8 +68,7 @@ def restore(core: Core) -> Resume | None:
     if not isinstance(state, dict) or state.get("v") != FORMAT or set(state.get("extensions") or ()) != set(names):
         log.info("the checkpoint is from another version; replaying the whole log")
         return None
-    resume = resume_point(core.log, state.get("log") or {})
-    if resume is None:
+    if (resume := resume_point(core.log, state.get("log") or {})) is None:
         log.info("the event log changed since the checkpoint; replaying the whole log")
         return None
     try:

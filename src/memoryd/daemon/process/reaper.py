@@ -39,8 +39,7 @@ def grace_pass(core: Core, now: float) -> list[str]:
     ended = [sid for sid, deadline in core.suspended.items() if now >= deadline]
     for session_id in ended:
         del core.suspended[session_id]
-        session = core.sessions.get(session_id)
-        if session is not None:
+        if (session := core.sessions.get(session_id)) is not None:
             core.end_session(session, "daemon_restart")
     return ended
 
@@ -53,8 +52,7 @@ def prune_session_episodes(core: Core, session_id: str) -> list[str]:
     ids = sorted(episodes)
     folder = None
     for episode_id in ids:
-        gone = core.journal.remove(episode_id)
-        if gone is not None:
+        if (gone := core.journal.remove(episode_id)) is not None:
             core.files.delete_file(core.journal.path_of(gone))
             folder = core.journal.path_of(gone).parent
     if folder is not None:
@@ -93,8 +91,7 @@ def run_due(core: Core, now: float, idle: bool = True) -> dict[str, Any]:
     if now >= core.next_ttl_check:
         done["episodes_pruned"] = [e["session"] for e in episode_ttl_pass(core, now) if "error" not in e]
         done["notes_expired"] = records.expire_notes(core, now)  # captured last messages: the same TTL
-    acted = {k: len(v) for k, v in done.items() if v}
-    if acted:
+    if acted := {k: len(v) for k, v in done.items() if v}:
         core.reaper_stats["last_run"] = iso(now)
         core.record("reaper_run", None, **acted)
     if _has_sync(core):
@@ -113,8 +110,7 @@ def next_due_in(core: Core, now: float) -> float:
     """Seconds until the earliest job could have work (the loop's poll timeout)."""
     waits = [deadline - now for deadline in core.suspended.values()] + [core.next_ttl_check - now]
     memories = core.memories
-    expiry = memories.next_pending_expiry() if memories is not None else None
-    if expiry is not None:
+    if memories is not None and (expiry := memories.next_pending_expiry()) is not None:
         waits.append(expiry - now)
     if _has_sync(core):
         waits.append(sync_service.next_due_in(core, now))

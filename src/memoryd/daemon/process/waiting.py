@@ -66,8 +66,7 @@ class ParkedCalls:
         """Unpark the calls parked since `mark` (their pass was undone); their replies say `cause`."""
         outgoing = []
         for entry in self.calls[self.mark:]:
-            conn = conns.get(entry.conn_id)
-            if conn is not None:
+            if (conn := conns.get(entry.conn_id)) is not None:
                 reply = encode(error_reply(entry.req_id, cause.to_wire()))
                 remember(conn, entry.req_id, reply)
                 outgoing.append([conn.routing_id, reply])

@@ -48,8 +48,7 @@ class EventLog:
             self.seq, self.last_hash, self.first_ts = resume.seq, resume.last_hash, resume.first_ts
             self.quarantined = list(resume.quarantined)
         for index, path in enumerate(files[first:], first):
-            problem = logcheck.not_a_plain_file(path)
-            if problem:
+            if problem := logcheck.not_a_plain_file(path):
                 raise logcheck.LogDamaged(path, 0, problem)
             self._replay_segment(path, apply, index == len(files) - 1, offset if index == first else 0)
         return _truncate_torn_tail(files[-1]) if files else 0
@@ -137,8 +136,7 @@ class EventLog:
         self._dirty = False
 
     def sync(self) -> None:
-        fd = self.flush()
-        if fd is not None:
+        if (fd := self.flush()) is not None:
             os.fsync(fd)
             self.mark_durable()
 

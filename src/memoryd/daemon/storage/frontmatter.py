@@ -50,8 +50,7 @@ def _json_lines(meta: dict[str, Any]) -> str | None:
                 return None
             if len(_PLAIN_KEYS_SEEN) < 1024:  # the frontmatter keys of a few record kinds
                 _PLAIN_KEYS_SEEN.add(key)
-        text = _json_text(value)
-        if text is None:
+        if (text := _json_text(value)) is None:
             return None
         lines.append(f"{key}: {text}\n")
     return "".join(lines)
@@ -116,8 +115,7 @@ def parse(data: bytes) -> tuple[dict[str, Any], str]:
     """The (frontmatter, body) of a record file; raises `BadRecord` for anything untrustworthy."""
     if not data.startswith(b"---\n"):
         raise BadRecord("no frontmatter")
-    end = data.find(b"\n---\n", 3)
-    if end < 0:
+    if (end := data.find(b"\n---\n", 3)) < 0:
         raise BadRecord("unterminated frontmatter")
     front = data[4 : end + 1]
     if len(front) > MAX_FRONTMATTER_BYTES:

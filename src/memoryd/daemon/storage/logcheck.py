@@ -143,8 +143,7 @@ def verify(events_dir: Path) -> dict[str, Any]:
     quarantined: list[dict[str, Any]] = []
     files = segments(events_dir)
     for index, path in enumerate(files):
-        problem = not_a_plain_file(path)
-        if problem:
+        if problem := not_a_plain_file(path):
             return {"ok": False, "events": count, "broken_seq": seq + 1, "segment": path.name, "line": 0,
                     "reason": problem, "quarantined": quarantined}
         for number, raw, is_last_line in _numbered_lines(path):
@@ -188,8 +187,7 @@ class _Repair:
     def run(self) -> dict[str, Any]:
         files = segments(self.dir)
         for path in files:
-            problem = not_a_plain_file(path)
-            if problem:
+            if problem := not_a_plain_file(path):
                 raise LogDamaged(path, 0, f"{problem}; move it away by hand, then repair again")
         for index, path in enumerate(files):
             self.out[path] = []

@@ -34,8 +34,7 @@ def start(work: Callable[[int], None]) -> Helper | None:
 def finish(helper: Helper) -> int:
     """Wait for the helper; the file it wrote (the caller closes it). ValueError if it failed."""
     pid, fd = helper
-    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-    if code != 0:
+    if (code := os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])) != 0:
         os.close(fd)
         raise ValueError(f"a start helper exited with status {code}")
     return fd

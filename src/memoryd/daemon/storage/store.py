@@ -125,12 +125,10 @@ class FileStore:
 
     def _supersede(self, path: Path) -> None:
         """Drop the version of `path` staged, or whose rename kept failing."""
-        staged = self._staged.pop(path, None)
-        if staged is not None:
+        if (staged := self._staged.pop(path, None)) is not None:
             os.close(staged[1])
             staged[0].unlink(missing_ok=True)
-        tmp = self._unpublished.pop(path, None)
-        if tmp is not None:
+        if (tmp := self._unpublished.pop(path, None)) is not None:
             tmp.unlink(missing_ok=True)
 
     def delete_file(self, path: Path) -> None:
