@@ -233,8 +233,7 @@ class Server(Daemon):
         try:
             result = OPS[op](self, conn_id, routing_id, {**args, "_req_id": req_id})
         except Exception as exc:  # noqa: BLE001 - a bug must not take the daemon down: `_typed` logs it
-            error = self._undo_failed(op, args, exc, before)
-            reply = encode(error_reply(req_id, error.to_wire()))
+            reply = encode(error_reply(req_id, self._undo_failed(op, args, exc, before).to_wire()))
         else:
             if isinstance(result, Parked):
                 return None

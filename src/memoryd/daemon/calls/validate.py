@@ -13,23 +13,14 @@ _TYPES: dict[str, tuple[type, ...]] = {"string": (str,), "integer": (int,), "num
                                        "array": (list,), "object": (dict,), "null": (type(None),)}
 
 
+# An escape, a character class (maybe unterminated) or one character: only a bare `$` is changed.
+_PATTERN_TOKEN = re.compile(r"\\.?|\[(?:\\.?|[^\\\]])*\]?|.", re.S)
+
+
 @lru_cache(maxsize=256)
 def python_pattern(regex: str) -> re.Pattern[str]:
     """A schema `pattern` (ECMA-262) for Python: `$` outside a class becomes `\\Z` (no final newline)."""
-    out, in_class, i = [], False, 0
-    while i < len(regex):
-        char = regex[i]
-        if char == "\\":
-            out.append(regex[i:i + 2])
-            i += 2
-            continue
-        if char == "[" and not in_class:
-            in_class = True
-        elif char == "]" and in_class:
-            in_class = False
-        out.append("\\Z" if char == "$" and not in_class else char)
-        i += 1
-    return re.compile("".join(out))
+    return re.compile("".join("\\Z" if token == "$" else token for token in _PATTERN_TOKEN.findall(regex)))
 
 
 def check_args(schema: dict[str, Any], args: Any) -> dict[str, Any]:

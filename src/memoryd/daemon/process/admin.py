@@ -85,8 +85,7 @@ def resolve(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[str, An
     if owner is None:
         raise ResourceState("unknown_pending", pending_id)
     handler = memory_write_confirm if decision == "confirm" else memory_write_cancel
-    req = f"{conn.id}:admin:{args.get('_req_id')}"
-    result = handler(Call(core, conn, owner, req), {"pending_id": pending_id})
+    result = handler(Call(core, conn, owner, f"{conn.id}:admin:{args.get('_req_id')}"), {"pending_id": pending_id})
     # After the handler, so a refused decision (expired, …) writes nothing, as tool errors do.
     core.record("operator_resolve", core.sessions.get(conn.session_id), pending_id=pending_id,
                 decision=decision, owner=owner.id, status=result.get("status"))

@@ -148,11 +148,8 @@ class EventLog:
 
     def checkpoint(self) -> tuple[Any, ...]:
         """Where the durable log ends now (call right after a sync): what `rollback` returns to."""
-        if self._segment:  # the usual case: no listing of the log's folder
-            path: Path | None = self.dir / f"{self._segment}.jsonl"
-        else:
-            existing = logcheck.segments(self.dir)
-            path = existing[-1] if existing else None
+        path = (self.dir / f"{self._segment}.jsonl" if self._segment  # the usual case: no listing of the log's folder
+                else next(reversed(logcheck.segments(self.dir)), None))
         size = os.fstat(self._file.fileno()).st_size if self._file is not None else _size(path)
         return (self.seq, self.last_hash, self.first_ts, path, size)
 

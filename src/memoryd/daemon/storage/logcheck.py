@@ -29,8 +29,7 @@ canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii
 
 
 def chain_hash(prev: str, event: dict[str, Any]) -> str:
-    body = {k: v for k, v in event.items() if k != "hash"}
-    return hashlib.sha256((prev + canonical(body)).encode()).hexdigest()
+    return hashlib.sha256((prev + canonical({k: v for k, v in event.items() if k != "hash"})).encode()).hexdigest()
 
 
 def segments(events_dir: Path) -> list[Path]:

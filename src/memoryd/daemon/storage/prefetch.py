@@ -50,8 +50,7 @@ class Shares:
 
     def take(self, taker: int) -> Iterator[int]:
         """The chunks `taker` (HELPER or DAEMON) claims, up to the first the other has marked."""
-        order = range(self.count) if taker == HELPER else range(self.count - 1, -1, -1)
-        for index in order:
+        for index in range(self.count) if taker == HELPER else range(self.count - 1, -1, -1):
             if self.marks[index]:
                 return
             self.marks[index] = taker

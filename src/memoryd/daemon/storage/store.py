@@ -210,12 +210,10 @@ class FileStore:
                 log.error("could not delete %s (%s); left in place", path, exc)
         self._deletes.clear()
         for directory in self._rmdirs:
-            try:
+            with contextlib.suppress(OSError, LinkRefused):  # not empty, or a link planted since
                 check_no_links(self.root, directory)
                 directory.rmdir()
                 self._dirty_dirs.add(directory.parent)
-            except (OSError, LinkRefused):
-                pass
         self._rmdirs.clear()
 
     def abort(self) -> None:
