@@ -43,8 +43,7 @@ class Call:
 
 
 class Core(DomainState):
-    # Set by the daemon's start-up: re-attaches the tiers when `reload` rebuilds the state.
-    attach_tiers: Callable[[Core], None] | None = None
+    attach_tiers: Callable[[Core], None] | None = None  # set at start-up: attaches the tiers again in `reload`
 
     def open(self, resume: Resume | None = None) -> dict[str, Any]:
         """Recovery at start (only the log's tail after `resume`); returns the `recovery` counts."""

@@ -26,18 +26,15 @@ from memoryd.errors import InternalError, StorageError
 
 log = logging.getLogger("memoryd.daemon")
 
-# Start-up progress: (what is being done, how many so far, how many in all or 0 when unknown).
-Progress = Callable[[str, int, int], None]
+Progress = Callable[[str, int, int], None]  # (what is being done, how many so far, how many in all or 0 if unknown)
 
 
 def no_progress(phase: str, done: int, total: int) -> None:
     pass
 
 
-# How long reads' audit events may wait for an fsync (docs/storage.md, "Group commit").
-READ_EVENTS_SYNC_S = 1.0
-# After a full disk, writes are refused up front until this much is free again.
-RESUME_FREE_BYTES = 256 * 1024
+READ_EVENTS_SYNC_S = 1.0  # how long reads' audit events may wait for an fsync (docs/storage.md, "Group commit")
+RESUME_FREE_BYTES = 256 * 1024  # after a full disk, writes are refused up front until this much is free again
 LOW_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
@@ -108,10 +105,8 @@ class DomainState:
         self.episode_feed: list[str] = []
         self.feed_base = 0
         self.progress: Progress = no_progress
-        # After a resumed start: the ids the stopped run named, for `verify_files`' temp-file sweep.
-        self.temp_sweep_ids: set[str] | None = None
-        # Called with each event `record` appends live, never on replay (e.g. sessions/news.py).
-        self.observers: list[Callable[[dict[str, Any]], None]] = []
+        self.temp_sweep_ids: set[str] | None = None  # after a resumed start: for the temp-file sweep
+        self.observers: list[Callable[[dict[str, Any]], None]] = []  # called with each event `record` appends live
 
     def now(self) -> str:
         return iso(self.clock())

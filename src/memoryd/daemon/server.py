@@ -25,8 +25,7 @@ log = logging.getLogger("memoryd.daemon")
 MAX_BATCH = 512
 ZAP_ENDPOINT = "inproc://zeromq.zap.01"
 TIMERS_BACKOFF_S = 5.0  # after a timed pass failed on the store
-# A request may make a job due sooner; under load the timed passes run once per this, not per request.
-TIMERS_AFTER_REQUEST_S = 0.01
+TIMERS_AFTER_REQUEST_S = 0.01  # a request may make a job due sooner; under load the timed passes run once per this
 # pyzmq's flag and option enums cost microseconds per use; the loop's per-frame calls pass ints.
 _NOBLOCK, _SNDMORE = int(zmq.NOBLOCK), int(zmq.SNDMORE)
 _EVENTS, _RCVMORE, _POLLIN = int(zmq.EVENTS), int(zmq.RCVMORE), int(zmq.POLLIN)
@@ -35,8 +34,7 @@ OPS: dict[str, Callable[[Daemon, str, bytes, dict[str, Any]], Any]] = {
     "bye": ops.bye, "status": ops.status, "stop": ops.stop, "episodes": ops.episodes,
     "hook": ops.hook, "admin": ops.admin_op,
 }
-# Ops whose reply a pass whose commit fails must take back.
-STATEFUL_OPS = frozenset({"hello", "call", "bye", "hook", "episodes"})
+STATEFUL_OPS = frozenset({"hello", "call", "bye", "hook", "episodes"})  # a failed commit takes their replies back
 
 
 def _typed(op: str, exc: Exception) -> MemorydError:

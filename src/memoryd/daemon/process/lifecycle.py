@@ -172,8 +172,7 @@ def open_store(root: Path, settings: config.Config, progress: Progress) -> tuple
     core.attach_tiers = _attach_tiers  # `Core.reload` (after a failed commit) attaches them again
     core.progress = progress
     _attach_tiers(core)
-    # The cyclic GC walking the growing heap was a third of a 100k start; what is loaded lives on: freeze it.
-    gc.disable()
+    gc.disable()  # the cyclic GC walking the growing heap was a third of a 100k start; what is loaded lives on
     try:
         report = core.open(checkpoint.restore(core))
         from memoryd.daemon.sessions.records import convert_captured_handoffs

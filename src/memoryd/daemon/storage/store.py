@@ -73,8 +73,7 @@ class FileStore:
         self._staged: dict[Path, tuple[Path, int]] = {}  # final path -> (temp path, open fd)
         self._deletes: dict[Path, None] = {}
         self._rmdirs: dict[Path, None] = {}
-        # Flushed and logged but the rename failed: retried at every publish, served meanwhile.
-        self._unpublished: dict[Path, Path] = {}
+        self._unpublished: dict[Path, Path] = {}  # logged, the rename failed: retried at each publish
         self.changes = 0  # staged writes and deletes so far: a call that changed nothing shows it
         self.strict = True  # refuse unchangeable targets at staging; recovery turns it off
         self.stuck: list[dict[str, str]] = []  # temp files recovery could not touch
