@@ -30,9 +30,8 @@ TIMERS_AFTER_REQUEST_S = 0.01  # a request may make a job due sooner; under load
 _NOBLOCK, _SNDMORE = int(zmq.NOBLOCK), int(zmq.SNDMORE)
 _EVENTS, _RCVMORE, _POLLIN = int(zmq.EVENTS), int(zmq.RCVMORE), int(zmq.POLLIN)
 OPS: dict[str, Callable[[Daemon, str, bytes, dict[str, Any]], Any]] = {
-    "hello": ops.hello, "tools": ops.tools, "call": ops.call, "heartbeat": ops.heartbeat,
-    "bye": ops.bye, "status": ops.status, "stop": ops.stop, "episodes": ops.episodes,
-    "hook": ops.hook, "admin": ops.admin_op,
+    "hello": ops.hello, "tools": ops.tools, "call": ops.call, "heartbeat": ops.heartbeat, "bye": ops.bye,
+    "status": ops.status, "stop": ops.stop, "episodes": ops.episodes, "hook": ops.hook, "admin": ops.admin_op,
 }
 STATEFUL_OPS = frozenset({"hello", "call", "bye", "hook", "episodes"})  # a failed commit takes their replies back
 

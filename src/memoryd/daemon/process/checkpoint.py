@@ -25,9 +25,8 @@ log = logging.getLogger("memoryd.daemon")
 FORMAT = 7  # 7: sessions as packed rows; the file ends with the CRC-32 of what precedes it
 NAME = "checkpoint"
 # Session fields the log defines, in this order; the rest of a Session is runtime state.
-_SESSION_FIELDS = ("id", "worktree", "repo", "project", "client", "started_at", "last_active", "calls",
-                   "handoff_calls", "episodes_written", "episodes_promoted", "ended", "ended_at", "summary",
-                   "handoff_id")
+_SESSION_FIELDS = ("id", "worktree", "repo", "project", "client", "started_at", "last_active", "calls", "handoff_calls",
+                   "episodes_written", "episodes_promoted", "ended", "ended_at", "summary", "handoff_id")
 _SET_FIELDS = frozenset({"episodes_written", "episodes_promoted"})
 # Fields most sessions share a value of (a worktree, a project, "closed"): one string object each.
 _SHARED_FIELDS = tuple(_SESSION_FIELDS.index(f) for f in ("worktree", "repo", "project", "client", "ended"))

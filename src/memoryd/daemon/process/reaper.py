@@ -24,8 +24,7 @@ VERIFY_UNDER_LOAD_S = 1.0
 
 def liveness_pass(core: Core, conns: dict[str, Conn], now: float) -> list[str]:
     """End the session of every connection silent for 3 heartbeats as `lost`; returns their ids."""
-    limit = 3 * core.config.heartbeat_seconds
-    lost = [cid for cid, conn in conns.items() if now - conn.last_seen > limit]
+    lost = [cid for cid, conn in conns.items() if now - conn.last_seen > 3 * core.config.heartbeat_seconds]
     for conn_id in lost:
         conn = conns.pop(conn_id)
         session = core.sessions.get(conn.session_id) if conn.session_id is not None else None
