@@ -73,10 +73,12 @@ def _json_text(value: Any) -> str | None:
         items = [_json_text(v) for v in value]
         return None if None in items else "[" + ", ".join(items) + "]"  # type: ignore[arg-type]
     if kind is dict:
-        pairs = [(k, _json_text(v)) for k, v in value.items()]
-        if any(type(k) is not str or not k.isascii() or text is None for k, text in pairs):
-            return None
-        return "{" + ", ".join(f"{_json_string(k)}: {text}" for k, text in pairs) + "}"
+        pairs = []
+        for k, v in value.items():
+            if (text := _json_text(v)) is None or type(k) is not str or not k.isascii():
+                return None
+            pairs.append(f"{_json_string(k)}: {text}")
+        return "{" + ", ".join(pairs) + "}"
     return None
 
 
