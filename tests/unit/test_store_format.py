@@ -10,6 +10,7 @@ import string
 import pytest
 import yaml
 
+from memoryd import safe_yaml
 from memoryd.daemon.identity import idents
 from memoryd.daemon.storage import frontmatter, nofollow
 from memoryd.errors import InvalidParams
@@ -44,7 +45,7 @@ def test_random_frontmatters_read_back_exactly_with_both_parsers() -> None:
         except InvalidParams:
             continue  # a value YAML cannot carry (e.g. NEL): refused, as before
         assert frontmatter.parse(data) == (meta, "body")
-        assert yaml.load(_front(data), Loader=frontmatter._yaml()[1]) == meta
+        assert yaml.load(_front(data), Loader=safe_yaml.yaml_kit()[1]) == meta
 
 
 def test_plain_ascii_records_use_json_lines_and_the_rest_yaml() -> None:
@@ -60,7 +61,7 @@ def test_lines_json_and_yaml_could_read_differently_go_to_yaml(line: str) -> Non
     assert frontmatter._parse_json_lines(line + "\n") is None or line == 'a:  "x"'
     data = f"---\n{line}\n---\nbody".encode()
     try:
-        expected = yaml.load(line + "\n", Loader=frontmatter._yaml()[1])
+        expected = yaml.load(line + "\n", Loader=safe_yaml.yaml_kit()[1])
     except yaml.YAMLError:
         return
     if isinstance(expected, dict):
@@ -71,7 +72,7 @@ def test_lines_json_and_yaml_could_read_differently_go_to_yaml(line: str) -> Non
 def test_keys_yaml_reads_as_booleans_or_null_are_left_to_yaml(key: str) -> None:
     assert frontmatter._parse_json_lines(f'{key}: "x"\n') is None
     data = frontmatter.render({key: "x"}, "b", "c")
-    assert frontmatter.parse(data)[0] == yaml.load(_front(data), Loader=frontmatter._yaml()[1]) == {key: "x"}
+    assert frontmatter.parse(data)[0] == yaml.load(_front(data), Loader=safe_yaml.yaml_kit()[1]) == {key: "x"}
 
 
 def test_the_memory_cache_row_follows_the_memory_fields_in_order() -> None:

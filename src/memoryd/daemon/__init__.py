@@ -1,5 +1,2 @@
-"""The daemon: the only writer of the store and the event log.
-
-Each layer imports only the ones below it (tests/unit/test_layout.py); the layers and the one
-exception (`domain` holds the episode journal, `episodes/journal.py` with `episodes/index.py` and
-`episodes/index_cache.py`) are in docs/architecture.md."""
+"""The daemon: the only writer of the store and the event log. Each layer imports only the ones below it
+(tests/unit/test_layout.py); the layers and the one exception are in docs/architecture.md."""

@@ -14,19 +14,10 @@ from memoryd.daemon.tool import Tool
 from memoryd.instructions import INSTRUCTIONS
 from memoryd.profiles import PROFILES
 
+TOOLS: dict[str, Tool] = {tool.name: tool for tier in (episode_tools.TOOLS, memory_tools.TOOLS, session_tools.TOOLS)
+                          for tool in tier}
 
-def _collect() -> dict[str, Tool]:
-    tiers = [episode_tools.TOOLS, memory_tools.TOOLS, session_tools.TOOLS]
-    return {tool.name: tool for tier in tiers for tool in tier}
-
-
-TOOLS: dict[str, Tool] = _collect()
-
-# The `core` profile (the default; `Tool.core`): what an agent calls on its own — the seed tools,
-# a write and its pending flow, a task's own question and the ids the hooks inject, the start
-# without hooks — and what those calls' results send it to. Why each: docs/tools.md, "Tool
-# profiles". Reading at session start and on each prompt is the hooks' job, so the browsing and
-# curation tools wait for `full`.
+# The `core` profile (the default; `Tool.core`): what an agent calls on its own (docs/tools.md, "Tool profiles").
 CORE = tuple(name for name, tool in TOOLS.items() if tool.core)
 
 

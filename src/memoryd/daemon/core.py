@@ -43,8 +43,7 @@ class Call:
 
 
 class Core(DomainState):
-    # Set by the daemon's start-up: re-attaches the tiers when `reload` rebuilds the state.
-    attach_tiers: Callable[[Core], None] | None = None
+    attach_tiers: Callable[[Core], None] | None = None  # set at start-up: attaches the tiers again in `reload`
 
     def open(self, resume: Resume | None = None) -> dict[str, Any]:
         """Recovery at start (only the log's tail after `resume`); returns the `recovery` counts."""
@@ -60,10 +59,8 @@ class Core(DomainState):
             raise StoreDamaged(f"the event log cannot be repaired ({exc}); make {exc.filename or self.log.dir} "
                                "writable, then start again", str(exc.filename or self.log.dir)) from exc
         self._mark = self.log.checkpoint()
-        self.files.strict = False
-        temp_files: dict[str, Any]
         if resume is None:  # the episode folders' own: once the prefetch helper has listed them
-            temp_files = self._settle_temp_files(self.last_run_ids, deep=not self.journal.prefetching)
+            temp_files: dict[str, Any] = self._settle_temp_files(self.last_run_ids, deep=not self.journal.prefetching)
         else:  # after a clean stop no temp file of ours is left: a stray one can wait for the loop
             temp_files, self.temp_sweep_ids = {"temp_files_swept": "after start"}, self.last_run_ids
         self.torn_bytes_truncated = torn
@@ -72,10 +69,11 @@ class Core(DomainState):
                   **self._load_files(resumed=resume is not None)}
         for key, count in report.pop("session_temp_files", {}).items():
             report[key] += count
-        suspended = self._suspend_open_sessions()
+        grace_until = self.clock() + 3 * self.config.heartbeat_seconds
+        self.suspended.update(dict.fromkeys((s.id for s in self.sessions.open_sessions()), grace_until))
         self.trim_feed()  # replay filled it with history no parked call waits for
         try:
-            self.record("daemon_start", pid=os.getpid(), suspended_sessions=suspended)
+            self.record("daemon_start", pid=os.getpid(), suspended_sessions=len(self.suspended))
             self.record("recovery", **report)
             self.sync()
         except StorageError as exc:
@@ -94,8 +92,7 @@ class Core(DomainState):
     def reload(self) -> None:
         """Rebuild the state from the durable log and files in place, keeping the runtime facts."""
         kept = {name: getattr(self, name) for name in _RUNTIME_FIELDS}
-        feed_end = self.feed_end
-        old_sessions, files = self.sessions.sessions, self.files
+        feed_end, old_sessions, files = self.feed_end, self.sessions.sessions, self.files
         Core.__init__(self, self.root, self.config, self.clock, files)
         self.__dict__.update(kept)
         if self.attach_tiers is not None:
@@ -158,8 +155,7 @@ class Core(DomainState):
 
     def _reconcile_episodes(self) -> dict[str, Any]:
         for episode_id in self.removed_episodes & self.journal.by_id.keys():  # outlived a crash
-            episode = self.journal.remove(episode_id)
-            if episode is not None:
+            if (episode := self.journal.remove(episode_id)) is not None:
                 self.files.delete_file(self.journal.path_of(episode))
         self._note_session_dirs()
         counts = self.journal.provenance_counts(self.logged_episodes)
@@ -181,9 +177,3 @@ class Core(DomainState):
                 counts["local"] == len(logged) - sum(1 for i in removed if i in logged):
             return []  # (`local`: owned ids that are logged; removed ones were dropped before)
         return sorted((logged - removed).difference(owner))
-
-    def _suspend_open_sessions(self) -> int:
-        grace_until = self.clock() + 3 * self.config.heartbeat_seconds
-        for session in self.sessions.open_sessions():
-            self.suspended[session.id] = grace_until
-        return len(self.suspended)

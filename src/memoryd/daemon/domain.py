@@ -26,18 +26,15 @@ from memoryd.errors import InternalError, StorageError
 
 log = logging.getLogger("memoryd.daemon")
 
-# Start-up progress: (what is being done, how many so far, how many in all or 0 when unknown).
-Progress = Callable[[str, int, int], None]
+Progress = Callable[[str, int, int], None]  # (what is being done, how many so far, how many in all or 0 if unknown)
 
 
 def no_progress(phase: str, done: int, total: int) -> None:
     pass
 
 
-# How long reads' audit events may wait for an fsync (docs/storage.md, "Group commit").
-READ_EVENTS_SYNC_S = 1.0
-# After a full disk, writes are refused up front until this much is free again.
-RESUME_FREE_BYTES = 256 * 1024
+READ_EVENTS_SYNC_S = 1.0  # how long reads' audit events may wait for an fsync (docs/storage.md, "Group commit")
+RESUME_FREE_BYTES = 256 * 1024  # after a full disk, writes are refused up front until this much is free again
 LOW_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
@@ -108,10 +105,8 @@ class DomainState:
         self.episode_feed: list[str] = []
         self.feed_base = 0
         self.progress: Progress = no_progress
-        # After a resumed start: the ids the stopped run named, for `verify_files`' temp-file sweep.
-        self.temp_sweep_ids: set[str] | None = None
-        # Called with each event `record` appends live, never on replay (e.g. sessions/news.py).
-        self.observers: list[Callable[[dict[str, Any]], None]] = []
+        self.temp_sweep_ids: set[str] | None = None  # after a resumed start: for the temp-file sweep
+        self.observers: list[Callable[[dict[str, Any]], None]] = []  # called with each event `record` appends live
 
     def now(self) -> str:
         return iso(self.clock())
@@ -194,13 +189,11 @@ class DomainState:
         return not self.low_space
 
     def apply(self, event: dict[str, Any]) -> None:
-        handler = _APPLIERS.get(event["kind"])
-        if handler is not None:
+        if (handler := _APPLIERS.get(event["kind"])) is not None:
             handler(self, event)
         for extension in self.extensions:
             extension.apply(event)
-        session = self.sessions.get(event.get("session", ""))
-        if session is not None and event["kind"] not in NON_CALL_KINDS:
+        if (session := self.sessions.get(event.get("session", ""))) is not None and event["kind"] not in NON_CALL_KINDS:
             self.sessions.touch(session, event["ts"])
         if "req" in event:  # kept small: only what a retry's replayer reads (Tool.replay)
             self.retries.note(event)
@@ -276,24 +269,21 @@ def _on_session_start(core: DomainState, event: dict[str, Any]) -> None:
 
 
 def _on_session_end(core: DomainState, event: dict[str, Any]) -> None:
-    session = core.sessions.get(event["session"])
-    if session is not None:
+    if (session := core.sessions.get(event["session"])) is not None:
         core.sessions.end(session, event["reason"], event["ts"])
         session.summary = event.get("summary", session.summary)
         session.handoff_id = event.get("handoff_id", session.handoff_id)
 
 
 def _on_session_reopen(core: DomainState, event: dict[str, Any]) -> None:
-    session = core.sessions.get(event["session"])
-    if session is not None:
+    if (session := core.sessions.get(event["session"])) is not None:
         core.sessions.reopen(session, event["ts"])
 
 
 def _on_episode_write(core: DomainState, event: dict[str, Any]) -> None:
     core.logged_episodes.add(event["episode_id"])
     core.episode_feed.append(event["episode_id"])
-    session = core.sessions.get(event["session"])
-    if session is not None:
+    if (session := core.sessions.get(event["session"])) is not None:
         written = session.episodes_written
         if type(written) is not set:  # a restored session's tuple (see Session): a set once it grows
             written = session.episodes_written = set(written)
@@ -301,8 +291,7 @@ def _on_episode_write(core: DomainState, event: dict[str, Any]) -> None:
 
 
 def _on_episode_handoff(core: DomainState, event: dict[str, Any]) -> None:
-    session = core.sessions.get(event["session"])
-    if session is not None:
+    if (session := core.sessions.get(event["session"])) is not None:
         session.handoff_calls += 1
 
 
@@ -311,8 +300,7 @@ def _on_episode_gone(core: DomainState, event: dict[str, Any]) -> None:
     if event["kind"] in (names.EPISODE_PROMOTE, WRITE_CONFIRM) and event.get("deleted") is not True:
         return
     core.removed_episodes.update(ids)
-    owner = core.sessions.get(event.get("owner", ""))
-    if owner is not None and event["kind"] != EPISODE_PRUNE:
+    if (owner := core.sessions.get(event.get("owner", ""))) is not None and event["kind"] != EPISODE_PRUNE:
         owner.episodes_promoted = {*owner.episodes_promoted, *ids}
 
 

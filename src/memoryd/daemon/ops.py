@@ -16,7 +16,6 @@ from memoryd.daemon.identity.session_table import Conn, is_operator_client
 from memoryd.daemon.process import admin
 from memoryd.daemon.process.waiting import ParkedCalls
 from memoryd.daemon.sessions import binding, hooks
-from memoryd.daemon.sessions.binding import Bindings
 from memoryd.daemon.sessions.news import News
 from memoryd.daemon.tool import Parked
 from memoryd.errors import BadRequest, InvalidParams, ProtocolMismatch, StorageError
@@ -30,14 +29,13 @@ class Daemon:
         self.running = True
         self.conns: dict[str, Conn] = {}
         self.parked = ParkedCalls()
-        self.bindings = Bindings(core, self.conns)
+        self.bindings = binding.Bindings(core, self.conns)
         self.news = News()
         core.observers.append(self.news.observe)
         self.refused_peers = 0  # peers of another uid (server.Server.answer_zap)
 
     def connection(self, conn_id: str, doing: str) -> Conn:
-        conn = self.conns.get(conn_id)
-        if conn is None:
+        if (conn := self.conns.get(conn_id)) is None:
             raise BadRequest(f"unknown connection: say hello {doing}", kind="unknown_connection")
         return conn
 
@@ -50,16 +48,15 @@ def hello(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> d
             "run `memoryd restart` so both are the same version")
     raw = args.get("identity")
     raw = raw if isinstance(raw, dict) else {}
-    identity = _clean_identity(raw)
+    identity = {key: value[:4096] if isinstance(value := raw.get(key), str) and value else None
+                for key in ("worktree", "repo", "project", "client", "swarm_id", "client_session")}
+    identity["pid"] = raw.get("pid") if isinstance(raw.get("pid"), int) else None
     transient = raw.get("transient") is True  # a hook process (the client library's hello carries no flags)
-    if is_operator_client(identity.get("client")):
-        session = d.bindings.operator_session(identity, create=False)
-    else:
-        session = d.bindings.attach_or_start(conn_id, identity, args.get("session_id"), transient)
+    session = (d.bindings.operator_session(identity, create=False) if is_operator_client(identity.get("client"))
+               else d.bindings.attach_or_start(conn_id, identity, args.get("session_id"), transient))
     old = d.conns.get(conn_id)
     conn = Conn(id=conn_id, routing_id=routing_id, identity=identity, session_id=session.id if session else None,
-                last_seen=d.core.clock(), transient=transient,
-                dry_run=transient and raw.get("dry_run") is True)
+                last_seen=d.core.clock(), transient=transient, dry_run=transient and raw.get("dry_run") is True)
     if old is not None:
         conn.replies, conn.reply_bytes = old.replies, old.reply_bytes
     d.conns[conn_id] = conn
@@ -68,13 +65,6 @@ def hello(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> d
     if transient:
         reply["hook"] = hooks.settings(d.core)
     return reply
-
-
-def _clean_identity(raw: dict[str, Any]) -> dict[str, Any]:
-    out = {key: value[:4096] if isinstance(value := raw.get(key), str) and value else None
-           for key in ("worktree", "repo", "project", "client", "swarm_id", "client_session")}
-    out["pid"] = raw.get("pid") if isinstance(raw.get("pid"), int) else None
-    return out
 
 
 def tools(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
@@ -95,10 +85,8 @@ def call(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> An
     core = d.core
     req = f"{conn_id}:{args['_req_id']}"
     applied = core.retries.applied(req)
-    if applied is not None and tool.replay is not None:
-        replayed = tool.replay(core, applied)
-        if replayed is not None:
-            return replayed
+    if applied is not None and tool.replay is not None and (replayed := tool.replay(core, applied)) is not None:
+        return replayed
     raw = args.get("arguments")
     arguments = check_args(tool.input_schema, {} if raw is None else raw)
     if not tool.read_only and not core.writable():
@@ -137,10 +125,8 @@ def heartbeat(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) 
 
 
 def bye(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
-    conn = d.conns.pop(conn_id, None)
-    if conn is not None:
-        session = d.core.sessions.get(conn.session_id)
-        if session is not None and session.conn == conn_id:
+    if (conn := d.conns.pop(conn_id, None)) is not None:
+        if (session := d.core.sessions.get(conn.session_id)) is not None and session.conn == conn_id:
             hooks.end_session(d.core, session, "closed", d.bindings.client_sessions)
         d.parked.drop(conn_id)
     return {}
@@ -149,9 +135,8 @@ def bye(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dic
 def status(d: Daemon, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
     core = d.core
     counts = {"episodes": len(core.journal.by_id), "sessions": len(core.sessions), "events": core.log.seq}
-    memories = core.memories
-    if memories is not None:
-        counts.update(memories.counts())
+    if core.memories is not None:
+        counts.update(core.memories.counts())
     return {"pid": os.getpid(), "version": __version__, "protocol": PROTOCOL,
             "uptime_s": round(core.clock() - core.started, 1), "connections": len(d.conns),
             "open_sessions": len(core.sessions.open_sessions()), "store": str(core.root),

@@ -25,18 +25,15 @@ log = logging.getLogger("memoryd.daemon")
 MAX_BATCH = 512
 ZAP_ENDPOINT = "inproc://zeromq.zap.01"
 TIMERS_BACKOFF_S = 5.0  # after a timed pass failed on the store
-# A request may make a job due sooner; under load the timed passes run once per this, not per request.
-TIMERS_AFTER_REQUEST_S = 0.01
+TIMERS_AFTER_REQUEST_S = 0.01  # a request may make a job due sooner; under load the timed passes run once per this
 # pyzmq's flag and option enums cost microseconds per use; the loop's per-frame calls pass ints.
 _NOBLOCK, _SNDMORE = int(zmq.NOBLOCK), int(zmq.SNDMORE)
 _EVENTS, _RCVMORE, _POLLIN = int(zmq.EVENTS), int(zmq.RCVMORE), int(zmq.POLLIN)
 OPS: dict[str, Callable[[Daemon, str, bytes, dict[str, Any]], Any]] = {
-    "hello": ops.hello, "tools": ops.tools, "call": ops.call, "heartbeat": ops.heartbeat,
-    "bye": ops.bye, "status": ops.status, "stop": ops.stop, "episodes": ops.episodes,
-    "hook": ops.hook, "admin": ops.admin_op,
+    "hello": ops.hello, "tools": ops.tools, "call": ops.call, "heartbeat": ops.heartbeat, "bye": ops.bye,
+    "status": ops.status, "stop": ops.stop, "episodes": ops.episodes, "hook": ops.hook, "admin": ops.admin_op,
 }
-# Ops whose reply a pass whose commit fails must take back.
-STATEFUL_OPS = frozenset({"hello", "call", "bye", "hook", "episodes"})
+STATEFUL_OPS = frozenset({"hello", "call", "bye", "hook", "episodes"})  # a failed commit takes their replies back
 
 
 def _typed(op: str, exc: Exception) -> MemorydError:
@@ -108,8 +105,10 @@ class Server(Daemon):
         for _ in range(MAX_BATCH):
             if not int(router.get(_EVENTS)) & _POLLIN:  # cheaper than ending on a zmq.Again
                 break
-            reply = self.handle_frames(self._recv_frames())
-            if reply is not None:
+            frames = [router.recv(_NOBLOCK)]
+            while router.get(_RCVMORE):
+                frames.append(router.recv(_NOBLOCK))
+            if (reply := self.handle_frames(frames)) is not None:
                 outgoing.append(reply)
             if not self.running:
                 break
@@ -124,13 +123,6 @@ class Server(Daemon):
         self.core.trim_feed()  # every parked call has now looked at every new episode
         self.send_all(outgoing)
         self.timers_at = min(self.timers_at, self.core.clock() + TIMERS_AFTER_REQUEST_S)
-
-    def _recv_frames(self) -> list[bytes]:
-        router = self.router
-        frames = [router.recv(_NOBLOCK)]
-        while router.get(_RCVMORE):
-            frames.append(router.recv(_NOBLOCK))
-        return frames
 
     def send_all(self, outgoing: list[list[bytes]]) -> None:
         router = self.router
@@ -147,8 +139,7 @@ class Server(Daemon):
         now = self.core.clock()
         if now >= self.timers_at and now >= self.timers_resume_at:
             self._timed_passes(now, idle)
-            wait = min(reaper.next_due_in(self.core, now), self.core.config.heartbeat_seconds)
-            self.timers_at = now + wait
+            self.timers_at = now + min(reaper.next_due_in(self.core, now), self.core.config.heartbeat_seconds)
         outgoing = self.parked.wake(self.conns, timed_out=True) if self.parked.calls else []
         try:
             self.core.sync(defer_reads=True)
@@ -219,8 +210,7 @@ class Server(Daemon):
             req_id, op, args, conn_id = validate_request(message)
         except BadRequest as exc:
             self.core.stats["bad_requests"] += 1
-            rid = recover_id(message)
-            if rid is None:
+            if (rid := recover_id(message)) is None:
                 self.core.stats["dropped_frames"] += 1
                 return None
             return [routing_id, encode(error_reply(rid, exc.to_wire()))]
@@ -231,8 +221,7 @@ class Server(Daemon):
         conn = self.conns.get(conn_id)
         if conn is not None:
             conn.routing_id, conn.last_seen = routing_id, self.core.clock()
-            cached = conn.replies.get(req_id)
-            if cached is not None:
+            if (cached := conn.replies.get(req_id)) is not None:
                 return [routing_id, cached]
             if req_id in conn.in_flight:
                 return None  # a resend of a parked call: its answer will go to the new routing id
@@ -241,8 +230,7 @@ class Server(Daemon):
         try:
             result = OPS[op](self, conn_id, routing_id, {**args, "_req_id": req_id})
         except Exception as exc:  # noqa: BLE001 - a bug must not take the daemon down: `_typed` logs it
-            error = self._undo_failed(op, args, exc, before)
-            reply = encode(error_reply(req_id, error.to_wire()))
+            reply = encode(error_reply(req_id, self._undo_failed(op, args, exc, before).to_wire()))
         else:
             if isinstance(result, Parked):
                 return None
@@ -282,8 +270,7 @@ class Server(Daemon):
         self._pass_out.extend(self.parked.void(self.conns, cause))
 
     def _remember(self, conn_id: str, req_id: int, reply: bytes) -> None:
-        conn = self.conns.get(conn_id)
-        if conn is not None:
+        if (conn := self.conns.get(conn_id)) is not None:
             remember(conn, req_id, reply)
 
     def close(self) -> None:

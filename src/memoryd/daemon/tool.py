@@ -1,9 +1,5 @@
-"""What a tool is — one declaration: name, description, its arguments' typed signature (a TypedDict,
-`calls.signature`), the result's shape, annotations, handler, its profile and how a resent call is
-replayed — and the argument types tools share.
-
-Import contract: nothing above `core`. Each tier module lists its `TOOLS`; `catalogue` joins them.
-"""
+"""What a tool is, in one declaration (its arguments' typed signature: `calls.signature`), and the argument
+types tools share. Import contract: nothing above `core`; each tier lists its `TOOLS`, `catalogue` joins them."""
 
 from __future__ import annotations
 
@@ -58,14 +54,10 @@ class Tool:
         return tuple(self.input_schema.get("required", ()))
 
     def wire(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "description": self.description,
-            "inputSchema": advertised(self.input_schema),
-            "outputSchema": {"type": "object", "properties": self.returns},
-            "annotations": {"readOnlyHint": self.read_only, "destructiveHint": self.destructive,
-                            "idempotentHint": self.idempotent, "openWorldHint": False},
-        }
+        return {"name": self.name, "description": self.description, "inputSchema": advertised(self.input_schema),
+                "outputSchema": {"type": "object", "properties": self.returns},
+                "annotations": {"readOnlyHint": self.read_only, "destructiveHint": self.destructive,
+                                "idempotentHint": self.idempotent, "openWorldHint": False}}
 
 
 def advertised(schema: dict[str, Any]) -> dict[str, Any]:

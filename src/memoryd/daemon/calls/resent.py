@@ -17,8 +17,7 @@ class Retries:
     def __init__(self, cold_reqs: Callable[[], OrderedDict[str, Sequence[Any]]] | None = None,
                  cold_conns: frozenset[str] = frozenset()) -> None:
         self.applied_reqs: OrderedDict[str, Sequence[Any]] = OrderedDict()  # req -> REPLAYED_FIELDS values
-        # A checkpoint's keys, still packed, decoded only when one of `cold_conns` calls again (`thaw`).
-        self.cold_reqs = cold_reqs
+        self.cold_reqs = cold_reqs  # a checkpoint's keys, still packed, decoded when one of `cold_conns` calls again
         self.cold_conns = cold_conns
 
     def note(self, event: dict[str, Any]) -> None:

@@ -1,11 +1,5 @@
-"""A tool's arguments declared once, as a typed signature: a `TypedDict` whose annotations are the
-JSON Schema the daemon checks each call against (`validate.check_args`) and tools/list shows.
-
-A key is required unless `NotRequired`. `str`, `int`, `float`, `bool`, `list[X]`, `dict`, `Any` and
-`Literal[...]` map to their JSON types; `Annotated[T, Rule(...)]` adds what a type cannot say: a
-description and schema keywords (default, bounds, pattern). A false boolean default goes unsaid:
-absent means false, and every listed character is paid for in each agent's context.
-"""
+"""A tool's arguments declared once, as a typed signature: a `TypedDict` whose annotations are the JSON Schema
+the daemon checks each call against (`validate.check_args`) and tools/list shows (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -38,7 +32,6 @@ def input_schema(args: type) -> dict[str, Any]:
 
 
 def rule_of(hint: Any) -> dict[str, Any]:
-    """The schema of one parameter's annotation."""
     origin = get_origin(hint)
     if origin in (NotRequired, Required):
         return rule_of(get_args(hint)[0])
@@ -47,7 +40,7 @@ def rule_of(hint: Any) -> dict[str, Any]:
         rule = rule_of(base)
         for extra in extras:
             rule |= extra.keywords
-        if rule.get("default") is False:
+        if rule.get("default") is False:  # unsaid: every listed character costs each agent context
             del rule["default"]
         return rule
     if origin is Literal:

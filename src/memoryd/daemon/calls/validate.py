@@ -13,23 +13,14 @@ _TYPES: dict[str, tuple[type, ...]] = {"string": (str,), "integer": (int,), "num
                                        "array": (list,), "object": (dict,), "null": (type(None),)}
 
 
+# An escape, a character class (maybe unterminated) or one character: only a bare `$` is changed.
+_PATTERN_TOKEN = re.compile(r"\\.?|\[(?:\\.?|[^\\\]])*\]?|.", re.S)
+
+
 @lru_cache(maxsize=256)
 def python_pattern(regex: str) -> re.Pattern[str]:
     """A schema `pattern` (ECMA-262) for Python: `$` outside a class becomes `\\Z` (no final newline)."""
-    out, in_class, i = [], False, 0
-    while i < len(regex):
-        char = regex[i]
-        if char == "\\":
-            out.append(regex[i:i + 2])
-            i += 2
-            continue
-        if char == "[" and not in_class:
-            in_class = True
-        elif char == "]" and in_class:
-            in_class = False
-        out.append("\\Z" if char == "$" and not in_class else char)
-        i += 1
-    return re.compile("".join(out))
+    return re.compile("".join("\\Z" if token == "$" else token for token in _PATTERN_TOKEN.findall(regex)))
 
 
 def check_args(schema: dict[str, Any], args: Any) -> dict[str, Any]:
@@ -62,60 +53,40 @@ def check_value(name: str, rule: dict[str, Any], value: Any) -> Any:
         raise InvalidParams(name, f"must be of type {rule['type']}, got {type(value).__name__}")
     if "enum" in rule and value not in rule["enum"]:
         raise InvalidParams(name, f"must be one of {', '.join(map(str, rule['enum']))}")
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        _check_range(name, rule, value)
     if isinstance(value, str):
-        _check_string(name, rule, value)
-    if isinstance(value, list):
-        return _check_array(name, rule, value)
-    if isinstance(value, dict) and "properties" in rule:
-        return _check_object(name, rule, value)
+        if len(value) < rule.get("minLength", 0):
+            raise InvalidParams(name, f"must be at least {rule['minLength']} characters")
+        if "maxLength" in rule and len(value) > rule["maxLength"]:
+            raise InvalidParams(name, f"must be at most {rule['maxLength']} characters")
+        if "pattern" in rule and not python_pattern(rule["pattern"]).search(value):
+            shown = value if len(value) <= 40 else value[:40] + "…"
+            raise InvalidParams(name, f"{shown!r} does not match {rule['pattern']}")
+    elif isinstance(value, list):
+        if len(value) < rule.get("minItems", 0):
+            raise InvalidParams(name, f"must have at least {rule['minItems']} item(s)")
+        if "maxItems" in rule and len(value) > rule["maxItems"]:
+            raise InvalidParams(name, f"must have at most {rule['maxItems']} items, got {len(value)}")
+        if rule.get("items"):
+            return [check_value(f"{name}[{i}]", rule["items"], v) for i, v in enumerate(value)]
+    elif isinstance(value, dict) and "properties" in rule:
+        try:
+            return {k: v for k, v in check_args(rule, value).items() if v is not None}
+        except InvalidParams as exc:
+            raise InvalidParams(f"{name}.{exc.data['param']}", exc.data["reason"]) from exc
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not math.isfinite(value):
+            raise InvalidParams(name, "must be a finite number")
+        if "minimum" in rule and value < rule["minimum"]:
+            raise InvalidParams(name, f"must be at least {rule['minimum']}, got {value}")
+        if "maximum" in rule and value > rule["maximum"]:
+            raise InvalidParams(name, f"must be at most {rule['maximum']}, got {value}")
     return value
-
-
-def _check_range(name: str, rule: dict[str, Any], value: float) -> None:
-    if not math.isfinite(value):
-        raise InvalidParams(name, "must be a finite number")
-    if "minimum" in rule and value < rule["minimum"]:
-        raise InvalidParams(name, f"must be at least {rule['minimum']}, got {value}")
-    if "maximum" in rule and value > rule["maximum"]:
-        raise InvalidParams(name, f"must be at most {rule['maximum']}, got {value}")
-
-
-def _check_string(name: str, rule: dict[str, Any], value: str) -> None:
-    if len(value) < rule.get("minLength", 0):
-        raise InvalidParams(name, f"must be at least {rule['minLength']} characters")
-    if "maxLength" in rule and len(value) > rule["maxLength"]:
-        raise InvalidParams(name, f"must be at most {rule['maxLength']} characters")
-    if "pattern" in rule and not python_pattern(rule["pattern"]).search(value):
-        raise InvalidParams(name, f"{_preview(value)} does not match {rule['pattern']}")
-
-
-def _check_array(name: str, rule: dict[str, Any], value: list[Any]) -> list[Any]:
-    if len(value) < rule.get("minItems", 0):
-        raise InvalidParams(name, f"must have at least {rule['minItems']} item(s)")
-    if "maxItems" in rule and len(value) > rule["maxItems"]:
-        raise InvalidParams(name, f"must have at most {rule['maxItems']} items, got {len(value)}")
-    items = rule.get("items")
-    return [check_value(f"{name}[{i}]", items, v) for i, v in enumerate(value)] if items else value
-
-
-def _check_object(name: str, rule: dict[str, Any], value: dict[str, Any]) -> dict[str, Any]:
-    try:
-        return {k: v for k, v in check_args(rule, value).items() if v is not None}
-    except InvalidParams as exc:
-        raise InvalidParams(f"{name}.{exc.data['param']}", exc.data["reason"]) from exc
-
-
-def _preview(value: str) -> str:
-    return repr(value if len(value) <= 40 else value[:40] + "…")
 
 
 def require_text(name: str, value: str, max_bytes: int) -> str:
     """A text argument the schema cannot fully check: not blank, and within `max_bytes` of UTF-8."""
     if not value.strip():
         raise InvalidParams(name, "must not be empty or blank")
-    size = len(value.encode())
-    if size > max_bytes:
+    if (size := len(value.encode())) > max_bytes:
         raise InvalidParams(name, f"is {size} bytes, over the cap of {max_bytes}")
     return value

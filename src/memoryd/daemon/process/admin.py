@@ -26,7 +26,6 @@ MAX_HISTORY = 200
 
 
 def handle(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[str, Any]:
-    """Dispatch one `admin` request by its `action`; unknown → BadRequest naming it."""
     action = args.get("action")
     if action == "resolve":
         return resolve(core, conn, args)
@@ -86,8 +85,7 @@ def resolve(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[str, An
     if owner is None:
         raise ResourceState("unknown_pending", pending_id)
     handler = memory_write_confirm if decision == "confirm" else memory_write_cancel
-    req = f"{conn.id}:admin:{args.get('_req_id')}"
-    result = handler(Call(core, conn, owner, req), {"pending_id": pending_id})
+    result = handler(Call(core, conn, owner, f"{conn.id}:admin:{args.get('_req_id')}"), {"pending_id": pending_id})
     # After the handler, so a refused decision (expired, …) writes nothing, as tool errors do.
     core.record("operator_resolve", core.sessions.get(conn.session_id), pending_id=pending_id,
                 decision=decision, owner=owner.id, status=result.get("status"))
@@ -135,7 +133,6 @@ def sessions(core: Core, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def session(core: Core, args: dict[str, Any]) -> dict[str, Any]:
-    """One session's row (any client); unknown → `unknown_session`."""
     found = core.sessions.get(args.get("session_id")) if isinstance(args.get("session_id"), str) else None
     if found is None:
         raise ResourceState("unknown_session", str(args.get("session_id"))[:64])
@@ -161,8 +158,7 @@ def episodes(core: Core, args: dict[str, Any]) -> dict[str, Any]:
         due = reaper.episode_ttl_pass(core, core.clock(), dry_run=bool(args.get("dry_run")))
         return {"dry_run": bool(args.get("dry_run")), "sessions": due,
                 "episodes": sum(entry["episodes"] for entry in due)}
-    session = args.get("session")
-    if isinstance(session, str):
+    if isinstance(session := args.get("session"), str):
         return {"session": session, "episodes": [
             {**episode_view(core, e, with_body=False), "swarm_id": e.swarm_id}
             for e in core.journal.of_session(session)]}
@@ -201,8 +197,7 @@ def conflicts(core: Core, args: dict[str, Any]) -> dict[str, Any]:
     rows = []
     for memory in tier.live.values():
         for link in memory.links:
-            target = tier.live.get(link.get("target_id", ""))
-            if link.get("type") == "contradicts" and target is not None:
+            if link.get("type") == "contradicts" and (target := tier.live.get(link.get("target_id", ""))) is not None:
                 rows.append({"id": memory.id, "first_line": memory.first_line, "target_id": target.id,
                              "target_first_line": first_line_of(target.content)})
     return {"conflicts": rows[:MAX_ROWS], "total": len(rows), "framing": "data"}

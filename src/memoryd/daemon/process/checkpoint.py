@@ -25,9 +25,8 @@ log = logging.getLogger("memoryd.daemon")
 FORMAT = 7  # 7: sessions as packed rows; the file ends with the CRC-32 of what precedes it
 NAME = "checkpoint"
 # Session fields the log defines, in this order; the rest of a Session is runtime state.
-_SESSION_FIELDS = ("id", "worktree", "repo", "project", "client", "started_at", "last_active", "calls",
-                   "handoff_calls", "episodes_written", "episodes_promoted", "ended", "ended_at", "summary",
-                   "handoff_id")
+_SESSION_FIELDS = ("id", "worktree", "repo", "project", "client", "started_at", "last_active", "calls", "handoff_calls",
+                   "episodes_written", "episodes_promoted", "ended", "ended_at", "summary", "handoff_id")
 _SET_FIELDS = frozenset({"episodes_written", "episodes_promoted"})
 # Fields most sessions share a value of (a worktree, a project, "closed"): one string object each.
 _SHARED_FIELDS = tuple(_SESSION_FIELDS.index(f) for f in ("worktree", "repo", "project", "client", "ended"))
@@ -54,8 +53,11 @@ def restore(core: Core) -> Resume | None:
     """Fill `core` (and its extensions) from the checkpoint and return where replay resumes, or
     None — leaving `core` untouched — when there is no checkpoint or it cannot be trusted."""
     try:
-        state = msgpack.unpackb(_checked(nofollow.read_nofollow(core.root / "state" / NAME)), raw=False,
-                                strict_map_key=False)
+        data = nofollow.read_nofollow(core.root / "state" / NAME)
+        # Its CRC-32 checked now: the session rows decode long after the start.
+        if len(data) < 4 or zlib.crc32(data[:-4]).to_bytes(4, "little") != data[-4:]:
+            raise ValueError("the checkpoint's checksum does not match")
+        state = msgpack.unpackb(data[:-4], raw=False, strict_map_key=False)
     except FileNotFoundError:
         return None
     except (OSError, *_BAD) as exc:
@@ -65,8 +67,7 @@ def restore(core: Core) -> Resume | None:
     if not isinstance(state, dict) or state.get("v") != FORMAT or set(state.get("extensions") or ()) != set(names):
         log.info("the checkpoint is from another version; replaying the whole log")
         return None
-    resume = resume_point(core.log, state.get("log") or {})
-    if resume is None:
+    if (resume := resume_point(core.log, state.get("log") or {})) is None:
         log.info("the event log changed since the checkpoint; replaying the whole log")
         return None
     try:
@@ -81,39 +82,27 @@ def restore(core: Core) -> Resume | None:
     return resume
 
 
-def _checked(data: bytes) -> bytes:
-    """The checkpoint's msgpack, once its CRC-32 holds (rows decode long after the start: find damage now)."""
-    body, crc = data[:-4], data[-4:]
-    if len(data) < 4 or zlib.crc32(body).to_bytes(4, "little") != crc:
-        raise ValueError("the checkpoint's checksum does not match")
-    return body
+def _segments_now(event_log: EventLog) -> list[list[Any]]:
+    """[name, size, mtime] of each segment: a start resumes only if they are as the checkpoint saw them."""
+    return [[path.name, (st := os.lstat(path)).st_size, st.st_mtime_ns] for path in segments(event_log.dir)]
 
 
 def log_position(event_log: EventLog) -> dict[str, Any]:
-    """Where the log ends now (after a sync), with each segment's size and mtime for `resume_point`."""
-    listed = []
-    for path in segments(event_log.dir):
-        st = os.lstat(path)
-        listed.append([path.name, st.st_size, st.st_mtime_ns])
+    """Where the log ends now (after a sync), with its segments for `resume_point`."""
     return {"seq": event_log.seq, "hash": event_log.last_hash, "first_ts": event_log.first_ts,
-            "quarantined": event_log.quarantined, "segments": listed}
+            "quarantined": event_log.quarantined, "segments": _segments_now(event_log)}
 
 
 def resume_point(event_log: EventLog, position: dict[str, Any]) -> Resume | None:
     """A `position` saved earlier, if the log's segments, sizes and mtimes are as they were then; else None."""
     try:
-        listed = [(str(n), int(size), int(mtime)) for n, size, mtime in position["segments"]]
+        listed: list[list[Any]] = [[str(n), int(size), int(mtime)] for n, size, mtime in position["segments"]]
         seq, last_hash = int(position["seq"]), str(position["hash"])
         first_ts, quarantined = position["first_ts"], list(position["quarantined"])
     except (KeyError, TypeError, ValueError):
         return None
-    files = segments(event_log.dir)
-    if not listed or [p.name for p in files] != [n for n, _, _ in listed]:
+    if not listed or _segments_now(event_log) != listed:
         return None
-    for path, (_, size, mtime) in zip(files, listed, strict=True):
-        st = os.lstat(path)
-        if (st.st_size, st.st_mtime_ns) != (size, mtime):
-            return None
     return Resume(len(listed) - 1, listed[-1][1], seq, last_hash, first_ts, quarantined)
 
 
@@ -154,9 +143,8 @@ def _decode_core(data: dict[str, Any]) -> dict[str, Any]:
     table.last_n = int(data["last_n"])
     if len(table.rows) != len(rows) or not all(sid in table.rows for ids in table.by_worktree.values() for sid in ids):
         raise ValueError("a worktree lists a session the checkpoint does not hold")
-    for session_id in table.open_ids:  # read now: liveness and suspension walk them
-        if table.get(session_id) is None:
-            raise ValueError("an open session the checkpoint does not hold")
+    if any(table.get(session_id) is None for session_id in table.open_ids):  # thawed now: liveness walks them
+        raise ValueError("an open session the checkpoint does not hold")
     return {"sessions": table, "logged_episodes": set(logged),
             "removed_episodes": set(data["removed_episodes"]), "last_run_ids": set(data["last_run_ids"]),
             **_cold_requests(data["applied_reqs"], data["req_conns"])}
@@ -195,18 +183,13 @@ def _cold_requests(packed: bytes, conns: list[str]) -> dict[str, Any]:
 
     def thaw() -> OrderedDict[str, Any]:
         try:
-            return _decode_requests(msgpack.unpackb(packed, raw=False))
+            rows = msgpack.unpackb(packed, raw=False)
         except msgpack.UnpackException as exc:
             raise ValueError(str(exc)) from exc
+        if type(rows) is not list:
+            raise ValueError("the request keys are not a list")
+        reqs: OrderedDict[str, Any] = OrderedDict(rows)
+        if len(reqs) != len(rows) or any(len(values) != len(REPLAYED_FIELDS) for values in reqs.values()):
+            raise ValueError("the request keys do not match this version")
+        return reqs
     return {"retries": Retries(thaw, frozenset(conns))}
-
-
-def _decode_requests(rows: Any) -> OrderedDict[str, Any]:
-    """Request keys with what a retry is answered from, as msgpack made them (docs/benchmark.md)."""
-    if type(rows) is not list:
-        raise ValueError("the request keys are not a list")
-    reqs: OrderedDict[str, Any] = OrderedDict(rows)
-    width = len(REPLAYED_FIELDS)
-    if len(reqs) != len(rows) or any(len(values) != width for values in reqs.values()):
-        raise ValueError("the request keys do not match this version")
-    return reqs

@@ -3,6 +3,8 @@ The flock comes before the bind: it is the only single-instance guard (docs/wire
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import fcntl
 import gc
 import json
@@ -170,8 +172,7 @@ def open_store(root: Path, settings: config.Config, progress: Progress) -> tuple
     core.attach_tiers = _attach_tiers  # `Core.reload` (after a failed commit) attaches them again
     core.progress = progress
     _attach_tiers(core)
-    # The cyclic GC walking the growing heap was a third of a 100k start; what is loaded lives on: freeze it.
-    gc.disable()
+    gc.disable()  # the cyclic GC walking the growing heap was a third of a 100k start; what is loaded lives on
     try:
         report = core.open(checkpoint.restore(core))
         from memoryd.daemon.sessions.records import convert_captured_handoffs
@@ -181,18 +182,9 @@ def open_store(root: Path, settings: config.Config, progress: Progress) -> tuple
         gc.freeze()
         gc.enable()
     core.progress = no_progress
-    _release_free_memory()
-    return core, report
-
-
-def _release_free_memory() -> None:
-    """Give the C heap's free pages back after loading (glibc only): ~100 MB at 100k memories."""
-    try:
-        import ctypes
-
+    with contextlib.suppress(OSError, AttributeError):  # glibc: the free C heap back, ~100 MB at 100k memories
         ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
+    return core, report
 
 
 class StartProgress:

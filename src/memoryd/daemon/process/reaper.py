@@ -24,8 +24,7 @@ VERIFY_UNDER_LOAD_S = 1.0
 
 def liveness_pass(core: Core, conns: dict[str, Conn], now: float) -> list[str]:
     """End the session of every connection silent for 3 heartbeats as `lost`; returns their ids."""
-    limit = 3 * core.config.heartbeat_seconds
-    lost = [cid for cid, conn in conns.items() if now - conn.last_seen > limit]
+    lost = [cid for cid, conn in conns.items() if now - conn.last_seen > 3 * core.config.heartbeat_seconds]
     for conn_id in lost:
         conn = conns.pop(conn_id)
         session = core.sessions.get(conn.session_id) if conn.session_id is not None else None
@@ -39,23 +38,9 @@ def grace_pass(core: Core, now: float) -> list[str]:
     ended = [sid for sid, deadline in core.suspended.items() if now >= deadline]
     for session_id in ended:
         del core.suspended[session_id]
-        session = core.sessions.get(session_id)
-        if session is not None:
+        if (session := core.sessions.get(session_id)) is not None:
             core.end_session(session, "daemon_restart")
     return ended
-
-
-def expired_episode_sessions(core: Core, now: float) -> list[dict[str, Any]]:
-    """Sessions whose newest episode is older than the TTL; open sessions are exempt."""
-    cutoff = iso(now - core.config.episode_ttl_days * 86400)
-    due = []
-    for session_id, count, newest in core.journal.summaries():
-        if newest >= cutoff:
-            continue
-        session = core.sessions.get(session_id)
-        if session is None or not session.is_open:
-            due.append({"session": session_id, "episodes": count, "newest": newest})
-    return due
 
 
 def prune_session_episodes(core: Core, session_id: str) -> list[str]:
@@ -66,8 +51,7 @@ def prune_session_episodes(core: Core, session_id: str) -> list[str]:
     ids = sorted(episodes)
     folder = None
     for episode_id in ids:
-        gone = core.journal.remove(episode_id)
-        if gone is not None:
+        if (gone := core.journal.remove(episode_id)) is not None:
             core.files.delete_file(core.journal.path_of(gone))
             folder = core.journal.path_of(gone).parent
     if folder is not None:
@@ -77,8 +61,12 @@ def prune_session_episodes(core: Core, session_id: str) -> list[str]:
 
 
 def episode_ttl_pass(core: Core, now: float, dry_run: bool = False) -> list[dict[str, Any]]:
-    """Delete each expired session's episode folder (or, with `dry_run`, only say which)."""
-    due = expired_episode_sessions(core, now)
+    """Delete the episodes of each session whose newest is older than the TTL, open sessions exempt (or, with
+    `dry_run`, only say which)."""
+    cutoff = iso(now - core.config.episode_ttl_days * 86400)
+    due: list[dict[str, Any]] = [
+        {"session": sid, "episodes": count, "newest": newest} for sid, count, newest in core.journal.summaries()
+        if newest < cutoff and ((session := core.sessions.get(sid)) is None or not session.is_open)]
     if not dry_run:
         for entry in due:
             try:
@@ -102,8 +90,7 @@ def run_due(core: Core, now: float, idle: bool = True) -> dict[str, Any]:
     if now >= core.next_ttl_check:
         done["episodes_pruned"] = [e["session"] for e in episode_ttl_pass(core, now) if "error" not in e]
         done["notes_expired"] = records.expire_notes(core, now)  # captured last messages: the same TTL
-    acted = {k: len(v) for k, v in done.items() if v}
-    if acted:
+    if acted := {k: len(v) for k, v in done.items() if v}:
         core.reaper_stats["last_run"] = iso(now)
         core.record("reaper_run", None, **acted)
     if _has_sync(core):
@@ -122,8 +109,7 @@ def next_due_in(core: Core, now: float) -> float:
     """Seconds until the earliest job could have work (the loop's poll timeout)."""
     waits = [deadline - now for deadline in core.suspended.values()] + [core.next_ttl_check - now]
     memories = core.memories
-    expiry = memories.next_pending_expiry() if memories is not None else None
-    if expiry is not None:
+    if memories is not None and (expiry := memories.next_pending_expiry()) is not None:
         waits.append(expiry - now)
     if _has_sync(core):
         waits.append(sync_service.next_due_in(core, now))

@@ -51,10 +51,7 @@ class ParkedCalls:
         now = time.monotonic()
         for entry in self.calls:
             expired = timed_out and now >= entry.parked.deadline
-            if timed_out and not expired:
-                still.append(entry)
-                continue
-            result = entry.parked.check(expired)
+            result = None if timed_out and not expired else entry.parked.check(expired)
             conn = conns.get(entry.conn_id)
             if result is None:
                 still.append(entry)
@@ -69,8 +66,7 @@ class ParkedCalls:
         """Unpark the calls parked since `mark` (their pass was undone); their replies say `cause`."""
         outgoing = []
         for entry in self.calls[self.mark:]:
-            conn = conns.get(entry.conn_id)
-            if conn is not None:
+            if (conn := conns.get(entry.conn_id)) is not None:
                 reply = encode(error_reply(entry.req_id, cause.to_wire()))
                 remember(conn, entry.req_id, reply)
                 outgoing.append([conn.routing_id, reply])

@@ -1,8 +1,5 @@
-"""The live event log: append-only JSONL, one segment per month, replayed at start; appends are
-buffered and `sync` makes them durable in one fsync (group commit). It never holds content: callers
-pass ids, counts and hashes only. Only a torn tail is cut at start; other damage stops it
-(`LogDamaged`, docs/storage.md, "Reliability").
-
+"""The live event log: append-only JSONL of ids, counts and hashes (never content), one segment per month,
+group-committed, replayed at start (docs/storage.md, "Event log" and "Reliability").
 Import contract: stdlib, fsio, logcheck (the line format, what makes a line trustworthy) and errors."""
 
 from __future__ import annotations
@@ -50,10 +47,8 @@ class EventLog:
             first, offset = resume.index, resume.offset
             self.seq, self.last_hash, self.first_ts = resume.seq, resume.last_hash, resume.first_ts
             self.quarantined = list(resume.quarantined)
-        for index in range(first, len(files)):
-            path = files[index]
-            problem = logcheck.not_a_plain_file(path)
-            if problem:
+        for index, path in enumerate(files[first:], first):
+            if problem := logcheck.not_a_plain_file(path):
                 raise logcheck.LogDamaged(path, 0, problem)
             self._replay_segment(path, apply, index == len(files) - 1, offset if index == first else 0)
         return _truncate_torn_tail(files[-1]) if files else 0
@@ -83,9 +78,12 @@ class EventLog:
                 if event is not None:
                     problem = link_problem(event, self.seq, self.last_hash)
                 if problem is not None:
-                    if last and not handle.read(1) and logcheck.is_torn_tail(raw, True, True):
+                    if last and not handle.read(1) and logcheck.is_torn_tail(raw):
                         return
-                    raise logcheck.LogDamaged(path, number + _lines_before(path, offset), problem)
+                    if offset:  # a resumed replay: the message counts the lines before `offset` too
+                        with open(path, "rb") as whole:
+                            number += whole.read(offset).count(b"\n")
+                    raise logcheck.LogDamaged(path, number, problem)
                 assert event is not None
                 self.seq, self.last_hash = event["seq"], event["hash"]
                 self.first_ts = self.first_ts or event["ts"]
@@ -138,8 +136,7 @@ class EventLog:
         self._dirty = False
 
     def sync(self) -> None:
-        fd = self.flush()
-        if fd is not None:
+        if (fd := self.flush()) is not None:
             os.fsync(fd)
             self.mark_durable()
 
@@ -151,11 +148,8 @@ class EventLog:
 
     def checkpoint(self) -> tuple[Any, ...]:
         """Where the durable log ends now (call right after a sync): what `rollback` returns to."""
-        if self._segment:  # the usual case: no listing of the log's folder
-            path: Path | None = self.dir / f"{self._segment}.jsonl"
-        else:
-            existing = logcheck.segments(self.dir)
-            path = existing[-1] if existing else None
+        path = (self.dir / f"{self._segment}.jsonl" if self._segment  # the usual case: no listing of the log's folder
+                else next(reversed(logcheck.segments(self.dir)), None))
         size = os.fstat(self._file.fileno()).st_size if self._file is not None else _size(path)
         return (self.seq, self.last_hash, self.first_ts, path, size)
 
@@ -208,17 +202,11 @@ def _size(path: Path | None) -> int:
         return 0
 
 
-def _fallocate_function() -> Any:
-    """Linux's fallocate(2) through libc, or None (KEEP_SIZE: O_APPEND writes still land at the end)."""
-    try:
-        func = ctypes.CDLL(None, use_errno=True).fallocate
-    except (AttributeError, OSError):
-        return None
-    func.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
-    return func
-
-
-_fallocate = _fallocate_function()
+try:  # Linux's fallocate(2), or None (KEEP_SIZE: O_APPEND writes still land at the end)
+    _fallocate: Any = ctypes.CDLL(None, use_errno=True).fallocate
+    _fallocate.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
+except (AttributeError, OSError):
+    _fallocate = None
 
 
 @dataclass(frozen=True)
@@ -233,27 +221,17 @@ class Resume:
     quarantined: list[dict[str, Any]]
 
 
-def _lines_before(path: Path, offset: int) -> int:
-    """How many lines precede byte `offset` (for error messages after a resumed replay)."""
-    if not offset:
-        return 0
-    with open(path, "rb") as handle:
-        return handle.read(offset).count(b"\n")
-
-
 def _truncate_torn_tail(path: Path) -> int:
     """Cut the last line if a crash left it partial or unparseable; only the segment's end is read."""
-    size = path.stat().st_size
     with open(path, "rb") as handle:
-        base = max(0, size - TAIL_BYTES)
-        handle.seek(base)
-        tail = handle.read()
+        base = max(0, os.fstat(handle.fileno()).st_size - TAIL_BYTES)
+        tail = os.pread(handle.fileno(), TAIL_BYTES, base)
     if not tail:
         return 0
     if base and b"\n" not in tail[:-1]:  # a "line" longer than the window: judge the whole file
         base, tail = 0, path.read_bytes()
     last_start = tail.rfind(b"\n", 0, len(tail) - 1) + 1
-    if not logcheck.is_torn_tail(tail[last_start:], True, True):
+    if not logcheck.is_torn_tail(tail[last_start:]):
         return 0
     with open(path, "r+b") as handle:
         handle.truncate(base + last_start)

@@ -1,8 +1,5 @@
-"""Every kind of event the log holds, declared once (docs/storage.md, "Event log"): the fields
-replay indexes by name, whether it is a caller's tool call (keeps its session alive) and whether it
-is a read's audit event (its fsync may wait). `Core.record` refuses an undeclared kind.
-
-Import contract: stdlib and `memoryd.names` (the log verifier and the CLI's `log verify` import it)."""
+"""Every kind of event the log holds, declared once (docs/storage.md, "Event log"); `Core.record` refuses an
+undeclared kind. Import contract: stdlib and `memoryd.names` (the CLI's `log verify` imports it)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""A record file's bytes: YAML frontmatter between `---` lines, then the markdown body. `render`
-writes `key: <JSON>` lines where it can (JSON is YAML), the YAML dumper otherwise; `parse` refuses
-what it cannot trust (`BadRecord`). Why JSON lines: docs/benchmark.md.
-
+"""A record file's bytes: YAML frontmatter between `---` lines (`key: <JSON>` lines where they can be, JSON
+being YAML: docs/benchmark.md), then the markdown body; `parse` refuses what it cannot trust (`BadRecord`).
 Import contract: stdlib + yaml (through `safe_yaml`, on first use) + errors."""
 
 from __future__ import annotations
@@ -22,16 +20,11 @@ class BadRecord(ValueError):
     """A record file that cannot be trusted (unparseable, aliased, oversized); it is skipped."""
 
 
-def _yaml() -> tuple[Any, Any, Any]:
-    """PyYAML with its safe loader and dumper, imported on first use (it slows every daemon start)."""
-    return safe_yaml.yaml_kit()
-
-
 def render(meta: dict[str, Any], body: str, blame: str) -> bytes:
     """Serialize a record; refuse (naming `blame`) a frontmatter over 64 KiB or not read back as written."""
     front = _json_lines(meta)  # exact by construction (tests/unit/test_store_format.py reads it back)
     if front is None:
-        yaml, loader, dumper = _yaml()
+        yaml, loader, dumper = safe_yaml.yaml_kit()  # imported on first use: it slows every daemon start
         front = yaml.dump(meta, Dumper=dumper, sort_keys=False, allow_unicode=True, width=1_000_000)
         if yaml.load(front, Loader=loader) != meta:
             raise InvalidParams(blame, "the value does not survive a YAML round trip")
@@ -57,8 +50,7 @@ def _json_lines(meta: dict[str, Any]) -> str | None:
                 return None
             if len(_PLAIN_KEYS_SEEN) < 1024:  # the frontmatter keys of a few record kinds
                 _PLAIN_KEYS_SEEN.add(key)
-        text = _json_text(value)
-        if text is None:
+        if (text := _json_text(value)) is None:
             return None
         lines.append(f"{key}: {text}\n")
     return "".join(lines)
@@ -83,8 +75,7 @@ def _json_text(value: Any) -> str | None:
     if kind is dict:
         pairs = []
         for k, v in value.items():
-            text = _json_text(v)
-            if type(k) is not str or not k.isascii() or text is None:
+            if (text := _json_text(v)) is None or type(k) is not str or not k.isascii():
                 return None
             pairs.append(f"{_json_string(k)}: {text}")
         return "{" + ", ".join(pairs) + "}"
@@ -126,20 +117,18 @@ def parse(data: bytes) -> tuple[dict[str, Any], str]:
     """The (frontmatter, body) of a record file; raises `BadRecord` for anything untrustworthy."""
     if not data.startswith(b"---\n"):
         raise BadRecord("no frontmatter")
-    end = data.find(b"\n---\n", 3)
-    if end < 0:
+    if (end := data.find(b"\n---\n", 3)) < 0:
         raise BadRecord("unterminated frontmatter")
     front = data[4 : end + 1]
     if len(front) > MAX_FRONTMATTER_BYTES:
         raise BadRecord("frontmatter over 64 KiB")
     text = front.decode("utf-8", errors="strict")
     meta = _parse_json_lines(text)
-    if meta is not None:
-        return meta, data[end + 5 :].decode("utf-8", errors="replace")
-    try:  # only text holding '&', '*' or '!' can hold an anchor, alias or tag: walk its events first
-        meta = safe_yaml.load(text, walk=bool(_ALIAS_HINT.search(text)))
-    except safe_yaml.YAMLRefused as exc:
-        raise BadRecord(f"frontmatter: {exc.reason}") from exc
-    if not isinstance(meta, dict):
-        raise BadRecord("frontmatter is not a mapping")
+    if meta is None:
+        try:  # only text holding '&', '*' or '!' can hold an anchor, alias or tag: walk its events first
+            meta = safe_yaml.load(text, walk=bool(_ALIAS_HINT.search(text)))
+        except safe_yaml.YAMLRefused as exc:
+            raise BadRecord(f"frontmatter: {exc.reason}") from exc
+        if not isinstance(meta, dict):
+            raise BadRecord("frontmatter is not a mapping")
     return meta, data[end + 5 :].decode("utf-8", errors="replace")

@@ -1,8 +1,5 @@
-"""What a line of the event log must be (`parse_line`, `link_problem`, `event_problem`), and the
-whole-log checks built on it: `verify` (`memoryd log verify`, doctor: every hash recomputed) and
-`repair` (`memoryd log repair`, daemon stopped). Line format and repair markers: docs/storage.md,
-"Event log" and "Reliability". The CLI imports this module only, never the live log.
-
+"""What a line of the event log must be, and the whole-log `verify` and `repair` built on it (docs/storage.md,
+"Event log" and "Reliability"). The CLI imports this module only, never the live log.
 Import contract: stdlib, fsio, idents and errors."""
 
 from __future__ import annotations
@@ -24,16 +21,15 @@ QUARANTINE_DIR = "quarantine"
 REPAIR_COMMAND = "memoryd stop && memoryd log repair"
 _BASE_FIELDS = (("seq", int), ("ts", str), ("kind", str), ("prev", str), ("hash", str))
 _GOOD_SESSIONS: set[str] = set()  # ids already checked: a replay sees each one many times
+_REQUIRED = REQUIRED_FIELDS  # an event without the fields its applier indexes cannot be replayed
 _DECODER = json.JSONDecoder()
 _DECODE, _SCAN = _DECODER.decode, _DECODER.scan_once  # type: ignore[attr-defined]  # the C scanner (not in the stubs)
-_REQUIRED = REQUIRED_FIELDS  # an event without the fields its applier indexes cannot be replayed
 # One encoder, made once: `json.dumps` with these options builds one per call, twice per event.
 canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
 
 
 def chain_hash(prev: str, event: dict[str, Any]) -> str:
-    body = {k: v for k, v in event.items() if k != "hash"}
-    return hashlib.sha256((prev + canonical(body)).encode()).hexdigest()
+    return hashlib.sha256((prev + canonical({k: v for k, v in event.items() if k != "hash"})).encode()).hexdigest()
 
 
 def segments(events_dir: Path) -> list[Path]:
@@ -89,7 +85,6 @@ def link_problem(event: dict[str, Any], seq: int, prev: str) -> str | None:
 
 
 def parse_line(raw: bytes) -> tuple[dict[str, Any], None] | tuple[None, str]:
-    """(event, None) for a well-formed line, else (None, why not)."""
     if not raw.endswith(b"\n"):
         return None, "a line without its newline"
     try:
@@ -118,17 +113,13 @@ def _numbered_lines(path: Path) -> Iterator[tuple[int, bytes, bool]]:
             yield held[0], held[1], True
 
 
-def is_torn_tail(raw: bytes, is_last_line: bool, in_last_segment: bool) -> bool:
-    """A crash mid-append leaves at most the final line partial or unparseable."""
-    if not (is_last_line and in_last_segment):
-        return False
-    if not raw.endswith(b"\n"):
-        return True
+def is_torn_tail(raw: bytes) -> bool:
+    """The last segment's last line as a crash mid-append leaves it: partial or unparseable."""
     try:
         json.loads(raw)
     except ValueError:
         return True
-    return False
+    return not raw.endswith(b"\n")
 
 
 def not_a_plain_file(path: Path) -> str | None:
@@ -151,8 +142,7 @@ def verify(events_dir: Path) -> dict[str, Any]:
     quarantined: list[dict[str, Any]] = []
     files = segments(events_dir)
     for index, path in enumerate(files):
-        problem = not_a_plain_file(path)
-        if problem:
+        if problem := not_a_plain_file(path):
             return {"ok": False, "events": count, "broken_seq": seq + 1, "segment": path.name, "line": 0,
                     "reason": problem, "quarantined": quarantined}
         for number, raw, is_last_line in _numbered_lines(path):
@@ -162,7 +152,7 @@ def verify(events_dir: Path) -> dict[str, Any]:
             if problem is not None:
                 report = {"ok": False, "events": count, "broken_seq": seq + 1, "segment": path.name,
                           "line": number, "reason": problem, "quarantined": quarantined}
-                if is_torn_tail(raw, is_last_line, index == len(files) - 1):
+                if is_last_line and index == len(files) - 1 and is_torn_tail(raw):
                     report.update(ok=True, broken_seq=None,
                                   torn_tail={"segment": path.name, "line": number, "bytes": len(raw)})
                 return report
@@ -196,13 +186,12 @@ class _Repair:
     def run(self) -> dict[str, Any]:
         files = segments(self.dir)
         for path in files:
-            problem = not_a_plain_file(path)
-            if problem:
+            if problem := not_a_plain_file(path):
                 raise LogDamaged(path, 0, f"{problem}; move it away by hand, then repair again")
         for index, path in enumerate(files):
             self.out[path] = []
             for number, raw, is_last_line in _numbered_lines(path):
-                if is_torn_tail(raw, is_last_line, index == len(files) - 1) and not self.bad:
+                if is_last_line and index == len(files) - 1 and is_torn_tail(raw) and not self.bad:
                     self.changed.add(path)  # a crash's torn tail: cut, as a start would
                     self.torn_bytes = len(raw)
                     continue

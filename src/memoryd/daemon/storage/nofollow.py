@@ -1,7 +1,5 @@
-"""Reading the store without following a link, and the check that no directory between the root
-and a path is a link (`check_no_links`, before every write or delete): a planted link can neither
-leak a file from outside nor get one written or deleted (`LinkRefused`).
-
+"""Reading the store without following a link, and `check_no_links` before every write or delete: a planted
+link can neither leak a file from outside nor get one written or deleted (`LinkRefused`).
 Import contract: stdlib, `frontmatter` (for `BadRecord`) and errors."""
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""The prefetch helper: a process forked for a start without `state/`, parsing record files on the
-other core while the daemon replays the log (docs/storage.md, "Recovery at start"). It only reads
-files and writes bytes to an anonymous file, and leaves with `os._exit`; the daemon checks its
-result as its own, and a helper that fails costs only its time.
-
-Import contract: stdlib only."""
+"""The prefetch helper: a process forked for a start without `state/` that parses record files on the other
+core while the daemon replays the log; it only reads files and writes to an anonymous file (docs/storage.md,
+"Recovery at start"). Import contract: stdlib only."""
 
 from __future__ import annotations
 
@@ -37,9 +34,7 @@ def start(work: Callable[[int], None]) -> Helper | None:
 def finish(helper: Helper) -> int:
     """Wait for the helper; the file it wrote (the caller closes it). ValueError if it failed."""
     pid, fd = helper
-    _, status = os.waitpid(pid, 0)
-    code = os.waitstatus_to_exitcode(status)
-    if code != 0:
+    if (code := os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])) != 0:
         os.close(fd)
         raise ValueError(f"a start helper exited with status {code}")
     return fd
@@ -55,8 +50,7 @@ class Shares:
 
     def take(self, taker: int) -> Iterator[int]:
         """The chunks `taker` (HELPER or DAEMON) claims, up to the first the other has marked."""
-        order = range(self.count) if taker == HELPER else range(self.count - 1, -1, -1)
-        for index in order:
+        for index in range(self.count) if taker == HELPER else range(self.count - 1, -1, -1):
             if self.marks[index]:
                 return
             self.marks[index] = taker

@@ -1,12 +1,11 @@
-"""Record files under one root, written atomically and made durable in batches (`FileStore`: group
-commit, docs/storage.md), never written or deleted through a symbolic link. Faults: docs/storage.md,
-"Reliability".
-
-Import contract: stdlib, fsio, frontmatter, nofollow and errors."""
+"""Record files under one root, written atomically, made durable in batches with the log (group commit),
+never written or deleted through a symbolic link (docs/storage.md). Import contract: stdlib, fsio,
+frontmatter, nofollow, prefetch and errors."""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import fcntl
 import logging
@@ -17,22 +16,17 @@ from typing import Any
 from memoryd import fsio
 from memoryd.daemon.storage.frontmatter import BadRecord, parse
 from memoryd.daemon.storage.nofollow import LinkRefused, check_no_links, is_plain_dir, read_nofollow
+from memoryd.daemon.storage.prefetch import write_all
 from memoryd.errors import StorageError, StoreDamaged
 
 log = logging.getLogger("memoryd.daemon")
 FS_IOC_GETFLAGS = 0x80086601          # Linux: read an inode's attribute flags (`lsattr`)
 PINNED_FLAGS = 0x00000010 | 0x00000020  # FS_IMMUTABLE_FL | FS_APPEND_FL: no rename over, no unlink
 TMP_PREFIX = ".tmp-"
-
-
-def _syncfs_function() -> Any:
-    """Linux's syncfs(2) through libc, or None where it does not exist (macOS)."""
-    try:
-        import ctypes
-
-        return ctypes.CDLL(None, use_errno=True).syncfs
-    except (AttributeError, OSError):
-        return None
+try:  # Linux's syncfs(2), or None where it does not exist (macOS)
+    _syncfs: Any = ctypes.CDLL(None, use_errno=True).syncfs
+except (AttributeError, OSError):
+    _syncfs = None
 
 
 def _is_whole_record(path: Path) -> bool:
@@ -79,20 +73,10 @@ class FileStore:
         self._staged: dict[Path, tuple[Path, int]] = {}  # final path -> (temp path, open fd)
         self._deletes: dict[Path, None] = {}
         self._rmdirs: dict[Path, None] = {}
-        # Flushed and logged but the rename failed: retried at every publish, served meanwhile.
-        self._unpublished: dict[Path, Path] = {}
+        self._unpublished: dict[Path, Path] = {}  # logged, the rename failed: retried at each publish
         self.changes = 0  # staged writes and deletes so far: a call that changed nothing shows it
         self.strict = True  # refuse unchangeable targets at staging; recovery turns it off
         self.stuck: list[dict[str, str]] = []  # temp files recovery could not touch
-        self._syncfs = _syncfs_function()
-
-    def ensure_dir(self, path: Path) -> None:
-        if not is_plain_dir(path):
-            try:
-                path.mkdir(mode=0o700, parents=True, exist_ok=True)
-            except OSError as exc:
-                raise StorageError.from_os(exc, path) from exc
-            self._dirty_dirs.add(path.parent)
 
     def write_file(self, path: Path, data: bytes, fresh: bool = False) -> None:
         """Stage `data` for `path` (`StoreDamaged` for a linked folder on the way); `fresh`: a new name,
@@ -101,8 +85,12 @@ class FileStore:
             folders_exist = check_no_links(self.root, path)
         except LinkRefused as exc:
             raise StoreDamaged(str(exc), str(exc.path)) from exc
-        if not folders_exist:
-            self.ensure_dir(path.parent)
+        if not folders_exist:  # a folder on the way is missing
+            try:
+                path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StorageError.from_os(exc, path.parent) from exc
+            self._dirty_dirs.add(path.parent.parent)
         if self.strict and not fresh:
             check_changeable(path, replacing=True)
         tmp = path.parent / f"{TMP_PREFIX}{path.name}.{os.urandom(4).hex()}"
@@ -111,9 +99,7 @@ class FileStore:
         except OSError as exc:  # a full disk (inodes), a read-only or immutable directory
             raise StorageError.from_os(exc, tmp) from exc
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
+            write_all(fd, data)
         except BaseException as exc:
             os.close(fd)
             tmp.unlink(missing_ok=True)
@@ -138,12 +124,10 @@ class FileStore:
 
     def _supersede(self, path: Path) -> None:
         """Drop the version of `path` staged, or whose rename kept failing."""
-        staged = self._staged.pop(path, None)
-        if staged is not None:
+        if (staged := self._staged.pop(path, None)) is not None:
             os.close(staged[1])
             staged[0].unlink(missing_ok=True)
-        tmp = self._unpublished.pop(path, None)
-        if tmp is not None:
+        if (tmp := self._unpublished.pop(path, None)) is not None:
             tmp.unlink(missing_ok=True)
 
     def delete_file(self, path: Path) -> None:
@@ -168,7 +152,7 @@ class FileStore:
         staged = [fd for _tmp, fd in self._staged.values() if fd >= 0]
         fds = staged + list(extra_fds)
         try:
-            if fds and self._syncfs is not None and self._syncfs(fds[0]) == 0:
+            if fds and _syncfs is not None and _syncfs(fds[0]) == 0:
                 self._dirty_dirs.clear()  # the same journal commit holds the last publish's renames
             else:
                 for fd in fds:
@@ -193,16 +177,16 @@ class FileStore:
                 log.error("could not publish %s (%s); kept as %s, retried at every commit", path, exc, tmp.name)
         if not self._unpublished:
             self._apply_deletes()
-        if self._syncfs is None:  # else the next flush's `syncfs` makes them durable
+        if _syncfs is None:  # else the next flush's `syncfs` makes them durable
             self.sync_dirs()
 
     def sync_dirs(self) -> None:
         """Make the renames and deletes published so far durable (never raises)."""
         try:
-            if len(self._dirty_dirs) > 1 and self._syncfs is not None:
+            if len(self._dirty_dirs) > 1 and _syncfs is not None:
                 fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
                 try:
-                    if self._syncfs(fd) == 0:
+                    if _syncfs(fd) == 0:
                         self._dirty_dirs.clear()
                 finally:
                     os.close(fd)
@@ -225,12 +209,10 @@ class FileStore:
                 log.error("could not delete %s (%s); left in place", path, exc)
         self._deletes.clear()
         for directory in self._rmdirs:
-            try:
+            with contextlib.suppress(OSError, LinkRefused):  # not empty, or a link planted since
                 check_no_links(self.root, directory)
                 directory.rmdir()
                 self._dirty_dirs.add(directory.parent)
-            except (OSError, LinkRefused):
-                pass
         self._rmdirs.clear()
 
     def abort(self) -> None:
@@ -248,7 +230,6 @@ class FileStore:
 
     @property
     def idle(self) -> bool:
-        """Nothing staged, to delete or to publish again."""
         return not (self._staged or self._deletes or self._rmdirs or self._unpublished)
 
     @property
