@@ -90,7 +90,7 @@ def memory_update(call: Call, args: dict[str, Any]) -> dict[str, Any]:
         changes.update(content=content, tainted=bool(taint), taint=tuple(taint), last_verified_at=None,
                        verified_paths=(), verified_commits=(), verification_note=None)
     new = replace(memory, **changes, updated=tier.next_updated(memory.updated))
-    sha = tier.rewrite(memory, new)
+    sha = tier.commit(new, replaces=memory)
     core.record("update", call.session, memory_id=memory.id, status="updated", sha=sha,
                 fields=sorted(changes.keys() & set(EDITABLE)), req=call.req)
     return _updated_view(new)
@@ -150,7 +150,7 @@ def memory_verify(call: Call, args: dict[str, Any]) -> dict[str, Any]:
             raise InvalidParams("note", "holds a secret; leave it out of the note")
     new = replace(memory, last_verified_at=core.now(), verified_paths=paths, verified_commits=commits,
                   verification_note=note)
-    sha = tier.rewrite(memory, new)
+    sha = tier.commit(new, replaces=memory)
     core.record("verify", call.session, memory_id=memory.id, status="verified", sha=sha, req=call.req)
     return _verified_view(core, new)
 

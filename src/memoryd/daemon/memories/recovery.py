@@ -39,8 +39,7 @@ def load(tier: TierState) -> int:
     helped = _helper_result(tier) if tier.helper is not None else None
     cached = memory_cache.decode(helped[0]) if helped else memory_cache.read(tier.cache_path)
     parsed = [0]
-    trusted = tier.trusted_gen is not None and cached[2] == tier.trusted_gen and _load_cached(tier, cached)
-    if trusted:
+    if tier.trusted_gen is not None and cached[2] == tier.trusted_gen and _load_cached(tier, cached):
         tier.unlisted = ["t", "m"]
     else:
         _load_dirs(tier, cached, parsed)
@@ -55,7 +54,7 @@ def load(tier: TierState) -> int:
     if not tier.index_restored:
         parsed[0] += 1  # so the caller saves a fresh snapshot
     elif helped and parsed[0] == 0:  # the helper's cache and snapshot are this start's: keep them
-        tier.save_after_start = lambda: _write_caches(tier, *helped)
+        tier.save_after_start = lambda: save_cache(tier, helped)
     load_pending(tier)
     return parsed[0]
 
@@ -84,14 +83,14 @@ def _load_cached(tier: TierState, cached: Cached) -> bool:
             if logged.get(memory.id) != sha:
                 check_against_log(tier, memory, sha)
                 tier.file_sha[memory.id] = sha
-    groups: list[Any] | None = rows.groups()
+    groups = rows.groups()
     live = [memory for memory in memories if memory.removed_at is None]
     if len(live) != len(memories):
         for memory in memories:
             if memory.removed_at is not None:
                 tier.tombstones[memory.id] = memory
                 tier.tomb_index.add(memory, text=False)
-        groups = None if groups is None else [g for g, m in zip(groups, memories) if m.removed_at is None]
+        groups = [g for g, m in zip(groups, memories) if m.removed_at is None]
     tier.live.load(live, groups)
     tier.index.load(live)
     return True
@@ -195,13 +194,11 @@ def _from_cache(row: tuple[Any, ...] | None, tables: RowTables, file_id: str,
     if row is None:
         return None
     try:
-        memory = tables.from_row(row[4:])
-        size, mtime_ns, sha = row[1], row[2], row[3]
-        if memory.id != file_id or type(size) is not int or type(mtime_ns) is not int or type(sha) is not str:
-            return None
+        memory, (size, mtime_ns, sha) = tables.from_row(row[4:]), row[1:4]
     except (TypeError, ValueError, IndexError):
         return None
-    if (kind == "t") != (memory.removed_at is not None):
+    if (memory.id != file_id or (kind == "t") != (memory.removed_at is not None)
+            or type(size) is not int or type(mtime_ns) is not int or type(sha) is not str):
         return None
     return memory, sha, (size, mtime_ns)
 
@@ -248,12 +245,10 @@ def check_against_log(tier: TierState, memory: Memory, sha: str) -> None:
         tier.hand_edited.append(memory.id)
 
 
-def save_cache(tier: TierState) -> None:
-    """Write the parse cache for every record file on disk now (staged; durable at the sync)."""
-    _write_caches(tier, *encode_caches(tier))
-
-
-def _write_caches(tier: TierState, cache: bytes, snapshot: bytes) -> None:
+def save_cache(tier: TierState, caches: tuple[bytes, bytes] | None = None) -> None:
+    """Write the parse cache and index snapshot (`caches`, else those of every record file on disk
+    now), staged: durable at the sync."""
+    cache, snapshot = caches or encode_caches(tier)
     tier.core.files.write_file(tier.cache_path, cache)
     tier.core.files.write_file(tier.index_path, snapshot)
 

@@ -12,6 +12,7 @@ import os
 import sys
 from collections import Counter
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -77,8 +78,7 @@ class MemoryTier(TierState):
     # -- file-backed changes (the caller records the event that names the returned sha) ----------
 
     def _write(self, path: Path, data: bytes, memory_id: str | None = None, fresh: bool = False) -> str:
-        """Stage `data` for `path` (durable at the pass's group commit); returns its sha256.
-        `fresh`: a name just minted (`write_file`)."""
+        """Stage `data` for `path` (durable at the pass's group commit; `fresh`: a name just minted); its sha256."""
         self.core.files.write_file(path, data, fresh=fresh)
         sha = sha256_hex(data)
         if memory_id is not None:  # the caller logs `sha`, so logged_sha will describe the file
@@ -91,36 +91,26 @@ class MemoryTier(TierState):
     def after_sync(self) -> None:
         """After each pass's group commit: the stat of the files just published, for the parse cache."""
         for memory_id in self._unstatted:
-            path = self.path("t" if memory_id in self.tombstones else "m", memory_id)
-            try:
-                stat = os.lstat(path)
-            except OSError:
-                continue
-            self.file_stat[memory_id] = (stat.st_size, stat.st_mtime_ns)
+            with suppress(OSError):
+                stat = os.lstat(self.path("t" if memory_id in self.tombstones else "m", memory_id))
+                self.file_stat[memory_id] = (stat.st_size, stat.st_mtime_ns)
         self._unstatted.clear()
 
-    def commit(self, memory: Memory, terms: list[str] | None = None) -> str:
-        """Write a new live memory's file (its id from `new_id`) and index it; returns the file's sha256.
+    def commit(self, memory: Memory, terms: list[str] | None = None, replaces: Memory | None = None) -> str:
+        """Write a live memory's file and index it: a new one (its id from `new_id`), or one that `replaces`
+        the live record (update, verify; rendered first so a refusal changes nothing); the file's sha256.
         `terms`: its content's `text.analyze`, when the caller has them."""
-        sha = self._write(self.live_path(memory.id), render_memory(memory), memory.id, fresh=True)
+        sha = self._write(self.live_path(memory.id), render_memory(memory), memory.id, fresh=replaces is None)
+        if replaces is not None:
+            self.index.remove(replaces)
         self.live[memory.id] = memory
         self.index.add(memory, terms=terms)
         return sha
 
-    def rewrite(self, old: Memory, new: Memory) -> str:
-        """Replace a live memory (update, verify); rendered first so a refusal changes nothing."""
-        sha = self._write(self.live_path(new.id), render_memory(new), new.id)
-        self.index.remove(old)
-        self.live[new.id] = new
-        self.index.add(new)
-        return sha
-
     def bury(self, memory: Memory, reason: str) -> str:
-        """Move a live memory to a tombstone."""
         return self._move(memory, replace(memory, removed_at=self.core.now(), removed_reason=reason), "m", "t")
 
     def unbury(self, tomb: Memory) -> tuple[Memory, str]:
-        """Bring a tombstone back to life."""
         memory = replace(tomb, removed_at=None, removed_reason=None, updated=self.next_updated(tomb.updated))
         return memory, self._move(tomb, memory, "t", "m")
 
@@ -153,12 +143,10 @@ class MemoryTier(TierState):
                         scopes: list[str]) -> tuple[str, bool]:
         """Store `text` as the session's handoff memory; (id, deduped: the same content is a live
         handoff already). Secrets → InvalidParams; the other gates do not apply."""
-        markers = find_credentials(text)
-        if markers:
+        if markers := find_credentials(text):
             kinds = ", ".join(sorted({m["kind"] for m in markers}))
             raise InvalidParams("handoff", f"holds a secret ({kinds}); remove it before finishing")
-        existing = self.index.handoffs.get(sha256_hex(text.encode()))
-        if existing is not None:
+        if (existing := self.index.handoffs.get(sha256_hex(text.encode()))) is not None:
             self.core.record("write", session, status="deduped", gate="handoff", memory_id=existing)
             return existing, True
         now = self.core.now()
