@@ -204,36 +204,46 @@ class MemoryTier(TierState):
         return min((p.expires_at for p in self.pending.values()), default=None)
 
     def apply(self, event: dict[str, Any]) -> None:
-        """Keep the log-derived fields current with one recorded (or replayed) event."""
-        kind, status, pending_id = event["kind"], event.get("status"), event.get("pending_id", "")
-        if status in _LIVE_STATUSES.get(kind, ()):
-            self._named(event, "live")
-        if kind in ("search", "show", "inject"):
-            ids = event.get("ids") or event.get("injected") or ([event["memory_id"]] if event.get("memory_id") else [])
-            self.retrievals.update(ids)
-        elif kind in ("remove", "handoff_converted"):  # handoff_converted: a captured handoff became a session note
-            self._named(event, "tomb")
-        elif kind == "write" and status == "pending" and pending_id:
-            self.pending_logged.add(pending_id)
-            self.pending_seq = max(self.pending_seq, memory_recovery.pending_n(pending_id))
-        elif kind == "write_cancel" or (kind == "write_confirm" and status == "committed"):
-            self.pending_resolved.add(pending_id)
-        elif kind == "pending_expired":
-            self.expired[pending_id] = event.get("session", "")
-            self.pending_expired_total += 1
-        elif kind == "reaper_run":
-            self.reaper_last_run = event["ts"]
-        elif kind == "episode_prune":
-            self.episodes_pruned += len(event.get("episode_ids") or ())
-        elif kind == "daemon_stop":
-            self._on_daemon_stop()
+        handler = _APPLIERS.get(event["kind"])
+        if handler is not None:
+            handler(self, event)
 
     def _named(self, event: dict[str, Any], state: str) -> None:
         if event.get("memory_id") and event.get("sha"):
             self.logged_sha[event["memory_id"]] = event["sha"]
             self.logged_state[event["memory_id"]] = state
 
-    def _on_daemon_stop(self) -> None:
+    def _on_write(self, event: dict[str, Any]) -> None:
+        if event.get("status") == "committed":
+            self._named(event, "live")
+        elif event.get("status") == "pending" and event.get("pending_id"):
+            self.pending_logged.add(event["pending_id"])
+            self.pending_seq = max(self.pending_seq, memory_recovery.pending_n(event["pending_id"]))
+
+    def _on_confirm(self, event: dict[str, Any]) -> None:
+        if event.get("status") == "committed":
+            self._named(event, "live")
+            self.pending_resolved.add(event.get("pending_id", ""))
+
+    def _on_cancel(self, event: dict[str, Any]) -> None:
+        self.pending_resolved.add(event.get("pending_id", ""))
+
+    def _on_pending_expired(self, event: dict[str, Any]) -> None:
+        self.expired[event.get("pending_id", "")] = event.get("session", "")
+        self.pending_expired_total += 1
+
+    def _on_change(self, event: dict[str, Any]) -> None:
+        if event.get("status") in ("updated", "verified", "restored"):
+            self._named(event, "live")
+
+    def _on_remove(self, event: dict[str, Any]) -> None:
+        self._named(event, "tomb")
+
+    def _on_retrieval(self, event: dict[str, Any]) -> None:
+        ids = event.get("ids") or event.get("injected") or ([event["memory_id"]] if event.get("memory_id") else [])
+        self.retrievals.update(ids)
+
+    def _on_daemon_stop(self, event: dict[str, Any]) -> None:
         """A clean stop (not its replay): save the vectors and, when stale, the parse cache."""
         self.save_built_caches()  # the stop's checkpoint may name the gen of the helper's cache
         if self.semantic.dirty:
@@ -243,6 +253,12 @@ class MemoryTier(TierState):
             self.after_sync()
             memory_recovery.save_cache(self)
             self.cache_stale = False
+
+    def _on_reaper(self, event: dict[str, Any]) -> None:
+        if event["kind"] == "reaper_run":
+            self.reaper_last_run = event["ts"]
+        else:
+            self.episodes_pruned += len(event.get("episode_ids") or ())
 
     # -- the checkpoint (daemon/process/checkpoint.py): the log-derived fields, saved and restored --
 
@@ -330,7 +346,14 @@ class MemoryTier(TierState):
 _STATE_CODES = {"live": "l", "tomb": "t"}
 _STATES = {"l": "live", "t": "tomb"}
 
-# The statuses by which an event names a live record's new file.
-_CHANGED = ("updated", "verified", "restored")
-_LIVE_STATUSES = {"write": ("committed",), "write_confirm": ("committed",),
-                  "update": _CHANGED, "verify": _CHANGED, "restore": _CHANGED}
+
+_APPLIERS = {
+    "write": MemoryTier._on_write, "write_confirm": MemoryTier._on_confirm, "write_cancel": MemoryTier._on_cancel,
+    "pending_expired": MemoryTier._on_pending_expired,
+    "update": MemoryTier._on_change, "verify": MemoryTier._on_change, "restore": MemoryTier._on_change,
+    # handoff_converted: a captured handoff became a session note (sessions/records)
+    "remove": MemoryTier._on_remove, "handoff_converted": MemoryTier._on_remove,
+    "search": MemoryTier._on_retrieval, "show": MemoryTier._on_retrieval, "inject": MemoryTier._on_retrieval,
+    "reaper_run": MemoryTier._on_reaper, "episode_prune": MemoryTier._on_reaper,
+    "daemon_stop": MemoryTier._on_daemon_stop,
+}
