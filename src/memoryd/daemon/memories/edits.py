@@ -1,8 +1,5 @@
-"""Handlers that edit existing memories: update, remove, restore, verify. Each validates fully first,
-changes one record through the tier and records one event with the new file's sha256.
-
-Import contract: core, clock, validate, credentials, and the tier's args, chain, gates, projects,
-records, staleness, tier and writes.
+"""Handlers that edit existing memories: update, remove, restore, verify. Import contract: core, clock,
+validate, credentials, and the tier's args, chain, gates, projects, reads, records, staleness, tier and writes.
 """
 
 from __future__ import annotations
@@ -14,7 +11,7 @@ from memoryd.daemon.calls.validate import require_text
 from memoryd.daemon.core import Call, Core
 from memoryd.daemon.credentials.detector import find_credentials
 from memoryd.daemon.memories.args import check_links, check_verified, check_write_scopes, named_memory
-from memoryd.daemon.memories.chain import GATES, Draft, Gate, check_duplicate, run_gates
+from memoryd.daemon.memories.chain import GATES, Draft, check_duplicate, run_gates
 from memoryd.daemon.memories.gates import scan_taint
 from memoryd.daemon.memories.projects import check_project_scopes
 from memoryd.daemon.memories.reads import taint_fields
@@ -60,14 +57,6 @@ def _field_changes(call: Call, memory: Memory, args: dict[str, Any]) -> dict[str
     return changes
 
 
-def _content_gates(call: Call, memory: Memory, content: str, args: dict[str, Any]
-                   ) -> tuple[Gate, dict[str, Any]] | None:
-    """Gates 1–2 on new content (a handoff skips durability: it is state by nature)."""
-    flags = {"acknowledge_credential": args["acknowledge_credential"],
-             "acknowledge_transient": args["acknowledge_transient"] or memory.category == HANDOFF}
-    return run_gates(tier_of(call.core), Draft(content=content, scopes=list(memory.scopes), flags=flags), GATES[:2])
-
-
 def memory_update(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     core, tier = call.core, tier_of(call.core)
     memory = live_memory(tier, args["id"])
@@ -81,7 +70,10 @@ def memory_update(call: Call, args: dict[str, Any]) -> dict[str, Any]:
         core.record("update", call.session, memory_id=memory.id, status="stale")
         return {"status": "stale", "id": memory.id, "current_updated": memory.updated}
     if content is not None:
-        fired = _content_gates(call, memory, content, args)
+        # Gates 1–2 on the new content (a handoff skips durability: it is state by nature).
+        flags = {"acknowledge_credential": args["acknowledge_credential"],
+                 "acknowledge_transient": args["acknowledge_transient"] or memory.category == HANDOFF}
+        fired = run_gates(tier, Draft(content=content, scopes=list(memory.scopes), flags=flags), GATES[:2])
         if fired is not None:
             gate, refused = fired
             core.record("update", call.session, memory_id=memory.id, status=gate.status, gate=gate.kind)
@@ -161,12 +153,8 @@ def replay_edit(core: Core, event: dict[str, Any]) -> dict[str, Any] | None:
     tier = tier_of(core)
     memory_id, status = event.get("memory_id") or "", event.get("status")
     memory = tier.live.get(memory_id)
-    if status == "removed" and memory_id in tier.tombstones:
-        return {"status": "removed", "id": memory_id}
-    if memory is None or status not in ("updated", "restored", "verified"):
+    if (status == "removed" and memory_id in tier.tombstones) or (status == "restored" and memory is not None):
+        return {"status": status, "id": memory_id}
+    if memory is None or status not in ("updated", "verified"):
         return None
-    if status == "updated":
-        return _updated_view(memory)
-    if status == "restored":
-        return {"status": "restored", "id": memory_id}
-    return _verified_view(core, memory)
+    return _updated_view(memory) if status == "updated" else _verified_view(core, memory)
