@@ -9,15 +9,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from memoryd.daemon.credentials.detector import credential_hits, find_credentials, redact_credentials
-from memoryd.daemon.credentials.patterns import compile_all as compile_patterns
+from memoryd.daemon.credentials.detector import find_credentials, redact_credentials
 from memoryd.daemon.credentials.patterns import lazy as _re
 from memoryd.daemon.search.text import STOPWORDS, word_tokens
 
-__all__ = [
-    "cited_paths", "compile_patterns", "credential_hits", "find_credentials", "find_scope_mismatches",
-    "find_transient_markers", "find_ungrounded_claims", "redact_credentials", "scan_taint",
-]
+__all__ = ["cited_paths", "find_credentials", "find_scope_mismatches", "find_transient_markers",
+           "find_ungrounded_claims", "redact_credentials", "scan_taint"]
 
 MIN_GROUNDED_OVERLAP = 0.30
 MIN_CLAIM_CONTENT_WORDS = 3
@@ -85,12 +82,8 @@ def _is_proper_noun(text: str, start: int, phrase: str) -> bool:
 
 
 def _marker_spans(text: str) -> Iterator[tuple[int, int]]:
-    for m in _PHRASES_RE.finditer(text):
-        if not _is_proper_noun(text, m.start(), m.group()):
-            yield m.span()
-    for pattern in (_AS_OF_RE, _SHA_RE):
-        for m in pattern.finditer(text):
-            yield m.span()
+    yield from (m.span() for m in _PHRASES_RE.finditer(text) if not _is_proper_noun(text, m.start(), m.group()))
+    yield from (m.span() for pattern in (_AS_OF_RE, _SHA_RE) for m in pattern.finditer(text))
 
 
 def find_transient_markers(text: str) -> list[dict[str, str]]:
@@ -106,12 +99,9 @@ def _scope_covers(scopes: list[str], scope: str) -> bool:
 
 def _owning_project(path: str, projects: dict[str, str | None]) -> str | None:
     """The project whose worktree holds `path`; the deepest worktree wins when they nest."""
-    best, best_len = None, -1
-    for name, worktree in projects.items():
-        root = (worktree or "").rstrip("/")
-        if root and (path == root or path.startswith(root + "/")) and len(root) > best_len:
-            best, best_len = name, len(root)
-    return best
+    roots = {name: (worktree or "").rstrip("/") for name, worktree in projects.items()}
+    inside = [name for name, root in roots.items() if root and (path == root or path.startswith(root + "/"))]
+    return max(inside, key=lambda name: len(roots[name]), default=None)
 
 
 def find_scope_mismatches(text: str, scopes: list[str], projects: dict[str, str | None]) -> list[dict[str, str]]:
@@ -146,9 +136,7 @@ _SENTENCE_SPLIT_RE = _re(r"(?<=[.!?])\s+|\n+")
 
 def _fold(word: str) -> str:
     """Crude plural folding so "tests" in a claim matches "test" in the transcript."""
-    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
-        return word[:-1]
-    return word
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
 
 
 def _content_words(text: str) -> set[str]:
@@ -218,12 +206,9 @@ def _folded(text: str) -> str:
 def scan_taint(text: str) -> list[str]:
     """Prompt-injection reasons found in `text`, each once, in a fixed order; [] when clean."""
     folded = _folded(text)
-    found = []
-    for reason, pattern in _TAINT_PATTERNS:
-        needs = _TAINT_NEEDS.get(reason)
-        if (needs is None or any(word in folded for word in needs)) and pattern.search(text):
-            found.append(reason)
-    return found
+    return [reason for reason, pattern in _TAINT_PATTERNS
+            if (reason not in _TAINT_NEEDS or any(word in folded for word in _TAINT_NEEDS[reason]))
+            and pattern.search(text)]
 
 
 _TOKEN_SPLIT_RE = _re(r"[^\s()\[\]<>\"'`,;=|{}]+")
@@ -237,9 +222,7 @@ _LINE_SUFFIX_RE = _re(r"(?::\d+)+\Z|#L\d+(?:-L?\d+)?\Z")
 def _as_path(token: str) -> str | None:
     """`token` cleaned up if it reads as a file path, else None (URLs, "and/or", dates…)."""
     token = _LINE_SUFFIX_RE.sub("", token.rstrip(".:!?"))
-    if "://" in token or token.lower().startswith("www.") or "//" in token:
-        return None
-    if not any(c.isalpha() for c in token):
+    if "//" in token or token.lower().startswith("www.") or not any(c.isalpha() for c in token):  # URLs too
         return None
     if token.startswith(("./", "../")):
         return token if len(token.rstrip("/")) > token.index("/") else None

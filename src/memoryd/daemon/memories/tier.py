@@ -19,12 +19,13 @@ from typing import Any
 
 from memoryd.daemon.core import Core
 from memoryd.daemon.credentials.detector import find_credentials
+from memoryd.daemon.credentials.patterns import compile_all as compile_patterns
 from memoryd.daemon.identity import idents
 from memoryd.daemon.identity.scopes import unique
 from memoryd.daemon.identity.session_table import Session
 from memoryd.daemon.memories import after_start as memory_verify
 from memoryd.daemon.memories import recovery as memory_recovery
-from memoryd.daemon.memories.gates import compile_patterns, scan_taint
+from memoryd.daemon.memories.gates import scan_taint
 from memoryd.daemon.memories.records import (
     HANDOFF,
     HANDOFF_SOURCE,
@@ -51,7 +52,7 @@ def attach(core: Core) -> MemoryTier:
 
 
 class MemoryTier(TierState):
-    patterns_compiled = False  # the gates' regexes (gates.compile_patterns), after start
+    patterns_compiled = False  # the gates' regexes (`compile_patterns`), after start
 
     def known_projects(self) -> dict[str, str | None]:
         return self.index.projects
