@@ -40,13 +40,11 @@ class LiveMemories(dict[str, Memory]):
         super().__delitem__(key)
 
     def pop(self, key: str, *default: Memory) -> Memory:  # type: ignore[override]
-        if key in self:
-            memory = self[key]
-            del self[key]
-            return memory
-        if default:
+        if key not in self and default:
             return default[0]
-        raise KeyError(key)
+        memory = self[key]  # KeyError when absent
+        del self[key]
+        return memory
 
     def load(self, memories: list[Memory], groups: list[Any] | None = None) -> None:
         """Insert the memories a start read (none present yet), counted column by column at C speed.

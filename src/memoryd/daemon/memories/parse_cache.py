@@ -26,10 +26,9 @@ _SCOPES, _ORIGIN = (4 + ROW_FIELDS.index(name) for name in ("scopes", "origin"))
 def read(path: Path) -> tuple[Mapping[str, tuple[Any, ...]], RowTables, str | None]:
     """The cache's rows by key, their tables and the save's `gen`; empty when absent or unreadable."""
     try:
-        raw = nofollow.read_nofollow(path)
+        return decode(nofollow.read_nofollow(path))
     except (OSError, ValueError):  # ValueError: LinkRefused, a planted link is never read
         return {}, RowTables(), None
-    return decode(raw)
 
 
 def decode(raw: bytes) -> tuple[Mapping[str, tuple[Any, ...]], RowTables, str | None]:

@@ -32,8 +32,7 @@ class ShortIds:
         count = sum(len(table) for table in self.tables)
         if count != self.built_for:
             tails = [memory_id[-TAIL:] for memory_id in self._ids()]
-            distinct = set(tails)
-            self.shared = set() if len(distinct) == len(tails) else {t for t, n in Counter(tails).items() if n > 1}
+            self.shared = set() if len(set(tails)) == len(tails) else {t for t, n in Counter(tails).items() if n > 1}
             self.built_for = count
 
     def short(self, memory_id: str) -> str:

@@ -84,27 +84,24 @@ class TierState:
     def project_of(self, memory: Memory) -> str | None:
         """The memory's project: its first `projects:<x>` scope (what the writer said), else the
         project it was written from."""
-        for scope in memory.scopes:
-            name = project_scope_name(scope)
-            if name:
-                return name
+        name = next(filter(None, map(project_scope_name, memory.scopes)), None)
         project = memory.origin.get("project")
-        return project if isinstance(project, str) and project else None
+        return name or (project if isinstance(project, str) and project else None)
 
     def tables(self, kind: str) -> tuple[LiveIndex | TombIndex, dict[str, Memory]]:
         """The index and records of live memories (`kind` m) or of tombstones (t)."""
         return (self.index, self.live) if kind == "m" else (self.tomb_index, self.tombstones)
 
     def path(self, kind: str, memory_id: str) -> Path:
-        return self.live_path(memory_id) if kind == "m" else self.tomb_path(memory_id)
+        """A live record's file (`kind` m) or a tombstone's (t)."""
+        assert idents.is_ulid(memory_id)  # ids reach paths only after validation or minting
+        return (self.live_dir if kind == "m" else self.tomb_dir) / f"{memory_id}.md"
 
     def live_path(self, memory_id: str) -> Path:
-        assert idents.is_ulid(memory_id)  # ids reach paths only after validation or minting
-        return self.live_dir / f"{memory_id}.md"
+        return self.path("m", memory_id)
 
     def tomb_path(self, memory_id: str) -> Path:
-        assert idents.is_ulid(memory_id)
-        return self.tomb_dir / f"{memory_id}.md"
+        return self.path("t", memory_id)
 
     def sha_on_disk(self, memory_id: str) -> str | None:
         """The sha256 of the record's file as it is now (hand edits included)."""
