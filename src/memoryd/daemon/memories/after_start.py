@@ -1,9 +1,6 @@
-"""The memory tier's check after start (docs/storage.md, "Files checked after start"): what a start
-took from the parse cache unread is compared with the files, a slice at a time, and handled as
-`recovery` would have at start.
-
-Import contract: store, nofollow, the tier's records, state and recovery.
-"""
+"""The memory tier's check after start (docs/storage.md, "Files checked after start"): records a start took
+from the parse cache unread are compared with their files, a slice at a time, and handled as `recovery`
+would have at start. Import contract: store, nofollow, the tier's records, state and recovery."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""Argument rules of the durable tier that its terse schemas do not spell out; each fails with the
--32602 `InvalidParams(param, reason)` the schema validator would raise, before anything is written.
-
-Import contract: idents, scopes, tool (the patterns), validate, records, shortids, errors.
-"""
+"""Argument rules of the durable tier its terse schemas do not spell out; each fails, before anything is
+written, with the -32602 `InvalidParams(param, reason)` the schema validator would raise. Import contract:
+idents, scopes, tool (the patterns), validate, records, shortids, errors."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """memory_write's gate chain (docs/tools.md): gates 1–6 in order (`GATES`), the first that fires decides;
-a gate reads the tier only through `TierView`. Import contract: gates, records, scopes, text.
-"""
+a gate reads the tier only through `TierView`. Import contract: gates, records, scopes, text."""
 
 from __future__ import annotations
 

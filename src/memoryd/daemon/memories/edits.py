@@ -1,6 +1,5 @@
 """Handlers that edit existing memories: update, remove, restore, verify. Import contract: core, clock,
-validate, credentials, and the tier's args, chain, gates, projects, reads, records, staleness, tier and writes.
-"""
+validate, credentials, and the tier's args, chain, gates, projects, reads, records, staleness, tier and writes."""
 
 from __future__ import annotations
 

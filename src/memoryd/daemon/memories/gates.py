@@ -1,8 +1,6 @@
-"""Pure detectors behind memory_write's gate chain and the taint scan (docs/tools.md): text in,
-plain data out; the gate order and override flags live in `chain`.
-
-Import contract: stdlib, search.text, credentials (gate 1's detector and lazy patterns); no I/O.
-"""
+"""Pure detectors behind memory_write's gate chain and the taint scan (docs/tools.md): text in, plain data
+out; the gate order and override flags live in `chain`. Import contract: stdlib, search.text, credentials
+(gate 1's detector and lazy patterns); no I/O."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""The live memories by id, keeping the digest's aggregates (counts by category and project, each
-project's handoffs, the write order) current as records come and go, so `memory_digest` at every
-session start costs ~O(answer), not O(store).
-
-Import contract: records.
-"""
+"""The live memories by id, keeping the digest's aggregates (counts by category and project, each project's
+handoffs, the write order) current as records come and go, so `memory_digest` at every session start costs
+~O(answer), not O(store). Import contract: records."""
 
 from __future__ import annotations
 

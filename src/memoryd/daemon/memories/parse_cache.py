@@ -1,8 +1,6 @@
-"""The derived caches of start-up: parsed memory files (`state/memories.cache`) and the search index
-snapshot (`state/search.index`); formats and trust rules: docs/storage.md, "Caches in `state/`".
-
-Import contract: msgpack, store, records.
-"""
+"""The derived caches of start-up: parsed memory files (`state/memories.cache`) and the search index snapshot
+(`state/search.index`); formats and trust rules: docs/storage.md, "Caches in `state/`". Import contract:
+msgpack, store, records."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
 """What a durable memory and a pending write are, and how they map to files (docs/storage.md).
-
-Import contract: store only (stdlib + yaml below it).
-"""
+Import contract: store only (stdlib + yaml below it)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""Start-up of the memory tier after the log replay (docs/storage.md, "Recovery at start", step 4):
-load the record files and reconcile them with the log. Bad files are listed, never fatal.
-
-Import contract: store, frontmatter, idents, nofollow, prefetch, text, search, core's PROGRESS_EVERY
-and the tier's parse_cache, records and state.
-"""
+"""Start-up of the memory tier after the log replay (docs/storage.md, "Recovery at start", step 4): load the
+record files and reconcile them with the log; bad files are listed, never fatal. Import contract: store,
+frontmatter, idents, nofollow, prefetch, text, search, core's PROGRESS_EVERY, the tier's parse_cache, records, state."""
 
 from __future__ import annotations
 

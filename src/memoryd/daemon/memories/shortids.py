@@ -1,8 +1,5 @@
 """Short ids (`m` + the ULID's last 8 or 9 characters, docs/search.md) in place of 26-character ULIDs;
-computed from the ids, never stored.
-
-Import contract: stdlib only.
-"""
+computed from the ids, never stored. Import contract: stdlib only."""
 
 from __future__ import annotations
 

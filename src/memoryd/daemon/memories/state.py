@@ -1,8 +1,6 @@
-"""Every field the durable memory tier keeps, and the small reads on them. `tier.MemoryTier` adds
-the changes and `recovery` fills the fields at start, so neither has to import the other.
-
-Import contract: core and the tier's records, parse_cache, index, live, semantic, shortids, staleness.
-"""
+"""Every field the durable memory tier keeps, and the small reads on them: `tier.MemoryTier` adds the changes
+and `recovery` fills the fields at start, so neither imports the other. Import contract: core and the tier's
+records, parse_cache, index, live, semantic, shortids, staleness."""
 
 from __future__ import annotations
 

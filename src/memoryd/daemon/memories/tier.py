@@ -1,9 +1,6 @@
 """The durable memory tier's changes on top of `state.TierState`: memory files written, moved and
-restored, pending writes, and the appliers of recorded events (the tool handlers record them).
-
-Import contract: core, connections, scopes, and the tier's after_start, gates, records, state and
-recovery; no zmq, no msgpack.
-"""
+restored, pending writes, and the appliers of recorded events. Import contract: core, connections,
+credentials, scopes, and the tier's after_start, gates, records, state and recovery; no zmq, no msgpack."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Handlers that create durable memories: write, confirm, cancel, promote; a retry after a restart
 is answered from the event by `replay_*` (docs/tools.md). Import contract: core, clock, validate,
-episodes.episode, and the tier's args, chain, gates, projects, records and tier.
-"""
+episodes.episode, and the tier's args, chain, gates, projects, records and tier."""
 
 from __future__ import annotations
 
