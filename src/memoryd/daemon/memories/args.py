@@ -34,8 +34,7 @@ def check_id(name: str, value: str) -> str:
 
 
 def named_memory(short_ids: ShortIds, name: str, value: str) -> str:
-    """The memory id `value` names: a whole id or a short id; an ambiguous short id fails naming
-    the candidates."""
+    """The memory id `value` names (a whole or short id); an ambiguous short id fails naming the candidates."""
     if idents.is_ulid(value) or not is_short_id(value):
         return check_id(name, value)
     found = short_ids.resolve(value)

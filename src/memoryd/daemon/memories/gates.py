@@ -91,10 +91,6 @@ def find_transient_markers(text: str) -> list[dict[str, str]]:
             for start, end in _non_overlapping(list(_marker_spans(text)))]
 
 
-def _scope_covers(scopes: list[str], scope: str) -> bool:
-    return any(s == scope or s.startswith(scope + ":") for s in scopes)
-
-
 def _owning_project(path: str, projects: dict[str, str | None]) -> str | None:
     """The project whose worktree holds `path`; the deepest worktree wins when they nest."""
     roots = {name: (worktree or "").rstrip("/") for name, worktree in projects.items()}
@@ -106,7 +102,7 @@ def find_scope_mismatches(text: str, scopes: list[str], projects: dict[str, str 
     """Evidence that `text` belongs to a known project (name -> worktree or None) its `scopes` do not
     cover: `{kind, evidence, suggested_scope}` per project and kind (`project_name`, `worktree_path`),
     in text order; a name inside a path already reported for that project is not reported again."""
-    uncovered = {n for n in projects if not _scope_covers(scopes, f"projects:{n}")}
+    uncovered = {n for n in projects if not any(s == f"projects:{n}" or s.startswith(f"projects:{n}:") for s in scopes)}
     if not uncovered:
         return []
     found: dict[tuple[str, str], tuple[int, str]] = {}
@@ -145,15 +141,10 @@ def find_ungrounded_claims(text: str, transcript: str) -> list[dict[str, object]
     """Sentences of `text` (with >= 3 distinct content words) fewer than 30 % of whose content words
     occur in `transcript`: `[{sentence, overlap}]`, overlap rounded to 2 places."""
     known = _content_words(transcript)
-    claims: list[dict[str, object]] = []
-    for sentence in _SENTENCE_SPLIT_RE.split(text):
-        words = _content_words(sentence)
-        if len(words) < MIN_CLAIM_CONTENT_WORDS:
-            continue
-        overlap = len(words & known) / len(words)
-        if overlap < MIN_GROUNDED_OVERLAP:
-            claims.append({"sentence": " ".join(sentence.split()), "overlap": round(overlap, 2)})
-    return claims
+    overlaps = ((sentence, len(words & known) / len(words)) for sentence in _SENTENCE_SPLIT_RE.split(text)
+                if len(words := _content_words(sentence)) >= MIN_CLAIM_CONTENT_WORDS)
+    return [{"sentence": " ".join(sentence.split()), "overlap": round(overlap, 2)}
+            for sentence, overlap in overlaps if overlap < MIN_GROUNDED_OVERLAP]
 
 
 # -- the taint scan (flags, never blocks) ----------------------------------------------------------

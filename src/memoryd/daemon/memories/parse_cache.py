@@ -100,8 +100,7 @@ def encode_index(header: dict[str, Any], live: dict[str, Any], tombs: dict[str, 
 
 
 def read_index(path: Path | bytes, header: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """The (live, tombstone) index states stored at `path` (or in these bytes) if its header has
-    this version and every field of `header`; else None."""
+    """The (live, tombstone) index states at `path` (or in these bytes) if stored with this version and `header`."""
     try:
         with (io.BytesIO(path) if isinstance(path, bytes)
               else os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb")) as file:

@@ -97,8 +97,7 @@ Found = tuple[list[Memory], Sequence[str], list[tuple[int, int]]]  # records, th
 
 
 def _from_columns(columns: tuple[tuple[Any, ...], ...], tables: RowTables) -> Found | None:
-    """The records, their files' shas and stats, column by column; None unless every key is
-    `m/<id>.md` for a live record and `t/<id>.md` for a tombstone."""
+    """The records, their files' shas and stats; None unless every key is `m/<id>.md` (live) or `t/<id>.md`."""
     keys, sizes, mtimes, shas = columns[:4]
     memories = tables.from_columns(columns[4:])
     if not (idents.all_of_type(sizes, int) and idents.all_of_type(mtimes, int) and idents.all_of_type(shas, str)):
@@ -243,8 +242,7 @@ def check_against_log(tier: TierState, memory: Memory, sha: str) -> None:
 
 
 def save_cache(tier: TierState, caches: tuple[bytes, bytes] | None = None) -> None:
-    """Write the parse cache and index snapshot (`caches`, else those of every record file on disk
-    now), staged: durable at the sync."""
+    """Stage the parse cache and index snapshot: `caches`, else those of every record file on disk now."""
     cache, snapshot = caches or encode_caches(tier)
     tier.core.files.write_file(tier.cache_path, cache)
     tier.core.files.write_file(tier.index_path, snapshot)
@@ -318,8 +316,7 @@ def settle_double(tier: TierState, tomb: Memory, sha: str, stat: tuple[int, int]
 
 
 def load_pending(tier: TierState) -> None:
-    """Pending writes from the snapshot that the log says were staged and not settled (the reaper
-    expires those past their TTL)."""
+    """Pending writes from the snapshot that the log says were staged and not settled (the reaper expires them)."""
     try:
         rows = decode_pending(nofollow.read_nofollow(tier.snapshot_path))
     except (OSError, frontmatter.BadRecord):

@@ -80,8 +80,7 @@ class TierState:
         return {"memories": len(self.live), "tombstones": len(self.tombstones), "pending": len(self.pending)}
 
     def project_of(self, memory: Memory) -> str | None:
-        """The memory's project: its first `projects:<x>` scope (what the writer said), else the
-        project it was written from."""
+        """Its first `projects:<x>` scope (what the writer said), else the project it was written from."""
         name = next(filter(None, map(project_scope_name, memory.scopes)), None)
         project = memory.origin.get("project")
         return name or (project if isinstance(project, str) and project else None)

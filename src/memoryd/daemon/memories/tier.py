@@ -272,8 +272,7 @@ class MemoryTier(TierState):
                 "cache_gen": None if self.cache_stale else self.cache_gen}
 
     def restore_log_state(self, data: dict[str, Any]) -> Callable[[], None]:
-        """Decode everything first (a bad value raises before anything changes); the returned
-        function assigns it."""
+        """Decode everything first (a bad value raises before anything changes); the function returned assigns it."""
         ids, shas, states = data["logged_ids"], data["logged_shas"], data["logged_states"]
         if not (len(ids) == len(shas) == len(states) and idents.all_of_type(ids, str)
                 and idents.all_of_type(shas, str)):
@@ -301,8 +300,7 @@ class MemoryTier(TierState):
             self.save_after_start = lambda: memory_recovery.save_cache(self)
 
     def save_built_caches(self) -> None:
-        """Write the caches this start built (`save_after_start`), once; a full disk only slows
-        the next start."""
+        """Write the caches this start built (`save_after_start`), once; a full disk only slows the next start."""
         save, self.save_after_start = self.save_after_start, None
         if save is not None:
             try:
