@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import os
 from collections.abc import Iterable, Iterator, Mapping
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -55,25 +56,23 @@ class ColumnRows(Mapping[str, tuple[Any, ...]]):
         self.columns: tuple[tuple[Any, ...], ...] = columns
         keys = columns[0]
         self.complete = idents.all_of_type(keys, str) and len(set(keys)) == len(keys)
-        self._by_key: dict[str, tuple[Any, ...]] | None = None
 
     def groups(self) -> list[tuple[Any, Any]]:
         """Per row, its scopes' and origin's numbers (`LiveMemories.load`'s groups)."""
         return list(zip(self.columns[_SCOPES], self.columns[_ORIGIN]))
 
+    @cached_property
     def rows(self) -> dict[str, tuple[Any, ...]]:
-        if self._by_key is None:
-            self._by_key = {row[0]: row for row in zip(*self.columns) if isinstance(row[0], str)}
-        return self._by_key
+        return {row[0]: row for row in zip(*self.columns) if isinstance(row[0], str)}
 
     def __getitem__(self, key: str) -> tuple[Any, ...]:
-        return self.rows()[key]
+        return self.rows[key]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self.rows())
+        return iter(self.rows)
 
     def __len__(self) -> int:
-        return len(self.columns[0]) if self.complete else len(self.rows())
+        return len(self.columns[0]) if self.complete else len(self.rows)
 
 
 def encode(entries: Iterable[tuple[str, tuple[int, int], Memory, str]], gen: str) -> bytes:
