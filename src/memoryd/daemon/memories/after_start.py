@@ -91,12 +91,10 @@ def _found_late(tier: TierState, directory: Path, entry: os.DirEntry[str], kind:
     try:
         check_entry(directory, entry)
         memory, sha, stat = read_record(entry.path, kind)
+        if kind == "m" and memory.id in tier.tombstones:  # a copy of a removed record put back by hand
+            raise ValueError("a live file for a removed memory; memory_restore brings it back")
     except BAD_RECORD as exc:
         tier.bad_files.append({"path": str(directory / entry.name), "reason": str(exc)[:200]})
-        return
-    if kind == "m" and memory.id in tier.tombstones:  # a copy of a removed record put back by hand
-        tier.bad_files.append({"path": str(directory / entry.name),
-                               "reason": "a live file for a removed memory; memory_restore brings it back"})
         return
     tier.cache_stale = True
     tier.found_late.append(memory.id)

@@ -9,6 +9,7 @@ import logging
 import operator
 import os
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -144,13 +145,11 @@ def load_text_indexes(tier: TierState, snapshot: bytes | None = None) -> bool:
         stored = memory_cache.read_index(snapshot or tier.index_path, index_header(tier))
         tier.cache_stale = tier.cache_stale or bool(tier.unlisted)  # re-saved with its gen at stop
     if stored is not None:
-        try:
+        with suppress(KeyError, IndexError, TypeError, ValueError):
             tier.index.text = SearchIndex.from_state(stored[0])
             tier.tomb_index.text = SearchIndex.from_state(stored[1])
             if len(tier.index.text) == len(tier.live) and len(tier.tomb_index.text) == len(tier.tombstones):
                 return True
-        except (KeyError, IndexError, TypeError, ValueError):
-            pass
     total = len(tier.live)
     tier.index.defer_text(list(tier.live.values()),
                           lambda done: tier.core.progress("building the search index", done, total))
@@ -175,14 +174,13 @@ def read_dir(tier: TierState, directory: Path, kind: str, cached: Cached,
             found = _from_cache(cached[0].get(f"{kind}/{entry.name}"), cached[1], entry.name[:-3], kind)
             if found is not None:
                 tier.unverified.append(found[0].id)
-                yield found
-                continue
-            memory, sha, stat = read_record(entry.path, kind)
-            parsed[0] += 1
+            else:
+                found = read_record(entry.path, kind)
+                parsed[0] += 1
         except BAD_RECORD as exc:
             tier.bad_files.append({"path": str(directory / entry.name), "reason": str(exc)[:200]})
             continue
-        yield memory, sha, stat
+        yield found
 
 
 def _from_cache(row: tuple[Any, ...] | None, tables: RowTables, file_id: str,

@@ -19,8 +19,6 @@ from memoryd.daemon.memories.semantic import Semantic
 from memoryd.daemon.memories.shortids import ShortIds
 from memoryd.daemon.memories.staleness import GitProbe
 
-PENDING_SNAPSHOT = "pending.json"
-
 
 class TierState:
 
@@ -28,7 +26,7 @@ class TierState:
         self.core = core
         self.live_dir = core.root / "memories"
         self.tomb_dir = core.root / "tombstones"
-        self.snapshot_path = core.root / "state" / PENDING_SNAPSHOT
+        self.snapshot_path = core.root / "state" / "pending.json"
         self.cache_path = core.root / "state" / memory_cache.CACHE_NAME
         self.index_path = core.root / "state" / memory_cache.INDEX_NAME
         self.index_restored = False                 # start-up used the search index snapshot
