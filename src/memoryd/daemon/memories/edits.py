@@ -48,11 +48,9 @@ def _field_changes(call: Call, memory: Memory, args: dict[str, Any]) -> dict[str
         changes["scopes"] = tuple(checked.scopes)
     if args["links"] is not None:
         changes["links"] = check_links(tier_of(call.core).live, args["links"], self_id=memory.id)
-    changes.update((name, args[name]) for name in ("confidence", "pinned") if args[name] is not None)
-    if args["category"] is not None:
-        if args["category"] == USER_INFERENCE and memory.category != USER_INFERENCE:
-            raise InvalidParams("category", "user-inference needs the user's yes: write it with memory_write")
-        changes["category"] = args["category"]
+    if args["category"] == USER_INFERENCE and memory.category != USER_INFERENCE:
+        raise InvalidParams("category", "user-inference needs the user's yes: write it with memory_write")
+    changes.update((name, args[name]) for name in ("confidence", "pinned", "category") if args[name] is not None)
     return changes
 
 
@@ -120,8 +118,7 @@ def memory_restore(call: Call, args: dict[str, Any]) -> dict[str, Any]:
         raise ResourceState("unknown_memory", memory_id)
     draft = Draft(content=tomb.content, scopes=list(tomb.scopes), duplicate_at=core.config.dedup_duplicate,
                   related_at=core.config.dedup_duplicate)
-    duplicate = check_duplicate(tier, draft)
-    if duplicate is not None:
+    if (duplicate := check_duplicate(tier, draft)) is not None:
         core.record("restore", call.session, memory_id=memory_id, status="duplicate", gate="duplicate")
         return {"status": "duplicate", "id": memory_id, **duplicate, "hint": RESTORE_DUPLICATE_HINT}
     memory, sha = tier.unbury(tomb)

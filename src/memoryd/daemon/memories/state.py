@@ -88,7 +88,6 @@ class TierState:
         return (self.index, self.live) if kind == "m" else (self.tomb_index, self.tombstones)
 
     def path(self, kind: str, memory_id: str) -> Path:
-        """A live record's file (`kind` m) or a tombstone's (t)."""
         assert idents.is_ulid(memory_id)  # ids reach paths only after validation or minting
         return (self.live_dir if kind == "m" else self.tomb_dir) / f"{memory_id}.md"
 

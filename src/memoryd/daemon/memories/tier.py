@@ -113,8 +113,7 @@ class MemoryTier(TierState):
         return memory, self._move(tomb, memory, "t", "m")
 
     def _move(self, old: Memory, new: Memory, source: str, target: str) -> str:
-        """Move a record between the live (m) and tombstone (t) files; staged deletes apply after
-        staged writes, so no crash loses both files."""
+        """Move a record between live (m) and tombstone (t) files; staged deletes follow writes: no crash loses both."""
         sha = self._write(self.path(target, new.id), render_memory(new), new.id)
         self.core.files.delete_file(self.path(source, old.id))
         index, records = self.tables(source)
@@ -131,10 +130,8 @@ class MemoryTier(TierState):
 
         now = self.core.clock()
         if self.core.now() <= previous:
-            try:
+            with suppress(ValueError):  # not a stamp (a hand edit: `zzzz` sorts after every one): now is after it
                 now = parse_iso(previous) + 0.001
-            except ValueError:  # not a stamp (a hand edit: `zzzz` sorts after every one): now is after it
-                pass
         return iso(now)
 
     def capture_handoff(self, session: Session, identity: dict[str, Any], text: str,
@@ -147,8 +144,7 @@ class MemoryTier(TierState):
         if (existing := self.index.handoffs.get(sha256_hex(text.encode()))) is not None:
             self.core.record("write", session, status="deduped", gate="handoff", memory_id=existing)
             return existing, True
-        now = self.core.now()
-        taint = scan_taint(text)
+        now, taint = self.core.now(), scan_taint(text)
         memory = Memory(id=self.new_id(), content=text, scopes=tuple(unique(scopes)), category=HANDOFF,
                         confidence="high", source=HANDOFF_SOURCE, created=now, updated=now,
                         session_id=session.id, origin=self.origin_of(identity, session),
@@ -287,8 +283,7 @@ class MemoryTier(TierState):
                   "trusted_gen": data["cache_gen"] if type(data["cache_gen"]) is str else None}
         return lambda: self.__dict__.update(fields)
 
-    def prefetch(self) -> None:
-        """Before the log replays: `recovery.prefetch`."""
+    def prefetch(self) -> None:  # before the log replays
         memory_recovery.prefetch(self)
 
     def load(self) -> None:
