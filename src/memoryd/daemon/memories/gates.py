@@ -165,8 +165,7 @@ _TAINT_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
         r"\byou\s+(?:must|should|will|are\s+to)\s+now\b"
         r"|\bfrom\s+now\s+on,?\s+you\s+(?:must|will|should|are)\b", re.I)),
     ("new-instructions", _re(
-        r"\byour\s+new\s+(?:instructions|task|role|goal)\s+(?:is|are)\b|\bnew\s+instructions\s*:",
-        re.I)),
+        r"\byour\s+new\s+(?:instructions|task|role|goal)\s+(?:is|are)\b|\bnew\s+instructions\s*:", re.I)),
     ("self-certified-trust", _re(
         r"\bthis\s+(?:memory|message|content|note|instruction|text|record)\s+(?:is|has\s+been)\s+"
         r"(?:trusted|verified|safe|authori[sz]ed|approved)\b|\btrusted\s+source\b"

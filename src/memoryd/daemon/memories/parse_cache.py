@@ -111,6 +111,4 @@ def read_index(path: Path | bytes, header: dict[str, Any]) -> tuple[dict[str, An
             live, tombs = next(unpacker)
     except (OSError, StopIteration, ValueError, TypeError, msgpack.UnpackException):
         return None
-    if not (isinstance(live, dict) and isinstance(tombs, dict)):
-        return None
-    return live, tombs
+    return (live, tombs) if isinstance(live, dict) and isinstance(tombs, dict) else None

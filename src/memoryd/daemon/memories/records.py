@@ -33,10 +33,7 @@ PREVIEW_CHARS = 200
 
 
 def first_line_of(text: str) -> str:
-    for line in text.splitlines():
-        if line.strip():
-            return line.strip()[:FIRST_LINE_CHARS]
-    return ""
+    return next((line.strip()[:FIRST_LINE_CHARS] for line in text.splitlines() if line.strip()), "")
 
 
 def sha256_hex(data: bytes) -> str:
