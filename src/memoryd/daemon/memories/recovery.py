@@ -304,8 +304,7 @@ def settle_double(tier: TierState, tomb: Memory, sha: str, stat: tuple[int, int]
     """Both a live file and a tombstone (a crash mid-move): the log says which one stays."""
     if tier.logged_state.get(tomb.id) == "tomb":
         note_file(tier, tomb.id, sha, stat)
-        live = tier.live.pop(tomb.id)
-        tier.index.remove(live)
+        tier.index.remove(tier.live.pop(tomb.id))
         tier.core.files.delete_file(tier.live_path(tomb.id))
         tier.tombstones[tomb.id] = tomb
         tier.tomb_index.add(tomb)

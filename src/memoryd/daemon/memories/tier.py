@@ -314,7 +314,10 @@ class MemoryTier(TierState):
             self.patterns_compiled = True
         self.index.finish_text()
         self.save_built_caches()
-        self.pump_vectors()
+        if self.core.config.search_by_meaning:  # its thread starts on the first idle turn, then vectors come in
+            live = self.live
+            self.semantic.start(live.values())
+            self.semantic.pump(lambda memory_id: m.updated if (m := live.get(memory_id)) is not None else None)
         self.index.anchors.build_some(self.live, ANCHOR_SLICE)
         return memory_verify.verify_some(self, budget)
 
@@ -323,14 +326,6 @@ class MemoryTier(TierState):
         told = {"memories_parsed": len(self.found_late), "memories_dropped": self.dropped_late}
         self.found_late, self.dropped_late = [], 0
         return told
-
-    def pump_vectors(self) -> None:
-        """Search by meaning: start its thread on the first idle turn, then take in its vectors."""
-        if not self.core.config.search_by_meaning:
-            return
-        self.semantic.start(self.live.values())
-        live = self.live
-        self.semantic.pump(lambda memory_id: m.updated if (m := live.get(memory_id)) is not None else None)
 
 
 # A record's logged state in the checkpoint: one character each; one shared string each in memory.
