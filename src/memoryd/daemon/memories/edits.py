@@ -30,8 +30,7 @@ RESTORE_DUPLICATE_HINT = ("A live memory now says nearly the same; memory_update
 
 def live_memory(tier: MemoryTier, memory_id: str) -> Memory:
     memory_id = named_memory(tier.short_ids, "id", memory_id)
-    memory = tier.live.get(memory_id)
-    if memory is not None:
+    if (memory := tier.live.get(memory_id)) is not None:
         return memory
     if memory_id in tier.tombstones:
         raise ResourceState("unknown_memory", memory_id,
@@ -113,8 +112,7 @@ def memory_restore(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     memory_id = named_memory(tier.short_ids, "id", args["id"])
     if memory_id in tier.live:
         raise ResourceState("not_removed", memory_id, f"memory {memory_id} is live, not removed")
-    tomb = tier.tombstones.get(memory_id)
-    if tomb is None:
+    if (tomb := tier.tombstones.get(memory_id)) is None:
         raise ResourceState("unknown_memory", memory_id)
     draft = Draft(content=tomb.content, scopes=list(tomb.scopes), duplicate_at=core.config.dedup_duplicate,
                   related_at=core.config.dedup_duplicate)

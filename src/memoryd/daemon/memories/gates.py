@@ -120,9 +120,8 @@ def find_scope_mismatches(text: str, scopes: list[str], projects: dict[str, str 
             name = m.group().lower()
             if not any(s <= m.start() < e and o == name for s, e, o in path_spans):
                 found.setdefault((name, "project_name"), (m.start(), m.group()))
-    ordered = sorted(found.items(), key=lambda item: item[1][0])
     return [{"kind": kind, "evidence": evidence, "suggested_scope": f"projects:{name}"}
-            for (name, kind), (_, evidence) in ordered]
+            for (name, kind), (_, evidence) in sorted(found.items(), key=lambda item: item[1][0])]
 
 
 _SENTENCE_SPLIT_RE = _re(r"(?<=[.!?])\s+|\n+")
@@ -227,10 +226,8 @@ def _as_path(token: str) -> str | None:
 
 def _path_tokens(text: str) -> Iterator[tuple[str, int, int]]:
     for m in _TOKEN_SPLIT_RE.finditer(text):
-        if "/" in m.group():
-            path = _as_path(m.group())
-            if path is not None:
-                yield path, m.start(), m.start() + len(path)
+        if "/" in m.group() and (path := _as_path(m.group())) is not None:
+            yield path, m.start(), m.start() + len(path)
 
 
 def cited_paths(text: str) -> list[str]:

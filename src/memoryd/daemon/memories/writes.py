@@ -195,8 +195,7 @@ def memory_write_cancel(call: Call, args: dict[str, Any]) -> dict[str, Any]:
 def episode_promote(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     """The whole gate chain on an episode's takeaway (or body); committed deletes the episode."""
     core, episode_id = call.core, check_id("episode_id", args["episode_id"])
-    episode = core.journal.by_id.get(episode_id)
-    if episode is None:
+    if (episode := core.journal.by_id.get(episode_id)) is None:
         raise ResourceState("unknown_episode", episode_id)
     if core.provenance(episode.id, episode.created) == "unaccounted":
         raise ResourceState("unaccounted_episode", episode_id,
