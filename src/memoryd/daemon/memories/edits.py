@@ -33,8 +33,7 @@ def live_memory(tier: MemoryTier, memory_id: str) -> Memory:
     if (memory := tier.live.get(memory_id)) is not None:
         return memory
     if memory_id in tier.tombstones:
-        raise ResourceState("unknown_memory", memory_id,
-                            f"memory {memory_id} is removed; memory_restore it first")
+        raise ResourceState("unknown_memory", memory_id, f"memory {memory_id} is removed; memory_restore it first")
     raise ResourceState("unknown_memory", memory_id)
 
 

@@ -44,9 +44,8 @@ class LiveMemories(dict[str, Memory]):
         return memory
 
     def load(self, memories: list[Memory], groups: list[Any] | None = None) -> None:
-        """Insert the memories a start read (none present yet), counted column by column at C speed.
-        `groups`: per memory, a key shared by exactly those with the same scopes and origin objects
-        (so each group's project is worked out once); the objects' identities when not given."""
+        """Insert the memories a start read (none present yet), counted by column. `groups`: per memory, a key
+        shared by those with the same scopes and origin objects (their identities if not given): one project_of each."""
         ids = list(map(_ID, memories))
         dict.update(self, zip(ids, memories))
         if groups is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from itertools import chain
 from typing import Any
 
@@ -21,14 +21,11 @@ class ShortIds:
         self.shared: set[str] = set()   # 8-character tails that two or more ids end with
         self.built_for = -1             # how many ids `shared` was built from
 
-    def _ids(self) -> Iterable[str]:
-        return chain.from_iterable(self.tables)
-
     def _refresh(self) -> None:
         """Rebuild `shared` when the number of ids changed (~10 ms at 100k, paid by the next short id)."""
         count = sum(len(table) for table in self.tables)
         if count != self.built_for:
-            tails = [memory_id[-TAIL:] for memory_id in self._ids()]
+            tails = [memory_id[-TAIL:] for memory_id in chain.from_iterable(self.tables)]
             self.shared = set() if len(set(tails)) == len(tails) else {t for t, n in Counter(tails).items() if n > 1}
             self.built_for = count
 
@@ -43,7 +40,7 @@ class ShortIds:
         if not match:
             return []
         tail = match.group(1).upper()
-        return sorted(memory_id for memory_id in self._ids() if memory_id.endswith(tail))
+        return sorted(memory_id for memory_id in chain.from_iterable(self.tables) if memory_id.endswith(tail))
 
 
 def is_short_id(value: Any) -> bool:

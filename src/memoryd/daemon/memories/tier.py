@@ -95,9 +95,8 @@ class MemoryTier(TierState):
         self._unstatted.clear()
 
     def commit(self, memory: Memory, terms: list[str] | None = None, replaces: Memory | None = None) -> str:
-        """Write a live memory's file and index it: a new one (its id from `new_id`), or one that `replaces`
-        the live record (update, verify; rendered first so a refusal changes nothing); the file's sha256.
-        `terms`: its content's `text.analyze`, when the caller has them."""
+        """Write and index a live memory: a new one (id from `new_id`) or one that `replaces` the record (update,
+        verify; rendered first: a refusal changes nothing); the file's sha256. `terms`: its `text.analyze`, if known."""
         sha = self._write(self.live_path(memory.id), render_memory(memory), memory.id, fresh=replaces is None)
         if replaces is not None:
             self.index.remove(replaces)
