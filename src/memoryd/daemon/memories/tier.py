@@ -206,20 +206,15 @@ class MemoryTier(TierState):
             self.logged_sha[event["memory_id"]] = event["sha"]
             self.logged_state[event["memory_id"]] = state
 
-    def _on_write(self, event: dict[str, Any]) -> None:
-        if event.get("status") == "committed":
+    def _on_write(self, event: dict[str, Any]) -> None:  # write, write_confirm, write_cancel
+        kind, status, pending_id = event["kind"], event.get("status"), event.get("pending_id", "")
+        if status == "committed":
             self._named(event, "live")
-        elif event.get("status") == "pending" and event.get("pending_id"):
-            self.pending_logged.add(event["pending_id"])
-            self.pending_seq = max(self.pending_seq, memory_recovery.pending_n(event["pending_id"]))
-
-    def _on_confirm(self, event: dict[str, Any]) -> None:
-        if event.get("status") == "committed":
-            self._named(event, "live")
-            self.pending_resolved.add(event.get("pending_id", ""))
-
-    def _on_cancel(self, event: dict[str, Any]) -> None:
-        self.pending_resolved.add(event.get("pending_id", ""))
+        if kind == "write" and status == "pending" and pending_id:
+            self.pending_logged.add(pending_id)
+            self.pending_seq = max(self.pending_seq, memory_recovery.pending_n(pending_id))
+        elif kind == "write_cancel" or (kind == "write_confirm" and status == "committed"):
+            self.pending_resolved.add(pending_id)
 
     def _on_pending_expired(self, event: dict[str, Any]) -> None:
         self.expired[event.get("pending_id", "")] = event.get("session", "")
@@ -333,12 +328,11 @@ _STATES = {"l": "live", "t": "tomb"}
 
 
 _APPLIERS = {
-    "write": MemoryTier._on_write, "write_confirm": MemoryTier._on_confirm, "write_cancel": MemoryTier._on_cancel,
-    "pending_expired": MemoryTier._on_pending_expired,
+    "write": MemoryTier._on_write, "write_confirm": MemoryTier._on_write, "write_cancel": MemoryTier._on_write,
     "update": MemoryTier._on_change, "verify": MemoryTier._on_change, "restore": MemoryTier._on_change,
     # handoff_converted: a captured handoff became a session note (sessions/records)
     "remove": MemoryTier._on_remove, "handoff_converted": MemoryTier._on_remove,
     "search": MemoryTier._on_retrieval, "show": MemoryTier._on_retrieval, "inject": MemoryTier._on_retrieval,
     "reaper_run": MemoryTier._on_reaper, "episode_prune": MemoryTier._on_reaper,
-    "daemon_stop": MemoryTier._on_daemon_stop,
+    "pending_expired": MemoryTier._on_pending_expired, "daemon_stop": MemoryTier._on_daemon_stop,
 }
