@@ -78,8 +78,6 @@ def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-# -- the six checks: evidence fields when the gate fires, else None ----------------------------
-
 def check_credential(tier: TierView, draft: Draft) -> dict[str, Any] | None:
     return {"markers": markers} if (markers := gates.find_credentials(draft.content)) else None
 

@@ -178,11 +178,8 @@ _TAINT_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
 # measurable share of a write. tests/unit/test_gates.py checks the scan against the bare regexes.
 _TAINT_NEEDS: dict[str, tuple[str, ...]] = {
     "ignore-instructions": ("ignore", "disregard", "forget", "override"),
-    "role-prefix": (":", "<|", "inst]", "sys>>", "system>"),
-    "you-must-now": ("now",),
-    "new-instructions": ("new",),
-    "self-certified-trust": ("trusted", "verified", "safe", "authori", "approved"),
-}
+    "role-prefix": (":", "<|", "inst]", "sys>>", "system>"), "you-must-now": ("now",), "new-instructions": ("new",),
+    "self-certified-trust": ("trusted", "verified", "safe", "authori", "approved")}
 
 
 def _folded(text: str) -> str:

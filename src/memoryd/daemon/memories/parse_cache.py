@@ -86,7 +86,6 @@ def encode(entries: Iterable[tuple[str, tuple[int, int], Memory, str]], gen: str
     return packed
 
 
-# -- the search index snapshot (`state/search.index`) ----------------------------------------------
 INDEX_NAME = "search.index"
 INDEX_VERSION = 3  # 3: content postings as one blob (search/postings.py, `_columns`)
 _MAX_INDEX_BYTES = 2 * 1024 * 1024 * 1024

@@ -99,15 +99,13 @@ class PendingWrite:
 
 def to_meta(memory: Memory) -> dict[str, Any]:
     """The frontmatter mapping, in the documented key order; tombstone keys only when removed."""
-    meta: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION, "id": memory.id, "created": memory.created,
-        "updated": memory.updated, "session_id": memory.session_id, "scopes": list(memory.scopes),
-        "category": memory.category, "confidence": memory.confidence, "source": memory.source,
-        "origin": {k: memory.origin.get(k) for k in ORIGIN_KEYS},
-        "last_verified_at": memory.last_verified_at, "verified_paths": list(memory.verified_paths),
-        "verified_commits": list(memory.verified_commits), "links": [dict(x) for x in memory.links],
-        "tainted": memory.tainted, "taint": list(memory.taint),
-    }
+    meta: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "id": memory.id, "created": memory.created,
+                            "updated": memory.updated, "session_id": memory.session_id, "scopes": list(memory.scopes),
+                            "category": memory.category, "confidence": memory.confidence, "source": memory.source,
+                            "origin": {k: memory.origin.get(k) for k in ORIGIN_KEYS},
+                            "last_verified_at": memory.last_verified_at, "verified_paths": list(memory.verified_paths),
+                            "verified_commits": list(memory.verified_commits), "links": [dict(x) for x in memory.links],
+                            "tainted": memory.tainted, "taint": list(memory.taint)}
     optional = {"verification_note": memory.verification_note, "pinned": True if memory.pinned else None,
                 "anchor_session_id": memory.anchor_session_id, "removed_at": memory.removed_at}
     meta.update((key, value) for key, value in optional.items() if value is not None)

@@ -80,10 +80,9 @@ def stage_pending(call: Call, draft: Draft, reason: str, episode_id: str | None)
                    confidence=draft.confidence, source=draft.source, created="", updated="",
                    session_id=call.session.id, origin={}, links=tuple(draft.links))
     render_memory(probe)  # refuse an oversized frontmatter now, not at confirm time
-    pending = PendingWrite(id=tier.next_pending_id(), session_id=call.session.id,
-                           preview=draft.content[:PREVIEW_CHARS], created=call.core.now(),
-                           expires_at=call.core.clock() + call.core.config.pending_ttl_seconds,
-                           source_episode_id=episode_id, reason=reason, draft=draft.to_dict(),
+    pending = PendingWrite(id=tier.next_pending_id(), session_id=call.session.id, created=call.core.now(),
+                           preview=draft.content[:PREVIEW_CHARS], source_episode_id=episode_id, reason=reason,
+                           expires_at=call.core.clock() + call.core.config.pending_ttl_seconds, draft=draft.to_dict(),
                            origin=tier.origin_of(call.identity, call.session))
     tier.stage(pending)
     return pending
