@@ -142,10 +142,7 @@ GATES: tuple[Gate, ...] = (
 def run_gates(tier: TierView, draft: Draft, chain: Sequence[Gate] = GATES) -> tuple[Gate, dict[str, Any]] | None:
     """The first gate of `chain` that fires and is not overridden, with its result; None = pass."""
     for gate in chain:
-        if draft.flags.get(gate.override):
-            continue
-        evidence = gate.check(tier, draft)
-        if evidence is not None:
+        if not draft.flags.get(gate.override) and (evidence := gate.check(tier, draft)) is not None:
             return gate, {"status": gate.status, **evidence, "hint": gate.hint}
     return None
 

@@ -68,8 +68,7 @@ def memory_update(call: Call, args: dict[str, Any]) -> dict[str, Any]:
         # Gates 1–2 on the new content (a handoff skips durability: it is state by nature).
         flags = {"acknowledge_credential": args["acknowledge_credential"],
                  "acknowledge_transient": args["acknowledge_transient"] or memory.category == HANDOFF}
-        fired = run_gates(tier, Draft(content=content, scopes=list(memory.scopes), flags=flags), GATES[:2])
-        if fired is not None:
+        if (fired := run_gates(tier, Draft(content=content, scopes=list(memory.scopes), flags=flags), GATES[:2])):
             gate, refused = fired
             core.record("update", call.session, memory_id=memory.id, status=gate.status, gate=gate.kind)
             return {**refused, "id": memory.id}

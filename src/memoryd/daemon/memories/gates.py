@@ -23,8 +23,7 @@ MARKER_SNIPPET_CHARS = 60
 def _window(text: str, start: int, end: int, radius: int) -> str:
     """`text[start:end]` plus up to `radius` chars each side, whitespace collapsed, cuts marked."""
     lo, hi = max(0, start - radius), min(len(text), end + radius)
-    body = " ".join(text[lo:hi].split())
-    return ("…" if lo > 0 else "") + body + ("…" if hi < len(text) else "")
+    return ("…" if lo > 0 else "") + " ".join(text[lo:hi].split()) + ("…" if hi < len(text) else "")
 
 
 def _non_overlapping(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:

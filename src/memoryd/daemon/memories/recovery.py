@@ -101,9 +101,8 @@ def _from_columns(columns: tuple[tuple[Any, ...], ...], tables: RowTables) -> Fo
     """The records, their files' shas and stats; None unless every key is `m/<id>.md` (live) or `t/<id>.md`."""
     keys, sizes, mtimes, shas = columns[:4]
     memories = tables.from_columns(columns[4:])
-    if not (idents.all_of_type(sizes, int) and idents.all_of_type(mtimes, int) and idents.all_of_type(shas, str)):
-        return None
-    if not all(key == f"{'m' if m.removed_at is None else 't'}/{m.id}.md" for key, m in zip(keys, memories)):
+    if not (idents.all_of_type(sizes, int) and idents.all_of_type(mtimes, int) and idents.all_of_type(shas, str)
+            and all(key == f"{'m' if m.removed_at is None else 't'}/{m.id}.md" for key, m in zip(keys, memories))):
         return None
     return memories, shas, list(zip(sizes, mtimes))
 

@@ -36,8 +36,7 @@ class ShortIds:
 
     def resolve(self, short: str) -> list[str]:
         """Every id the short id may mean (none, one, or the candidates of an ambiguous one)."""
-        match = SHORT_RE.fullmatch(short.strip())
-        if not match:
+        if not (match := SHORT_RE.fullmatch(short.strip())):
             return []
         tail = match.group(1).upper()
         return sorted(memory_id for memory_id in chain.from_iterable(self.tables) if memory_id.endswith(tail))

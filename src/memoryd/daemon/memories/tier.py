@@ -41,8 +41,7 @@ ANCHOR_SLICE = 100  # memories the anchor index takes in per idle turn (short: d
 
 def attach(core: Core) -> MemoryTier:
     """Join the memory tier to `core`: replay, recovery and every recorded event reach it."""
-    tier = MemoryTier(core)
-    core.memories = tier
+    core.memories = tier = MemoryTier(core)
     core.extensions.append(tier)
     core.loaders.append(tier)  # its start and the check after it (`domain.TierLoader`)
     return tier
@@ -251,8 +250,7 @@ class MemoryTier(TierState):
     # -- the checkpoint (daemon/process/checkpoint.py): the log-derived fields, saved and restored --
 
     def log_state(self) -> dict[str, Any]:
-        # logged_sha and logged_state get the same keys in the same order (`_named`, sync): saved as
-        # columns (were that ever broken, the KeyError means no checkpoint: a full replay next start).
+        # logged_sha and logged_state share keys and order (`_named`, sync): columns; a KeyError means no checkpoint.
         return {"logged_ids": list(self.logged_sha), "logged_shas": list(self.logged_sha.values()),
                 "logged_states": "".join(_STATE_CODES[self.logged_state[i]] for i in self.logged_sha),
                 "retrievals": dict(self.retrievals), "pending_seq": self.pending_seq,

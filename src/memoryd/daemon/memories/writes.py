@@ -96,9 +96,8 @@ def pending_view(pending: PendingWrite) -> dict[str, Any]:
 def submit(call: Call, draft: Draft, req: str | None, episode_id: str | None = None) -> dict[str, Any]:
     """Run gates 1–7 and commit, stage or refuse; records one `write` event either way."""
     core, tier = call.core, tier_of(call.core)
-    fired = run_gates(tier, draft)
     overrides = draft.overrides() or None
-    if fired is not None:
+    if (fired := run_gates(tier, draft)) is not None:
         gate, result = fired
         core.record("write", call.session, status=gate.status, gate=gate.kind, overrides=overrides, req=req)
         return result
@@ -152,8 +151,7 @@ def memory_write_confirm(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     core, tier = call.core, tier_of(call.core)
     pending = tier.owned_pending(check_pending_id(args["pending_id"]), call.session)
     draft = Draft(**pending.draft)
-    fired = run_gates(tier, draft)
-    if fired is not None:
+    if (fired := run_gates(tier, draft)) is not None:
         gate, result = fired
         core.record("write_confirm", call.session, pending_id=pending.id, status=gate.status, gate=gate.kind)
         return {**result, "pending_id": pending.id}
