@@ -1,9 +1,6 @@
-"""The memory tier's check after start (docs/storage.md, "Files checked after start"): what a start
-took from the parse cache unread is compared with the files, a slice at a time, and handled as
-`recovery` would have at start.
-
-Import contract: store, nofollow, the tier's records, state and recovery.
-"""
+"""The memory tier's check after start (docs/storage.md, "Files checked after start"): records a start took
+from the parse cache unread are compared with their files, a slice at a time, and handled as `recovery`
+would have at start. Import contract: store, nofollow, the tier's records, state and recovery."""
 
 from __future__ import annotations
 
@@ -27,8 +24,8 @@ def verify_some(tier: TierState, budget: int | None) -> int:
     """Compare up to `budget` (None: all) cache-loaded records with their files, then list the folders
     a start left unlisted; returns how many remain unchecked."""
     todo = tier.unverified
-    take = len(todo) if budget is None else min(budget, len(todo))
-    for _ in range(take):
+    spent = len(todo) if budget is None else min(budget, len(todo))
+    for _ in range(spent):
         memory_id = todo.pop()
         expected = tier.file_stat.get(memory_id)
         memory, kind = (tier.live.get(memory_id), "m") if memory_id in tier.live else (
@@ -46,7 +43,6 @@ def verify_some(tier: TierState, budget: int | None) -> int:
             continue
         if (st.st_size, st.st_mtime_ns) != expected:
             _recheck(tier, memory, path, kind, (st.st_size, st.st_mtime_ns))
-    spent = take
     while tier.unlisted and (budget is None or spent < budget):
         spent += _list_some(tier, None if budget is None else budget - spent)
     return len(todo) + len(tier.unlisted)
@@ -75,10 +71,8 @@ def _list_some(tier: TierState, budget: int | None) -> int:
         except OSError:
             tier.listing = iter(())
     seen = 0
-    for entry in tier.listing:
-        seen += 1
-        name = entry.name
-        if not (name.startswith(store.TMP_PREFIX) or (name.endswith(".md") and name[:-3] in records)):
+    for seen, entry in enumerate(tier.listing, 1):
+        if not (entry.name.startswith(store.TMP_PREFIX) or (entry.name.endswith(".md") and entry.name[:-3] in records)):
             _found_late(tier, directory, entry, kind)
         if budget is not None and seen >= budget:
             return seen
@@ -94,12 +88,10 @@ def _found_late(tier: TierState, directory: Path, entry: os.DirEntry[str], kind:
     try:
         check_entry(directory, entry)
         memory, sha, stat = read_record(entry.path, kind)
+        if kind == "m" and memory.id in tier.tombstones:  # a copy of a removed record put back by hand
+            raise ValueError("a live file for a removed memory; memory_restore brings it back")
     except BAD_RECORD as exc:
         tier.bad_files.append({"path": str(directory / entry.name), "reason": str(exc)[:200]})
-        return
-    if kind == "m" and memory.id in tier.tombstones:  # a copy of a removed record put back by hand
-        tier.bad_files.append({"path": str(directory / entry.name),
-                               "reason": "a live file for a removed memory; memory_restore brings it back"})
         return
     tier.cache_stale = True
     tier.found_late.append(memory.id)

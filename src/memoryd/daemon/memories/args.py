@@ -1,8 +1,6 @@
-"""Argument rules of the durable tier that its terse schemas do not spell out; each fails with the
--32602 `InvalidParams(param, reason)` the schema validator would raise, before anything is written.
-
-Import contract: idents, scopes, tool (the patterns), validate, records, shortids, errors.
-"""
+"""Argument rules of the durable tier its terse schemas do not spell out; each fails, before anything is
+written, with the -32602 `InvalidParams(param, reason)` the schema validator would raise. Import contract:
+idents, scopes, tool (the patterns), validate, records, shortids, errors."""
 
 from __future__ import annotations
 
@@ -36,12 +34,10 @@ def check_id(name: str, value: str) -> str:
 
 
 def named_memory(short_ids: ShortIds, name: str, value: str) -> str:
-    """The memory id `value` names: a whole id or a short id; an ambiguous short id fails naming
-    the candidates."""
+    """The memory id `value` names (a whole or short id); an ambiguous short id fails naming the candidates."""
     if idents.is_ulid(value) or not is_short_id(value):
         return check_id(name, value)
-    found = short_ids.resolve(value)
-    if not found:
+    if not (found := short_ids.resolve(value)):
         raise ResourceState("unknown_memory", value, f"no memory has the short id {value!r}")
     if len(found) > 1:
         error = InvalidParams(name, f"{value!r} names {len(found)} memories: " + ", ".join(
@@ -73,8 +69,7 @@ def check_scope_list(name: str, scopes: list[str] | None, cap: int = MAX_FILTER_
 
 def check_write_scopes(scopes: list[str], cap: int, name: str = "scopes") -> list[str]:
     """A write's scopes: at least one, at most the config's cap."""
-    checked = check_scope_list(name, scopes, cap)
-    if not checked:
+    if not (checked := check_scope_list(name, scopes, cap)):
         raise InvalidParams(name, "must name at least one scope")
     return checked
 

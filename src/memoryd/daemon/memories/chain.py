@@ -1,8 +1,5 @@
-"""memory_write's gate chain (docs/tools.md): gates 1–6 in order, the first that fires decides. The
-chain is data (`GATES`) and one loop (`run_gates`); a gate reads the tier only through `TierView`.
-
-Import contract: gates, records, scopes, text.
-"""
+"""memory_write's gate chain (docs/tools.md): gates 1–6 in order (`GATES`), the first that fires decides;
+a gate reads the tier only through `TierView`. Import contract: gates, records, scopes, text."""
 
 from __future__ import annotations
 
@@ -81,21 +78,16 @@ def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-# -- the six checks: evidence fields when the gate fires, else None ----------------------------
-
 def check_credential(tier: TierView, draft: Draft) -> dict[str, Any] | None:
-    markers = gates.find_credentials(draft.content)
-    return {"markers": markers} if markers else None
+    return {"markers": markers} if (markers := gates.find_credentials(draft.content)) else None
 
 
 def check_durability(tier: TierView, draft: Draft) -> dict[str, Any] | None:
-    markers = gates.find_transient_markers(draft.content)
-    return {"markers": markers} if markers else None
+    return {"markers": markers} if (markers := gates.find_transient_markers(draft.content)) else None
 
 
 def check_scope_mismatch(tier: TierView, draft: Draft) -> dict[str, Any] | None:
-    matches = gates.find_scope_mismatches(draft.content, draft.scopes, tier.known_projects())
-    if not matches:
+    if not (matches := gates.find_scope_mismatches(draft.content, draft.scopes, tier.known_projects())):
         return None
     return {"matches": matches, "suggested_scopes": unique(m["suggested_scope"] for m in matches)}
 
@@ -103,21 +95,18 @@ def check_scope_mismatch(tier: TierView, draft: Draft) -> dict[str, Any] | None:
 def check_groundedness(tier: TierView, draft: Draft) -> dict[str, Any] | None:
     if not draft.flags.get("groundedness_check") or draft.transcript is None:
         return None
-    claims = gates.find_ungrounded_claims(draft.content, draft.transcript)
-    return {"claims": claims} if claims else None
+    return {"claims": claims} if (claims := gates.find_ungrounded_claims(draft.content, draft.transcript)) else None
 
 
 def check_duplicate(tier: TierView, draft: Draft) -> dict[str, Any] | None:
-    dups = [(i, s) for i, s in draft.similar(tier) if s >= draft.duplicate_at][:MAX_MATCHES]
-    if not dups:
+    if not (dups := [(i, s) for i, s in draft.similar(tier) if s >= draft.duplicate_at][:MAX_MATCHES]):
         return None
     return {"matches": [{"id": i, "similarity": s, "snippet": snippet(tier.live[i].content)} for i, s in dups],
             "framing": "data"}
 
 
 def check_previously_removed(tier: TierView, draft: Draft) -> dict[str, Any] | None:
-    found = tier.similar_removed(draft.tokens, draft.duplicate_at)[:MAX_MATCHES]
-    if not found:
+    if not (found := tier.similar_removed(draft.tokens, draft.duplicate_at)[:MAX_MATCHES]):
         return None
     return {"removed_matches": [{"id": i, "similarity": s, "removed_reason": tier.tombstones[i].removed_reason}
                                 for i, s in found], "framing": "data"}
@@ -153,10 +142,7 @@ GATES: tuple[Gate, ...] = (
 def run_gates(tier: TierView, draft: Draft, chain: Sequence[Gate] = GATES) -> tuple[Gate, dict[str, Any]] | None:
     """The first gate of `chain` that fires and is not overridden, with its result; None = pass."""
     for gate in chain:
-        if draft.flags.get(gate.override):
-            continue
-        evidence = gate.check(tier, draft)
-        if evidence is not None:
+        if not draft.flags.get(gate.override) and (evidence := gate.check(tier, draft)) is not None:
             return gate, {"status": gate.status, **evidence, "hint": gate.hint}
     return None
 

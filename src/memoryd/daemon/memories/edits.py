@@ -1,9 +1,5 @@
-"""Handlers that edit existing memories: update, remove, restore, verify. Each validates fully first,
-changes one record through the tier and records one event with the new file's sha256.
-
-Import contract: core, clock, validate, credentials, and the tier's args, chain, gates, projects,
-records, staleness, tier and writes.
-"""
+"""Handlers that edit existing memories: update, remove, restore, verify. Import contract: core, clock,
+validate, credentials, and the tier's args, chain, gates, projects, reads, records, staleness, tier and writes."""
 
 from __future__ import annotations
 
@@ -14,7 +10,7 @@ from memoryd.daemon.calls.validate import require_text
 from memoryd.daemon.core import Call, Core
 from memoryd.daemon.credentials.detector import find_credentials
 from memoryd.daemon.memories.args import check_links, check_verified, check_write_scopes, named_memory
-from memoryd.daemon.memories.chain import GATES, Draft, Gate, check_duplicate, run_gates
+from memoryd.daemon.memories.chain import GATES, Draft, check_duplicate, run_gates
 from memoryd.daemon.memories.gates import scan_taint
 from memoryd.daemon.memories.projects import check_project_scopes
 from memoryd.daemon.memories.reads import taint_fields
@@ -34,12 +30,10 @@ RESTORE_DUPLICATE_HINT = ("A live memory now says nearly the same; memory_update
 
 def live_memory(tier: MemoryTier, memory_id: str) -> Memory:
     memory_id = named_memory(tier.short_ids, "id", memory_id)
-    memory = tier.live.get(memory_id)
-    if memory is not None:
+    if (memory := tier.live.get(memory_id)) is not None:
         return memory
     if memory_id in tier.tombstones:
-        raise ResourceState("unknown_memory", memory_id,
-                            f"memory {memory_id} is removed; memory_restore it first")
+        raise ResourceState("unknown_memory", memory_id, f"memory {memory_id} is removed; memory_restore it first")
     raise ResourceState("unknown_memory", memory_id)
 
 
@@ -52,20 +46,10 @@ def _field_changes(call: Call, memory: Memory, args: dict[str, Any]) -> dict[str
         changes["scopes"] = tuple(checked.scopes)
     if args["links"] is not None:
         changes["links"] = check_links(tier_of(call.core).live, args["links"], self_id=memory.id)
-    changes.update((name, args[name]) for name in ("confidence", "pinned") if args[name] is not None)
-    if args["category"] is not None:
-        if args["category"] == USER_INFERENCE and memory.category != USER_INFERENCE:
-            raise InvalidParams("category", "user-inference needs the user's yes: write it with memory_write")
-        changes["category"] = args["category"]
+    if args["category"] == USER_INFERENCE and memory.category != USER_INFERENCE:
+        raise InvalidParams("category", "user-inference needs the user's yes: write it with memory_write")
+    changes.update((name, args[name]) for name in ("confidence", "pinned", "category") if args[name] is not None)
     return changes
-
-
-def _content_gates(call: Call, memory: Memory, content: str, args: dict[str, Any]
-                   ) -> tuple[Gate, dict[str, Any]] | None:
-    """Gates 1–2 on new content (a handoff skips durability: it is state by nature)."""
-    flags = {"acknowledge_credential": args["acknowledge_credential"],
-             "acknowledge_transient": args["acknowledge_transient"] or memory.category == HANDOFF}
-    return run_gates(tier_of(call.core), Draft(content=content, scopes=list(memory.scopes), flags=flags), GATES[:2])
 
 
 def memory_update(call: Call, args: dict[str, Any]) -> dict[str, Any]:
@@ -81,8 +65,10 @@ def memory_update(call: Call, args: dict[str, Any]) -> dict[str, Any]:
         core.record("update", call.session, memory_id=memory.id, status="stale")
         return {"status": "stale", "id": memory.id, "current_updated": memory.updated}
     if content is not None:
-        fired = _content_gates(call, memory, content, args)
-        if fired is not None:
+        # Gates 1–2 on the new content (a handoff skips durability: it is state by nature).
+        flags = {"acknowledge_credential": args["acknowledge_credential"],
+                 "acknowledge_transient": args["acknowledge_transient"] or memory.category == HANDOFF}
+        if (fired := run_gates(tier, Draft(content=content, scopes=list(memory.scopes), flags=flags), GATES[:2])):
             gate, refused = fired
             core.record("update", call.session, memory_id=memory.id, status=gate.status, gate=gate.kind)
             return {**refused, "id": memory.id}
@@ -90,7 +76,7 @@ def memory_update(call: Call, args: dict[str, Any]) -> dict[str, Any]:
         changes.update(content=content, tainted=bool(taint), taint=tuple(taint), last_verified_at=None,
                        verified_paths=(), verified_commits=(), verification_note=None)
     new = replace(memory, **changes, updated=tier.next_updated(memory.updated))
-    sha = tier.rewrite(memory, new)
+    sha = tier.commit(new, replaces=memory)
     core.record("update", call.session, memory_id=memory.id, status="updated", sha=sha,
                 fields=sorted(changes.keys() & set(EDITABLE)), req=call.req)
     return _updated_view(new)
@@ -124,13 +110,11 @@ def memory_restore(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     memory_id = named_memory(tier.short_ids, "id", args["id"])
     if memory_id in tier.live:
         raise ResourceState("not_removed", memory_id, f"memory {memory_id} is live, not removed")
-    tomb = tier.tombstones.get(memory_id)
-    if tomb is None:
+    if (tomb := tier.tombstones.get(memory_id)) is None:
         raise ResourceState("unknown_memory", memory_id)
     draft = Draft(content=tomb.content, scopes=list(tomb.scopes), duplicate_at=core.config.dedup_duplicate,
                   related_at=core.config.dedup_duplicate)
-    duplicate = check_duplicate(tier, draft)
-    if duplicate is not None:
+    if (duplicate := check_duplicate(tier, draft)) is not None:
         core.record("restore", call.session, memory_id=memory_id, status="duplicate", gate="duplicate")
         return {"status": "duplicate", "id": memory_id, **duplicate, "hint": RESTORE_DUPLICATE_HINT}
     memory, sha = tier.unbury(tomb)
@@ -150,7 +134,7 @@ def memory_verify(call: Call, args: dict[str, Any]) -> dict[str, Any]:
             raise InvalidParams("note", "holds a secret; leave it out of the note")
     new = replace(memory, last_verified_at=core.now(), verified_paths=paths, verified_commits=commits,
                   verification_note=note)
-    sha = tier.rewrite(memory, new)
+    sha = tier.commit(new, replaces=memory)
     core.record("verify", call.session, memory_id=memory.id, status="verified", sha=sha, req=call.req)
     return _verified_view(core, new)
 
@@ -161,12 +145,8 @@ def replay_edit(core: Core, event: dict[str, Any]) -> dict[str, Any] | None:
     tier = tier_of(core)
     memory_id, status = event.get("memory_id") or "", event.get("status")
     memory = tier.live.get(memory_id)
-    if status == "removed" and memory_id in tier.tombstones:
-        return {"status": "removed", "id": memory_id}
-    if memory is None or status not in ("updated", "restored", "verified"):
+    if (status == "removed" and memory_id in tier.tombstones) or (status == "restored" and memory is not None):
+        return {"status": status, "id": memory_id}
+    if memory is None or status not in ("updated", "verified"):
         return None
-    if status == "updated":
-        return _updated_view(memory)
-    if status == "restored":
-        return {"status": "restored", "id": memory_id}
-    return _verified_view(core, memory)
+    return _updated_view(memory) if status == "updated" else _verified_view(core, memory)

@@ -1,23 +1,18 @@
-"""Pure detectors behind memory_write's gate chain and the taint scan (docs/tools.md): text in,
-plain data out; the gate order and override flags live in `chain`.
-
-Import contract: stdlib, search.text, credentials (gate 1's detector and lazy patterns); no I/O.
-"""
+"""Pure detectors behind memory_write's gate chain and the taint scan (docs/tools.md): text in, plain data
+out; the gate order and override flags live in `chain`. Import contract: stdlib, search.text, credentials
+(gate 1's detector and lazy patterns); no I/O."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
 
-from memoryd.daemon.credentials.detector import credential_hits, find_credentials, redact_credentials
-from memoryd.daemon.credentials.patterns import compile_all as compile_patterns
+from memoryd.daemon.credentials.detector import find_credentials, redact_credentials
 from memoryd.daemon.credentials.patterns import lazy as _re
 from memoryd.daemon.search.text import STOPWORDS, word_tokens
 
-__all__ = [
-    "cited_paths", "compile_patterns", "credential_hits", "find_credentials", "find_scope_mismatches",
-    "find_transient_markers", "find_ungrounded_claims", "redact_credentials", "scan_taint",
-]
+__all__ = ["cited_paths", "find_credentials", "find_scope_mismatches", "find_transient_markers",
+           "find_ungrounded_claims", "redact_credentials", "scan_taint"]
 
 MIN_GROUNDED_OVERLAP = 0.30
 MIN_CLAIM_CONTENT_WORDS = 3
@@ -28,8 +23,7 @@ MARKER_SNIPPET_CHARS = 60
 def _window(text: str, start: int, end: int, radius: int) -> str:
     """`text[start:end]` plus up to `radius` chars each side, whitespace collapsed, cuts marked."""
     lo, hi = max(0, start - radius), min(len(text), end + radius)
-    body = " ".join(text[lo:hi].split())
-    return ("…" if lo > 0 else "") + body + ("…" if hi < len(text) else "")
+    return ("…" if lo > 0 else "") + " ".join(text[lo:hi].split()) + ("…" if hi < len(text) else "")
 
 
 def _non_overlapping(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -85,12 +79,8 @@ def _is_proper_noun(text: str, start: int, phrase: str) -> bool:
 
 
 def _marker_spans(text: str) -> Iterator[tuple[int, int]]:
-    for m in _PHRASES_RE.finditer(text):
-        if not _is_proper_noun(text, m.start(), m.group()):
-            yield m.span()
-    for pattern in (_AS_OF_RE, _SHA_RE):
-        for m in pattern.finditer(text):
-            yield m.span()
+    yield from (m.span() for m in _PHRASES_RE.finditer(text) if not _is_proper_noun(text, m.start(), m.group()))
+    yield from (m.span() for pattern in (_AS_OF_RE, _SHA_RE) for m in pattern.finditer(text))
 
 
 def find_transient_markers(text: str) -> list[dict[str, str]]:
@@ -100,25 +90,18 @@ def find_transient_markers(text: str) -> list[dict[str, str]]:
             for start, end in _non_overlapping(list(_marker_spans(text)))]
 
 
-def _scope_covers(scopes: list[str], scope: str) -> bool:
-    return any(s == scope or s.startswith(scope + ":") for s in scopes)
-
-
 def _owning_project(path: str, projects: dict[str, str | None]) -> str | None:
     """The project whose worktree holds `path`; the deepest worktree wins when they nest."""
-    best, best_len = None, -1
-    for name, worktree in projects.items():
-        root = (worktree or "").rstrip("/")
-        if root and (path == root or path.startswith(root + "/")) and len(root) > best_len:
-            best, best_len = name, len(root)
-    return best
+    roots = {name: (worktree or "").rstrip("/") for name, worktree in projects.items()}
+    inside = [name for name, root in roots.items() if root and (path == root or path.startswith(root + "/"))]
+    return max(inside, key=lambda name: len(roots[name]), default=None)
 
 
 def find_scope_mismatches(text: str, scopes: list[str], projects: dict[str, str | None]) -> list[dict[str, str]]:
     """Evidence that `text` belongs to a known project (name -> worktree or None) its `scopes` do not
     cover: `{kind, evidence, suggested_scope}` per project and kind (`project_name`, `worktree_path`),
     in text order; a name inside a path already reported for that project is not reported again."""
-    uncovered = {n for n in projects if not _scope_covers(scopes, f"projects:{n}")}
+    uncovered = {n for n in projects if not any(s == f"projects:{n}" or s.startswith(f"projects:{n}:") for s in scopes)}
     if not uncovered:
         return []
     found: dict[tuple[str, str], tuple[int, str]] = {}
@@ -136,9 +119,8 @@ def find_scope_mismatches(text: str, scopes: list[str], projects: dict[str, str 
             name = m.group().lower()
             if not any(s <= m.start() < e and o == name for s, e, o in path_spans):
                 found.setdefault((name, "project_name"), (m.start(), m.group()))
-    ordered = sorted(found.items(), key=lambda item: item[1][0])
     return [{"kind": kind, "evidence": evidence, "suggested_scope": f"projects:{name}"}
-            for (name, kind), (_, evidence) in ordered]
+            for (name, kind), (_, evidence) in sorted(found.items(), key=lambda item: item[1][0])]
 
 
 _SENTENCE_SPLIT_RE = _re(r"(?<=[.!?])\s+|\n+")
@@ -146,9 +128,7 @@ _SENTENCE_SPLIT_RE = _re(r"(?<=[.!?])\s+|\n+")
 
 def _fold(word: str) -> str:
     """Crude plural folding so "tests" in a claim matches "test" in the transcript."""
-    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
-        return word[:-1]
-    return word
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
 
 
 def _content_words(text: str) -> set[str]:
@@ -159,15 +139,10 @@ def find_ungrounded_claims(text: str, transcript: str) -> list[dict[str, object]
     """Sentences of `text` (with >= 3 distinct content words) fewer than 30 % of whose content words
     occur in `transcript`: `[{sentence, overlap}]`, overlap rounded to 2 places."""
     known = _content_words(transcript)
-    claims: list[dict[str, object]] = []
-    for sentence in _SENTENCE_SPLIT_RE.split(text):
-        words = _content_words(sentence)
-        if len(words) < MIN_CLAIM_CONTENT_WORDS:
-            continue
-        overlap = len(words & known) / len(words)
-        if overlap < MIN_GROUNDED_OVERLAP:
-            claims.append({"sentence": " ".join(sentence.split()), "overlap": round(overlap, 2)})
-    return claims
+    overlaps = ((sentence, len(words & known) / len(words)) for sentence in _SENTENCE_SPLIT_RE.split(text)
+                if len(words := _content_words(sentence)) >= MIN_CLAIM_CONTENT_WORDS)
+    return [{"sentence": " ".join(sentence.split()), "overlap": round(overlap, 2)}
+            for sentence, overlap in overlaps if overlap < MIN_GROUNDED_OVERLAP]
 
 
 # -- the taint scan (flags, never blocks) ----------------------------------------------------------
@@ -188,8 +163,7 @@ _TAINT_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
         r"\byou\s+(?:must|should|will|are\s+to)\s+now\b"
         r"|\bfrom\s+now\s+on,?\s+you\s+(?:must|will|should|are)\b", re.I)),
     ("new-instructions", _re(
-        r"\byour\s+new\s+(?:instructions|task|role|goal)\s+(?:is|are)\b|\bnew\s+instructions\s*:",
-        re.I)),
+        r"\byour\s+new\s+(?:instructions|task|role|goal)\s+(?:is|are)\b|\bnew\s+instructions\s*:", re.I)),
     ("self-certified-trust", _re(
         r"\bthis\s+(?:memory|message|content|note|instruction|text|record)\s+(?:is|has\s+been)\s+"
         r"(?:trusted|verified|safe|authori[sz]ed|approved)\b|\btrusted\s+source\b"
@@ -203,11 +177,8 @@ _TAINT_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
 # measurable share of a write. tests/unit/test_gates.py checks the scan against the bare regexes.
 _TAINT_NEEDS: dict[str, tuple[str, ...]] = {
     "ignore-instructions": ("ignore", "disregard", "forget", "override"),
-    "role-prefix": (":", "<|", "inst]", "sys>>", "system>"),
-    "you-must-now": ("now",),
-    "new-instructions": ("new",),
-    "self-certified-trust": ("trusted", "verified", "safe", "authori", "approved"),
-}
+    "role-prefix": (":", "<|", "inst]", "sys>>", "system>"), "you-must-now": ("now",), "new-instructions": ("new",),
+    "self-certified-trust": ("trusted", "verified", "safe", "authori", "approved")}
 
 
 def _folded(text: str) -> str:
@@ -218,12 +189,9 @@ def _folded(text: str) -> str:
 def scan_taint(text: str) -> list[str]:
     """Prompt-injection reasons found in `text`, each once, in a fixed order; [] when clean."""
     folded = _folded(text)
-    found = []
-    for reason, pattern in _TAINT_PATTERNS:
-        needs = _TAINT_NEEDS.get(reason)
-        if (needs is None or any(word in folded for word in needs)) and pattern.search(text):
-            found.append(reason)
-    return found
+    return [reason for reason, pattern in _TAINT_PATTERNS
+            if (reason not in _TAINT_NEEDS or any(word in folded for word in _TAINT_NEEDS[reason]))
+            and pattern.search(text)]
 
 
 _TOKEN_SPLIT_RE = _re(r"[^\s()\[\]<>\"'`,;=|{}]+")
@@ -237,9 +205,7 @@ _LINE_SUFFIX_RE = _re(r"(?::\d+)+\Z|#L\d+(?:-L?\d+)?\Z")
 def _as_path(token: str) -> str | None:
     """`token` cleaned up if it reads as a file path, else None (URLs, "and/or", dates…)."""
     token = _LINE_SUFFIX_RE.sub("", token.rstrip(".:!?"))
-    if "://" in token or token.lower().startswith("www.") or "//" in token:
-        return None
-    if not any(c.isalpha() for c in token):
+    if "//" in token or token.lower().startswith("www.") or not any(c.isalpha() for c in token):  # URLs too
         return None
     if token.startswith(("./", "../")):
         return token if len(token.rstrip("/")) > token.index("/") else None
@@ -256,10 +222,8 @@ def _as_path(token: str) -> str | None:
 
 def _path_tokens(text: str) -> Iterator[tuple[str, int, int]]:
     for m in _TOKEN_SPLIT_RE.finditer(text):
-        if "/" in m.group():
-            path = _as_path(m.group())
-            if path is not None:
-                yield path, m.start(), m.start() + len(path)
+        if "/" in m.group() and (path := _as_path(m.group())) is not None:
+            yield path, m.start(), m.start() + len(path)
 
 
 def cited_paths(text: str) -> list[str]:

@@ -1,9 +1,6 @@
-"""The live memories by id, keeping the digest's aggregates (counts by category and project, each
-project's handoffs, the write order) current as records come and go, so `memory_digest` at every
-session start costs ~O(answer), not O(store).
-
-Import contract: records.
-"""
+"""The live memories by id, keeping the digest's aggregates (counts by category and project, each project's
+handoffs, the write order) current as records come and go, so `memory_digest` at every session start costs
+~O(answer), not O(store). Import contract: records."""
 
 from __future__ import annotations
 
@@ -40,18 +37,15 @@ class LiveMemories(dict[str, Memory]):
         super().__delitem__(key)
 
     def pop(self, key: str, *default: Memory) -> Memory:  # type: ignore[override]
-        if key in self:
-            memory = self[key]
-            del self[key]
-            return memory
-        if default:
+        if key not in self and default:
             return default[0]
-        raise KeyError(key)
+        memory = self[key]  # KeyError when absent
+        del self[key]
+        return memory
 
     def load(self, memories: list[Memory], groups: list[Any] | None = None) -> None:
-        """Insert the memories a start read (none present yet), counted column by column at C speed.
-        `groups`: per memory, a key shared by exactly those with the same scopes and origin objects
-        (so each group's project is worked out once); the objects' identities when not given."""
+        """Insert the memories a start read (none present yet), counted by column. `groups`: per memory, a key
+        shared by those with the same scopes and origin objects (their identities if not given): one project_of each."""
         ids = list(map(_ID, memories))
         dict.update(self, zip(ids, memories))
         if groups is None:

@@ -1,14 +1,13 @@
-"""The derived caches of start-up: parsed memory files (`state/memories.cache`) and the search index
-snapshot (`state/search.index`); formats and trust rules: docs/storage.md, "Caches in `state/`".
-
-Import contract: msgpack, store, records.
-"""
+"""The derived caches of start-up: parsed memory files (`state/memories.cache`) and the search index snapshot
+(`state/search.index`); formats and trust rules: docs/storage.md, "Caches in `state/`". Import contract:
+msgpack, store, records."""
 
 from __future__ import annotations
 
 import io
 import os
 from collections.abc import Iterable, Iterator, Mapping
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +25,9 @@ _SCOPES, _ORIGIN = (4 + ROW_FIELDS.index(name) for name in ("scopes", "origin"))
 def read(path: Path) -> tuple[Mapping[str, tuple[Any, ...]], RowTables, str | None]:
     """The cache's rows by key, their tables and the save's `gen`; empty when absent or unreadable."""
     try:
-        raw = nofollow.read_nofollow(path)
+        return decode(nofollow.read_nofollow(path))
     except (OSError, ValueError):  # ValueError: LinkRefused, a planted link is never read
         return {}, RowTables(), None
-    return decode(raw)
 
 
 def decode(raw: bytes) -> tuple[Mapping[str, tuple[Any, ...]], RowTables, str | None]:
@@ -58,25 +56,23 @@ class ColumnRows(Mapping[str, tuple[Any, ...]]):
         self.columns: tuple[tuple[Any, ...], ...] = columns
         keys = columns[0]
         self.complete = idents.all_of_type(keys, str) and len(set(keys)) == len(keys)
-        self._by_key: dict[str, tuple[Any, ...]] | None = None
 
     def groups(self) -> list[tuple[Any, Any]]:
         """Per row, its scopes' and origin's numbers (`LiveMemories.load`'s groups)."""
         return list(zip(self.columns[_SCOPES], self.columns[_ORIGIN]))
 
+    @cached_property
     def rows(self) -> dict[str, tuple[Any, ...]]:
-        if self._by_key is None:
-            self._by_key = {row[0]: row for row in zip(*self.columns) if isinstance(row[0], str)}
-        return self._by_key
+        return {row[0]: row for row in zip(*self.columns) if isinstance(row[0], str)}
 
     def __getitem__(self, key: str) -> tuple[Any, ...]:
-        return self.rows()[key]
+        return self.rows[key]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self.rows())
+        return iter(self.rows)
 
     def __len__(self) -> int:
-        return len(self.columns[0]) if self.complete else len(self.rows())
+        return len(self.columns[0]) if self.complete else len(self.rows)
 
 
 def encode(entries: Iterable[tuple[str, tuple[int, int], Memory, str]], gen: str) -> bytes:
@@ -90,7 +86,6 @@ def encode(entries: Iterable[tuple[str, tuple[int, int], Memory, str]], gen: str
     return packed
 
 
-# -- the search index snapshot (`state/search.index`) ----------------------------------------------
 INDEX_NAME = "search.index"
 INDEX_VERSION = 3  # 3: content postings as one blob (search/postings.py, `_columns`)
 _MAX_INDEX_BYTES = 2 * 1024 * 1024 * 1024
@@ -103,8 +98,7 @@ def encode_index(header: dict[str, Any], live: dict[str, Any], tombs: dict[str, 
 
 
 def read_index(path: Path | bytes, header: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """The (live, tombstone) index states stored at `path` (or in these bytes) if its header has
-    this version and every field of `header`; else None."""
+    """The (live, tombstone) index states at `path` (or in these bytes) if stored with this version and `header`."""
     try:
         with (io.BytesIO(path) if isinstance(path, bytes)
               else os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb")) as file:
@@ -116,6 +110,4 @@ def read_index(path: Path | bytes, header: dict[str, Any]) -> tuple[dict[str, An
             live, tombs = next(unpacker)
     except (OSError, StopIteration, ValueError, TypeError, msgpack.UnpackException):
         return None
-    if not (isinstance(live, dict) and isinstance(tombs, dict)):
-        return None
-    return live, tombs
+    return (live, tombs) if isinstance(live, dict) and isinstance(tombs, dict) else None

@@ -1,7 +1,5 @@
 """What a durable memory and a pending write are, and how they map to files (docs/storage.md).
-
-Import contract: store only (stdlib + yaml below it).
-"""
+Import contract: store only (stdlib + yaml below it)."""
 
 from __future__ import annotations
 
@@ -9,6 +7,7 @@ import hashlib
 import json
 import sys
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, get_args
 
@@ -34,10 +33,7 @@ PREVIEW_CHARS = 200
 
 
 def first_line_of(text: str) -> str:
-    for line in text.splitlines():
-        if line.strip():
-            return line.strip()[:FIRST_LINE_CHARS]
-    return ""
+    return next((line.strip()[:FIRST_LINE_CHARS] for line in text.splitlines() if line.strip()), "")
 
 
 def sha256_hex(data: bytes) -> str:
@@ -103,23 +99,17 @@ class PendingWrite:
 
 def to_meta(memory: Memory) -> dict[str, Any]:
     """The frontmatter mapping, in the documented key order; tombstone keys only when removed."""
-    meta: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION, "id": memory.id, "created": memory.created,
-        "updated": memory.updated, "session_id": memory.session_id, "scopes": list(memory.scopes),
-        "category": memory.category, "confidence": memory.confidence, "source": memory.source,
-        "origin": {k: memory.origin.get(k) for k in ORIGIN_KEYS},
-        "last_verified_at": memory.last_verified_at, "verified_paths": list(memory.verified_paths),
-        "verified_commits": list(memory.verified_commits), "links": [dict(x) for x in memory.links],
-        "tainted": memory.tainted, "taint": list(memory.taint),
-    }
-    if memory.verification_note is not None:
-        meta["verification_note"] = memory.verification_note
-    if memory.pinned:
-        meta["pinned"] = True
-    if memory.anchor_session_id is not None:
-        meta["anchor_session_id"] = memory.anchor_session_id
+    meta: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "id": memory.id, "created": memory.created,
+                            "updated": memory.updated, "session_id": memory.session_id, "scopes": list(memory.scopes),
+                            "category": memory.category, "confidence": memory.confidence, "source": memory.source,
+                            "origin": {k: memory.origin.get(k) for k in ORIGIN_KEYS},
+                            "last_verified_at": memory.last_verified_at, "verified_paths": list(memory.verified_paths),
+                            "verified_commits": list(memory.verified_commits), "links": [dict(x) for x in memory.links],
+                            "tainted": memory.tainted, "taint": list(memory.taint)}
+    optional = {"verification_note": memory.verification_note, "pinned": True if memory.pinned else None,
+                "anchor_session_id": memory.anchor_session_id, "removed_at": memory.removed_at}
+    meta.update((key, value) for key, value in optional.items() if value is not None)
     if memory.removed_at is not None:
-        meta["removed_at"] = memory.removed_at
         meta["removed_reason"] = memory.removed_reason
     return meta
 
@@ -143,12 +133,10 @@ def _links(value: Any) -> tuple[dict[str, str], ...]:
         return ()
     if not isinstance(value, list):
         raise TypeError("links is not a list")
-    links = []
-    for item in value:
-        if not (isinstance(item, dict) and isinstance(item.get("type"), str) and idents.is_ulid(item.get("target_id"))):
-            raise TypeError("a link is not {type, target_id}")
-        links.append({"type": item["type"], "target_id": item["target_id"]})
-    return tuple(links)
+    if not all(isinstance(x, dict) and isinstance(x.get("type"), str) and idents.is_ulid(x.get("target_id"))
+               for x in value):
+        raise TypeError("a link is not {type, target_id}")
+    return tuple({"type": x["type"], "target_id": x["target_id"]} for x in value)
 
 
 def _opt_str(meta: dict[str, Any], key: str) -> str | None:
@@ -193,12 +181,10 @@ class RowTables:
     """The distinct scope lists and origins of a cache, shared by the memories loaded from it."""
 
     def __init__(self, scopes: list[Any] | None = None, origins: list[Any] | None = None) -> None:
-        intern = sys.intern
+        intern = sys.intern  # TypeError for anything but a str: a scope or origin key of another type
         self.scopes: list[tuple[str, ...]] = [tuple(intern(s) for s in row) for row in scopes or ()]
         self.origins: list[dict[str, Any]] = [
             {intern(k): intern(v) if type(v) is str else None for k, v in row.items()} for row in origins or ()]
-        if not all(type(s) is str for row in self.scopes for s in row):
-            raise TypeError("a scope that is not a string")
         self._scope_ix: dict[tuple[str, ...], int] = {}
         self._origin_ix: dict[tuple[Any, ...], int] = {}
 
@@ -210,19 +196,17 @@ class RowTables:
 
     @staticmethod
     def _number(index: dict[Any, int], table: list[Any], key: Any, value: Any) -> int:
-        number = index.get(key)
-        if number is None:
-            number = index[key] = len(table)
+        if key not in index:
+            index[key] = len(table)
             table.append(value)
-        return number
+        return index[key]
 
     def from_row(self, row: Sequence[Any]) -> Memory:
         """A memory from a row `to_row` wrote; TypeError/ValueError/IndexError for any other row."""
         (memory_id, content, scopes, category, confidence, source, created, updated, session_id, origin,
          last_verified_at, verified_paths, verified_commits, note, links, tainted, taint, anchor, removed_at,
          removed_reason, pinned) = row
-        if not (type(memory_id) is str and type(content) is str and type(created) is str and type(updated) is str
-                and type(category) is str):
+        if not (type(content) is str and type(created) is str and type(updated) is str):  # intern checks the rest
             raise TypeError("a cache row with a field of the wrong type")
         intern = sys.intern
         # Positional: keyword calls slow a large start. Never edited: one string for created and updated.
@@ -264,8 +248,6 @@ def decode_pending(data: bytes) -> list[PendingWrite]:
         return []
     found = []
     for row in rows if isinstance(rows, list) else []:
-        try:
+        with suppress(TypeError):
             found.append(PendingWrite(**row))
-        except TypeError:
-            continue
     return found

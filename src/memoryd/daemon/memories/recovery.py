@@ -1,9 +1,6 @@
-"""Start-up of the memory tier after the log replay (docs/storage.md, "Recovery at start", step 4):
-load the record files and reconcile them with the log. Bad files are listed, never fatal.
-
-Import contract: store, frontmatter, idents, nofollow, prefetch, text, search, core's PROGRESS_EVERY
-and the tier's parse_cache, records and state.
-"""
+"""Start-up of the memory tier after the log replay (docs/storage.md, "Recovery at start", step 4): load the
+record files and reconcile them with the log; bad files are listed, never fatal. Import contract: store,
+frontmatter, idents, nofollow, prefetch, text, search, core's PROGRESS_EVERY, the tier's parse_cache, records, state."""
 
 from __future__ import annotations
 
@@ -12,6 +9,7 @@ import logging
 import operator
 import os
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -39,8 +37,7 @@ def load(tier: TierState) -> int:
     helped = _helper_result(tier) if tier.helper is not None else None
     cached = memory_cache.decode(helped[0]) if helped else memory_cache.read(tier.cache_path)
     parsed = [0]
-    trusted = tier.trusted_gen is not None and cached[2] == tier.trusted_gen and _load_cached(tier, cached)
-    if trusted:
+    if tier.trusted_gen is not None and cached[2] == tier.trusted_gen and _load_cached(tier, cached):
         tier.unlisted = ["t", "m"]
     else:
         _load_dirs(tier, cached, parsed)
@@ -55,7 +52,7 @@ def load(tier: TierState) -> int:
     if not tier.index_restored:
         parsed[0] += 1  # so the caller saves a fresh snapshot
     elif helped and parsed[0] == 0:  # the helper's cache and snapshot are this start's: keep them
-        tier.save_after_start = lambda: _write_caches(tier, *helped)
+        tier.save_after_start = lambda: save_cache(tier, helped)
     load_pending(tier)
     return parsed[0]
 
@@ -84,14 +81,14 @@ def _load_cached(tier: TierState, cached: Cached) -> bool:
             if logged.get(memory.id) != sha:
                 check_against_log(tier, memory, sha)
                 tier.file_sha[memory.id] = sha
-    groups: list[Any] | None = rows.groups()
+    groups = rows.groups()
     live = [memory for memory in memories if memory.removed_at is None]
     if len(live) != len(memories):
         for memory in memories:
             if memory.removed_at is not None:
                 tier.tombstones[memory.id] = memory
                 tier.tomb_index.add(memory, text=False)
-        groups = None if groups is None else [g for g, m in zip(groups, memories) if m.removed_at is None]
+        groups = [g for g, m in zip(groups, memories) if m.removed_at is None]
     tier.live.load(live, groups)
     tier.index.load(live)
     return True
@@ -101,13 +98,11 @@ Found = tuple[list[Memory], Sequence[str], list[tuple[int, int]]]  # records, th
 
 
 def _from_columns(columns: tuple[tuple[Any, ...], ...], tables: RowTables) -> Found | None:
-    """The records, their files' shas and stats, column by column; None unless every key is
-    `m/<id>.md` for a live record and `t/<id>.md` for a tombstone."""
+    """The records, their files' shas and stats; None unless every key is `m/<id>.md` (live) or `t/<id>.md`."""
     keys, sizes, mtimes, shas = columns[:4]
     memories = tables.from_columns(columns[4:])
-    if not (idents.all_of_type(sizes, int) and idents.all_of_type(mtimes, int) and idents.all_of_type(shas, str)):
-        return None
-    if not all(key == f"{'m' if m.removed_at is None else 't'}/{m.id}.md" for key, m in zip(keys, memories)):
+    if not (idents.all_of_type(sizes, int) and idents.all_of_type(mtimes, int) and idents.all_of_type(shas, str)
+            and all(key == f"{'m' if m.removed_at is None else 't'}/{m.id}.md" for key, m in zip(keys, memories))):
         return None
     return memories, shas, list(zip(sizes, mtimes))
 
@@ -149,13 +144,11 @@ def load_text_indexes(tier: TierState, snapshot: bytes | None = None) -> bool:
         stored = memory_cache.read_index(snapshot or tier.index_path, index_header(tier))
         tier.cache_stale = tier.cache_stale or bool(tier.unlisted)  # re-saved with its gen at stop
     if stored is not None:
-        try:
+        with suppress(KeyError, IndexError, TypeError, ValueError):
             tier.index.text = SearchIndex.from_state(stored[0])
             tier.tomb_index.text = SearchIndex.from_state(stored[1])
             if len(tier.index.text) == len(tier.live) and len(tier.tomb_index.text) == len(tier.tombstones):
                 return True
-        except (KeyError, IndexError, TypeError, ValueError):
-            pass
     total = len(tier.live)
     tier.index.defer_text(list(tier.live.values()),
                           lambda done: tier.core.progress("building the search index", done, total))
@@ -180,14 +173,13 @@ def read_dir(tier: TierState, directory: Path, kind: str, cached: Cached,
             found = _from_cache(cached[0].get(f"{kind}/{entry.name}"), cached[1], entry.name[:-3], kind)
             if found is not None:
                 tier.unverified.append(found[0].id)
-                yield found
-                continue
-            memory, sha, stat = read_record(entry.path, kind)
-            parsed[0] += 1
+            else:
+                found = read_record(entry.path, kind)
+                parsed[0] += 1
         except BAD_RECORD as exc:
             tier.bad_files.append({"path": str(directory / entry.name), "reason": str(exc)[:200]})
             continue
-        yield memory, sha, stat
+        yield found
 
 
 def _from_cache(row: tuple[Any, ...] | None, tables: RowTables, file_id: str,
@@ -195,13 +187,11 @@ def _from_cache(row: tuple[Any, ...] | None, tables: RowTables, file_id: str,
     if row is None:
         return None
     try:
-        memory = tables.from_row(row[4:])
-        size, mtime_ns, sha = row[1], row[2], row[3]
-        if memory.id != file_id or type(size) is not int or type(mtime_ns) is not int or type(sha) is not str:
-            return None
+        memory, (size, mtime_ns, sha) = tables.from_row(row[4:]), row[1:4]
     except (TypeError, ValueError, IndexError):
         return None
-    if (kind == "t") != (memory.removed_at is not None):
+    if (memory.id != file_id or (kind == "t") != (memory.removed_at is not None)
+            or type(size) is not int or type(mtime_ns) is not int or type(sha) is not str):
         return None
     return memory, sha, (size, mtime_ns)
 
@@ -248,12 +238,9 @@ def check_against_log(tier: TierState, memory: Memory, sha: str) -> None:
         tier.hand_edited.append(memory.id)
 
 
-def save_cache(tier: TierState) -> None:
-    """Write the parse cache for every record file on disk now (staged; durable at the sync)."""
-    _write_caches(tier, *encode_caches(tier))
-
-
-def _write_caches(tier: TierState, cache: bytes, snapshot: bytes) -> None:
+def save_cache(tier: TierState, caches: tuple[bytes, bytes] | None = None) -> None:
+    """Stage the parse cache and index snapshot: `caches`, else those of every record file on disk now."""
+    cache, snapshot = caches or encode_caches(tier)
     tier.core.files.write_file(tier.cache_path, cache)
     tier.core.files.write_file(tier.index_path, snapshot)
 
@@ -316,8 +303,7 @@ def settle_double(tier: TierState, tomb: Memory, sha: str, stat: tuple[int, int]
     """Both a live file and a tombstone (a crash mid-move): the log says which one stays."""
     if tier.logged_state.get(tomb.id) == "tomb":
         note_file(tier, tomb.id, sha, stat)
-        live = tier.live.pop(tomb.id)
-        tier.index.remove(live)
+        tier.index.remove(tier.live.pop(tomb.id))
         tier.core.files.delete_file(tier.live_path(tomb.id))
         tier.tombstones[tomb.id] = tomb
         tier.tomb_index.add(tomb)
@@ -326,8 +312,7 @@ def settle_double(tier: TierState, tomb: Memory, sha: str, stat: tuple[int, int]
 
 
 def load_pending(tier: TierState) -> None:
-    """Pending writes from the snapshot that the log says were staged and not settled (the reaper
-    expires those past their TTL)."""
+    """Pending writes from the snapshot that the log says were staged and not settled (the reaper expires them)."""
     try:
         rows = decode_pending(nofollow.read_nofollow(tier.snapshot_path))
     except (OSError, frontmatter.BadRecord):

@@ -1,8 +1,6 @@
-"""Every field the durable memory tier keeps, and the small reads on them. `tier.MemoryTier` adds
-the changes and `recovery` fills the fields at start, so neither has to import the other.
-
-Import contract: core and the tier's records, parse_cache, index, live, semantic, shortids, staleness.
-"""
+"""Every field the durable memory tier keeps, and the small reads on them: `tier.MemoryTier` adds the changes
+and `recovery` fills the fields at start, so neither imports the other. Import contract: core and the tier's
+records, parse_cache, index, live, semantic, shortids, staleness."""
 
 from __future__ import annotations
 
@@ -21,8 +19,6 @@ from memoryd.daemon.memories.semantic import Semantic
 from memoryd.daemon.memories.shortids import ShortIds
 from memoryd.daemon.memories.staleness import GitProbe
 
-PENDING_SNAPSHOT = "pending.json"
-
 
 class TierState:
 
@@ -30,7 +26,7 @@ class TierState:
         self.core = core
         self.live_dir = core.root / "memories"
         self.tomb_dir = core.root / "tombstones"
-        self.snapshot_path = core.root / "state" / PENDING_SNAPSHOT
+        self.snapshot_path = core.root / "state" / "pending.json"
         self.cache_path = core.root / "state" / memory_cache.CACHE_NAME
         self.index_path = core.root / "state" / memory_cache.INDEX_NAME
         self.index_restored = False                 # start-up used the search index snapshot
@@ -82,29 +78,24 @@ class TierState:
         return {"memories": len(self.live), "tombstones": len(self.tombstones), "pending": len(self.pending)}
 
     def project_of(self, memory: Memory) -> str | None:
-        """The memory's project: its first `projects:<x>` scope (what the writer said), else the
-        project it was written from."""
-        for scope in memory.scopes:
-            name = project_scope_name(scope)
-            if name:
-                return name
+        """Its first `projects:<x>` scope (what the writer said), else the project it was written from."""
+        name = next(filter(None, map(project_scope_name, memory.scopes)), None)
         project = memory.origin.get("project")
-        return project if isinstance(project, str) and project else None
+        return name or (project if isinstance(project, str) and project else None)
 
     def tables(self, kind: str) -> tuple[LiveIndex | TombIndex, dict[str, Memory]]:
         """The index and records of live memories (`kind` m) or of tombstones (t)."""
         return (self.index, self.live) if kind == "m" else (self.tomb_index, self.tombstones)
 
     def path(self, kind: str, memory_id: str) -> Path:
-        return self.live_path(memory_id) if kind == "m" else self.tomb_path(memory_id)
+        assert idents.is_ulid(memory_id)  # ids reach paths only after validation or minting
+        return (self.live_dir if kind == "m" else self.tomb_dir) / f"{memory_id}.md"
 
     def live_path(self, memory_id: str) -> Path:
-        assert idents.is_ulid(memory_id)  # ids reach paths only after validation or minting
-        return self.live_dir / f"{memory_id}.md"
+        return self.path("m", memory_id)
 
     def tomb_path(self, memory_id: str) -> Path:
-        assert idents.is_ulid(memory_id)
-        return self.tomb_dir / f"{memory_id}.md"
+        return self.path("t", memory_id)
 
     def sha_on_disk(self, memory_id: str) -> str | None:
         """The sha256 of the record's file as it is now (hand edits included)."""

@@ -1,9 +1,6 @@
 """The durable memory tier's changes on top of `state.TierState`: memory files written, moved and
-restored, pending writes, and the appliers of recorded events (the tool handlers record them).
-
-Import contract: core, connections, scopes, and the tier's after_start, gates, records, state and
-recovery; no zmq, no msgpack.
-"""
+restored, pending writes, and the appliers of recorded events. Import contract: core, connections,
+credentials, scopes, and the tier's after_start, gates, records, state and recovery; no zmq, no msgpack."""
 
 from __future__ import annotations
 
@@ -12,18 +9,20 @@ import os
 import sys
 from collections import Counter
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from memoryd.daemon.core import Core
 from memoryd.daemon.credentials.detector import find_credentials
+from memoryd.daemon.credentials.patterns import compile_all as compile_patterns
 from memoryd.daemon.identity import idents
 from memoryd.daemon.identity.scopes import unique
 from memoryd.daemon.identity.session_table import Session
 from memoryd.daemon.memories import after_start as memory_verify
 from memoryd.daemon.memories import recovery as memory_recovery
-from memoryd.daemon.memories.gates import compile_patterns, scan_taint
+from memoryd.daemon.memories.gates import scan_taint
 from memoryd.daemon.memories.records import (
     HANDOFF,
     HANDOFF_SOURCE,
@@ -42,15 +41,14 @@ ANCHOR_SLICE = 100  # memories the anchor index takes in per idle turn (short: d
 
 def attach(core: Core) -> MemoryTier:
     """Join the memory tier to `core`: replay, recovery and every recorded event reach it."""
-    tier = MemoryTier(core)
-    core.memories = tier
+    core.memories = tier = MemoryTier(core)
     core.extensions.append(tier)
     core.loaders.append(tier)  # its start and the check after it (`domain.TierLoader`)
     return tier
 
 
 class MemoryTier(TierState):
-    patterns_compiled = False  # the gates' regexes (gates.compile_patterns), after start
+    patterns_compiled = False  # the gates' regexes (`compile_patterns`), after start
 
     def known_projects(self) -> dict[str, str | None]:
         return self.index.projects
@@ -77,8 +75,7 @@ class MemoryTier(TierState):
     # -- file-backed changes (the caller records the event that names the returned sha) ----------
 
     def _write(self, path: Path, data: bytes, memory_id: str | None = None, fresh: bool = False) -> str:
-        """Stage `data` for `path` (durable at the pass's group commit); returns its sha256.
-        `fresh`: a name just minted (`write_file`)."""
+        """Stage `data` for `path` (durable at the pass's group commit; `fresh`: a name just minted); its sha256."""
         self.core.files.write_file(path, data, fresh=fresh)
         sha = sha256_hex(data)
         if memory_id is not None:  # the caller logs `sha`, so logged_sha will describe the file
@@ -91,42 +88,30 @@ class MemoryTier(TierState):
     def after_sync(self) -> None:
         """After each pass's group commit: the stat of the files just published, for the parse cache."""
         for memory_id in self._unstatted:
-            path = self.path("t" if memory_id in self.tombstones else "m", memory_id)
-            try:
-                stat = os.lstat(path)
-            except OSError:
-                continue
-            self.file_stat[memory_id] = (stat.st_size, stat.st_mtime_ns)
+            with suppress(OSError):
+                stat = os.lstat(self.path("t" if memory_id in self.tombstones else "m", memory_id))
+                self.file_stat[memory_id] = (stat.st_size, stat.st_mtime_ns)
         self._unstatted.clear()
 
-    def commit(self, memory: Memory, terms: list[str] | None = None) -> str:
-        """Write a new live memory's file (its id from `new_id`) and index it; returns the file's sha256.
-        `terms`: its content's `text.analyze`, when the caller has them."""
-        sha = self._write(self.live_path(memory.id), render_memory(memory), memory.id, fresh=True)
+    def commit(self, memory: Memory, terms: list[str] | None = None, replaces: Memory | None = None) -> str:
+        """Write and index a live memory: a new one (id from `new_id`) or one that `replaces` the record (update,
+        verify; rendered first: a refusal changes nothing); the file's sha256. `terms`: its `text.analyze`, if known."""
+        sha = self._write(self.live_path(memory.id), render_memory(memory), memory.id, fresh=replaces is None)
+        if replaces is not None:
+            self.index.remove(replaces)
         self.live[memory.id] = memory
         self.index.add(memory, terms=terms)
         return sha
 
-    def rewrite(self, old: Memory, new: Memory) -> str:
-        """Replace a live memory (update, verify); rendered first so a refusal changes nothing."""
-        sha = self._write(self.live_path(new.id), render_memory(new), new.id)
-        self.index.remove(old)
-        self.live[new.id] = new
-        self.index.add(new)
-        return sha
-
     def bury(self, memory: Memory, reason: str) -> str:
-        """Move a live memory to a tombstone."""
         return self._move(memory, replace(memory, removed_at=self.core.now(), removed_reason=reason), "m", "t")
 
     def unbury(self, tomb: Memory) -> tuple[Memory, str]:
-        """Bring a tombstone back to life."""
         memory = replace(tomb, removed_at=None, removed_reason=None, updated=self.next_updated(tomb.updated))
         return memory, self._move(tomb, memory, "t", "m")
 
     def _move(self, old: Memory, new: Memory, source: str, target: str) -> str:
-        """Move a record between the live (m) and tombstone (t) files; staged deletes apply after
-        staged writes, so no crash loses both files."""
+        """Move a record between live (m) and tombstone (t) files; staged deletes follow writes: no crash loses both."""
         sha = self._write(self.path(target, new.id), render_memory(new), new.id)
         self.core.files.delete_file(self.path(source, old.id))
         index, records = self.tables(source)
@@ -143,26 +128,21 @@ class MemoryTier(TierState):
 
         now = self.core.clock()
         if self.core.now() <= previous:
-            try:
+            with suppress(ValueError):  # not a stamp (a hand edit: `zzzz` sorts after every one): now is after it
                 now = parse_iso(previous) + 0.001
-            except ValueError:  # not a stamp (a hand edit: `zzzz` sorts after every one): now is after it
-                pass
         return iso(now)
 
     def capture_handoff(self, session: Session, identity: dict[str, Any], text: str,
                         scopes: list[str]) -> tuple[str, bool]:
         """Store `text` as the session's handoff memory; (id, deduped: the same content is a live
         handoff already). Secrets → InvalidParams; the other gates do not apply."""
-        markers = find_credentials(text)
-        if markers:
+        if markers := find_credentials(text):
             kinds = ", ".join(sorted({m["kind"] for m in markers}))
             raise InvalidParams("handoff", f"holds a secret ({kinds}); remove it before finishing")
-        existing = self.index.handoffs.get(sha256_hex(text.encode()))
-        if existing is not None:
+        if (existing := self.index.handoffs.get(sha256_hex(text.encode()))) is not None:
             self.core.record("write", session, status="deduped", gate="handoff", memory_id=existing)
             return existing, True
-        now = self.core.now()
-        taint = scan_taint(text)
+        now, taint = self.core.now(), scan_taint(text)
         memory = Memory(id=self.new_id(), content=text, scopes=tuple(unique(scopes)), category=HANDOFF,
                         confidence="high", source=HANDOFF_SOURCE, created=now, updated=now,
                         session_id=session.id, origin=self.origin_of(identity, session),
@@ -225,20 +205,15 @@ class MemoryTier(TierState):
             self.logged_sha[event["memory_id"]] = event["sha"]
             self.logged_state[event["memory_id"]] = state
 
-    def _on_write(self, event: dict[str, Any]) -> None:
-        if event.get("status") == "committed":
+    def _on_write(self, event: dict[str, Any]) -> None:  # write, write_confirm, write_cancel
+        kind, status, pending_id = event["kind"], event.get("status"), event.get("pending_id", "")
+        if status == "committed":
             self._named(event, "live")
-        elif event.get("status") == "pending" and event.get("pending_id"):
-            self.pending_logged.add(event["pending_id"])
-            self.pending_seq = max(self.pending_seq, memory_recovery.pending_n(event["pending_id"]))
-
-    def _on_confirm(self, event: dict[str, Any]) -> None:
-        if event.get("status") == "committed":
-            self._named(event, "live")
-            self.pending_resolved.add(event.get("pending_id", ""))
-
-    def _on_cancel(self, event: dict[str, Any]) -> None:
-        self.pending_resolved.add(event.get("pending_id", ""))
+        if kind == "write" and status == "pending" and pending_id:
+            self.pending_logged.add(pending_id)
+            self.pending_seq = max(self.pending_seq, memory_recovery.pending_n(pending_id))
+        elif kind == "write_cancel" or (kind == "write_confirm" and status == "committed"):
+            self.pending_resolved.add(pending_id)
 
     def _on_pending_expired(self, event: dict[str, Any]) -> None:
         self.expired[event.get("pending_id", "")] = event.get("session", "")
@@ -275,8 +250,7 @@ class MemoryTier(TierState):
     # -- the checkpoint (daemon/process/checkpoint.py): the log-derived fields, saved and restored --
 
     def log_state(self) -> dict[str, Any]:
-        # logged_sha and logged_state get the same keys in the same order (`_named`, sync): saved as
-        # columns (were that ever broken, the KeyError means no checkpoint: a full replay next start).
+        # logged_sha and logged_state share keys and order (`_named`, sync): columns; a KeyError means no checkpoint.
         return {"logged_ids": list(self.logged_sha), "logged_shas": list(self.logged_sha.values()),
                 "logged_states": "".join(_STATE_CODES[self.logged_state[i]] for i in self.logged_sha),
                 "retrievals": dict(self.retrievals), "pending_seq": self.pending_seq,
@@ -286,8 +260,7 @@ class MemoryTier(TierState):
                 "cache_gen": None if self.cache_stale else self.cache_gen}
 
     def restore_log_state(self, data: dict[str, Any]) -> Callable[[], None]:
-        """Decode everything first (a bad value raises before anything changes); the returned
-        function assigns it."""
+        """Decode everything first (a bad value raises before anything changes); the function returned assigns it."""
         ids, shas, states = data["logged_ids"], data["logged_shas"], data["logged_states"]
         if not (len(ids) == len(shas) == len(states) and idents.all_of_type(ids, str)
                 and idents.all_of_type(shas, str)):
@@ -302,8 +275,7 @@ class MemoryTier(TierState):
                   "trusted_gen": data["cache_gen"] if type(data["cache_gen"]) is str else None}
         return lambda: self.__dict__.update(fields)
 
-    def prefetch(self) -> None:
-        """Before the log replays: `recovery.prefetch`."""
+    def prefetch(self) -> None:  # before the log replays
         memory_recovery.prefetch(self)
 
     def load(self) -> None:
@@ -315,8 +287,7 @@ class MemoryTier(TierState):
             self.save_after_start = lambda: memory_recovery.save_cache(self)
 
     def save_built_caches(self) -> None:
-        """Write the caches this start built (`save_after_start`), once; a full disk only slows
-        the next start."""
+        """Write the caches this start built (`save_after_start`), once; a full disk only slows the next start."""
         save, self.save_after_start = self.save_after_start, None
         if save is not None:
             try:
@@ -335,7 +306,10 @@ class MemoryTier(TierState):
             self.patterns_compiled = True
         self.index.finish_text()
         self.save_built_caches()
-        self.pump_vectors()
+        if self.core.config.search_by_meaning:  # its thread starts on the first idle turn, then vectors come in
+            live = self.live
+            self.semantic.start(live.values())
+            self.semantic.pump(lambda memory_id: m.updated if (m := live.get(memory_id)) is not None else None)
         self.index.anchors.build_some(self.live, ANCHOR_SLICE)
         return memory_verify.verify_some(self, budget)
 
@@ -345,14 +319,6 @@ class MemoryTier(TierState):
         self.found_late, self.dropped_late = [], 0
         return told
 
-    def pump_vectors(self) -> None:
-        """Search by meaning: start its thread on the first idle turn, then take in its vectors."""
-        if not self.core.config.search_by_meaning:
-            return
-        self.semantic.start(self.live.values())
-        live = self.live
-        self.semantic.pump(lambda memory_id: m.updated if (m := live.get(memory_id)) is not None else None)
-
 
 # A record's logged state in the checkpoint: one character each; one shared string each in memory.
 _STATE_CODES = {"live": "l", "tomb": "t"}
@@ -360,12 +326,11 @@ _STATES = {"l": "live", "t": "tomb"}
 
 
 _APPLIERS = {
-    "write": MemoryTier._on_write, "write_confirm": MemoryTier._on_confirm, "write_cancel": MemoryTier._on_cancel,
-    "pending_expired": MemoryTier._on_pending_expired,
+    "write": MemoryTier._on_write, "write_confirm": MemoryTier._on_write, "write_cancel": MemoryTier._on_write,
     "update": MemoryTier._on_change, "verify": MemoryTier._on_change, "restore": MemoryTier._on_change,
     # handoff_converted: a captured handoff became a session note (sessions/records)
     "remove": MemoryTier._on_remove, "handoff_converted": MemoryTier._on_remove,
     "search": MemoryTier._on_retrieval, "show": MemoryTier._on_retrieval, "inject": MemoryTier._on_retrieval,
     "reaper_run": MemoryTier._on_reaper, "episode_prune": MemoryTier._on_reaper,
-    "daemon_stop": MemoryTier._on_daemon_stop,
+    "pending_expired": MemoryTier._on_pending_expired, "daemon_stop": MemoryTier._on_daemon_stop,
 }

@@ -1,10 +1,6 @@
-"""Handlers that create durable memories: write, confirm, cancel, promote. Each validates fully
-before it changes anything, then records one event (ids, statuses, gate kinds, hashes; never
-content) carrying its `req`, so a retry after a restart is answered by `replay_*`, not run twice.
-
-Import contract: core, clock, validate, episodes.episode, and the tier's args, chain, gates, projects,
-records and tier.
-"""
+"""Handlers that create durable memories: write, confirm, cancel, promote; a retry after a restart
+is answered from the event by `replay_*` (docs/tools.md). Import contract: core, clock, validate,
+episodes.episode, and the tier's args, chain, gates, projects, records and tier."""
 
 from __future__ import annotations
 
@@ -60,8 +56,7 @@ def committed_view(tier: MemoryTier, memory: Memory, draft: Draft | None = None)
     result: dict[str, Any] = {"status": "committed", "id": memory.id, "scopes": list(memory.scopes),
                               "category": memory.category, "confidence": memory.confidence,
                               "source": memory.source, "created": memory.created}
-    near = related(tier, draft) if draft is not None else []
-    if near:
+    if draft is not None and (near := related(tier, draft)):
         result.update(related=near, framing="data")
     if memory.tainted:
         result.update(tainted=True, taint=list(memory.taint))
@@ -85,10 +80,9 @@ def stage_pending(call: Call, draft: Draft, reason: str, episode_id: str | None)
                    confidence=draft.confidence, source=draft.source, created="", updated="",
                    session_id=call.session.id, origin={}, links=tuple(draft.links))
     render_memory(probe)  # refuse an oversized frontmatter now, not at confirm time
-    pending = PendingWrite(id=tier.next_pending_id(), session_id=call.session.id,
-                           preview=draft.content[:PREVIEW_CHARS], created=call.core.now(),
-                           expires_at=call.core.clock() + call.core.config.pending_ttl_seconds,
-                           source_episode_id=episode_id, reason=reason, draft=draft.to_dict(),
+    pending = PendingWrite(id=tier.next_pending_id(), session_id=call.session.id, created=call.core.now(),
+                           preview=draft.content[:PREVIEW_CHARS], source_episode_id=episode_id, reason=reason,
+                           expires_at=call.core.clock() + call.core.config.pending_ttl_seconds, draft=draft.to_dict(),
                            origin=tier.origin_of(call.identity, call.session))
     tier.stage(pending)
     return pending
@@ -102,9 +96,8 @@ def pending_view(pending: PendingWrite) -> dict[str, Any]:
 def submit(call: Call, draft: Draft, req: str | None, episode_id: str | None = None) -> dict[str, Any]:
     """Run gates 1–7 and commit, stage or refuse; records one `write` event either way."""
     core, tier = call.core, tier_of(call.core)
-    fired = run_gates(tier, draft)
     overrides = draft.overrides() or None
-    if fired is not None:
+    if (fired := run_gates(tier, draft)) is not None:
         gate, result = fired
         core.record("write", call.session, status=gate.status, gate=gate.kind, overrides=overrides, req=req)
         return result
@@ -158,8 +151,7 @@ def memory_write_confirm(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     core, tier = call.core, tier_of(call.core)
     pending = tier.owned_pending(check_pending_id(args["pending_id"]), call.session)
     draft = Draft(**pending.draft)
-    fired = run_gates(tier, draft)
-    if fired is not None:
+    if (fired := run_gates(tier, draft)) is not None:
         gate, result = fired
         core.record("write_confirm", call.session, pending_id=pending.id, status=gate.status, gate=gate.kind)
         return {**result, "pending_id": pending.id}
@@ -197,20 +189,14 @@ def memory_write_cancel(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     return {"status": "cancelled", "pending_id": pending.id}
 
 
-def promoted_episode(core: Core, episode_id: str) -> Episode:
-    episode = core.journal.by_id.get(episode_id)
-    if episode is None:
+def episode_promote(call: Call, args: dict[str, Any]) -> dict[str, Any]:
+    """The whole gate chain on an episode's takeaway (or body); committed deletes the episode."""
+    core, episode_id = call.core, check_id("episode_id", args["episode_id"])
+    if (episode := core.journal.by_id.get(episode_id)) is None:
         raise ResourceState("unknown_episode", episode_id)
     if core.provenance(episode.id, episode.created) == "unaccounted":
         raise ResourceState("unaccounted_episode", episode_id,
                             f"episode {episode_id} is unaccounted (no log event names it); it is never promoted")
-    return episode
-
-
-def episode_promote(call: Call, args: dict[str, Any]) -> dict[str, Any]:
-    """The whole gate chain on an episode's takeaway (or body); committed deletes the episode."""
-    core = call.core
-    episode = promoted_episode(core, check_id("episode_id", args["episode_id"]))
     if args["use_body"]:
         content = core.journal.read_body(episode)
     elif episode.takeaway:
@@ -220,18 +206,15 @@ def episode_promote(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     draft = draft_from_args(core, {"content": content, "scopes": args["scopes"], "category": args["category"],
                                    "confidence": args["confidence"], "source": args["source"]})
     result = submit(call, draft, None, episode.id)
-    deleted = None
-    if result["status"] == "committed":
+    deleted = result["status"] == "committed"
+    if deleted:
         delete_episode(core, episode)
-        deleted = True
     core.record(names.EPISODE_PROMOTE, call.session, episode_id=episode.id, owner=episode.session_id,
                 outcome=result["status"], memory_id=result.get("id"), pending_id=result.get("pending_id"),
-                deleted=deleted, req=call.req)
+                deleted=deleted or None, req=call.req)
     return {**result, "promoted_from_episode_id": episode.id}
 
 
 def replay_episode_promote(core: Core, event: dict[str, Any]) -> dict[str, Any] | None:
-    fake = {"status": event.get("outcome"), "memory_id": event.get("memory_id"),
-            "pending_id": event.get("pending_id")}
-    result = replay_memory_write(core, fake)
+    result = replay_memory_write(core, {**event, "status": event.get("outcome")})
     return {**result, "promoted_from_episode_id": event.get("episode_id")} if result is not None else None
