@@ -92,84 +92,68 @@ def _capped(name: str, items: list[Any], cap: int) -> dict[str, Any]:
     return {name: items[:cap], f"{name}_total": len(items)}
 
 
-class _MemoryScan:
-    """The digest's memory sections: from the live map's aggregates (O(answer)) without disabled
-    scopes, else from one pass over the store."""
-
-    def __init__(self, core: Core, disabled: AbstractSet[str], project: str | None) -> None:
-        live = core.memories.live
-        self.pinned = [live[i] for i in core.memories.index.pinned if not is_hidden(live[i].scopes, disabled)]
-        self.short_id = core.memories.short_ids.short
-        self.sessions = core.sessions
-        self.live = live
-        self.project = project
-        self.project_of = core.memories.project_of
-        self.filtered = bool(disabled)
-        if not self.filtered:
-            self._from_aggregates(project)
-            return
-        self.count = 0
-        self.by_category: Counter[str] = Counter()
-        self.by_project: Counter[str] = Counter()
-        self.handoffs: dict[str | None, Memory] = {}   # project -> its newest handoff
-        self.others: list[Any] = []
-        for memory in live.values():
-            owner = self.project_of(memory)
-            if is_hidden(memory.scopes, disabled) or (project is not None and owner != project):
-                continue
-            self.count += 1
-            self.by_category[memory.category] += 1
-            self.by_project[owner or "(none)"] += 1
-            if memory.category != "handoff":
-                self.others.append(memory)
-            elif owner not in self.handoffs or memory.created > self.handoffs[owner].created:
-                self.handoffs[owner] = memory
-
-    def _from_aggregates(self, project: str | None) -> None:
-        live = self.live
+def _memory_counts(core: Core, disabled: AbstractSet[str], project: str | None, cap: int) -> tuple[
+        Counter[str], Counter[str], dict[str | None, Memory], list[Memory]]:
+    """(memories by category, by project, the newest handoff per project, the `cap` newest other
+    memories): from the live map's aggregates (O(answer)) without disabled scopes, else from one
+    pass over the store."""
+    live, project_of = core.memories.live, core.memories.project_of
+    if not disabled:
         if project is None:
-            self.count = len(live)
-            self.by_category, self.by_project = Counter(live.by_category), Counter(live.by_project)
-            self.handoffs = live.newest_handoffs()
-            return
-        self.count = live.by_project.get(project, 0)
-        self.by_category = Counter({c: n for (p, c), n in live.by_project_category.items() if p == project})
-        self.by_project = Counter({project: self.count}) if self.count else Counter()
-        self.handoffs = {p: m for p, m in live.newest_handoffs().items() if p == project}
-
-    def handoff_rows(self, caller_project: str | None) -> list[dict[str, Any]]:
-        """The newest handoff per project, newest first (the caller's first), with its session's summary."""
-        ordered = sorted(self.handoffs.items(), key=lambda kv: kv[1].created, reverse=True)
-        ordered.sort(key=lambda kv: kv[0] is None or kv[0] != caller_project)  # stable: caller's first
-        rows = [{"project": p, "session_id": m.session_id, "id": m.id, "text": m.content, "created": m.created}
-                for p, m in ordered]
-        for row in rows:
-            session = self.sessions.get(row["session_id"] or "")
-            if session is not None and session.summary is not None:
-                row["summary"] = session.summary
-        return rows
-
-    def pinned_rows(self, project: str | None) -> dict[str, Any]:
-        """Pinned rules of `project` and the user-wide ones, oldest first (docs/search.md "Pinned rules")."""
-        rules = sorted((m for m in self.pinned if self.project_of(m) in (None, project)), key=lambda m: m.id)
-        rows = [{"id": m.id, "short_id": self.short_id(m.id), "content": m.content, "scopes": list(m.scopes),
-                 "created": m.created} for m in rules[:PINNED_ROWS]]
-        return {"pinned": rows, "pinned_total": len(rules)}
-
-    def others_total(self) -> int:
-        return len(self.others) if self.filtered else self.count - self.by_category.get("handoff", 0)
-
-    def newest_rows(self, cap: int) -> list[dict[str, Any]]:
-        if self.filtered:
-            newest = heapq.nlargest(cap, self.others, key=lambda m: m.updated)
+            by_category, by_project = Counter(live.by_category), Counter(live.by_project)
         else:
-            # Stop as soon as every row the project has is found (none at all: no walk).
-            wanted = min(cap, self.others_total())
-            newest = list(itertools.islice((m for m in self.live.newest_first() if m.category != "handoff"
-                                            and (self.project is None or self.project_of(m) == self.project)),
-                                           wanted)) if wanted else []
-        return [{"id": m.id, "first_line": m.first_line, "scopes": list(m.scopes), "category": m.category,
-                 "updated": m.updated} for m in newest]
+            by_category = Counter({c: n for (p, c), n in live.by_project_category.items() if p == project})
+            by_project = Counter({project: by_category.total()}) if by_category else Counter()
+        handoffs = {p: m for p, m in live.newest_handoffs().items() if project is None or p == project}
+        # Stop as soon as every row the project has is found (none at all: no walk).
+        newest = (m for m in live.newest_first()
+                  if m.category != "handoff" and (project is None or project_of(m) == project))
+        wanted = min(cap, by_category.total() - by_category["handoff"])
+        return by_category, by_project, handoffs, list(itertools.islice(newest, wanted))
+    others: list[Memory] = []
+    by_category, by_project, handoffs = Counter(), Counter(), {}
+    for memory in live.values():
+        owner = project_of(memory)
+        if is_hidden(memory.scopes, disabled) or (project is not None and owner != project):
+            continue
+        by_category[memory.category] += 1
+        by_project[owner or "(none)"] += 1
+        if memory.category != "handoff":
+            others.append(memory)
+        elif owner not in handoffs or memory.created > handoffs[owner].created:
+            handoffs[owner] = memory
+    return by_category, by_project, handoffs, heapq.nlargest(cap, others, key=lambda m: m.updated)
+
+
+def _memory_sections(core: Core, session: Session, project: str | None, caller_project: str | None,
+                     cap: int) -> dict[str, Any]:
+    """The digest's pinned rules, newest handoff per project (the caller's first, with its session's
+    summary), counts and newest memories."""
+    live, disabled = core.memories.live, session.disabled_scopes
+    by_category, by_project, handoffs, newest = _memory_counts(core, disabled, project, cap)
+    # Pinned rules of the caller's project and the user-wide ones, oldest first (docs/search.md "Pinned rules").
+    pinned = sorted((live[i] for i in core.memories.index.pinned if not is_hidden(live[i].scopes, disabled)
+                     and core.memories.project_of(live[i]) in (None, caller_project)), key=lambda m: m.id)
+    ordered = sorted(handoffs.items(), key=lambda kv: kv[1].created, reverse=True)
+    ordered.sort(key=lambda kv: kv[0] is None or kv[0] != caller_project)  # stable: caller's first
+    rows = []
+    for owner, memory in ordered:
+        row = {"project": owner, "session_id": memory.session_id, "id": memory.id, "text": memory.content,
+               "created": memory.created}
+        writer = core.sessions.get(memory.session_id or "")
+        if writer is not None and writer.summary is not None:
+            row["summary"] = writer.summary
+        rows.append(row)
+    return {
+        "pinned": [{"id": m.id, "short_id": core.memories.short_ids.short(m.id), "content": m.content,
+                    "scopes": list(m.scopes), "created": m.created} for m in pinned[:PINNED_ROWS]],
+        "pinned_total": len(pinned), **_capped("handoffs", rows, cap),
+        "counts": {"memories": by_category.total(), "by_category": dict(by_category), "by_project": dict(by_project),
+                   "episodes": len(core.journal.by_id), "tombstones": len(core.memories.tombstones)},
+        "newest": [{"id": m.id, "first_line": m.first_line, "scopes": list(m.scopes), "category": m.category,
+                    "updated": m.updated} for m in newest],
+        "newest_total": by_category.total() - by_category["handoff"],
+    }
 
 
 def _open_sessions(core: Core) -> list[dict[str, Any]]:
@@ -208,19 +192,13 @@ def _recent_summaries(core: Core, session: Session, cap: int) -> list[dict[str, 
 
 def memory_digest(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     core, cap, session = call.core, args["headlines"], call.session
-    scan = _MemoryScan(core, session.disabled_scopes, args["project"])
     caller_project = args["project"] or call.identity.get("project")
     pending = [{"pending_id": p.id, "preview": p.preview, "expires_at": iso(p.expires_at)}
                for p in core.memories.pending.values() if p.session_id == session.id]
     core.record("digest", session, headlines=cap, project=args["project"])
     return {
         "current_session": {"id": session.id, "started_at": session.started_at},
-        **scan.pinned_rows(caller_project),
-        **_capped("handoffs", scan.handoff_rows(caller_project), cap),
-        "counts": {"memories": scan.count, "by_category": dict(scan.by_category),
-                   "by_project": dict(scan.by_project), "episodes": len(core.journal.by_id),
-                   "tombstones": len(core.memories.tombstones)},
-        "newest": scan.newest_rows(cap), "newest_total": scan.others_total(),
+        **_memory_sections(core, session, args["project"], caller_project, cap),
         **_capped("open_sessions", _open_sessions(core), cap),
         **_capped("pending_writes", pending, cap),
         **_recent_takeaways(core, session, cap),
