@@ -10,18 +10,10 @@ from pathlib import Path
 
 import numpy as np
 
-from memoryd.daemon.encoder.files import (
-    DISTRIBUTION,
-    TOKENIZER_SHA256,
-    WEIGHTS_SHA256,
-    EncoderUnavailable,
-    model_zip,
-    read_pinned,
-)
+from memoryd.daemon.encoder.files import WEIGHTS_SHA256, EncoderUnavailable, model_zip, read_pinned
 from memoryd.daemon.encoder.wordpiece import WordPiece
 
-__all__ = ["DIMENSIONS", "DISTRIBUTION", "MAX_TOKENS", "TOKENIZER_SHA256", "WEIGHTS_SHA256", "Encoder",
-           "EncoderUnavailable", "model_zip", "read_pinned"]
+__all__ = ["DIMENSIONS", "MAX_TOKENS", "WEIGHTS_SHA256", "Encoder", "EncoderUnavailable", "model_zip"]
 
 DIMENSIONS = 384
 MAX_TOKENS = 256  # the model's max_seq_length; longer texts are cut (a memory is rarely that long)

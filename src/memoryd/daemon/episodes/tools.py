@@ -1,8 +1,6 @@
-"""The episode tier's tools: episode_write, episode_handoff, episode_search.
-
-Import contract: core (and its journal), clock, connections, credentials, store, scopes, tool,
-validate, the episode record, and protocol's frame limit — no zmq, no msgpack.
-"""
+"""The episode tier's tools: episode_write, episode_handoff, episode_search. Import contract: core (and
+its journal), clock, connections, credentials, store, scopes, tool, validate, the episode record, and
+protocol's frame limit — no zmq, no msgpack."""
 
 from __future__ import annotations
 
@@ -58,16 +56,13 @@ def episode_write(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     swarm = args["swarm_id"] or call.identity.get("swarm_id")
     if swarm is not None and not python_pattern(SWARM_PATTERN).fullmatch(swarm):
         raise InvalidParams("swarm_id", "must be 1-128 chars of [A-Za-z0-9_-]")
-    body, masked = _mask("body", body, [])
-    takeaway, masked = _mask("takeaway", takeaway, masked) if takeaway is not None else (None, masked)
+    # Secrets are masked before anything stores them (docs/security.md).
+    body, body_kinds = mask_credentials(body)
+    takeaway, takeaway_kinds = mask_credentials(takeaway) if takeaway is not None else (None, [])
+    masked = [{"field": field, "kinds": sorted(set(kinds))}
+              for field, kinds in (("body", body_kinds), ("takeaway", takeaway_kinds)) if kinds]
     result = write_episode(core, call.session, body, takeaway, scopes, swarm, call.req)
     return {**result, "masked": masked} if masked else result
-
-
-def _mask(field: str, text: str, masked: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
-    """`text` with its secrets masked before anything stores it (docs/security.md)."""
-    clean, kinds = mask_credentials(text)
-    return clean, masked + ([{"field": field, "kinds": sorted(set(kinds))}] if kinds else [])
 
 
 def write_episode(core: Core, session: Session, body: str, takeaway: str | None,
@@ -124,12 +119,11 @@ def fit_views(core: Core, episodes: list[Episode], with_body: bool, budget: int,
     every older row are (`rows_omitted`). (Not in the outputSchema: tools/list has a size budget.)"""
     views: list[dict[str, Any]] = []
     omitted: list[str] = []
-    used, bodies, rows_omitted = 0, with_body, 0
-    for position, episode in enumerate(reversed(episodes)):
+    used, bodies = 0, with_body
+    for episode in reversed(episodes):
         view = episode_view(core, episode, with_body=False, extra=extra)
         used += wire_size(view)
         if used > budget:
-            rows_omitted = len(episodes) - position
             break
         if bodies and view["provenance"] != "unaccounted":  # a planted file's body is never shown
             body = core.journal.read_body(episode)
@@ -142,6 +136,7 @@ def fit_views(core: Core, episodes: list[Episode], with_body: bool, budget: int,
             omitted.append(episode.id)
         views.append(view)
     views.reverse()
+    rows_omitted = len(episodes) - len(views)
     if not omitted and not rows_omitted:
         return views, {}
     marker: dict[str, Any] = {"truncated": True}
@@ -255,50 +250,36 @@ def _candidates(core: Core, args: dict[str, Any], worktree: Any) -> Any:
 
 
 def episode_search(call: Call, args: dict[str, Any]) -> dict[str, Any] | Parked:
-    core = call.core
+    core, wanted = call.core, args["wait_for"]
     accept, worktree = _search_filter(call, args)
     with_body = args["include_bodies"] if args["include_bodies"] is not None else bool(args["ids"])
-    core.record(names.EPISODE_SEARCH, call.session, wait_for=args["wait_for"])
-
-    found = {"total": 0}  # what the last full search counted (the parked check starts from it)
+    core.record(names.EPISODE_SEARCH, call.session, wait_for=wanted)
+    # The parked check counts only episodes written since its last look (O(new)); `have` is what
+    # the last full search counted, and it runs again once `wanted` may be reached, or at the timeout.
+    state = {"cursor": core.feed_end, "have": 0}
 
     def run(timed_out: bool | None) -> dict[str, Any] | None:
         matches = sorted((e for e in _candidates(core, args, worktree) if accept(e)), key=lambda e: (e.created, e.id))
-        found["total"] = len(matches)
-        if timed_out is False and len(matches) < args["wait_for"]:
+        state["have"] = len(matches)
+        if timed_out is False and len(matches) < wanted:
             return None
         views, cut = fit_views(core, matches[-args["max_results"]:], with_body, REPLY_BUDGET_BYTES, extra=True)
         result = {"episodes": views, "total": len(matches), "framing": "data", **cut}
         if timed_out is not None:
-            result["timed_out"] = timed_out and len(matches) < args["wait_for"]
+            result["timed_out"] = timed_out and len(matches) < wanted
         return result
-
-    if args["wait_for"] is None:
-        return run(None)  # type: ignore[return-value]
-    cursor = core.feed_end
-    ready = run(False)
-    if ready is not None:
-        return ready
-    return Parked(check=_waiter(core, accept, run, found, cursor, args["wait_for"]),
-                  deadline=time.monotonic() + args["timeout_s"])
-
-
-def _waiter(core: Core, accept: Any, run: Any, found: dict[str, int], cursor: int, wanted: int) -> Any:
-    """The parked call's check: it counts only episodes written since its last look (O(new)), and
-    runs the full search (which re-counts) once `wanted` may be reached, or at the timeout."""
-    state = {"cursor": cursor, "have": found["total"]}
 
     def check(timed_out: bool) -> dict[str, Any] | None:
         new = core.episodes_since(state["cursor"])
         state["cursor"] = core.feed_end
         by_id = core.journal.by_id
         state["have"] += sum(1 for i in new if i in by_id and accept(by_id[i]))
-        if not timed_out and state["have"] < wanted:
-            return None
-        result = run(timed_out)
-        state["have"] = found["total"]
-        return result  # type: ignore[no-any-return]
-    return check
+        return run(timed_out) if timed_out or state["have"] >= wanted else None
+
+    ready = run(None if wanted is None else False)
+    if ready is not None:
+        return ready
+    return Parked(check=check, deadline=time.monotonic() + args["timeout_s"])
 
 
 _EPISODE_ROW = {"type": "array", "items": {"type": "object"}}

@@ -4,11 +4,12 @@ docs/architecture.md, 'Sessions'. A hook process never owns a session, nor start
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from memoryd.daemon.core import Core
 from memoryd.daemon.identity.session_table import DRY_RUN_SESSION, Conn, Session, client_name, is_operator_client
-from memoryd.daemon.sessions import anchored, hooks, receipts
+from memoryd.daemon.sessions import hooks, receipts
 from memoryd.daemon.sessions.news import News
 from memoryd.errors import BadRequest
 
@@ -104,9 +105,8 @@ class Bindings:
         key = identity.get("client_session")
         if not key or self.client_sessions.open_session(self.core, key) is not None:
             return None
-        for count, session in enumerate(self.core.sessions.walk_back(identity.get("worktree"), skip="")):
-            if count >= hooks.MAX_WALK_BACK:
-                break
+        for session in itertools.islice(self.core.sessions.walk_back(identity.get("worktree"), skip=""),
+                                        hooks.MAX_WALK_BACK):
             if session.client_session == key:
                 if session.is_open or session.handoff_id is not None or session.ended not in RESUMABLE:
                     return None
@@ -163,7 +163,7 @@ def hook(core: Core, bindings: Bindings, news: News, conn: Conn, args: dict[str,
     if action == "news":
         return news.take(core, session, conn.identity)
     if action == "anchored":
-        return {**anchored.anchored(core, session, args), "session_id": session.id}
+        return {**hooks.anchored(core, session, args), "session_id": session.id}
     if action == "receipt":
         return receipts.record(core, session, args)
     if action == "last_words":

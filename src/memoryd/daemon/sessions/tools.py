@@ -81,7 +81,7 @@ def memory_session_finish(call: Call, args: dict[str, Any]) -> dict[str, Any]:
         scopes = [f"projects:{project}"] if project else []
         handoff_id, deduped = core.memories.capture_handoff(target, call.identity, handoff, scopes)
         result.update(handoff_capsule=handoff_id, handoff_deduped=deduped)
-    summary_sha = records.write_summary(core, target, summary) if summary is not None else None
+    summary_sha = records.write(core, target.id, summary, "summary") if summary is not None else None
     core.end_session(target, "finished", summary_sha=summary_sha, handoff_id=handoff_id)
     target.summary = summary
     result["finished_at"] = target.ended_at
