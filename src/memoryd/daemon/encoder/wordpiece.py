@@ -1,8 +1,5 @@
 """BERT's WordPiece tokenizer from the model's own `tokenizer.json`, giving the `tokenizers` package's
-ids (tests/unit/test_wordpiece.py; why ours: docs/search.md, "The tokenizer"). Literal special tokens
-are taken whole first; then controls and U+FFFD out, CJK ideographs spaced, accents stripped, lowercase;
-words split at whitespace and every punctuation character; each matched greedily, longest piece first,
-`[UNK]` when none matches or it is over 100 characters. Read in pieces until 256 tokens are found."""
+ids (tests/unit/test_wordpiece.py; what it does and why ours: docs/search.md, "The tokenizer")."""
 
 from __future__ import annotations
 

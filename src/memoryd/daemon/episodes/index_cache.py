@@ -1,7 +1,6 @@
 """The episode index cache (`state/episodes.cache`, docs/storage.md): each session's summary and
 its rows, which stay in the open file until decoded. Derived data: anything that does not decode
-means the files are read instead (msgpack, not pickle: a planted cache must not run code).
-"""
+means the files are read instead (msgpack, not pickle: a planted cache must not run code)."""
 
 from __future__ import annotations
 
@@ -107,8 +106,7 @@ def encode_cache(log_seq: int, sessions: list[tuple[str, Packed]], listing: dict
 
 def read_cache(path: Path) -> tuple[dict[str, Packed], int | None]:
     """The index cache's header by session (entries of the wrong shape left out), and the log seq
-    it was saved at; empty when missing, unreadable or of an older format (a start then reads the
-    folders, and its save writes this format)."""
+    it was saved at; empty when missing, unreadable or of an older format (the folders are read)."""
     try:
         source, data = read_header(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC))
     except (OSError, ValueError, msgpack.UnpackException):

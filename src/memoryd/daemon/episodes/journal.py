@@ -180,9 +180,8 @@ class Journal:
                 if (packed := pack(bucket, self.stats, self.file_of)) is not None]
 
     def load(self, progress: Callable[[str, int, int], None] | None = None, listed_at: int | None = None) -> None:
-        """Index every episode file; untrustworthy files are listed in `bad_files`, not loaded.
-        Sessions the index cache holds are taken packed, unstat-ed, and checked after start
-        (`verify_some`). `listed_at`: on a start resumed from the checkpoint, the log's seq; a
+        """Index every episode file (untrustworthy ones go to `bad_files`); cached sessions are taken
+        packed and checked after start (`verify_some`). `listed_at`: a resumed start's log seq; a
         cache saved at it names every file, so nothing is listed until after start."""
         if not nofollow.is_plain_dir(self.dir):
             return

@@ -1,6 +1,5 @@
-"""Which session a connection's calls belong to (`Bindings`), and the `hook` op (`hook`);
-docs/architecture.md, 'Sessions'. A hook process never owns a session, nor starts one only to end it.
-"""
+"""Which session a connection's calls belong to (`Bindings`), and the `hook` op (docs/architecture.md,
+'Sessions'). A hook process never owns a session, nor starts one only to end it."""
 
 from __future__ import annotations
 

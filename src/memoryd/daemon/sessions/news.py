@@ -1,8 +1,5 @@
-"""Live awareness across concurrent agents: what sibling sessions committed since a client
-session's last hook (docs/architecture.md, 'Live awareness between concurrent agents').
-
-Import contract: core, connections, scopes, memories.reads, records — no zmq, no msgpack, no file reads.
-"""
+"""What sibling sessions committed since a client session's last hook (docs/architecture.md, 'Live
+awareness between concurrent agents'). Import contract: core, connections, scopes, memories — no file reads."""
 
 from __future__ import annotations
 

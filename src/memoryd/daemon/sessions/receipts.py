@@ -1,9 +1,6 @@
-"""Receipts: what each automatic injection put in front of an agent, logged as one `inject` event
-and counted against the session's budget (docs/search.md, 'Receipts'). The readers scan the log's
-files: operator views, not hot paths.
-
-Import contract: core, connections, logcheck (the log's segments), memories (short ids), errors.
-"""
+"""Receipts: what each automatic injection put in front of an agent, logged as one `inject` event and
+counted against the session's budget (docs/search.md, 'Receipts'). The readers scan the log's files:
+operator views, not hot paths. Import contract: core, connections, logcheck, memories (short ids)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""The session tier's tools: memory_session_start, memory_session_finish, memory_digest.
-
-Import contract: core, clock, connections, scopes, tool, validate, memories (gates, rollups'
-extension sections), session records.
-"""
+"""The session tier's tools: memory_session_start, memory_session_finish, memory_digest. Import contract:
+core, clock, connections, scopes, tool, validate, memories (gates, extension sections), session records."""
 
 from __future__ import annotations
 
