@@ -143,11 +143,6 @@ def _lowered(text: str) -> str:
 _ASCII_LOWER = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
 
 
-def _qualified(low: str, start: int) -> bool:
-    before = low[max(0, start - 12) : start].rstrip(" _.-")
-    return before.endswith(_KEY_QUALIFIERS)
-
-
 def _word_hits(text: str) -> list[Hit]:
     low = _lowered(text)
     hits = []
@@ -161,7 +156,7 @@ def _word_hits(text: str) -> list[Hit]:
             continue  # "tokenizer", "password_min_length", "keyword"
         glued = start > 0 and low[start - 1].isalpha()
         if word in ("key", "keys"):
-            strong = _qualified(low, start)
+            strong = low[max(0, start - 12) : start].rstrip(" _.-").endswith(_KEY_QUALIFIERS)
             glued = glued and not strong
         else:
             strong = word not in _WEAK_WORDS

@@ -32,11 +32,9 @@ def _clean(text: str) -> str:
     """Controls out, whitespace to spaces, CJK ideographs spaced apart, accents stripped, lowercased."""
     out = []
     for char in text:
-        if char in "\t\n\r":
-            out.append(" ")
-        elif char == "\ufffd" or unicodedata.category(char) in _CONTROLS:
+        if char == "\ufffd" or (unicodedata.category(char) in _CONTROLS and char not in "\t\n\r"):
             continue
-        elif char.isspace():
+        if char.isspace():
             out.append(" ")
         elif _is_cjk(ord(char)):
             out.append(f" {char} ")

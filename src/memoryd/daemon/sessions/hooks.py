@@ -198,37 +198,29 @@ def recently_injected(session: Session, memory_id: str) -> bool:
 def take_unseen(session: Session, ids: Any, limit: Any, mark: bool = True, window: bool = False) -> list[str]:
     """The first `limit` of `ids` not injected before in this session (with `window`: within
     TOOL_WINDOW tool calls); injected from now on when `mark`."""
-    if not isinstance(ids, list):
-        return []
     cap = limit if isinstance(limit, int) and limit > 0 else 3
     seen = (lambda i: recently_injected(session, i)) if window else session.injected.__contains__
     fresh = [i for i in _texts(ids) if not seen(i)][:cap]
-    if mark:
+    if mark and fresh:
         session.injected = {*session.injected, *fresh}
-        _stamp(session, fresh)
+        session.injected_at = {**session.injected_at, **dict.fromkeys(fresh, session.tool_calls)}
     return fresh
 
 
 def take_unpointed(session: Session, ids: Any, taken: list[str], mark: bool = True, window: bool = False) -> list[str]:
     """Of pointer candidates `ids`, at most MAX_POINTERS neither shown nor pointed to before in
     this session (with `window`: within it), nor in `taken`; pointed to from now on when `mark`."""
-    if not isinstance(ids, list):
-        return []
     seen = {*taken} if window else {*session.injected, *session.pointed, *taken}
     fresh = [i for i in _texts(ids) if i not in seen and not (window and recently_injected(session, i))][:MAX_POINTERS]
-    if mark:
+    if mark and fresh:
         session.pointed = {*session.pointed, *fresh}
-        _stamp(session, fresh)
+        session.injected_at = {**session.injected_at, **dict.fromkeys(fresh, session.tool_calls)}
     return fresh
 
 
-def _texts(ids: list[Any]) -> list[str]:
-    return list(dict.fromkeys(x for x in ids if isinstance(x, str)))
-
-
-def _stamp(session: Session, ids: list[str]) -> None:
-    if ids:
-        session.injected_at = {**session.injected_at, **dict.fromkeys(ids, session.tool_calls)}
+def _texts(ids: Any) -> list[str]:
+    """The strings in `ids`, each once ([] when it is not a list)."""
+    return list(dict.fromkeys(x for x in ids if isinstance(x, str))) if isinstance(ids, list) else []
 
 
 def settings(core: Core) -> dict[str, Any]:

@@ -68,12 +68,10 @@ def memory_session_finish(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     core = call.core
     target = _target_session(call, args["session_id"])
     summary = _check_summary(args["summary"])
-    handoff = args["handoff"]
-    if handoff is not None:
-        handoff = require_text("handoff", handoff, MAX_HANDOFF_BYTES).strip()
     result: dict[str, Any] = {"session_id": target.id}
     handoff_id = None
-    if handoff is not None:
+    if args["handoff"] is not None:
+        handoff = require_text("handoff", args["handoff"], MAX_HANDOFF_BYTES).strip()
         project = target.project or call.identity.get("project")
         scopes = [f"projects:{project}"] if project else []
         handoff_id, deduped = core.memories.capture_handoff(target, call.identity, handoff, scopes)
@@ -178,13 +176,9 @@ def _recent_takeaways(core: Core, session: Session, cap: int) -> dict[str, Any]:
 
 def _recent_summaries(core: Core, session: Session, cap: int) -> list[dict[str, Any]]:
     """Summaries of this worktree's last SUMMARY_WALK sessions, most recently active first."""
-    rows = []
-    for owner in itertools.islice(core.sessions.walk_back(session.worktree, skip=session.id), SUMMARY_WALK):
-        if owner.summary is not None:
-            rows.append({"session_id": owner.id, "ended_at": owner.ended_at, "summary": owner.summary})
-            if len(rows) == cap:
-                break
-    return rows
+    walk = itertools.islice(core.sessions.walk_back(session.worktree, skip=session.id), SUMMARY_WALK)
+    summarised = itertools.islice((owner for owner in walk if owner.summary is not None), cap)
+    return [{"session_id": o.id, "ended_at": o.ended_at, "summary": o.summary} for o in summarised]
 
 
 def memory_digest(call: Call, args: dict[str, Any]) -> dict[str, Any]:
