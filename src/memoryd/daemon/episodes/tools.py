@@ -315,38 +315,30 @@ class SearchArgs(TypedDict, total=False):
 
 
 TOOLS = [
-    Tool(
-        name=names.EPISODE_WRITE, core=True, replay=replay_episode_write,
-        description=("Journal run state in your session: what was tried, where it failed, what is blocked or "
-                     "next; the transient notes memory_write rejects (no durability gate: not durable facts). "
-                     "Secrets are masked before storing (masked names the fields). "
-                     "Kept 30 days, never in memory_* reads; episode_handoff shows the takeaway (else the body's "
-                     "first line); episode_promote makes one durable."),
-        args=WriteArgs,
-        returns={"status": STR, "id": STR, "session_id": STR, "created": STR, "takeaway": OPT_STR,
-                 "scopes": ANY_LIST, "swarm_id": OPT_STR, "masked": ANY_LIST},
-        handler=episode_write,
-    ),
-    Tool(
-        name=names.EPISODE_HANDOFF, core=True,
-        description=("What did the last session in this worktree conclude? Call first in a fresh agent or loop "
-                     "iteration, before memory_search: its last takeaways (oldest first), how it ended, its "
-                     "finish handoff. If it left nothing visible, note names the cause (floor-only, zero-episode, "
-                     "promoted-out, all-scope-hidden; the last two did journal) and older takeaways may follow. "
-                     "provenance unaccounted: no log event wrote it; suspect, no body. prior_session_id picks one."),
-        args=HandoffArgs,
-        returns={"prior_session_id": OPT_STR, "episodes": _EPISODE_ROW, "note": STR,
-                 "prior_session": ANY_OBJ, "framing": STR},
-        handler=episode_handoff, read_only=True,
-    ),
-    Tool(
-        name=names.EPISODE_SEARCH,
-        description=("Find episodes across sessions (never memories); filters AND; the newest matches, oldest "
-                     "first, with total. auto_scope keeps your worktree unless swarm_id, session_id or ids is "
-                     "given; ids also returns bodies. Fan-in: wait_for=N waits until N match or timeout_s "
-                     "(timed_out says which), not blocking your other calls."),
-        args=SearchArgs,
-        returns={"episodes": _EPISODE_ROW, "total": INT, "timed_out": BOOL, "framing": STR},
-        handler=episode_search, read_only=True,
-    ),
+    Tool(name=names.EPISODE_WRITE, core=True, replay=replay_episode_write,
+         description=("Journal run state in your session: what was tried, where it failed, what is blocked or "
+                      "next; the transient notes memory_write rejects (no durability gate: not durable facts). "
+                      "Secrets are masked before storing (masked names the fields). "
+                      "Kept 30 days, never in memory_* reads; episode_handoff shows the takeaway (else the body's "
+                      "first line); episode_promote makes one durable."),
+         args=WriteArgs,
+         returns={"status": STR, "id": STR, "session_id": STR, "created": STR, "takeaway": OPT_STR,
+                  "scopes": ANY_LIST, "swarm_id": OPT_STR, "masked": ANY_LIST},
+         handler=episode_write),
+    Tool(name=names.EPISODE_HANDOFF, core=True,
+         description=("What did the last session in this worktree conclude? Call first in a fresh agent or loop "
+                      "iteration, before memory_search: its last takeaways (oldest first), how it ended, its "
+                      "finish handoff. If it left nothing visible, note names the cause (floor-only, zero-episode, "
+                      "promoted-out, all-scope-hidden; the last two did journal) and older takeaways may follow. "
+                      "provenance unaccounted: no log event wrote it; suspect, no body. prior_session_id picks one."),
+         args=HandoffArgs, returns={"prior_session_id": OPT_STR, "episodes": _EPISODE_ROW, "note": STR,
+                                    "prior_session": ANY_OBJ, "framing": STR},
+         handler=episode_handoff, read_only=True),
+    Tool(name=names.EPISODE_SEARCH,
+         description=("Find episodes across sessions (never memories); filters AND; the newest matches, oldest "
+                      "first, with total. auto_scope keeps your worktree unless swarm_id, session_id or ids is "
+                      "given; ids also returns bodies. Fan-in: wait_for=N waits until N match or timeout_s "
+                      "(timed_out says which), not blocking your other calls."),
+         args=SearchArgs, returns={"episodes": _EPISODE_ROW, "total": INT, "timed_out": BOOL, "framing": STR},
+         handler=episode_search, read_only=True),
 ]

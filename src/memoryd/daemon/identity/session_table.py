@@ -156,11 +156,7 @@ class SessionTable:
     def touch(self, session: Session, ts: str) -> None:
         session.last_active = ts
         session.calls += 1
-        try:
-            self.by_worktree[session.worktree].move_to_end(session.id)
-        except KeyError:  # an operator session, in no worktree's walk
-            return
-        self._now_latest(session)
+        self._move_to_end(session)
 
     def end(self, session: Session, reason: str, ts: str) -> None:
         session.ended, session.ended_at = reason, ts
@@ -170,6 +166,10 @@ class SessionTable:
         """A resumed client conversation's session, open again (docs/wire.md "Resume")."""
         session.ended, session.ended_at, session.last_active = OPEN, None, ts
         self.open_ids[session.id] = None
+        self._move_to_end(session)
+
+    def _move_to_end(self, session: Session) -> None:
+        """`session` becomes the most recently active of its worktree's walk (an operator's is in none)."""
         walk = self.by_worktree.get(session.worktree)
         if walk is not None and session.id in walk:
             walk.move_to_end(session.id)

@@ -211,34 +211,27 @@ class DigestArgs(TypedDict, total=False):
 
 
 TOOLS = [
-    Tool(
-        name="memory_session_start",
-        description=("Open a new session bracket and make it current, e.g. per loop iteration of a long-lived "
-                     "agent; the previous one ends as superseded. Not needed at agent start (implicit)."),
-        args=NoArgs, returns={"session_id": STR, "started_at": STR, "previous_session_id": OPT_STR},
-        handler=memory_session_start,
-    ),
-    Tool(
-        name=names.MEMORY_SESSION_FINISH, core=True,
-        description=("Close an open session exactly once, optionally with a summary and a handoff: what became "
-                     "true, what is open, the next physical action. The handoff is saved first, as a durable "
-                     "handoff memory (handoff_capsule; same text dedups) that later session starts and "
-                     "memory_digest lead with. A blank, over-cap or secret-holding handoff fails the call: "
-                     "nothing saved, session stays open."),
-        args=FinishArgs,
-        returns={"session_id": STR, "finished_at": STR, "summary": STR, "handoff_capsule": STR,
-                 "handoff_deduped": BOOL},
-        handler=memory_session_finish, destructive=False,
-    ),
-    Tool(
-        name=names.MEMORY_DIGEST, core=True,
-        description=("Session-start overview led by the newest handoff per project (yours first): your session "
-                     "id, counts, newest memories, open sessions, your pending writes, recent takeaways here. "
-                     "headlines caps each list (<name>_total counts all)."),
-        args=DigestArgs,
-        returns={"current_session": ANY_OBJ, "handoffs": ANY_LIST, "counts": ANY_OBJ, "newest": ANY_LIST,
-                 "open_sessions": ANY_LIST, "pending_writes": ANY_LIST, "recent_takeaways": ANY_LIST,
-                 "framing": STR},
-        handler=memory_digest, read_only=True,
-    ),
+    Tool(name="memory_session_start",
+         description=("Open a new session bracket and make it current, e.g. per loop iteration of a long-lived "
+                      "agent; the previous one ends as superseded. Not needed at agent start (implicit)."),
+         args=NoArgs, returns={"session_id": STR, "started_at": STR, "previous_session_id": OPT_STR},
+         handler=memory_session_start),
+    Tool(name=names.MEMORY_SESSION_FINISH, core=True,
+         description=("Close an open session exactly once, optionally with a summary and a handoff: what became "
+                      "true, what is open, the next physical action. The handoff is saved first, as a durable "
+                      "handoff memory (handoff_capsule; same text dedups) that later session starts and "
+                      "memory_digest lead with. A blank, over-cap or secret-holding handoff fails the call: "
+                      "nothing saved, session stays open."),
+         args=FinishArgs, returns={"session_id": STR, "finished_at": STR, "summary": STR, "handoff_capsule": STR,
+                                   "handoff_deduped": BOOL},
+         handler=memory_session_finish, destructive=False),
+    Tool(name=names.MEMORY_DIGEST, core=True,
+         description=("Session-start overview led by the newest handoff per project (yours first): your session "
+                      "id, counts, newest memories, open sessions, your pending writes, recent takeaways here. "
+                      "headlines caps each list (<name>_total counts all)."),
+         args=DigestArgs,
+         returns={"current_session": ANY_OBJ, "handoffs": ANY_LIST, "counts": ANY_OBJ, "newest": ANY_LIST,
+                  "open_sessions": ANY_LIST, "pending_writes": ANY_LIST, "recent_takeaways": ANY_LIST,
+                  "framing": STR},
+         handler=memory_digest, read_only=True),
 ]
