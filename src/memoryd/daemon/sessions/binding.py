@@ -69,10 +69,9 @@ class Bindings:
     def after_call(self, conn: Conn, before: Session) -> None:
         """Move the client-session key to the connection's new session; note a handoff."""
         self.client_sessions.note_finished(before)
-        if conn.session_id != before.id and before.client_session:
-            current = self.core.sessions.get(conn.session_id)
-            if current is not None:
-                self.client_sessions.bind(before.client_session, current)
+        current = self.core.sessions.get(conn.session_id) if conn.session_id != before.id else None
+        if current is not None and before.client_session:
+            self.client_sessions.bind(before.client_session, current)
 
     def attach_or_start(self, conn_id: str, identity: dict[str, Any], wanted: Any,
                          transient: bool = False) -> Session | None:
@@ -104,15 +103,13 @@ class Bindings:
         key = identity.get("client_session")
         if not key or self.client_sessions.open_session(self.core, key) is not None:
             return None
-        for session in itertools.islice(self.core.sessions.walk_back(identity.get("worktree"), skip=""),
-                                        hooks.MAX_WALK_BACK):
-            if session.client_session == key:
-                if session.is_open or session.handoff_id is not None or session.ended not in RESUMABLE:
-                    return None
-                self.core.reopen_session(session)
-                self.client_sessions.bind(key, session)
-                return session
-        return None
+        walk = itertools.islice(self.core.sessions.walk_back(identity.get("worktree"), skip=""), hooks.MAX_WALK_BACK)
+        session = next((s for s in walk if s.client_session == key), None)
+        if session is None or session.is_open or session.handoff_id is not None or session.ended not in RESUMABLE:
+            return None
+        self.core.reopen_session(session)
+        self.client_sessions.bind(key, session)
+        return session
 
     def operator_session(self, identity: dict[str, Any], create: bool) -> Session | None:
         """The open session an operator client's connections share, owned by none; `create` starts it."""
@@ -166,9 +163,8 @@ def hook(core: Core, bindings: Bindings, news: News, conn: Conn, args: dict[str,
     if action == "receipt":
         return receipts.record(core, session, args)
     if action == "last_words":
-        if not (session.is_open and core.config.hook_last_words):
-            return {"kept": False}
-        return hooks.keep_last_words(session, args.get("text"))
+        keeping = session.is_open and core.config.hook_last_words
+        return hooks.keep_last_words(session, args.get("text")) if keeping else {"kept": False}
     if action == "end":
         reason = str(args.get("reason") or "other")[:64]
         result = hooks.end_session(core, session, f"client:{reason}", keys)

@@ -156,21 +156,18 @@ def continuity(core: Core, caller: Session) -> dict[str, Any]:
     found = records.of(core)
     notes = found.notes if found is not None else {}
     since: list[dict[str, Any]] = []
-    total = 0
+    handoff = None
     for session in itertools.islice(core.sessions.walk_back(caller.worktree, skip=caller.id), MAX_WALK_BACK):
         if session.is_open:
             continue
-        written = _written_handoff(core, session)
-        if written is not None:
-            return {"handoff": written, "since": since, "since_total": total}
+        handoff = _written_handoff(core, session)
+        if handoff is not None:
+            break
         note = notes.get(session.id)
-        if note is None and not session.episodes_written:
-            continue
-        total += 1
-        if len(since) < SINCE_MAX:
+        if note is not None or session.episodes_written:
             since.append({"session_id": session.id, "ended": session.ended, "ended_at": session.ended_at,
                           "last_message": _capped(note.text) if note is not None else None})
-    return {"handoff": None, "since": since, "since_total": total}
+    return {"handoff": handoff, "since": since[:SINCE_MAX], "since_total": len(since)}
 
 
 def _written_handoff(core: Core, session: Session) -> dict[str, Any] | None:
