@@ -67,11 +67,8 @@ def _entropy(value: str) -> float:
 
 def _machine_made(value: str) -> bool:
     """Has a digit, a symbol, inner capitals or 16+ characters: "a8Fq…", not "rotate"."""
-    return (
-        len(value) >= 16
-        or any(c.isdigit() or not c.isalnum() for c in value)
-        or (value != value.lower() and value[1:] != value[1:].lower())
-    )
+    return (len(value) >= 16 or any(c.isdigit() or not c.isalnum() for c in value)
+            or (value != value.lower() and value[1:] != value[1:].lower()))
 
 
 def _words_only(value: str) -> bool:

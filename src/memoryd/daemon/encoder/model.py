@@ -77,8 +77,7 @@ def _gelu(x: np.ndarray) -> np.ndarray:
 class Encoder:
     """Texts → unit vectors (float32, 384 dims). Load once with `Encoder.load()`."""
 
-    def __init__(self, weights: dict[str, np.ndarray], tokenizer: WordPiece) -> None:
-        w = weights
+    def __init__(self, w: dict[str, np.ndarray], tokenizer: WordPiece) -> None:
         table = w["embeddings.word_embeddings.weight"]
         self.token_scale = np.abs(table).max(1, keepdims=True) / 127  # int8 rows: a quarter of float32
         self.tokens = np.round(table / self.token_scale).astype(np.int8)

@@ -34,9 +34,8 @@ class CacheFile:
 
 @dataclass(slots=True)
 class Packed:
-    """A session's episodes as the cache holds them: ids, a summary, and the msgpack of their rows
-    ([size, mtime_ns, created, takeaway, first_line, scopes, swarm_id, worktree], one per id) in
-    `rows`, or at `span` (offset, length) of `source`, the open cache file."""
+    """A session's episodes as the cache holds them: ids, a summary, and the msgpack of their rows ([size,
+    mtime_ns, created, takeaway, first_line, scopes, swarm_id, worktree] per id), or their `span` in `source`."""
     ids: tuple[str, ...]
     newest: str
     worktrees: tuple[tuple[str | None, int], ...]  # (worktree, episodes in it): a dict each was 2 MB

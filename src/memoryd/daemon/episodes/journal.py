@@ -230,9 +230,8 @@ class Journal:
 
     def _load_folder(self, session_id: str, entries: list[os.DirEntry[str]], packed: Packed | None,
                      fresh: bool = False) -> None:
-        """One session's folder: packed as cached when it holds exactly the cached files, else
-        cached rows become episodes and the other files are parsed. `fresh`: the rows were
-        parsed during this start (`prefetch`), so they need no check after it."""
+        """One session's folder: packed as cached when it holds exactly the cached files, else cached rows
+        become episodes and the rest is parsed. `fresh`: parsed during this start, so nothing to check after."""
         names = [e.name for e in entries if e.name.endswith(".md") and not e.name.startswith(".")]
         if packed is not None and sorted(names) == sorted(f"{i}.md" for i in packed.ids) and all(
                 e.is_file(follow_symlinks=False) for e in entries if e.name in names):
@@ -267,9 +266,8 @@ class Journal:
             self._live.pop(session_id, None)
 
     def prefetch(self, minimum: int | None = None) -> None:
-        """Without the index cache, in a store of at least `minimum` sessions, fork a helper that
-        parses the episode folders, shared out in chunks, while this process replays the log; its
-        result is an anonymous cache file `load` adopts. A failed helper costs only its time."""
+        """Without the index cache, in a store of at least `minimum` sessions, fork a helper that parses the
+        episode folders in shared chunks while this process replays the log; `load` adopts its result."""
         if (self._helper is not None or not hasattr(os, "fork") or self.cache_path.exists()
                 or not nofollow.is_plain_dir(self.dir)):
             return

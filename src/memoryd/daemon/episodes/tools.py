@@ -113,10 +113,9 @@ def wire_size(value: Any) -> int:
 
 def fit_views(core: Core, episodes: list[Episode], with_body: bool, budget: int,
               extra: bool = False) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Views of `episodes` (oldest first) within `budget` wire bytes, and the fields that say what
-    was left out ({} when nothing was). Filled newest first: once a body would pass the budget, it
-    and every older body are left out (`bodies_omitted`, unread); once a bare row would, it and
-    every older row are (`rows_omitted`). (Not in the outputSchema: tools/list has a size budget.)"""
+    """Views of `episodes` (oldest first) within `budget` wire bytes, and the fields saying what was left out
+    ({} when nothing was). Filled newest first: once a body (a bare row) would pass the budget, it and every
+    older one are left out (`bodies_omitted`, `rows_omitted`; not in the outputSchema: tools/list's budget)."""
     views: list[dict[str, Any]] = []
     omitted: list[str] = []
     used, bodies = 0, with_body

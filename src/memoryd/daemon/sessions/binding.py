@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from memoryd.config import SESSION_MIN_FULL_CHARS
 from memoryd.daemon.core import Core
 from memoryd.daemon.identity.session_table import DRY_RUN_SESSION, Conn, Session, client_name, is_operator_client
 from memoryd.daemon.sessions import hooks, receipts
@@ -75,9 +76,8 @@ class Bindings:
 
     def attach_or_start(self, conn_id: str, identity: dict[str, Any], wanted: Any,
                          transient: bool = False) -> Session | None:
-        """Reattach to `wanted` (a bridge after a daemon restart), else join the open session of
-        the caller's client session, else start one. A transient caller (a hook process) never
-        owns a session and starts none here (`current` does, at its first call needing one)."""
+        """Reattach to `wanted` (a bridge after a daemon restart), else join the open session of the caller's
+        client session, else start one; a transient caller (a hook process) starts none (`current` does)."""
         key = identity.get("client_session")
         session = self.core.sessions.get(wanted) if isinstance(wanted, str) else None
         owner_gone = session is not None and (session.conn in (None, conn_id) or session.conn not in self.conns)
@@ -127,9 +127,8 @@ class Bindings:
 
 
 def hook(core: Core, bindings: Bindings, news: News, conn: Conn, args: dict[str, Any]) -> dict[str, Any]:
-    """What a hook process asks beyond the tools, by `action`: `latest_handoff`, `take_unseen` /
-    `peek_unseen` (ids, limit, pointer_ids, window, news), `news`, `anchored`, `receipt`,
-    `last_words` (text), `end` (reason)."""
+    """What a hook process asks beyond the tools, by `action`: `latest_handoff`, `take_unseen` / `peek_unseen`
+    (ids, limit, pointer_ids, window, news), `news`, `anchored`, `receipt`, `last_words` (text), `end` (reason)."""
     action = args.get("action")
     keys = bindings.client_sessions
     if _nothing_to_end(core, bindings, conn, action):
@@ -148,7 +147,8 @@ def hook(core: Core, bindings: Bindings, news: News, conn: Conn, args: dict[str,
     if action in ("take_unseen", "peek_unseen"):  # peek: a dry run, nothing marked as shown
         mark, window = action == "take_unseen", args.get("window") is True  # window: the pre-tool hook's
         wanted, pointers = args.get("ids"), args.get("pointer_ids")
-        if receipts.over_budget(core, session) and isinstance(wanted, list):  # past the budget: point only
+        # Too little budget left for a memory in full: the prompt hook points instead.
+        if receipts.budget_left(core, session) < SESSION_MIN_FULL_CHARS and isinstance(wanted, list):
             wanted, pointers = [], [*wanted, *(pointers if isinstance(pointers, list) else [])]
         ids = hooks.take_unseen(session, wanted, args.get("limit"), mark, window)
         taken: dict[str, Any] = {"ids": ids, "pointer_ids": hooks.take_unpointed(session, pointers, ids, mark, window),

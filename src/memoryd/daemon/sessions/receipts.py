@@ -10,7 +10,6 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-from memoryd.config import SESSION_MIN_FULL_CHARS
 from memoryd.daemon.core import Core
 from memoryd.daemon.identity import idents
 from memoryd.daemon.identity.session_table import Session
@@ -67,11 +66,6 @@ def _known(core: Core, items: list[Any]) -> tuple[list[str], list[str]]:
 def budget_left(core: Core, session: Session) -> int:
     """Chars of automatic context the session may still be given."""
     return max(0, core.config.hook_session_chars - session.auto_chars)
-
-
-def over_budget(core: Core, session: Session) -> bool:
-    """Too little budget is left for a memory in full: the prompt hook points instead."""
-    return budget_left(core, session) < SESSION_MIN_FULL_CHARS
 
 
 def _events(core: Core, kinds: tuple[str, ...], since: str | None = None) -> Iterator[dict[str, Any]]:

@@ -89,9 +89,8 @@ def _capped(name: str, items: list[Any], cap: int) -> dict[str, Any]:
 
 def _memory_counts(core: Core, disabled: AbstractSet[str], project: str | None, cap: int) -> tuple[
         Counter[str], Counter[str], dict[str | None, Memory], list[Memory]]:
-    """(memories by category, by project, the newest handoff per project, the `cap` newest other
-    memories): from the live map's aggregates (O(answer)) without disabled scopes, else from one
-    pass over the store."""
+    """(memories by category, by project, the newest handoff per project, the `cap` newest others): from
+    the live map's aggregates (O(answer)) without disabled scopes, else from one pass over the store."""
     live, project_of = core.memories.live, core.memories.project_of
     if not disabled:
         if project is None:
