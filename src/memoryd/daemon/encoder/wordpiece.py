@@ -24,10 +24,6 @@ _SPACE = re.compile("[ \t\n\r]")
 CHUNK_CHARS = 4096
 
 
-def _is_cjk(code: int) -> bool:
-    return any(low <= code <= high for low, high in _CJK)
-
-
 def _clean(text: str) -> str:
     """Controls out, whitespace to spaces, CJK ideographs spaced apart, accents stripped, lowercased."""
     out = []
@@ -36,7 +32,7 @@ def _clean(text: str) -> str:
             continue
         if char.isspace():
             out.append(" ")
-        elif _is_cjk(ord(char)):
+        elif any(low <= ord(char) <= high for low, high in _CJK):  # a CJK ideograph
             out.append(f" {char} ")
         else:
             out.append(char)

@@ -1,5 +1,5 @@
 """The session tier's tools: memory_session_start, memory_session_finish, memory_digest. Import contract:
-core, clock, connections, scopes, tool, validate, memories (gates, extension sections), session records."""
+core, clock, connections, scopes, credentials, tool, validate, memories (extension sections), session records."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from memoryd import names
 from memoryd.daemon.calls.signature import Rule
 from memoryd.daemon.calls.validate import require_text
 from memoryd.daemon.core import Call, Core
+from memoryd.daemon.credentials.detector import find_credentials
 from memoryd.daemon.identity.scopes import is_hidden
 from memoryd.daemon.identity.session_table import Session, is_operator_client
 from memoryd.daemon.memories.overview import extension_sections
@@ -52,22 +53,16 @@ def _target_session(call: Call, session_id: str) -> Session:
     return target
 
 
-def _check_summary(summary: str | None) -> str | None:
-    if summary is None:
-        return None
-    from memoryd.daemon.memories import gates
-
-    require_text("summary", summary, MAX_SUMMARY_BYTES)
-    if gates.find_credentials(summary):
-        raise InvalidParams("summary", "holds a secret (credential); remove it before finishing")
-    return summary.strip()
-
-
 def memory_session_finish(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     """Validate everything first (fail closed), then capture the handoff and close together."""
     core = call.core
     target = _target_session(call, args["session_id"])
-    summary = _check_summary(args["summary"])
+    summary = args["summary"]
+    if summary is not None:
+        require_text("summary", summary, MAX_SUMMARY_BYTES)
+        if find_credentials(summary):
+            raise InvalidParams("summary", "holds a secret (credential); remove it before finishing")
+        summary = summary.strip()
     result: dict[str, Any] = {"session_id": target.id}
     handoff_id = None
     if args["handoff"] is not None:
