@@ -67,8 +67,7 @@ class Journal:
         return sorted(self.session(session_id).values(), key=lambda e: (e.created, e.id))
 
     def matching(self, worktree: Any = ..., swarm: str | None = None) -> Iterator[Episode]:
-        """Every episode that may be in `worktree` (... : any) and `swarm` (None: any), decoding only
-        the packed sessions whose summary says they hold one."""
+        """Episodes maybe in `worktree` (...: any) and `swarm` (None: any); packed sessions without stay so."""
         for session_id, packed in list(self._packed.items()):
             if ((worktree is ... or any(w == worktree for w, _ in packed.worktrees))
                     and (swarm is None or swarm in packed.swarms)):

@@ -57,8 +57,7 @@ class Bindings:
         return session
 
     def _dry_run_session(self, conn: Conn) -> Session:
-        """A hook's dry run joins its client's open session, else runs as a session never
-        registered nor logged (`DomainState.record` drops its events)."""
+        """Its client's open session, else one never registered nor logged (`DomainState.record` drops it)."""
         found = self.client_sessions.open_session(self.core, conn.identity.get("client_session"))
         if found is not None:
             return found

@@ -45,9 +45,7 @@ class ClientSessions:
         self.next_idle_check = 0.0  # the idle pass runs once a minute, off the request path
 
     def open_session(self, core: Core, key: str | None) -> Session | None:
-        if not key:
-            return None
-        session = core.sessions.get(self.by_key.get(key, ""))
+        session = core.sessions.get(self.by_key.get(key or "", ""))
         return session if session is not None and session.is_open else None
 
     def bind(self, key: str | None, session: Session) -> None:
@@ -193,8 +191,7 @@ def recently_injected(session: Session, memory_id: str) -> bool:
 
 
 def take_unseen(session: Session, ids: Any, limit: Any, mark: bool = True, window: bool = False) -> list[str]:
-    """The first `limit` of `ids` not injected before in this session (with `window`: within
-    TOOL_WINDOW tool calls); injected from now on when `mark`."""
+    """The first `limit` of `ids` not injected yet (`window`: within TOOL_WINDOW tool calls); marked if `mark`."""
     cap = limit if isinstance(limit, int) and limit > 0 else 3
     seen = (lambda i: recently_injected(session, i)) if window else session.injected.__contains__
     fresh = [i for i in _texts(ids) if not seen(i)][:cap]
@@ -268,8 +265,7 @@ def _visible(memory: Memory | None, repos: tuple[str | None, ...], session: Sess
 
 
 def _row(core: Core, memory: Memory, hit: AnchorHit) -> dict[str, Any]:
-    """The hook's row; `note` is the staleness verdict in a word: `moved` when a path it cites is
-    gone from its worktree, `stale` when a spot check is due."""
+    """The hook's row; `note`: `moved` when a path it cites is gone, `stale` when a spot check is due."""
     from memoryd.daemon.memories.reads import staleness_fields
 
     content = memory.content if len(memory.content) <= CONTENT_CHARS else memory.content[:CONTENT_CHARS - 1] + "…"

@@ -97,8 +97,7 @@ def session_injections(core: Core, session_id: str) -> dict[str, Any]:
 
 
 def _tally(events: Iterator[dict[str, Any]], only: str | None = None) -> dict[str, Counter[Any]]:
-    """Injections and chars per session, injections, pointers and opened pointers per memory; with
-    `only`, of that memory's injections alone."""
+    """Per session: injections, chars; per memory: injections, pointers, pointers opened (`only`: its own)."""
     tally: dict[str, Counter[Any]] = {k: Counter() for k in ("sessions", "chars", "injected", "pointed", "opened")}
     for event in events:
         if event["kind"] == SHOW:
@@ -124,8 +123,7 @@ def delivery(core: Core, memory_id: str) -> dict[str, Any]:
 
 
 def stats(core: Core, days: int = STATS_DAYS) -> dict[str, Any]:
-    """The last `days` days of automatic injection: per session, the pointer open rate, the memories
-    injected most and those injected but never opened or shown."""
+    """The last `days` days of automatic injection: per-session rates, pointer open rate, top and unopened ids."""
     since = iso(time.time() - days * 86400)
     tally = _tally(_events(core, ("inject", SHOW), since))
     per_session, pointed, opened = tally["sessions"], tally["pointed"], tally["opened"]

@@ -38,8 +38,7 @@ def memory_session_start(call: Call, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _target_session(call: Call, session_id: str) -> Session:
-    """The open session `session_id` if the caller may finish it: its own, or one no connection
-    owns any more (docs/tools.md, 'Session tier')."""
+    """The open `session_id` if the caller may finish it: its own or an ownerless one (docs/tools.md)."""
     target = call.core.sessions.get(session_id)
     if target is None:
         raise ResourceState("unknown_session", session_id)
@@ -116,8 +115,7 @@ def _memory_counts(core: Core, disabled: AbstractSet[str], project: str | None, 
 
 def _memory_sections(core: Core, session: Session, project: str | None, caller_project: str | None,
                      cap: int) -> dict[str, Any]:
-    """The digest's pinned rules, newest handoff per project (the caller's first, with its session's
-    summary), counts and newest memories."""
+    """The digest's pinned rules, newest handoff per project (caller's first), counts and newest memories."""
     live, disabled = core.memories.live, session.disabled_scopes
     by_category, by_project, handoffs, newest = _memory_counts(core, disabled, project, cap)
     # Pinned rules of the caller's project and the user-wide ones, oldest first (docs/search.md "Pinned rules").
