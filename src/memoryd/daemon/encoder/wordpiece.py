@@ -102,10 +102,8 @@ class WordPiece:
             for chunk in _chunks(part):
                 if len(ids) >= self.max_tokens - 2:
                     break
-                if chunk.isascii():
-                    words = _ASCII_WORD.findall(chunk.translate(_ASCII_CLEAN).lower())
-                else:
-                    words = _words(_clean(chunk))
+                words = (_ASCII_WORD.findall(chunk.translate(_ASCII_CLEAN).lower()) if chunk.isascii()
+                         else _words(_clean(chunk)))
                 for word in words:
                     ids.extend(self._pieces(word))
         return [self.first, *ids[:self.max_tokens - 2], self.last]

@@ -121,11 +121,9 @@ class SessionTable:
     def latest_identities(self) -> dict[str, tuple[str | None, str | None]]:
         """Per worktree any agent worked in: the (repo, project) of its latest session."""
         if self._identities is None:
-            self._identities = {}
-            for worktree, ids in self.by_worktree.items():
-                latest = self.get(next(reversed(ids))) if worktree and ids else None
-                if worktree and latest is not None:
-                    self._identities[worktree] = (latest.repo, latest.project)
+            latest = {worktree: self.get(next(reversed(ids))) for worktree, ids in self.by_worktree.items()
+                      if worktree and ids}
+            self._identities = {worktree: (s.repo, s.project) for worktree, s in latest.items() if s is not None}
         return self._identities
 
     def _now_latest(self, session: Session) -> None:

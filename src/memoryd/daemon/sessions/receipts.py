@@ -47,20 +47,18 @@ def record(core: Core, session: Session, args: dict[str, Any]) -> dict[str, Any]
 
 def _known(core: Core, items: list[Any]) -> tuple[list[str], list[str]]:
     """The memories named (whole or short ids), with their tiers; any other id is left out."""
-    tier_of = core.memories
-    ids: list[str] = []
-    tiers: list[str] = []
+    tier = core.memories
+    known: dict[str, str] = {}  # id -> its tier, as first named
     for item in items:
         if not isinstance(item, dict) or item.get("tier") not in TIERS or not isinstance(item.get("id"), str):
             continue
         named = item["id"]
         if is_short_id(named):
-            found = tier_of.short_ids.resolve(named)
+            found = tier.short_ids.resolve(named)
             named = found[0] if len(found) == 1 else ""
-        if idents.is_ulid(named) and (named in tier_of.live or named in tier_of.tombstones) and named not in ids:
-            ids.append(named)
-            tiers.append(item["tier"])
-    return ids, tiers
+        if idents.is_ulid(named) and (named in tier.live or named in tier.tombstones):
+            known.setdefault(named, item["tier"])
+    return list(known), list(known.values())
 
 
 def budget_left(core: Core, session: Session) -> int:
