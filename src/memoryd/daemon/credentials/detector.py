@@ -18,7 +18,7 @@ CONTEXT_CHARS = 20
 # private_key: PEM blocks from BEGIN through END; one without an END runs 8 KiB on
 
 _PEM_BEGIN_RE = lazy(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")
-_PEM_END_RE = lazy(r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")
+PEM_END_RE = lazy(r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")
 PEM_UNTERMINATED_CHARS = 8192
 
 
@@ -26,7 +26,7 @@ def _pem_hits(text: str) -> list[Hit]:
     # Each BEGIN takes the next END by bisect: one pass however many BEGIN lines the text holds.
     if "-----BEGIN" not in text:
         return []
-    ends = [m.end() for m in _PEM_END_RE.finditer(text)]
+    ends = [m.end() for m in PEM_END_RE.finditer(text)]
     hits = []
     for m in _PEM_BEGIN_RE.finditer(text):
         i = bisect.bisect_left(ends, m.end())

@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 from memoryd.daemon.core import Core
-from memoryd.daemon.credentials.detector import Hit, credential_hits, find_credentials
+from memoryd.daemon.credentials.detector import PEM_END_RE, Hit, credential_hits, find_credentials
 from memoryd.daemon.identity.scopes import is_hidden
 from memoryd.daemon.identity.session_table import Session
 from memoryd.daemon.memories.anchors import Hit as AnchorHit
@@ -32,7 +32,6 @@ WITHHELD = "[withheld: it looked like a credential]"
 # far wider than the kept window, so a private key cut here cannot reach into what is kept.
 SCAN_CHARS = 64 * 1024
 MAX_POINTERS = 2              # pointer lines one prompt may get (a demoted full hit included)
-PEM_END_RE = re.compile(r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")  # gates' _PEM_RE end
 FIRST_WORD_RE = re.compile(r"^\S*\s*")
 
 
