@@ -77,21 +77,19 @@ def scrub(text: str) -> str | None:
 
 def _withhold(text: str, hits: list[Hit]) -> str:
     """`text` with each run of lines a credential touches replaced by WITHHELD."""
-    runs: list[tuple[int, int]] = []
+    out: list[str] = []
+    cursor = 0  # the end of the last run withheld
     for start, end, kind, _ in hits:
         if kind == "private_key" and not PEM_END_RE.search(text, start, end):
             end = len(text)  # no END line: all that follows may be key
         first = text.rfind("\n", 0, start) + 1
         last = text.find("\n", end)
         last = len(text) if last < 0 else last
-        if runs and first <= runs[-1][1]:  # a second secret on a line already withheld
-            runs[-1] = (runs[-1][0], max(runs[-1][1], last))
+        if out and first <= cursor:  # a second secret on a line already withheld
+            cursor = max(cursor, last)
         else:
-            runs.append((first, last))
-    out, cursor = [], 0
-    for first, last in runs:
-        out += [text[cursor:first], WITHHELD]
-        cursor = last
+            out += [text[cursor:first], WITHHELD]
+            cursor = last
     return "".join(out) + text[cursor:]
 
 
