@@ -124,15 +124,14 @@ def fit_views(core: Core, episodes: list[Episode], with_body: bool, budget: int,
         used += wire_size(view)
         if used > budget:
             break
-        if bodies and view["provenance"] != "unaccounted":  # a planted file's body is never shown
-            body = core.journal.read_body(episode)
-            if used + wire_size(body) + wire_size("body") <= budget:
+        if with_body and view["provenance"] != "unaccounted":  # a planted file's body is never shown
+            body = core.journal.read_body(episode) if bodies else None
+            bodies = body is not None and used + wire_size(body) + wire_size("body") <= budget
+            if bodies:
                 view["body"] = body
                 used += wire_size(body) + wire_size("body")
             else:
-                bodies = False
-        if with_body and "body" not in view and view["provenance"] != "unaccounted":
-            omitted.append(episode.id)
+                omitted.append(episode.id)
         views.append(view)
     views.reverse()
     rows_omitted = len(episodes) - len(views)
