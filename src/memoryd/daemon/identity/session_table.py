@@ -167,7 +167,6 @@ class SessionTable:
         self._move_to_end(session)
 
     def _move_to_end(self, session: Session) -> None:
-        """`session` becomes the most recently active of its worktree's walk (an operator's is in none)."""
         walk = self.by_worktree.get(session.worktree)
         if walk is not None and session.id in walk:
             walk.move_to_end(session.id)

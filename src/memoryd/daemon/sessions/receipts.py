@@ -62,7 +62,6 @@ def _known(core: Core, items: list[Any]) -> tuple[list[str], list[str]]:
 
 
 def budget_left(core: Core, session: Session) -> int:
-    """Chars of automatic context the session may still be given."""
     return max(0, core.config.hook_session_chars - session.auto_chars)
 
 
