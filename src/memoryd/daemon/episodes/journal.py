@@ -1,6 +1,6 @@
-"""The journal: every episode's frontmatter in memory, filled at start from the index cache or the
-files and checked against them after (docs/storage.md, 'Recovery at start' step 5 and on). Symlinks
-are bad files, never read; provenance comes from the event log (`core`), never from an episode file."""
+"""The journal: every episode's frontmatter in memory, filled at start from the index cache or the files and
+checked after (docs/storage.md, 'Recovery at start' step 5 on); symlinks are bad files, provenance is the log's.
+Import contract: building blocks (store, frontmatter, idents, nofollow, prefetch), the cache format, the record."""
 
 from __future__ import annotations
 
