@@ -298,8 +298,6 @@ class HandoffArgs(TypedDict, total=False):
 
 
 class SearchArgs(TypedDict, total=False):
-    """Filters (all must hold), and the fan-in wait."""
-
     swarm_id: Annotated[str, Rule(pattern=SWARM_PATTERN)]
     session_id: SessionId
     scopes: Annotated[Scopes, Rule("Any of these, or below.")]

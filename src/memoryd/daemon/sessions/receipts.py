@@ -37,12 +37,12 @@ def record(core: Core, session: Session, args: dict[str, Any]) -> dict[str, Any]
     if not isinstance(chars, int) or isinstance(chars, bool) or not 0 <= chars <= MAX_CHARS:
         raise InvalidParams("chars", f"must be an integer 0-{MAX_CHARS}")
     session.auto_chars += chars
-    if session.receipts >= MAX_RECEIPTS:
-        return {"recorded": False, "auto_chars": session.auto_chars}
-    ids, tiers = _known(core, items)
-    session.receipts += 1
-    core.record("inject", session, hook=hook, injected=ids, tiers=tiers, chars=chars)
-    return {"recorded": True, "auto_chars": session.auto_chars}
+    recorded = session.receipts < MAX_RECEIPTS
+    if recorded:
+        ids, tiers = _known(core, items)
+        session.receipts += 1
+        core.record("inject", session, hook=hook, injected=ids, tiers=tiers, chars=chars)
+    return {"recorded": recorded, "auto_chars": session.auto_chars}
 
 
 def _known(core: Core, items: list[Any]) -> tuple[list[str], list[str]]:
