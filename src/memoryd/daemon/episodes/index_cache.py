@@ -67,8 +67,7 @@ _HEAD = len(CACHE_MAGIC) + 8
 
 
 class Listing(NamedTuple):
-    """What a prefetch helper found beside the episodes it packed: session folder names, bad files
-    and temp files. Only in the anonymous file a helper hands over, never in `state/`."""
+    """What a prefetch helper found beside what it packed (folders, bad and temp files); never in `state/`."""
     dirs: tuple[str, ...]
     bad: tuple[dict[str, str], ...]
     temp: tuple[str, ...]
@@ -117,8 +116,7 @@ def read_cache(path: Path) -> tuple[dict[str, Packed], int | None]:
 
 
 def sessions_of(entries: Any, source: CacheFile) -> dict[str, Packed]:
-    """The header's session entries that have the right shape, by session, their rows in `source`.
-    Checked inline, not a call each: that was slow at 11k entries."""
+    """The header's well-shaped session entries, rows in `source`; checked inline (a call each was slow at 11k)."""
     sessions = {}
     for entry in entries:
         try:

@@ -27,8 +27,7 @@ SHARE_CHUNK = 16  # session folders per chunk of a shared parse: a small unit of
 
 
 class Journal:
-    """Episodes by session, a session taken from the cache staying packed (its cache rows, ~1/5 of
-    the objects' memory) until first used; with its start and the check after it: a `domain.TierLoader`."""
+    """Episodes by session, a cached one packed until used (~1/5 of the memory); a `domain.TierLoader`."""
 
     def __init__(self, root: Path, files: store.FileStore, provenance: Callable[[str, str], str]) -> None:
         self.dir = root / "episodes"

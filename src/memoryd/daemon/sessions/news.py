@@ -51,9 +51,8 @@ class News:
 
     def take(self, core: Core, caller: Session, identity: dict[str, Any], mark: bool = True,
              exclude: Iterable[str] = ()) -> dict[str, Any]:
-        """Sibling items committed after the caller's cursor, newest first: at most NEWS_MAX, none
-        shown before in this session or in `exclude`, no repeated text; `more` counts the others.
-        With `mark` the cursor moves to now and the items count as shown."""
+        """Sibling items committed after the caller's cursor, newest first: at most NEWS_MAX, none shown before or
+        in `exclude`, no text twice; `more` counts the rest. `mark`: the cursor moves to now, the items are shown."""
         key = identity.get("client_session") or caller.id
         cursor = self.cursors.get(key)
         if cursor is not None:  # a failed commit rolled the log back below it: those seqs come again
