@@ -1,7 +1,6 @@
-"""What client hooks (`memoryd hook EVENT`) ask of the session tier beyond the tools: one memoryd session
-per client session (`ClientSessions`), last words (docs/storage.md, 'Session notes'), continuity at
-session start, the injected set, and the memories a tool call is about to touch (`anchored`).
-Import contract: core, clock, connections, scopes, credentials, records, memories' anchors."""
+"""What client hooks (`memoryd hook EVENT`) ask of the session tier beyond the tools: one memoryd session per
+client session, last words (docs/storage.md, 'Session notes'), continuity at session start, the injected set and
+the `anchored` memories. Import contract: core, clock, identity, credentials, records, memories' anchors."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """What sibling sessions committed since a client session's last hook (docs/architecture.md, 'Live
-awareness between concurrent agents'). Import contract: core, connections, scopes, memories — no file reads."""
+awareness between concurrent agents'). Import contract: core, identity, memories — no file reads."""
 
 from __future__ import annotations
 

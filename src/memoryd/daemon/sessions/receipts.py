@@ -1,6 +1,6 @@
 """Receipts: what each automatic injection put in front of an agent, logged as one `inject` event and
 counted against the session's budget (docs/search.md, 'Receipts'). The readers scan the log's files:
-operator views, not hot paths. Import contract: core, connections, logcheck, memories (short ids)."""
+operator views, not hot paths. Import contract: core, identity, logcheck, memories (short ids)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Session records, `sessions/<sess-n>.md`: a session's summary or its captured last message (a note),
 and the start-up conversion of captured handoff memories to notes (docs/storage.md, 'Session notes').
-Import contract: core, clock, connections, store."""
+Import contract: core, clock, identity, store."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The session tier's tools: memory_session_start, memory_session_finish, memory_digest. Import contract:
-core, clock, connections, scopes, credentials, tool, validate, memories (extension sections), session records."""
+core, clock, identity, credentials, tool, validate, memories (extension sections), session records."""
 
 from __future__ import annotations
 
