@@ -18,7 +18,7 @@ CONTEXT_CHARS = 20
 # private_key: PEM blocks from BEGIN through END; one without an END runs 8 KiB on
 
 _PEM_BEGIN_RE = lazy(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")
-_PEM_END_RE = lazy(r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")
+PEM_END_RE = lazy(r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")
 PEM_UNTERMINATED_CHARS = 8192
 
 
@@ -26,7 +26,7 @@ def _pem_hits(text: str) -> list[Hit]:
     # Each BEGIN takes the next END by bisect: one pass however many BEGIN lines the text holds.
     if "-----BEGIN" not in text:
         return []
-    ends = [m.end() for m in _PEM_END_RE.finditer(text)]
+    ends = [m.end() for m in PEM_END_RE.finditer(text)]
     hits = []
     for m in _PEM_BEGIN_RE.finditer(text):
         i = bisect.bisect_left(ends, m.end())
@@ -67,11 +67,8 @@ def _entropy(value: str) -> float:
 
 def _machine_made(value: str) -> bool:
     """Has a digit, a symbol, inner capitals or 16+ characters: "a8Fq…", not "rotate"."""
-    return (
-        len(value) >= 16
-        or any(c.isdigit() or not c.isalnum() for c in value)
-        or (value != value.lower() and value[1:] != value[1:].lower())
-    )
+    return (len(value) >= 16 or any(c.isdigit() or not c.isalnum() for c in value)
+            or (value != value.lower() and value[1:] != value[1:].lower()))
 
 
 def _words_only(value: str) -> bool:
@@ -143,11 +140,6 @@ def _lowered(text: str) -> str:
 _ASCII_LOWER = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
 
 
-def _qualified(low: str, start: int) -> bool:
-    before = low[max(0, start - 12) : start].rstrip(" _.-")
-    return before.endswith(_KEY_QUALIFIERS)
-
-
 def _word_hits(text: str) -> list[Hit]:
     low = _lowered(text)
     hits = []
@@ -161,7 +153,7 @@ def _word_hits(text: str) -> list[Hit]:
             continue  # "tokenizer", "password_min_length", "keyword"
         glued = start > 0 and low[start - 1].isalpha()
         if word in ("key", "keys"):
-            strong = _qualified(low, start)
+            strong = low[max(0, start - 12) : start].rstrip(" _.-").endswith(_KEY_QUALIFIERS)
             glued = glued and not strong
         else:
             strong = word not in _WEAK_WORDS

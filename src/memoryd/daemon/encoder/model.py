@@ -5,23 +5,14 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from memoryd.daemon.encoder.files import (
-    DISTRIBUTION,
-    TOKENIZER_SHA256,
-    WEIGHTS_SHA256,
-    EncoderUnavailable,
-    model_zip,
-    read_pinned,
-)
+from memoryd.daemon.encoder.files import WEIGHTS_SHA256, EncoderUnavailable, model_zip, read_pinned
 from memoryd.daemon.encoder.wordpiece import WordPiece
 
-__all__ = ["DIMENSIONS", "DISTRIBUTION", "MAX_TOKENS", "TOKENIZER_SHA256", "WEIGHTS_SHA256", "Encoder",
-           "EncoderUnavailable", "model_zip", "read_pinned"]
+__all__ = ["DIMENSIONS", "MAX_TOKENS", "WEIGHTS_SHA256", "Encoder", "EncoderUnavailable", "model_zip"]
 
 DIMENSIONS = 384
 MAX_TOKENS = 256  # the model's max_seq_length; longer texts are cut (a memory is rarely that long)
@@ -48,20 +39,6 @@ def _safetensors(blob: bytes) -> dict[str, np.ndarray]:
     return tensors
 
 
-@dataclass
-class _Layer:
-    qkv_w: np.ndarray  # (384, 1152): Q, K and V in one matmul
-    qkv_b: np.ndarray
-    out_w: np.ndarray
-    out_b: np.ndarray
-    ln1: tuple[np.ndarray, np.ndarray]
-    up_w: np.ndarray
-    up_b: np.ndarray
-    down_w: np.ndarray
-    down_b: np.ndarray
-    ln2: tuple[np.ndarray, np.ndarray]
-
-
 def _layer_norm(x: np.ndarray, norm: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
     mean = x.mean(-1, keepdims=True)
     centred = x - mean
@@ -85,8 +62,7 @@ def _gelu(x: np.ndarray) -> np.ndarray:
 class Encoder:
     """Texts → unit vectors (float32, 384 dims). Load once with `Encoder.load()`."""
 
-    def __init__(self, weights: dict[str, np.ndarray], tokenizer: WordPiece) -> None:
-        w = weights
+    def __init__(self, w: dict[str, np.ndarray], tokenizer: WordPiece) -> None:
         table = w["embeddings.word_embeddings.weight"]
         self.token_scale = np.abs(table).max(1, keepdims=True) / 127  # int8 rows: a quarter of float32
         self.tokens = np.round(table / self.token_scale).astype(np.int8)
@@ -101,15 +77,16 @@ class Encoder:
         return np.array(w[name + ".weight"]), np.array(w[name + ".bias"])
 
     @classmethod
-    def _layer(cls, w: dict[str, np.ndarray], p: str) -> _Layer:
+    def _layer(cls, w: dict[str, np.ndarray], p: str) -> tuple[np.ndarray, ...]:
+        """One layer's arrays in `_block`'s order; Q, K and V in one (384, 1152) matmul."""
         att = p + "attention.self."
         qkv_w = np.concatenate([w[att + k + ".weight"] for k in ("query", "key", "value")]).T.copy()
         qkv_b = np.concatenate([w[att + k + ".bias"] for k in ("query", "key", "value")])
-        return _Layer(qkv_w, qkv_b, w[p + "attention.output.dense.weight"].T.copy(),
-                      np.array(w[p + "attention.output.dense.bias"]), cls._norm(w, p + "attention.output.LayerNorm"),
-                      w[p + "intermediate.dense.weight"].T.copy(), np.array(w[p + "intermediate.dense.bias"]),
-                      w[p + "output.dense.weight"].T.copy(), np.array(w[p + "output.dense.bias"]),
-                      cls._norm(w, p + "output.LayerNorm"))
+        return (qkv_w, qkv_b, w[p + "attention.output.dense.weight"].T.copy(),
+                np.array(w[p + "attention.output.dense.bias"]), *cls._norm(w, p + "attention.output.LayerNorm"),
+                w[p + "intermediate.dense.weight"].T.copy(), np.array(w[p + "intermediate.dense.bias"]),
+                w[p + "output.dense.weight"].T.copy(), np.array(w[p + "output.dense.bias"]),
+                *cls._norm(w, p + "output.LayerNorm"))
 
     @classmethod
     def load(cls, path: Path | None = None) -> Encoder:
@@ -146,16 +123,17 @@ class Encoder:
         return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
 
     @staticmethod
-    def _block(x: np.ndarray, bias: np.ndarray, layer: _Layer) -> np.ndarray:
+    def _block(x: np.ndarray, bias: np.ndarray, layer: tuple[np.ndarray, ...]) -> np.ndarray:
         """One transformer layer on x (batch, width, 384); matmuls run on 2-D views, one GEMM each."""
+        qkv_w, qkv_b, out_w, out_b, ln1_w, ln1_b, up_w, up_b, down_w, down_b, ln2_w, ln2_b = layer
         batch, width, _ = x.shape
         head = DIMENSIONS // _HEADS
         flat = x.reshape(batch * width, DIMENSIONS)
-        qkv = (flat @ layer.qkv_w + layer.qkv_b).reshape(batch, width, 3, _HEADS, head).transpose(2, 0, 3, 1, 4)
+        qkv = (flat @ qkv_w + qkv_b).reshape(batch, width, 3, _HEADS, head).transpose(2, 0, 3, 1, 4)
         scores = qkv[0] @ qkv[1].transpose(0, 1, 3, 2) * (1 / math.sqrt(head)) + bias
         scores = np.exp(scores - scores.max(-1, keepdims=True))
         scores /= scores.sum(-1, keepdims=True)
         context = (scores @ qkv[2]).transpose(0, 2, 1, 3).reshape(batch * width, DIMENSIONS)
-        flat = _layer_norm(flat + context @ layer.out_w + layer.out_b, layer.ln1)
-        flat = _layer_norm(flat + _gelu(flat @ layer.up_w + layer.up_b) @ layer.down_w + layer.down_b, layer.ln2)
+        flat = _layer_norm(flat + context @ out_w + out_b, (ln1_w, ln1_b))
+        flat = _layer_norm(flat + _gelu(flat @ up_w + up_b) @ down_w + down_b, (ln2_w, ln2_b))
         return flat.reshape(batch, width, DIMENSIONS)

@@ -1,8 +1,5 @@
 """BERT's WordPiece tokenizer from the model's own `tokenizer.json`, giving the `tokenizers` package's
-ids (tests/unit/test_wordpiece.py; why ours: docs/search.md, "The tokenizer"). Literal special tokens
-are taken whole first; then controls and U+FFFD out, CJK ideographs spaced, accents stripped, lowercase;
-words split at whitespace and every punctuation character; each matched greedily, longest piece first,
-`[UNK]` when none matches or it is over 100 characters. Read in pieces until 256 tokens are found."""
+ids (tests/unit/test_wordpiece.py; what it does and why ours: docs/search.md, "The tokenizer")."""
 
 from __future__ import annotations
 
@@ -27,21 +24,15 @@ _SPACE = re.compile("[ \t\n\r]")
 CHUNK_CHARS = 4096
 
 
-def _is_cjk(code: int) -> bool:
-    return any(low <= code <= high for low, high in _CJK)
-
-
 def _clean(text: str) -> str:
     """Controls out, whitespace to spaces, CJK ideographs spaced apart, accents stripped, lowercased."""
     out = []
     for char in text:
-        if char in "\t\n\r":
-            out.append(" ")
-        elif char == "\ufffd" or unicodedata.category(char) in _CONTROLS:
+        if char == "\ufffd" or (unicodedata.category(char) in _CONTROLS and char not in "\t\n\r"):
             continue
-        elif char.isspace():
+        if char.isspace():
             out.append(" ")
-        elif _is_cjk(ord(char)):
+        elif any(low <= ord(char) <= high for low, high in _CJK):  # a CJK ideograph
             out.append(f" {char} ")
         else:
             out.append(char)
@@ -111,10 +102,8 @@ class WordPiece:
             for chunk in _chunks(part):
                 if len(ids) >= self.max_tokens - 2:
                     break
-                if chunk.isascii():
-                    words = _ASCII_WORD.findall(chunk.translate(_ASCII_CLEAN).lower())
-                else:
-                    words = _words(_clean(chunk))
+                words = (_ASCII_WORD.findall(chunk.translate(_ASCII_CLEAN).lower()) if chunk.isascii()
+                         else _words(_clean(chunk)))
                 for word in words:
                     ids.extend(self._pieces(word))
         return [self.first, *ids[:self.max_tokens - 2], self.last]

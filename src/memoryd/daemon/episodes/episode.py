@@ -1,7 +1,5 @@
 """An episode as the index holds it, and its file's frontmatter (docs/storage.md, 'Episodes').
-
-Import contract: `store` only.
-"""
+Import contract: `store` only."""
 
 from __future__ import annotations
 
@@ -32,10 +30,11 @@ class Episode:
 
 
 def first_line(body: str) -> str:
-    for line in body.splitlines():
-        if line.strip():
-            return line.strip()[:500]
-    return ""
+    return next((line.strip()[:500] for line in body.splitlines() if line.strip()), "")
+
+
+# Worktree strings seen in episode caches: one object each, shared by all their episodes.
+_SHARED: dict[str, str] = {}
 
 
 def _shared(worktree: Any) -> Any:
@@ -56,10 +55,6 @@ def from_row(row: list[Any], session_id: str, episode_id: str) -> Episode | None
     return Episode(id=sys.intern(episode_id), session_id=session_id, created=created, takeaway=takeaway,
                    first_line=line, scopes=tuple(map(sys.intern, scopes)) if scopes else (), swarm_id=swarm,
                    worktree=_shared(worktree))
-
-
-# Worktree strings seen in episode caches: one object each, shared by all their episodes.
-_SHARED: dict[str, str] = {}
 
 
 def from_meta(meta: dict[str, Any], body: str, session_id: str, path: str) -> Episode:

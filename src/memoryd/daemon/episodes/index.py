@@ -1,8 +1,5 @@
-"""The journal's building parts: the `by_id` view over every episode (decoded or packed) and the
-packing of a decoded session into the cache's form (docs/storage.md, 'Packed episodes').
-
-Import contract: the cache format and the record only.
-"""
+"""The journal's `by_id` view over every episode (decoded or packed) and the packing of a decoded
+session (docs/storage.md, 'Packed episodes'). Import contract: the cache format and the record only."""
 
 from __future__ import annotations
 

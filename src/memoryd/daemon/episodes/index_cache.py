@@ -1,7 +1,6 @@
 """The episode index cache (`state/episodes.cache`, docs/storage.md): each session's summary and
 its rows, which stay in the open file until decoded. Derived data: anything that does not decode
-means the files are read instead (msgpack, not pickle: a planted cache must not run code).
-"""
+means the files are read instead (msgpack, not pickle: a planted cache must not run code)."""
 
 from __future__ import annotations
 
@@ -35,9 +34,8 @@ class CacheFile:
 
 @dataclass(slots=True)
 class Packed:
-    """A session's episodes as the cache holds them: ids, a summary, and the msgpack of their rows
-    ([size, mtime_ns, created, takeaway, first_line, scopes, swarm_id, worktree], one per id) in
-    `rows`, or at `span` (offset, length) of `source`, the open cache file."""
+    """A session's episodes as the cache holds them: ids, a summary, and the msgpack of their rows ([size,
+    mtime_ns, created, takeaway, first_line, scopes, swarm_id, worktree] per id), or their `span` in `source`."""
     ids: tuple[str, ...]
     newest: str
     worktrees: tuple[tuple[str | None, int], ...]  # (worktree, episodes in it): a dict each was 2 MB
@@ -69,8 +67,7 @@ _HEAD = len(CACHE_MAGIC) + 8
 
 
 class Listing(NamedTuple):
-    """What a prefetch helper found beside the episodes it packed: session folder names, bad files
-    and temp files. Only in the anonymous file a helper hands over, never in `state/`."""
+    """What a prefetch helper found beside what it packed (folders, bad and temp files); never in `state/`."""
     dirs: tuple[str, ...]
     bad: tuple[dict[str, str], ...]
     temp: tuple[str, ...]
@@ -107,8 +104,7 @@ def encode_cache(log_seq: int, sessions: list[tuple[str, Packed]], listing: dict
 
 def read_cache(path: Path) -> tuple[dict[str, Packed], int | None]:
     """The index cache's header by session (entries of the wrong shape left out), and the log seq
-    it was saved at; empty when missing, unreadable or of an older format (a start then reads the
-    folders, and its save writes this format)."""
+    it was saved at; empty when missing, unreadable or of an older format (the folders are read)."""
     try:
         source, data = read_header(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC))
     except (OSError, ValueError, msgpack.UnpackException):
@@ -120,8 +116,7 @@ def read_cache(path: Path) -> tuple[dict[str, Packed], int | None]:
 
 
 def sessions_of(entries: Any, source: CacheFile) -> dict[str, Packed]:
-    """The header's session entries that have the right shape, by session, their rows in `source`.
-    Checked inline, not a call each: that was slow at 11k entries."""
+    """The header's well-shaped session entries, rows in `source`; checked inline (a call each was slow at 11k)."""
     sessions = {}
     for entry in entries:
         try:

@@ -1,16 +1,12 @@
-"""The journal: every episode's frontmatter in memory (sessions packed until first used, bodies read
-on demand), filled at start from the index cache or the files (a helper process parses many) and
-checked against the files after (docs/storage.md, 'Recovery at start' step 5 and on).
-
-Import contract: building blocks (store, frontmatter, idents, nofollow, prefetch), the cache format,
-the record and `episodes.index`. Symlinks are bad files, never indexed or read; provenance comes
-from the event log's index in `core`, never from an episode file.
-"""
+"""The journal: every episode's frontmatter in memory, filled at start from the index cache or the files and
+checked after (docs/storage.md, 'Recovery at start' step 5 on); symlinks are bad files, provenance is the log's.
+Import contract: building blocks (store, frontmatter, idents, nofollow, prefetch), the cache format, the record."""
 
 from __future__ import annotations
 
 import logging
 import os
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -31,11 +27,11 @@ SHARE_CHUNK = 16  # session folders per chunk of a shared parse: a small unit of
 
 
 class Journal:
-    """Episodes by session, a session taken from the cache staying packed (its cache rows, ~1/5 of
-    the objects' memory) until first used; with its start and the check after it: a `domain.TierLoader`."""
+    """Episodes by session, a cached one packed until used (~1/5 of the memory); a `domain.TierLoader`."""
 
     def __init__(self, root: Path, files: store.FileStore, provenance: Callable[[str, str], str]) -> None:
         self.dir = root / "episodes"
+        self.cache_path = root / "state" / "episodes.cache"
         self._prefix = str(self.dir) + os.sep
         self.files = files
         self.provenance = provenance  # local, untracked or unaccounted: the log's verdict (`core`)
@@ -70,8 +66,7 @@ class Journal:
         return sorted(self.session(session_id).values(), key=lambda e: (e.created, e.id))
 
     def matching(self, worktree: Any = ..., swarm: str | None = None) -> Iterator[Episode]:
-        """Every episode that may be in `worktree` (... : any) and `swarm` (None: any), decoding only
-        the packed sessions whose summary says they hold one."""
+        """Episodes maybe in `worktree` (...: any) and `swarm` (None: any); packed sessions without stay so."""
         for session_id, packed in list(self._packed.items()):
             if ((worktree is ... or any(w == worktree for w, _ in packed.worktrees))
                     and (swarm is None or swarm in packed.swarms)):
@@ -92,16 +87,14 @@ class Journal:
 
     def provenance_counts(self, logged: set[str]) -> dict[str, int]:
         """Episodes by `provenance`; a packed session the log names whole counts local, undecoded."""
-        counts = {"local": 0, "untracked": 0, "unaccounted": 0}
+        counts = Counter({"local": 0, "untracked": 0, "unaccounted": 0})
         for session_id, packed in list(self._packed.items()):
             if logged.issuperset(packed.ids):
                 counts["local"] += len(packed.ids)
             else:
                 self._unpack(session_id)
-        for bucket in self._live.values():
-            for episode in bucket.values():
-                counts[self.provenance(episode.id, episode.created)] += 1
-        return counts
+        counts.update(self.provenance(e.id, e.created) for bucket in self._live.values() for e in bucket.values())
+        return dict(counts)
 
     def file_of(self, episode: Episode) -> str:
         return f"{self._prefix}{episode.session_id}/{episode.id}.md"
@@ -175,10 +168,6 @@ class Journal:
         if found is not None:
             found.append(episode.id)
 
-    @property
-    def cache_path(self) -> Path:
-        return self.dir.parent / "state" / "episodes.cache"
-
     def save_cache(self, log_seq: int) -> None:
         """Write the index cache; packed sessions as read, stats from `stats`, not 80k lstats."""
         sessions = list(self._packed.items()) + self._packed_live()
@@ -189,16 +178,15 @@ class Journal:
                 if (packed := pack(bucket, self.stats, self.file_of)) is not None]
 
     def load(self, progress: Callable[[str, int, int], None] | None = None, listed_at: int | None = None) -> None:
-        """Index every episode file; untrustworthy files are listed in `bad_files`, not loaded.
-        Sessions the index cache holds are taken packed, unstat-ed, and checked after start
-        (`verify_some`). `listed_at`: on a start resumed from the checkpoint, the log's seq; a
+        """Index every episode file (untrustworthy ones go to `bad_files`); cached sessions are taken
+        packed and checked after start (`verify_some`). `listed_at`: a resumed start's log seq; a
         cache saved at it names every file, so nothing is listed until after start."""
         if not nofollow.is_plain_dir(self.dir):
             return
         fresh = self.prefetching  # rows the helper parsed during this start: nothing to verify
-        if progress is not None and fresh:
-            progress("indexing episodes (helper)", 0, 0)
         if fresh:
+            if progress is not None:
+                progress("indexing episodes (helper)", 0, 0)
             self.finish_prefetch()
             assert self._prefetched is not None
             (cached, seen), saved_at, self._prefetched = self._prefetched, None, None
@@ -215,12 +203,14 @@ class Journal:
             self.unlisted.extend(names)
             self.root_unlisted = True
             return
-        with os.scandir(self.dir) as listing:
-            folders = sorted((e for e in listing if idents.is_session_id(e.name)), key=lambda e: e.name)
-        for number, folder in enumerate(folders, 1):
+        for number, folder in enumerate(self._session_folders(), 1):
             if progress is not None and not number % 256:
                 progress("indexing episodes", len(self.owner), len(cached))
             self._load_entry(folder, cached.get(folder.name), fresh)
+
+    def _session_folders(self) -> list[os.DirEntry[str]]:
+        with os.scandir(self.dir) as listing:
+            return sorted((e for e in listing if idents.is_session_id(e.name)), key=lambda e: e.name)
 
     def _load_entry(self, folder: os.DirEntry[str], packed: Packed | None, fresh: bool = False) -> None:
         """One entry of episodes/ named like a session: its folder loaded, or a bad file."""
@@ -238,9 +228,8 @@ class Journal:
 
     def _load_folder(self, session_id: str, entries: list[os.DirEntry[str]], packed: Packed | None,
                      fresh: bool = False) -> None:
-        """One session's folder: packed as cached when it holds exactly the cached files, else
-        cached rows become episodes and the other files are parsed. `fresh`: the rows were
-        parsed during this start (`prefetch`), so they need no check after it."""
+        """One session's folder: packed as cached when it holds exactly the cached files, else cached rows
+        become episodes and the rest is parsed. `fresh`: parsed during this start, so nothing to check after."""
         names = [e.name for e in entries if e.name.endswith(".md") and not e.name.startswith(".")]
         if packed is not None and sorted(names) == sorted(f"{i}.md" for i in packed.ids) and all(
                 e.is_file(follow_symlinks=False) for e in entries if e.name in names):
@@ -275,14 +264,12 @@ class Journal:
             self._live.pop(session_id, None)
 
     def prefetch(self, minimum: int | None = None) -> None:
-        """Without the index cache, in a store of at least `minimum` sessions, fork a helper that
-        parses the episode folders, shared out in chunks, while this process replays the log; its
-        result is an anonymous cache file `load` adopts. A failed helper costs only its time."""
+        """Without the index cache, in a store of at least `minimum` sessions, fork a helper that parses the
+        episode folders in shared chunks while this process replays the log; `load` adopts its result."""
         if (self._helper is not None or not hasattr(os, "fork") or self.cache_path.exists()
                 or not nofollow.is_plain_dir(self.dir)):
             return
-        with os.scandir(self.dir) as listing:
-            folders = sorted((e for e in listing if idents.is_session_id(e.name)), key=lambda e: e.name)
+        folders = self._session_folders()
         if len(folders) < (PREFETCH_MIN_SESSIONS if minimum is None else minimum):
             return
         chunks = [folders[i:i + SHARE_CHUNK] for i in range(0, len(folders), SHARE_CHUNK)]
@@ -431,10 +418,8 @@ class Journal:
 
     def late_finds(self) -> dict[str, int]:
         """What the check after start found, counted as `recovery` counts it; forgotten once told."""
-        counts = {"local": 0, "untracked": 0, "unaccounted": 0}
         found = [e for e in map(self.by_id.get, self.found_late) if e is not None]
-        for episode in found:
-            counts[self.provenance(episode.id, episode.created)] += 1
+        counts = Counter(self.provenance(e.id, e.created) for e in found)
         told = {"episodes_parsed": len(found), "episodes_untracked": counts["untracked"],
                 "episodes_unaccounted": counts["unaccounted"], "episodes_dropped": self.dropped_late}
         self.found_late, self.dropped_late = [], 0

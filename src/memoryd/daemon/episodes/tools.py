@@ -1,8 +1,6 @@
-"""The episode tier's tools: episode_write, episode_handoff, episode_search.
-
-Import contract: core (and its journal), clock, connections, credentials, store, scopes, tool,
-validate, the episode record, and protocol's frame limit — no zmq, no msgpack.
-"""
+"""The episode tier's tools: episode_write, episode_handoff, episode_search. Import contract: core (and
+its journal), clock, connections, credentials, store, scopes, tool, validate, the episode record, and
+protocol's frame limit — no zmq, no msgpack."""
 
 from __future__ import annotations
 
@@ -58,16 +56,13 @@ def episode_write(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     swarm = args["swarm_id"] or call.identity.get("swarm_id")
     if swarm is not None and not python_pattern(SWARM_PATTERN).fullmatch(swarm):
         raise InvalidParams("swarm_id", "must be 1-128 chars of [A-Za-z0-9_-]")
-    body, masked = _mask("body", body, [])
-    takeaway, masked = _mask("takeaway", takeaway, masked) if takeaway is not None else (None, masked)
+    # Secrets are masked before anything stores them (docs/security.md).
+    body, body_kinds = mask_credentials(body)
+    takeaway, takeaway_kinds = mask_credentials(takeaway) if takeaway is not None else (None, [])
+    masked = [{"field": field, "kinds": sorted(set(kinds))}
+              for field, kinds in (("body", body_kinds), ("takeaway", takeaway_kinds)) if kinds]
     result = write_episode(core, call.session, body, takeaway, scopes, swarm, call.req)
     return {**result, "masked": masked} if masked else result
-
-
-def _mask(field: str, text: str, masked: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
-    """`text` with its secrets masked before anything stores it (docs/security.md)."""
-    clean, kinds = mask_credentials(text)
-    return clean, masked + ([{"field": field, "kinds": sorted(set(kinds))}] if kinds else [])
 
 
 def write_episode(core: Core, session: Session, body: str, takeaway: str | None,
@@ -118,30 +113,28 @@ def wire_size(value: Any) -> int:
 
 def fit_views(core: Core, episodes: list[Episode], with_body: bool, budget: int,
               extra: bool = False) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Views of `episodes` (oldest first) within `budget` wire bytes, and the fields that say what
-    was left out ({} when nothing was). Filled newest first: once a body would pass the budget, it
-    and every older body are left out (`bodies_omitted`, unread); once a bare row would, it and
-    every older row are (`rows_omitted`). (Not in the outputSchema: tools/list has a size budget.)"""
+    """Views of `episodes` (oldest first) within `budget` wire bytes, and the fields saying what was left out
+    ({} when nothing was). Filled newest first: once a body (a bare row) would pass the budget, it and every
+    older one are left out (`bodies_omitted`, `rows_omitted`; not in the outputSchema: tools/list's budget)."""
     views: list[dict[str, Any]] = []
     omitted: list[str] = []
-    used, bodies, rows_omitted = 0, with_body, 0
-    for position, episode in enumerate(reversed(episodes)):
+    used, bodies = 0, with_body
+    for episode in reversed(episodes):
         view = episode_view(core, episode, with_body=False, extra=extra)
         used += wire_size(view)
         if used > budget:
-            rows_omitted = len(episodes) - position
             break
-        if bodies and view["provenance"] != "unaccounted":  # a planted file's body is never shown
-            body = core.journal.read_body(episode)
-            if used + wire_size(body) + wire_size("body") <= budget:
+        if with_body and view["provenance"] != "unaccounted":  # a planted file's body is never shown
+            body = core.journal.read_body(episode) if bodies else None
+            bodies = body is not None and used + wire_size(body) + wire_size("body") <= budget
+            if bodies:
                 view["body"] = body
                 used += wire_size(body) + wire_size("body")
             else:
-                bodies = False
-        if with_body and "body" not in view and view["provenance"] != "unaccounted":
-            omitted.append(episode.id)
+                omitted.append(episode.id)
         views.append(view)
     views.reverse()
+    rows_omitted = len(episodes) - len(views)
     if not omitted and not rows_omitted:
         return views, {}
     marker: dict[str, Any] = {"truncated": True}
@@ -255,50 +248,36 @@ def _candidates(core: Core, args: dict[str, Any], worktree: Any) -> Any:
 
 
 def episode_search(call: Call, args: dict[str, Any]) -> dict[str, Any] | Parked:
-    core = call.core
+    core, wanted = call.core, args["wait_for"]
     accept, worktree = _search_filter(call, args)
     with_body = args["include_bodies"] if args["include_bodies"] is not None else bool(args["ids"])
-    core.record(names.EPISODE_SEARCH, call.session, wait_for=args["wait_for"])
-
-    found = {"total": 0}  # what the last full search counted (the parked check starts from it)
+    core.record(names.EPISODE_SEARCH, call.session, wait_for=wanted)
+    # The parked check counts only episodes written since its last look (O(new)); `have` is what
+    # the last full search counted, and it runs again once `wanted` may be reached, or at the timeout.
+    state = {"cursor": core.feed_end, "have": 0}
 
     def run(timed_out: bool | None) -> dict[str, Any] | None:
         matches = sorted((e for e in _candidates(core, args, worktree) if accept(e)), key=lambda e: (e.created, e.id))
-        found["total"] = len(matches)
-        if timed_out is False and len(matches) < args["wait_for"]:
+        state["have"] = len(matches)
+        if timed_out is False and len(matches) < wanted:
             return None
         views, cut = fit_views(core, matches[-args["max_results"]:], with_body, REPLY_BUDGET_BYTES, extra=True)
         result = {"episodes": views, "total": len(matches), "framing": "data", **cut}
         if timed_out is not None:
-            result["timed_out"] = timed_out and len(matches) < args["wait_for"]
+            result["timed_out"] = timed_out and len(matches) < wanted
         return result
-
-    if args["wait_for"] is None:
-        return run(None)  # type: ignore[return-value]
-    cursor = core.feed_end
-    ready = run(False)
-    if ready is not None:
-        return ready
-    return Parked(check=_waiter(core, accept, run, found, cursor, args["wait_for"]),
-                  deadline=time.monotonic() + args["timeout_s"])
-
-
-def _waiter(core: Core, accept: Any, run: Any, found: dict[str, int], cursor: int, wanted: int) -> Any:
-    """The parked call's check: it counts only episodes written since its last look (O(new)), and
-    runs the full search (which re-counts) once `wanted` may be reached, or at the timeout."""
-    state = {"cursor": cursor, "have": found["total"]}
 
     def check(timed_out: bool) -> dict[str, Any] | None:
         new = core.episodes_since(state["cursor"])
         state["cursor"] = core.feed_end
         by_id = core.journal.by_id
         state["have"] += sum(1 for i in new if i in by_id and accept(by_id[i]))
-        if not timed_out and state["have"] < wanted:
-            return None
-        result = run(timed_out)
-        state["have"] = found["total"]
-        return result  # type: ignore[no-any-return]
-    return check
+        return run(timed_out) if timed_out or state["have"] >= wanted else None
+
+    ready = run(None if wanted is None else False)
+    if ready is not None:
+        return ready
+    return Parked(check=check, deadline=time.monotonic() + args["timeout_s"])
 
 
 _EPISODE_ROW = {"type": "array", "items": {"type": "object"}}
@@ -319,8 +298,6 @@ class HandoffArgs(TypedDict, total=False):
 
 
 class SearchArgs(TypedDict, total=False):
-    """Filters (all must hold), and the fan-in wait."""
-
     swarm_id: Annotated[str, Rule(pattern=SWARM_PATTERN)]
     session_id: SessionId
     scopes: Annotated[Scopes, Rule("Any of these, or below.")]
@@ -334,38 +311,30 @@ class SearchArgs(TypedDict, total=False):
 
 
 TOOLS = [
-    Tool(
-        name=names.EPISODE_WRITE, core=True, replay=replay_episode_write,
-        description=("Journal run state in your session: what was tried, where it failed, what is blocked or "
-                     "next; the transient notes memory_write rejects (no durability gate: not durable facts). "
-                     "Secrets are masked before storing (masked names the fields). "
-                     "Kept 30 days, never in memory_* reads; episode_handoff shows the takeaway (else the body's "
-                     "first line); episode_promote makes one durable."),
-        args=WriteArgs,
-        returns={"status": STR, "id": STR, "session_id": STR, "created": STR, "takeaway": OPT_STR,
-                 "scopes": ANY_LIST, "swarm_id": OPT_STR, "masked": ANY_LIST},
-        handler=episode_write,
-    ),
-    Tool(
-        name=names.EPISODE_HANDOFF, core=True,
-        description=("What did the last session in this worktree conclude? Call first in a fresh agent or loop "
-                     "iteration, before memory_search: its last takeaways (oldest first), how it ended, its "
-                     "finish handoff. If it left nothing visible, note names the cause (floor-only, zero-episode, "
-                     "promoted-out, all-scope-hidden; the last two did journal) and older takeaways may follow. "
-                     "provenance unaccounted: no log event wrote it; suspect, no body. prior_session_id picks one."),
-        args=HandoffArgs,
-        returns={"prior_session_id": OPT_STR, "episodes": _EPISODE_ROW, "note": STR,
-                 "prior_session": ANY_OBJ, "framing": STR},
-        handler=episode_handoff, read_only=True,
-    ),
-    Tool(
-        name=names.EPISODE_SEARCH,
-        description=("Find episodes across sessions (never memories); filters AND; the newest matches, oldest "
-                     "first, with total. auto_scope keeps your worktree unless swarm_id, session_id or ids is "
-                     "given; ids also returns bodies. Fan-in: wait_for=N waits until N match or timeout_s "
-                     "(timed_out says which), not blocking your other calls."),
-        args=SearchArgs,
-        returns={"episodes": _EPISODE_ROW, "total": INT, "timed_out": BOOL, "framing": STR},
-        handler=episode_search, read_only=True,
-    ),
+    Tool(name=names.EPISODE_WRITE, core=True, replay=replay_episode_write,
+         description=("Journal run state in your session: what was tried, where it failed, what is blocked or "
+                      "next; the transient notes memory_write rejects (no durability gate: not durable facts). "
+                      "Secrets are masked before storing (masked names the fields). "
+                      "Kept 30 days, never in memory_* reads; episode_handoff shows the takeaway (else the body's "
+                      "first line); episode_promote makes one durable."),
+         args=WriteArgs,
+         returns={"status": STR, "id": STR, "session_id": STR, "created": STR, "takeaway": OPT_STR,
+                  "scopes": ANY_LIST, "swarm_id": OPT_STR, "masked": ANY_LIST},
+         handler=episode_write),
+    Tool(name=names.EPISODE_HANDOFF, core=True,
+         description=("What did the last session in this worktree conclude? Call first in a fresh agent or loop "
+                      "iteration, before memory_search: its last takeaways (oldest first), how it ended, its "
+                      "finish handoff. If it left nothing visible, note names the cause (floor-only, zero-episode, "
+                      "promoted-out, all-scope-hidden; the last two did journal) and older takeaways may follow. "
+                      "provenance unaccounted: no log event wrote it; suspect, no body. prior_session_id picks one."),
+         args=HandoffArgs, returns={"prior_session_id": OPT_STR, "episodes": _EPISODE_ROW, "note": STR,
+                                    "prior_session": ANY_OBJ, "framing": STR},
+         handler=episode_handoff, read_only=True),
+    Tool(name=names.EPISODE_SEARCH,
+         description=("Find episodes across sessions (never memories); filters AND; the newest matches, oldest "
+                      "first, with total. auto_scope keeps your worktree unless swarm_id, session_id or ids is "
+                      "given; ids also returns bodies. Fan-in: wait_for=N waits until N match or timeout_s "
+                      "(timed_out says which), not blocking your other calls."),
+         args=SearchArgs, returns={"episodes": _EPISODE_ROW, "total": INT, "timed_out": BOOL, "framing": STR},
+         handler=episode_search, read_only=True),
 ]

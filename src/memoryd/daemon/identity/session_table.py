@@ -121,11 +121,9 @@ class SessionTable:
     def latest_identities(self) -> dict[str, tuple[str | None, str | None]]:
         """Per worktree any agent worked in: the (repo, project) of its latest session."""
         if self._identities is None:
-            self._identities = {}
-            for worktree, ids in self.by_worktree.items():
-                latest = self.get(next(reversed(ids))) if worktree and ids else None
-                if worktree and latest is not None:
-                    self._identities[worktree] = (latest.repo, latest.project)
+            latest = {worktree: self.get(next(reversed(ids))) for worktree, ids in self.by_worktree.items()
+                      if worktree and ids}
+            self._identities = {worktree: (s.repo, s.project) for worktree, s in latest.items() if s is not None}
         return self._identities
 
     def _now_latest(self, session: Session) -> None:
@@ -156,11 +154,7 @@ class SessionTable:
     def touch(self, session: Session, ts: str) -> None:
         session.last_active = ts
         session.calls += 1
-        try:
-            self.by_worktree[session.worktree].move_to_end(session.id)
-        except KeyError:  # an operator session, in no worktree's walk
-            return
-        self._now_latest(session)
+        self._move_to_end(session)
 
     def end(self, session: Session, reason: str, ts: str) -> None:
         session.ended, session.ended_at = reason, ts
@@ -170,6 +164,9 @@ class SessionTable:
         """A resumed client conversation's session, open again (docs/wire.md "Resume")."""
         session.ended, session.ended_at, session.last_active = OPEN, None, ts
         self.open_ids[session.id] = None
+        self._move_to_end(session)
+
+    def _move_to_end(self, session: Session) -> None:
         walk = self.by_worktree.get(session.worktree)
         if walk is not None and session.id in walk:
             walk.move_to_end(session.id)

@@ -1,14 +1,15 @@
-"""Which session a connection's calls belong to (`Bindings`), and the `hook` op (`hook`);
-docs/architecture.md, 'Sessions'. A hook process never owns a session, nor starts one only to end it.
-"""
+"""Which session a connection's calls belong to (`Bindings`), and the `hook` op (docs/architecture.md,
+'Sessions'). A hook process never owns a session, nor starts one only to end it."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
+from memoryd.config import SESSION_MIN_FULL_CHARS
 from memoryd.daemon.core import Core
 from memoryd.daemon.identity.session_table import DRY_RUN_SESSION, Conn, Session, client_name, is_operator_client
-from memoryd.daemon.sessions import anchored, hooks, receipts
+from memoryd.daemon.sessions import hooks, receipts
 from memoryd.daemon.sessions.news import News
 from memoryd.errors import BadRequest
 
@@ -56,8 +57,7 @@ class Bindings:
         return session
 
     def _dry_run_session(self, conn: Conn) -> Session:
-        """A hook's dry run joins its client's open session, else runs as a session never
-        registered nor logged (`DomainState.record` drops its events)."""
+        """Its client's open session, else one never registered nor logged (`DomainState.record` drops it)."""
         found = self.client_sessions.open_session(self.core, conn.identity.get("client_session"))
         if found is not None:
             return found
@@ -69,16 +69,14 @@ class Bindings:
     def after_call(self, conn: Conn, before: Session) -> None:
         """Move the client-session key to the connection's new session; note a handoff."""
         self.client_sessions.note_finished(before)
-        if conn.session_id != before.id and before.client_session:
-            current = self.core.sessions.get(conn.session_id)
-            if current is not None:
-                self.client_sessions.bind(before.client_session, current)
+        current = self.core.sessions.get(conn.session_id) if conn.session_id != before.id else None
+        if current is not None and before.client_session:
+            self.client_sessions.bind(before.client_session, current)
 
     def attach_or_start(self, conn_id: str, identity: dict[str, Any], wanted: Any,
                          transient: bool = False) -> Session | None:
-        """Reattach to `wanted` (a bridge after a daemon restart), else join the open session of
-        the caller's client session, else start one. A transient caller (a hook process) never
-        owns a session and starts none here (`current` does, at its first call needing one)."""
+        """Reattach to `wanted` (a bridge after a daemon restart), else join the open session of the caller's
+        client session, else start one; a transient caller (a hook process) starts none (`current` does)."""
         key = identity.get("client_session")
         session = self.core.sessions.get(wanted) if isinstance(wanted, str) else None
         owner_gone = session is not None and (session.conn in (None, conn_id) or session.conn not in self.conns)
@@ -104,16 +102,13 @@ class Bindings:
         key = identity.get("client_session")
         if not key or self.client_sessions.open_session(self.core, key) is not None:
             return None
-        for count, session in enumerate(self.core.sessions.walk_back(identity.get("worktree"), skip="")):
-            if count >= hooks.MAX_WALK_BACK:
-                break
-            if session.client_session == key:
-                if session.is_open or session.handoff_id is not None or session.ended not in RESUMABLE:
-                    return None
-                self.core.reopen_session(session)
-                self.client_sessions.bind(key, session)
-                return session
-        return None
+        walk = itertools.islice(self.core.sessions.walk_back(identity.get("worktree"), skip=""), hooks.MAX_WALK_BACK)
+        session = next((s for s in walk if s.client_session == key), None)
+        if session is None or session.is_open or session.handoff_id is not None or session.ended not in RESUMABLE:
+            return None
+        self.core.reopen_session(session)
+        self.client_sessions.bind(key, session)
+        return session
 
     def operator_session(self, identity: dict[str, Any], create: bool) -> Session | None:
         """The open session an operator client's connections share, owned by none; `create` starts it."""
@@ -131,9 +126,8 @@ class Bindings:
 
 
 def hook(core: Core, bindings: Bindings, news: News, conn: Conn, args: dict[str, Any]) -> dict[str, Any]:
-    """What a hook process asks beyond the tools, by `action`: `latest_handoff`, `take_unseen` /
-    `peek_unseen` (ids, limit, pointer_ids, window, news), `news`, `anchored`, `receipt`,
-    `last_words` (text), `end` (reason)."""
+    """What a hook process asks beyond the tools, by `action`: `latest_handoff`, `take_unseen` / `peek_unseen`
+    (ids, limit, pointer_ids, window, news), `news`, `anchored`, `receipt`, `last_words` (text), `end` (reason)."""
     action = args.get("action")
     keys = bindings.client_sessions
     if _nothing_to_end(core, bindings, conn, action):
@@ -152,7 +146,8 @@ def hook(core: Core, bindings: Bindings, news: News, conn: Conn, args: dict[str,
     if action in ("take_unseen", "peek_unseen"):  # peek: a dry run, nothing marked as shown
         mark, window = action == "take_unseen", args.get("window") is True  # window: the pre-tool hook's
         wanted, pointers = args.get("ids"), args.get("pointer_ids")
-        if receipts.over_budget(core, session) and isinstance(wanted, list):  # past the budget: point only
+        # Too little budget left for a memory in full: the prompt hook points instead.
+        if receipts.budget_left(core, session) < SESSION_MIN_FULL_CHARS and isinstance(wanted, list):
             wanted, pointers = [], [*wanted, *(pointers if isinstance(pointers, list) else [])]
         ids = hooks.take_unseen(session, wanted, args.get("limit"), mark, window)
         taken: dict[str, Any] = {"ids": ids, "pointer_ids": hooks.take_unpointed(session, pointers, ids, mark, window),
@@ -163,13 +158,12 @@ def hook(core: Core, bindings: Bindings, news: News, conn: Conn, args: dict[str,
     if action == "news":
         return news.take(core, session, conn.identity)
     if action == "anchored":
-        return {**anchored.anchored(core, session, args), "session_id": session.id}
+        return {**hooks.anchored(core, session, args), "session_id": session.id}
     if action == "receipt":
         return receipts.record(core, session, args)
     if action == "last_words":
-        if not (session.is_open and core.config.hook_last_words):
-            return {"kept": False}
-        return hooks.keep_last_words(session, args.get("text"))
+        keeping = session.is_open and core.config.hook_last_words
+        return hooks.keep_last_words(session, args.get("text")) if keeping else {"kept": False}
     if action == "end":
         reason = str(args.get("reason") or "other")[:64]
         result = hooks.end_session(core, session, f"client:{reason}", keys)

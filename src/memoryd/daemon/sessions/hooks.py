@@ -1,19 +1,21 @@
-"""What client hooks (`memoryd hook EVENT`) ask of the session tier beyond the tools: one memoryd
-session per client session (`ClientSessions`, runtime only), last words (one scrubbed note per
-session, replaced each turn; the session's note when it ends without a handoff: docs/storage.md,
-'Session notes'), continuity at session start, and the injected set.
-
-Import contract: core, clock, connections, credentials, session records — no zmq, no msgpack.
-"""
+"""What client hooks (`memoryd hook EVENT`) ask of the session tier beyond the tools: one memoryd session per
+client session, last words (docs/storage.md, 'Session notes'), continuity at session start, the injected set and
+the `anchored` memories. Import contract: core, clock, identity, credentials, records, memories' anchors."""
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Any
 
 from memoryd.daemon.core import Core
-from memoryd.daemon.credentials.detector import Hit, credential_hits, find_credentials
+from memoryd.daemon.credentials.detector import PEM_END_RE, Hit, credential_hits, find_credentials
+from memoryd.daemon.identity.scopes import is_hidden
 from memoryd.daemon.identity.session_table import Session
+from memoryd.daemon.memories.anchors import Hit as AnchorHit
+from memoryd.daemon.memories.anchors import best
+from memoryd.daemon.memories.records import Memory
+from memoryd.daemon.memories.staleness import FRESH
 from memoryd.daemon.sessions import records
 from memoryd.daemon.storage.clock import parse_iso
 from memoryd.errors import MemorydError
@@ -29,7 +31,6 @@ WITHHELD = "[withheld: it looked like a credential]"
 # far wider than the kept window, so a private key cut here cannot reach into what is kept.
 SCAN_CHARS = 64 * 1024
 MAX_POINTERS = 2              # pointer lines one prompt may get (a demoted full hit included)
-PEM_END_RE = re.compile(r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")  # gates' _PEM_RE end
 FIRST_WORD_RE = re.compile(r"^\S*\s*")
 
 
@@ -42,9 +43,7 @@ class ClientSessions:
         self.next_idle_check = 0.0  # the idle pass runs once a minute, off the request path
 
     def open_session(self, core: Core, key: str | None) -> Session | None:
-        if not key:
-            return None
-        session = core.sessions.get(self.by_key.get(key, ""))
+        session = core.sessions.get(self.by_key.get(key or "", ""))
         return session if session is not None and session.is_open else None
 
     def bind(self, key: str | None, session: Session) -> None:
@@ -77,21 +76,19 @@ def scrub(text: str) -> str | None:
 
 def _withhold(text: str, hits: list[Hit]) -> str:
     """`text` with each run of lines a credential touches replaced by WITHHELD."""
-    runs: list[tuple[int, int]] = []
+    out: list[str] = []
+    cursor = 0  # the end of the last run withheld
     for start, end, kind, _ in hits:
         if kind == "private_key" and not PEM_END_RE.search(text, start, end):
             end = len(text)  # no END line: all that follows may be key
         first = text.rfind("\n", 0, start) + 1
         last = text.find("\n", end)
         last = len(text) if last < 0 else last
-        if runs and first <= runs[-1][1]:  # a second secret on a line already withheld
-            runs[-1] = (runs[-1][0], max(runs[-1][1], last))
+        if out and first <= cursor:  # a second secret on a line already withheld
+            cursor = max(cursor, last)
         else:
-            runs.append((first, last))
-    out, cursor = [], 0
-    for first, last in runs:
-        out += [text[cursor:first], WITHHELD]
-        cursor = last
+            out += [text[cursor:first], WITHHELD]
+            cursor = last
     return "".join(out) + text[cursor:]
 
 
@@ -153,23 +150,18 @@ def continuity(core: Core, caller: Session) -> dict[str, Any]:
     found = records.of(core)
     notes = found.notes if found is not None else {}
     since: list[dict[str, Any]] = []
-    total = 0
-    for count, session in enumerate(core.sessions.walk_back(caller.worktree, skip=caller.id)):
-        if count >= MAX_WALK_BACK:
-            break
+    handoff = None
+    for session in itertools.islice(core.sessions.walk_back(caller.worktree, skip=caller.id), MAX_WALK_BACK):
         if session.is_open:
             continue
-        written = _written_handoff(core, session)
-        if written is not None:
-            return {"handoff": written, "since": since, "since_total": total}
+        handoff = _written_handoff(core, session)
+        if handoff is not None:
+            break
         note = notes.get(session.id)
-        if note is None and not session.episodes_written:
-            continue
-        total += 1
-        if len(since) < SINCE_MAX:
+        if note is not None or session.episodes_written:
             since.append({"session_id": session.id, "ended": session.ended, "ended_at": session.ended_at,
                           "last_message": _capped(note.text) if note is not None else None})
-    return {"handoff": None, "since": since, "since_total": total}
+    return {"handoff": handoff, "since": since[:SINCE_MAX], "since_total": len(since)}
 
 
 def _written_handoff(core: Core, session: Session) -> dict[str, Any] | None:
@@ -195,40 +187,88 @@ def recently_injected(session: Session, memory_id: str) -> bool:
 
 
 def take_unseen(session: Session, ids: Any, limit: Any, mark: bool = True, window: bool = False) -> list[str]:
-    """The first `limit` of `ids` not injected before in this session (with `window`: within
-    TOOL_WINDOW tool calls); injected from now on when `mark`."""
-    if not isinstance(ids, list):
-        return []
+    """The first `limit` of `ids` not injected yet (`window`: within TOOL_WINDOW tool calls); marked if `mark`."""
     cap = limit if isinstance(limit, int) and limit > 0 else 3
     seen = (lambda i: recently_injected(session, i)) if window else session.injected.__contains__
     fresh = [i for i in _texts(ids) if not seen(i)][:cap]
-    if mark:
+    if mark and fresh:
         session.injected = {*session.injected, *fresh}
-        _stamp(session, fresh)
+        session.injected_at = {**session.injected_at, **dict.fromkeys(fresh, session.tool_calls)}
     return fresh
 
 
 def take_unpointed(session: Session, ids: Any, taken: list[str], mark: bool = True, window: bool = False) -> list[str]:
     """Of pointer candidates `ids`, at most MAX_POINTERS neither shown nor pointed to before in
     this session (with `window`: within it), nor in `taken`; pointed to from now on when `mark`."""
-    if not isinstance(ids, list):
-        return []
     seen = {*taken} if window else {*session.injected, *session.pointed, *taken}
     fresh = [i for i in _texts(ids) if i not in seen and not (window and recently_injected(session, i))][:MAX_POINTERS]
-    if mark:
+    if mark and fresh:
         session.pointed = {*session.pointed, *fresh}
-        _stamp(session, fresh)
+        session.injected_at = {**session.injected_at, **dict.fromkeys(fresh, session.tool_calls)}
     return fresh
 
 
-def _texts(ids: list[Any]) -> list[str]:
-    return list(dict.fromkeys(x for x in ids if isinstance(x, str)))
-
-
-def _stamp(session: Session, ids: list[str]) -> None:
-    if ids:
-        session.injected_at = {**session.injected_at, **dict.fromkeys(ids, session.tool_calls)}
+def _texts(ids: Any) -> list[str]:
+    """The strings in `ids`, each once ([] when it is not a list)."""
+    return list(dict.fromkeys(x for x in ids if isinstance(x, str))) if isinstance(ids, list) else []
 
 
 def settings(core: Core) -> dict[str, Any]:
     return core.config.hook_settings()
+
+
+# The `anchored` action: the memories a tool call is about to touch (the `pre-tool` hook; README
+# "Automatic recall"). Anchors are exact keys (memories/anchors.py): no score floor to tune.
+MAX_PATHS = 8
+MAX_PATH_CHARS = 4096
+MAX_COMMAND_CHARS = 8192
+MAX_LIMIT = 5
+CONTENT_CHARS = 700      # the hook cuts further to its budget; this keeps the reply small
+BUILD_SLICE = 1000       # memories a lookup indexes itself while the idle-turn build is unfinished
+
+
+def anchored(core: Core, session: Session, args: dict[str, Any]) -> dict[str, Any]:
+    """Up to `limit` memories anchored to `paths` / `command`, unseen in this session (seen from now
+    on unless `peek`), best first, scoped like `memory_search`'s auto-scope."""
+    from memoryd.daemon.memories.writes import tier_of
+
+    tier = tier_of(core)
+    if not args.get("peek"):
+        session.tool_calls += 1  # the TOOL_WINDOW clock
+    anchors = tier.index.anchors
+    if not anchors.built:  # idle turns build it after a start; a call early on helps, boundedly
+        anchors.build_some(tier.live, BUILD_SLICE)
+    paths = args.get("paths")
+    hits: list[AnchorHit] = []
+    for path in paths[:MAX_PATHS] if isinstance(paths, list) else []:
+        if isinstance(path, str) and path.strip():
+            hits.extend(anchors.for_path(path[:MAX_PATH_CHARS]))
+    command = args.get("command")
+    if isinstance(command, str) and command.strip():
+        hits.extend(anchors.for_command(command[:MAX_COMMAND_CHARS]))
+    repos = (session.repo, None) if session.repo else (None,)
+    ranked = [h for h in best(hits) if _visible(tier.live.get(h.memory_id), repos, session)]
+    limit = args.get("limit")
+    limit = min(limit, MAX_LIMIT) if isinstance(limit, int) and limit > 0 else 2
+    fresh = set(take_unseen(session, [h.memory_id for h in ranked], limit, mark=not args.get("peek"), window=True))
+    return {"memories": [_row(core, tier.live[h.memory_id], h) for h in ranked if h.memory_id in fresh]}
+
+
+def _visible(memory: Memory | None, repos: tuple[str | None, ...], session: Session) -> bool:
+    """Auto-scoped like `memory_search`, and never this session's own (its agent knows it: noise)."""
+    return (memory is not None and memory.repo in repos and memory.session_id != session.id
+            and not is_hidden(memory.scopes, session.disabled_scopes))
+
+
+def _row(core: Core, memory: Memory, hit: AnchorHit) -> dict[str, Any]:
+    """The hook's row; `note`: `moved` when a path it cites is gone, `stale` when a spot check is due."""
+    from memoryd.daemon.memories.reads import staleness_fields
+
+    content = memory.content if len(memory.content) <= CONTENT_CHARS else memory.content[:CONTENT_CHARS - 1] + "…"
+    row = {"id": memory.id, "category": memory.category, "content": content, "why": hit.why}
+    fields = staleness_fields(core, memory)
+    if (fields.get("path_drift") or {}).get("missing"):
+        row["note"] = "moved"
+    elif fields.get("staleness_verdict") != FRESH:
+        row["note"] = "stale"
+    return row

@@ -1,8 +1,5 @@
-"""Live awareness across concurrent agents: what sibling sessions committed since a client
-session's last hook (docs/architecture.md, 'Live awareness between concurrent agents').
-
-Import contract: core, connections, scopes, memories.reads, records — no zmq, no msgpack, no file reads.
-"""
+"""What sibling sessions committed since a client session's last hook (docs/architecture.md, 'Live
+awareness between concurrent agents'). Import contract: core, identity, memories — no file reads."""
 
 from __future__ import annotations
 
@@ -54,9 +51,8 @@ class News:
 
     def take(self, core: Core, caller: Session, identity: dict[str, Any], mark: bool = True,
              exclude: Iterable[str] = ()) -> dict[str, Any]:
-        """Sibling items committed after the caller's cursor, newest first: at most NEWS_MAX, none
-        shown before in this session or in `exclude`, no repeated text; `more` counts the others.
-        With `mark` the cursor moves to now and the items count as shown."""
+        """Sibling items committed after the caller's cursor, newest first: at most NEWS_MAX, none shown before or
+        in `exclude`, no text twice; `more` counts the rest. `mark`: the cursor moves to now, the items are shown."""
         key = identity.get("client_session") or caller.id
         cursor = self.cursors.get(key)
         if cursor is not None:  # a failed commit rolled the log back below it: those seqs come again

@@ -1,9 +1,6 @@
-"""Session records: `sessions/<sess-n>.md`, a session's summary or its captured last message (a
-note), and the start-up conversion of captured handoff memories to notes (docs/storage.md,
-'Session notes' and 'Reliability').
-
-Import contract: core, clock, connections, store.
-"""
+"""Session records, `sessions/<sess-n>.md`: a session's summary or its captured last message (a note),
+and the start-up conversion of captured handoff memories to notes (docs/storage.md, 'Session notes').
+Import contract: core, clock, identity, store."""
 
 from __future__ import annotations
 
@@ -17,7 +14,6 @@ from typing import Any
 
 from memoryd.daemon.core import Core
 from memoryd.daemon.identity import idents
-from memoryd.daemon.identity.session_table import Session
 from memoryd.daemon.storage import frontmatter, nofollow, store
 from memoryd.daemon.storage.clock import iso
 from memoryd.errors import StorageError
@@ -50,22 +46,18 @@ def of(core: Core) -> SessionRecords | None:
     return next((e for e in core.extensions if isinstance(e, SessionRecords)), None)
 
 
-def _write(core: Core, session_id: str, body: str, blame: str, **meta: Any) -> str:
-    """Stage a session's record (durable at the pass's group commit); returns its sha256."""
+def write(core: Core, session_id: str, body: str, blame: str, **meta: Any) -> str:
+    """Stage a session's record, e.g. its summary (durable at the pass's group commit); returns its sha256."""
     meta = {"schema_version": SCHEMA_VERSION, "session_id": session_id, "finished_at": core.now(), **meta}
     data = frontmatter.render(meta, body, blame=blame)
     core.files.write_file(path_for(core, session_id), data)
     return hashlib.sha256(data).hexdigest()
 
 
-def write_summary(core: Core, session: Session, summary: str) -> str:
-    return _write(core, session.id, summary, "summary")
-
-
 def write_note(core: Core, session_id: str, text: str, reason: str | None, ended_at: str | None = None) -> str:
     """The session's captured last message as its note, served at once; returns the sha to log."""
     ended_at = ended_at or core.now()
-    sha = _write(core, session_id, text, "note", finished_at=ended_at, captured_by=NOTE_BY, reason=reason)
+    sha = write(core, session_id, text, "note", finished_at=ended_at, captured_by=NOTE_BY, reason=reason)
     records = of(core)
     if records is not None:
         records.notes[session_id] = Note(text, ended_at, reason)
@@ -94,14 +86,14 @@ def expire_notes(core: Core, now: float) -> list[str]:
 def convert_captured_handoffs(core: Core) -> int:
     """At start: move each live `handoff` memory the session-end hook captured (LEGACY_HEADER)
     to its session's note, then tombstone it; one `handoff_converted` event each."""
-    tier = core.memories
-    if tier is None or of(core) is None or not core.writable():
+    tier, records = core.memories, of(core)
+    if tier is None or records is None or not core.writable():
         return 0
     captured = sorted((m for m in map(tier.live.get, list(tier.index.handoffs.values()))
                        if m is not None and m.content.startswith(LEGACY_HEADER)), key=lambda m: m.created)
     try:
         for memory in captured:
-            _convert(core, memory)
+            _convert(core, records, memory)
         core.sync()
     except StorageError as exc:  # undone by the commit's abort; the next start tries again
         log.error("captured handoffs not converted to session notes: %s", exc.message)
@@ -111,9 +103,7 @@ def convert_captured_handoffs(core: Core) -> int:
     return len(captured)
 
 
-def _convert(core: Core, memory: Any) -> None:
-    records = of(core)
-    assert records is not None
+def _convert(core: Core, records: SessionRecords, memory: Any) -> None:
     owner = memory.anchor_session_id or memory.session_id
     session = core.sessions.get(owner) if idents.is_session_id(owner) else None
     note_sha = None

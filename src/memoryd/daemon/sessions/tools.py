@@ -1,8 +1,5 @@
-"""The session tier's tools: memory_session_start, memory_session_finish, memory_digest.
-
-Import contract: core, clock, connections, scopes, tool, validate, memories (gates, rollups'
-extension sections), session records.
-"""
+"""The session tier's tools: memory_session_start, memory_session_finish, memory_digest. Import contract:
+core, clock, identity, credentials, tool, validate, memories (extension sections), session records."""
 
 from __future__ import annotations
 
@@ -16,6 +13,7 @@ from memoryd import names
 from memoryd.daemon.calls.signature import Rule
 from memoryd.daemon.calls.validate import require_text
 from memoryd.daemon.core import Call, Core
+from memoryd.daemon.credentials.detector import find_credentials
 from memoryd.daemon.identity.scopes import is_hidden
 from memoryd.daemon.identity.session_table import Session, is_operator_client
 from memoryd.daemon.memories.overview import extension_sections
@@ -40,8 +38,7 @@ def memory_session_start(call: Call, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _target_session(call: Call, session_id: str) -> Session:
-    """The open session `session_id` if the caller may finish it: its own, or one no connection
-    owns any more (docs/tools.md, 'Session tier')."""
+    """The open `session_id` if the caller may finish it: its own or an ownerless one (docs/tools.md)."""
     target = call.core.sessions.get(session_id)
     if target is None:
         raise ResourceState("unknown_session", session_id)
@@ -55,33 +52,25 @@ def _target_session(call: Call, session_id: str) -> Session:
     return target
 
 
-def _check_summary(summary: str | None) -> str | None:
-    if summary is None:
-        return None
-    from memoryd.daemon.memories import gates
-
-    require_text("summary", summary, MAX_SUMMARY_BYTES)
-    if gates.find_credentials(summary):
-        raise InvalidParams("summary", "holds a secret (credential); remove it before finishing")
-    return summary.strip()
-
-
 def memory_session_finish(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     """Validate everything first (fail closed), then capture the handoff and close together."""
     core = call.core
     target = _target_session(call, args["session_id"])
-    summary = _check_summary(args["summary"])
-    handoff = args["handoff"]
-    if handoff is not None:
-        handoff = require_text("handoff", handoff, MAX_HANDOFF_BYTES).strip()
+    summary = args["summary"]
+    if summary is not None:
+        require_text("summary", summary, MAX_SUMMARY_BYTES)
+        if find_credentials(summary):
+            raise InvalidParams("summary", "holds a secret (credential); remove it before finishing")
+        summary = summary.strip()
     result: dict[str, Any] = {"session_id": target.id}
     handoff_id = None
-    if handoff is not None:
+    if args["handoff"] is not None:
+        handoff = require_text("handoff", args["handoff"], MAX_HANDOFF_BYTES).strip()
         project = target.project or call.identity.get("project")
         scopes = [f"projects:{project}"] if project else []
         handoff_id, deduped = core.memories.capture_handoff(target, call.identity, handoff, scopes)
         result.update(handoff_capsule=handoff_id, handoff_deduped=deduped)
-    summary_sha = records.write_summary(core, target, summary) if summary is not None else None
+    summary_sha = records.write(core, target.id, summary, "summary") if summary is not None else None
     core.end_session(target, "finished", summary_sha=summary_sha, handoff_id=handoff_id)
     target.summary = summary
     result["finished_at"] = target.ended_at
@@ -92,84 +81,66 @@ def _capped(name: str, items: list[Any], cap: int) -> dict[str, Any]:
     return {name: items[:cap], f"{name}_total": len(items)}
 
 
-class _MemoryScan:
-    """The digest's memory sections: from the live map's aggregates (O(answer)) without disabled
-    scopes, else from one pass over the store."""
-
-    def __init__(self, core: Core, disabled: AbstractSet[str], project: str | None) -> None:
-        live = core.memories.live
-        self.pinned = [live[i] for i in core.memories.index.pinned if not is_hidden(live[i].scopes, disabled)]
-        self.short_id = core.memories.short_ids.short
-        self.sessions = core.sessions
-        self.live = live
-        self.project = project
-        self.project_of = core.memories.project_of
-        self.filtered = bool(disabled)
-        if not self.filtered:
-            self._from_aggregates(project)
-            return
-        self.count = 0
-        self.by_category: Counter[str] = Counter()
-        self.by_project: Counter[str] = Counter()
-        self.handoffs: dict[str | None, Memory] = {}   # project -> its newest handoff
-        self.others: list[Any] = []
-        for memory in live.values():
-            owner = self.project_of(memory)
-            if is_hidden(memory.scopes, disabled) or (project is not None and owner != project):
-                continue
-            self.count += 1
-            self.by_category[memory.category] += 1
-            self.by_project[owner or "(none)"] += 1
-            if memory.category != "handoff":
-                self.others.append(memory)
-            elif owner not in self.handoffs or memory.created > self.handoffs[owner].created:
-                self.handoffs[owner] = memory
-
-    def _from_aggregates(self, project: str | None) -> None:
-        live = self.live
+def _memory_counts(core: Core, disabled: AbstractSet[str], project: str | None, cap: int) -> tuple[
+        Counter[str], Counter[str], dict[str | None, Memory], list[Memory]]:
+    """(memories by category, by project, the newest handoff per project, the `cap` newest others): from
+    the live map's aggregates (O(answer)) without disabled scopes, else from one pass over the store."""
+    live, project_of = core.memories.live, core.memories.project_of
+    if not disabled:
         if project is None:
-            self.count = len(live)
-            self.by_category, self.by_project = Counter(live.by_category), Counter(live.by_project)
-            self.handoffs = live.newest_handoffs()
-            return
-        self.count = live.by_project.get(project, 0)
-        self.by_category = Counter({c: n for (p, c), n in live.by_project_category.items() if p == project})
-        self.by_project = Counter({project: self.count}) if self.count else Counter()
-        self.handoffs = {p: m for p, m in live.newest_handoffs().items() if p == project}
-
-    def handoff_rows(self, caller_project: str | None) -> list[dict[str, Any]]:
-        """The newest handoff per project, newest first (the caller's first), with its session's summary."""
-        ordered = sorted(self.handoffs.items(), key=lambda kv: kv[1].created, reverse=True)
-        ordered.sort(key=lambda kv: kv[0] is None or kv[0] != caller_project)  # stable: caller's first
-        rows = [{"project": p, "session_id": m.session_id, "id": m.id, "text": m.content, "created": m.created}
-                for p, m in ordered]
-        for row in rows:
-            session = self.sessions.get(row["session_id"] or "")
-            if session is not None and session.summary is not None:
-                row["summary"] = session.summary
-        return rows
-
-    def pinned_rows(self, project: str | None) -> dict[str, Any]:
-        """Pinned rules of `project` and the user-wide ones, oldest first (docs/search.md "Pinned rules")."""
-        rules = sorted((m for m in self.pinned if self.project_of(m) in (None, project)), key=lambda m: m.id)
-        rows = [{"id": m.id, "short_id": self.short_id(m.id), "content": m.content, "scopes": list(m.scopes),
-                 "created": m.created} for m in rules[:PINNED_ROWS]]
-        return {"pinned": rows, "pinned_total": len(rules)}
-
-    def others_total(self) -> int:
-        return len(self.others) if self.filtered else self.count - self.by_category.get("handoff", 0)
-
-    def newest_rows(self, cap: int) -> list[dict[str, Any]]:
-        if self.filtered:
-            newest = heapq.nlargest(cap, self.others, key=lambda m: m.updated)
+            by_category, by_project = Counter(live.by_category), Counter(live.by_project)
         else:
-            # Stop as soon as every row the project has is found (none at all: no walk).
-            wanted = min(cap, self.others_total())
-            newest = list(itertools.islice((m for m in self.live.newest_first() if m.category != "handoff"
-                                            and (self.project is None or self.project_of(m) == self.project)),
-                                           wanted)) if wanted else []
-        return [{"id": m.id, "first_line": m.first_line, "scopes": list(m.scopes), "category": m.category,
-                 "updated": m.updated} for m in newest]
+            by_category = Counter({c: n for (p, c), n in live.by_project_category.items() if p == project})
+            by_project = Counter({project: by_category.total()}) if by_category else Counter()
+        handoffs = {p: m for p, m in live.newest_handoffs().items() if project is None or p == project}
+        # Stop as soon as every row the project has is found (none at all: no walk).
+        newest = (m for m in live.newest_first()
+                  if m.category != "handoff" and (project is None or project_of(m) == project))
+        wanted = min(cap, by_category.total() - by_category["handoff"])
+        return by_category, by_project, handoffs, list(itertools.islice(newest, wanted))
+    others: list[Memory] = []
+    by_category, by_project, handoffs = Counter(), Counter(), {}
+    for memory in live.values():
+        owner = project_of(memory)
+        if is_hidden(memory.scopes, disabled) or (project is not None and owner != project):
+            continue
+        by_category[memory.category] += 1
+        by_project[owner or "(none)"] += 1
+        if memory.category != "handoff":
+            others.append(memory)
+        elif owner not in handoffs or memory.created > handoffs[owner].created:
+            handoffs[owner] = memory
+    return by_category, by_project, handoffs, heapq.nlargest(cap, others, key=lambda m: m.updated)
+
+
+def _memory_sections(core: Core, session: Session, project: str | None, caller_project: str | None,
+                     cap: int) -> dict[str, Any]:
+    """The digest's pinned rules, newest handoff per project (caller's first), counts and newest memories."""
+    live, disabled = core.memories.live, session.disabled_scopes
+    by_category, by_project, handoffs, newest = _memory_counts(core, disabled, project, cap)
+    # Pinned rules of the caller's project and the user-wide ones, oldest first (docs/search.md "Pinned rules").
+    pinned = sorted((live[i] for i in core.memories.index.pinned if not is_hidden(live[i].scopes, disabled)
+                     and core.memories.project_of(live[i]) in (None, caller_project)), key=lambda m: m.id)
+    ordered = sorted(handoffs.items(), key=lambda kv: kv[1].created, reverse=True)
+    ordered.sort(key=lambda kv: kv[0] is None or kv[0] != caller_project)  # stable: caller's first
+    rows = []
+    for owner, memory in ordered:
+        row = {"project": owner, "session_id": memory.session_id, "id": memory.id, "text": memory.content,
+               "created": memory.created}
+        writer = core.sessions.get(memory.session_id or "")
+        if writer is not None and writer.summary is not None:
+            row["summary"] = writer.summary
+        rows.append(row)
+    return {
+        "pinned": [{"id": m.id, "short_id": core.memories.short_ids.short(m.id), "content": m.content,
+                    "scopes": list(m.scopes), "created": m.created} for m in pinned[:PINNED_ROWS]],
+        "pinned_total": len(pinned), **_capped("handoffs", rows, cap),
+        "counts": {"memories": by_category.total(), "by_category": dict(by_category), "by_project": dict(by_project),
+                   "episodes": len(core.journal.by_id), "tombstones": len(core.memories.tombstones)},
+        "newest": [{"id": m.id, "first_line": m.first_line, "scopes": list(m.scopes), "category": m.category,
+                    "updated": m.updated} for m in newest],
+        "newest_total": by_category.total() - by_category["handoff"],
+    }
 
 
 def _open_sessions(core: Core) -> list[dict[str, Any]]:
@@ -197,30 +168,20 @@ def _recent_takeaways(core: Core, session: Session, cap: int) -> dict[str, Any]:
 
 def _recent_summaries(core: Core, session: Session, cap: int) -> list[dict[str, Any]]:
     """Summaries of this worktree's last SUMMARY_WALK sessions, most recently active first."""
-    rows = []
-    for owner in itertools.islice(core.sessions.walk_back(session.worktree, skip=session.id), SUMMARY_WALK):
-        if owner.summary is not None:
-            rows.append({"session_id": owner.id, "ended_at": owner.ended_at, "summary": owner.summary})
-            if len(rows) == cap:
-                break
-    return rows
+    walk = itertools.islice(core.sessions.walk_back(session.worktree, skip=session.id), SUMMARY_WALK)
+    summarised = itertools.islice((owner for owner in walk if owner.summary is not None), cap)
+    return [{"session_id": o.id, "ended_at": o.ended_at, "summary": o.summary} for o in summarised]
 
 
 def memory_digest(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     core, cap, session = call.core, args["headlines"], call.session
-    scan = _MemoryScan(core, session.disabled_scopes, args["project"])
     caller_project = args["project"] or call.identity.get("project")
     pending = [{"pending_id": p.id, "preview": p.preview, "expires_at": iso(p.expires_at)}
                for p in core.memories.pending.values() if p.session_id == session.id]
     core.record("digest", session, headlines=cap, project=args["project"])
     return {
         "current_session": {"id": session.id, "started_at": session.started_at},
-        **scan.pinned_rows(caller_project),
-        **_capped("handoffs", scan.handoff_rows(caller_project), cap),
-        "counts": {"memories": scan.count, "by_category": dict(scan.by_category),
-                   "by_project": dict(scan.by_project), "episodes": len(core.journal.by_id),
-                   "tombstones": len(core.memories.tombstones)},
-        "newest": scan.newest_rows(cap), "newest_total": scan.others_total(),
+        **_memory_sections(core, session, args["project"], caller_project, cap),
         **_capped("open_sessions", _open_sessions(core), cap),
         **_capped("pending_writes", pending, cap),
         **_recent_takeaways(core, session, cap),
@@ -242,34 +203,27 @@ class DigestArgs(TypedDict, total=False):
 
 
 TOOLS = [
-    Tool(
-        name="memory_session_start",
-        description=("Open a new session bracket and make it current, e.g. per loop iteration of a long-lived "
-                     "agent; the previous one ends as superseded. Not needed at agent start (implicit)."),
-        args=NoArgs, returns={"session_id": STR, "started_at": STR, "previous_session_id": OPT_STR},
-        handler=memory_session_start,
-    ),
-    Tool(
-        name=names.MEMORY_SESSION_FINISH, core=True,
-        description=("Close an open session exactly once, optionally with a summary and a handoff: what became "
-                     "true, what is open, the next physical action. The handoff is saved first, as a durable "
-                     "handoff memory (handoff_capsule; same text dedups) that later session starts and "
-                     "memory_digest lead with. A blank, over-cap or secret-holding handoff fails the call: "
-                     "nothing saved, session stays open."),
-        args=FinishArgs,
-        returns={"session_id": STR, "finished_at": STR, "summary": STR, "handoff_capsule": STR,
-                 "handoff_deduped": BOOL},
-        handler=memory_session_finish, destructive=False,
-    ),
-    Tool(
-        name=names.MEMORY_DIGEST, core=True,
-        description=("Session-start overview led by the newest handoff per project (yours first): your session "
-                     "id, counts, newest memories, open sessions, your pending writes, recent takeaways here. "
-                     "headlines caps each list (<name>_total counts all)."),
-        args=DigestArgs,
-        returns={"current_session": ANY_OBJ, "handoffs": ANY_LIST, "counts": ANY_OBJ, "newest": ANY_LIST,
-                 "open_sessions": ANY_LIST, "pending_writes": ANY_LIST, "recent_takeaways": ANY_LIST,
-                 "framing": STR},
-        handler=memory_digest, read_only=True,
-    ),
+    Tool(name="memory_session_start",
+         description=("Open a new session bracket and make it current, e.g. per loop iteration of a long-lived "
+                      "agent; the previous one ends as superseded. Not needed at agent start (implicit)."),
+         args=NoArgs, returns={"session_id": STR, "started_at": STR, "previous_session_id": OPT_STR},
+         handler=memory_session_start),
+    Tool(name=names.MEMORY_SESSION_FINISH, core=True,
+         description=("Close an open session exactly once, optionally with a summary and a handoff: what became "
+                      "true, what is open, the next physical action. The handoff is saved first, as a durable "
+                      "handoff memory (handoff_capsule; same text dedups) that later session starts and "
+                      "memory_digest lead with. A blank, over-cap or secret-holding handoff fails the call: "
+                      "nothing saved, session stays open."),
+         args=FinishArgs, returns={"session_id": STR, "finished_at": STR, "summary": STR, "handoff_capsule": STR,
+                                   "handoff_deduped": BOOL},
+         handler=memory_session_finish, destructive=False),
+    Tool(name=names.MEMORY_DIGEST, core=True,
+         description=("Session-start overview led by the newest handoff per project (yours first): your session "
+                      "id, counts, newest memories, open sessions, your pending writes, recent takeaways here. "
+                      "headlines caps each list (<name>_total counts all)."),
+         args=DigestArgs,
+         returns={"current_session": ANY_OBJ, "handoffs": ANY_LIST, "counts": ANY_OBJ, "newest": ANY_LIST,
+                  "open_sessions": ANY_LIST, "pending_writes": ANY_LIST, "recent_takeaways": ANY_LIST,
+                  "framing": STR},
+         handler=memory_digest, read_only=True),
 ]
