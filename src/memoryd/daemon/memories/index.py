@@ -186,5 +186,4 @@ def _discard(order: list[Any], key: Any) -> None:
 
 def _descending(order: list[Any], before: Any) -> Iterator[Any]:
     end = bisect.bisect_left(order, before) if before is not None else len(order)
-    for i in range(end - 1, -1, -1):
-        yield order[i]
+    return (order[i] for i in range(end - 1, -1, -1))

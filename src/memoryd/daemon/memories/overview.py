@@ -12,7 +12,7 @@ from collections import Counter
 from typing import Any
 
 from memoryd.daemon.core import Call, Core
-from memoryd.daemon.memories.reads import caller_repos, memory_filter
+from memoryd.daemon.memories.reads import memory_filter, session_repos
 from memoryd.daemon.memories.records import Memory
 from memoryd.daemon.memories.staleness import DAY_S, REQUIRED, assess
 from memoryd.daemon.memories.writes import tier_of
@@ -26,7 +26,7 @@ CHAIN_TAIL_BYTES = 64 * 1024
 
 def memory_scope_overview(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     core, tier, session = call.core, tier_of(call.core), call.session
-    keep = memory_filter(call, None, None, caller_repos(call, args["auto_scope"]))
+    keep = memory_filter(session, None, None, session_repos(session, call.identity) if args["auto_scope"] else None)
     visible = [m for m in tier.live.values() if keep(m)]
     by_scope = Counter(s for m in visible for s in m.scopes)
     return {"total": len(visible), "by_scope": dict(by_scope.most_common()),
@@ -73,9 +73,7 @@ def chain_tail_ok(core: Core) -> bool:
     try:
         for line in filter(None, lines):
             event = json.loads(line)
-            if prev is not None and event["prev"] != prev:
-                return False
-            if logcheck.hash_problem(event):
+            if (prev is not None and event["prev"] != prev) or logcheck.hash_problem(event):
                 return False
             prev = event["hash"]
     except (ValueError, KeyError, TypeError):

@@ -72,9 +72,7 @@ class Semantic:
     def removed(self, memory_id: str) -> None:
         row = self.rows.pop(memory_id, None)
         if row is not None:
-            self.ids[row] = None
-            self.matrix[row] = 0
-            self.scales[row] = 0
+            self.ids[row], self.matrix[row], self.scales[row] = None, 0, 0
             self.free.append(row)
             self.dirty = True
 
@@ -128,9 +126,7 @@ class Semantic:
                 self.ids.append(None)
                 self.stamps.append("")
             self.rows[memory_id] = row
-        self.ids[row] = memory_id
-        self.stamps[row] = stamp
-        self.matrix[row], self.scales[row] = values, scale
+        self.ids[row], self.stamps[row], self.matrix[row], self.scales[row] = memory_id, stamp, values, scale
         self.dirty = True
 
     def _adopt_saved(self, ids: list[str], stamps: list[str], matrix: Any, scales: Any,
@@ -169,11 +165,10 @@ class Semantic:
             widened = self._buffer[:end - start]
             widened[:] = self.matrix[start:end]
             scores[start:end] = (widened @ vector) * self.scales[start:end]
-        hits: list[tuple[str, float]] = []
         depth = min(count, limit * 4)
         while True:
             top = np.argpartition(-scores, depth - 1)[:depth] if depth < count else np.arange(count)
-            hits = []
+            hits: list[tuple[str, float]] = []
             for row in top[np.argsort(-scores[top], kind="stable")]:
                 memory_id = self.ids[row]
                 if memory_id is not None and accept(memory_id):
@@ -264,19 +259,15 @@ class Semantic:
             vectors = encoder.encode([text for _, _, text in batch])
             self._outbox.append(("vectors", ([i for i, _, _ in batch], [s for _, s, _ in batch], vectors)))
 
-    def _until_trim(self) -> float | None:
-        """Seconds to wait before `_release_free_memory` may run, or None (nothing to hand back)."""
-        if not self._untrimmed:
-            return None
-        return max(0.0, self._trimmed_at + TRIM_EVERY_S - time.monotonic())
-
     def _next_batch(self, todo: list[tuple[str, str, str]]) -> list[tuple[str, str, str]] | None:
         """New changes first, then the backlog; blocks while there is nothing to do."""
         batch: list[tuple[str, str, str]] = []
         while len(batch) < BATCH:
             idle = not batch and not todo
-            try:  # idle with memory to hand back: wait only until it may be trimmed
-                item = self._inbox.get(block=idle, timeout=self._until_trim() if idle else None)
+            # Idle with memory to hand back: wait only until `_release_free_memory` may run.
+            trim_in = max(0.0, self._trimmed_at + TRIM_EVERY_S - time.monotonic()) if self._untrimmed else None
+            try:
+                item = self._inbox.get(block=idle, timeout=trim_in if idle else None)
             except queue.Empty:
                 if not idle:
                     break
@@ -296,17 +287,15 @@ class Semantic:
         so `pop` takes the newest). A file that cannot be trusted is thrown away, and health says so."""
         from memoryd.daemon.encoder.model import DIMENSIONS, WEIGHTS_SHA256
 
-        saved: dict[str, tuple[str, int]] = {}
         found = None
         try:
             found = vectorfile.read(self.path, WEIGHTS_SHA256, DIMENSIONS)
         except (vectorfile.Refused, MemoryError, OSError) as exc:  # anything wrong: embed again
             self.file_note = f"state/vectors.bin discarded ({exc}); every memory embedded again"
             log.warning("%s", self.file_note)
-        if found is not None and found[0]:
-            saved = {m: (s, i) for i, (m, s) in enumerate(zip(found[0], found[1]))}
+        saved = {m: (s, i) for i, (m, s) in enumerate(zip(found[0], found[1]))} if found else {}
         keep = [(m, s) for m, s, _ in snapshot if saved.get(m, ("",))[0] == s]
-        if keep and found is not None:  # laid out here, off the loop (numpy copies without the GIL)
+        if keep and found:  # laid out here, off the loop (numpy copies without the GIL)
             import numpy as np
 
             count = len(keep)

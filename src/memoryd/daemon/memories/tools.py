@@ -11,13 +11,8 @@ from typing import Annotated, Any, Literal, Required, TypedDict
 
 from memoryd import names
 from memoryd.daemon.calls.signature import Rule
+from memoryd.daemon.memories import overview
 from memoryd.daemon.memories.edits import memory_remove, memory_restore, memory_update, memory_verify, replay_edit
-from memoryd.daemon.memories.overview import (
-    memory_health,
-    memory_scope_disable,
-    memory_scope_enable,
-    memory_scope_overview,
-)
 from memoryd.daemon.memories.reads import memory_list, memory_list_tombstones, memory_search, memory_show
 from memoryd.daemon.memories.records import Category, Confidence, Source
 from memoryd.daemon.memories.writes import (
@@ -140,11 +135,9 @@ TOOLS = [
     Tool(name="memory_scope_disable",
          description="Hide a scope and all below it from this session's reads (searches, lists, digest, "
                      "handoff). Not persisted.",
-         args=ScopeArgs, returns={"disabled_scopes": ANY_LIST},
-         handler=memory_scope_disable, idempotent=True),
+         args=ScopeArgs, returns={"disabled_scopes": ANY_LIST}, handler=overview.memory_scope_disable, idempotent=True),
     Tool(name="memory_scope_enable", description="Undo memory_scope_disable for a scope in this session.",
-         args=ScopeArgs, returns={"disabled_scopes": ANY_LIST},
-         handler=memory_scope_enable, idempotent=True),
+         args=ScopeArgs, returns={"disabled_scopes": ANY_LIST}, handler=overview.memory_scope_enable, idempotent=True),
     Tool(name=names.MEMORY_WRITE, core=True, replay=replay_memory_write,
          description=(
              "Store a durable fact, preference or decision (run state: episode_write). A gate may answer "
@@ -183,14 +176,12 @@ TOOLS = [
          args=UpdateArgs, returns=_STATUS, handler=memory_update),
     Tool(name=names.MEMORY_REMOVE, replay=replay_edit,
          description="Move a wrong or obsolete memory to a tombstone with a reason (memory_restore undoes).",
-         args=RemoveArgs, returns=_STATUS,
-         handler=memory_remove, destructive=True, idempotent=True),
+         args=RemoveArgs, returns=_STATUS, handler=memory_remove, destructive=True, idempotent=True),
     Tool(name=names.MEMORY_RESTORE, replay=replay_edit,
          description="Bring a removed memory back, unless a live one now says the same (status duplicate).",
          args=IdArgs, returns=_STATUS, handler=memory_restore),
     Tool(name=names.MEMORY_LIST_TOMBSTONES, description="Removed memories with reasons, latest first; paged by cursor.",
-         args=PageArgs,
-         returns={"tombstones": ANY_LIST, "total": INT}, handler=memory_list_tombstones, read_only=True),
+         args=PageArgs, returns={"tombstones": ANY_LIST, "total": INT}, handler=memory_list_tombstones, read_only=True),
     Tool(name=names.MEMORY_VERIFY, replay=replay_edit,
          description="Record that a memory still holds (optionally the paths or commits checked); "
                      "its staleness clock restarts.",
@@ -198,12 +189,11 @@ TOOLS = [
     Tool(name="memory_scope_overview",
          description="Counts of what is stored for you: by scope, by category, tombstones, pending "
                      "writes, episodes here.",
-         args=OverviewArgs, returns={"total": INT},
-         handler=memory_scope_overview, read_only=True),
+         args=OverviewArgs, returns={"total": INT}, handler=overview.memory_scope_overview, read_only=True),
     Tool(name=names.MEMORY_HEALTH,
          description="Curation rollup: stale, tainted, never-retrieved memories; log chain; reaper; "
                      "bad, hand-edited, unaccounted, missing files.",
-         args=NoArgs, returns={"memories": INT}, handler=memory_health, read_only=True),
+         args=NoArgs, returns={"memories": INT}, handler=overview.memory_health, read_only=True),
     Tool(name=names.EPISODE_PROMOTE, core=True, replay=replay_episode_promote,
          description=(
              "Promote an episode whose takeaway became a lasting fact to a durable memory, through "

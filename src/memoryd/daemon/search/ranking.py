@@ -147,10 +147,7 @@ class Ranking(Postings):
         return math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
 
     def _term_tf(self, term: str) -> dict[str, int]:
-        content = self._docs_of(self._content, term)
-        scope = self._docs_of(self._scope, term)
-        if scope is None:
-            return content or {}
-        if content is None:
-            return scope
+        content, scope = self._docs_of(self._content, term), self._docs_of(self._scope, term)
+        if content is None or scope is None:
+            return content or scope or {}
         return {**content, **{d: content.get(d, 0) + tf for d, tf in scope.items()}}
