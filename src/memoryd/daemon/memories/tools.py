@@ -139,40 +139,35 @@ TOOLS = [
     Tool(name="memory_scope_enable", description="Undo memory_scope_disable for a scope in this session.",
          args=ScopeArgs, returns={"disabled_scopes": ANY_LIST}, handler=overview.memory_scope_enable, idempotent=True),
     Tool(name=names.MEMORY_WRITE, core=True, replay=replay_memory_write,
-         description=(
-             "Store a durable fact, preference or decision (run state: episode_write). A gate may answer "
-             "instead, with evidence and a hint naming its override flag: credential_warning, "
-             "transient_warning, scope_mismatch, ungrounded (with groundedness_check), duplicate, "
-             "previously_removed. user-inference is always pending until the user says yes. "
-             "Injection-like text is stored flagged tainted. pinned: a rule listed first at every session start."),
+         description="Store a durable fact, preference or decision (run state: episode_write). A gate may answer "
+                     "instead, with evidence and a hint naming its override flag: credential_warning, "
+                     "transient_warning, scope_mismatch, ungrounded (with groundedness_check), duplicate, "
+                     "previously_removed. user-inference is always pending until the user says yes. Injection-like "
+                     "text is stored flagged tainted. pinned: a rule listed first at every session start.",
          args=WriteArgs, returns=_STATUS, handler=memory_write),
     Tool(name=names.MEMORY_WRITE_CONFIRM, core=True, replay=replay_write_confirm,
-         description=(
-             "Commit your pending write after the user's yes. Gates re-run; if one fires, its status "
-             "returns and the write stays pending. A promoted episode is deleted on commit."),
+         description="Commit your pending write after the user's yes. Gates re-run; if one fires, its status returns "
+                     "and the write stays pending. A promoted episode is deleted on commit.",
          args=PendingArgs, returns=_STATUS, handler=memory_write_confirm),
     Tool(name=names.MEMORY_WRITE_CANCEL, core=True,
          description="Drop your pending write (the user said no); a promoted episode is kept.",
          args=PendingArgs, returns=_STATUS, handler=memory_write_cancel, destructive=True),
     Tool(name=names.MEMORY_SEARCH, core=True,
-         description=(
-             "Ranked search of durable memories (not episodes) for tasks referring to shared or past "
-             "context. auto_scope: your repo plus repo-less memories; since_prior_session: only changes "
-             "since the prior session here began. staleness_verdict not fresh: check before relying."),
+         description="Ranked search of durable memories (not episodes) for tasks referring to shared or past context. "
+                     "auto_scope: your repo plus repo-less memories; since_prior_session: only changes since the "
+                     "prior session here began. staleness_verdict not fresh: check before relying.",
          args=SearchArgs, returns={"results": ANY_LIST, "total": INT}, handler=memory_search, read_only=True),
     Tool(name=names.MEMORY_SHOW, core=True,
          description="One memory by id, live or removed: every field, links both ways, staleness.",
          args=IdArgs, returns={"id": STR}, handler=memory_show, read_only=True),
     Tool(name=names.MEMORY_LIST,
-         description=(
-             "Browse memories, newest first, as compact rows; pass next_cursor back as cursor. "
-             "To find by topic use memory_search. pinned=true: only pinned rules."),
+         description="Browse memories, newest first, as compact rows; pass next_cursor back as cursor. To find by "
+                     "topic use memory_search. pinned=true: only pinned rules.",
          args=ListArgs, returns={"memories": ANY_LIST, "total": INT}, handler=memory_list, read_only=True),
     Tool(name=names.MEMORY_UPDATE, replay=replay_edit,
-         description=(
-             "Edit a memory in place instead of writing a near-duplicate; scopes and links replace. New "
-             "content re-runs the credential and transient gates and resets verification. "
-             "expected_updated: compare-and-set (status stale on a mismatch, nothing changed). pinned: pin or unpin."),
+         description="Edit a memory in place instead of writing a near-duplicate; scopes and links replace. New "
+                     "content re-runs the credential and transient gates and resets verification. expected_updated: "
+                     "compare-and-set (status stale on a mismatch, nothing changed). pinned: pin or unpin.",
          args=UpdateArgs, returns=_STATUS, handler=memory_update),
     Tool(name=names.MEMORY_REMOVE, replay=replay_edit,
          description="Move a wrong or obsolete memory to a tombstone with a reason (memory_restore undoes).",
@@ -195,11 +190,10 @@ TOOLS = [
                      "bad, hand-edited, unaccounted, missing files.",
          args=NoArgs, returns={"memories": INT}, handler=overview.memory_health, read_only=True),
     Tool(name=names.EPISODE_PROMOTE, core=True, replay=replay_episode_promote,
-         description=(
-             "Promote an episode whose takeaway became a lasting fact to a durable memory, through "
-             "memory_write's gates. committed deletes the episode; pending holds it (memory_write_confirm "
-             "deletes, memory_write_cancel keeps it); other statuses leave it to fix and retry. "
-             "use_body=true stores the body (required without a takeaway). Returns memory_write's result "
-             "plus promoted_from_episode_id."),
+         description="Promote an episode whose takeaway became a lasting fact to a durable memory, through "
+                     "memory_write's gates. committed deletes the episode; pending holds it (memory_write_confirm "
+                     "deletes, memory_write_cancel keeps it); other statuses leave it to fix and retry. use_body=true "
+                     "stores the body (required without a takeaway). Returns memory_write's result plus "
+                     "promoted_from_episode_id.",
          args=PromoteArgs, returns=_STATUS, handler=episode_promote),
 ]

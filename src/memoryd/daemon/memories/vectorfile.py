@@ -46,8 +46,7 @@ def file_bytes(model: str, ids: list[str], stamps: list[str], dims: int, rows: A
     for the checksum and the header alike (~40 MB every 30 s at 100k memories)."""
     body = [memoryview(scales).cast("B"), memoryview(rows).cast("B")] if ids else []
     ids_json, stamps_json, model_json = json.dumps(ids), json.dumps(stamps), json.dumps(model)
-    checksum = _checksum(model, dims, ids, stamps, *body,
-                         listed=f"[{model_json}, {dims}, {ids_json}, {stamps_json}]")
+    checksum = _checksum(model, dims, ids, stamps, *body, listed=f"[{model_json}, {dims}, {ids_json}, {stamps_json}]")
     header = (f'{{"model": {model_json}, "dims": {dims}, "ids": {ids_json}, "stamps": {stamps_json}, '
               f'"checksum": {json.dumps(checksum)}}}').encode()
     return b"".join([MAGIC, len(header).to_bytes(8, "little"), header, *body])

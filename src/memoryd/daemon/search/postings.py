@@ -108,10 +108,8 @@ class Postings:
         self._ids.append(doc_id)
         self._post(self._content, doc_id, number, content_tf)
         self._post(self._scope, doc_id, number, scope_tf)
-        self._set_size[doc_id] = len(content_tf)
-        self._length[doc_id] = length
+        self._set_size[doc_id], self._length[doc_id], self._recency[doc_id] = len(content_tf), length, recency_ts
         self._total_length += length
-        self._recency[doc_id] = recency_ts
 
     def remove(self, doc_id: str, content: str, scopes: Iterable[str] = ()) -> None:
         """Drop `doc_id`, given the text `add` indexed (it names the same postings); unknown ids are ignored."""
@@ -212,10 +210,9 @@ class Postings:
             set_size.append(len(content_tf))
             length.append(doc_length)
             recency.append(recency_ts)
-        return cls.from_state({
-            "ids": ids, "set_size": set_size, "length": length, "recency": recency,
-            **cls._columns({t: array(_PAIR_TYPE, v).tobytes() for t, v in content.items()},
-                           {t: array(_PAIR_TYPE, v).tobytes() for t, v in scope.items()}, df)})
+        return cls.from_state({"ids": ids, "set_size": set_size, "length": length, "recency": recency,
+                               **cls._columns({t: array(_PAIR_TYPE, v).tobytes() for t, v in content.items()},
+                                              {t: array(_PAIR_TYPE, v).tobytes() for t, v in scope.items()}, df)})
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> Self:
@@ -225,9 +222,9 @@ class Postings:
         ids = state["ids"]
         if not (isinstance(ids, list) and all(type(d) is str for d in ids)):
             raise TypeError("ids is not a list of strings")
-        for name in ("set_size", "length", "recency"):
-            if not isinstance(state[name], list) or len(state[name]) != len(ids):
-                raise ValueError(f"{name} does not match ids")
+        columns = [state[name] for name in ("set_size", "length", "recency")]
+        if not all(isinstance(column, list) for column in columns):
+            raise TypeError("a per-document column is not a list")
         index._content, index._df = cls._restore_terms(state)
         index._stored, index._stored_ends = state["stored"], _unpack(state["stored_ends"], _END_TYPE)
         scope = state["scope"]
@@ -236,9 +233,8 @@ class Postings:
             raise TypeError("a scope posting is not packed pairs")
         index._scope = scope
         index._ids = ids = list(map(sys.intern, ids))  # shared with the records' ids (100k strings)
-        index._set_size = dict(zip(ids, state["set_size"], strict=True))
-        index._length = dict(zip(ids, state["length"], strict=True))
-        index._recency = dict(zip(ids, state["recency"], strict=True))
+        # strict: a column of another length than ids is a ValueError
+        index._set_size, index._length, index._recency = (dict(zip(ids, c, strict=True)) for c in columns)
         index._total_length = sum(index._length.values())
         return index
 
