@@ -104,18 +104,10 @@ def extract(content: str) -> Anchors:
         if len(parts) >= 2 and parts[-1].lower() in CODE_EXTENSIONS:
             paths.setdefault(token.lower(), FILE)  # a file named as a word: `settings.py`
             parts = parts[:-1]
-        for key in _identifier_keys(parts):
-            identifiers[key] = None
+        if len(parts) >= 2 and all(len(p) >= 2 for p in parts):  # `billing.stripe_client` (not "e.g")
+            identifiers.update(dict.fromkeys(fold(".".join(parts[:end])) for end in range(2, len(parts) + 1)))
+        identifiers.update(dict.fromkeys(fold(part) for part in parts if compound(part)))
     return Anchors(tuple(paths.items()), tuple(identifiers), tuple(command_phrases(content)))
-
-
-def _identifier_keys(parts: list[str]) -> Iterator[str]:
-    if len(parts) >= 2 and all(len(p) >= 2 for p in parts):  # `billing.stripe_client` (not "e.g")
-        for end in range(2, len(parts) + 1):
-            yield fold(".".join(parts[:end]))
-    for part in parts:
-        if compound(part):
-            yield fold(part)
 
 
 def command_phrases(content: str) -> list[tuple[str, ...]]:
@@ -187,24 +179,15 @@ def command_segments(command: str) -> list[list[str]]:
 
 def command_paths(segments: list[list[str]]) -> list[str]:
     """Arguments of a command that read as file paths (Codex reads files through its shell)."""
-    found = []
-    for segment in segments:
-        for token in segment[1:]:
-            if token.startswith("-"):
-                continue
-            name = token.rsplit("/", 1)[-1]
-            if ("/" in token and len(token) > 2) or _extension(name) in CODE_EXTENSIONS:
-                found.append(token)
+    found = [token for segment in segments for token in segment[1:] if not token.startswith("-")
+             and (("/" in token and len(token) > 2) or _extension(token.rsplit("/", 1)[-1]) in CODE_EXTENSIONS)]
     return list(dict.fromkeys(found))[:8]
 
 
 def in_order(phrase: tuple[str, ...], tokens: list[str], start: int) -> bool:
     """`phrase[1:]` appears in `tokens` after `start`, in order (other tokens may sit between)."""
-    want = 1
-    for token in tokens[start + 1:]:
-        if want < len(phrase) and token == phrase[want]:
-            want += 1
-    return want == len(phrase)
+    after = iter(tokens[start + 1:])
+    return all(word in after for word in phrase[1:])  # each `in` consumes `after` up to its match
 
 
 @dataclass(frozen=True)

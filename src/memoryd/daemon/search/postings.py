@@ -233,7 +233,6 @@ class Postings:
             raise TypeError("a scope posting is not packed pairs")
         index._scope = scope
         index._ids = ids = list(map(sys.intern, ids))  # shared with the records' ids (100k strings)
-        # strict: a column of another length than ids is a ValueError
         index._set_size, index._length, index._recency = (dict(zip(ids, c, strict=True)) for c in columns)
         index._total_length = sum(index._length.values())
         return index

@@ -102,22 +102,14 @@ class Ranking(Postings):
             spent = sum(w for w, _ in weighted[:i])  # no partial score exceeds it: then skip the heap
             if i and len(scores) >= depth and spent > rest and heapq.nlargest(depth, scores.values())[-1] > rest:
                 for later_weight, later_tf in weighted[i:]:
-                    self._update_known(scores, later_weight, later_tf, c_fixed, c_length)
+                    for d in later_tf.keys() & scores.keys():  # `&` of key views walks the smaller
+                        tf = later_tf[d]
+                        scores[d] += later_weight * tf / (tf + c_fixed + c_length * length[d])
                 return scores, rest
             get = scores.get
             for d, tf in tf_by_doc.items():
                 scores[d] = get(d, 0.0) + weight * tf / (tf + c_fixed + c_length * length[d])
         return scores, 0.0
-
-    def _update_known(self, scores: dict[str, float], weight: float, tf_by_doc: dict[str, int],
-                      c_fixed: float, c_length: float) -> None:
-        length = self._length
-        if len(tf_by_doc) < len(scores):
-            pairs = [(d, tf) for d, tf in tf_by_doc.items() if d in scores]
-        else:
-            pairs = [(d, tf_by_doc[d]) for d in scores if d in tf_by_doc]
-        for d, tf in pairs:
-            scores[d] += weight * tf / (tf + c_fixed + c_length * length[d])
 
     def relevance(self, query: str, doc_ids: Iterable[str]) -> dict[str, float]:
         """The idf-weighted share of the typed query terms each document holds, 0..1 (2 decimals); an
