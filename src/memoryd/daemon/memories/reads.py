@@ -98,9 +98,7 @@ def hit_view(core: Core, memory: Memory, score: float, relevance: float, terms: 
         view["similarity"] = similarity
     if cut:
         view["truncated"] = True
-    view.update(staleness_fields(core, memory))
-    view.update(taint_fields(memory))
-    return view
+    return {**view, **staleness_fields(core, memory), **taint_fields(memory)}
 
 
 def ranked(tier: MemoryTier, query: str, limit: int, accept: Callable[[str], bool]

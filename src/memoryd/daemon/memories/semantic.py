@@ -15,6 +15,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -87,14 +88,12 @@ class Semantic:
             elif kind == "failed":
                 self.state = f"unavailable: {payload}"
                 log.warning("search by meaning is off: %s", payload)
-            elif kind == "saved":
-                ids, stamps, matrix, scales = payload
-                applied += self._adopt_saved(ids, stamps, matrix, scales, current)
-            else:
-                ids, stamps, vectors = payload
-                for i, (memory_id, stamp) in enumerate(zip(ids, stamps)):
+            elif kind == "saved":  # (ids, stamps, matrix, scales)
+                applied += self._adopt_saved(current, *payload)
+            else:  # "vectors": (ids, stamps, vectors)
+                for memory_id, stamp, vector in zip(*payload):
                     if current(memory_id) == stamp:
-                        self._put(memory_id, stamp, vectors[i])
+                        self._put(memory_id, stamp, vector)
                         applied += 1
         if self.dirty and time.monotonic() - self.saved_at >= SAVE_EVERY_S and self._inbox.empty():
             self.save()
@@ -129,8 +128,8 @@ class Semantic:
         self.ids[row], self.stamps[row], self.matrix[row], self.scales[row] = memory_id, stamp, values, scale
         self.dirty = True
 
-    def _adopt_saved(self, ids: list[str], stamps: list[str], matrix: Any, scales: Any,
-                     current: Callable[[str], str | None]) -> int:
+    def _adopt_saved(self, current: Callable[[str], str | None], ids: list[str], stamps: list[str], matrix: Any,
+                     scales: Any) -> int:
         """The saved vectors the thread laid out: by reference when none is held yet (a copy of 100k rows
         took 0.03–0.4 s of the loop); a memory changed since the thread's snapshot frees its row."""
         if self.rows:  # vectors came first (not a start): place these one by one
@@ -237,10 +236,8 @@ class Semantic:
 
     def _run(self, snapshot: list[tuple[str, str, str]]) -> None:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # one core: the loop keeps the other
-        try:  # Linux nices threads one by one: under load, the loop's calls get the CPU first
+        with suppress(AttributeError, OSError):  # Linux nices threads one by one: the loop's calls get the CPU first
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-        except (AttributeError, OSError):
-            pass
         try:
             from memoryd.daemon.encoder.model import Encoder, EncoderUnavailable
 

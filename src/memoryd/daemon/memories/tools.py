@@ -42,8 +42,6 @@ class ScopeArgs(TypedDict):
 
 
 class WriteArgs(TypedDict, total=False):
-    """What to store, how sure and from where, and the flags that answer the write gates."""
-
     content: Required[str]
     scopes: Required[list[str]]
     category: NewCategory
@@ -87,8 +85,6 @@ class ListArgs(TypedDict, total=False):
 
 
 class UpdateArgs(TypedDict, total=False):
-    """What replaces a memory's fields; `expected_updated` makes it a compare-and-set."""
-
     id: Required[str]
     content: str
     scopes: list[str]

@@ -100,11 +100,10 @@ def _build_equivalences() -> dict[str, tuple[str, ...]]:
     table: dict[str, set[str]] = {}
     for group in EQUIVALENCES:
         members = [tuple(analyze(phrase)) for phrase in group]
-        for i, member in enumerate(members):
-            if len(member) != 1:
-                continue  # only a one-term member triggers; every member is added
-            others = {t for j, m in enumerate(members) if j != i for t in m}
-            table.setdefault(member[0], set()).update(others - {member[0]})
+        terms = {t for member in members for t in member}
+        for member in members:
+            if len(member) == 1:  # only a one-term member triggers; every member is added
+                table.setdefault(member[0], set()).update(terms - {member[0]})
     return {term: tuple(sorted(others)) for term, others in table.items()}
 
 
