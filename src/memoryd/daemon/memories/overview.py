@@ -83,17 +83,13 @@ def chain_tail_ok(core: Core) -> bool:
 
 def _curation(core: Core) -> dict[str, Any]:
     tier, now = tier_of(core), core.clock()
-    stale, tainted, unread = [], [], []
-    for memory in tier.live.values():
-        found = assess(memory, now, tier.probe, core.config.verification_stale_days, parse_stamp)
-        if found.verdict == REQUIRED:
-            stale.append(_brief(memory, age_days=found.age_days))
-        if memory.tainted:
-            tainted.append(_brief(memory, taint=list(memory.taint)))
-        old = now - parse_stamp(memory.created) > NEVER_RETRIEVED_DAYS * DAY_S
-        if old and not tier.retrievals.get(memory.id):
-            unread.append(_brief(memory, created=memory.created))
-    return {"stale": _capped(stale), "tainted": _capped(tainted), "never_retrieved": _capped(unread)}
+    live = list(tier.live.values())
+    judged = [(m, assess(m, now, tier.probe, core.config.verification_stale_days, parse_stamp)) for m in live]
+    unread = [m for m in live if now - parse_stamp(m.created) > NEVER_RETRIEVED_DAYS * DAY_S
+              and not tier.retrievals.get(m.id)]
+    return {"stale": _capped([_brief(m, age_days=found.age_days) for m, found in judged if found.verdict == REQUIRED]),
+            "tainted": _capped([_brief(m, taint=list(m.taint)) for m in live if m.tainted]),
+            "never_retrieved": _capped([_brief(m, created=m.created) for m in unread])}
 
 
 def memory_health(call: Call, args: dict[str, Any]) -> dict[str, Any]:

@@ -20,9 +20,7 @@ class NearDuplicates(Postings):
         """Docs whose content token set (its distinct analyzed terms) has Jaccard >= `threshold` with `tokens`,
         best first, rounded to 4 decimals, ties newer first. Exact prefix filtering at or above
         `EXACT_SIMILARITY`; below it the prefix is capped (docs/tools.md, "How text becomes terms")."""
-        size = len(tokens)
-        if size == 0:
-            return []
+        size = len(tokens)  # none: `prefix` is 0 below
         postings, floor = self._content, threshold - 1e-12
         present = sorted((t for t in tokens if t in postings), key=lambda t: self._doc_count(postings, t))
 
