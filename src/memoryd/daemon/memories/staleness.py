@@ -133,8 +133,7 @@ class Staleness:
 
 
 def assess(memory: Memory, now: float, probe: GitProbe, stale_days: float, parse_iso: Any) -> Staleness:
-    """All three signals for one memory; paths and commits only when its worktree is on disk and
-    was named here."""
+    """All three signals for one memory; paths and commits only when its worktree is on disk and was named here."""
     since = parse_iso(memory.verified_or_updated)
     days = max(0.0, (now - since) / DAY_S)
     worktree = None if memory.id in probe.pulled else memory.origin.get("worktree")
