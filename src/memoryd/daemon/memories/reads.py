@@ -1,8 +1,6 @@
-"""Handlers that read durable memories: search, show, list, list_tombstones. Stored text comes with
-`framing: "data"` and taint flags; events name ids only (a query as a hash and a length).
-
-Import contract: clock, connections, core, episodes.tools, search, scopes, validate and the tier's
-args, records, staleness, tier and writes.
+"""Handlers that read durable memories: search, show, list, list_tombstones. Stored text comes with `framing:
+"data"` and taint flags; events name ids only (a query as a hash and a length). Import contract: clock, core,
+episodes.tools, search, scopes, session_table, validate and the tier's args, records, staleness, tier and writes.
 """
 
 from __future__ import annotations

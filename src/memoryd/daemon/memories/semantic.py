@@ -1,8 +1,6 @@
-"""Meaning vectors of the live memories (docs/search.md, "Meaning"): embedded by a background thread,
-read by the loop. The loop owns the matrix; the thread only hands results over (`pump`), so a search
-never sees a half-written row. numpy is imported on the thread's side only.
-
-Import contract: stdlib, vectorfile, and the encoder (on the thread).
+"""Meaning vectors of the live memories (docs/search.md, "Meaning"): embedded by a background thread, read by
+the loop, which owns the matrix; the thread only hands results over (`pump`): no search sees a half-written row.
+Import contract: stdlib and vectorfile; numpy and the encoder are imported on the thread's side only.
 """
 
 from __future__ import annotations

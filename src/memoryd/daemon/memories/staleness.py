@@ -1,8 +1,6 @@
-"""Staleness of a memory: days since it was last known to hold, cited paths that vanished, commits
-since; git answers are cached per worktree, and git runs only where this machine can vouch for the
-repository: never one a pulled record names, never inside the store, always with `NO_PROGRAMS`.
-
-Import contract: stdlib, gates (cited paths), records; sync.git shares `NO_PROGRAMS`.
+"""Staleness of a memory: days since it was last known to hold, cited paths that vanished, commits since. git runs
+only where this machine can vouch for the repository: never one a pulled record names, never inside the store,
+always with `NO_PROGRAMS`. Import contract: stdlib, gates (cited paths), records; sync.git shares `NO_PROGRAMS`.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""The durable tier's catalogue entries: 15 memory_* tools, and episode_promote, listed here because
-it writes through this tier's gates (the episode tier, below this one, cannot import them).
-
-Import contract: tool plus the tier's handler modules. Descriptions and schemas are paid for in every
-agent's context, so they stay terse; the handlers enforce what the schemas cannot say.
+"""The durable tier's catalogue entries: 15 memory_* tools, and episode_promote (it writes through this tier's
+gates, which the episode tier below cannot import). Import contract: tool plus the tier's handler modules.
+Descriptions and schemas cost every agent's context, so they stay terse; the handlers enforce what they cannot say.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""`state/vectors.bin`: the saved meaning vectors, written by the daemon and read back untrusted
-(layout: docs/storage.md, "Caches in `state/`"; checks: docs/security.md). Any refusal (`Refused`)
-means: throw the file away and embed again.
-
-Import contract: stdlib and numpy (the encoder thread's side only).
+"""`state/vectors.bin`: the saved meaning vectors, written by the daemon and read back untrusted (layout:
+docs/storage.md, "Caches in `state/`"; checks: docs/security.md). Any refusal (`Refused`) means: throw the file
+away and embed again. Import contract: stdlib and numpy (the encoder thread's side only).
 """
 
 from __future__ import annotations

@@ -66,8 +66,7 @@ def _chunk_terms(chunk: str) -> tuple[str, ...]:
     if lower.isalnum() and (core.islower() or core.isupper() or core.istitle() or lower.isdigit()):
         return _word(lower)
     whole = (lower,) if len(lower) >= MIN_TERM_CHARS else ()
-    parts = [p.lower() for p in _PART_RE.findall(core)]
-    return tuple(dict.fromkeys(whole + tuple(t for p in parts for t in _word(p))))
+    return tuple(dict.fromkeys(whole + tuple(t for part in _PART_RE.findall(core) for t in _word(part.lower()))))
 
 
 def _word(lower: str) -> tuple[str, ...]:
