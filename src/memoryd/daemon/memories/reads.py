@@ -252,14 +252,13 @@ def memory_list(call: Call, args: dict[str, Any]) -> dict[str, Any]:
         return view
 
     start = after[0] if after else None
-    ids = (sorted((i for i in tier.index.pinned if start is None or i < start), reverse=True) if args["pinned"]
-           else tier.index.ids_descending(start))
     if args["pinned"]:
+        ids: Iterable[str] = sorted((i for i in tier.index.pinned if start is None or i < start), reverse=True)
         total = sum(1 for i in tier.index.pinned if keep(tier.live[i]))
-    elif scopes or args["category"] or call.session.disabled_scopes:
-        total = sum(1 for m in tier.live.values() if keep(m))
     else:
-        total = len(tier.live)
+        ids = tier.index.ids_descending(start)
+        filtered = scopes or args["category"] or call.session.disabled_scopes
+        total = sum(1 for m in tier.live.values() if keep(m)) if filtered else len(tier.live)
     return page("memories", "m", ids, args["limit"], row, total)
 
 
