@@ -10,7 +10,7 @@ import re
 import shlex
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from itertools import groupby, islice, takewhile
+from itertools import islice, takewhile
 from typing import Any
 
 from memoryd.daemon.memories.gates import cited_paths
@@ -168,8 +168,13 @@ def command_segments(command: str) -> list[list[str]]:
         tokens = list(islice(lexer, MAX_COMMAND_TOKENS))
     except ValueError:  # an unclosed quote: whitespace is the best guess left
         tokens = command.split()[:MAX_COMMAND_TOKENS]
-    segments = [list(run) for separator, run in groupby(tokens, _SEPARATORS.__contains__) if not separator]
-    return [[program.rsplit("/", 1)[-1], *args] for program, *args in segments]  # `/usr/bin/git` is `git`
+    segments: list[list[str]] = [[]]
+    for token in tokens:
+        if token in _SEPARATORS:
+            segments.append([])
+        else:
+            segments[-1].append(token.rsplit("/", 1)[-1] if not segments[-1] else token)
+    return [s for s in segments if s]
 
 
 def command_paths(segments: list[list[str]]) -> list[str]:
