@@ -104,10 +104,18 @@ def extract(content: str) -> Anchors:
         if len(parts) >= 2 and parts[-1].lower() in CODE_EXTENSIONS:
             paths.setdefault(token.lower(), FILE)  # a file named as a word: `settings.py`
             parts = parts[:-1]
-        if len(parts) >= 2 and all(len(p) >= 2 for p in parts):  # `billing.stripe_client` (not "e.g")
-            identifiers.update(dict.fromkeys(fold(".".join(parts[:end])) for end in range(2, len(parts) + 1)))
-        identifiers.update(dict.fromkeys(fold(part) for part in parts if compound(part)))
+        for key in _identifier_keys(parts):
+            identifiers[key] = None
     return Anchors(tuple(paths.items()), tuple(identifiers), tuple(command_phrases(content)))
+
+
+def _identifier_keys(parts: list[str]) -> Iterator[str]:
+    if len(parts) >= 2 and all(len(p) >= 2 for p in parts):  # `billing.stripe_client` (not "e.g")
+        for end in range(2, len(parts) + 1):
+            yield fold(".".join(parts[:end]))
+    for part in parts:
+        if compound(part):
+            yield fold(part)
 
 
 def command_phrases(content: str) -> list[tuple[str, ...]]:
@@ -186,8 +194,11 @@ def command_paths(segments: list[list[str]]) -> list[str]:
 
 def in_order(phrase: tuple[str, ...], tokens: list[str], start: int) -> bool:
     """`phrase[1:]` appears in `tokens` after `start`, in order (other tokens may sit between)."""
-    after = iter(tokens[start + 1:])
-    return all(word in after for word in phrase[1:])  # each `in` consumes `after` up to its match
+    want = 1
+    for token in tokens[start + 1:]:
+        if want < len(phrase) and token == phrase[want]:
+            want += 1
+    return want == len(phrase)
 
 
 @dataclass(frozen=True)
