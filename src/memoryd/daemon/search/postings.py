@@ -218,29 +218,12 @@ class Postings:
     def from_state(cls, state: dict[str, Any]) -> Self:
         """The index `export_state` described; ValueError/TypeError/KeyError/IndexError if the state
         is malformed (the caller then rebuilds from the records)."""
-        index = cls()
-        ids = state["ids"]
+        ids, joined, stored, scope = state["ids"], state["terms"], state["stored"], state["scope"]
         if not (isinstance(ids, list) and all(type(d) is str for d in ids)):
             raise TypeError("ids is not a list of strings")
         columns = [state[name] for name in ("set_size", "length", "recency")]
         if not all(isinstance(column, list) for column in columns):
             raise TypeError("a per-document column is not a list")
-        index._content, index._df = cls._restore_terms(state)
-        index._stored, index._stored_ends = state["stored"], _unpack(state["stored_ends"], _END_TYPE)
-        scope = state["scope"]
-        if not (isinstance(scope, dict)
-                and all(type(v) is bytes and len(v) % _PAIR_BYTES == 0 for v in scope.values())):
-            raise TypeError("a scope posting is not packed pairs")
-        index._scope = scope
-        index._ids = ids = list(map(sys.intern, ids))  # shared with the records' ids (100k strings)
-        index._set_size, index._length, index._recency = (dict(zip(ids, c, strict=True)) for c in columns)
-        index._total_length = sum(index._length.values())
-        return index
-
-    @staticmethod
-    def _restore_terms(state: dict[str, Any]) -> tuple[dict[str, ContentPosting], dict[str, int]]:
-        """(content term -> its number among the stored postings, term -> df), the columns checked."""
-        joined, stored = state["terms"], state["stored"]
         if type(joined) is not str or type(stored) is not bytes:
             raise TypeError("the terms or the postings are not packed")
         terms = joined.split(_TERM_SEP) if joined else []
@@ -251,8 +234,17 @@ class Postings:
         low_bytes = state["stored_ends"][0 if sys.byteorder == "little" else ends.itemsize - 1::ends.itemsize]
         if low_bytes.translate(_PAIR_REMAINDER).strip(b"\0") or not all(map(le, ends, ends[1:])):
             raise ValueError("a stored posting is not whole pairs")
-        content = cast(dict[str, ContentPosting], dict(zip(terms, range(len(ends)))))
-        df_of = dict(zip(terms, df))
-        if len(content) != len(ends) or len(df_of) != len(terms):
+        if not (isinstance(scope, dict)
+                and all(type(v) is bytes and len(v) % _PAIR_BYTES == 0 for v in scope.values())):
+            raise TypeError("a scope posting is not packed pairs")
+        index = cls()
+        # A content term starts as its number among the stored postings.
+        index._content = cast(dict[str, ContentPosting], dict(zip(terms, range(len(ends)))))
+        index._df = dict(zip(terms, df))
+        if len(index._content) != len(ends) or len(index._df) != len(terms):
             raise ValueError("a term is listed twice")
-        return content, df_of
+        index._stored, index._stored_ends, index._scope = stored, ends, scope
+        index._ids = ids = list(map(sys.intern, ids))  # shared with the records' ids (100k strings)
+        index._set_size, index._length, index._recency = (dict(zip(ids, c, strict=True)) for c in columns)
+        index._total_length = sum(index._length.values())
+        return index
