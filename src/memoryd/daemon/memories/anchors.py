@@ -187,14 +187,8 @@ def command_segments(command: str) -> list[list[str]]:
 
 def command_paths(segments: list[list[str]]) -> list[str]:
     """Arguments of a command that read as file paths (Codex reads files through its shell)."""
-    found = []
-    for segment in segments:
-        for token in segment[1:]:
-            if token.startswith("-"):
-                continue
-            name = token.rsplit("/", 1)[-1]
-            if ("/" in token and len(token) > 2) or _extension(name) in CODE_EXTENSIONS:
-                found.append(token)
+    found = [token for segment in segments for token in segment[1:] if not token.startswith("-")
+             and (("/" in token and len(token) > 2) or _extension(token.rsplit("/", 1)[-1]) in CODE_EXTENSIONS)]
     return list(dict.fromkeys(found))[:8]
 
 
@@ -222,7 +216,7 @@ class AnchorIndex:
         self.built = False
         self.todo: list[str] | None = None                               # ids left while a build runs
         self.paths: dict[str, dict[str, int]] = {}                       # key -> {id: kind}
-        self.identifiers: dict[str, set[str]] = {}
+        self.identifiers: dict[str, dict[str, None]] = {}                # key -> {id: None}
         # (program, next word) -> {id: phrases}: a `git` command reads only its subcommand's memories.
         self.commands: dict[tuple[str, ...], dict[str, list[tuple[str, ...]]]] = {}
         self.of: dict[str, Anchors] = {}
@@ -261,7 +255,7 @@ class AnchorIndex:
         for key, kind in found.paths:
             self.paths.setdefault(key, {})[memory.id] = kind
         for key in found.identifiers:
-            self.identifiers.setdefault(key, set()).add(memory.id)
+            self.identifiers.setdefault(key, {})[memory.id] = None
         for phrase in found.phrases:
             self.commands.setdefault(phrase[:2], {}).setdefault(memory.id, []).append(phrase)
 
@@ -303,16 +297,12 @@ class AnchorIndex:
             yield from self.for_path(path)
 
 
-def _drop(table: dict[Any, Any], key: Any, memory_id: str) -> None:
-    entry = table.get(key)
-    if entry is None:
-        return
-    if isinstance(entry, set):
-        entry.discard(memory_id)
-    else:
+def _drop(table: dict[Any, dict[str, Any]], key: Any, memory_id: str) -> None:
+    entry = table.get(key)  # None: a phrase sharing its first two words with one dropped before
+    if entry is not None:
         entry.pop(memory_id, None)
-    if not entry:
-        del table[key]
+        if not entry:
+            del table[key]
 
 
 def best(hits: Iterable[Hit]) -> list[Hit]:
@@ -322,8 +312,5 @@ def best(hits: Iterable[Hit]) -> list[Hit]:
         held = top.get(hit.memory_id)
         if held is None or (hit.kind, hit.specificity) > (held.kind, held.specificity):
             top[hit.memory_id] = hit
-    return sorted(top.values(), key=lambda h: (-h.kind, -h.specificity, _desc(h.memory_id)))
-
-
-def _desc(memory_id: str) -> tuple[int, ...]:
-    return tuple(-ord(c) for c in memory_id)
+    newest_first = sorted(top.values(), key=lambda h: h.memory_id, reverse=True)
+    return sorted(newest_first, key=lambda h: (-h.kind, -h.specificity))

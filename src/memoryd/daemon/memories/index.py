@@ -85,10 +85,7 @@ class LiveIndex:
     @property
     def text(self) -> SearchIndex:
         """The BM25 and near-duplicate index; a deferred one (`defer_text`) is built on first use."""
-        if self._text is None:
-            self.finish_text()
-        assert self._text is not None
-        return self._text
+        return self.finish_text() if self._text is None else self._text
 
     @text.setter
     def text(self, index: SearchIndex) -> None:
@@ -103,16 +100,17 @@ class LiveIndex:
         whichever comes first (docs/storage.md, "Recovery at start", step 4)."""
         self._text, self._text_todo, self._text_progress = None, memories, progress
 
-    def finish_text(self) -> None:
+    def finish_text(self) -> SearchIndex:
         if self._text is None:
             # As during a start: the cyclic GC would walk the growing heap again and again for nothing.
             gc.disable()
             try:
-                self.build_text(self._text_todo, self._text_progress)
+                self._text = SearchIndex.build(map(self._doc, self._text_todo), self._text_progress)
             finally:
                 gc.freeze()
                 gc.enable()
-            self._text_progress = None
+            self._text_todo, self._text_progress = [], None
+        return self._text
 
     @property
     def text_pending(self) -> bool:
@@ -186,5 +184,4 @@ def _discard(order: list[Any], key: Any) -> None:
 
 def _descending(order: list[Any], before: Any) -> Iterator[Any]:
     end = bisect.bisect_left(order, before) if before is not None else len(order)
-    for i in range(end - 1, -1, -1):
-        yield order[i]
+    return (order[i] for i in range(end - 1, -1, -1))

@@ -12,7 +12,7 @@ from collections import Counter
 from typing import Any
 
 from memoryd.daemon.core import Call, Core
-from memoryd.daemon.memories.reads import caller_repos, memory_filter
+from memoryd.daemon.memories.reads import memory_filter, session_repos
 from memoryd.daemon.memories.records import Memory
 from memoryd.daemon.memories.staleness import DAY_S, REQUIRED, assess
 from memoryd.daemon.memories.writes import tier_of
@@ -26,7 +26,7 @@ CHAIN_TAIL_BYTES = 64 * 1024
 
 def memory_scope_overview(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     core, tier, session = call.core, tier_of(call.core), call.session
-    keep = memory_filter(call, None, None, caller_repos(call, args["auto_scope"]))
+    keep = memory_filter(session, None, None, session_repos(session, call.identity) if args["auto_scope"] else None)
     visible = [m for m in tier.live.values() if keep(m)]
     by_scope = Counter(s for m in visible for s in m.scopes)
     return {"total": len(visible), "by_scope": dict(by_scope.most_common()),
@@ -73,9 +73,7 @@ def chain_tail_ok(core: Core) -> bool:
     try:
         for line in filter(None, lines):
             event = json.loads(line)
-            if prev is not None and event["prev"] != prev:
-                return False
-            if logcheck.hash_problem(event):
+            if (prev is not None and event["prev"] != prev) or logcheck.hash_problem(event):
                 return False
             prev = event["hash"]
     except (ValueError, KeyError, TypeError):
@@ -85,17 +83,13 @@ def chain_tail_ok(core: Core) -> bool:
 
 def _curation(core: Core) -> dict[str, Any]:
     tier, now = tier_of(core), core.clock()
-    stale, tainted, unread = [], [], []
-    for memory in tier.live.values():
-        found = assess(memory, now, tier.probe, core.config.verification_stale_days, parse_stamp)
-        if found.verdict == REQUIRED:
-            stale.append(_brief(memory, age_days=found.age_days))
-        if memory.tainted:
-            tainted.append(_brief(memory, taint=list(memory.taint)))
-        old = now - parse_stamp(memory.created) > NEVER_RETRIEVED_DAYS * DAY_S
-        if old and not tier.retrievals.get(memory.id):
-            unread.append(_brief(memory, created=memory.created))
-    return {"stale": _capped(stale), "tainted": _capped(tainted), "never_retrieved": _capped(unread)}
+    live = list(tier.live.values())
+    judged = [(m, assess(m, now, tier.probe, core.config.verification_stale_days, parse_stamp)) for m in live]
+    unread = [m for m in live if now - parse_stamp(m.created) > NEVER_RETRIEVED_DAYS * DAY_S
+              and not tier.retrievals.get(m.id)]
+    return {"stale": _capped([_brief(m, age_days=found.age_days) for m, found in judged if found.verdict == REQUIRED]),
+            "tainted": _capped([_brief(m, taint=list(m.taint)) for m in live if m.tainted]),
+            "never_retrieved": _capped([_brief(m, created=m.created) for m in unread])}
 
 
 def memory_health(call: Call, args: dict[str, Any]) -> dict[str, Any]:

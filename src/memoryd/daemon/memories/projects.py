@@ -46,13 +46,12 @@ def check_project_scopes(call: Call, scopes: list[str], acknowledged: bool) -> C
     unknown = [s for s in unique(out) if (n := project_scope_name(s)) not in (None, own)
                and n not in memory_projects and n not in worktree_projects]
     if unknown and not acknowledged:
-        name = project_scope_name(unknown[0])
+        suggested = f"{PROJECT_PREFIX}{own}"
         return Checked(out, resolved, {
             "status": "scope_mismatch",
-            "matches": [{"kind": "unknown_project", "evidence": s, "suggested_scope": f"{PROJECT_PREFIX}{own}"}
-                        for s in unknown],
-            "suggested_scopes": [f"{PROJECT_PREFIX}{own}"],
-            "hint": UNKNOWN_HINT.format(name=name, own=f"{PROJECT_PREFIX}{own}")})
+            "matches": [{"kind": "unknown_project", "evidence": s, "suggested_scope": suggested} for s in unknown],
+            "suggested_scopes": [suggested],
+            "hint": UNKNOWN_HINT.format(name=project_scope_name(unknown[0]), own=suggested)})
     return Checked(unique(out), resolved)
 
 

@@ -1,18 +1,15 @@
-"""Handlers that read durable memories: search, show, list, list_tombstones. Stored text comes with
-`framing: "data"` and taint flags; events name ids only (a query as a hash and a length).
-
-Import contract: clock, connections, core, episodes.tools, search, scopes, validate and the tier's
-args, records, staleness, tier and writes.
+"""Handlers that read durable memories: search, show, list, list_tombstones. Stored text comes with `framing:
+"data"` and taint flags; events name ids only (a query as a hash and a length). Import contract: clock, core,
+episodes.tools, search, scopes, session_table, validate and the tier's args, records, staleness, tier and writes.
 """
 
 from __future__ import annotations
 
 import base64
-import binascii
 import hashlib
 import json
-from collections.abc import Callable, Iterator, Mapping
-from collections.abc import Set as AbstractSet
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import suppress
 from typing import Any
 
 from memoryd.daemon.calls.validate import require_text
@@ -51,14 +48,11 @@ def staleness_fields(core: Core, memory: Memory) -> dict[str, Any]:
     return fields
 
 
-def memory_filter(call: Call, scopes: list[str] | None, category: str | None,
+def memory_filter(session: Session, scopes: list[str] | None, category: str | None,
                   repos: tuple[str | None, ...] | None = None, since: str | None = None) -> Callable[[Memory], bool]:
     """The reads' common predicate; disabled scopes are always hidden."""
-    return _accepting(call.session.disabled_scopes, scopes, category, repos, since)
+    disabled = session.disabled_scopes
 
-
-def _accepting(disabled: AbstractSet[str], scopes: list[str] | None, category: str | None,
-               repos: tuple[str | None, ...] | None, since: str | None) -> Callable[[Memory], bool]:
     def accept(m: Memory) -> bool:
         return ((repos is None or m.repo in repos)
                 and (category is None or m.category == category)
@@ -68,13 +62,8 @@ def _accepting(disabled: AbstractSet[str], scopes: list[str] | None, category: s
     return accept
 
 
-def caller_repos(call: Call, auto_scope: bool) -> tuple[str | None, ...] | None:
-    """auto_scope: the caller's repo (any worktree of it) plus memories that have no repo."""
-    return session_repos(call.session, call.identity) if auto_scope else None
-
-
 def session_repos(session: Session, identity: Mapping[str, Any]) -> tuple[str | None, ...]:
-    """The repos a session's auto-scoped reads keep to: its own and None (memories made outside any)."""
+    """What auto_scope keeps a session's reads to: its repo (any worktree of it) and None (no repo)."""
     repo = session.repo or identity.get("repo")
     return (repo, None) if repo else (None,)
 
@@ -82,7 +71,7 @@ def session_repos(session: Session, identity: Mapping[str, Any]) -> tuple[str | 
 def shown_by_default_search(session: Session, identity: Mapping[str, Any]) -> Callable[[Memory], bool]:
     """Whether a `memory_search` with its defaults (auto_scope, no filter) may show a memory to this
     session (live news keeps to it)."""
-    return _accepting(session.disabled_scopes, None, None, session_repos(session, identity), None)
+    return memory_filter(session, None, None, session_repos(session, identity))
 
 
 def hit_content(content: str, terms: list[str]) -> tuple[str, bool]:
@@ -96,23 +85,6 @@ def hit_content(content: str, terms: list[str]) -> tuple[str, bool]:
     return ("…" if start else "") + content[start:end] + ("…" if end < len(content) else ""), True
 
 
-def count_matches(tier: MemoryTier, query: str, accept: Callable[[str], bool],
-                  repos: tuple[str | None, ...] | None, filtered: bool) -> int:
-    """How many memories the query matches under the filters (the pre-cap `total`); the predicate
-    runs only when a filter other than the repos is on."""
-    ids = tier.index.text.matching(query)
-    if repos is not None:
-        by_repo = tier.index.by_repo
-        ids = set().union(*(ids & by_repo[r] for r in repos if r in by_repo))
-    return sum(1 for d in ids if accept(d)) if filtered else len(ids)
-
-
-def since_prior_cutoff(call: Call) -> str | None:
-    """When the prior session in this worktree began; None when there is none."""
-    prior, _, _ = resolve_prior(call.core, call.session)
-    return prior.started_at if prior is not None else None
-
-
 def hit_view(core: Core, memory: Memory, score: float, relevance: float, terms: list[str],
              similarity: float | None = None) -> dict[str, Any]:
     content, cut = hit_content(memory.content, terms)
@@ -124,9 +96,7 @@ def hit_view(core: Core, memory: Memory, score: float, relevance: float, terms: 
         view["similarity"] = similarity
     if cut:
         view["truncated"] = True
-    view.update(staleness_fields(core, memory))
-    view.update(taint_fields(memory))
-    return view
+    return {**view, **staleness_fields(core, memory), **taint_fields(memory)}
 
 
 def ranked(tier: MemoryTier, query: str, limit: int, accept: Callable[[str], bool]
@@ -143,10 +113,7 @@ def ranked(tier: MemoryTier, query: str, limit: int, accept: Callable[[str], boo
     relevance = {d: r for d, _, r in lexical}
     unranked = [d for d in order if d not in relevance]
     relevance.update(tier.index.text.relevance(query, unranked) if unranked else {})
-    similarity = dict(meaning)
-    missing = [d for d in order if d not in similarity]
-    if missing:
-        similarity.update(tier.semantic.similarity(vector, missing))
+    similarity = {**meaning, **tier.semantic.similarity(vector, [d for d in order if d not in meaning])}
     return [(d, round(fused[d] * 1000, 4), relevance[d], similarity.get(d)) for d in order]
 
 
@@ -154,18 +121,26 @@ def memory_search(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     core, tier = call.core, tier_of(call.core)
     query = require_text("query", args["query"], MAX_QUERY_BYTES)
     scopes = check_scope_list("scopes", args["scopes"])
-    repos = caller_repos(call, args["auto_scope"])
-    since = since_prior_cutoff(call) if args["since_prior_session"] else None
-    keep = memory_filter(call, scopes, args["category"], repos, since)
+    repos = session_repos(call.session, call.identity) if args["auto_scope"] else None
+    since = None
+    if args["since_prior_session"]:  # when the prior session in this worktree began
+        prior, _, _ = resolve_prior(core, call.session)
+        since = prior.started_at if prior is not None else None
+    keep = memory_filter(call.session, scopes, args["category"], repos, since)
     live = tier.live
 
     def accept(doc_id: str) -> bool:
         return keep(live[doc_id])
 
     hits = ranked(tier, query, args["max_results"], accept)
-    filtered = bool(scopes or args["category"] or since or call.session.disabled_scopes)
-    capped = len(hits) >= args["max_results"]
-    total = count_matches(tier, query, accept, repos, filtered) if capped else len(hits)
+    total = len(hits)
+    if total >= args["max_results"]:  # capped: count what the query matches under the filters
+        ids = tier.index.text.matching(query)
+        if repos is not None:
+            ids = set().union(*(ids & tier.index.by_repo[r] for r in repos if r in tier.index.by_repo))
+        # The predicate runs only when a filter other than the repos is on.
+        filtered = scopes or args["category"] or since or call.session.disabled_scopes
+        total = sum(1 for d in ids if accept(d)) if filtered else len(ids)
     terms = word_tokens(query)
     results = [hit_view(core, live[doc_id], score, relevance, terms, similarity)
                for doc_id, score, relevance, similarity in hits]
@@ -230,39 +205,39 @@ def decode_cursor(kind: str, cursor: str | None) -> list[str] | None:
     """The key a cursor resumes after; -32602 for a cursor this list did not hand out."""
     if cursor is None:
         return None
-    if len(cursor) > MAX_CURSOR_CHARS:
-        raise InvalidParams("cursor", "is not a cursor this list returned")
-    try:
-        raw = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-    except (ValueError, binascii.Error) as exc:
-        raise InvalidParams("cursor", "is not a cursor this list returned") from exc
+    raw = None
+    if len(cursor) <= MAX_CURSOR_CHARS:
+        with suppress(ValueError):  # binascii.Error is one
+            raw = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
     if not (isinstance(raw, list) and raw and raw[0] == kind and all(isinstance(x, str) for x in raw[1:])):
         raise InvalidParams("cursor", "is not a cursor this list returned")
     return raw[1:]
 
 
-def take_page(keys: Iterator[Any], limit: int, row: Callable[[Any], dict[str, Any] | None]
-              ) -> tuple[list[dict[str, Any]], Any]:
-    """Up to `limit` rows from `keys` (None rows skipped), ending early past MAX_PAGE_BODY_BYTES of
-    text; and the last key when more remain."""
+def page(name: str, kind: str, keys: Iterable[Any], limit: int, row: Callable[[Any], dict[str, Any] | None],
+         total: int) -> dict[str, Any]:
+    """`{name: rows, "total": total}`: up to `limit` rows from `keys` (None rows skipped), ending early
+    past MAX_PAGE_BODY_BYTES of text; when more remain, `next_cursor` resumes after the last row's key."""
     rows: list[dict[str, Any]] = []
-    size, last = 0, None
+    last: Any = None
+    size = 0
     for key in keys:
         if len(rows) >= limit or size > MAX_PAGE_BODY_BYTES:
-            return rows, last
+            return {name: rows, "total": total, "framing": "data",
+                    "next_cursor": encode_cursor(kind, list(last) if isinstance(last, tuple) else [last])}
         made = row(key)
         if made is not None:
             rows.append(made)
             size += len(made.get("content", ""))
             last = key
-    return rows, None
+    return {name: rows, "total": total, "framing": "data"}
 
 
 def memory_list(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     tier = tier_of(call.core)
     after = decode_cursor("m", args["cursor"])
     scopes = check_scope_list("scopes", args["scopes"])
-    keep = memory_filter(call, scopes, args["category"])
+    keep = memory_filter(call.session, scopes, args["category"])
 
     def row(memory_id: str) -> dict[str, Any] | None:
         m = tier.live[memory_id]
@@ -277,19 +252,14 @@ def memory_list(call: Call, args: dict[str, Any]) -> dict[str, Any]:
         return view
 
     start = after[0] if after else None
-    ids = (sorted((i for i in tier.index.pinned if start is None or i < start), reverse=True) if args["pinned"]
-           else tier.index.ids_descending(start))
-    rows, last = take_page(iter(ids), args["limit"], row)
     if args["pinned"]:
+        ids: Iterable[str] = sorted((i for i in tier.index.pinned if start is None or i < start), reverse=True)
         total = sum(1 for i in tier.index.pinned if keep(tier.live[i]))
-    elif scopes or args["category"] or call.session.disabled_scopes:
-        total = sum(1 for m in tier.live.values() if keep(m))
     else:
-        total = len(tier.live)
-    result: dict[str, Any] = {"memories": rows, "total": total, "framing": "data"}
-    if last is not None:
-        result["next_cursor"] = encode_cursor("m", [last])
-    return result
+        ids = tier.index.ids_descending(start)
+        filtered = scopes or args["category"] or call.session.disabled_scopes
+        total = sum(1 for m in tier.live.values() if keep(m)) if filtered else len(tier.live)
+    return page("memories", "m", ids, args["limit"], row, total)
 
 
 def memory_list_tombstones(call: Call, args: dict[str, Any]) -> dict[str, Any]:
@@ -301,12 +271,7 @@ def memory_list_tombstones(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     def row(key: tuple[str, str]) -> dict[str, Any]:
         t = tier.tombstones[key[1]]
         return {"id": t.id, "short_id": tier.short_ids.short(t.id), "removed_at": t.removed_at,
-                "reason": t.removed_reason, "first_line": t.first_line,
-                **taint_fields(t)}
+                "reason": t.removed_reason, "first_line": t.first_line, **taint_fields(t)}
 
     keys = tier.tomb_index.keys_descending((after[0], after[1]) if after else None)
-    rows, last = take_page(keys, args["limit"], row)
-    result: dict[str, Any] = {"tombstones": rows, "total": len(tier.tombstones), "framing": "data"}
-    if last is not None:
-        result["next_cursor"] = encode_cursor("t", list(last))
-    return result
+    return page("tombstones", "t", keys, args["limit"], row, len(tier.tombstones))

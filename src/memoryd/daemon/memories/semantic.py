@@ -1,8 +1,6 @@
-"""Meaning vectors of the live memories (docs/search.md, "Meaning"): embedded by a background thread,
-read by the loop. The loop owns the matrix; the thread only hands results over (`pump`), so a search
-never sees a half-written row. numpy is imported on the thread's side only.
-
-Import contract: stdlib, vectorfile, and the encoder (on the thread).
+"""Meaning vectors of the live memories (docs/search.md, "Meaning"): embedded by a background thread, read by
+the loop, which owns the matrix; the thread only hands results over (`pump`): no search sees a half-written row.
+Import contract: stdlib and vectorfile; numpy and the encoder are imported on the thread's side only.
 """
 
 from __future__ import annotations
@@ -15,6 +13,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -72,9 +71,7 @@ class Semantic:
     def removed(self, memory_id: str) -> None:
         row = self.rows.pop(memory_id, None)
         if row is not None:
-            self.ids[row] = None
-            self.matrix[row] = 0
-            self.scales[row] = 0
+            self.ids[row], self.matrix[row], self.scales[row] = None, 0, 0
             self.free.append(row)
             self.dirty = True
 
@@ -89,14 +86,12 @@ class Semantic:
             elif kind == "failed":
                 self.state = f"unavailable: {payload}"
                 log.warning("search by meaning is off: %s", payload)
-            elif kind == "saved":
-                ids, stamps, matrix, scales = payload
-                applied += self._adopt_saved(ids, stamps, matrix, scales, current)
-            else:
-                ids, stamps, vectors = payload
-                for i, (memory_id, stamp) in enumerate(zip(ids, stamps)):
+            elif kind == "saved":  # (ids, stamps, matrix, scales)
+                applied += self._adopt_saved(current, *payload)
+            else:  # "vectors": (ids, stamps, vectors)
+                for memory_id, stamp, vector in zip(*payload):
                     if current(memory_id) == stamp:
-                        self._put(memory_id, stamp, vectors[i])
+                        self._put(memory_id, stamp, vector)
                         applied += 1
         if self.dirty and time.monotonic() - self.saved_at >= SAVE_EVERY_S and self._inbox.empty():
             self.save()
@@ -128,13 +123,11 @@ class Semantic:
                 self.ids.append(None)
                 self.stamps.append("")
             self.rows[memory_id] = row
-        self.ids[row] = memory_id
-        self.stamps[row] = stamp
-        self.matrix[row], self.scales[row] = values, scale
+        self.ids[row], self.stamps[row], self.matrix[row], self.scales[row] = memory_id, stamp, values, scale
         self.dirty = True
 
-    def _adopt_saved(self, ids: list[str], stamps: list[str], matrix: Any, scales: Any,
-                     current: Callable[[str], str | None]) -> int:
+    def _adopt_saved(self, current: Callable[[str], str | None], ids: list[str], stamps: list[str], matrix: Any,
+                     scales: Any) -> int:
         """The saved vectors the thread laid out: by reference when none is held yet (a copy of 100k rows
         took 0.03–0.4 s of the loop); a memory changed since the thread's snapshot frees its row."""
         if self.rows:  # vectors came first (not a start): place these one by one
@@ -169,11 +162,10 @@ class Semantic:
             widened = self._buffer[:end - start]
             widened[:] = self.matrix[start:end]
             scores[start:end] = (widened @ vector) * self.scales[start:end]
-        hits: list[tuple[str, float]] = []
         depth = min(count, limit * 4)
         while True:
             top = np.argpartition(-scores, depth - 1)[:depth] if depth < count else np.arange(count)
-            hits = []
+            hits: list[tuple[str, float]] = []
             for row in top[np.argsort(-scores[top], kind="stable")]:
                 memory_id = self.ids[row]
                 if memory_id is not None and accept(memory_id):
@@ -242,10 +234,8 @@ class Semantic:
 
     def _run(self, snapshot: list[tuple[str, str, str]]) -> None:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # one core: the loop keeps the other
-        try:  # Linux nices threads one by one: under load, the loop's calls get the CPU first
+        with suppress(AttributeError, OSError):  # Linux nices threads one by one: the loop's calls get the CPU first
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-        except (AttributeError, OSError):
-            pass
         try:
             from memoryd.daemon.encoder.model import Encoder, EncoderUnavailable
 
@@ -264,19 +254,15 @@ class Semantic:
             vectors = encoder.encode([text for _, _, text in batch])
             self._outbox.append(("vectors", ([i for i, _, _ in batch], [s for _, s, _ in batch], vectors)))
 
-    def _until_trim(self) -> float | None:
-        """Seconds to wait before `_release_free_memory` may run, or None (nothing to hand back)."""
-        if not self._untrimmed:
-            return None
-        return max(0.0, self._trimmed_at + TRIM_EVERY_S - time.monotonic())
-
     def _next_batch(self, todo: list[tuple[str, str, str]]) -> list[tuple[str, str, str]] | None:
         """New changes first, then the backlog; blocks while there is nothing to do."""
         batch: list[tuple[str, str, str]] = []
         while len(batch) < BATCH:
             idle = not batch and not todo
-            try:  # idle with memory to hand back: wait only until it may be trimmed
-                item = self._inbox.get(block=idle, timeout=self._until_trim() if idle else None)
+            # Idle with memory to hand back: wait only until `_release_free_memory` may run.
+            trim_in = max(0.0, self._trimmed_at + TRIM_EVERY_S - time.monotonic()) if self._untrimmed else None
+            try:
+                item = self._inbox.get(block=idle, timeout=trim_in if idle else None)
             except queue.Empty:
                 if not idle:
                     break
@@ -296,17 +282,15 @@ class Semantic:
         so `pop` takes the newest). A file that cannot be trusted is thrown away, and health says so."""
         from memoryd.daemon.encoder.model import DIMENSIONS, WEIGHTS_SHA256
 
-        saved: dict[str, tuple[str, int]] = {}
         found = None
         try:
             found = vectorfile.read(self.path, WEIGHTS_SHA256, DIMENSIONS)
         except (vectorfile.Refused, MemoryError, OSError) as exc:  # anything wrong: embed again
             self.file_note = f"state/vectors.bin discarded ({exc}); every memory embedded again"
             log.warning("%s", self.file_note)
-        if found is not None and found[0]:
-            saved = {m: (s, i) for i, (m, s) in enumerate(zip(found[0], found[1]))}
+        saved = {m: (s, i) for i, (m, s) in enumerate(zip(found[0], found[1]))} if found else {}
         keep = [(m, s) for m, s, _ in snapshot if saved.get(m, ("",))[0] == s]
-        if keep and found is not None:  # laid out here, off the loop (numpy copies without the GIL)
+        if keep and found:  # laid out here, off the loop (numpy copies without the GIL)
             import numpy as np
 
             count = len(keep)

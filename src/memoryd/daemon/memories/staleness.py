@@ -1,8 +1,6 @@
-"""Staleness of a memory: days since it was last known to hold, cited paths that vanished, commits
-since; git answers are cached per worktree, and git runs only where this machine can vouch for the
-repository: never one a pulled record names, never inside the store, always with `NO_PROGRAMS`.
-
-Import contract: stdlib, gates (cited paths), records; sync.git shares `NO_PROGRAMS`.
+"""Staleness of a memory: days since it was last known to hold, cited paths that vanished, commits since. git runs
+only where this machine can vouch for the repository: never one a pulled record names, never inside the store,
+always with `NO_PROGRAMS`. Import contract: stdlib, gates (cited paths), records; sync.git shares `NO_PROGRAMS`.
 """
 
 from __future__ import annotations
@@ -133,13 +131,11 @@ class Staleness:
 
 
 def assess(memory: Memory, now: float, probe: GitProbe, stale_days: float, parse_iso: Any) -> Staleness:
-    """All three signals for one memory; paths and commits only when its worktree is on disk and
-    was named here."""
+    """All three signals for one memory; paths and commits only when its worktree is on disk and was named here."""
     since = parse_iso(memory.verified_or_updated)
     days = max(0.0, (now - since) / DAY_S)
     worktree = None if memory.id in probe.pulled else memory.origin.get("worktree")
-    drift = None
-    commits = 0
+    drift, commits = None, 0
     if probe.exists(worktree):
         if "/" in memory.content:  # every cited path holds a slash: skip the regex walk cheaply
             drift = _path_drift(memory.content, worktree)  # type: ignore[arg-type]
@@ -149,12 +145,6 @@ def assess(memory: Memory, now: float, probe: GitProbe, stale_days: float, parse
 
 
 def _path_drift(content: str, worktree: str) -> dict[str, Any] | None:
-    checked, missing = 0, []
-    for path in _cited(content):
-        where = resolve_cited(path, worktree)
-        if where is None:
-            continue
-        checked += 1
-        if not os.path.exists(where):
-            missing.append(path)
-    return {"checked": checked, "missing": missing} if checked else None
+    checkable = [(path, where) for path in _cited(content) if (where := resolve_cited(path, worktree)) is not None]
+    missing = [path for path, where in checkable if not os.path.exists(where)]
+    return {"checked": len(checkable), "missing": missing} if checkable else None

@@ -1,8 +1,6 @@
-"""The durable tier's catalogue entries: 15 memory_* tools, and episode_promote, listed here because
-it writes through this tier's gates (the episode tier, below this one, cannot import them).
-
-Import contract: tool plus the tier's handler modules. Descriptions and schemas are paid for in every
-agent's context, so they stay terse; the handlers enforce what the schemas cannot say.
+"""The durable tier's catalogue entries: 15 memory_* tools, and episode_promote (it writes through this tier's
+gates, which the episode tier below cannot import). Import contract: tool plus the tier's handler modules.
+Descriptions and schemas cost every agent's context, so they stay terse; the handlers enforce what they cannot say.
 """
 
 from __future__ import annotations
@@ -11,13 +9,8 @@ from typing import Annotated, Any, Literal, Required, TypedDict
 
 from memoryd import names
 from memoryd.daemon.calls.signature import Rule
+from memoryd.daemon.memories import overview
 from memoryd.daemon.memories.edits import memory_remove, memory_restore, memory_update, memory_verify, replay_edit
-from memoryd.daemon.memories.overview import (
-    memory_health,
-    memory_scope_disable,
-    memory_scope_enable,
-    memory_scope_overview,
-)
 from memoryd.daemon.memories.reads import memory_list, memory_list_tombstones, memory_search, memory_show
 from memoryd.daemon.memories.records import Category, Confidence, Source
 from memoryd.daemon.memories.writes import (
@@ -47,8 +40,6 @@ class ScopeArgs(TypedDict):
 
 
 class WriteArgs(TypedDict, total=False):
-    """What to store, how sure and from where, and the flags that answer the write gates."""
-
     content: Required[str]
     scopes: Required[list[str]]
     category: NewCategory
@@ -92,8 +83,6 @@ class ListArgs(TypedDict, total=False):
 
 
 class UpdateArgs(TypedDict, total=False):
-    """What replaces a memory's fields; `expected_updated` makes it a compare-and-set."""
-
     id: Required[str]
     content: str
     scopes: list[str]
@@ -140,57 +129,48 @@ TOOLS = [
     Tool(name="memory_scope_disable",
          description="Hide a scope and all below it from this session's reads (searches, lists, digest, "
                      "handoff). Not persisted.",
-         args=ScopeArgs, returns={"disabled_scopes": ANY_LIST},
-         handler=memory_scope_disable, idempotent=True),
+         args=ScopeArgs, returns={"disabled_scopes": ANY_LIST}, handler=overview.memory_scope_disable, idempotent=True),
     Tool(name="memory_scope_enable", description="Undo memory_scope_disable for a scope in this session.",
-         args=ScopeArgs, returns={"disabled_scopes": ANY_LIST},
-         handler=memory_scope_enable, idempotent=True),
+         args=ScopeArgs, returns={"disabled_scopes": ANY_LIST}, handler=overview.memory_scope_enable, idempotent=True),
     Tool(name=names.MEMORY_WRITE, core=True, replay=replay_memory_write,
-         description=(
-             "Store a durable fact, preference or decision (run state: episode_write). A gate may answer "
-             "instead, with evidence and a hint naming its override flag: credential_warning, "
-             "transient_warning, scope_mismatch, ungrounded (with groundedness_check), duplicate, "
-             "previously_removed. user-inference is always pending until the user says yes. "
-             "Injection-like text is stored flagged tainted. pinned: a rule listed first at every session start."),
+         description="Store a durable fact, preference or decision (run state: episode_write). A gate may answer "
+                     "instead, with evidence and a hint naming its override flag: credential_warning, "
+                     "transient_warning, scope_mismatch, ungrounded (with groundedness_check), duplicate, "
+                     "previously_removed. user-inference is always pending until the user says yes. Injection-like "
+                     "text is stored flagged tainted. pinned: a rule listed first at every session start.",
          args=WriteArgs, returns=_STATUS, handler=memory_write),
     Tool(name=names.MEMORY_WRITE_CONFIRM, core=True, replay=replay_write_confirm,
-         description=(
-             "Commit your pending write after the user's yes. Gates re-run; if one fires, its status "
-             "returns and the write stays pending. A promoted episode is deleted on commit."),
+         description="Commit your pending write after the user's yes. Gates re-run; if one fires, its status returns "
+                     "and the write stays pending. A promoted episode is deleted on commit.",
          args=PendingArgs, returns=_STATUS, handler=memory_write_confirm),
     Tool(name=names.MEMORY_WRITE_CANCEL, core=True,
          description="Drop your pending write (the user said no); a promoted episode is kept.",
          args=PendingArgs, returns=_STATUS, handler=memory_write_cancel, destructive=True),
     Tool(name=names.MEMORY_SEARCH, core=True,
-         description=(
-             "Ranked search of durable memories (not episodes) for tasks referring to shared or past "
-             "context. auto_scope: your repo plus repo-less memories; since_prior_session: only changes "
-             "since the prior session here began. staleness_verdict not fresh: check before relying."),
+         description="Ranked search of durable memories (not episodes) for tasks referring to shared or past context. "
+                     "auto_scope: your repo plus repo-less memories; since_prior_session: only changes since the "
+                     "prior session here began. staleness_verdict not fresh: check before relying.",
          args=SearchArgs, returns={"results": ANY_LIST, "total": INT}, handler=memory_search, read_only=True),
     Tool(name=names.MEMORY_SHOW, core=True,
          description="One memory by id, live or removed: every field, links both ways, staleness.",
          args=IdArgs, returns={"id": STR}, handler=memory_show, read_only=True),
     Tool(name=names.MEMORY_LIST,
-         description=(
-             "Browse memories, newest first, as compact rows; pass next_cursor back as cursor. "
-             "To find by topic use memory_search. pinned=true: only pinned rules."),
+         description="Browse memories, newest first, as compact rows; pass next_cursor back as cursor. To find by "
+                     "topic use memory_search. pinned=true: only pinned rules.",
          args=ListArgs, returns={"memories": ANY_LIST, "total": INT}, handler=memory_list, read_only=True),
     Tool(name=names.MEMORY_UPDATE, replay=replay_edit,
-         description=(
-             "Edit a memory in place instead of writing a near-duplicate; scopes and links replace. New "
-             "content re-runs the credential and transient gates and resets verification. "
-             "expected_updated: compare-and-set (status stale on a mismatch, nothing changed). pinned: pin or unpin."),
+         description="Edit a memory in place instead of writing a near-duplicate; scopes and links replace. New "
+                     "content re-runs the credential and transient gates and resets verification. expected_updated: "
+                     "compare-and-set (status stale on a mismatch, nothing changed). pinned: pin or unpin.",
          args=UpdateArgs, returns=_STATUS, handler=memory_update),
     Tool(name=names.MEMORY_REMOVE, replay=replay_edit,
          description="Move a wrong or obsolete memory to a tombstone with a reason (memory_restore undoes).",
-         args=RemoveArgs, returns=_STATUS,
-         handler=memory_remove, destructive=True, idempotent=True),
+         args=RemoveArgs, returns=_STATUS, handler=memory_remove, destructive=True, idempotent=True),
     Tool(name=names.MEMORY_RESTORE, replay=replay_edit,
          description="Bring a removed memory back, unless a live one now says the same (status duplicate).",
          args=IdArgs, returns=_STATUS, handler=memory_restore),
     Tool(name=names.MEMORY_LIST_TOMBSTONES, description="Removed memories with reasons, latest first; paged by cursor.",
-         args=PageArgs,
-         returns={"tombstones": ANY_LIST, "total": INT}, handler=memory_list_tombstones, read_only=True),
+         args=PageArgs, returns={"tombstones": ANY_LIST, "total": INT}, handler=memory_list_tombstones, read_only=True),
     Tool(name=names.MEMORY_VERIFY, replay=replay_edit,
          description="Record that a memory still holds (optionally the paths or commits checked); "
                      "its staleness clock restarts.",
@@ -198,18 +178,16 @@ TOOLS = [
     Tool(name="memory_scope_overview",
          description="Counts of what is stored for you: by scope, by category, tombstones, pending "
                      "writes, episodes here.",
-         args=OverviewArgs, returns={"total": INT},
-         handler=memory_scope_overview, read_only=True),
+         args=OverviewArgs, returns={"total": INT}, handler=overview.memory_scope_overview, read_only=True),
     Tool(name=names.MEMORY_HEALTH,
          description="Curation rollup: stale, tainted, never-retrieved memories; log chain; reaper; "
                      "bad, hand-edited, unaccounted, missing files.",
-         args=NoArgs, returns={"memories": INT}, handler=memory_health, read_only=True),
+         args=NoArgs, returns={"memories": INT}, handler=overview.memory_health, read_only=True),
     Tool(name=names.EPISODE_PROMOTE, core=True, replay=replay_episode_promote,
-         description=(
-             "Promote an episode whose takeaway became a lasting fact to a durable memory, through "
-             "memory_write's gates. committed deletes the episode; pending holds it (memory_write_confirm "
-             "deletes, memory_write_cancel keeps it); other statuses leave it to fix and retry. "
-             "use_body=true stores the body (required without a takeaway). Returns memory_write's result "
-             "plus promoted_from_episode_id."),
+         description="Promote an episode whose takeaway became a lasting fact to a durable memory, through "
+                     "memory_write's gates. committed deletes the episode; pending holds it (memory_write_confirm "
+                     "deletes, memory_write_cancel keeps it); other statuses leave it to fix and retry. use_body=true "
+                     "stores the body (required without a takeaway). Returns memory_write's result plus "
+                     "promoted_from_episode_id.",
          args=PromoteArgs, returns=_STATUS, handler=episode_promote),
 ]

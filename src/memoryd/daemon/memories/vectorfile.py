@@ -1,8 +1,6 @@
-"""`state/vectors.bin`: the saved meaning vectors, written by the daemon and read back untrusted
-(layout: docs/storage.md, "Caches in `state/`"; checks: docs/security.md). Any refusal (`Refused`)
-means: throw the file away and embed again.
-
-Import contract: stdlib and numpy (the encoder thread's side only).
+"""`state/vectors.bin`: the saved meaning vectors, written by the daemon and read back untrusted (layout:
+docs/storage.md, "Caches in `state/`"; checks: docs/security.md). Any refusal (`Refused`) means: throw the file
+away and embed again. Import contract: stdlib and numpy (the encoder thread's side only).
 """
 
 from __future__ import annotations
@@ -23,11 +21,10 @@ class Refused(Exception):
     """The file cannot be trusted; the reason says why."""
 
 
-def _checksum(model: str, dims: int, ids: list[str], stamps: list[str], *body: Any, listed: str = "") -> str:
-    """blake2b-128 over `[model, dims, ids, stamps]` as JSON (`listed`: that text, when the caller
-    has it) and then the rows' bytes (`body`: one buffer, or the scales' and the rows' in turn)."""
-    digest = hashlib.blake2b(digest_size=16)
-    digest.update((listed or json.dumps([model, dims, ids, stamps])).encode())
+def _checksum(listed: str, *body: Any) -> str:
+    """blake2b-128 over `listed` (`[model, dims, ids, stamps]` as JSON) and then the rows' bytes (`body`: one
+    buffer, or the scales' and the rows' in turn)."""
+    digest = hashlib.blake2b(listed.encode(), digest_size=16)
     for part in body:
         digest.update(part)
     return digest.hexdigest()
@@ -46,8 +43,7 @@ def file_bytes(model: str, ids: list[str], stamps: list[str], dims: int, rows: A
     for the checksum and the header alike (~40 MB every 30 s at 100k memories)."""
     body = [memoryview(scales).cast("B"), memoryview(rows).cast("B")] if ids else []
     ids_json, stamps_json, model_json = json.dumps(ids), json.dumps(stamps), json.dumps(model)
-    checksum = _checksum(model, dims, ids, stamps, *body,
-                         listed=f"[{model_json}, {dims}, {ids_json}, {stamps_json}]")
+    checksum = _checksum(f"[{model_json}, {dims}, {ids_json}, {stamps_json}]", *body)
     header = (f'{{"model": {model_json}, "dims": {dims}, "ids": {ids_json}, "stamps": {stamps_json}, '
               f'"checksum": {json.dumps(checksum)}}}').encode()
     return b"".join([MAGIC, len(header).to_bytes(8, "little"), header, *body])
@@ -102,7 +98,7 @@ def _body(handle: Any, header: dict[str, Any], left: int) -> tuple[list[str], li
     if left != count * (4 + dims):
         raise Refused(f"{left} bytes of rows where {count} rows of {dims} need {count * (4 + dims)}")
     body = handle.read(left)
-    if _checksum(header["model"], dims, ids, stamps, body) != header["checksum"]:
+    if _checksum(json.dumps([header["model"], dims, ids, stamps]), body) != header["checksum"]:
         raise Refused("its checksum does not match its rows")
     scales = np.frombuffer(body[: 4 * count], np.float32)
     rows = np.frombuffer(body[4 * count :], np.int8).reshape(count, dims)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable
 
 from memoryd.daemon.search.postings import Postings
@@ -20,9 +21,7 @@ class NearDuplicates(Postings):
         """Docs whose content token set (its distinct analyzed terms) has Jaccard >= `threshold` with `tokens`,
         best first, rounded to 4 decimals, ties newer first. Exact prefix filtering at or above
         `EXACT_SIMILARITY`; below it the prefix is capped (docs/tools.md, "How text becomes terms")."""
-        size = len(tokens)
-        if size == 0:
-            return []
+        size = len(tokens)  # none: `prefix` is 0 below
         postings, floor = self._content, threshold - 1e-12
         present = sorted((t for t in tokens if t in postings), key=lambda t: self._doc_count(postings, t))
 
@@ -41,10 +40,7 @@ class NearDuplicates(Postings):
         """Shared-token counts of the docs holding one of the first `prefix` terms of `present` that
         can still share `least(their distinct token count)`: before each later term, a doc that
         would fall short even holding every term left is dropped."""
-        overlap: dict[str, int] = {}
-        for term in present[:prefix]:
-            for d in self._docs_of(self._content, term) or ():
-                overlap[d] = overlap.get(d, 0) + 1
+        overlap: dict[str, int] = Counter(d for t in present[:prefix] for d in self._docs_of(self._content, t) or ())
         rest, sizes = present[prefix:], self._set_size
         # `least` of each candidate's set size (sets have few sizes; candidates only get fewer).
         need = {n: least(n) for n in {sizes[d] for d in overlap}} if len(overlap) >= PRUNE_FROM else {}

@@ -22,9 +22,7 @@ _IDENTIFIER_RE = re.compile(r"`|[A-Za-z0-9][_/.][A-Za-z0-9]|[a-z][A-Z]|\b[A-Z][A
 
 def fuse(query: str, by_words: Sequence[str], by_meaning: Sequence[str]) -> dict[str, float]:
     """Each id's fused score from its rank in either list (best first)."""
-    fused: dict[str, float] = {}
-    for rank, doc_id in enumerate(by_words):
-        fused[doc_id] = LEXICAL_WEIGHT / (RRF_K + rank)
+    fused = {doc_id: LEXICAL_WEIGHT / (RRF_K + rank) for rank, doc_id in enumerate(by_words)}
     weight = IDENTIFIER_MEANING_WEIGHT if _IDENTIFIER_RE.search(query) else MEANING_WEIGHT
     for rank, doc_id in enumerate(by_meaning):
         fused[doc_id] = fused.get(doc_id, 0.0) + weight / (RRF_K + rank)

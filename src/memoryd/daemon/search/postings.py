@@ -108,10 +108,8 @@ class Postings:
         self._ids.append(doc_id)
         self._post(self._content, doc_id, number, content_tf)
         self._post(self._scope, doc_id, number, scope_tf)
-        self._set_size[doc_id] = len(content_tf)
-        self._length[doc_id] = length
+        self._set_size[doc_id], self._length[doc_id], self._recency[doc_id] = len(content_tf), length, recency_ts
         self._total_length += length
-        self._recency[doc_id] = recency_ts
 
     def remove(self, doc_id: str, content: str, scopes: Iterable[str] = ()) -> None:
         """Drop `doc_id`, given the text `add` indexed (it names the same postings); unknown ids are ignored."""
@@ -212,40 +210,20 @@ class Postings:
             set_size.append(len(content_tf))
             length.append(doc_length)
             recency.append(recency_ts)
-        return cls.from_state({
-            "ids": ids, "set_size": set_size, "length": length, "recency": recency,
-            **cls._columns({t: array(_PAIR_TYPE, v).tobytes() for t, v in content.items()},
-                           {t: array(_PAIR_TYPE, v).tobytes() for t, v in scope.items()}, df)})
+        return cls.from_state({"ids": ids, "set_size": set_size, "length": length, "recency": recency,
+                               **cls._columns({t: array(_PAIR_TYPE, v).tobytes() for t, v in content.items()},
+                                              {t: array(_PAIR_TYPE, v).tobytes() for t, v in scope.items()}, df)})
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> Self:
         """The index `export_state` described; ValueError/TypeError/KeyError/IndexError if the state
         is malformed (the caller then rebuilds from the records)."""
-        index = cls()
-        ids = state["ids"]
+        ids, joined, stored, scope = state["ids"], state["terms"], state["stored"], state["scope"]
         if not (isinstance(ids, list) and all(type(d) is str for d in ids)):
             raise TypeError("ids is not a list of strings")
-        for name in ("set_size", "length", "recency"):
-            if not isinstance(state[name], list) or len(state[name]) != len(ids):
-                raise ValueError(f"{name} does not match ids")
-        index._content, index._df = cls._restore_terms(state)
-        index._stored, index._stored_ends = state["stored"], _unpack(state["stored_ends"], _END_TYPE)
-        scope = state["scope"]
-        if not (isinstance(scope, dict)
-                and all(type(v) is bytes and len(v) % _PAIR_BYTES == 0 for v in scope.values())):
-            raise TypeError("a scope posting is not packed pairs")
-        index._scope = scope
-        index._ids = ids = list(map(sys.intern, ids))  # shared with the records' ids (100k strings)
-        index._set_size = dict(zip(ids, state["set_size"], strict=True))
-        index._length = dict(zip(ids, state["length"], strict=True))
-        index._recency = dict(zip(ids, state["recency"], strict=True))
-        index._total_length = sum(index._length.values())
-        return index
-
-    @staticmethod
-    def _restore_terms(state: dict[str, Any]) -> tuple[dict[str, ContentPosting], dict[str, int]]:
-        """(content term -> its number among the stored postings, term -> df), the columns checked."""
-        joined, stored = state["terms"], state["stored"]
+        columns = [state[name] for name in ("set_size", "length", "recency")]
+        if not all(isinstance(column, list) for column in columns):
+            raise TypeError("a per-document column is not a list")
         if type(joined) is not str or type(stored) is not bytes:
             raise TypeError("the terms or the postings are not packed")
         terms = joined.split(_TERM_SEP) if joined else []
@@ -256,8 +234,17 @@ class Postings:
         low_bytes = state["stored_ends"][0 if sys.byteorder == "little" else ends.itemsize - 1::ends.itemsize]
         if low_bytes.translate(_PAIR_REMAINDER).strip(b"\0") or not all(map(le, ends, ends[1:])):
             raise ValueError("a stored posting is not whole pairs")
-        content = cast(dict[str, ContentPosting], dict(zip(terms, range(len(ends)))))
-        df_of = dict(zip(terms, df))
-        if len(content) != len(ends) or len(df_of) != len(terms):
+        if not (isinstance(scope, dict)
+                and all(type(v) is bytes and len(v) % _PAIR_BYTES == 0 for v in scope.values())):
+            raise TypeError("a scope posting is not packed pairs")
+        index = cls()
+        # A content term starts as its number among the stored postings.
+        index._content = cast(dict[str, ContentPosting], dict(zip(terms, range(len(ends)))))
+        index._df = dict(zip(terms, df))
+        if len(index._content) != len(ends) or len(index._df) != len(terms):
             raise ValueError("a term is listed twice")
-        return content, df_of
+        index._stored, index._stored_ends, index._scope = stored, ends, scope
+        index._ids = ids = list(map(sys.intern, ids))  # shared with the records' ids (100k strings)
+        index._set_size, index._length, index._recency = (dict(zip(ids, c, strict=True)) for c in columns)
+        index._total_length = sum(index._length.values())
+        return index

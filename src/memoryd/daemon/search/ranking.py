@@ -102,22 +102,14 @@ class Ranking(Postings):
             spent = sum(w for w, _ in weighted[:i])  # no partial score exceeds it: then skip the heap
             if i and len(scores) >= depth and spent > rest and heapq.nlargest(depth, scores.values())[-1] > rest:
                 for later_weight, later_tf in weighted[i:]:
-                    self._update_known(scores, later_weight, later_tf, c_fixed, c_length)
+                    for d in later_tf.keys() & scores.keys():  # `&` of key views walks the smaller
+                        tf = later_tf[d]
+                        scores[d] += later_weight * tf / (tf + c_fixed + c_length * length[d])
                 return scores, rest
             get = scores.get
             for d, tf in tf_by_doc.items():
                 scores[d] = get(d, 0.0) + weight * tf / (tf + c_fixed + c_length * length[d])
         return scores, 0.0
-
-    def _update_known(self, scores: dict[str, float], weight: float, tf_by_doc: dict[str, int],
-                      c_fixed: float, c_length: float) -> None:
-        length = self._length
-        if len(tf_by_doc) < len(scores):
-            pairs = [(d, tf) for d, tf in tf_by_doc.items() if d in scores]
-        else:
-            pairs = [(d, tf_by_doc[d]) for d in scores if d in tf_by_doc]
-        for d, tf in pairs:
-            scores[d] += weight * tf / (tf + c_fixed + c_length * length[d])
 
     def relevance(self, query: str, doc_ids: Iterable[str]) -> dict[str, float]:
         """The idf-weighted share of the typed query terms each document holds, 0..1 (2 decimals); an
@@ -147,10 +139,7 @@ class Ranking(Postings):
         return math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
 
     def _term_tf(self, term: str) -> dict[str, int]:
-        content = self._docs_of(self._content, term)
-        scope = self._docs_of(self._scope, term)
-        if scope is None:
-            return content or {}
-        if content is None:
-            return scope
+        content, scope = self._docs_of(self._content, term), self._docs_of(self._scope, term)
+        if content is None or scope is None:
+            return content or scope or {}
         return {**content, **{d: content.get(d, 0) + tf for d, tf in scope.items()}}

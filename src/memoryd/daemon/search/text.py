@@ -66,8 +66,7 @@ def _chunk_terms(chunk: str) -> tuple[str, ...]:
     if lower.isalnum() and (core.islower() or core.isupper() or core.istitle() or lower.isdigit()):
         return _word(lower)
     whole = (lower,) if len(lower) >= MIN_TERM_CHARS else ()
-    parts = [p.lower() for p in _PART_RE.findall(core)]
-    return tuple(dict.fromkeys(whole + tuple(t for p in parts for t in _word(p))))
+    return tuple(dict.fromkeys(whole + tuple(t for part in _PART_RE.findall(core) for t in _word(part.lower()))))
 
 
 def _word(lower: str) -> tuple[str, ...]:
@@ -100,11 +99,10 @@ def _build_equivalences() -> dict[str, tuple[str, ...]]:
     table: dict[str, set[str]] = {}
     for group in EQUIVALENCES:
         members = [tuple(analyze(phrase)) for phrase in group]
-        for i, member in enumerate(members):
-            if len(member) != 1:
-                continue  # only a one-term member triggers; every member is added
-            others = {t for j, m in enumerate(members) if j != i for t in m}
-            table.setdefault(member[0], set()).update(others - {member[0]})
+        terms = {t for member in members for t in member}
+        for member in members:
+            if len(member) == 1:  # only a one-term member triggers; every member is added
+                table.setdefault(member[0], set()).update(terms - {member[0]})
     return {term: tuple(sorted(others)) for term, others in table.items()}
 
 
