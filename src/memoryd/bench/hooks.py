@@ -43,9 +43,7 @@ def prepare(box: Throwaway) -> Path:
     for path in ("billing/stripe_client.py", "src/payments/cards.py", "README.md"):  # what ANCHORED cites
         (repo / path).parent.mkdir(parents=True, exist_ok=True)
         (repo / path).write_text("# bench\n")
-    bridge = Bridge(box.env, worktree=str(repo))
-    try:
-        bridge.initialize()
+    with Bridge(box.env, worktree=str(repo)) as bridge:
         write_memory(bridge, {"key": "retry", "content": MEMORY, "scopes": ["topic:billing"]}, {})
         write_memory(bridge, {"key": "deploy", "content": DEPLOY, "scopes": ["topic:deploy"]}, {})
         for i, content in enumerate([FORCE, *ANCHORED]):
@@ -54,8 +52,6 @@ def prepare(box: Throwaway) -> Path:
         bridge.call(names.MEMORY_SESSION_FINISH, session_id=session,
                     handoff="Retries are wired; next, add the CardError test and open the PR.")
         box.counts["memories"] = int(bridge.call(names.MEMORY_HEALTH)["memories"])
-    finally:
-        bridge.close()
     return repo
 
 
@@ -99,8 +95,7 @@ def payloads(repo: Path, i: int) -> dict[str, dict[str, Any]]:
 def bench_hooks(box: Throwaway, quick: bool) -> list[Row]:
     progress("client hooks (whole process per sample)")
     repo = prepare(box)
-    samples: dict[str, list[float]] = {event: [] for event in ("session-start", "prompt", "pre-tool", MEANING,
-                                                                "stop", "session-end")}
+    samples: dict[str, list[float]] = {event: [] for event in payloads(repo, -1)}
     answered = {"session-start": 0, "prompt": 0, "pre-tool": 0, MEANING: 0}
     runs = 10 if quick else 40
     for event, payload in payloads(repo, -1).items():
@@ -193,12 +188,8 @@ def bench_session_context(box: Throwaway, quick: bool) -> list[Row]:
 
 def sibling_write(box: Throwaway, repo: Path) -> None:
     """Another agent in the same worktree commits a memory mid-session (what live news reports)."""
-    bridge = Bridge(box.env, worktree=str(repo))
-    try:
-        bridge.initialize()
+    with Bridge(box.env, worktree=str(repo)) as bridge:
         write_memory(bridge, {"key": "sibling", "content": SIBLING, "scopes": ["topic:orders"]}, {})
-    finally:
-        bridge.close()
 
 
 BENCHES = [bench_hooks, bench_session_context]

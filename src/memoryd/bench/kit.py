@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Self
 
 from memoryd import PROTOCOL, names
 
@@ -58,8 +58,7 @@ class Throwaway:
             time.sleep(0.01)
 
     def endpoint(self) -> str:
-        endpoint: str = json.loads((self.base / "r" / "memoryd.status").read_text())["endpoint"]
-        return endpoint
+        return str(json.loads((self.base / "r" / "memoryd.status").read_text())["endpoint"])
 
     def restart(self) -> float:
         """Stop and start the daemon; returns seconds until it serves again."""
@@ -67,10 +66,6 @@ class Throwaway:
         began = time.perf_counter()
         self.start()
         return time.perf_counter() - began
-
-    def daemon_rss_mb(self) -> float:
-        assert self.daemon is not None
-        return rss_mb(self.daemon.pid)
 
     def stop(self) -> None:
         if self.daemon is not None and self.daemon.poll() is None:
@@ -85,22 +80,38 @@ class Throwaway:
 
 
 class Bridge:
-    """One `memoryd mcp` process driven by raw newline-delimited JSON-RPC."""
+    """One `memoryd mcp` process (or `command`) driven by raw newline-delimited JSON-RPC; as a context
+    manager it is initialized on entry and closed on exit."""
 
-    def __init__(self, env: dict[str, str], worktree: str | None = None) -> None:
+    def __init__(self, env: dict[str, str], worktree: str | None = None, command: list[str] | None = None,
+                 cwd: Path | None = None, stderr: IO[bytes] | int = subprocess.DEVNULL) -> None:
         extra = {"MEMORYD_WORKTREE": worktree} if worktree else {}
         self.started = time.perf_counter()
-        self.proc = subprocess.Popen([sys.executable, "-m", "memoryd", "mcp"], env={**env, **extra},
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(command or [sys.executable, "-m", "memoryd", "mcp"], cwd=cwd,
+                                     env={**env, **extra}, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr)
         self.next_id = 0
+
+    def __enter__(self) -> Self:
+        self.initialize()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def send(self, message: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(message).encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def reply(self, method: str) -> dict[str, Any]:
+        """The answer to request `next_id`."""
+        assert self.proc.stdout is not None
+        return json.loads(self.proc.stdout.readline())  # type: ignore[no-any-return]
 
     def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         self.next_id += 1
-        line = json.dumps({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(line.encode() + b"\n")
-        self.proc.stdin.flush()
-        reply = json.loads(self.proc.stdout.readline())
+        self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+        reply = self.reply(method)
         if "error" in reply:
             raise RuntimeError(f"{method} failed: {reply['error']}")
         return reply["result"]  # type: ignore[no-any-return]
@@ -119,9 +130,6 @@ class Bridge:
         self.call(tool, **arguments)
         return time.perf_counter() - began
 
-    def rss_mb(self) -> float:
-        return rss_mb(self.proc.pid)
-
     def close(self) -> None:
         if self.proc.stdin:
             self.proc.stdin.close()
@@ -139,7 +147,7 @@ class WireLoader:
 
         from memoryd import protocol
 
-        self.zmq, self.protocol = zmq, protocol
+        self.protocol = protocol
         self.sock: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.connect(endpoint)
@@ -153,15 +161,12 @@ class WireLoader:
         if self.sent >= 2000:
             self.drain()
 
-    def drain(self) -> list[dict[str, Any]]:
-        replies = []
+    def drain(self) -> None:
         while self.sent:
             reply = self.protocol.decode(self.sock.recv())
             if not reply.get("ok"):
                 raise RuntimeError(f"bulk load failed: {reply.get('error')}")
-            replies.append(reply)
             self.sent -= 1
-        return replies
 
     def session(self, conn: str, worktree: str | None) -> None:
         self.send(conn, "hello", {"protocol": PROTOCOL, "identity": {"worktree": worktree, "project": "bench"}})
@@ -182,6 +187,19 @@ def load_memories(box: Throwaway, worktree: str, contents: Iterable[str], scopes
     loader.send(conn, "bye", {})
     loader.drain()
     return time.perf_counter() - began
+
+
+def time_calls(box: Throwaway, tool: str, arguments: Callable[[int], dict[str, Any]], samples: int,
+               worktree: str = "/bench/w-mem") -> tuple[list[float], list[dict[str, Any]]]:
+    """Latencies of `samples` calls of `tool` (call i with `arguments(i)`) through one bridge, and their results."""
+    latencies, results = [], []
+    with Bridge(box.env, worktree=worktree) as bridge:
+        for i in range(samples):
+            args = arguments(i)
+            began = time.perf_counter()
+            results.append(bridge.call(tool, **args))
+            latencies.append(time.perf_counter() - began)
+    return latencies, results
 
 
 def in_threads(agent: Callable[[int], None], count: int) -> float:

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 
 from memoryd import names
-from memoryd.bench.kit import Bridge, Row, Throwaway, WireLoader, load_memories, pcts, progress, row
+from memoryd.bench.kit import Bridge, Row, Throwaway, WireLoader, load_memories, pcts, progress, row, rss_mb, time_calls
 from memoryd.bench.sync import bench_sync
 
 VOCABULARY = 20_000
@@ -56,21 +56,6 @@ class Corpus:
         return " ".join(self.sample(self.rng.randint(2, 3)))
 
 
-def time_calls(box: Throwaway, tool: str, arguments: Callable[[], dict[str, object]],
-               samples: int) -> tuple[list[float], list[dict[str, object]]]:
-    """Latencies of `samples` calls of `tool` through one real bridge, and their results."""
-    bridge = Bridge(box.env, worktree="/bench/w-mem")
-    bridge.initialize()
-    latencies, results = [], []
-    for _ in range(samples):
-        args = arguments()
-        began = time.perf_counter()
-        results.append(bridge.call(tool, **args))
-        latencies.append(time.perf_counter() - began)
-    bridge.close()
-    return latencies, results
-
-
 def _size_label(n: int) -> str:
     return f"{n // 1000}k memories"
 
@@ -110,9 +95,9 @@ def bench_memory_tier(box: Throwaway, quick: bool) -> list[Row]:
     return rows
 
 
-def seed_vectors(box: Throwaway) -> int:
+def seed_vectors(box: Throwaway) -> None:
     """Stop the daemon, give every memory file a random unit vector in `state/vectors.bin`, start it
-    again and wait until it holds them all; returns how many."""
+    again and wait until it holds them all."""
     import numpy as np
 
     from memoryd.daemon.encoder.model import DIMENSIONS, WEIGHTS_SHA256
@@ -132,15 +117,12 @@ def seed_vectors(box: Throwaway) -> int:
                                                                                  *quantize(vectors)))
     box.start()
     wait_for_vectors(box)
-    return len(ids)
 
 
 def wait_for_vectors(box: Throwaway, timeout_s: float = 300) -> None:
     """Until the daemon's encoder is loaded and holds a vector for every live memory."""
-    bridge = Bridge(box.env)
-    bridge.initialize()
     deadline = time.monotonic() + timeout_s
-    try:
+    with Bridge(box.env) as bridge:
         while True:
             health = bridge.call(names.MEMORY_HEALTH)
             meaning = health["search_by_meaning"]
@@ -149,8 +131,6 @@ def wait_for_vectors(box: Throwaway, timeout_s: float = 300) -> None:
             if meaning.get("state", "").startswith("unavailable") or time.monotonic() > deadline:
                 raise RuntimeError(f"the bench daemon's encoder: {meaning}")
             time.sleep(0.2)
-    finally:
-        bridge.close()
 
 
 def _encoder_rows() -> list[Row]:
@@ -180,22 +160,21 @@ def _encoder_rows() -> list[Row]:
 def _timed_rows(box: Throwaway, corpus: Corpus, size: int, samples: int) -> list[Row]:
     """memory_write, memory_search and memory_digest through a real bridge at this size."""
     writes, written = time_calls(box, names.MEMORY_WRITE,
-                                 lambda: {"content": corpus.memory(), "scopes": ["projects:bench"]}, samples)
+                                 lambda _: {"content": corpus.memory(), "scopes": ["projects:bench"]}, samples)
     refused = sum(r.get("status") != "committed" for r in written)
     stats = pcts(writes)
     target, met = _target(WRITE_TARGETS_MS, size, "ms", stats["p50_ms"])
     out = [row("memory_write (all gates, committed)", _size_label(size), {**stats, "refused": refused},
                target, refused == 0 and met)]
-    searches, results = time_calls(box, names.MEMORY_SEARCH, lambda: {"query": corpus.query()}, samples)
+    searches, results = time_calls(box, names.MEMORY_SEARCH, lambda _: {"query": corpus.query()}, samples)
     stats = pcts(searches)
-    mean_hits = sum(len(r["results"]) for r in results) / samples  # type: ignore[arg-type,misc]
+    mean_hits = sum(len(r["results"]) for r in results) / samples
     out.append(row("memory_search (words + meaning)", _size_label(size), {**stats, "mean_hits": round(mean_hits, 2)},
                    *_target(SEARCH_TARGETS_MS, size, "ms", stats["p50_ms"])))
-    digests, _ = time_calls(box, names.MEMORY_DIGEST, dict, 100)
+    digests, _ = time_calls(box, names.MEMORY_DIGEST, lambda _: {}, 100)
     stats = pcts(digests)
     out.append(row(names.MEMORY_DIGEST, _size_label(size), stats,
-                   f"<= {DIGEST_TARGET_MS:g} ms" if size == 10_000 else "-",
-                   size != 10_000 or stats["p50_ms"] <= DIGEST_TARGET_MS))
+                   *_target({10_000: DIGEST_TARGET_MS}, size, "ms", stats["p50_ms"])))
     return out
 
 
@@ -204,7 +183,8 @@ def _start_rows(box: Throwaway, size: int, meaning: bool) -> list[Row]:
     warm = box.restart()
     if meaning:
         wait_for_vectors(box)
-    rss = box.daemon_rss_mb()
+    assert box.daemon is not None
+    rss = rss_mb(box.daemon.pid)
     box.stop()
     state = box.base / "h" / "state"
     for path in state.iterdir():

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 from pathlib import Path
 from typing import IO, Any
@@ -41,33 +40,23 @@ class PeerServer(Bridge):
     and a tool's `isError` is raised."""
 
     def __init__(self, exe: str, home: Path, log: IO[bytes]) -> None:
-        self.started = time.perf_counter()
-        self.proc = subprocess.Popen([exe], cwd=home, env=peer_env(home), stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=log)
-        self.next_id = 0
+        super().__init__(peer_env(home), command=[exe], cwd=home, stderr=log)
 
-    def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        self.next_id += 1
-        self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+    def reply(self, method: str) -> dict[str, Any]:
         assert self.proc.stdout is not None
         while True:
             line = self.proc.stdout.readline()
             if not line:
                 raise RuntimeError(f"{method}: the peer server exited (code {self.proc.poll()})")
-            reply = json.loads(line)
+            reply: dict[str, Any] = json.loads(line)
             if reply.get("id") == self.next_id:
-                break
-        if "error" in reply:
-            raise RuntimeError(f"{method} failed: {reply['error']}")
-        result: dict[str, Any] = reply["result"]
+                return reply
+
+    def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        result = super().request(method, params)
         if result.get("isError"):
             raise RuntimeError(f"{method} failed: {str(result.get('content'))[:300]}")
         return result
-
-    def send(self, message: dict[str, Any]) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(message).encode() + b"\n")
-        self.proc.stdin.flush()
 
     def initialize(self) -> float:
         took = super().initialize()

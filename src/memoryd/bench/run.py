@@ -14,7 +14,7 @@ from memoryd import names
 from memoryd.bench import hooks as bench_hooks
 from memoryd.bench import memory as bench_memory
 from memoryd.bench import peer as bench_peer
-from memoryd.bench.kit import Bridge, Row, Throwaway, WireLoader, in_threads, pcts, progress, row
+from memoryd.bench.kit import Bridge, Row, Throwaway, WireLoader, in_threads, pcts, progress, row, rss_mb, time_calls
 
 
 def bench_cold_start(box: Throwaway, runs: int) -> list[Row]:
@@ -23,7 +23,7 @@ def bench_cold_start(box: Throwaway, runs: int) -> list[Row]:
         bridge = Bridge(box.env)
         samples.append(bridge.initialize())
         bridge.request("tools/list", {})
-        rss = max(rss, bridge.rss_mb())
+        rss = max(rss, rss_mb(bridge.proc.pid))
         bridge.close()
     stats = pcts(samples)
     return [row("bridge spawn -> initialize", "-", stats, "<= 100 ms", stats["p50_ms"] <= 100),
@@ -31,11 +31,8 @@ def bench_cold_start(box: Throwaway, runs: int) -> list[Row]:
 
 
 def bench_episode_write(box: Throwaway, n: int) -> list[Row]:
-    bridge = Bridge(box.env, worktree="/bench/w0")
-    bridge.initialize()
-    samples = [bridge.timed(names.EPISODE_WRITE, body=f"iteration {i}: tried a thing", takeaway=f"step {i}")
-               for i in range(n)]
-    bridge.close()
+    samples, _ = time_calls(box, names.EPISODE_WRITE, lambda i: {"body": f"iteration {i}: tried a thing",
+                                                                 "takeaway": f"step {i}"}, n, worktree="/bench/w0")
     stats = pcts(samples)
     return [row("episode_write (durable)", f"{n} writes", stats, "<= 1.5 ms", stats["p50_ms"] <= 1.5)]
 
@@ -58,10 +55,7 @@ def load_sessions(box: Throwaway, sessions: int, episodes_each: int) -> None:
 
 def bench_handoff(box: Throwaway, sessions: int, runs: int) -> list[Row]:
     load_sessions(box, sessions, episodes_each=8)
-    bridge = Bridge(box.env, worktree="/bench/w7")
-    bridge.initialize()
-    samples = [bridge.timed(names.EPISODE_HANDOFF) for _ in range(runs)]
-    bridge.close()
+    samples, _ = time_calls(box, names.EPISODE_HANDOFF, lambda _: {}, runs, worktree="/bench/w7")
     stats = pcts(samples)
     return [row(names.EPISODE_HANDOFF, f"{sessions} sessions", stats, "<= 2 ms", stats["p50_ms"] <= 2)]
 
@@ -125,9 +119,7 @@ def run(quick: bool) -> list[Row]:
         for sessions in ([1000] if quick else [1000, 10_000]):
             progress(f"episode_handoff with {sessions} sessions")
             rows += bench_handoff(box, sessions, 200)
-        for bench in bench_memory.BENCHES:
-            rows += bench(box, quick)
-        for bench in bench_hooks.BENCHES:
+        for bench in [*bench_memory.BENCHES, *bench_hooks.BENCHES]:
             rows += bench(box, quick)
     finally:
         box.close()

@@ -33,23 +33,20 @@ def _sync(box: Throwaway, *args: str) -> tuple[float, dict[str, object]]:
 
 def _while_syncing(box: Throwaway) -> tuple[float, dict[str, object], list[float]]:
     """One `memoryd sync` on `box`, and the latencies of an agent's memory_search calls meanwhile."""
-    bridge = Bridge(box.env, worktree="/bench/sync")
-    bridge.initialize()
     latencies: list[float] = []
     done = threading.Event()
+    with Bridge(box.env, worktree="/bench/sync") as bridge:
+        def searching() -> None:
+            while not done.is_set():
+                latencies.append(bridge.timed(names.MEMORY_SEARCH, query="service port zone"))
 
-    def searching() -> None:
-        while not done.is_set():
-            latencies.append(bridge.timed(names.MEMORY_SEARCH, query="service port zone"))
-
-    probe = threading.Thread(target=searching)
-    probe.start()
-    try:
-        took, result = _sync(box)
-    finally:
-        done.set()
-        probe.join()
-        bridge.close()
+        probe = threading.Thread(target=searching)
+        probe.start()
+        try:
+            took, result = _sync(box)
+        finally:
+            done.set()
+            probe.join()
     return took, result, latencies
 
 
