@@ -63,9 +63,7 @@ class Throwaway:
     def restart(self) -> float:
         """Stop and start the daemon; returns seconds until it serves again."""
         self.stop()
-        began = time.perf_counter()
-        self.start()
-        return time.perf_counter() - began
+        return seconds(self.start)
 
     def stop(self) -> None:
         if self.daemon is not None and self.daemon.poll() is None:
@@ -125,11 +123,6 @@ class Bridge:
     def call(self, tool: str, **arguments: Any) -> dict[str, Any]:
         return self.request("tools/call", {"name": tool, "arguments": arguments})["structuredContent"]  # type: ignore[no-any-return]
 
-    def timed(self, tool: str, **arguments: Any) -> float:
-        began = time.perf_counter()
-        self.call(tool, **arguments)
-        return time.perf_counter() - began
-
     def close(self) -> None:
         if self.proc.stdin:
             self.proc.stdin.close()
@@ -186,6 +179,12 @@ def load_memories(box: Throwaway, worktree: str, contents: Iterable[str], scopes
         loader.call(conn, names.MEMORY_WRITE, content=content, scopes=scopes, **OVERRIDES)
     loader.send(conn, "bye", {})
     loader.drain()
+    return time.perf_counter() - began
+
+
+def seconds(action: Callable[..., object], *args: Any, **kwargs: Any) -> float:
+    began = time.perf_counter()
+    action(*args, **kwargs)
     return time.perf_counter() - began
 
 

@@ -12,7 +12,8 @@ import time
 from collections.abc import Callable
 
 from memoryd import names
-from memoryd.bench.kit import Bridge, Row, Throwaway, WireLoader, load_memories, pcts, progress, row, rss_mb, time_calls
+from memoryd.bench import kit
+from memoryd.bench.kit import Bridge, Row, Throwaway, WireLoader, load_memories, pcts, progress, row
 from memoryd.bench.sync import bench_sync
 
 VOCABULARY = 20_000
@@ -140,16 +141,10 @@ def _encoder_rows() -> list[Row]:
 
     encoder = Encoder.load()
     encoder.encode_one(TYPED_PROMPT)
-    prompt = []
-    for _ in range(50):
-        began = time.perf_counter()
-        encoder.encode_one(TYPED_PROMPT)
-        prompt.append(time.perf_counter() - began)
+    prompt = [kit.seconds(encoder.encode_one, TYPED_PROMPT) for _ in range(50)]
     corpus = Corpus(seed=3)  # one: building its vocabulary takes ~0.15 s
     texts = [corpus.memory() for _ in range(64)]
-    began = time.perf_counter()
-    encoder.encode(texts)
-    rate = len(texts) / (time.perf_counter() - began)
+    rate = len(texts) / kit.seconds(encoder.encode, texts)
     stats = pcts(prompt)
     return [row("encoder: typed prompt (17 words)", "1 core", stats, f"<= {PROMPT_EMBED_TARGET_MS:g} ms p50",
                 stats["p50_ms"] <= PROMPT_EMBED_TARGET_MS),
@@ -159,19 +154,19 @@ def _encoder_rows() -> list[Row]:
 
 def _timed_rows(box: Throwaway, corpus: Corpus, size: int, samples: int) -> list[Row]:
     """memory_write, memory_search and memory_digest through a real bridge at this size."""
-    writes, written = time_calls(box, names.MEMORY_WRITE,
-                                 lambda _: {"content": corpus.memory(), "scopes": ["projects:bench"]}, samples)
+    writes, written = kit.time_calls(box, names.MEMORY_WRITE,
+                                     lambda _: {"content": corpus.memory(), "scopes": ["projects:bench"]}, samples)
     refused = sum(r.get("status") != "committed" for r in written)
     stats = pcts(writes)
     target, met = _target(WRITE_TARGETS_MS, size, "ms", stats["p50_ms"])
     out = [row("memory_write (all gates, committed)", _size_label(size), {**stats, "refused": refused},
                target, refused == 0 and met)]
-    searches, results = time_calls(box, names.MEMORY_SEARCH, lambda _: {"query": corpus.query()}, samples)
+    searches, results = kit.time_calls(box, names.MEMORY_SEARCH, lambda _: {"query": corpus.query()}, samples)
     stats = pcts(searches)
     mean_hits = sum(len(r["results"]) for r in results) / samples
     out.append(row("memory_search (words + meaning)", _size_label(size), {**stats, "mean_hits": round(mean_hits, 2)},
                    *_target(SEARCH_TARGETS_MS, size, "ms", stats["p50_ms"])))
-    digests, _ = time_calls(box, names.MEMORY_DIGEST, lambda _: {}, 100)
+    digests, _ = kit.time_calls(box, names.MEMORY_DIGEST, lambda _: {}, 100)
     stats = pcts(digests)
     out.append(row(names.MEMORY_DIGEST, _size_label(size), stats,
                    *_target({10_000: DIGEST_TARGET_MS}, size, "ms", stats["p50_ms"])))
@@ -184,7 +179,7 @@ def _start_rows(box: Throwaway, size: int, meaning: bool) -> list[Row]:
     if meaning:
         wait_for_vectors(box)
     assert box.daemon is not None
-    rss = rss_mb(box.daemon.pid)
+    rss = kit.rss_mb(box.daemon.pid)
     box.stop()
     state = box.base / "h" / "state"
     for path in state.iterdir():

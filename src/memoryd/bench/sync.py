@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from memoryd import names
-from memoryd.bench.kit import Bridge, Row, Throwaway, load_memories, pcts, progress, row
+from memoryd.bench.kit import Bridge, Row, Throwaway, load_memories, pcts, progress, row, seconds
 
 COUNT = 1_000
 TARGET_S = 10.0
@@ -38,7 +38,7 @@ def _while_syncing(box: Throwaway) -> tuple[float, dict[str, object], list[float
     with Bridge(box.env, worktree="/bench/sync") as bridge:
         def searching() -> None:
             while not done.is_set():
-                latencies.append(bridge.timed(names.MEMORY_SEARCH, query="service port zone"))
+                latencies.append(seconds(bridge.call, names.MEMORY_SEARCH, query="service port zone"))
 
         probe = threading.Thread(target=searching)
         probe.start()
