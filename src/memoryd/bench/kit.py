@@ -13,7 +13,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any, Self
 
@@ -199,6 +199,33 @@ def time_calls(box: Throwaway, tool: str, arguments: Callable[[int], dict[str, A
             results.append(bridge.call(tool, **args))
             latencies.append(time.perf_counter() - began)
     return latencies, results
+
+
+def write_concurrently(bridges: Sequence[Bridge], per_agent: int) -> tuple[list[str], list[float], list[str], float]:
+    """Initialize each bridge and write a warm-up episode, then each in its own thread writes `per_agent`
+    episodes (the same bodies on memoryd and its peer); returns the acknowledged ids, the latencies, each
+    agent's error and the wall time."""
+    for bridge in bridges:
+        bridge.initialize()
+        bridge.call(names.EPISODE_WRITE, body="warm-up")
+    acked: list[list[str]] = [[] for _ in bridges]
+    samples: list[float] = []
+    errors: list[str] = []
+
+    def agent(i: int) -> None:
+        try:
+            for k in range(per_agent):
+                began = time.perf_counter()
+                reply = bridges[i].call(names.EPISODE_WRITE, body=f"agent {i} write {k}")
+                samples.append(time.perf_counter() - began)
+                if reply.get("status") != "committed":
+                    raise RuntimeError(f"episode_write answered {str(reply)[:200]}")
+                acked[i].append(str(reply["id"]))
+        except (RuntimeError, ValueError, KeyError) as failed:
+            errors.append(repr(failed))
+
+    elapsed = in_threads(agent, len(bridges))
+    return [i for ids in acked for i in ids], samples, errors, elapsed
 
 
 def in_threads(agent: Callable[[int], None], count: int) -> float:

@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 from typing import IO, Any
 
-from memoryd import names
-from memoryd.bench.kit import Bridge, Row, Throwaway, in_threads, pcts, progress, row
+from memoryd.bench.kit import Bridge, Row, Throwaway, pcts, progress, row, write_concurrently
 
 PEER_ENV = "MEMORYD_BENCH_PEER"
 PEER_NAME = "bettermemory 8.0.0"
@@ -22,11 +20,6 @@ AGENTS = 8
 PER_AGENT = {True: 5, False: 25}  # peer writes per agent, by --quick: each takes tens of ms
 HOW_TO_ENABLE = (f"python3 -m venv /tmp/peer && /tmp/peer/bin/pip install bettermemory==8.0.0, then "
                  f"{PEER_ENV}=/tmp/peer/bin/bettermemory memoryd bench")
-
-
-def body(agent: int, k: int) -> str:
-    """The k-th body agent `agent` writes: the same text on both sides."""
-    return f"agent {agent} write {k}"
 
 
 def not_measured(reason: str) -> Row:
@@ -66,10 +59,9 @@ class PeerServer(Bridge):
 
 def peer_env(home: Path) -> dict[str, str]:
     """The store, HOME and every XDG dir inside the throwaway dir, and nothing of the caller's (no API keys)."""
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "HOME": str(home),
-           "BETTERMEMORY_DIR": str(home / "store"), "TMPDIR": str(home / "tmp")}
-    env.update({f"XDG_{kind}_HOME": str(home / f"xdg-{kind.lower()}") for kind in ("CONFIG", "DATA", "STATE", "CACHE")})
-    return env
+    xdg = {f"XDG_{kind}_HOME": str(home / f"xdg-{kind.lower()}") for kind in ("CONFIG", "DATA", "STATE", "CACHE")}
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "HOME": str(home),
+            "BETTERMEMORY_DIR": str(home / "store"), "TMPDIR": str(home / "tmp"), **xdg}
 
 
 def side_by_side(box: Throwaway, memoryd_row: Row, quick: bool) -> list[Row]:
@@ -102,9 +94,6 @@ def run_peer(exe: str, home: Path, per_agent: int) -> dict[str, Any]:
     log = open(home / "servers.log", "ab")
     servers = [PeerServer(exe, home, log) for _ in range(AGENTS)]  # all start at once: spawning is not timed
     try:
-        for server in servers:
-            server.initialize()
-            server.call(names.EPISODE_WRITE, body="warm-up")
         acked, samples, errors, elapsed = write_concurrently(servers, per_agent)
     except (RuntimeError, ValueError, OSError) as failed:
         raise RuntimeError(f"{failed}; its log: {home / 'servers.log'}") from failed
@@ -115,27 +104,6 @@ def run_peer(exe: str, home: Path, per_agent: int) -> dict[str, Any]:
     if errors:
         raise RuntimeError(f"{len(errors)} of {AGENTS} agents stopped on an error, the first: {errors[0]}")
     return {"rate": len(acked) / elapsed, "writes": len(acked), "lost": lost(home / "store", acked), **pcts(samples)}
-
-
-def write_concurrently(servers: list[PeerServer], per_agent: int) -> tuple[list[str], list[float], list[str], float]:
-    acked: list[list[str]] = [[] for _ in servers]
-    samples: list[float] = []
-    errors: list[str] = []
-
-    def agent(i: int) -> None:
-        try:
-            for k in range(per_agent):
-                began = time.perf_counter()
-                reply = servers[i].call(names.EPISODE_WRITE, body=body(i, k))
-                samples.append(time.perf_counter() - began)
-                if reply.get("status") != "committed":
-                    raise RuntimeError(f"episode_write answered {str(reply)[:200]}")
-                acked[i].append(str(reply["id"]))
-        except (RuntimeError, ValueError, KeyError) as failed:
-            errors.append(repr(failed))
-
-    elapsed = in_threads(agent, len(servers))
-    return [i for ids in acked for i in ids], samples, errors, elapsed
 
 
 def lost(store: Path, acked: list[str]) -> int:

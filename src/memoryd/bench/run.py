@@ -12,9 +12,10 @@ from typing import Any
 
 from memoryd import names
 from memoryd.bench import hooks as bench_hooks
+from memoryd.bench import kit
 from memoryd.bench import memory as bench_memory
 from memoryd.bench import peer as bench_peer
-from memoryd.bench.kit import Bridge, Row, Throwaway, WireLoader, in_threads, pcts, progress, row, rss_mb, time_calls
+from memoryd.bench.kit import Bridge, Row, Throwaway, WireLoader, pcts, progress, row
 
 
 def bench_cold_start(box: Throwaway, runs: int) -> list[Row]:
@@ -23,7 +24,7 @@ def bench_cold_start(box: Throwaway, runs: int) -> list[Row]:
         bridge = Bridge(box.env)
         samples.append(bridge.initialize())
         bridge.request("tools/list", {})
-        rss = max(rss, rss_mb(bridge.proc.pid))
+        rss = max(rss, kit.rss_mb(bridge.proc.pid))
         bridge.close()
     stats = pcts(samples)
     return [row("bridge spawn -> initialize", "-", stats, "<= 100 ms", stats["p50_ms"] <= 100),
@@ -31,8 +32,8 @@ def bench_cold_start(box: Throwaway, runs: int) -> list[Row]:
 
 
 def bench_episode_write(box: Throwaway, n: int) -> list[Row]:
-    samples, _ = time_calls(box, names.EPISODE_WRITE, lambda i: {"body": f"iteration {i}: tried a thing",
-                                                                 "takeaway": f"step {i}"}, n, worktree="/bench/w0")
+    samples, _ = kit.time_calls(box, names.EPISODE_WRITE, lambda i: {"body": f"iteration {i}: tried a thing",
+                                                                     "takeaway": f"step {i}"}, n, worktree="/bench/w0")
     stats = pcts(samples)
     return [row("episode_write (durable)", f"{n} writes", stats, "<= 1.5 ms", stats["p50_ms"] <= 1.5)]
 
@@ -55,27 +56,16 @@ def load_sessions(box: Throwaway, sessions: int, episodes_each: int) -> None:
 
 def bench_handoff(box: Throwaway, sessions: int, runs: int) -> list[Row]:
     load_sessions(box, sessions, episodes_each=8)
-    samples, _ = time_calls(box, names.EPISODE_HANDOFF, lambda _: {}, runs, worktree="/bench/w7")
+    samples, _ = kit.time_calls(box, names.EPISODE_HANDOFF, lambda _: {}, runs, worktree="/bench/w7")
     stats = pcts(samples)
     return [row(names.EPISODE_HANDOFF, f"{sessions} sessions", stats, "<= 2 ms", stats["p50_ms"] <= 2)]
 
 
 def bench_concurrent_writes(box: Throwaway, agents: int, per_agent: int) -> list[Row]:
     bridges = [Bridge(box.env, worktree=f"/bench/agent{i}") for i in range(agents)]
-    for bridge in bridges:
-        bridge.initialize()
-        bridge.call(names.EPISODE_WRITE, body="warm-up")
-    acked: list[list[str]] = [[] for _ in bridges]
-    samples: list[float] = []
-
-    def agent(i: int) -> None:
-        for k in range(per_agent):
-            began = time.perf_counter()
-            acked[i].append(bridges[i].call(names.EPISODE_WRITE, body=bench_peer.body(i, k))["id"])
-            samples.append(time.perf_counter() - began)
-
-    elapsed = in_threads(agent, agents)
-    ids = [i for ack in acked for i in ack]
+    ids, samples, errors, elapsed = kit.write_concurrently(bridges, per_agent)
+    for error in errors:
+        progress(f"an agent stopped: {error}")
     found = bridges[0].call(names.EPISODE_SEARCH, ids=ids[:200], include_bodies=False)["total"]
     for bridge in bridges:
         bridge.close()
