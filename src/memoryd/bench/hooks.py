@@ -1,6 +1,5 @@
 """Bench rows for the client hooks: each `memoryd hook EVENT` process timed from spawn to exit, and
-the context they inject over a scripted 20-event session (docs/benchmark.md, "Rows").
-"""
+the context they inject over a scripted 20-event session (docs/benchmark.md, "Rows")."""
 
 from __future__ import annotations
 
@@ -160,7 +159,7 @@ def scripted_session(sid: str, repo: Path) -> list[tuple[str, dict[str, Any]]]:
 
 def injected_chars(stdout: str) -> int:
     """Chars of context one hook run gave the client (its additionalContext), 0 for none."""
-    if not stdout.strip() or stdout.strip() == "{}":
+    if stdout.strip() in ("", "{}"):
         return 0
     return len(json.loads(stdout).get("hookSpecificOutput", {}).get("additionalContext", ""))
 

@@ -78,8 +78,7 @@ class Throwaway:
 
 
 class Bridge:
-    """One `memoryd mcp` process (or `command`) driven by raw newline-delimited JSON-RPC; as a context
-    manager it is initialized on entry and closed on exit."""
+    """One `memoryd mcp` process (or `command`) driven by newline-delimited JSON-RPC; `with` initializes, closes it."""
 
     def __init__(self, env: dict[str, str], worktree: str | None = None, command: list[str] | None = None,
                  cwd: Path | None = None, stderr: IO[bytes] | int = subprocess.DEVNULL) -> None:
@@ -169,8 +168,7 @@ class WireLoader:
 
 
 def load_memories(box: Throwaway, worktree: str, contents: Iterable[str], scopes: list[str]) -> float:
-    """Write each of `contents` through the wire, pipelined, with every override; returns seconds
-    from the first write to the last acknowledged."""
+    """Pipelined writes of `contents` with every override; seconds from the first write to the last acknowledged."""
     loader = WireLoader(box.endpoint())
     conn = f"load-{time.monotonic_ns()}"
     loader.session(conn, worktree)
@@ -202,9 +200,8 @@ def time_calls(box: Throwaway, tool: str, arguments: Callable[[int], dict[str, A
 
 
 def write_concurrently(bridges: Sequence[Bridge], per_agent: int) -> tuple[list[str], list[float], list[str], float]:
-    """Initialize each bridge and write a warm-up episode, then each in its own thread writes `per_agent`
-    episodes (the same bodies on memoryd and its peer); returns the acknowledged ids, the latencies, each
-    agent's error and the wall time."""
+    """After a warm-up write on each, every bridge writes `per_agent` episodes in its own thread (the same bodies on
+    memoryd and its peer); returns the acknowledged ids, the latencies, each agent's error and the wall time."""
     for bridge in bridges:
         bridge.initialize()
         bridge.call(names.EPISODE_WRITE, body="warm-up")

@@ -1,7 +1,5 @@
-"""Benchmark rows of the durable tier at 1k / 10k / 100k memories: bulk load, memory_write,
-memory_search, memory_digest, starts and RSS, and the encoder's own cost. Synthetic text and the
-seeded vectors: docs/benchmark.md, "Method".
-"""
+"""Benchmark rows of the durable tier at 1k / 10k / 100k memories: bulk load, memory_write, memory_search,
+memory_digest, starts and RSS, and the encoder's own cost (synthetic text, seeded vectors: docs/benchmark.md)."""
 
 from __future__ import annotations
 
@@ -61,12 +59,12 @@ def _size_label(n: int) -> str:
     return f"{n // 1000}k memories"
 
 
-def _target(targets: dict[int, float], size: int, unit: str, value: float, at_most: bool = True) -> tuple[str, bool]:
+def _target(targets: dict[int, float], size: int, unit: str, value: float) -> tuple[str, bool]:
     """(target text, met) for a row whose target depends on the store size ("-" where none)."""
     if size not in targets:
         return "-", True
     limit = targets[size]
-    return (f"<= {limit:g} {unit}", value <= limit) if at_most else (f">= {limit:g} {unit}", value >= limit)
+    return f"<= {limit:g} {unit}", value <= limit
 
 
 def bench_memory_tier(box: Throwaway, quick: bool) -> list[Row]:
@@ -97,8 +95,7 @@ def bench_memory_tier(box: Throwaway, quick: bool) -> list[Row]:
 
 
 def seed_vectors(box: Throwaway) -> None:
-    """Stop the daemon, give every memory file a random unit vector in `state/vectors.bin`, start it
-    again and wait until it holds them all."""
+    """Stop the daemon, give each memory a random unit vector in `state/vectors.bin`, restart, wait for them all."""
     import numpy as np
 
     from memoryd.daemon.encoder.model import DIMENSIONS, WEIGHTS_SHA256

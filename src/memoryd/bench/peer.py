@@ -1,7 +1,5 @@
-"""The side-by-side row: memoryd's 8-agent durable-write rate against bettermemory 8.0.0's in the same
-run, as a ratio; measured only when `MEMORYD_BENCH_PEER` names the peer's executable (docs/benchmark.md,
-"The peer row"), else printed as not measured.
-"""
+"""The side-by-side row: memoryd's 8-agent durable-write rate over bettermemory 8.0.0's in the same run; measured
+only when `MEMORYD_BENCH_PEER` names the peer's executable, else not measured (docs/benchmark.md, "The peer row")."""
 
 from __future__ import annotations
 
@@ -29,8 +27,7 @@ def not_measured(reason: str) -> Row:
 
 
 class PeerServer(Bridge):
-    """One peer server process, driven like `kit.Bridge`: notifications between replies are skipped,
-    and a tool's `isError` is raised."""
+    """One peer server process driven like `kit.Bridge`, skipping notifications between replies, raising `isError`."""
 
     def __init__(self, exe: str, home: Path, log: IO[bytes]) -> None:
         super().__init__(peer_env(home), command=[exe], cwd=home, stderr=log)
@@ -88,8 +85,7 @@ def side_by_side(box: Throwaway, memoryd_row: Row, quick: bool) -> list[Row]:
 
 
 def run_peer(exe: str, home: Path, per_agent: int) -> dict[str, Any]:
-    """AGENTS peer servers on one store, one thread each writing `per_agent` episodes after a warm-up
-    write, as memoryd's row does."""
+    """AGENTS peer servers on one store, each writing `per_agent` episodes in its own thread, as memoryd's row does."""
     (home / "tmp").mkdir(parents=True)
     log = open(home / "servers.log", "ab")
     servers = [PeerServer(exe, home, log) for _ in range(AGENTS)]  # all start at once: spawning is not timed

@@ -1,6 +1,5 @@
 """`memoryd bench`: runs every row (docs/benchmark.md) and prints one table (or `--json`): each row a
-metric, the store size, p50/p99 or a rate, the target, and whether it was met. Progress goes to stderr.
-"""
+metric, the store size, p50/p99 or a rate, the target, and whether it was met. Progress goes to stderr."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Benchmark row: sync of 1,000 new memories each way between two throwaway daemons through a local
-bare git repository, each `memoryd sync` timed end to end. Full bench only: it starts two more daemons.
-"""
+bare git repository, each `memoryd sync` timed end to end. Full bench only: it starts two more daemons."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""`memoryd eval`: search quality on a labelled set through the agent's real path: a throwaway
-daemon, a bridge per project, every memory through `memory_write` and every query through
-`memory_search` (docs/benchmark.md, "Search quality"; ages: docs/search.md, "Age in the eval").
-"""
+"""`memoryd eval`: search quality on a labelled set through the agent's real path: a throwaway daemon, a bridge per
+project, every memory through `memory_write` and every query through `memory_search` (docs/benchmark.md, "Search
+quality"; ages: docs/search.md, "Age in the eval")."""
 
 from __future__ import annotations
 
@@ -86,8 +85,7 @@ def score_query(ranked: list[str], relevant: list[str]) -> dict[str, float]:
 
 
 def wait_for_vectors(bridge: Bridge, count: int, timeout_s: float = 600) -> str:
-    """Block until the daemon has a meaning vector for `count` memories or says it cannot; returns
-    its `search_by_meaning` state."""
+    """Until the daemon has a meaning vector for `count` memories or says it cannot; returns its meaning state."""
     deadline = time.monotonic() + timeout_s
     while True:
         meaning = bridge.call(names.MEMORY_HEALTH).get("search_by_meaning", {})
