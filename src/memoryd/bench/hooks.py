@@ -37,7 +37,6 @@ SIBLING = "The orders.status column is now an enum: pending, paid, refunded (mig
 def prepare(box: Throwaway) -> Path:
     """A git repo with a finished session (handoff) and the memories above; returns the repo."""
     repo = box.base / "hookrepo"
-    repo.mkdir(exist_ok=True)
     subprocess.run(["git", "init", "-q", str(repo)], check=True, capture_output=True, timeout=30)
     for path in ("billing/stripe_client.py", "src/payments/cards.py", "README.md"):  # what ANCHORED cites
         (repo / path).parent.mkdir(parents=True, exist_ok=True)

@@ -103,11 +103,9 @@ def seed_vectors(box: Throwaway) -> None:
     from memoryd.daemon.storage import frontmatter
 
     box.stop()
-    ids, stamps = [], []
-    for path in (box.base / "h" / "memories").glob("*.md"):
-        meta, _ = frontmatter.parse(path.read_bytes())
-        ids.append(path.stem)
-        stamps.append(meta["updated"])
+    paths = list((box.base / "h" / "memories").glob("*.md"))
+    ids = [path.stem for path in paths]
+    stamps = [frontmatter.parse(path.read_bytes())[0]["updated"] for path in paths]
     rng = np.random.default_rng(7)
     vectors = rng.standard_normal((len(ids), DIMENSIONS)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
@@ -183,8 +181,7 @@ def _start_rows(box: Throwaway, size: int, meaning: bool) -> list[Row]:
         if path.name not in ("pending.json", "vectors.bin"):  # vectors: never on a start's path
             path.unlink()
     began = time.perf_counter()
-    box.start()
-    cold = time.perf_counter() - began
+    cold = kit.seconds(box.start)
     # The text index of a cold start is built after the first reply: say when a search is answered.
     loader = WireLoader(box.endpoint())
     loader.session("cold-first-search", None)

@@ -7,6 +7,7 @@ import argparse
 import json
 import os
 import time
+from collections import Counter
 from typing import Any
 
 from memoryd import names
@@ -119,16 +120,13 @@ def render(rows: list[Row]) -> str:
     """A table whose columns are as wide as their widest cell, the number columns right-aligned."""
     header = ["metric", "size", "p50/value", "p99", "target", "met"]
     cells = [header] + [[str(r["metric"]), str(r["size"]), _value(r), f"{r['p99_ms']} ms" if "p99_ms" in r else "",
-                         str(r["target"]), _met(r)] for r in rows]
+                         str(r["target"]), MET[r["met"]]] for r in rows]
     widths = [max(len(line[i]) for line in cells) for i in range(len(header))]
-    right = {2, 3}
-    return "\n".join("  ".join(cell.rjust(w) if i in right else cell.ljust(w)
+    return "\n".join("  ".join(cell.rjust(w) if i in (2, 3) else cell.ljust(w)
                                for i, (cell, w) in enumerate(zip(line, widths))).rstrip() for line in cells)
 
 
-def _met(r: Row) -> str:
-    """`met` None: the row was not measured (its reason is printed under the table)."""
-    return "-" if r["met"] is None else "yes" if r["met"] else "NO"
+MET = {True: "yes", False: "NO", None: "-"}  # None: the row was not measured (its reason is printed under the table)
 
 
 def _value(r: Row) -> str:
@@ -149,8 +147,8 @@ def verdict(rows: list[Row], before: list[float], after: list[float]) -> dict[st
     """How many rows met their target, and whether the host was busy enough to inflate their wall-clock latencies."""
     cpus = os.cpu_count() or 1
     busy = max(before[0], after[0]) > BUSY_LOAD_PER_CPU * cpus
-    measured = [r for r in rows if r["met"] is not None]  # a row not measured is neither met nor missed
-    return {"met": sum(1 for r in measured if r["met"]), "missed": sum(1 for r in measured if not r["met"]),
+    met = Counter(r["met"] for r in rows)  # a row not measured (None) is neither met nor missed
+    return {"met": met[True], "missed": met[False],
             "not_measured": [{"metric": r["metric"], "reason": r.get("reason", "")} for r in rows if r["met"] is None],
             "host": {"cpus": cpus, "load_before": before, "load_after": after, "busy": busy}}
 

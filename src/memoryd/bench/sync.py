@@ -4,13 +4,10 @@ bare git repository, each `memoryd sync` timed end to end. Full bench only: it s
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-from pathlib import Path
 
 from memoryd import names
 from memoryd.bench.kit import Bridge, Row, Throwaway, load_memories, pcts, progress, row, seconds
@@ -52,11 +49,10 @@ def _while_syncing(box: Throwaway) -> tuple[float, dict[str, object], list[float
 def bench_sync(box: Throwaway, quick: bool) -> list[Row]:
     if quick:
         return []
-    base = Path(tempfile.mkdtemp(prefix="mdbs", dir="/tmp"))
-    remote = base / "remote.git"
-    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
     a, b = Throwaway(), Throwaway()
+    remote = a.base / "remote.git"  # removed with a's store
     try:
+        subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
         for label, machine in (("a", a), ("b", b)):
             machine.start()
             texts = (f"Machine {label} record {n} notes port {9000 + n} for service s{label}{n} in zone z{n % 17}."
@@ -78,4 +74,3 @@ def bench_sync(box: Throwaway, quick: bool) -> list[Row]:
     finally:
         a.close()
         b.close()
-        shutil.rmtree(base, ignore_errors=True)

@@ -122,9 +122,8 @@ def evaluate(data: dict[str, Any], prompts: list[dict[str, Any]], lexical: bool 
         def bridge_for(project: str | None) -> Bridge:
             if project not in bridges:
                 worktree = str(box.base / "work" / project) if project else ""
-                bridge = Bridge({**box.env, "MEMORYD_WORKTREE": worktree})
-                bridge.initialize()
-                bridges[project] = bridge
+                bridges[project] = Bridge({**box.env, "MEMORYD_WORKTREE": worktree})
+                bridges[project].initialize()
             return bridges[project]
 
         progress(f"writing {len(data['memories'])} memories", "eval")
@@ -207,8 +206,7 @@ def render(report: dict[str, Any]) -> str:
     served = [v for row in report["queries"] if row["kind"] in OWN_ROW_KINDS for v in row["verdicts"]]
     if served:
         lines.append(f"\nrecency: staleness verdicts on those queries' hits {dict(sorted(Counter(served).items()))}")
-    lines += typed.render(report["prompt_gate"])
-    lines += toolcalls.render(report["tool_gate"])
+    lines += typed.render(report["prompt_gate"]) + toolcalls.render(report["tool_gate"])
     lines.append(f"\nwrite outcomes: {report['write_outcomes']}; search by meaning: {report['search_by_meaning']}")
     return "\n".join(lines).lstrip("\n")
 
