@@ -36,7 +36,7 @@ def row(metric: str, size: str, stats: dict[str, Any], target: str, met: bool) -
 
 
 class Throwaway:
-    """A temp store + runtime dir with a daemon running on it; `close` kills everything."""
+    """A temp store + runtime dir with a daemon running on it; `close` (or leaving `with`) kills everything."""
 
     def __init__(self) -> None:
         self.base = Path(tempfile.mkdtemp(prefix="mdb", dir="/tmp"))
@@ -45,6 +45,12 @@ class Throwaway:
                         MEMORYD_CONFIG=str(self.base / "config.yaml"))
         self.daemon: subprocess.Popen[bytes] | None = None
         self.counts: dict[str, int] = {}  # what the loaders have put in the store so far
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
 
     def start(self) -> None:
         log = open(self.base / "daemon.log", "ab")
@@ -221,19 +227,13 @@ def write_concurrently(bridges: Sequence[Bridge], per_agent: int) -> tuple[list[
         except (RuntimeError, ValueError, KeyError) as failed:
             errors.append(repr(failed))
 
-    elapsed = in_threads(agent, len(bridges))
-    return [i for ids in acked for i in ids], samples, errors, elapsed
-
-
-def in_threads(agent: Callable[[int], None], count: int) -> float:
-    """`agent(0)` … `agent(count - 1)`, each in its own thread, started together; returns the wall time."""
-    threads = [threading.Thread(target=agent, args=(i,)) for i in range(count)]
-    began = time.perf_counter()
+    threads = [threading.Thread(target=agent, args=(i,)) for i in range(len(bridges))]
+    began = time.perf_counter()  # all started together
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    return time.perf_counter() - began
+    return [i for ids in acked for i in ids], samples, errors, time.perf_counter() - began
 
 
 def rss_mb(pid: int) -> float:

@@ -87,16 +87,15 @@ def side_by_side(box: Throwaway, memoryd_row: Row, quick: bool) -> list[Row]:
 def run_peer(exe: str, home: Path, per_agent: int) -> dict[str, Any]:
     """AGENTS peer servers on one store, each writing `per_agent` episodes in its own thread, as memoryd's row does."""
     (home / "tmp").mkdir(parents=True)
-    log = open(home / "servers.log", "ab")
-    servers = [PeerServer(exe, home, log) for _ in range(AGENTS)]  # all start at once: spawning is not timed
-    try:
-        acked, samples, errors, elapsed = write_concurrently(servers, per_agent)
-    except (RuntimeError, ValueError, OSError) as failed:
-        raise RuntimeError(f"{failed}; its log: {home / 'servers.log'}") from failed
-    finally:
-        for server in servers:
-            server.close()
-        log.close()
+    with open(home / "servers.log", "ab") as log:
+        servers = [PeerServer(exe, home, log) for _ in range(AGENTS)]  # all start at once: spawning is not timed
+        try:
+            acked, samples, errors, elapsed = write_concurrently(servers, per_agent)
+        except (RuntimeError, ValueError, OSError) as failed:
+            raise RuntimeError(f"{failed}; its log: {home / 'servers.log'}") from failed
+        finally:
+            for server in servers:
+                server.close()
     if errors:
         raise RuntimeError(f"{len(errors)} of {AGENTS} agents stopped on an error, the first: {errors[0]}")
     return {"rate": len(acked) / elapsed, "writes": len(acked), "lost": lost(home / "store", acked), **pcts(samples)}

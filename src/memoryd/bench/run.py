@@ -95,8 +95,7 @@ def compile_bytecode() -> None:
 def run(quick: bool) -> list[Row]:
     rows: list[Row] = []
     compile_bytecode()
-    box = Throwaway()
-    try:
+    with Throwaway() as box:
         box.start()
         progress("bridge cold start")
         rows += bench_cold_start(box, 5 if quick else 20)
@@ -111,8 +110,6 @@ def run(quick: bool) -> list[Row]:
             rows += bench_handoff(box, sessions, 200)
         for bench in [*bench_memory.BENCHES, *bench_hooks.BENCHES]:
             rows += bench(box, quick)
-    finally:
-        box.close()
     return rows
 
 

@@ -49,9 +49,8 @@ def _while_syncing(box: Throwaway) -> tuple[float, dict[str, object], list[float
 def bench_sync(box: Throwaway, quick: bool) -> list[Row]:
     if quick:
         return []
-    a, b = Throwaway(), Throwaway()
-    remote = a.base / "remote.git"  # removed with a's store
-    try:
+    with Throwaway() as a, Throwaway() as b:
+        remote = a.base / "remote.git"  # removed with a's store
         subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
         for label, machine in (("a", a), ("b", b)):
             machine.start()
@@ -71,6 +70,3 @@ def bench_sync(box: Throwaway, quick: bool) -> list[Row]:
                      "moved": list(moved), "search_during_sync": {**pcts(during), "calls": len(during),
                                                                   "max_ms": round(max(during) * 1000, 1)}},
                     f"<= {TARGET_S:g} s", ok and push_s + both_s + pull_s <= TARGET_S)]
-    finally:
-        a.close()
-        b.close()
