@@ -172,8 +172,9 @@ def bench_session_context(box: Throwaway, quick: bool) -> list[Row]:
     spent = {"session-start": 0, "prompt": 0, "pre-tool": 0}
     events = scripted_session("bench-context", repo)
     for i, (event, payload) in enumerate(events):
-        if i == 10:
-            sibling_write(box, repo)
+        if i == 10:  # another agent in the same worktree commits a memory mid-session (what live news reports)
+            with Bridge(box.env, worktree=str(repo)) as bridge:
+                write_memory(bridge, {"key": "sibling", "content": SIBLING, "scopes": ["topic:orders"]}, {})
         _, out = run_hook(box, event, payload)
         if event in spent:
             spent[event] += injected_chars(out)
@@ -182,12 +183,6 @@ def bench_session_context(box: Throwaway, quick: bool) -> list[Row]:
               "tools": spent["pre-tool"]}
     return [row("auto-context per session (hook output summed)", f"{len(events)} events", detail,
                 f"<= {SESSION_CONTEXT_TARGET} chars", total <= SESSION_CONTEXT_TARGET)]
-
-
-def sibling_write(box: Throwaway, repo: Path) -> None:
-    """Another agent in the same worktree commits a memory mid-session (what live news reports)."""
-    with Bridge(box.env, worktree=str(repo)) as bridge:
-        write_memory(bridge, {"key": "sibling", "content": SIBLING, "scopes": ["topic:orders"]}, {})
 
 
 BENCHES = [bench_hooks, bench_session_context]

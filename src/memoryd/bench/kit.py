@@ -66,11 +66,6 @@ class Throwaway:
     def endpoint(self) -> str:
         return str(json.loads((self.base / "r" / "memoryd.status").read_text())["endpoint"])
 
-    def restart(self) -> float:
-        """Stop and start the daemon; returns seconds until it serves again."""
-        self.stop()
-        return seconds(self.start)
-
     def stop(self) -> None:
         if self.daemon is not None and self.daemon.poll() is None:
             self.daemon.send_signal(signal.SIGTERM)

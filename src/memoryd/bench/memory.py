@@ -48,8 +48,7 @@ class Corpus:
         return self.rng.choices(self.words, cum_weights=self.weights, k=k)
 
     def memory(self) -> str:
-        n = next(self.serial)
-        return f"Record n{n} notes that " + " ".join(self.sample(self.rng.randint(10, 18))) + "."
+        return f"Record n{next(self.serial)} notes that " + " ".join(self.sample(self.rng.randint(10, 18))) + "."
 
     def query(self) -> str:
         return " ".join(self.sample(self.rng.randint(2, 3)))
@@ -84,12 +83,11 @@ def bench_memory_tier(box: Throwaway, quick: bool) -> list[Row]:
         progress(f"loaded {size - stored} memories in {took:.1f} s ({rate:.0f}/s)")
         rows.append(row("bulk load (pipelined memory_write)", f"to {_size_label(size)}",
                         {"value": round(rate), "unit": "/s"}, f">= {BULK_TARGET_PER_S}/s", rate >= BULK_TARGET_PER_S))
-        stored = size
         if meaning:
             seed_vectors(box)
         samples = QUICK_SAMPLES if quick else SAMPLES
         timed = _timed_rows(box, corpus, size, samples)
-        stored += samples - timed[0]["refused"]
+        stored = size + samples - timed[0]["refused"]
         rows += timed + _start_rows(box, size, meaning)
     return rows
 
@@ -170,14 +168,14 @@ def _timed_rows(box: Throwaway, corpus: Corpus, size: int, samples: int) -> list
 
 def _start_rows(box: Throwaway, size: int, meaning: bool) -> list[Row]:
     """Warm start, its RSS, then a cold start (no `state/` but the pending snapshot), each until it answers."""
-    warm = box.restart()
+    box.stop()
+    warm = kit.seconds(box.start)
     if meaning:
         wait_for_vectors(box)
     assert box.daemon is not None
     rss = kit.rss_mb(box.daemon.pid)
     box.stop()
-    state = box.base / "h" / "state"
-    for path in state.iterdir():
+    for path in (box.base / "h" / "state").iterdir():
         if path.name not in ("pending.json", "vectors.bin"):  # vectors: never on a start's path
             path.unlink()
     began = time.perf_counter()

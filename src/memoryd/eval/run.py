@@ -5,6 +5,7 @@ quality"; ages: docs/search.md, "Age in the eval")."""
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import re
@@ -133,9 +134,8 @@ def evaluate(data: dict[str, Any], prompts: list[dict[str, Any]], lexical: bool 
                 for m in data["memories"] if m["key"] == key and m.get("age_days")}
         if ages:  # the daemon stopped, the records aged by hand, the daemon serving them again
             progress(f"ageing {len(ages)} memories", "eval")
-            for bridge in bridges.values():
-                bridge.close()
-            bridges.clear()
+            while bridges:
+                bridges.popitem()[1].close()
             box.stop()
             aged = age_records(box.base, ages, datetime.now(UTC))
             box.start()
@@ -180,10 +180,9 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, float
     groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         overall = "negative" if not row["relevant"] else "all" if row["kind"] not in OWN_ROW_KINDS else None
-        for split in (row["split"], "all"):
-            for kind in (row["kind"], overall):
-                if kind:
-                    groups[(split, kind)].append(row)
+        for split, kind in itertools.product((row["split"], "all"), (row["kind"], overall)):
+            if kind:
+                groups[(split, kind)].append(row)
     out: dict[str, dict[str, dict[str, float]]] = defaultdict(dict)
     for (split, kind), members in sorted(groups.items()):
         metrics = ("silent",) if kind == "negative" else ("hit@1", "recall@1", "recall@5", "mrr", "ndcg@10", "hook_hit")
