@@ -113,49 +113,48 @@ def age_records(home: Path, ages: dict[str, float], now: datetime) -> int:
 
 
 def evaluate(data: dict[str, Any], prompts: list[dict[str, Any]], lexical: bool = False) -> dict[str, Any]:
-    box = Throwaway()
-    if lexical:
-        Path(box.env["MEMORYD_CONFIG"]).write_text("search_by_meaning: false\n")
     bridges: dict[str | None, Bridge] = {}
-    try:
-        box.start()
-
-        def bridge_for(project: str | None) -> Bridge:
-            if project not in bridges:
-                worktree = str(box.base / "work" / project) if project else ""
-                bridges[project] = Bridge({**box.env, "MEMORYD_WORKTREE": worktree})
-                bridges[project].initialize()
-            return bridges[project]
-
-        progress(f"writing {len(data['memories'])} memories", "eval")
-        outcomes: dict[str, int] = {}
-        key_of = {write_memory(bridge_for(m.get("project")), m, outcomes): m["key"] for m in data["memories"]}
-        ages = {memory_id: m["age_days"] for memory_id, key in key_of.items()
-                for m in data["memories"] if m["key"] == key and m.get("age_days")}
-        if ages:  # the daemon stopped, the records aged by hand, the daemon serving them again
-            progress(f"ageing {len(ages)} memories", "eval")
-            while bridges:
-                bridges.popitem()[1].close()
-            box.stop()
-            aged = age_records(box.base, ages, datetime.now(UTC))
+    with Throwaway() as box:
+        if lexical:
+            Path(box.env["MEMORYD_CONFIG"]).write_text("search_by_meaning: false\n")
+        try:
             box.start()
-            edited = bridge_for(None).call(names.MEMORY_HEALTH).get("hand_edited", {}).get("total")
-            if aged != len(ages) or edited != len(ages):
-                raise RuntimeError(f"aged {aged} record files of {len(ages)}; hand edits the daemon saw: {edited}")
-        meaning = wait_for_vectors(bridge_for(None), len(key_of))
-        progress(f"{len(data['queries'])} queries", "eval")
-        rows = [run_query(bridge_for(q.get("project")), q, key_of) for q in data["queries"]]
-        progress(f"{len(prompts)} typed prompts", "eval")
-        prompt_rows = [typed.run_prompt(bridge_for(p.get("project")), p, key_of) for p in prompts]
-        progress("filler pairs", "eval")
-        pairs = typed.run_filler_pairs(bridge_for, key_of)
-        calls = toolcalls.load()
-        progress(f"{len(calls)} shell calls", "eval")
-        call_rows = [toolcalls.run_call(bridge_for(c.get("project")), c, key_of) for c in calls]
-    finally:
-        for bridge in bridges.values():
-            bridge.close()
-        box.close()
+
+            def bridge_for(project: str | None) -> Bridge:
+                if project not in bridges:
+                    worktree = str(box.base / "work" / project) if project else ""
+                    bridges[project] = Bridge({**box.env, "MEMORYD_WORKTREE": worktree})
+                    bridges[project].initialize()
+                return bridges[project]
+
+            progress(f"writing {len(data['memories'])} memories", "eval")
+            outcomes: dict[str, int] = {}
+            key_of = {write_memory(bridge_for(m.get("project")), m, outcomes): m["key"] for m in data["memories"]}
+            ages = {memory_id: m["age_days"] for memory_id, key in key_of.items()
+                    for m in data["memories"] if m["key"] == key and m.get("age_days")}
+            if ages:  # the daemon stopped, the records aged by hand, the daemon serving them again
+                progress(f"ageing {len(ages)} memories", "eval")
+                while bridges:
+                    bridges.popitem()[1].close()
+                box.stop()
+                aged = age_records(box.base, ages, datetime.now(UTC))
+                box.start()
+                edited = bridge_for(None).call(names.MEMORY_HEALTH).get("hand_edited", {}).get("total")
+                if aged != len(ages) or edited != len(ages):
+                    raise RuntimeError(f"aged {aged} record files of {len(ages)}; hand edits the daemon saw: {edited}")
+            meaning = wait_for_vectors(bridge_for(None), len(key_of))
+            progress(f"{len(data['queries'])} queries", "eval")
+            rows = [run_query(bridge_for(q.get("project")), q, key_of) for q in data["queries"]]
+            progress(f"{len(prompts)} typed prompts", "eval")
+            prompt_rows = [typed.run_prompt(bridge_for(p.get("project")), p, key_of) for p in prompts]
+            progress("filler pairs", "eval")
+            pairs = typed.run_filler_pairs(bridge_for, key_of)
+            calls = toolcalls.load()
+            progress(f"{len(calls)} shell calls", "eval")
+            call_rows = [toolcalls.run_call(bridge_for(c.get("project")), c, key_of) for c in calls]
+        finally:
+            for bridge in bridges.values():
+                bridge.close()
     return {"write_outcomes": outcomes, "search_by_meaning": meaning, "queries": rows, "summary": summarize(rows),
             "prompts": prompt_rows, "filler_pairs": pairs, "prompt_gate": typed.summarize(prompt_rows, pairs),
             "tool_calls": call_rows, "tool_gate": toolcalls.summarize(call_rows)}
