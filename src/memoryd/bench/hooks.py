@@ -1,6 +1,5 @@
 """Bench rows for the client hooks: each `memoryd hook EVENT` process timed from spawn to exit, and
-the context they inject over a scripted 20-event session (docs/benchmark.md, "Rows").
-"""
+the context they inject over a scripted 20-event session (docs/benchmark.md, "Rows")."""
 
 from __future__ import annotations
 
@@ -38,14 +37,11 @@ SIBLING = "The orders.status column is now an enum: pending, paid, refunded (mig
 def prepare(box: Throwaway) -> Path:
     """A git repo with a finished session (handoff) and the memories above; returns the repo."""
     repo = box.base / "hookrepo"
-    repo.mkdir(exist_ok=True)
     subprocess.run(["git", "init", "-q", str(repo)], check=True, capture_output=True, timeout=30)
     for path in ("billing/stripe_client.py", "src/payments/cards.py", "README.md"):  # what ANCHORED cites
         (repo / path).parent.mkdir(parents=True, exist_ok=True)
         (repo / path).write_text("# bench\n")
-    bridge = Bridge(box.env, worktree=str(repo))
-    try:
-        bridge.initialize()
+    with Bridge(box.env, worktree=str(repo)) as bridge:
         write_memory(bridge, {"key": "retry", "content": MEMORY, "scopes": ["topic:billing"]}, {})
         write_memory(bridge, {"key": "deploy", "content": DEPLOY, "scopes": ["topic:deploy"]}, {})
         for i, content in enumerate([FORCE, *ANCHORED]):
@@ -54,8 +50,6 @@ def prepare(box: Throwaway) -> Path:
         bridge.call(names.MEMORY_SESSION_FINISH, session_id=session,
                     handoff="Retries are wired; next, add the CardError test and open the PR.")
         box.counts["memories"] = int(bridge.call(names.MEMORY_HEALTH)["memories"])
-    finally:
-        bridge.close()
     return repo
 
 
@@ -99,8 +93,7 @@ def payloads(repo: Path, i: int) -> dict[str, dict[str, Any]]:
 def bench_hooks(box: Throwaway, quick: bool) -> list[Row]:
     progress("client hooks (whole process per sample)")
     repo = prepare(box)
-    samples: dict[str, list[float]] = {event: [] for event in ("session-start", "prompt", "pre-tool", MEANING,
-                                                                "stop", "session-end")}
+    samples: dict[str, list[float]] = {event: [] for event in payloads(repo, -1)}
     answered = {"session-start": 0, "prompt": 0, "pre-tool": 0, MEANING: 0}
     runs = 10 if quick else 40
     for event, payload in payloads(repo, -1).items():
@@ -165,7 +158,7 @@ def scripted_session(sid: str, repo: Path) -> list[tuple[str, dict[str, Any]]]:
 
 def injected_chars(stdout: str) -> int:
     """Chars of context one hook run gave the client (its additionalContext), 0 for none."""
-    if not stdout.strip() or stdout.strip() == "{}":
+    if stdout.strip() in ("", "{}"):
         return 0
     return len(json.loads(stdout).get("hookSpecificOutput", {}).get("additionalContext", ""))
 
@@ -179,8 +172,9 @@ def bench_session_context(box: Throwaway, quick: bool) -> list[Row]:
     spent = {"session-start": 0, "prompt": 0, "pre-tool": 0}
     events = scripted_session("bench-context", repo)
     for i, (event, payload) in enumerate(events):
-        if i == 10:
-            sibling_write(box, repo)
+        if i == 10:  # another agent in the same worktree commits a memory mid-session (what live news reports)
+            with Bridge(box.env, worktree=str(repo)) as bridge:
+                write_memory(bridge, {"key": "sibling", "content": SIBLING, "scopes": ["topic:orders"]}, {})
         _, out = run_hook(box, event, payload)
         if event in spent:
             spent[event] += injected_chars(out)
@@ -189,16 +183,6 @@ def bench_session_context(box: Throwaway, quick: bool) -> list[Row]:
               "tools": spent["pre-tool"]}
     return [row("auto-context per session (hook output summed)", f"{len(events)} events", detail,
                 f"<= {SESSION_CONTEXT_TARGET} chars", total <= SESSION_CONTEXT_TARGET)]
-
-
-def sibling_write(box: Throwaway, repo: Path) -> None:
-    """Another agent in the same worktree commits a memory mid-session (what live news reports)."""
-    bridge = Bridge(box.env, worktree=str(repo))
-    try:
-        bridge.initialize()
-        write_memory(bridge, {"key": "sibling", "content": SIBLING, "scopes": ["topic:orders"]}, {})
-    finally:
-        bridge.close()
 
 
 BENCHES = [bench_hooks, bench_session_context]

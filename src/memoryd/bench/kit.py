@@ -13,9 +13,9 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Self
 
 from memoryd import PROTOCOL, names
 
@@ -36,7 +36,7 @@ def row(metric: str, size: str, stats: dict[str, Any], target: str, met: bool) -
 
 
 class Throwaway:
-    """A temp store + runtime dir with a daemon running on it; `close` kills everything."""
+    """A temp store + runtime dir with a daemon running on it; `close` (or leaving `with`) kills everything."""
 
     def __init__(self) -> None:
         self.base = Path(tempfile.mkdtemp(prefix="mdb", dir="/tmp"))
@@ -45,6 +45,12 @@ class Throwaway:
                         MEMORYD_CONFIG=str(self.base / "config.yaml"))
         self.daemon: subprocess.Popen[bytes] | None = None
         self.counts: dict[str, int] = {}  # what the loaders have put in the store so far
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
 
     def start(self) -> None:
         log = open(self.base / "daemon.log", "ab")
@@ -58,19 +64,7 @@ class Throwaway:
             time.sleep(0.01)
 
     def endpoint(self) -> str:
-        endpoint: str = json.loads((self.base / "r" / "memoryd.status").read_text())["endpoint"]
-        return endpoint
-
-    def restart(self) -> float:
-        """Stop and start the daemon; returns seconds until it serves again."""
-        self.stop()
-        began = time.perf_counter()
-        self.start()
-        return time.perf_counter() - began
-
-    def daemon_rss_mb(self) -> float:
-        assert self.daemon is not None
-        return rss_mb(self.daemon.pid)
+        return str(json.loads((self.base / "r" / "memoryd.status").read_text())["endpoint"])
 
     def stop(self) -> None:
         if self.daemon is not None and self.daemon.poll() is None:
@@ -85,22 +79,37 @@ class Throwaway:
 
 
 class Bridge:
-    """One `memoryd mcp` process driven by raw newline-delimited JSON-RPC."""
+    """One `memoryd mcp` process (or `command`) driven by newline-delimited JSON-RPC; `with` initializes, closes it."""
 
-    def __init__(self, env: dict[str, str], worktree: str | None = None) -> None:
+    def __init__(self, env: dict[str, str], worktree: str | None = None, command: list[str] | None = None,
+                 cwd: Path | None = None, stderr: IO[bytes] | int = subprocess.DEVNULL) -> None:
         extra = {"MEMORYD_WORKTREE": worktree} if worktree else {}
         self.started = time.perf_counter()
-        self.proc = subprocess.Popen([sys.executable, "-m", "memoryd", "mcp"], env={**env, **extra},
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(command or [sys.executable, "-m", "memoryd", "mcp"], cwd=cwd,
+                                     env={**env, **extra}, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr)
         self.next_id = 0
+
+    def __enter__(self) -> Self:
+        self.initialize()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def send(self, message: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(message).encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def reply(self, method: str) -> dict[str, Any]:
+        """The answer to request `next_id`."""
+        assert self.proc.stdout is not None
+        return json.loads(self.proc.stdout.readline())  # type: ignore[no-any-return]
 
     def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         self.next_id += 1
-        line = json.dumps({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(line.encode() + b"\n")
-        self.proc.stdin.flush()
-        reply = json.loads(self.proc.stdout.readline())
+        self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+        reply = self.reply(method)
         if "error" in reply:
             raise RuntimeError(f"{method} failed: {reply['error']}")
         return reply["result"]  # type: ignore[no-any-return]
@@ -113,14 +122,6 @@ class Bridge:
 
     def call(self, tool: str, **arguments: Any) -> dict[str, Any]:
         return self.request("tools/call", {"name": tool, "arguments": arguments})["structuredContent"]  # type: ignore[no-any-return]
-
-    def timed(self, tool: str, **arguments: Any) -> float:
-        began = time.perf_counter()
-        self.call(tool, **arguments)
-        return time.perf_counter() - began
-
-    def rss_mb(self) -> float:
-        return rss_mb(self.proc.pid)
 
     def close(self) -> None:
         if self.proc.stdin:
@@ -139,7 +140,7 @@ class WireLoader:
 
         from memoryd import protocol
 
-        self.zmq, self.protocol = zmq, protocol
+        self.protocol = protocol
         self.sock: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.connect(endpoint)
@@ -153,15 +154,12 @@ class WireLoader:
         if self.sent >= 2000:
             self.drain()
 
-    def drain(self) -> list[dict[str, Any]]:
-        replies = []
+    def drain(self) -> None:
         while self.sent:
             reply = self.protocol.decode(self.sock.recv())
             if not reply.get("ok"):
                 raise RuntimeError(f"bulk load failed: {reply.get('error')}")
-            replies.append(reply)
             self.sent -= 1
-        return replies
 
     def session(self, conn: str, worktree: str | None) -> None:
         self.send(conn, "hello", {"protocol": PROTOCOL, "identity": {"worktree": worktree, "project": "bench"}})
@@ -171,8 +169,7 @@ class WireLoader:
 
 
 def load_memories(box: Throwaway, worktree: str, contents: Iterable[str], scopes: list[str]) -> float:
-    """Write each of `contents` through the wire, pipelined, with every override; returns seconds
-    from the first write to the last acknowledged."""
+    """Pipelined writes of `contents` with every override; seconds from the first write to the last acknowledged."""
     loader = WireLoader(box.endpoint())
     conn = f"load-{time.monotonic_ns()}"
     loader.session(conn, worktree)
@@ -184,15 +181,54 @@ def load_memories(box: Throwaway, worktree: str, contents: Iterable[str], scopes
     return time.perf_counter() - began
 
 
-def in_threads(agent: Callable[[int], None], count: int) -> float:
-    """`agent(0)` … `agent(count - 1)`, each in its own thread, started together; returns the wall time."""
-    threads = [threading.Thread(target=agent, args=(i,)) for i in range(count)]
+def seconds(action: Callable[..., object], *args: Any, **kwargs: Any) -> float:
     began = time.perf_counter()
+    action(*args, **kwargs)
+    return time.perf_counter() - began
+
+
+def time_calls(box: Throwaway, tool: str, arguments: Callable[[int], dict[str, Any]], samples: int,
+               worktree: str = "/bench/w-mem") -> tuple[list[float], list[dict[str, Any]]]:
+    """Latencies of `samples` calls of `tool` (call i with `arguments(i)`) through one bridge, and their results."""
+    latencies, results = [], []
+    with Bridge(box.env, worktree=worktree) as bridge:
+        for i in range(samples):
+            args = arguments(i)
+            began = time.perf_counter()
+            results.append(bridge.call(tool, **args))
+            latencies.append(time.perf_counter() - began)
+    return latencies, results
+
+
+def write_concurrently(bridges: Sequence[Bridge], per_agent: int) -> tuple[list[str], list[float], list[str], float]:
+    """After a warm-up write on each, every bridge writes `per_agent` episodes in its own thread (the same bodies on
+    memoryd and its peer); returns the acknowledged ids, the latencies, each agent's error and the wall time."""
+    for bridge in bridges:
+        bridge.initialize()
+        bridge.call(names.EPISODE_WRITE, body="warm-up")
+    acked: list[list[str]] = [[] for _ in bridges]
+    samples: list[float] = []
+    errors: list[str] = []
+
+    def agent(i: int) -> None:
+        try:
+            for k in range(per_agent):
+                began = time.perf_counter()
+                reply = bridges[i].call(names.EPISODE_WRITE, body=f"agent {i} write {k}")
+                samples.append(time.perf_counter() - began)
+                if reply.get("status") != "committed":
+                    raise RuntimeError(f"episode_write answered {str(reply)[:200]}")
+                acked[i].append(str(reply["id"]))
+        except (RuntimeError, ValueError, KeyError) as failed:
+            errors.append(repr(failed))
+
+    threads = [threading.Thread(target=agent, args=(i,)) for i in range(len(bridges))]
+    began = time.perf_counter()  # all started together
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    return time.perf_counter() - began
+    return [i for ids in acked for i in ids], samples, errors, time.perf_counter() - began
 
 
 def rss_mb(pid: int) -> float:

@@ -1,7 +1,5 @@
-"""Benchmark rows of the durable tier at 1k / 10k / 100k memories: bulk load, memory_write,
-memory_search, memory_digest, starts and RSS, and the encoder's own cost. Synthetic text and the
-seeded vectors: docs/benchmark.md, "Method".
-"""
+"""Benchmark rows of the durable tier at 1k / 10k / 100k memories: bulk load, memory_write, memory_search,
+memory_digest, starts and RSS, and the encoder's own cost (synthetic text, seeded vectors: docs/benchmark.md)."""
 
 from __future__ import annotations
 
@@ -12,6 +10,7 @@ import time
 from collections.abc import Callable
 
 from memoryd import names
+from memoryd.bench import kit
 from memoryd.bench.kit import Bridge, Row, Throwaway, WireLoader, load_memories, pcts, progress, row
 from memoryd.bench.sync import bench_sync
 
@@ -49,38 +48,22 @@ class Corpus:
         return self.rng.choices(self.words, cum_weights=self.weights, k=k)
 
     def memory(self) -> str:
-        n = next(self.serial)
-        return f"Record n{n} notes that " + " ".join(self.sample(self.rng.randint(10, 18))) + "."
+        return f"Record n{next(self.serial)} notes that " + " ".join(self.sample(self.rng.randint(10, 18))) + "."
 
     def query(self) -> str:
         return " ".join(self.sample(self.rng.randint(2, 3)))
-
-
-def time_calls(box: Throwaway, tool: str, arguments: Callable[[], dict[str, object]],
-               samples: int) -> tuple[list[float], list[dict[str, object]]]:
-    """Latencies of `samples` calls of `tool` through one real bridge, and their results."""
-    bridge = Bridge(box.env, worktree="/bench/w-mem")
-    bridge.initialize()
-    latencies, results = [], []
-    for _ in range(samples):
-        args = arguments()
-        began = time.perf_counter()
-        results.append(bridge.call(tool, **args))
-        latencies.append(time.perf_counter() - began)
-    bridge.close()
-    return latencies, results
 
 
 def _size_label(n: int) -> str:
     return f"{n // 1000}k memories"
 
 
-def _target(targets: dict[int, float], size: int, unit: str, value: float, at_most: bool = True) -> tuple[str, bool]:
+def _target(targets: dict[int, float], size: int, unit: str, value: float) -> tuple[str, bool]:
     """(target text, met) for a row whose target depends on the store size ("-" where none)."""
     if size not in targets:
         return "-", True
     limit = targets[size]
-    return (f"<= {limit:g} {unit}", value <= limit) if at_most else (f">= {limit:g} {unit}", value >= limit)
+    return f"<= {limit:g} {unit}", value <= limit
 
 
 def bench_memory_tier(box: Throwaway, quick: bool) -> list[Row]:
@@ -100,19 +83,17 @@ def bench_memory_tier(box: Throwaway, quick: bool) -> list[Row]:
         progress(f"loaded {size - stored} memories in {took:.1f} s ({rate:.0f}/s)")
         rows.append(row("bulk load (pipelined memory_write)", f"to {_size_label(size)}",
                         {"value": round(rate), "unit": "/s"}, f">= {BULK_TARGET_PER_S}/s", rate >= BULK_TARGET_PER_S))
-        stored = size
         if meaning:
             seed_vectors(box)
         samples = QUICK_SAMPLES if quick else SAMPLES
         timed = _timed_rows(box, corpus, size, samples)
-        stored += samples - timed[0]["refused"]
+        stored = size + samples - timed[0]["refused"]
         rows += timed + _start_rows(box, size, meaning)
     return rows
 
 
-def seed_vectors(box: Throwaway) -> int:
-    """Stop the daemon, give every memory file a random unit vector in `state/vectors.bin`, start it
-    again and wait until it holds them all; returns how many."""
+def seed_vectors(box: Throwaway) -> None:
+    """Stop the daemon, give each memory a random unit vector in `state/vectors.bin`, restart, wait for them all."""
     import numpy as np
 
     from memoryd.daemon.encoder.model import DIMENSIONS, WEIGHTS_SHA256
@@ -120,11 +101,9 @@ def seed_vectors(box: Throwaway) -> int:
     from memoryd.daemon.storage import frontmatter
 
     box.stop()
-    ids, stamps = [], []
-    for path in (box.base / "h" / "memories").glob("*.md"):
-        meta, _ = frontmatter.parse(path.read_bytes())
-        ids.append(path.stem)
-        stamps.append(meta["updated"])
+    paths = list((box.base / "h" / "memories").glob("*.md"))
+    ids = [path.stem for path in paths]
+    stamps = [frontmatter.parse(path.read_bytes())[0]["updated"] for path in paths]
     rng = np.random.default_rng(7)
     vectors = rng.standard_normal((len(ids), DIMENSIONS)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
@@ -132,15 +111,12 @@ def seed_vectors(box: Throwaway) -> int:
                                                                                  *quantize(vectors)))
     box.start()
     wait_for_vectors(box)
-    return len(ids)
 
 
 def wait_for_vectors(box: Throwaway, timeout_s: float = 300) -> None:
     """Until the daemon's encoder is loaded and holds a vector for every live memory."""
-    bridge = Bridge(box.env)
-    bridge.initialize()
     deadline = time.monotonic() + timeout_s
-    try:
+    with Bridge(box.env) as bridge:
         while True:
             health = bridge.call(names.MEMORY_HEALTH)
             meaning = health["search_by_meaning"]
@@ -149,8 +125,6 @@ def wait_for_vectors(box: Throwaway, timeout_s: float = 300) -> None:
             if meaning.get("state", "").startswith("unavailable") or time.monotonic() > deadline:
                 raise RuntimeError(f"the bench daemon's encoder: {meaning}")
             time.sleep(0.2)
-    finally:
-        bridge.close()
 
 
 def _encoder_rows() -> list[Row]:
@@ -160,16 +134,10 @@ def _encoder_rows() -> list[Row]:
 
     encoder = Encoder.load()
     encoder.encode_one(TYPED_PROMPT)
-    prompt = []
-    for _ in range(50):
-        began = time.perf_counter()
-        encoder.encode_one(TYPED_PROMPT)
-        prompt.append(time.perf_counter() - began)
+    prompt = [kit.seconds(encoder.encode_one, TYPED_PROMPT) for _ in range(50)]
     corpus = Corpus(seed=3)  # one: building its vocabulary takes ~0.15 s
     texts = [corpus.memory() for _ in range(64)]
-    began = time.perf_counter()
-    encoder.encode(texts)
-    rate = len(texts) / (time.perf_counter() - began)
+    rate = len(texts) / kit.seconds(encoder.encode, texts)
     stats = pcts(prompt)
     return [row("encoder: typed prompt (17 words)", "1 core", stats, f"<= {PROMPT_EMBED_TARGET_MS:g} ms p50",
                 stats["p50_ms"] <= PROMPT_EMBED_TARGET_MS),
@@ -179,40 +147,39 @@ def _encoder_rows() -> list[Row]:
 
 def _timed_rows(box: Throwaway, corpus: Corpus, size: int, samples: int) -> list[Row]:
     """memory_write, memory_search and memory_digest through a real bridge at this size."""
-    writes, written = time_calls(box, names.MEMORY_WRITE,
-                                 lambda: {"content": corpus.memory(), "scopes": ["projects:bench"]}, samples)
+    writes, written = kit.time_calls(box, names.MEMORY_WRITE,
+                                     lambda _: {"content": corpus.memory(), "scopes": ["projects:bench"]}, samples)
     refused = sum(r.get("status") != "committed" for r in written)
     stats = pcts(writes)
     target, met = _target(WRITE_TARGETS_MS, size, "ms", stats["p50_ms"])
     out = [row("memory_write (all gates, committed)", _size_label(size), {**stats, "refused": refused},
                target, refused == 0 and met)]
-    searches, results = time_calls(box, names.MEMORY_SEARCH, lambda: {"query": corpus.query()}, samples)
+    searches, results = kit.time_calls(box, names.MEMORY_SEARCH, lambda _: {"query": corpus.query()}, samples)
     stats = pcts(searches)
-    mean_hits = sum(len(r["results"]) for r in results) / samples  # type: ignore[arg-type,misc]
+    mean_hits = sum(len(r["results"]) for r in results) / samples
     out.append(row("memory_search (words + meaning)", _size_label(size), {**stats, "mean_hits": round(mean_hits, 2)},
                    *_target(SEARCH_TARGETS_MS, size, "ms", stats["p50_ms"])))
-    digests, _ = time_calls(box, names.MEMORY_DIGEST, dict, 100)
+    digests, _ = kit.time_calls(box, names.MEMORY_DIGEST, lambda _: {}, 100)
     stats = pcts(digests)
     out.append(row(names.MEMORY_DIGEST, _size_label(size), stats,
-                   f"<= {DIGEST_TARGET_MS:g} ms" if size == 10_000 else "-",
-                   size != 10_000 or stats["p50_ms"] <= DIGEST_TARGET_MS))
+                   *_target({10_000: DIGEST_TARGET_MS}, size, "ms", stats["p50_ms"])))
     return out
 
 
 def _start_rows(box: Throwaway, size: int, meaning: bool) -> list[Row]:
     """Warm start, its RSS, then a cold start (no `state/` but the pending snapshot), each until it answers."""
-    warm = box.restart()
+    box.stop()
+    warm = kit.seconds(box.start)
     if meaning:
         wait_for_vectors(box)
-    rss = box.daemon_rss_mb()
+    assert box.daemon is not None
+    rss = kit.rss_mb(box.daemon.pid)
     box.stop()
-    state = box.base / "h" / "state"
-    for path in state.iterdir():
+    for path in (box.base / "h" / "state").iterdir():
         if path.name not in ("pending.json", "vectors.bin"):  # vectors: never on a start's path
             path.unlink()
     began = time.perf_counter()
-    box.start()
-    cold = time.perf_counter() - began
+    cold = kit.seconds(box.start)
     # The text index of a cold start is built after the first reply: say when a search is answered.
     loader = WireLoader(box.endpoint())
     loader.session("cold-first-search", None)

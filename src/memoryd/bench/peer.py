@@ -1,19 +1,14 @@
-"""The side-by-side row: memoryd's 8-agent durable-write rate against bettermemory 8.0.0's in the same
-run, as a ratio; measured only when `MEMORYD_BENCH_PEER` names the peer's executable (docs/benchmark.md,
-"The peer row"), else printed as not measured.
-"""
+"""The side-by-side row: memoryd's 8-agent durable-write rate over bettermemory 8.0.0's in the same run; measured
+only when `MEMORYD_BENCH_PEER` names the peer's executable, else not measured (docs/benchmark.md, "The peer row")."""
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import time
 from pathlib import Path
 from typing import IO, Any
 
-from memoryd import names
-from memoryd.bench.kit import Bridge, Row, Throwaway, in_threads, pcts, progress, row
+from memoryd.bench.kit import Bridge, Row, Throwaway, pcts, progress, row, write_concurrently
 
 PEER_ENV = "MEMORYD_BENCH_PEER"
 PEER_NAME = "bettermemory 8.0.0"
@@ -25,11 +20,6 @@ HOW_TO_ENABLE = (f"python3 -m venv /tmp/peer && /tmp/peer/bin/pip install better
                  f"{PEER_ENV}=/tmp/peer/bin/bettermemory memoryd bench")
 
 
-def body(agent: int, k: int) -> str:
-    """The k-th body agent `agent` writes: the same text on both sides."""
-    return f"agent {agent} write {k}"
-
-
 def not_measured(reason: str) -> Row:
     """The row when the peer was not run: `met` is None, so the verdict counts it neither way."""
     return {"metric": METRIC, "size": "-", "value": "not measured", "target": f">= {TARGET_RATIO}x",
@@ -37,37 +27,26 @@ def not_measured(reason: str) -> Row:
 
 
 class PeerServer(Bridge):
-    """One peer server process, driven like `kit.Bridge`: notifications between replies are skipped,
-    and a tool's `isError` is raised."""
+    """One peer server process driven like `kit.Bridge`, skipping notifications between replies, raising `isError`."""
 
     def __init__(self, exe: str, home: Path, log: IO[bytes]) -> None:
-        self.started = time.perf_counter()
-        self.proc = subprocess.Popen([exe], cwd=home, env=peer_env(home), stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=log)
-        self.next_id = 0
+        super().__init__(peer_env(home), command=[exe], cwd=home, stderr=log)
 
-    def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        self.next_id += 1
-        self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+    def reply(self, method: str) -> dict[str, Any]:
         assert self.proc.stdout is not None
         while True:
             line = self.proc.stdout.readline()
             if not line:
                 raise RuntimeError(f"{method}: the peer server exited (code {self.proc.poll()})")
-            reply = json.loads(line)
+            reply: dict[str, Any] = json.loads(line)
             if reply.get("id") == self.next_id:
-                break
-        if "error" in reply:
-            raise RuntimeError(f"{method} failed: {reply['error']}")
-        result: dict[str, Any] = reply["result"]
+                return reply
+
+    def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        result = super().request(method, params)
         if result.get("isError"):
             raise RuntimeError(f"{method} failed: {str(result.get('content'))[:300]}")
         return result
-
-    def send(self, message: dict[str, Any]) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(message).encode() + b"\n")
-        self.proc.stdin.flush()
 
     def initialize(self) -> float:
         took = super().initialize()
@@ -77,10 +56,9 @@ class PeerServer(Bridge):
 
 def peer_env(home: Path) -> dict[str, str]:
     """The store, HOME and every XDG dir inside the throwaway dir, and nothing of the caller's (no API keys)."""
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "HOME": str(home),
-           "BETTERMEMORY_DIR": str(home / "store"), "TMPDIR": str(home / "tmp")}
-    env.update({f"XDG_{kind}_HOME": str(home / f"xdg-{kind.lower()}") for kind in ("CONFIG", "DATA", "STATE", "CACHE")})
-    return env
+    xdg = {f"XDG_{kind}_HOME": str(home / f"xdg-{kind.lower()}") for kind in ("CONFIG", "DATA", "STATE", "CACHE")}
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "HOME": str(home),
+            "BETTERMEMORY_DIR": str(home / "store"), "TMPDIR": str(home / "tmp"), **xdg}
 
 
 def side_by_side(box: Throwaway, memoryd_row: Row, quick: bool) -> list[Row]:
@@ -107,46 +85,20 @@ def side_by_side(box: Throwaway, memoryd_row: Row, quick: bool) -> list[Row]:
 
 
 def run_peer(exe: str, home: Path, per_agent: int) -> dict[str, Any]:
-    """AGENTS peer servers on one store, one thread each writing `per_agent` episodes after a warm-up
-    write, as memoryd's row does."""
+    """AGENTS peer servers on one store, each writing `per_agent` episodes in its own thread, as memoryd's row does."""
     (home / "tmp").mkdir(parents=True)
-    log = open(home / "servers.log", "ab")
-    servers = [PeerServer(exe, home, log) for _ in range(AGENTS)]  # all start at once: spawning is not timed
-    try:
-        for server in servers:
-            server.initialize()
-            server.call(names.EPISODE_WRITE, body="warm-up")
-        acked, samples, errors, elapsed = write_concurrently(servers, per_agent)
-    except (RuntimeError, ValueError, OSError) as failed:
-        raise RuntimeError(f"{failed}; its log: {home / 'servers.log'}") from failed
-    finally:
-        for server in servers:
-            server.close()
-        log.close()
+    with open(home / "servers.log", "ab") as log:
+        servers = [PeerServer(exe, home, log) for _ in range(AGENTS)]  # all start at once: spawning is not timed
+        try:
+            acked, samples, errors, elapsed = write_concurrently(servers, per_agent)
+        except (RuntimeError, ValueError, OSError) as failed:
+            raise RuntimeError(f"{failed}; its log: {home / 'servers.log'}") from failed
+        finally:
+            for server in servers:
+                server.close()
     if errors:
         raise RuntimeError(f"{len(errors)} of {AGENTS} agents stopped on an error, the first: {errors[0]}")
     return {"rate": len(acked) / elapsed, "writes": len(acked), "lost": lost(home / "store", acked), **pcts(samples)}
-
-
-def write_concurrently(servers: list[PeerServer], per_agent: int) -> tuple[list[str], list[float], list[str], float]:
-    acked: list[list[str]] = [[] for _ in servers]
-    samples: list[float] = []
-    errors: list[str] = []
-
-    def agent(i: int) -> None:
-        try:
-            for k in range(per_agent):
-                began = time.perf_counter()
-                reply = servers[i].call(names.EPISODE_WRITE, body=body(i, k))
-                samples.append(time.perf_counter() - began)
-                if reply.get("status") != "committed":
-                    raise RuntimeError(f"episode_write answered {str(reply)[:200]}")
-                acked[i].append(str(reply["id"]))
-        except (RuntimeError, ValueError, KeyError) as failed:
-            errors.append(repr(failed))
-
-    elapsed = in_threads(agent, len(servers))
-    return [i for ids in acked for i in ids], samples, errors, elapsed
 
 
 def lost(store: Path, acked: list[str]) -> int:

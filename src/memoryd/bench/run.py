@@ -1,6 +1,5 @@
 """`memoryd bench`: runs every row (docs/benchmark.md) and prints one table (or `--json`): each row a
-metric, the store size, p50/p99 or a rate, the target, and whether it was met. Progress goes to stderr.
-"""
+metric, the store size, p50/p99 or a rate, the target, and whether it was met. Progress goes to stderr."""
 
 from __future__ import annotations
 
@@ -8,13 +7,15 @@ import argparse
 import json
 import os
 import time
+from collections import Counter
 from typing import Any
 
 from memoryd import names
 from memoryd.bench import hooks as bench_hooks
+from memoryd.bench import kit
 from memoryd.bench import memory as bench_memory
 from memoryd.bench import peer as bench_peer
-from memoryd.bench.kit import Bridge, Row, Throwaway, WireLoader, in_threads, pcts, progress, row
+from memoryd.bench.kit import Bridge, Row, Throwaway, WireLoader, pcts, progress, row
 
 
 def bench_cold_start(box: Throwaway, runs: int) -> list[Row]:
@@ -23,7 +24,7 @@ def bench_cold_start(box: Throwaway, runs: int) -> list[Row]:
         bridge = Bridge(box.env)
         samples.append(bridge.initialize())
         bridge.request("tools/list", {})
-        rss = max(rss, bridge.rss_mb())
+        rss = max(rss, kit.rss_mb(bridge.proc.pid))
         bridge.close()
     stats = pcts(samples)
     return [row("bridge spawn -> initialize", "-", stats, "<= 100 ms", stats["p50_ms"] <= 100),
@@ -31,11 +32,8 @@ def bench_cold_start(box: Throwaway, runs: int) -> list[Row]:
 
 
 def bench_episode_write(box: Throwaway, n: int) -> list[Row]:
-    bridge = Bridge(box.env, worktree="/bench/w0")
-    bridge.initialize()
-    samples = [bridge.timed(names.EPISODE_WRITE, body=f"iteration {i}: tried a thing", takeaway=f"step {i}")
-               for i in range(n)]
-    bridge.close()
+    samples, _ = kit.time_calls(box, names.EPISODE_WRITE, lambda i: {"body": f"iteration {i}: tried a thing",
+                                                                     "takeaway": f"step {i}"}, n, worktree="/bench/w0")
     stats = pcts(samples)
     return [row("episode_write (durable)", f"{n} writes", stats, "<= 1.5 ms", stats["p50_ms"] <= 1.5)]
 
@@ -58,30 +56,16 @@ def load_sessions(box: Throwaway, sessions: int, episodes_each: int) -> None:
 
 def bench_handoff(box: Throwaway, sessions: int, runs: int) -> list[Row]:
     load_sessions(box, sessions, episodes_each=8)
-    bridge = Bridge(box.env, worktree="/bench/w7")
-    bridge.initialize()
-    samples = [bridge.timed(names.EPISODE_HANDOFF) for _ in range(runs)]
-    bridge.close()
+    samples, _ = kit.time_calls(box, names.EPISODE_HANDOFF, lambda _: {}, runs, worktree="/bench/w7")
     stats = pcts(samples)
     return [row(names.EPISODE_HANDOFF, f"{sessions} sessions", stats, "<= 2 ms", stats["p50_ms"] <= 2)]
 
 
 def bench_concurrent_writes(box: Throwaway, agents: int, per_agent: int) -> list[Row]:
     bridges = [Bridge(box.env, worktree=f"/bench/agent{i}") for i in range(agents)]
-    for bridge in bridges:
-        bridge.initialize()
-        bridge.call(names.EPISODE_WRITE, body="warm-up")
-    acked: list[list[str]] = [[] for _ in bridges]
-    samples: list[float] = []
-
-    def agent(i: int) -> None:
-        for k in range(per_agent):
-            began = time.perf_counter()
-            acked[i].append(bridges[i].call(names.EPISODE_WRITE, body=bench_peer.body(i, k))["id"])
-            samples.append(time.perf_counter() - began)
-
-    elapsed = in_threads(agent, agents)
-    ids = [i for ack in acked for i in ack]
+    ids, samples, errors, elapsed = kit.write_concurrently(bridges, per_agent)
+    for error in errors:
+        progress(f"an agent stopped: {error}")
     found = bridges[0].call(names.EPISODE_SEARCH, ids=ids[:200], include_bodies=False)["total"]
     for bridge in bridges:
         bridge.close()
@@ -111,8 +95,7 @@ def compile_bytecode() -> None:
 def run(quick: bool) -> list[Row]:
     rows: list[Row] = []
     compile_bytecode()
-    box = Throwaway()
-    try:
+    with Throwaway() as box:
         box.start()
         progress("bridge cold start")
         rows += bench_cold_start(box, 5 if quick else 20)
@@ -125,12 +108,8 @@ def run(quick: bool) -> list[Row]:
         for sessions in ([1000] if quick else [1000, 10_000]):
             progress(f"episode_handoff with {sessions} sessions")
             rows += bench_handoff(box, sessions, 200)
-        for bench in bench_memory.BENCHES:
+        for bench in [*bench_memory.BENCHES, *bench_hooks.BENCHES]:
             rows += bench(box, quick)
-        for bench in bench_hooks.BENCHES:
-            rows += bench(box, quick)
-    finally:
-        box.close()
     return rows
 
 
@@ -138,16 +117,13 @@ def render(rows: list[Row]) -> str:
     """A table whose columns are as wide as their widest cell, the number columns right-aligned."""
     header = ["metric", "size", "p50/value", "p99", "target", "met"]
     cells = [header] + [[str(r["metric"]), str(r["size"]), _value(r), f"{r['p99_ms']} ms" if "p99_ms" in r else "",
-                         str(r["target"]), _met(r)] for r in rows]
+                         str(r["target"]), MET[r["met"]]] for r in rows]
     widths = [max(len(line[i]) for line in cells) for i in range(len(header))]
-    right = {2, 3}
-    return "\n".join("  ".join(cell.rjust(w) if i in right else cell.ljust(w)
+    return "\n".join("  ".join(cell.rjust(w) if i in (2, 3) else cell.ljust(w)
                                for i, (cell, w) in enumerate(zip(line, widths))).rstrip() for line in cells)
 
 
-def _met(r: Row) -> str:
-    """`met` None: the row was not measured (its reason is printed under the table)."""
-    return "-" if r["met"] is None else "yes" if r["met"] else "NO"
+MET = {True: "yes", False: "NO", None: "-"}  # None: the row was not measured (its reason is printed under the table)
 
 
 def _value(r: Row) -> str:
@@ -168,8 +144,8 @@ def verdict(rows: list[Row], before: list[float], after: list[float]) -> dict[st
     """How many rows met their target, and whether the host was busy enough to inflate their wall-clock latencies."""
     cpus = os.cpu_count() or 1
     busy = max(before[0], after[0]) > BUSY_LOAD_PER_CPU * cpus
-    measured = [r for r in rows if r["met"] is not None]  # a row not measured is neither met nor missed
-    return {"met": sum(1 for r in measured if r["met"]), "missed": sum(1 for r in measured if not r["met"]),
+    met = Counter(r["met"] for r in rows)  # a row not measured (None) is neither met nor missed
+    return {"met": met[True], "missed": met[False],
             "not_measured": [{"metric": r["metric"], "reason": r.get("reason", "")} for r in rows if r["met"] is None],
             "host": {"cpus": cpus, "load_before": before, "load_after": after, "busy": busy}}
 

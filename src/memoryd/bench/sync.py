@@ -1,20 +1,16 @@
 """Benchmark row: sync of 1,000 new memories each way between two throwaway daemons through a local
-bare git repository, each `memoryd sync` timed end to end. Full bench only: it starts two more daemons.
-"""
+bare git repository, each `memoryd sync` timed end to end. Full bench only: it starts two more daemons."""
 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-from pathlib import Path
 
 from memoryd import names
-from memoryd.bench.kit import Bridge, Row, Throwaway, load_memories, pcts, progress, row
+from memoryd.bench.kit import Bridge, Row, Throwaway, load_memories, pcts, progress, row, seconds
 
 COUNT = 1_000
 TARGET_S = 10.0
@@ -33,34 +29,29 @@ def _sync(box: Throwaway, *args: str) -> tuple[float, dict[str, object]]:
 
 def _while_syncing(box: Throwaway) -> tuple[float, dict[str, object], list[float]]:
     """One `memoryd sync` on `box`, and the latencies of an agent's memory_search calls meanwhile."""
-    bridge = Bridge(box.env, worktree="/bench/sync")
-    bridge.initialize()
     latencies: list[float] = []
     done = threading.Event()
+    with Bridge(box.env, worktree="/bench/sync") as bridge:
+        def searching() -> None:
+            while not done.is_set():
+                latencies.append(seconds(bridge.call, names.MEMORY_SEARCH, query="service port zone"))
 
-    def searching() -> None:
-        while not done.is_set():
-            latencies.append(bridge.timed(names.MEMORY_SEARCH, query="service port zone"))
-
-    probe = threading.Thread(target=searching)
-    probe.start()
-    try:
-        took, result = _sync(box)
-    finally:
-        done.set()
-        probe.join()
-        bridge.close()
+        probe = threading.Thread(target=searching)
+        probe.start()
+        try:
+            took, result = _sync(box)
+        finally:
+            done.set()
+            probe.join()
     return took, result, latencies
 
 
 def bench_sync(box: Throwaway, quick: bool) -> list[Row]:
     if quick:
         return []
-    base = Path(tempfile.mkdtemp(prefix="mdbs", dir="/tmp"))
-    remote = base / "remote.git"
-    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
-    a, b = Throwaway(), Throwaway()
-    try:
+    with Throwaway() as a, Throwaway() as b:
+        remote = a.base / "remote.git"  # removed with a's store
+        subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
         for label, machine in (("a", a), ("b", b)):
             machine.start()
             texts = (f"Machine {label} record {n} notes port {9000 + n} for service s{label}{n} in zone z{n % 17}."
@@ -79,7 +70,3 @@ def bench_sync(box: Throwaway, quick: bool) -> list[Row]:
                      "moved": list(moved), "search_during_sync": {**pcts(during), "calls": len(during),
                                                                   "max_ms": round(max(during) * 1000, 1)}},
                     f"<= {TARGET_S:g} s", ok and push_s + both_s + pull_s <= TARGET_S)]
-    finally:
-        a.close()
-        b.close()
-        shutil.rmtree(base, ignore_errors=True)

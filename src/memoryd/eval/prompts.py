@@ -1,7 +1,5 @@
-"""The prompt hook's part of `memoryd eval`: what the hook would disclose for each typed prompt,
-filler pair and 20-prompt session, searched and chosen as the hook does (docs/search.md,
-"Disclosure"); only the tune split may inform a bar.
-"""
+"""The prompt hook's part of `memoryd eval`: what the hook would disclose for each typed prompt, filler pair and
+20-prompt session, searched and chosen as the hook does (docs/search.md, "Disclosure"); only tune may inform a bar."""
 
 from __future__ import annotations
 

@@ -1,11 +1,11 @@
-"""`memoryd eval`: search quality on a labelled set through the agent's real path: a throwaway
-daemon, a bridge per project, every memory through `memory_write` and every query through
-`memory_search` (docs/benchmark.md, "Search quality"; ages: docs/search.md, "Age in the eval").
-"""
+"""`memoryd eval`: search quality on a labelled set through the agent's real path: a throwaway daemon, a bridge per
+project, every memory through `memory_write` and every query through `memory_search` (docs/benchmark.md, "Search
+quality"; ages: docs/search.md, "Age in the eval")."""
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import re
@@ -86,8 +86,7 @@ def score_query(ranked: list[str], relevant: list[str]) -> dict[str, float]:
 
 
 def wait_for_vectors(bridge: Bridge, count: int, timeout_s: float = 600) -> str:
-    """Block until the daemon has a meaning vector for `count` memories or says it cannot; returns
-    its `search_by_meaning` state."""
+    """Until the daemon has a meaning vector for `count` memories or says it cannot; returns its meaning state."""
     deadline = time.monotonic() + timeout_s
     while True:
         meaning = bridge.call(names.MEMORY_HEALTH).get("search_by_meaning", {})
@@ -114,51 +113,48 @@ def age_records(home: Path, ages: dict[str, float], now: datetime) -> int:
 
 
 def evaluate(data: dict[str, Any], prompts: list[dict[str, Any]], lexical: bool = False) -> dict[str, Any]:
-    box = Throwaway()
-    if lexical:
-        Path(box.env["MEMORYD_CONFIG"]).write_text("search_by_meaning: false\n")
     bridges: dict[str | None, Bridge] = {}
-    try:
-        box.start()
+    with Throwaway() as box:
+        if lexical:
+            Path(box.env["MEMORYD_CONFIG"]).write_text("search_by_meaning: false\n")
+        try:
+            box.start()
 
-        def bridge_for(project: str | None) -> Bridge:
-            if project not in bridges:
-                worktree = str(box.base / "work" / project) if project else ""
-                bridge = Bridge({**box.env, "MEMORYD_WORKTREE": worktree})
-                bridge.initialize()
-                bridges[project] = bridge
-            return bridges[project]
+            def bridge_for(project: str | None) -> Bridge:
+                if project not in bridges:
+                    worktree = str(box.base / "work" / project) if project else ""
+                    bridges[project] = Bridge({**box.env, "MEMORYD_WORKTREE": worktree})
+                    bridges[project].initialize()
+                return bridges[project]
 
-        progress(f"writing {len(data['memories'])} memories", "eval")
-        outcomes: dict[str, int] = {}
-        key_of = {write_memory(bridge_for(m.get("project")), m, outcomes): m["key"] for m in data["memories"]}
-        ages = {memory_id: m["age_days"] for memory_id, key in key_of.items()
-                for m in data["memories"] if m["key"] == key and m.get("age_days")}
-        if ages:  # the daemon stopped, the records aged by hand, the daemon serving them again
-            progress(f"ageing {len(ages)} memories", "eval")
+            progress(f"writing {len(data['memories'])} memories", "eval")
+            outcomes: dict[str, int] = {}
+            key_of = {write_memory(bridge_for(m.get("project")), m, outcomes): m["key"] for m in data["memories"]}
+            ages = {memory_id: m["age_days"] for memory_id, key in key_of.items()
+                    for m in data["memories"] if m["key"] == key and m.get("age_days")}
+            if ages:  # the daemon stopped, the records aged by hand, the daemon serving them again
+                progress(f"ageing {len(ages)} memories", "eval")
+                while bridges:
+                    bridges.popitem()[1].close()
+                box.stop()
+                aged = age_records(box.base, ages, datetime.now(UTC))
+                box.start()
+                edited = bridge_for(None).call(names.MEMORY_HEALTH).get("hand_edited", {}).get("total")
+                if aged != len(ages) or edited != len(ages):
+                    raise RuntimeError(f"aged {aged} record files of {len(ages)}; hand edits the daemon saw: {edited}")
+            meaning = wait_for_vectors(bridge_for(None), len(key_of))
+            progress(f"{len(data['queries'])} queries", "eval")
+            rows = [run_query(bridge_for(q.get("project")), q, key_of) for q in data["queries"]]
+            progress(f"{len(prompts)} typed prompts", "eval")
+            prompt_rows = [typed.run_prompt(bridge_for(p.get("project")), p, key_of) for p in prompts]
+            progress("filler pairs", "eval")
+            pairs = typed.run_filler_pairs(bridge_for, key_of)
+            calls = toolcalls.load()
+            progress(f"{len(calls)} shell calls", "eval")
+            call_rows = [toolcalls.run_call(bridge_for(c.get("project")), c, key_of) for c in calls]
+        finally:
             for bridge in bridges.values():
                 bridge.close()
-            bridges.clear()
-            box.stop()
-            aged = age_records(box.base, ages, datetime.now(UTC))
-            box.start()
-            edited = bridge_for(None).call(names.MEMORY_HEALTH).get("hand_edited", {}).get("total")
-            if aged != len(ages) or edited != len(ages):
-                raise RuntimeError(f"aged {aged} record files of {len(ages)}; hand edits the daemon saw: {edited}")
-        meaning = wait_for_vectors(bridge_for(None), len(key_of))
-        progress(f"{len(data['queries'])} queries", "eval")
-        rows = [run_query(bridge_for(q.get("project")), q, key_of) for q in data["queries"]]
-        progress(f"{len(prompts)} typed prompts", "eval")
-        prompt_rows = [typed.run_prompt(bridge_for(p.get("project")), p, key_of) for p in prompts]
-        progress("filler pairs", "eval")
-        pairs = typed.run_filler_pairs(bridge_for, key_of)
-        calls = toolcalls.load()
-        progress(f"{len(calls)} shell calls", "eval")
-        call_rows = [toolcalls.run_call(bridge_for(c.get("project")), c, key_of) for c in calls]
-    finally:
-        for bridge in bridges.values():
-            bridge.close()
-        box.close()
     return {"write_outcomes": outcomes, "search_by_meaning": meaning, "queries": rows, "summary": summarize(rows),
             "prompts": prompt_rows, "filler_pairs": pairs, "prompt_gate": typed.summarize(prompt_rows, pairs),
             "tool_calls": call_rows, "tool_gate": toolcalls.summarize(call_rows)}
@@ -183,10 +179,9 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, float
     groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         overall = "negative" if not row["relevant"] else "all" if row["kind"] not in OWN_ROW_KINDS else None
-        for split in (row["split"], "all"):
-            for kind in (row["kind"], overall):
-                if kind:
-                    groups[(split, kind)].append(row)
+        for split, kind in itertools.product((row["split"], "all"), (row["kind"], overall)):
+            if kind:
+                groups[(split, kind)].append(row)
     out: dict[str, dict[str, dict[str, float]]] = defaultdict(dict)
     for (split, kind), members in sorted(groups.items()):
         metrics = ("silent",) if kind == "negative" else ("hit@1", "recall@1", "recall@5", "mrr", "ndcg@10", "hook_hit")
@@ -209,8 +204,7 @@ def render(report: dict[str, Any]) -> str:
     served = [v for row in report["queries"] if row["kind"] in OWN_ROW_KINDS for v in row["verdicts"]]
     if served:
         lines.append(f"\nrecency: staleness verdicts on those queries' hits {dict(sorted(Counter(served).items()))}")
-    lines += typed.render(report["prompt_gate"])
-    lines += toolcalls.render(report["tool_gate"])
+    lines += typed.render(report["prompt_gate"]) + toolcalls.render(report["tool_gate"])
     lines.append(f"\nwrite outcomes: {report['write_outcomes']}; search by meaning: {report['search_by_meaning']}")
     return "\n".join(lines).lstrip("\n")
 

@@ -1,6 +1,5 @@
 """The pre-tool hook's search by meaning in `memoryd eval`: what it would disclose before each shell
-call of `tool_calls.yaml`, anchors aside (docs/search.md, "Shell calls by meaning").
-"""
+call of `tool_calls.yaml`, anchors aside (docs/search.md, "Shell calls by meaning")."""
 
 from __future__ import annotations
 
