@@ -90,7 +90,11 @@ class Bridge:
         self.next_id = 0
 
     def __enter__(self) -> Self:
-        self.initialize()
+        try:
+            self.initialize()
+        except BaseException:  # a failed handshake must not leave the process behind
+            self.close()
+            raise
         return self
 
     def __exit__(self, *_: object) -> None:
