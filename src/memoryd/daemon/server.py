@@ -36,17 +36,6 @@ OPS: dict[str, Callable[[Daemon, str, bytes, dict[str, Any]], Any]] = {
 STATEFUL_OPS = frozenset({"hello", "call", "bye", "hook", "episodes"})  # a failed commit takes their replies back
 
 
-def _typed(op: str, exc: Exception) -> MemorydError:
-    """`exc` in the one exception tree: an OSError is a storage error, anything else internal (logged)."""
-    if isinstance(exc, MemorydError):
-        return exc
-    if isinstance(exc, OSError):
-        log.error("storage error in %s: %s", op, exc)
-        return StorageError.from_os(exc)
-    log.exception("internal error in %s", op)
-    return InternalError(f"internal error: {type(exc).__name__}")
-
-
 def _read_only(op: str, args: dict[str, Any]) -> bool:
     """Ops and tools that change nothing but their own audit event."""
     if op not in STATEFUL_OPS:
@@ -151,8 +140,7 @@ class Server(Daemon):
         """Liveness, hook idleness and the reaper's jobs; one failing on the store retries after a back-off."""
         aborts = self.core.aborts
         try:
-            self._end_lost_with_fallback(now)
-            lost = reaper.liveness_pass(self.core, self.conns, now)
+            lost = reaper.liveness_pass(self.core, self.conns, now, self.bindings.client_sessions)
             hooks.idle_pass(self.core, self.bindings.client_sessions, now)
             for conn_id in lost:
                 self.parked.drop(conn_id)
@@ -162,22 +150,22 @@ class Server(Daemon):
                 self.core.abort()
             self._timers_failed(now, exc)
 
+    def _typed(self, op: str, exc: Exception) -> MemorydError:
+        """`exc` in the one exception tree: an OSError is a storage error (noted), anything else internal (logged)."""
+        if isinstance(exc, OSError):
+            log.error("storage error in %s: %s", op, exc)
+            exc = StorageError.from_os(exc)
+        elif not isinstance(exc, MemorydError):
+            log.exception("internal error in %s", op)
+            exc = InternalError(f"internal error: {type(exc).__name__}")
+        if isinstance(exc, StorageError):
+            self.core.note_storage_error(exc)
+        return exc
+
     def _timers_failed(self, now: float, exc: Exception) -> None:
-        error = _typed("timers", exc)
-        if isinstance(error, StorageError):
-            self.core.note_storage_error(error)
+        error = self._typed("timers", exc)
         self.timers_resume_at = now + TIMERS_BACKOFF_S
         log.error("a timed pass could not commit and was undone (retried in %g s): %s", TIMERS_BACKOFF_S, error.message)
-
-    def _end_lost_with_fallback(self, now: float) -> None:
-        """End first the sessions liveness will end as `lost` whose hook last words make a fallback handoff."""
-        limit = 3 * self.core.config.heartbeat_seconds
-        keys = self.bindings.client_sessions
-        for conn in self.conns.values():
-            session = self.core.sessions.get(conn.session_id)
-            if (now - conn.last_seen > limit and session is not None and session.conn == conn.id
-                    and hooks.needs_fallback(self.core, session, keys)):
-                hooks.end_session(self.core, session, "lost", keys)
 
     def _timeout_ms(self) -> int:
         deadlines = [p.parked.deadline - time.monotonic() for p in self.parked.calls]
@@ -244,10 +232,8 @@ class Server(Daemon):
     def _undo_failed(self, op: str, args: dict[str, Any], exc: Exception,
                      before: tuple[int, int, int]) -> MemorydError:
         """The typed error for a call that raised, after undoing the pass if it may have written anything."""
-        error = _typed(op, exc)
+        error = self._typed(op, exc)
         core = self.core
-        if isinstance(error, StorageError):
-            core.note_storage_error(error)
         partial = (core.log.seq, core.files.changes) != before[:2] or (
             isinstance(error, StorageError) and not _read_only(op, args))
         if partial and core.aborts == before[2]:
