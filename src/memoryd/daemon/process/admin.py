@@ -93,8 +93,11 @@ def resolve(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[str, An
 
 
 def session_row(core: Core, session: Session) -> dict[str, Any]:
-    """One session as the operator sees it: where, who, how it ended, its handoff and episodes."""
+    """One session as the operator sees it: where, who, how it ended, its handoff and episodes, and the
+    last message the session-end hook kept when it wrote no handoff."""
     handoff = None
+    found = records.of(core)
+    note = found.notes.get(session.id) if found is not None else None
     if session.handoff_id:
         text = core.handoff_text(session.handoff_id)
         handoff = {"id": session.handoff_id, "text": (text or "")[:HANDOFF_CHARS],
@@ -103,15 +106,8 @@ def session_row(core: Core, session: Session) -> dict[str, Any]:
             "client": session.client, "started_at": session.started_at, "last_active": session.last_active,
             "ended": session.ended, "ended_at": session.ended_at, "calls": session.calls,
             "episodes": len(core.journal.of_session(session.id)), "summary": session.summary,
-            "handoff": handoff, "last_message": captured_note(core, session.id)}
-
-
-def captured_note(core: Core, session_id: str) -> dict[str, Any] | None:
-    """The session's last message the session-end hook kept (it wrote no handoff), or None."""
-    found = records.of(core)
-    note = found.notes.get(session_id) if found is not None else None
-    return None if note is None else {"text": note.text, "captured_by": records.NOTE_BY,
-                                      "captured_at": note.captured_at}
+            "handoff": handoff, "last_message": None if note is None else {
+                "text": note.text, "captured_by": records.NOTE_BY, "captured_at": note.captured_at}}
 
 
 def sessions(core: Core, args: dict[str, Any]) -> dict[str, Any]:
@@ -168,11 +164,6 @@ def episodes(core: Core, args: dict[str, Any]) -> dict[str, Any]:
     return {"sessions": sorted(rows, key=lambda r: r["newest"], reverse=True)}
 
 
-def _names(event: dict[str, Any], memory_id: str) -> bool:
-    ids = event.get("ids")
-    return event.get("memory_id") == memory_id or (isinstance(ids, list) and memory_id in ids)
-
-
 def history(core: Core, args: dict[str, Any]) -> dict[str, Any]:
     """The events that name memory `id`, oldest first, newest MAX_HISTORY kept (read from the log's files)."""
     memory_id = _text(args, "id", "memory id")
@@ -186,7 +177,8 @@ def history(core: Core, args: dict[str, Any]) -> dict[str, Any]:
                     event = json.loads(line)
                 except ValueError:
                     continue
-                if isinstance(event, dict) and _names(event, memory_id):
+                if isinstance(event, dict) and (event.get("memory_id") == memory_id or (
+                        isinstance(ids := event.get("ids"), list) and memory_id in ids)):
                     found.append({k: v for k, v in event.items() if k not in ("prev", "hash")})
     return {"id": memory_id, "events": found[-MAX_HISTORY:], "total": len(found)}
 
