@@ -10,7 +10,6 @@ from memoryd.daemon.core import Call, Core
 from memoryd.daemon.episodes.tools import episode_view
 from memoryd.daemon.identity.session_table import Conn, Session
 from memoryd.daemon.memories.args import named_memory
-from memoryd.daemon.memories.records import first_line_of
 from memoryd.daemon.memories.shortids import is_short_id
 from memoryd.daemon.memories.writes import memory_write_cancel, memory_write_confirm
 from memoryd.daemon.process import reaper
@@ -191,7 +190,7 @@ def conflicts(core: Core, args: dict[str, Any]) -> dict[str, Any]:
         for link in memory.links:
             if link.get("type") == "contradicts" and (target := tier.live.get(link.get("target_id", ""))) is not None:
                 rows.append({"id": memory.id, "first_line": memory.first_line, "target_id": target.id,
-                             "target_first_line": first_line_of(target.content)})
+                             "target_first_line": target.first_line})
     return {"conflicts": rows[:MAX_ROWS], "total": len(rows), "framing": "data"}
 
 
@@ -220,18 +219,13 @@ def resolve_id(core: Core, args: dict[str, Any]) -> dict[str, Any]:
     if not found:
         raise ResourceState("unknown_memory", prefix, f"no memory id starts with {prefix!r}")
     if len(found) > 1:
-        shown = [{"id": i, "status": "live" if i in tier.live else "removed", "first_line": _first_line(core, i)}
-                 for i in found[:MAX_CANDIDATES]]
+        shown = [{"id": i, "status": "live" if i in tier.live else "removed",
+                  "first_line": (tier.live.get(i) or tier.tombstones[i]).first_line} for i in found[:MAX_CANDIDATES]]
         error = InvalidParams("id", f"{prefix!r} is ambiguous: {len(found)} memories start with it; "
                               f"give more characters: " + ", ".join(i for i in found[:MAX_CANDIDATES]))
         error.data["candidates"] = shown
         raise error
     return {"id": found[0], "prefix": prefix}
-
-
-def _first_line(core: Core, memory_id: str) -> str:
-    memory = core.memories.live.get(memory_id) or core.memories.tombstones.get(memory_id)
-    return first_line_of(memory.content) if memory is not None else ""
 
 
 def _injections(core: Core, args: dict[str, Any]) -> dict[str, Any]:

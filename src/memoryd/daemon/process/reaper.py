@@ -28,9 +28,7 @@ def liveness_pass(core: Core, conns: dict[str, Conn], now: float,
     hook last words make (given the hooks' `keys`); returns their ids."""
     lost = [cid for cid, conn in conns.items() if now - conn.last_seen > 3 * core.config.heartbeat_seconds]
     for conn_id in lost:
-        conn = conns.pop(conn_id)
-        session = core.sessions.get(conn.session_id) if conn.session_id is not None else None
-        if session is not None and session.conn == conn_id:
+        if (session := core.sessions.get(conns.pop(conn_id).session_id)) is not None and session.conn == conn_id:
             if keys is not None and hooks.needs_fallback(core, session, keys):
                 hooks.end_session(core, session, "lost", keys)
             else:
