@@ -1,5 +1,5 @@
 """Operator reads and the operator's pending-write decision behind the `admin` and `episodes` ops
-(docs/tools.md, `memory_write_confirm`). Layer: assembly; imported only by `ops`."""
+(docs/tools.md, `memory_write_confirm`). Layer: assembly; imported only by `server`."""
 
 from __future__ import annotations
 
