@@ -218,12 +218,7 @@ class Server:
                 self.core.stats["dropped_frames"] += 1
                 return None
             return [routing_id, encode(error_reply(rid, exc.to_wire()))]
-        return self.handle_request(routing_id, req_id, op, args, conn_id)
-
-    def handle_request(self, routing_id: bytes, req_id: int, op: str, args: dict[str, Any],
-                       conn_id: str) -> list[bytes] | None:
-        conn = self.conns.get(conn_id)
-        if conn is not None:
+        if (conn := self.conns.get(conn_id)) is not None:
             conn.routing_id, conn.last_seen = routing_id, self.core.clock()
             if (cached := conn.replies.get(req_id)) is not None:
                 return [routing_id, cached]

@@ -114,13 +114,12 @@ def sessions(core: Core, args: dict[str, Any]) -> dict[str, Any]:
     the handoff walk compares); operator sessions only with `include_operator`."""
     limit = _count(args, "limit", 50, MAX_ROWS)
     table = core.sessions
-    worktree = args.get("worktree")
-    if worktree is not None and not isinstance(worktree, str):
-        raise InvalidParams("worktree", "must be a path string")
-    if worktree is not None:
+    if (worktree := args.get("worktree")) is None:
+        ids = [s.id for s in sorted(table.every().values(), key=lambda s: s.last_active, reverse=True)]
+    elif isinstance(worktree, str):
         ids = list(reversed(table.by_worktree.get(worktree, {})))
     else:
-        ids = [s.id for s in sorted(table.every().values(), key=lambda s: s.last_active, reverse=True)]
+        raise InvalidParams("worktree", "must be a path string")
     rows = [s for sid in ids if (s := table.get(sid)) is not None]
     if not args.get("include_operator"):
         rows = [s for s in rows if not s.is_operator]

@@ -193,17 +193,15 @@ class _Repair:
 
     def _line(self, path: Path, number: int, raw: bytes) -> None:
         event, problem = parse_line(raw)
-        if event is not None:
-            problem = hash_problem(event)
-        if event is not None and problem is None:
-            if link_problem(event, self.seq, self.prev) is None and not self.bad:
+        if event is not None and (problem := hash_problem(event)) is None:
+            if self.bad or link_problem(event, self.seq, self.prev) is not None:
+                if event["seq"] <= self.seq:
+                    problem = f"seq {event['seq']} repeats or goes back (after seq {self.seq})"
+                else:  # the chain resumes here after bad lines or a gap
+                    self._close_run(event, path)
+            if problem is None:
                 self._keep(path, raw, event)
                 return
-            if event["seq"] > self.seq:  # the chain resumes here after bad lines or a gap
-                self._close_run(event, path)
-                self._keep(path, raw, event)
-                return
-            problem = f"seq {event['seq']} repeats or goes back (after seq {self.seq})"
         self.bad.append((path, number, raw, problem or "unusable line"))
         self.changed.add(path)
 
