@@ -20,6 +20,7 @@ QUARANTINE_DIR = "quarantine"
 REPAIR_COMMAND = "memoryd stop && memoryd log repair"
 _BASE_FIELDS = (("seq", int), ("ts", str), ("kind", str), ("prev", str), ("hash", str))
 _GOOD_SESSIONS: set[str] = set()  # ids already checked: a replay sees each one many times
+_REQUIRED = REQUIRED_FIELDS  # an event without the fields its applier indexes cannot be replayed
 _DECODER = json.JSONDecoder()
 _DECODE, _SCAN = _DECODER.decode, _DECODER.scan_once  # type: ignore[attr-defined]  # the C scanner (not in the stubs)
 # One encoder, made once: `json.dumps` with these options builds one per call, twice per event.
@@ -62,7 +63,7 @@ def event_problem(event: Any) -> str | None:
         if len(_GOOD_SESSIONS) > 100_000:
             _GOOD_SESSIONS.clear()
         _GOOD_SESSIONS.add(session)
-    for key in REQUIRED_FIELDS.get(event["kind"], ()):  # the fields its applier indexes
+    for key in _REQUIRED.get(event["kind"], ()):
         if type(get(key)) is not str:
             return f"a {event['kind']} event without '{key}'"
     return None
