@@ -60,7 +60,7 @@ class Core(DomainState):
                                "writable, then start again", str(exc.filename or self.log.dir)) from exc
         self._mark = self.log.checkpoint()
         if resume is None:  # the episode folders' own: once the prefetch helper has listed them
-            temp_files: dict[str, Any] = self._settle_temp_files(self.last_run_ids, deep=not self.journal.prefetching)
+            temp_files: dict[str, Any] = self.files.recover_temp_files(self.last_run_ids, not self.journal.prefetching)
         else:  # after a clean stop no temp file of ours is left: a stray one can wait for the loop
             temp_files, self.temp_sweep_ids = {"temp_files_swept": "after start"}, self.last_run_ids
         self.torn_bytes_truncated = torn
@@ -120,8 +120,7 @@ class Core(DomainState):
             report: dict[str, Any] = {}
             if self.journal.prefetching:  # it listed the episode folders: settle the temp files it saw there
                 found = self.journal.finish_prefetch()
-                report["session_temp_files"] = self._settle_temp_files(
-                    self.last_run_ids, deep=found is None, found=found)
+                report["session_temp_files"] = self.files.recover_temp_files(self.last_run_ids, found is None, found)
             self.journal.load(self.progress, listed_at=self.log.seq if resumed else None)
             report.update(self._reconcile_episodes())
             for extension in self.extensions:
@@ -134,7 +133,7 @@ class Core(DomainState):
         """Check up to `budget` (None: all) cache-loaded records against their files; returns how many remain."""
         if self.temp_sweep_ids is not None:
             logged_ids, self.temp_sweep_ids = self.temp_sweep_ids, None
-            counts = self._settle_temp_files(logged_ids, deep=False)
+            counts = self.files.recover_temp_files(logged_ids, deep=False)
             if counts["temp_files_removed"] or counts["temp_files_rolled_forward"]:
                 log.warning("stray temp files found after start: %s", counts)
         left = sum(loader.verify_some(budget) for loader in self.loaders)
@@ -146,12 +145,6 @@ class Core(DomainState):
             if episodes_dropped:  # a cached file that is gone: `missing` if the log names it
                 self.missing_episodes = self._missing_episodes()
         return left
-
-    def _settle_temp_files(self, logged_ids: set[str], deep: bool,
-                           found: tuple[str, ...] | None = None) -> dict[str, int]:
-        counts = self.files.recover_temp_files(logged_ids, deep, found)
-        self.bad_files.extend(self.files.stuck[len(self.files.stuck) - counts["temp_files_stuck"]:])
-        return counts
 
     def _reconcile_episodes(self) -> dict[str, Any]:
         for episode_id in self.removed_episodes & self.journal.by_id.keys():  # outlived a crash

@@ -91,7 +91,7 @@ class DomainState:
         self.started = clock()
         self.stats = {"dropped_frames": 0, "bad_requests": 0}
         self.torn_bytes_truncated = 0         # by the last start
-        self.bad_files: list[dict[str, str]] = []  # found at start by tiers without their own list
+        self.bad_files = self.files.stuck  # temp files recovery could not touch, and tiers' without their own list
         self.extensions: list[Extension] = []  # the memory tier, session records, sync
         self.loaders: list[TierLoader] = [self.journal]  # and the memory tier, once attached
         self.memories: Any = None        # the durable tier, set by `memories.attach`

@@ -1,7 +1,9 @@
-"""The request loop: one ROUTER socket, one poller, one dispatch table; the daemon's only zmq user."""
+"""The request loop and each op's handler: one ROUTER socket, one poller, one dispatch table (`OPS`); the daemon's
+only zmq user. A handler returns the result or a `tool.Parked`, or raises from the one exception tree."""
 
 from __future__ import annotations
 
+import errno
 import logging
 import math
 import os
@@ -11,14 +13,19 @@ from typing import Any
 
 import zmq
 
-from memoryd.daemon import catalogue, ops
-from memoryd.daemon.core import Core
-from memoryd.daemon.ops import Daemon
-from memoryd.daemon.process import reaper
+from memoryd import PROTOCOL, __version__
+from memoryd.daemon import catalogue
+from memoryd.daemon.calls.validate import check_args
+from memoryd.daemon.core import Call, Core
+from memoryd.daemon.identity.session_table import Conn, is_operator_client
+from memoryd.daemon.process import admin, reaper
 from memoryd.daemon.process.reply_cache import remember
-from memoryd.daemon.sessions import hooks
+from memoryd.daemon.process.waiting import ParkedCalls
+from memoryd.daemon.sessions import binding, hooks
+from memoryd.daemon.sessions.news import News
 from memoryd.daemon.tool import Parked
-from memoryd.errors import BadRequest, InternalError, MemorydError, StorageError
+from memoryd.errors import BadRequest, InternalError, InvalidParams, MemorydError, ProtocolMismatch, StorageError
+from memoryd.profiles import PROFILES
 from memoryd.protocol import MAX_FRAME_BYTES, decode, encode, encode_reply, error_reply, recover_id, validate_request
 
 log = logging.getLogger("memoryd.daemon")
@@ -29,22 +36,7 @@ TIMERS_AFTER_REQUEST_S = 0.01  # a request may make a job due sooner; under load
 # pyzmq's flag and option enums cost microseconds per use; the loop's per-frame calls pass ints.
 _NOBLOCK, _SNDMORE = int(zmq.NOBLOCK), int(zmq.SNDMORE)
 _EVENTS, _RCVMORE, _POLLIN = int(zmq.EVENTS), int(zmq.RCVMORE), int(zmq.POLLIN)
-OPS: dict[str, Callable[[Daemon, str, bytes, dict[str, Any]], Any]] = {
-    "hello": ops.hello, "tools": ops.tools, "call": ops.call, "heartbeat": ops.heartbeat, "bye": ops.bye,
-    "status": ops.status, "stop": ops.stop, "episodes": ops.episodes, "hook": ops.hook, "admin": ops.admin_op,
-}
 STATEFUL_OPS = frozenset({"hello", "call", "bye", "hook", "episodes"})  # a failed commit takes their replies back
-
-
-def _typed(op: str, exc: Exception) -> MemorydError:
-    """`exc` in the one exception tree: an OSError is a storage error, anything else internal (logged)."""
-    if isinstance(exc, MemorydError):
-        return exc
-    if isinstance(exc, OSError):
-        log.error("storage error in %s: %s", op, exc)
-        return StorageError.from_os(exc)
-    log.exception("internal error in %s", op)
-    return InternalError(f"internal error: {type(exc).__name__}")
 
 
 def _read_only(op: str, args: dict[str, Any]) -> bool:
@@ -56,9 +48,17 @@ def _read_only(op: str, args: dict[str, Any]) -> bool:
     return tool is not None and tool.read_only
 
 
-class Server(Daemon):
+class Server:
     def __init__(self, core: Core, endpoint: str, on_stop: Callable[[], None] = lambda: None) -> None:
-        super().__init__(core, on_stop)
+        self.core = core
+        self.on_stop = on_stop
+        self.running = True
+        self.conns: dict[str, Conn] = {}
+        self.parked = ParkedCalls()
+        self.bindings = binding.Bindings(core, self.conns)
+        self.news = News()
+        core.observers.append(self.news.observe)
+        self.refused_peers = 0  # peers of another uid (`answer_zap`)
         self.endpoint = endpoint
         self.timers_resume_at = 0.0  # core clock; a failed timed pass backs off until then
         self.timers_at = 0.0  # core clock; when the timed passes run next (see `run_timers`)
@@ -74,6 +74,11 @@ class Server(Daemon):
         self.zap.setsockopt(zmq.LINGER, 0)
         self.zap.bind(ZAP_ENDPOINT)
         self.router.setsockopt(zmq.ZAP_DOMAIN, b"memoryd")
+
+    def connection(self, conn_id: str, doing: str) -> Conn:
+        if (conn := self.conns.get(conn_id)) is None:
+            raise BadRequest(f"unknown connection: say hello {doing}", kind="unknown_connection")
+        return conn
 
     def bind(self) -> None:
         self.router.bind(self.endpoint)
@@ -151,8 +156,7 @@ class Server(Daemon):
         """Liveness, hook idleness and the reaper's jobs; one failing on the store retries after a back-off."""
         aborts = self.core.aborts
         try:
-            self._end_lost_with_fallback(now)
-            lost = reaper.liveness_pass(self.core, self.conns, now)
+            lost = reaper.liveness_pass(self.core, self.conns, now, self.bindings.client_sessions)
             hooks.idle_pass(self.core, self.bindings.client_sessions, now)
             for conn_id in lost:
                 self.parked.drop(conn_id)
@@ -162,22 +166,22 @@ class Server(Daemon):
                 self.core.abort()
             self._timers_failed(now, exc)
 
+    def _typed(self, op: str, exc: Exception) -> MemorydError:
+        """`exc` in the one exception tree: an OSError is a storage error (noted), anything else internal (logged)."""
+        if isinstance(exc, OSError):
+            log.error("storage error in %s: %s", op, exc)
+            exc = StorageError.from_os(exc)
+        elif not isinstance(exc, MemorydError):
+            log.exception("internal error in %s", op)
+            exc = InternalError(f"internal error: {type(exc).__name__}")
+        if isinstance(exc, StorageError):
+            self.core.note_storage_error(exc)
+        return exc
+
     def _timers_failed(self, now: float, exc: Exception) -> None:
-        error = _typed("timers", exc)
-        if isinstance(error, StorageError):
-            self.core.note_storage_error(error)
+        error = self._typed("timers", exc)
         self.timers_resume_at = now + TIMERS_BACKOFF_S
         log.error("a timed pass could not commit and was undone (retried in %g s): %s", TIMERS_BACKOFF_S, error.message)
-
-    def _end_lost_with_fallback(self, now: float) -> None:
-        """End first the sessions liveness will end as `lost` whose hook last words make a fallback handoff."""
-        limit = 3 * self.core.config.heartbeat_seconds
-        keys = self.bindings.client_sessions
-        for conn in self.conns.values():
-            session = self.core.sessions.get(conn.session_id)
-            if (now - conn.last_seen > limit and session is not None and session.conn == conn.id
-                    and hooks.needs_fallback(self.core, session, keys)):
-                hooks.end_session(self.core, session, "lost", keys)
 
     def _timeout_ms(self) -> int:
         deadlines = [p.parked.deadline - time.monotonic() for p in self.parked.calls]
@@ -214,12 +218,7 @@ class Server(Daemon):
                 self.core.stats["dropped_frames"] += 1
                 return None
             return [routing_id, encode(error_reply(rid, exc.to_wire()))]
-        return self.handle_request(routing_id, req_id, op, args, conn_id)
-
-    def handle_request(self, routing_id: bytes, req_id: int, op: str, args: dict[str, Any],
-                       conn_id: str) -> list[bytes] | None:
-        conn = self.conns.get(conn_id)
-        if conn is not None:
+        if (conn := self.conns.get(conn_id)) is not None:
             conn.routing_id, conn.last_seen = routing_id, self.core.clock()
             if (cached := conn.replies.get(req_id)) is not None:
                 return [routing_id, cached]
@@ -244,10 +243,8 @@ class Server(Daemon):
     def _undo_failed(self, op: str, args: dict[str, Any], exc: Exception,
                      before: tuple[int, int, int]) -> MemorydError:
         """The typed error for a call that raised, after undoing the pass if it may have written anything."""
-        error = _typed(op, exc)
+        error = self._typed(op, exc)
         core = self.core
-        if isinstance(error, StorageError):
-            core.note_storage_error(error)
         partial = (core.log.seq, core.files.changes) != before[:2] or (
             isinstance(error, StorageError) and not _read_only(op, args))
         if partial and core.aborts == before[2]:
@@ -277,3 +274,117 @@ class Server(Daemon):
         self.router.close(linger=1000)
         self.zap.close(linger=0)
         self.ctx.term()
+
+
+def hello(d: Server, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
+    """Register the connection (a re-hello keeps its reply cache)."""
+    if args.get("protocol") != PROTOCOL:
+        raise ProtocolMismatch(
+            f"bridge speaks protocol {args.get('protocol')!r}, daemon {__version__} speaks {PROTOCOL}; "
+            "run `memoryd restart` so both are the same version")
+    raw = args.get("identity")
+    raw = raw if isinstance(raw, dict) else {}
+    identity = {key: value[:4096] if isinstance(value := raw.get(key), str) and value else None
+                for key in ("worktree", "repo", "project", "client", "swarm_id", "client_session")}
+    identity["pid"] = raw.get("pid") if isinstance(raw.get("pid"), int) else None
+    transient = raw.get("transient") is True  # a hook process (the client library's hello carries no flags)
+    session = (d.bindings.operator_session(identity, create=False) if is_operator_client(identity.get("client"))
+               else d.bindings.attach_or_start(conn_id, identity, args.get("session_id"), transient))
+    old = d.conns.get(conn_id)
+    conn = Conn(id=conn_id, routing_id=routing_id, identity=identity, session_id=session.id if session else None,
+                last_seen=d.core.clock(), transient=transient, dry_run=transient and raw.get("dry_run") is True)
+    if old is not None:
+        conn.replies, conn.reply_bytes = old.replies, old.reply_bytes
+    d.conns[conn_id] = conn
+    reply: dict[str, Any] = {"session_id": conn.session_id, "daemon_version": __version__, "protocol": PROTOCOL,
+                             "tools_etag": catalogue.ETAG, "heartbeat_s": d.core.config.heartbeat_seconds}
+    if transient:
+        reply["hook"] = hooks.settings(d.core)
+    return reply
+
+
+def tools(d: Server, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
+    """The tools of the profile asked for, else the config's; `call` serves every known tool."""
+    profile = args.get("profile") or d.core.config.tools
+    if profile not in PROFILES:
+        raise InvalidParams("profile", f"must be one of {', '.join(PROFILES)}")
+    return catalogue.payload(profile)
+
+
+def call(d: Server, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> Any:
+    """Run one tool; a retry of a call applied before a restart gets its first result back."""
+    conn = d.connection(conn_id, "before calling tools")
+    name = args.get("tool")
+    tool = catalogue.TOOLS.get(name) if isinstance(name, str) else None
+    if tool is None:
+        raise BadRequest(f"unknown tool {str(name)[:100]!r}", {"param": "name"}, kind="unknown_tool")
+    core = d.core
+    req = f"{conn_id}:{args['_req_id']}"
+    applied = core.retries.applied(req)
+    if applied is not None and tool.replay is not None and (replayed := tool.replay(core, applied)) is not None:
+        return replayed
+    raw = args.get("arguments")
+    arguments = check_args(tool.input_schema, {} if raw is None else raw)
+    if not tool.read_only and not core.writable():
+        raise StorageError(str(core.root), errno.ENOSPC,
+                           f"the store at {core.root} is out of space: {tool.name} was not applied; "
+                           "reads still work, writes resume once space is freed")
+    if arguments.get("wait_for") is not None:
+        d.parked.check_room(conn_id)
+    session = d.bindings.current(conn)
+    result = tool.handler(Call(core, conn, session, req), arguments)
+    d.bindings.after_call(conn, session)
+    if isinstance(result, Parked):
+        d.parked.park(conn, args["_req_id"], result)
+    return result
+
+
+def admin_op(d: Server, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
+    """Operator reads and decisions; a decision is logged as the operator session's, so bind one first."""
+    conn = d.conns.get(conn_id)
+    if conn is not None and args.get("action") in ("resolve", "sync_resolve"):
+        d.bindings.current(conn)
+    return admin.handle(d.core, conn, args)
+
+
+def episodes(d: Server, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
+    return admin.episodes(d.core, args)
+
+
+def hook(d: Server, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
+    return binding.hook(d.core, d.bindings, d.news, d.connection(conn_id, "before hook calls"), args)
+
+
+def heartbeat(d: Server, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
+    d.connection(conn_id, "again")
+    return {}
+
+
+def bye(d: Server, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
+    if (conn := d.conns.pop(conn_id, None)) is not None:
+        if (session := d.core.sessions.get(conn.session_id)) is not None and session.conn == conn_id:
+            hooks.end_session(d.core, session, "closed", d.bindings.client_sessions)
+        d.parked.drop(conn_id)
+    return {}
+
+
+def status(d: Server, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
+    core = d.core
+    counts = {"episodes": len(core.journal.by_id), "sessions": len(core.sessions), "events": core.log.seq}
+    if core.memories is not None:
+        counts.update(core.memories.counts())
+    return {"pid": os.getpid(), "version": __version__, "protocol": PROTOCOL,
+            "uptime_s": round(core.clock() - core.started, 1), "connections": len(d.conns),
+            "open_sessions": len(core.sessions.open_sessions()), "store": str(core.root),
+            "counts": counts, "refused_peers": d.refused_peers, **core.stats}
+
+
+def stop(d: Server, conn_id: str, routing_id: bytes, args: dict[str, Any]) -> dict[str, Any]:
+    d.running = False
+    d.on_stop()  # removes the status file *before* the reply: a dying daemon must not look alive
+    return {}
+
+OPS: dict[str, Callable[[Server, str, bytes, dict[str, Any]], Any]] = {
+    "hello": hello, "tools": tools, "call": call, "heartbeat": heartbeat, "bye": bye,
+    "status": status, "stop": stop, "episodes": episodes, "hook": hook, "admin": admin_op,
+}

@@ -1,5 +1,5 @@
 """Operator reads and the operator's pending-write decision behind the `admin` and `episodes` ops
-(docs/tools.md, `memory_write_confirm`). Layer: assembly; imported only by `ops`."""
+(docs/tools.md, `memory_write_confirm`). Layer: assembly; imported only by `server`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from memoryd.daemon.core import Call, Core
 from memoryd.daemon.episodes.tools import episode_view
 from memoryd.daemon.identity.session_table import Conn, Session
 from memoryd.daemon.memories.args import named_memory
-from memoryd.daemon.memories.records import first_line_of
 from memoryd.daemon.memories.shortids import is_short_id
 from memoryd.daemon.memories.writes import memory_write_cancel, memory_write_confirm
 from memoryd.daemon.process import reaper
@@ -93,8 +92,11 @@ def resolve(core: Core, conn: Conn | None, args: dict[str, Any]) -> dict[str, An
 
 
 def session_row(core: Core, session: Session) -> dict[str, Any]:
-    """One session as the operator sees it: where, who, how it ended, its handoff and episodes."""
+    """One session as the operator sees it: where, who, how it ended, its handoff and episodes, and the
+    last message the session-end hook kept when it wrote no handoff."""
     handoff = None
+    found = records.of(core)
+    note = found.notes.get(session.id) if found is not None else None
     if session.handoff_id:
         text = core.handoff_text(session.handoff_id)
         handoff = {"id": session.handoff_id, "text": (text or "")[:HANDOFF_CHARS],
@@ -103,15 +105,8 @@ def session_row(core: Core, session: Session) -> dict[str, Any]:
             "client": session.client, "started_at": session.started_at, "last_active": session.last_active,
             "ended": session.ended, "ended_at": session.ended_at, "calls": session.calls,
             "episodes": len(core.journal.of_session(session.id)), "summary": session.summary,
-            "handoff": handoff, "last_message": captured_note(core, session.id)}
-
-
-def captured_note(core: Core, session_id: str) -> dict[str, Any] | None:
-    """The session's last message the session-end hook kept (it wrote no handoff), or None."""
-    found = records.of(core)
-    note = found.notes.get(session_id) if found is not None else None
-    return None if note is None else {"text": note.text, "captured_by": records.NOTE_BY,
-                                      "captured_at": note.captured_at}
+            "handoff": handoff, "last_message": None if note is None else {
+                "text": note.text, "captured_by": records.NOTE_BY, "captured_at": note.captured_at}}
 
 
 def sessions(core: Core, args: dict[str, Any]) -> dict[str, Any]:
@@ -119,13 +114,12 @@ def sessions(core: Core, args: dict[str, Any]) -> dict[str, Any]:
     the handoff walk compares); operator sessions only with `include_operator`."""
     limit = _count(args, "limit", 50, MAX_ROWS)
     table = core.sessions
-    worktree = args.get("worktree")
-    if worktree is not None and not isinstance(worktree, str):
-        raise InvalidParams("worktree", "must be a path string")
-    if worktree is not None:
+    if (worktree := args.get("worktree")) is None:
+        ids = [s.id for s in sorted(table.every().values(), key=lambda s: s.last_active, reverse=True)]
+    elif isinstance(worktree, str):
         ids = list(reversed(table.by_worktree.get(worktree, {})))
     else:
-        ids = [s.id for s in sorted(table.every().values(), key=lambda s: s.last_active, reverse=True)]
+        raise InvalidParams("worktree", "must be a path string")
     rows = [s for sid in ids if (s := table.get(sid)) is not None]
     if not args.get("include_operator"):
         rows = [s for s in rows if not s.is_operator]
@@ -168,11 +162,6 @@ def episodes(core: Core, args: dict[str, Any]) -> dict[str, Any]:
     return {"sessions": sorted(rows, key=lambda r: r["newest"], reverse=True)}
 
 
-def _names(event: dict[str, Any], memory_id: str) -> bool:
-    ids = event.get("ids")
-    return event.get("memory_id") == memory_id or (isinstance(ids, list) and memory_id in ids)
-
-
 def history(core: Core, args: dict[str, Any]) -> dict[str, Any]:
     """The events that name memory `id`, oldest first, newest MAX_HISTORY kept (read from the log's files)."""
     memory_id = _text(args, "id", "memory id")
@@ -186,7 +175,8 @@ def history(core: Core, args: dict[str, Any]) -> dict[str, Any]:
                     event = json.loads(line)
                 except ValueError:
                     continue
-                if isinstance(event, dict) and _names(event, memory_id):
+                if isinstance(event, dict) and (event.get("memory_id") == memory_id or (
+                        isinstance(ids := event.get("ids"), list) and memory_id in ids)):
                     found.append({k: v for k, v in event.items() if k not in ("prev", "hash")})
     return {"id": memory_id, "events": found[-MAX_HISTORY:], "total": len(found)}
 
@@ -199,7 +189,7 @@ def conflicts(core: Core, args: dict[str, Any]) -> dict[str, Any]:
         for link in memory.links:
             if link.get("type") == "contradicts" and (target := tier.live.get(link.get("target_id", ""))) is not None:
                 rows.append({"id": memory.id, "first_line": memory.first_line, "target_id": target.id,
-                             "target_first_line": first_line_of(target.content)})
+                             "target_first_line": target.first_line})
     return {"conflicts": rows[:MAX_ROWS], "total": len(rows), "framing": "data"}
 
 
@@ -228,18 +218,13 @@ def resolve_id(core: Core, args: dict[str, Any]) -> dict[str, Any]:
     if not found:
         raise ResourceState("unknown_memory", prefix, f"no memory id starts with {prefix!r}")
     if len(found) > 1:
-        shown = [{"id": i, "status": "live" if i in tier.live else "removed", "first_line": _first_line(core, i)}
-                 for i in found[:MAX_CANDIDATES]]
+        shown = [{"id": i, "status": "live" if i in tier.live else "removed",
+                  "first_line": (tier.live.get(i) or tier.tombstones[i]).first_line} for i in found[:MAX_CANDIDATES]]
         error = InvalidParams("id", f"{prefix!r} is ambiguous: {len(found)} memories start with it; "
                               f"give more characters: " + ", ".join(i for i in found[:MAX_CANDIDATES]))
         error.data["candidates"] = shown
         raise error
     return {"id": found[0], "prefix": prefix}
-
-
-def _first_line(core: Core, memory_id: str) -> str:
-    memory = core.memories.live.get(memory_id) or core.memories.tombstones.get(memory_id)
-    return first_line_of(memory.content) if memory is not None else ""
 
 
 def _injections(core: Core, args: dict[str, Any]) -> dict[str, Any]:

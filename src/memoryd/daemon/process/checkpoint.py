@@ -40,7 +40,9 @@ def save(core: Core) -> None:
     if not core.files.settled or not all(hasattr(ext, "log_state") for ext in core.extensions):
         return  # (an extension that cannot save its state: every start replays the whole log)
     try:
-        state = {"v": FORMAT, "log": log_position(core.log), "core": _core_state(core),
+        position = {"seq": core.log.seq, "hash": core.log.last_hash, "first_ts": core.log.first_ts,
+                    "quarantined": core.log.quarantined, "segments": _segments_now(core.log)}
+        state = {"v": FORMAT, "log": position, "core": _core_state(core),
                  "extensions": {type(ext).__name__: ext.log_state() for ext in core.extensions}}
     except (KeyError, ValueError) as exc:  # a broken invariant must not break the stop
         log.error("no checkpoint written (%s: %s); the next start replays the whole log", type(exc).__name__, exc)
@@ -85,12 +87,6 @@ def restore(core: Core) -> Resume | None:
 def _segments_now(event_log: EventLog) -> list[list[Any]]:
     """[name, size, mtime] of each segment: a start resumes only if they are as the checkpoint saw them."""
     return [[path.name, (st := os.lstat(path)).st_size, st.st_mtime_ns] for path in segments(event_log.dir)]
-
-
-def log_position(event_log: EventLog) -> dict[str, Any]:
-    """Where the log ends now (after a sync), with its segments for `resume_point`."""
-    return {"seq": event_log.seq, "hash": event_log.last_hash, "first_ts": event_log.first_ts,
-            "quarantined": event_log.quarantined, "segments": _segments_now(event_log)}
 
 
 def resume_point(event_log: EventLog, position: dict[str, Any]) -> Resume | None:

@@ -9,6 +9,7 @@ import fcntl
 import gc
 import json
 import logging
+import math
 import os
 import signal
 import sys
@@ -194,25 +195,22 @@ class StartProgress:
 
     def __init__(self) -> None:
         self.began = time.monotonic()
-        self.file_at = self.log_at = 0.0
-        self._write("opening the store", 0, 0)
+        self.file_at, self.log_at = -math.inf, 0.0
+        self("opening the store", 0, 0)
 
     def __call__(self, phase: str, done: int, total: int) -> None:
         now = time.monotonic()
         if now - self.file_at >= self.FILE_EVERY_S:
-            self._write(phase, done, total)
+            self.file_at = now
+            body = {"pid": os.getpid(), "phase": phase, "done": done, "total": total,
+                    "seconds": round(now - self.began, 1)}
+            try:
+                fsio.replace_atomic(paths.starting_path(), json.dumps(body).encode())
+            except OSError as exc:  # progress is a courtesy: never a reason not to start
+                log.warning("could not write %s: %s", paths.starting_path(), exc)
         if now - self.log_at >= self.LOG_EVERY_S and now - self.began >= self.LOG_EVERY_S:
             self.log_at = now
             log.info("starting: %s %s", phase, f"{done:,}/{total:,}" if total else f"{done:,}")
-
-    def _write(self, phase: str, done: int, total: int) -> None:
-        self.file_at = time.monotonic()
-        body = {"pid": os.getpid(), "phase": phase, "done": done, "total": total,
-                "seconds": round(self.file_at - self.began, 1)}
-        try:
-            fsio.replace_atomic(paths.starting_path(), json.dumps(body).encode())
-        except OSError as exc:  # progress is a courtesy: never a reason not to start
-            log.warning("could not write %s: %s", paths.starting_path(), exc)
 
 
 def reindex(progress: Progress) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from typing import Any
 
 from memoryd.daemon.core import Core
 from memoryd.daemon.identity.session_table import Conn
-from memoryd.daemon.sessions import records
+from memoryd.daemon.sessions import hooks, records
 from memoryd.daemon.storage import store
 from memoryd.daemon.storage.clock import iso
 from memoryd.daemon.sync import service as sync_service
@@ -22,14 +22,17 @@ VERIFY_SLICE = 250
 VERIFY_UNDER_LOAD_S = 1.0
 
 
-def liveness_pass(core: Core, conns: dict[str, Conn], now: float) -> list[str]:
-    """End the session of every connection silent for 3 heartbeats as `lost`; returns their ids."""
+def liveness_pass(core: Core, conns: dict[str, Conn], now: float,
+                  keys: hooks.ClientSessions | None = None) -> list[str]:
+    """End the session of every connection silent for 3 heartbeats as `lost`, with the fallback handoff its
+    hook last words make (given the hooks' `keys`); returns their ids."""
     lost = [cid for cid, conn in conns.items() if now - conn.last_seen > 3 * core.config.heartbeat_seconds]
     for conn_id in lost:
-        conn = conns.pop(conn_id)
-        session = core.sessions.get(conn.session_id) if conn.session_id is not None else None
-        if session is not None and session.conn == conn_id:
-            core.end_session(session, "lost")
+        if (session := core.sessions.get(conns.pop(conn_id).session_id)) is not None and session.conn == conn_id:
+            if keys is not None and hooks.needs_fallback(core, session, keys):
+                hooks.end_session(core, session, "lost", keys)
+            else:
+                core.end_session(session, "lost")
     return lost
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -101,18 +100,6 @@ def parse_line(raw: bytes) -> tuple[dict[str, Any], None] | tuple[None, str]:
     return (None, problem) if problem else (event, None)
 
 
-def _numbered_lines(path: Path) -> Iterator[tuple[int, bytes, bool]]:
-    """(line number, raw bytes, is the file's last line) for each line of `path`."""
-    with open(path, "rb") as handle:
-        held: tuple[int, bytes] | None = None
-        for number, raw in enumerate(handle, 1):
-            if held is not None:
-                yield held[0], held[1], False
-            held = (number, raw)
-        if held is not None:
-            yield held[0], held[1], True
-
-
 def is_torn_tail(raw: bytes) -> bool:
     """The last segment's last line as a crash mid-append leaves it: partial or unparseable."""
     try:
@@ -145,23 +132,24 @@ def verify(events_dir: Path) -> dict[str, Any]:
         if problem := not_a_plain_file(path):
             return {"ok": False, "events": count, "broken_seq": seq + 1, "segment": path.name, "line": 0,
                     "reason": problem, "quarantined": quarantined}
-        for number, raw, is_last_line in _numbered_lines(path):
-            event, problem = parse_line(raw)
-            if event is not None:
-                problem = link_problem(event, seq, prev) or hash_problem(event)
-            if problem is not None:
-                report = {"ok": False, "events": count, "broken_seq": seq + 1, "segment": path.name,
-                          "line": number, "reason": problem, "quarantined": quarantined}
-                if is_last_line and index == len(files) - 1 and is_torn_tail(raw):
-                    report.update(ok=True, broken_seq=None,
-                                  torn_tail={"segment": path.name, "line": number, "bytes": len(raw)})
-                return report
-            assert event is not None
-            if event["kind"] == QUARANTINED:
-                quarantined.append(marker_summary(event, path, number))
-            else:
-                count += 1
-            prev, seq = event["hash"], event["seq"]
+        with open(path, "rb") as handle:
+            for number, raw in enumerate(handle, 1):
+                event, problem = parse_line(raw)
+                if event is not None:
+                    problem = link_problem(event, seq, prev) or hash_problem(event)
+                if problem is not None:
+                    report = {"ok": False, "events": count, "broken_seq": seq + 1, "segment": path.name,
+                              "line": number, "reason": problem, "quarantined": quarantined}
+                    if index == len(files) - 1 and not handle.peek(1) and is_torn_tail(raw):
+                        report.update(ok=True, broken_seq=None,
+                                      torn_tail={"segment": path.name, "line": number, "bytes": len(raw)})
+                    return report
+                assert event is not None
+                if event["kind"] == QUARANTINED:
+                    quarantined.append(marker_summary(event, path, number))
+                else:
+                    count += 1
+                prev, seq = event["hash"], event["seq"]
     return {"ok": True, "events": count, "broken_seq": None, "quarantined": quarantined}
 
 
@@ -190,12 +178,13 @@ class _Repair:
                 raise LogDamaged(path, 0, f"{problem}; move it away by hand, then repair again")
         for index, path in enumerate(files):
             self.out[path] = []
-            for number, raw, is_last_line in _numbered_lines(path):
-                if is_last_line and index == len(files) - 1 and is_torn_tail(raw) and not self.bad:
-                    self.changed.add(path)  # a crash's torn tail: cut, as a start would
-                    self.torn_bytes = len(raw)
-                    continue
-                self._line(path, number, raw)
+            with open(path, "rb") as handle:
+                for number, raw in enumerate(handle, 1):
+                    if index == len(files) - 1 and not self.bad and not handle.peek(1) and is_torn_tail(raw):
+                        self.changed.add(path)  # a crash's torn tail: cut, as a start would
+                        self.torn_bytes = len(raw)
+                        continue
+                    self._line(path, number, raw)
         if self.bad:
             self._close_run(None)
         for path in self.changed:
@@ -205,17 +194,15 @@ class _Repair:
 
     def _line(self, path: Path, number: int, raw: bytes) -> None:
         event, problem = parse_line(raw)
-        if event is not None:
-            problem = hash_problem(event)
-        if event is not None and problem is None:
-            if link_problem(event, self.seq, self.prev) is None and not self.bad:
+        if event is not None and (problem := hash_problem(event)) is None:
+            if self.bad or link_problem(event, self.seq, self.prev) is not None:
+                if event["seq"] <= self.seq:
+                    problem = f"seq {event['seq']} repeats or goes back (after seq {self.seq})"
+                else:  # the chain resumes here after bad lines or a gap
+                    self._close_run(event, path)
+            if problem is None:
                 self._keep(path, raw, event)
                 return
-            if event["seq"] > self.seq:  # the chain resumes here after bad lines or a gap
-                self._close_run(event, path)
-                self._keep(path, raw, event)
-                return
-            problem = f"seq {event['seq']} repeats or goes back (after seq {self.seq})"
         self.bad.append((path, number, raw, problem or "unusable line"))
         self.changed.add(path)
 

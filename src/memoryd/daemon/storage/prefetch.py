@@ -4,6 +4,7 @@ core while the daemon replays the log; it only reads files and writes to an anon
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import signal
@@ -73,12 +74,10 @@ def read_all(fd: int) -> bytes:
 
 def _die_with(parent: int) -> None:
     """Linux: end this helper if the daemon dies: no orphan parses on."""
-    try:
+    with contextlib.suppress(OSError, AttributeError):
         import ctypes
 
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
     if os.getppid() != parent:  # it died before that took hold
         os._exit(1)
 

@@ -271,10 +271,7 @@ class FileStore:
                 folders += [Path(e.path) for e in listing if e.is_dir(follow_symlinks=False)]
         found = []
         for directory in folders:
-            if is_plain_dir(directory):
-                try:
-                    with os.scandir(directory) as listing:
-                        found += [Path(e.path) for e in listing if e.name.startswith(TMP_PREFIX)]
-                except OSError:  # unreadable: the episode index reports it as a bad file
-                    continue
+            if is_plain_dir(directory):  # unreadable: the episode index reports it as a bad file
+                with contextlib.suppress(OSError), os.scandir(directory) as listing:
+                    found += [Path(e.path) for e in listing if e.name.startswith(TMP_PREFIX)]
         return found
