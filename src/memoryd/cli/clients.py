@@ -67,8 +67,13 @@ CLIENTS: dict[str, ClientSpec] = {spec.name: spec for spec in (
 
 
 
-def read_object(path: Path) -> dict[str, Any]:
-    """The JSON object in `path` ({} when absent); ClientConfigError naming the file otherwise."""
+# The key a config's JSON object must hold as an object too, and what is said when it does not.
+_OBJECT_KEYS = {"mcpServers": '"mcpServers" is not an object', "hooks": 'not a JSON object with a "hooks" object'}
+
+
+def read_object(path: Path, key: str | None = None) -> dict[str, Any]:
+    """The JSON object in `path` ({} when absent), with `key` an object if present; ClientConfigError
+    naming the file otherwise."""
     if not path.exists():
         return {}
     try:
@@ -77,13 +82,8 @@ def read_object(path: Path) -> dict[str, Any]:
         raise ClientConfigError(f"{path} is not valid JSON ({exc}); fix or move it, then rerun") from None
     if not isinstance(data, dict):
         raise ClientConfigError(f"{path} does not hold a JSON object at the top level")
-    return data
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    data = read_object(path)
-    if not isinstance(data.get("mcpServers", {}), dict):
-        raise ClientConfigError(f'{path}: "mcpServers" is not an object')
+    if key and not isinstance(data.get(key, {}), dict):
+        raise ClientConfigError(f"{path}: {_OBJECT_KEYS[key]}")
     return data
 
 
@@ -93,7 +93,7 @@ def _json_full_entry(current: Any, entry: dict[str, Any]) -> dict[str, Any]:
 
 
 def _json_with_entry(path: Path, entry: dict[str, Any]) -> str:
-    data = _read_json(path)
+    data = read_object(path, "mcpServers")
     servers = data.setdefault("mcpServers", {})
     servers[SERVER_NAME] = _json_full_entry(servers.get(SERVER_NAME), entry)
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
@@ -158,7 +158,7 @@ def _toml_with_entry(path: Path, entry: dict[str, Any]) -> str:
 
 def _current_entry(spec: ClientSpec, path: Path) -> Any:
     if spec.format == "json":
-        return _read_json(path).get("mcpServers", {}).get(SERVER_NAME)
+        return read_object(path, "mcpServers").get("mcpServers", {}).get(SERVER_NAME)
     servers = _read_toml(path)[1].get("mcp_servers", {})
     return servers.get(SERVER_NAME) if isinstance(servers, dict) else None
 
@@ -311,13 +311,6 @@ def _is_ours(handler: Any) -> bool:
     return isinstance(handler, dict) and HOOK_MARK in str(handler.get("command", ""))
 
 
-def _read_hooks_file(path: Path) -> dict[str, Any]:
-    data = read_object(path)
-    if not isinstance(data.get("hooks", {}), dict):
-        raise ClientConfigError(f'{path}: not a JSON object with a "hooks" object')
-    return data
-
-
 def merged_hooks(data: dict[str, Any], wanted: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """`data` with memoryd's handlers replaced by `wanted`; every other hook kept in place."""
     hooks = dict(data.get("hooks") or {})
@@ -345,7 +338,7 @@ def hooks_current(client: str, python: str | None = None) -> dict[str, Any]:
     path = hooks_path(client)
     row: dict[str, Any] = {"path": str(path), "present": False, "current": False, "commands": [], "error": None}
     try:
-        data = _read_hooks_file(path)
+        data = read_object(path, "hooks")
     except (ClientConfigError, OSError) as exc:
         row["error"] = str(exc)
         return row
@@ -359,7 +352,7 @@ def hooks_current(client: str, python: str | None = None) -> dict[str, Any]:
 def register_hooks(client: str, python: str, out: TextIO) -> None:
     """Merge memoryd's hooks into the client's hook config (idempotent, `<file>.bak` kept)."""
     path = hooks_path(client)
-    data = _read_hooks_file(path)
+    data = read_object(path, "hooks")
     merged = merged_hooks(data, hook_groups(python, client))
     if merged == data:
         print(f"{client}: memoryd hooks already in {path}", file=out)

@@ -33,15 +33,9 @@ def _hook_fast_path(args: list[str]) -> int:
     client = rest[rest.index("--client") + 1] if "--client" in rest[:-1] else "claude-code"
     if client not in CLIENTS:
         return hooks.fail(f"unknown client {client!r}")
-    return _hook_from(event, client, "--dry-run" in rest, "--from-plugin" in rest)
-
-
-def _hook_from(event: str, client: str, dry_run: bool, from_plugin: bool) -> int:
-    from memoryd.hooks import common as hooks
-
-    if from_plugin and hooks.settings_register_hooks():
+    if "--from-plugin" in rest and hooks.settings_register_hooks():
         return 0  # `init` registered the same hooks in settings.json: they run, this one must not
-    return hooks.main(event, client=client, dry_run=dry_run)
+    return hooks.main(event, client=client, dry_run="--dry-run" in rest)
 
 
 def _add_setup_parsers(sub: Any) -> None:
@@ -70,6 +64,7 @@ def _add_setup_parsers(sub: Any) -> None:
 
 
 def _add_hook_parser(sub: Any) -> None:
+    """Parsed only for `--help` and usage errors: `_main` runs every `hook EVENT` through `_hook_fast_path`."""
     from memoryd.hooks.table import CLIENTS, EVENTS
 
     hook = sub.add_parser("hook", help="run one client hook event (stdin: the client's hook JSON)",
@@ -82,7 +77,6 @@ def _add_hook_parser(sub: Any) -> None:
     hook.add_argument("--dry-run", action="store_true",
                       help="record nothing: prompt and pre-tool print what would be injected ({} for nothing) without "
                       "marking it shown; the other events only check stdin and print {}")
-    hook.set_defaults(func=lambda ns: _hook_from(ns.event, ns.client, ns.dry_run, ns.from_plugin))
 
 
 def _add_store_parsers(sub: Any) -> None:

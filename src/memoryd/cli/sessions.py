@@ -78,7 +78,6 @@ def _ask(args: dict[str, Any]) -> Any:
     from memoryd.client.connection import Connection
 
     conn = Connection({"client": "memoryd-cli"})
-    conn.connect()
     try:
         return conn.call("episodes", args)
     finally:
