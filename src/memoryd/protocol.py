@@ -63,18 +63,16 @@ def encode_request(req_id: int, op: str, args: dict[str, Any], conn: str) -> byt
     """One frame the daemon accepts, or `InvalidParams` naming the argument (else libzmq drops the connection)."""
     message = request(req_id, op, args, conn)
     if depth(message) > MAX_DEPTH:
-        param = _worst_argument(op, args, depth)
-        raise InvalidParams(param, f"nests deeper than the {MAX_DEPTH}-level limit of a request")
+        raise InvalidParams(_worst_argument(op, args, depth),
+                            f"nests deeper than the {MAX_DEPTH}-level limit of a request")
     try:
         frame = encode(message)
     except (ValueError, OverflowError, TypeError) as exc:
-        param = _worst_argument(op, args, _unencodable)
-        raise InvalidParams(param, f"holds a value msgpack cannot carry ({exc.__class__.__name__}: "
-                                   "a lone surrogate or an integer over 64 bits)") from None
+        raise InvalidParams(_worst_argument(op, args, _unencodable), f"holds a value msgpack cannot carry "
+                            f"({exc.__class__.__name__}: a lone surrogate or an integer over 64 bits)") from None
     if len(frame) > MAX_FRAME_BYTES:
-        param = _worst_argument(op, args, lambda v: len(encode({"v": v})))
-        raise InvalidParams(param, f"makes the request {len(frame)} bytes, over the frame limit of "
-                                   f"{MAX_FRAME_BYTES} bytes (4 MiB)")
+        raise InvalidParams(_worst_argument(op, args, lambda v: len(encode({"v": v}))), f"makes the request "
+                            f"{len(frame)} bytes, over the frame limit of {MAX_FRAME_BYTES} bytes (4 MiB)")
     return frame
 
 

@@ -1,8 +1,5 @@
-"""`memoryd init --client NAME`: memoryd in the MCP clients' config files (claude-code, claude-desktop,
-cursor, codex): the bridge entry (`<python> -m memoryd mcp`) and, for Claude Code and Codex, the hooks in
-their hook config (~/.claude/settings.json, ~/.codex/hooks.json), read, compared and merged idempotently
-beside the user's own, the previous file saved as `<file>.bak`; the plugin's files; what `memoryd doctor`
-finds. The Codex TOML is edited textually, one table only: the stdlib reads TOML but cannot write it.
+"""`memoryd init --client NAME`: the bridge entry and (Claude Code, Codex) the hooks merged idempotently into an
+MCP client's config files (docs/architecture.md, `cli/`); the plugin's files; what `memoryd doctor` finds there.
 Import contract: stdlib, `fsio` and `hooks.table`."""
 
 from __future__ import annotations
@@ -249,9 +246,7 @@ def enable_codex_hooks(out: TextIO) -> None:
     print(f"codex: enabled hooks ([features] codex_hooks = true) in {path}", file=out)
 
 
-# Cursor is not wired: its prompt hook can only continue or stop the prompt (no context to add), and
-# released builds have rejected its sessionStart event as an unknown hook type.
-
+# Cursor is not wired (README, "Automatic recall": its hooks cannot add context).
 HOOK_MARK = " -m memoryd hook "
 HOOK_CLIENTS = set(table.CLIENTS)  # the events, their names per client, matchers and timeouts: hooks/table.py
 

@@ -78,8 +78,7 @@ def stop(ns: argparse.Namespace) -> int:
     from memoryd import paths
     from memoryd.client import spawn
 
-    found = spawn.read_status()
-    pid = found.get("pid") if found else None
+    pid = (spawn.read_status() or {}).get("pid")
     if not spawn.pid_alive(pid):
         print("memoryd: not running", file=sys.stderr)
         return 0

@@ -1,8 +1,6 @@
-"""The store's offline tools. `memoryd log tail|verify|repair`: follow the event log, check its hash chain, or
-(daemon stopped) quarantine what replay refuses (docs/storage.md, 'Reliability'). `memoryd reindex`: rebuild
-`state/` from the record files and the log, daemon stopped, with progress (a cold start on purpose; the
-pending-write snapshot is kept); exit codes: 0 done; 1 the daemon is running; 2 a bad config; 3 a damaged log
-(the message names the line and the repair)."""
+"""The store's offline tools (docs/storage.md): `memoryd log tail|verify|repair` ('Reliability') and `memoryd
+reindex`, which rebuilds `state/` with the daemon stopped; its exit codes: 0 done; 1 the daemon is running; 2 a bad
+config; 3 a damaged log (the message names the line and the repair)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""`memoryd sessions [WORKTREE | show SESSION]`: recent agent sessions, how each ended and the handoff it
-left, or what the hooks injected into one; `memoryd stats [--days N]`: how automatic recall did in real work
-(daemon/sessions/receipts.py). Both through `admin` reads; exit codes as `memoryd memories`.
-`memoryd episodes list [SESSION]` / `episodes prune [--dry-run]`: the journal tier, through the daemon (the
-only writer), auto-spawning it when needed."""
+"""`memoryd sessions` (recent sessions, their handoffs, one's injections) and `memoryd stats` (how automatic recall
+did: daemon/sessions/receipts.py), through `admin` reads with `memoryd memories`' exit codes; `memoryd episodes
+list|prune`: the journal tier, through the daemon (the only writer), auto-spawning it when needed."""
 
 from __future__ import annotations
 
