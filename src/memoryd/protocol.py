@@ -45,18 +45,14 @@ _CONTAINERS = (dict, list, tuple)
 
 def depth(value: Any, limit: int = MAX_DEPTH) -> int:
     """How deep `value`'s maps and arrays nest (a scalar is 0), without recursion; limit + 1 once past it."""
-    if not isinstance(value, _CONTAINERS):
-        return 0
-    layer, level = [value], 1
-    while True:
-        below: list[Any] = []
-        for item in layer:
-            below += [v for v in (item.values() if isinstance(item, dict) else item) if isinstance(v, _CONTAINERS)]
-        if not below:
-            return level
-        if level == limit:
+    layer, level = [value] if isinstance(value, _CONTAINERS) else [], 0
+    while layer:
+        level += 1
+        if level > limit:
             return limit + 1
-        level, layer = level + 1, below
+        layer = [v for item in layer for v in (item.values() if isinstance(item, dict) else item)
+                 if isinstance(v, _CONTAINERS)]
+    return level
 
 
 def encode_request(req_id: int, op: str, args: dict[str, Any], conn: str) -> bytes:

@@ -298,8 +298,7 @@ def plugin_mcp() -> dict[str, Any]:
 
 
 def hooks_path(client: str) -> Path:
-    codex_hooks = codex_path().parent / "hooks.json"
-    return resolved(_claude_settings_path() if client == "claude-code" else codex_hooks)
+    return resolved(_claude_settings_path() if client == "claude-code" else codex_path().parent / "hooks.json")
 
 
 def _is_ours(handler: Any) -> bool:

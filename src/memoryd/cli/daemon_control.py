@@ -54,8 +54,7 @@ def status(ns: argparse.Namespace) -> int:
     from memoryd.client import spawn
 
     live = spawn.ping(paths.endpoint(), 3.0, "status") if spawn.read_status() else None
-    starting = spawn.read_starting() if live is None else None
-    if starting is not None:  # opening a big store: say how far it got
+    if live is None and (starting := spawn.read_starting()) is not None:  # opening a big store: how far it got
         total = f"/{starting['total']:,}" if starting.get("total") else ""
         emit(ns.json, {"running": False, "starting": starting},
              lambda _: [(f"memoryd: starting (pid {starting['pid']}, {starting.get('seconds')} s): "

@@ -119,8 +119,7 @@ class Bar:
     def __call__(self, phase: str, done: int, total: int) -> None:
         now = time.monotonic()
         if phase != self.phase:
-            if self.tty and self.phase:
-                self.stream.write("\n")
+            self.close()
             self.phase, self.drawn = phase, 0.0
             if not self.tty:
                 self.stream.write(f"memoryd: {phase}\n")

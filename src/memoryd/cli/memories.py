@@ -152,8 +152,7 @@ def show_lines(memory: dict[str, Any], history: dict[str, Any]) -> list[str]:
         lines.append(f"link        {link['type']} -> {link['target_id']} ({link.get('target_state')})")
     for link in links.get("incoming", []):
         lines.append(f"link        {link['source_id']} -> {link['type']} this")
-    if memory.get("delivery"):
-        d = memory["delivery"]
+    if d := memory.get("delivery"):
         lines.append(f"delivered   injected {d['injected']} times in {d['sessions']} sessions; "
                      f"pointed to {d['pointed']} times, opened {d['pointer_opened']}")
     for event in history.get("events", []):

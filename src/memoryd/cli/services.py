@@ -96,25 +96,9 @@ def plan_service(platform: str | None = None, python: str | None = None) -> Serv
     raise ServiceError(f"no service manager support for platform {platform!r} (Linux and macOS only)")
 
 
-def _run_commands(plan: ServicePlan, out: TextIO) -> int:
-    """Run the plan's prepare (failures ignored) and enable commands; the first failing exit code."""
-    try:
-        for cmd in plan.prepare:
-            subprocess.run(cmd, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for cmd in plan.enable:
-            print(f"$ {shlex.join(cmd)}", file=out)
-            if code := subprocess.run(cmd, check=False).returncode:
-                print(f"memoryd: `{shlex.join(cmd)}` exited with {code}", file=sys.stderr)
-                return code
-    except FileNotFoundError as exc:
-        print(f"memoryd: cannot run {exc.filename!r}: not installed or not on PATH", file=sys.stderr)
-        return 1
-    return 0
-
-
 def install_service(print_only: bool, enable: bool, out: TextIO | None = None) -> int:
-    """Write this OS's service file (`print_only`: only print it) and print, or with `enable` run, its
-    enable command. Exit code: 0, 1 when nothing can be installed here, else the failing command's."""
+    """Write this OS's service file (`print_only`: only print it) and print, or with `enable` run, its enable commands
+    (prepare ones first, their failures ignored). Exit code: 0; 1 nothing can be installed here; else the command's."""
     out = out or sys.stdout
     try:
         plan = plan_service()
@@ -133,7 +117,18 @@ def install_service(print_only: bool, enable: bool, out: TextIO | None = None) -
         plan.target.parent.mkdir(parents=True, exist_ok=True)
         fsio.replace_atomic(plan.target, plan.text.encode(), SERVICE_FILE_MODE)
     print(f"{'wrote' if changed else 'unchanged:'} {plan.target}", file=out)
-    if enable:
-        return _run_commands(plan, out)
-    print(f"enable it with:\n  {' && '.join(shlex.join(cmd) for cmd in plan.enable)}", file=out)
+    if not enable:
+        print(f"enable it with:\n  {' && '.join(shlex.join(cmd) for cmd in plan.enable)}", file=out)
+        return 0
+    try:
+        for cmd in plan.prepare:
+            subprocess.run(cmd, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for cmd in plan.enable:
+            print(f"$ {shlex.join(cmd)}", file=out)
+            if code := subprocess.run(cmd, check=False).returncode:
+                print(f"memoryd: `{shlex.join(cmd)}` exited with {code}", file=sys.stderr)
+                return code
+    except FileNotFoundError as exc:
+        print(f"memoryd: cannot run {exc.filename!r}: not installed or not on PATH", file=sys.stderr)
+        return 1
     return 0

@@ -37,8 +37,8 @@ def session_lines(result: dict[str, Any]) -> list[str]:
 def injection_lines(result: dict[str, Any]) -> list[str]:
     rows = [[(r.get("ts") or "")[:19], str(r.get("hook")), str(r.get("chars")),
              ", ".join(f"{i['id']} ({i['tier']})" for i in r["items"]) or "-"] for r in result["injections"]]
-    lines = table(["WHEN", "HOOK", "CHARS", "MEMORIES (TIER)"], rows)
-    return [*lines, f"{len(rows)} injections, {result['chars']} chars, in session {result['session_id']}"]
+    return [*table(["WHEN", "HOOK", "CHARS", "MEMORIES (TIER)"], rows),
+            f"{len(rows)} injections, {result['chars']} chars, in session {result['session_id']}"]
 
 
 def cmd_sessions(op: Any, ns: argparse.Namespace) -> int:
@@ -47,8 +47,8 @@ def cmd_sessions(op: Any, ns: argparse.Namespace) -> int:
             raise SystemExit("memoryd sessions show: give a session id (sess-<n>)")
         emit(ns.json, op.admin("injections", session_id=ns.session), injection_lines)
         return OK
-    worktree = worktree_of(ns.worktree) if ns.worktree else None
-    result = op.admin("sessions", worktree=worktree, limit=ns.limit, include_operator=ns.all or None)
+    result = op.admin("sessions", worktree=worktree_of(ns.worktree) if ns.worktree else None, limit=ns.limit,
+                      include_operator=ns.all or None)
     emit(ns.json, result, session_lines)
     return OK
 
