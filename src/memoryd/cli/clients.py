@@ -119,35 +119,34 @@ def _read_toml(path: Path) -> tuple[str, dict[str, Any]]:
         raise ClientConfigError(f"{path} is not valid TOML ({exc}); fix or move it, then rerun") from None
 
 
-def _replace_toml_table(text: str, entry: dict[str, Any], header: re.Pattern[str] = _TABLE_HEADER,
-                        name: str = f"mcp_servers.{SERVER_NAME}") -> str:
-    """`text` with the keys of `entry` set in its table `name` (found by `header`), or the table appended;
-    other keys, comments and sub-tables are left as they were."""
+def _set_in_table(text: str, entry: dict[str, Any], header: re.Pattern[str] = _TABLE_HEADER,
+                  name: str = f"mcp_servers.{SERVER_NAME}") -> tuple[str, str | None]:
+    """`text` with the keys of `entry` set in its table `name` (found by `header`), or the table appended (other
+    keys, comments and sub-tables left as they were); and None, or why the result does not carry `entry`."""
     lines = text.splitlines(keepends=True)
-    start = next((i for i, line in enumerate(lines) if header.match(line)), None)
-    if start is None:
+    if (start := next((i for i, line in enumerate(lines) if header.match(line)), None)) is None:
         separator = "" if not text else ("\n" if text.endswith("\n") else "\n\n")
-        return text + separator + _toml_table(entry, name)
-    end = next((i for i in range(start + 1, len(lines)) if _ANY_HEADER.match(lines[i])), len(lines))
-    if not lines[start].endswith("\n"):
-        lines[start] += "\n"
-    owned = re.compile(rf"^\s*({'|'.join(map(re.escape, entry))})\s*=")
-    kept = [line for line in lines[start + 1:end] if not owned.match(line)]
-    return "".join(lines[: start + 1] + _toml_key_lines(entry) + kept + lines[end:])
+        new_text = text + separator + _toml_table(entry, name)
+    else:
+        end = next((i for i in range(start + 1, len(lines)) if _ANY_HEADER.match(lines[i])), len(lines))
+        if not lines[start].endswith("\n"):
+            lines[start] += "\n"
+        owned = re.compile(rf"^\s*({'|'.join(map(re.escape, entry))})\s*=")
+        kept = [line for line in lines[start + 1:end] if not owned.match(line)]
+        new_text = "".join(lines[: start + 1] + _toml_key_lines(entry) + kept + lines[end:])
+    try:  # the edit is textual, so check it the only way the stdlib allows: parse the result
+        written: Any = tomllib.loads(new_text)
+    except tomllib.TOMLDecodeError as exc:
+        return new_text, f"the edited file would not parse: {exc}"
+    for key in name.split("."):
+        written = written.get(key, {})
+    return new_text, None if _entry_matches(written, entry) else f"{name} is defined in a form this tool cannot edit"
 
 
 def _toml_with_entry(path: Path, entry: dict[str, Any]) -> str:
-    text, _ = _read_toml(path)
-    new_text = _replace_toml_table(text, entry)
-    # The edit is textual, so check it the only way the stdlib allows: parse the result.
-    try:
-        written = tomllib.loads(new_text).get("mcp_servers", {}).get(SERVER_NAME)
-    except tomllib.TOMLDecodeError as exc:
-        written, reason = None, f"the edited file would not parse: {exc}"
-    else:
-        reason = "mcp_servers.memoryd is defined in a form this tool cannot edit"
-    if not _entry_matches(written, entry):
-        raise ClientConfigError(f"{path}: {reason}; add the table by hand "
+    new_text, problem = _set_in_table(_read_toml(path)[0], entry)
+    if problem:
+        raise ClientConfigError(f"{path}: {problem}; add the table by hand "
                                 "(`memoryd init --client codex --print` shows it)")
     return new_text
 
@@ -235,12 +234,8 @@ def enable_codex_hooks(out: TextIO) -> None:
     text, parsed = _read_toml(path)
     if isinstance(features := parsed.get("features"), dict) and features.get("codex_hooks") is True:
         return
-    new_text = _replace_toml_table(text, {"codex_hooks": True}, _FEATURES_HEADER, "features")
-    try:
-        ok = tomllib.loads(new_text).get("features", {}).get("codex_hooks") is True
-    except tomllib.TOMLDecodeError:
-        ok = False
-    if not ok:
+    new_text, problem = _set_in_table(text, {"codex_hooks": True}, _FEATURES_HEADER, "features")
+    if problem:
         raise ClientConfigError(f"{path}: cannot set [features] codex_hooks = true; add it by hand")
     write_config(path, new_text)
     print(f"codex: enabled hooks ([features] codex_hooks = true) in {path}", file=out)
