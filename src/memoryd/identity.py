@@ -25,8 +25,7 @@ def _origin_url(common: str, worktree: str) -> str | None:
     except (OSError, UnicodeDecodeError):
         text = "[include"
     section, url = None, None
-    for raw in text.splitlines():
-        line = raw.strip()
+    for line in map(str.strip, text.splitlines()):
         if line.startswith("["):
             section = " ".join(line.strip("[]").split()).lower()
         elif section == 'remote "origin"' and "=" in line and line.split("=", 1)[0].strip().lower() == "url":

@@ -333,9 +333,8 @@ def hooks_current(client: str, python: str | None = None) -> dict[str, Any]:
         return row
     ours = [h["command"] for groups in (data.get("hooks") or {}).values() if isinstance(groups, list)
             for g in groups if isinstance(g, dict) for h in g.get("hooks") or [] if _is_ours(h)]
-    row.update(present=bool(ours), commands=ours)
-    row["current"] = merged_hooks(data, hook_groups(python or sys.executable, client)) == data
-    return row
+    return {**row, "present": bool(ours), "commands": ours,
+            "current": merged_hooks(data, hook_groups(python or sys.executable, client)) == data}
 
 
 def register_hooks(client: str, python: str, out: TextIO) -> None:

@@ -149,9 +149,7 @@ def check_socket() -> list[Check]:
 def check_store() -> list[Check]:
     store = paths.store_root()
     if not store.exists():
-        ancestor = store
-        while not ancestor.exists() and ancestor != ancestor.parent:
-            ancestor = ancestor.parent
+        ancestor = next((parent for parent in store.parents if parent.exists()), store.parents[-1])
         if ancestor.is_dir() and os.access(ancestor, os.W_OK | os.X_OK):
             return [Check("store", "ok", f"{store} (created on first start)")]
         why = "is not writable" if ancestor.is_dir() else "is not a directory"
