@@ -29,12 +29,14 @@ class ClientConfigError(RuntimeError):
 
 @dataclass(frozen=True)
 class ClientSpec:
-    """One MCP client; `entry` gives the keys memoryd owns (keys a user added beside them are kept)."""
-
     name: str
     config_path: Callable[[], Path]
     format: Literal["json", "toml"]
-    entry: Callable[[str], dict[str, Any]]
+    typed: bool = False  # Claude Code writes "type" into the entries it creates itself; matching it keeps them equal
+
+    def entry(self, python: str) -> dict[str, Any]:
+        """The keys memoryd owns in the client's bridge entry (keys a user added beside them are kept)."""
+        return ({"type": "stdio"} if self.typed else {}) | {"command": python, "args": list(BRIDGE_ARGS)}
 
 
 def _claude_desktop_path() -> Path:
@@ -47,20 +49,11 @@ def codex_path() -> Path:
     return Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex") / "config.toml"
 
 
-def _stdio_entry(python: str) -> dict[str, Any]:
-    return {"command": python, "args": list(BRIDGE_ARGS)}
-
-
-def _typed_stdio_entry(python: str) -> dict[str, Any]:
-    # Claude Code writes "type" into the entries it creates itself; matching it keeps them equal.
-    return {"type": "stdio", **_stdio_entry(python)}
-
-
 CLIENTS: dict[str, ClientSpec] = {spec.name: spec for spec in (
-    ClientSpec("claude-code", lambda: Path.home() / ".claude.json", "json", _typed_stdio_entry),
-    ClientSpec("claude-desktop", _claude_desktop_path, "json", _stdio_entry),
-    ClientSpec("cursor", lambda: Path.home() / ".cursor" / "mcp.json", "json", _stdio_entry),
-    ClientSpec("codex", codex_path, "toml", _stdio_entry))}
+    ClientSpec("claude-code", lambda: Path.home() / ".claude.json", "json", typed=True),
+    ClientSpec("claude-desktop", _claude_desktop_path, "json"),
+    ClientSpec("cursor", lambda: Path.home() / ".cursor" / "mcp.json", "json"),
+    ClientSpec("codex", codex_path, "toml"))}
 
 
 

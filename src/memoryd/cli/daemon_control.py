@@ -63,8 +63,7 @@ def status(ns: argparse.Namespace) -> int:
     if live is None:
         emit(ns.json, {"running": False}, lambda _: ["memoryd: not running"])
         return 1
-    live["running"] = True
-    emit(ns.json, live, lambda r: [f"{key:16} {value}" for key, value in r.items()])
+    emit(ns.json, {**live, "running": True}, lambda r: [f"{key:16} {value}" for key, value in r.items()])
     return 0
 
 

@@ -44,10 +44,8 @@ def verify_lines(report: dict[str, Any]) -> list[str]:
     lines = [f"log ok: {report['events']} events, chain intact"]
     if torn := report.get("torn_tail"):
         lines.append(f"torn tail, repaired at next start: {torn['bytes']} bytes at {torn['segment']}:{torn['line']}")
-    for marker in report.get("quarantined", []):
-        lines.append(f"quarantined: seq {marker['first_seq']}..{marker['seq']} at {marker['segment']}:"
-                     f"{marker['line']} ({marker['reason']}){_kept(marker)}")
-    return lines
+    return lines + [f"quarantined: seq {marker['first_seq']}..{marker['seq']} at {marker['segment']}:"
+                    f"{marker['line']} ({marker['reason']}){_kept(marker)}" for marker in report.get("quarantined", [])]
 
 
 def repair(events: Any, as_json: bool) -> int:
@@ -93,8 +91,7 @@ def tail(segments: list[Any], follow: bool) -> int:
         print("memoryd: the event log is empty", file=sys.stderr)
         return 0
     with open(segments[-1], encoding="utf-8") as handle:
-        lines = handle.readlines()[-20:]
-        sys.stdout.writelines(lines)
+        sys.stdout.writelines(handle.readlines()[-20:])
         while follow:
             if line := handle.readline():
                 sys.stdout.write(line)

@@ -47,9 +47,8 @@ def cmd_sessions(op: Any, ns: argparse.Namespace) -> int:
             raise SystemExit("memoryd sessions show: give a session id (sess-<n>)")
         emit(ns.json, op.admin("injections", session_id=ns.session), injection_lines)
         return OK
-    result = op.admin("sessions", worktree=worktree_of(ns.worktree) if ns.worktree else None, limit=ns.limit,
-                      include_operator=ns.all or None)
-    emit(ns.json, result, session_lines)
+    emit(ns.json, op.admin("sessions", worktree=worktree_of(ns.worktree) if ns.worktree else None, limit=ns.limit,
+                           include_operator=ns.all or None), session_lines)
     return OK
 
 
