@@ -54,6 +54,7 @@ class Config:
                 if f.name.startswith("hook_") and f.name != "hook_session_chars"}
 
 
+DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(Config)}
 # Claude Code truncates hook context above 10,000 chars; a budget above it would be cut blind.
 MAX_HOOK_CHARS = 10_000
 DAY_S = 86_400
@@ -78,8 +79,11 @@ RANGES: dict[str, tuple[float, float]] = {
 CHOICES: dict[str, tuple[str, ...]] = {"tools": profiles.PROFILES}  # every string key's choices
 
 
-def _check_value(name: str, default: Any, value: Any) -> Any:
+def _check_value(name: str, value: Any) -> Any:
     """`value` as the key's type, or `ConfigError` naming the key and its range (or choices)."""
+    if name not in DEFAULTS:
+        raise ConfigError(f"unknown config key '{name}' (known: {', '.join(sorted(DEFAULTS))})")
+    default = DEFAULTS[name]
     shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "…"
     if isinstance(default, str):
         if value not in CHOICES[name]:
@@ -103,13 +107,7 @@ def _check_value(name: str, default: Any, value: Any) -> Any:
 
 
 def from_mapping(raw: dict[str, Any]) -> Config:
-    known = {f.name: f.default for f in fields(Config)}
-    values: dict[str, Any] = {}
-    for name, value in raw.items():
-        if name not in known:
-            raise ConfigError(f"unknown config key '{name}' (known: {', '.join(sorted(known))})")
-        values[name] = _check_value(name, known[name], value)
-    config = Config(**values)
+    config = Config(**{name: _check_value(name, value) for name, value in raw.items()})
     if config.dedup_related >= config.dedup_duplicate:
         raise ConfigError("config key 'dedup_related' must be below 'dedup_duplicate'")
     return config

@@ -25,8 +25,7 @@ def _origin_url(common: str, worktree: str) -> str | None:
     except (OSError, UnicodeDecodeError):
         text = "[include"
     section, url = None, None
-    for raw in text.splitlines():
-        line = raw.strip()
+    for line in map(str.strip, text.splitlines()):
         if line.startswith("["):
             section = " ".join(line.strip("[]").split()).lower()
         elif section == 'remote "origin"' and "=" in line and line.split("=", 1)[0].strip().lower() == "url":
@@ -59,20 +58,15 @@ def own() -> dict[str, Any]:
 
 def capture(cwd: str | None = None) -> dict[str, Any]:
     """Identity of a bridge started in `cwd`; `MEMORYD_WORKTREE` overrides the git lookup."""
-    cwd = cwd or os.getcwd()
-    override = os.environ.get("MEMORYD_WORKTREE")
-    common, remote = None, None
+    worktree = override = os.environ.get("MEMORYD_WORKTREE")
     if override is not None:
-        worktree: str | None = override
-        if worktree:
-            common = git_output(["rev-parse", "--path-format=absolute", "--git-common-dir"], worktree)
+        common = git_output(["rev-parse", "--path-format=absolute", "--git-common-dir"], override) if override else None
     else:
         # One git process for both paths: hooks capture an identity on every prompt.
-        out = git_output(["rev-parse", "--show-toplevel", "--path-format=absolute", "--git-common-dir"], cwd)
-        lines = out.splitlines() if out else []
+        lines = (git_output(["rev-parse", "--show-toplevel", "--path-format=absolute", "--git-common-dir"],
+                            cwd or os.getcwd()) or "").splitlines()
         worktree, common = (lines[0], lines[1]) if len(lines) == 2 else (None, None)
-    if worktree and common:
-        remote = _origin_url(common, worktree)
+    remote = _origin_url(common, worktree) if worktree and common else None
     if worktree and not common and override is not None:
         common = worktree  # an override outside git still names one repo
     return {"worktree": worktree or None, "repo": (common + (" " + remote if remote else "")) if common else None,
@@ -82,9 +76,7 @@ def capture(cwd: str | None = None) -> dict[str, Any]:
             "client_session": os.environ.get("CLAUDE_CODE_SESSION_ID", "").strip()[:256] or None}
 
 
-def _sanitize_project(name: str | None) -> str | None:
-    """A project name usable in the scope `projects:<name>` (lowercase, [a-z0-9-])."""
-    if not name:
-        return None
+def _sanitize_project(name: str) -> str | None:
+    """A project name usable in the scope `projects:<name>` (lowercase, [a-z0-9-]); None when nothing is left."""
     cleaned = "".join(c if c.isalnum() else "-" for c in name.lower())
     return "-".join(part for part in cleaned.split("-") if part) or None

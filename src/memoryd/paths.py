@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import stat
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -57,24 +58,15 @@ def runtime_dir() -> Path:
     return Path(_platformdirs().user_runtime_dir(APP)) if os.uname().sysname == "Darwin" else _fallback_runtime_dir()
 
 
-def socket_path() -> Path:
-    return runtime_dir() / "memoryd.sock"
+def _in_runtime_dir(name: str) -> Callable[[], Path]:
+    def path() -> Path:
+        return runtime_dir() / name
+    return path
 
 
-def lock_path() -> Path:
-    return runtime_dir() / "memoryd.lock"
-
-
-def spawn_lock_path() -> Path:
-    return runtime_dir() / "memoryd.spawn.lock"
-
-
-def status_path() -> Path:
-    return runtime_dir() / "memoryd.status"
-
-
-def starting_path() -> Path:
-    return runtime_dir() / "memoryd.starting"
+# The daemon's socket, single-instance lock, spawn lock, status file and start progress.
+socket_path, lock_path, spawn_lock_path, status_path, starting_path = map(
+    _in_runtime_dir, ("memoryd.sock", "memoryd.lock", "memoryd.spawn.lock", "memoryd.status", "memoryd.starting"))
 
 
 def endpoint() -> str:

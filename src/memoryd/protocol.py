@@ -45,36 +45,30 @@ _CONTAINERS = (dict, list, tuple)
 
 def depth(value: Any, limit: int = MAX_DEPTH) -> int:
     """How deep `value`'s maps and arrays nest (a scalar is 0), without recursion; limit + 1 once past it."""
-    if not isinstance(value, _CONTAINERS):
-        return 0
-    layer, level = [value], 1
-    while True:
-        below: list[Any] = []
-        for item in layer:
-            below += [v for v in (item.values() if isinstance(item, dict) else item) if isinstance(v, _CONTAINERS)]
-        if not below:
-            return level
-        if level == limit:
+    layer, level = [value] if isinstance(value, _CONTAINERS) else [], 0
+    while layer:
+        level += 1
+        if level > limit:
             return limit + 1
-        level, layer = level + 1, below
+        layer = [v for item in layer for v in (item.values() if isinstance(item, dict) else item)
+                 if isinstance(v, _CONTAINERS)]
+    return level
 
 
 def encode_request(req_id: int, op: str, args: dict[str, Any], conn: str) -> bytes:
     """One frame the daemon accepts, or `InvalidParams` naming the argument (else libzmq drops the connection)."""
     message = request(req_id, op, args, conn)
     if depth(message) > MAX_DEPTH:
-        param = _worst_argument(op, args, depth)
-        raise InvalidParams(param, f"nests deeper than the {MAX_DEPTH}-level limit of a request")
+        raise InvalidParams(_worst_argument(op, args, depth),
+                            f"nests deeper than the {MAX_DEPTH}-level limit of a request")
     try:
         frame = encode(message)
     except (ValueError, OverflowError, TypeError) as exc:
-        param = _worst_argument(op, args, _unencodable)
-        raise InvalidParams(param, f"holds a value msgpack cannot carry ({exc.__class__.__name__}: "
-                                   "a lone surrogate or an integer over 64 bits)") from None
+        raise InvalidParams(_worst_argument(op, args, _unencodable), f"holds a value msgpack cannot carry "
+                            f"({exc.__class__.__name__}: a lone surrogate or an integer over 64 bits)") from None
     if len(frame) > MAX_FRAME_BYTES:
-        param = _worst_argument(op, args, lambda v: len(encode({"v": v})))
-        raise InvalidParams(param, f"makes the request {len(frame)} bytes, over the frame limit of "
-                                   f"{MAX_FRAME_BYTES} bytes (4 MiB)")
+        raise InvalidParams(_worst_argument(op, args, lambda v: len(encode({"v": v}))), f"makes the request "
+                            f"{len(frame)} bytes, over the frame limit of {MAX_FRAME_BYTES} bytes (4 MiB)")
     return frame
 
 

@@ -1,8 +1,5 @@
-"""`memoryd init --client NAME`: memoryd in the MCP clients' config files (claude-code, claude-desktop,
-cursor, codex): the bridge entry (`<python> -m memoryd mcp`) and, for Claude Code and Codex, the hooks in
-their hook config (~/.claude/settings.json, ~/.codex/hooks.json), read, compared and merged idempotently
-beside the user's own, the previous file saved as `<file>.bak`; the plugin's files; what `memoryd doctor`
-finds. The Codex TOML is edited textually, one table only: the stdlib reads TOML but cannot write it.
+"""`memoryd init --client NAME`: the bridge entry and (Claude Code, Codex) the hooks merged idempotently into an
+MCP client's config files (docs/architecture.md, `cli/`); the plugin's files; what `memoryd doctor` finds there.
 Import contract: stdlib, `fsio` and `hooks.table`."""
 
 from __future__ import annotations
@@ -32,12 +29,14 @@ class ClientConfigError(RuntimeError):
 
 @dataclass(frozen=True)
 class ClientSpec:
-    """One MCP client; `entry` gives the keys memoryd owns (keys a user added beside them are kept)."""
-
     name: str
     config_path: Callable[[], Path]
     format: Literal["json", "toml"]
-    entry: Callable[[str], dict[str, Any]]
+    typed: bool = False  # Claude Code writes "type" into the entries it creates itself; matching it keeps them equal
+
+    def entry(self, python: str) -> dict[str, Any]:
+        """The keys memoryd owns in the client's bridge entry (keys a user added beside them are kept)."""
+        return ({"type": "stdio"} if self.typed else {}) | {"command": python, "args": list(BRIDGE_ARGS)}
 
 
 def _claude_desktop_path() -> Path:
@@ -50,25 +49,21 @@ def codex_path() -> Path:
     return Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex") / "config.toml"
 
 
-def _stdio_entry(python: str) -> dict[str, Any]:
-    return {"command": python, "args": list(BRIDGE_ARGS)}
-
-
-def _typed_stdio_entry(python: str) -> dict[str, Any]:
-    # Claude Code writes "type" into the entries it creates itself; matching it keeps them equal.
-    return {"type": "stdio", **_stdio_entry(python)}
-
-
 CLIENTS: dict[str, ClientSpec] = {spec.name: spec for spec in (
-    ClientSpec("claude-code", lambda: Path.home() / ".claude.json", "json", _typed_stdio_entry),
-    ClientSpec("claude-desktop", _claude_desktop_path, "json", _stdio_entry),
-    ClientSpec("cursor", lambda: Path.home() / ".cursor" / "mcp.json", "json", _stdio_entry),
-    ClientSpec("codex", codex_path, "toml", _stdio_entry))}
+    ClientSpec("claude-code", lambda: Path.home() / ".claude.json", "json", typed=True),
+    ClientSpec("claude-desktop", _claude_desktop_path, "json"),
+    ClientSpec("cursor", lambda: Path.home() / ".cursor" / "mcp.json", "json"),
+    ClientSpec("codex", codex_path, "toml"))}
 
 
 
-def read_object(path: Path) -> dict[str, Any]:
-    """The JSON object in `path` ({} when absent); ClientConfigError naming the file otherwise."""
+# The key a config's JSON object must hold as an object too, and what is said when it does not.
+_OBJECT_KEYS = {"mcpServers": '"mcpServers" is not an object', "hooks": 'not a JSON object with a "hooks" object'}
+
+
+def read_object(path: Path, key: str | None = None) -> dict[str, Any]:
+    """The JSON object in `path` ({} when absent), with `key` an object if present; ClientConfigError
+    naming the file otherwise."""
     if not path.exists():
         return {}
     try:
@@ -77,13 +72,8 @@ def read_object(path: Path) -> dict[str, Any]:
         raise ClientConfigError(f"{path} is not valid JSON ({exc}); fix or move it, then rerun") from None
     if not isinstance(data, dict):
         raise ClientConfigError(f"{path} does not hold a JSON object at the top level")
-    return data
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    data = read_object(path)
-    if not isinstance(data.get("mcpServers", {}), dict):
-        raise ClientConfigError(f'{path}: "mcpServers" is not an object')
+    if key and not isinstance(data.get(key, {}), dict):
+        raise ClientConfigError(f"{path}: {_OBJECT_KEYS[key]}")
     return data
 
 
@@ -93,7 +83,7 @@ def _json_full_entry(current: Any, entry: dict[str, Any]) -> dict[str, Any]:
 
 
 def _json_with_entry(path: Path, entry: dict[str, Any]) -> str:
-    data = _read_json(path)
+    data = read_object(path, "mcpServers")
     servers = data.setdefault("mcpServers", {})
     servers[SERVER_NAME] = _json_full_entry(servers.get(SERVER_NAME), entry)
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
@@ -122,35 +112,34 @@ def _read_toml(path: Path) -> tuple[str, dict[str, Any]]:
         raise ClientConfigError(f"{path} is not valid TOML ({exc}); fix or move it, then rerun") from None
 
 
-def _replace_toml_table(text: str, entry: dict[str, Any], header: re.Pattern[str] = _TABLE_HEADER,
-                        name: str = f"mcp_servers.{SERVER_NAME}") -> str:
-    """`text` with the keys of `entry` set in its table `name` (found by `header`), or the table appended;
-    other keys, comments and sub-tables are left as they were."""
+def _set_in_table(text: str, entry: dict[str, Any], header: re.Pattern[str] = _TABLE_HEADER,
+                  name: str = f"mcp_servers.{SERVER_NAME}") -> tuple[str, str | None]:
+    """`text` with the keys of `entry` set in its table `name` (found by `header`), or the table appended (other
+    keys, comments and sub-tables left as they were); and None, or why the result does not carry `entry`."""
     lines = text.splitlines(keepends=True)
-    start = next((i for i, line in enumerate(lines) if header.match(line)), None)
-    if start is None:
+    if (start := next((i for i, line in enumerate(lines) if header.match(line)), None)) is None:
         separator = "" if not text else ("\n" if text.endswith("\n") else "\n\n")
-        return text + separator + _toml_table(entry, name)
-    end = next((i for i in range(start + 1, len(lines)) if _ANY_HEADER.match(lines[i])), len(lines))
-    if not lines[start].endswith("\n"):
-        lines[start] += "\n"
-    owned = re.compile(rf"^\s*({'|'.join(map(re.escape, entry))})\s*=")
-    kept = [line for line in lines[start + 1:end] if not owned.match(line)]
-    return "".join(lines[: start + 1] + _toml_key_lines(entry) + kept + lines[end:])
+        new_text = text + separator + _toml_table(entry, name)
+    else:
+        end = next((i for i in range(start + 1, len(lines)) if _ANY_HEADER.match(lines[i])), len(lines))
+        if not lines[start].endswith("\n"):
+            lines[start] += "\n"
+        owned = re.compile(rf"^\s*({'|'.join(map(re.escape, entry))})\s*=")
+        kept = [line for line in lines[start + 1:end] if not owned.match(line)]
+        new_text = "".join(lines[: start + 1] + _toml_key_lines(entry) + kept + lines[end:])
+    try:  # the edit is textual, so check it the only way the stdlib allows: parse the result
+        written: Any = tomllib.loads(new_text)
+    except tomllib.TOMLDecodeError as exc:
+        return new_text, f"the edited file would not parse: {exc}"
+    for key in name.split("."):
+        written = written.get(key, {})
+    return new_text, None if _entry_matches(written, entry) else f"{name} is defined in a form this tool cannot edit"
 
 
 def _toml_with_entry(path: Path, entry: dict[str, Any]) -> str:
-    text, _ = _read_toml(path)
-    new_text = _replace_toml_table(text, entry)
-    # The edit is textual, so check it the only way the stdlib allows: parse the result.
-    try:
-        written = tomllib.loads(new_text).get("mcp_servers", {}).get(SERVER_NAME)
-    except tomllib.TOMLDecodeError as exc:
-        written, reason = None, f"the edited file would not parse: {exc}"
-    else:
-        reason = "mcp_servers.memoryd is defined in a form this tool cannot edit"
-    if not _entry_matches(written, entry):
-        raise ClientConfigError(f"{path}: {reason}; add the table by hand "
+    new_text, problem = _set_in_table(_read_toml(path)[0], entry)
+    if problem:
+        raise ClientConfigError(f"{path}: {problem}; add the table by hand "
                                 "(`memoryd init --client codex --print` shows it)")
     return new_text
 
@@ -158,7 +147,7 @@ def _toml_with_entry(path: Path, entry: dict[str, Any]) -> str:
 
 def _current_entry(spec: ClientSpec, path: Path) -> Any:
     if spec.format == "json":
-        return _read_json(path).get("mcpServers", {}).get(SERVER_NAME)
+        return read_object(path, "mcpServers").get("mcpServers", {}).get(SERVER_NAME)
     servers = _read_toml(path)[1].get("mcp_servers", {})
     return servers.get(SERVER_NAME) if isinstance(servers, dict) else None
 
@@ -238,20 +227,14 @@ def enable_codex_hooks(out: TextIO) -> None:
     text, parsed = _read_toml(path)
     if isinstance(features := parsed.get("features"), dict) and features.get("codex_hooks") is True:
         return
-    new_text = _replace_toml_table(text, {"codex_hooks": True}, _FEATURES_HEADER, "features")
-    try:
-        ok = tomllib.loads(new_text).get("features", {}).get("codex_hooks") is True
-    except tomllib.TOMLDecodeError:
-        ok = False
-    if not ok:
+    new_text, problem = _set_in_table(text, {"codex_hooks": True}, _FEATURES_HEADER, "features")
+    if problem:
         raise ClientConfigError(f"{path}: cannot set [features] codex_hooks = true; add it by hand")
     write_config(path, new_text)
     print(f"codex: enabled hooks ([features] codex_hooks = true) in {path}", file=out)
 
 
-# Cursor is not wired: its prompt hook can only continue or stop the prompt (no context to add), and
-# released builds have rejected its sessionStart event as an unknown hook type.
-
+# Cursor is not wired (README, "Automatic recall": its hooks cannot add context).
 HOOK_MARK = " -m memoryd hook "
 HOOK_CLIENTS = set(table.CLIENTS)  # the events, their names per client, matchers and timeouts: hooks/table.py
 
@@ -303,19 +286,11 @@ def plugin_mcp() -> dict[str, Any]:
 
 
 def hooks_path(client: str) -> Path:
-    codex_hooks = codex_path().parent / "hooks.json"
-    return resolved(_claude_settings_path() if client == "claude-code" else codex_hooks)
+    return resolved(_claude_settings_path() if client == "claude-code" else codex_path().parent / "hooks.json")
 
 
 def _is_ours(handler: Any) -> bool:
     return isinstance(handler, dict) and HOOK_MARK in str(handler.get("command", ""))
-
-
-def _read_hooks_file(path: Path) -> dict[str, Any]:
-    data = read_object(path)
-    if not isinstance(data.get("hooks", {}), dict):
-        raise ClientConfigError(f'{path}: not a JSON object with a "hooks" object')
-    return data
 
 
 def merged_hooks(data: dict[str, Any], wanted: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
@@ -345,21 +320,20 @@ def hooks_current(client: str, python: str | None = None) -> dict[str, Any]:
     path = hooks_path(client)
     row: dict[str, Any] = {"path": str(path), "present": False, "current": False, "commands": [], "error": None}
     try:
-        data = _read_hooks_file(path)
+        data = read_object(path, "hooks")
     except (ClientConfigError, OSError) as exc:
         row["error"] = str(exc)
         return row
     ours = [h["command"] for groups in (data.get("hooks") or {}).values() if isinstance(groups, list)
             for g in groups if isinstance(g, dict) for h in g.get("hooks") or [] if _is_ours(h)]
-    row.update(present=bool(ours), commands=ours)
-    row["current"] = merged_hooks(data, hook_groups(python or sys.executable, client)) == data
-    return row
+    return {**row, "present": bool(ours), "commands": ours,
+            "current": merged_hooks(data, hook_groups(python or sys.executable, client)) == data}
 
 
 def register_hooks(client: str, python: str, out: TextIO) -> None:
     """Merge memoryd's hooks into the client's hook config (idempotent, `<file>.bak` kept)."""
     path = hooks_path(client)
-    data = _read_hooks_file(path)
+    data = read_object(path, "hooks")
     merged = merged_hooks(data, hook_groups(python, client))
     if merged == data:
         print(f"{client}: memoryd hooks already in {path}", file=out)

@@ -54,8 +54,7 @@ def status(ns: argparse.Namespace) -> int:
     from memoryd.client import spawn
 
     live = spawn.ping(paths.endpoint(), 3.0, "status") if spawn.read_status() else None
-    starting = spawn.read_starting() if live is None else None
-    if starting is not None:  # opening a big store: say how far it got
+    if live is None and (starting := spawn.read_starting()) is not None:  # opening a big store: how far it got
         total = f"/{starting['total']:,}" if starting.get("total") else ""
         emit(ns.json, {"running": False, "starting": starting},
              lambda _: [(f"memoryd: starting (pid {starting['pid']}, {starting.get('seconds')} s): "
@@ -64,8 +63,7 @@ def status(ns: argparse.Namespace) -> int:
     if live is None:
         emit(ns.json, {"running": False}, lambda _: ["memoryd: not running"])
         return 1
-    live["running"] = True
-    emit(ns.json, live, lambda r: [f"{key:16} {value}" for key, value in r.items()])
+    emit(ns.json, {**live, "running": True}, lambda r: [f"{key:16} {value}" for key, value in r.items()])
     return 0
 
 
@@ -78,8 +76,7 @@ def stop(ns: argparse.Namespace) -> int:
     from memoryd import paths
     from memoryd.client import spawn
 
-    found = spawn.read_status()
-    pid = found.get("pid") if found else None
+    pid = (spawn.read_status() or {}).get("pid")
     if not spawn.pid_alive(pid):
         print("memoryd: not running", file=sys.stderr)
         return 0

@@ -149,9 +149,7 @@ def check_socket() -> list[Check]:
 def check_store() -> list[Check]:
     store = paths.store_root()
     if not store.exists():
-        ancestor = store
-        while not ancestor.exists() and ancestor != ancestor.parent:
-            ancestor = ancestor.parent
+        ancestor = next((parent for parent in store.parents if parent.exists()), store.parents[-1])
         if ancestor.is_dir() and os.access(ancestor, os.W_OK | os.X_OK):
             return [Check("store", "ok", f"{store} (created on first start)")]
         why = "is not writable" if ancestor.is_dir() else "is not a directory"
@@ -295,8 +293,8 @@ def _hooks_check(client: str, bridge_registered: bool) -> Check | None:
 def check_hooks() -> list[Check]:
     """Client hooks (README "Automatic recall"): present, resolvable, answering a dry run."""
     registered = {row["client"]: row["registered"] for row in clients.client_config_status()}
-    found = [_hooks_check(client, registered.get(client, False)) for client in sorted(clients.HOOK_CLIENTS)]
-    return [c for c in found if c is not None]
+    return [found for client in sorted(clients.HOOK_CLIENTS)
+            if (found := _hooks_check(client, registered.get(client, False))) is not None]
 
 
 def check_sync() -> list[Check]:
@@ -333,13 +331,11 @@ def _text_lines(checks: list[Check]) -> list[str]:
         lines.append(f"  {c.status:<4}  {c.name:<{width}}  {c.detail}")
         if c.fix and c.status != "ok":
             lines.append(f"  {'':<4}  {'':<{width}}  fix: {c.fix}")
-    counts = _counts(checks)
-    return [*lines, f"{counts['ok']} ok, {counts['warn']} warn, {counts['fail']} fail"]
+    return [*lines, "{ok} ok, {warn} warn, {fail} fail".format(**_counts(checks))]
 
 
 def run_doctor(out: TextIO | None = None, as_json: bool = False) -> int:
     """Run every check and report to `out`; exit code 0 unless some check failed (warnings pass)."""
-    out = out or sys.stdout
     checks = collect_checks()
     failed = any(c.status == "fail" for c in checks)
     report = {"version": memoryd.__version__, "ok": not failed, "counts": _counts(checks),

@@ -1,8 +1,6 @@
-"""The store's offline tools. `memoryd log tail|verify|repair`: follow the event log, check its hash chain, or
-(daemon stopped) quarantine what replay refuses (docs/storage.md, 'Reliability'). `memoryd reindex`: rebuild
-`state/` from the record files and the log, daemon stopped, with progress (a cold start on purpose; the
-pending-write snapshot is kept); exit codes: 0 done; 1 the daemon is running; 2 a bad config; 3 a damaged log
-(the message names the line and the repair)."""
+"""The store's offline tools (docs/storage.md): `memoryd log tail|verify|repair` ('Reliability') and `memoryd
+reindex`, which rebuilds `state/` with the daemon stopped; its exit codes: 0 done; 1 the daemon is running; 2 a bad
+config; 3 a damaged log (the message names the line and the repair)."""
 
 from __future__ import annotations
 
@@ -46,10 +44,8 @@ def verify_lines(report: dict[str, Any]) -> list[str]:
     lines = [f"log ok: {report['events']} events, chain intact"]
     if torn := report.get("torn_tail"):
         lines.append(f"torn tail, repaired at next start: {torn['bytes']} bytes at {torn['segment']}:{torn['line']}")
-    for marker in report.get("quarantined", []):
-        lines.append(f"quarantined: seq {marker['first_seq']}..{marker['seq']} at {marker['segment']}:"
-                     f"{marker['line']} ({marker['reason']}){_kept(marker)}")
-    return lines
+    return lines + [f"quarantined: seq {marker['first_seq']}..{marker['seq']} at {marker['segment']}:"
+                    f"{marker['line']} ({marker['reason']}){_kept(marker)}" for marker in report.get("quarantined", [])]
 
 
 def repair(events: Any, as_json: bool) -> int:
@@ -95,8 +91,7 @@ def tail(segments: list[Any], follow: bool) -> int:
         print("memoryd: the event log is empty", file=sys.stderr)
         return 0
     with open(segments[-1], encoding="utf-8") as handle:
-        lines = handle.readlines()[-20:]
-        sys.stdout.writelines(lines)
+        sys.stdout.writelines(handle.readlines()[-20:])
         while follow:
             if line := handle.readline():
                 sys.stdout.write(line)
@@ -121,8 +116,7 @@ class Bar:
     def __call__(self, phase: str, done: int, total: int) -> None:
         now = time.monotonic()
         if phase != self.phase:
-            if self.tty and self.phase:
-                self.stream.write("\n")
+            self.close()
             self.phase, self.drawn = phase, 0.0
             if not self.tty:
                 self.stream.write(f"memoryd: {phase}\n")

@@ -33,18 +33,13 @@ def _hook_fast_path(args: list[str]) -> int:
     client = rest[rest.index("--client") + 1] if "--client" in rest[:-1] else "claude-code"
     if client not in CLIENTS:
         return hooks.fail(f"unknown client {client!r}")
-    return _hook_from(event, client, "--dry-run" in rest, "--from-plugin" in rest)
-
-
-def _hook_from(event: str, client: str, dry_run: bool, from_plugin: bool) -> int:
-    from memoryd.hooks import common as hooks
-
-    if from_plugin and hooks.settings_register_hooks():
+    if "--from-plugin" in rest and hooks.settings_register_hooks():
         return 0  # `init` registered the same hooks in settings.json: they run, this one must not
-    return hooks.main(event, client=client, dry_run=dry_run)
+    return hooks.main(event, client=client, dry_run="--dry-run" in rest)
 
 
 def _add_setup_parsers(sub: Any) -> None:
+    from memoryd.hooks.table import CLIENTS, EVENTS
     from memoryd.profiles import PROFILES
 
     mcp = sub.add_parser("mcp", help="run the stdio MCP bridge")
@@ -67,11 +62,7 @@ def _add_setup_parsers(sub: Any) -> None:
     service.add_argument("--enable", action="store_true")
     service.set_defaults(func=_entry("memoryd.cli.services:install_service",
                                      lambda f, ns: f(print_only=ns.print, enable=ns.enable)))
-
-
-def _add_hook_parser(sub: Any) -> None:
-    from memoryd.hooks.table import CLIENTS, EVENTS
-
+    # `hook` is parsed only for --help and usage errors: `_main` runs every `hook EVENT` through `_hook_fast_path`.
     hook = sub.add_parser("hook", help="run one client hook event (stdin: the client's hook JSON)",
                           description="What a client's hooks run: reads the hook JSON (with session_id) on "
                           "stdin, prints what the client should be given, always exits 0.")
@@ -82,7 +73,6 @@ def _add_hook_parser(sub: Any) -> None:
     hook.add_argument("--dry-run", action="store_true",
                       help="record nothing: prompt and pre-tool print what would be injected ({} for nothing) without "
                       "marking it shown; the other events only check stdin and print {}")
-    hook.set_defaults(func=lambda ns: _hook_from(ns.event, ns.client, ns.dry_run, ns.from_plugin))
 
 
 def _add_store_parsers(sub: Any) -> None:
@@ -130,7 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memoryd", description="persistent memory for AI coding agents")
     parser.add_argument("--version", action="version", version=f"memoryd {__version__}")
     sub = parser.add_subparsers(dest="command")
-    for add in (daemon_control.add_parsers, _add_setup_parsers, _add_hook_parser, log.add_parser, _add_store_parsers,
+    for add in (daemon_control.add_parsers, _add_setup_parsers, log.add_parser, _add_store_parsers,
                 log.add_reindex_parser, restore.add_parser, _add_measuring_parsers, memories.add_parsers,
                 sessions.add_parser, importing.add_parser, sync.add_parser, sessions.add_stats_parser):
         add(sub)

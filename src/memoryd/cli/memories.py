@@ -152,8 +152,7 @@ def show_lines(memory: dict[str, Any], history: dict[str, Any]) -> list[str]:
         lines.append(f"link        {link['type']} -> {link['target_id']} ({link.get('target_state')})")
     for link in links.get("incoming", []):
         lines.append(f"link        {link['source_id']} -> {link['type']} this")
-    if memory.get("delivery"):
-        d = memory["delivery"]
+    if d := memory.get("delivery"):
         lines.append(f"delivered   injected {d['injected']} times in {d['sessions']} sessions; "
                      f"pointed to {d['pointed']} times, opened {d['pointer_opened']}")
     for event in history.get("events", []):
@@ -297,16 +296,6 @@ def read_edited(folder: str, name: str) -> str:
         raise EditRefused(f"the edited file is not UTF-8 (byte {exc.start})") from None
 
 
-MEMORY_VERBS: dict[str, Callable[[Any, argparse.Namespace], int]] = {
-    "list": cmd_list, "search": cmd_search, "show": cmd_show, "rm": cmd_rm, "restore": cmd_restore,
-    "edit": cmd_edit, "pin": cmd_pin, "unpin": cmd_pin,
-}
-
-
-def main(ns: argparse.Namespace) -> int:
-    return run(MEMORY_VERBS[ns.action], ns)
-
-
 def cmd_pending(op: Any, ns: argparse.Namespace) -> int:
     if ns.action in ("confirm", "cancel"):
         if not ns.pending_id:
@@ -330,13 +319,16 @@ def cmd_pending(op: Any, ns: argparse.Namespace) -> int:
 def add_parsers(sub: Any) -> None:
     memories = sub.add_parser("memories", help="see and curate durable memories (through the daemon)")
     verbs = memories.add_subparsers(dest="action", required=True)
-    for name, text in (("list", "newest written first (by creation; UPDATED is the last edit)"),
-                       ("search", "ranked search (all repos)"),
-                       ("show", "one memory: fields, staleness, provenance, links, history"),
-                       ("rm", "move a memory to a tombstone"), ("restore", "bring a removed memory back"),
-                       ("edit", "change a memory's content ($EDITOR, or --content)"),
-                       ("pin", "list a rule first at every session start"), ("unpin", "undo pin")):
+    for name, cmd, text in (("list", cmd_list, "newest written first (by creation; UPDATED is the last edit)"),
+                            ("search", cmd_search, "ranked search (all repos)"),
+                            ("show", cmd_show, "one memory: fields, staleness, provenance, links, history"),
+                            ("rm", cmd_rm, "move a memory to a tombstone"),
+                            ("restore", cmd_restore, "bring a removed memory back"),
+                            ("edit", cmd_edit, "change a memory's content ($EDITOR, or --content)"),
+                            ("pin", cmd_pin, "list a rule first at every session start"),
+                            ("unpin", cmd_pin, "undo pin")):
         verb = verbs.add_parser(name, help=text)
+        verb.set_defaults(func=functools.partial(run, cmd))
         verb.add_argument("--json", action="store_true", help="the daemon's result as JSON")
         if name == "search":
             verb.add_argument("query")
@@ -358,7 +350,6 @@ def add_parsers(sub: Any) -> None:
             verb.add_argument("--pinned", action="store_true", help="only pinned rules")
         if name == "rm":
             verb.add_argument("--reason", help="why (kept with the tombstone)")
-    memories.set_defaults(func=main)
     pending = sub.add_parser("pending", help="pending writes of every session; confirm or cancel one")
     pending.add_argument("action", nargs="?", choices=["list", "confirm", "cancel"], default="list")
     pending.add_argument("pending_id", nargs="?")

@@ -69,7 +69,7 @@ class ServicePlan:
 
     target: Path
     text: str
-    needed_dirs: tuple[Path, ...]
+    needed_dir: Path
     enable: tuple[tuple[str, ...], ...]
     prepare: tuple[tuple[str, ...], ...] = ()
 
@@ -84,32 +84,42 @@ def plan_service(platform: str | None = None, python: str | None = None) -> Serv
         store, config_home = paths.store_root(), os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config"
         # The unit grants write access to the store only if it exists when the unit starts.
         return ServicePlan(target=Path(config_home) / "systemd" / "user" / UNIT_NAME,
-                           text=render_systemd_unit(python, store), needed_dirs=(store,),
+                           text=render_systemd_unit(python, store), needed_dir=store,
                            enable=(("systemctl", "--user", "daemon-reload"),
                                    ("systemctl", "--user", "enable", "--now", UNIT_NAME)))
     if platform == "darwin":
         log_file, target = paths.daemon_log_file(), Path.home() / "Library" / "LaunchAgents" / PLIST_NAME
         # launchd does not create the log's directory; `load` refuses a loaded agent, so a reinstall unloads first.
         return ServicePlan(target=target, text=render_launchd_plist(python, str(log_file)),
-                           needed_dirs=(log_file.parent,), enable=(("launchctl", "load", "-w", str(target)),),
+                           needed_dir=log_file.parent, enable=(("launchctl", "load", "-w", str(target)),),
                            prepare=(("launchctl", "unload", str(target)),))
     raise ServiceError(f"no service manager support for platform {platform!r} (Linux and macOS only)")
 
 
-def write_if_changed(path: Path, text: str, mode: int = SERVICE_FILE_MODE) -> bool:
-    """Atomically make `path` hold `text`; False (and no write) when it already does."""
+def install_service(print_only: bool, enable: bool, out: TextIO | None = None) -> int:
+    """Write this OS's service file (`print_only`: only print it) and print, or with `enable` run, its enable commands
+    (prepare ones first, their failures ignored). Exit code: 0; 1 nothing can be installed here; else the command's."""
+    out = out or sys.stdout
     try:
-        if path.read_text(encoding="utf-8") == text:
-            return False
+        plan = plan_service()
+    except ServiceError as exc:
+        print(f"memoryd: {exc}", file=sys.stderr)
+        return 1
+    if print_only:
+        out.write(plan.text)
+        return 0
+    plan.needed_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        changed = plan.target.read_text(encoding="utf-8") != plan.text
     except (FileNotFoundError, UnicodeDecodeError):
-        pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fsio.replace_atomic(path, text.encode(), mode)
-    return True
-
-
-def _run_commands(plan: ServicePlan, out: TextIO) -> int:
-    """Run the plan's prepare (failures ignored) and enable commands; the first failing exit code."""
+        changed = True
+    if changed:  # rewritten atomically, and only when it differs
+        plan.target.parent.mkdir(parents=True, exist_ok=True)
+        fsio.replace_atomic(plan.target, plan.text.encode(), SERVICE_FILE_MODE)
+    print(f"{'wrote' if changed else 'unchanged:'} {plan.target}", file=out)
+    if not enable:
+        print(f"enable it with:\n  {' && '.join(shlex.join(cmd) for cmd in plan.enable)}", file=out)
+        return 0
     try:
         for cmd in plan.prepare:
             subprocess.run(cmd, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -121,26 +131,4 @@ def _run_commands(plan: ServicePlan, out: TextIO) -> int:
     except FileNotFoundError as exc:
         print(f"memoryd: cannot run {exc.filename!r}: not installed or not on PATH", file=sys.stderr)
         return 1
-    return 0
-
-
-def install_service(print_only: bool, enable: bool, out: TextIO | None = None) -> int:
-    """Write this OS's service file (`print_only`: only print it) and print, or with `enable` run, its
-    enable command. Exit code: 0, 1 when nothing can be installed here, else the failing command's."""
-    out = out or sys.stdout
-    try:
-        plan = plan_service()
-    except ServiceError as exc:
-        print(f"memoryd: {exc}", file=sys.stderr)
-        return 1
-    if print_only:
-        out.write(plan.text)
-        return 0
-    for directory in plan.needed_dirs:
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    changed = write_if_changed(plan.target, plan.text)
-    print(f"{'wrote' if changed else 'unchanged:'} {plan.target}", file=out)
-    if enable:
-        return _run_commands(plan, out)
-    print(f"enable it with:\n  {' && '.join(shlex.join(cmd) for cmd in plan.enable)}", file=out)
     return 0

@@ -1,8 +1,6 @@
-"""`memoryd sessions [WORKTREE | show SESSION]`: recent agent sessions, how each ended and the handoff it
-left, or what the hooks injected into one; `memoryd stats [--days N]`: how automatic recall did in real work
-(daemon/sessions/receipts.py). Both through `admin` reads; exit codes as `memoryd memories`.
-`memoryd episodes list [SESSION]` / `episodes prune [--dry-run]`: the journal tier, through the daemon (the
-only writer), auto-spawning it when needed."""
+"""`memoryd sessions` (recent sessions, their handoffs, one's injections) and `memoryd stats` (how automatic recall
+did: daemon/sessions/receipts.py), through `admin` reads with `memoryd memories`' exit codes; `memoryd episodes
+list|prune`: the journal tier, through the daemon (the only writer), auto-spawning it when needed."""
 
 from __future__ import annotations
 
@@ -39,8 +37,8 @@ def session_lines(result: dict[str, Any]) -> list[str]:
 def injection_lines(result: dict[str, Any]) -> list[str]:
     rows = [[(r.get("ts") or "")[:19], str(r.get("hook")), str(r.get("chars")),
              ", ".join(f"{i['id']} ({i['tier']})" for i in r["items"]) or "-"] for r in result["injections"]]
-    lines = table(["WHEN", "HOOK", "CHARS", "MEMORIES (TIER)"], rows)
-    return [*lines, f"{len(rows)} injections, {result['chars']} chars, in session {result['session_id']}"]
+    return [*table(["WHEN", "HOOK", "CHARS", "MEMORIES (TIER)"], rows),
+            f"{len(rows)} injections, {result['chars']} chars, in session {result['session_id']}"]
 
 
 def cmd_sessions(op: Any, ns: argparse.Namespace) -> int:
@@ -49,9 +47,8 @@ def cmd_sessions(op: Any, ns: argparse.Namespace) -> int:
             raise SystemExit("memoryd sessions show: give a session id (sess-<n>)")
         emit(ns.json, op.admin("injections", session_id=ns.session), injection_lines)
         return OK
-    worktree = worktree_of(ns.worktree) if ns.worktree else None
-    result = op.admin("sessions", worktree=worktree, limit=ns.limit, include_operator=ns.all or None)
-    emit(ns.json, result, session_lines)
+    emit(ns.json, op.admin("sessions", worktree=worktree_of(ns.worktree) if ns.worktree else None, limit=ns.limit,
+                           include_operator=ns.all or None), session_lines)
     return OK
 
 
@@ -78,7 +75,6 @@ def _ask(args: dict[str, Any]) -> Any:
     from memoryd.client.connection import Connection
 
     conn = Connection({"client": "memoryd-cli"})
-    conn.connect()
     try:
         return conn.call("episodes", args)
     finally:
