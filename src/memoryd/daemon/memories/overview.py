@@ -12,6 +12,7 @@ from collections import Counter
 from typing import Any
 
 from memoryd.daemon.core import Call, Core
+from memoryd.daemon.memories.reads import extension_sections as extension_sections  # sessions.tools imports it here
 from memoryd.daemon.memories.reads import memory_filter, session_repos
 from memoryd.daemon.memories.records import Memory
 from memoryd.daemon.memories.staleness import DAY_S, REQUIRED, assess
@@ -108,12 +109,3 @@ def memory_health(call: Call, args: dict[str, Any]) -> dict[str, Any]:
                                  ("missing", missing))},
             **extension_sections(core, "health"), "framing": "data"}
 
-
-def extension_sections(core: Core, name: str) -> dict[str, Any]:
-    """Sections the core's extensions add to a rollup through an optional method `name`."""
-    sections: dict[str, Any] = {}
-    for extension in core.extensions:
-        method = getattr(extension, name, None)
-        if callable(method):
-            sections.update(method())
-    return sections

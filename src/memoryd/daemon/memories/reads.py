@@ -188,12 +188,19 @@ def memory_show(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     else:
         view.update(staleness_fields(core, memory))
     view["links"] = links_view(tier, memory)
-    for extension in core.extensions:  # e.g. sync: `synced_from`, the device a pulled version came from
-        provenance = getattr(extension, "provenance_of", None)
-        if callable(provenance):
-            view.update(provenance(memory.id))
+    view.update(extension_sections(core, "provenance_of", memory.id))  # e.g. sync: `synced_from`
     core.record("show", call.session, memory_id=memory.id, pointed=True if memory.id in call.session.pointed else None)
     return {**view, "framing": "data"}
+
+
+def extension_sections(core: Core, name: str, *args: Any) -> dict[str, Any]:
+    """Sections the core's extensions add to a reply through an optional method `name`."""
+    sections: dict[str, Any] = {}
+    for extension in core.extensions:
+        method = getattr(extension, name, None)
+        if callable(method):
+            sections.update(method(*args))
+    return sections
 
 
 def encode_cursor(kind: str, key: list[str]) -> str:

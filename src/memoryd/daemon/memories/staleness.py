@@ -1,6 +1,7 @@
 """Staleness of a memory: days since it was last known to hold, cited paths that vanished, commits since. git runs
 only where this machine can vouch for the repository: never one a pulled record names, never inside the store,
-always with `NO_PROGRAMS`. Import contract: stdlib, gates (cited paths), records; sync.git shares `NO_PROGRAMS`.
+always with `NO_PROGRAMS`. Import contract: stdlib, gates (cited paths), records, identity (git_output); sync.git
+shares `NO_PROGRAMS`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 from memoryd.daemon.memories.gates import cited_paths
 from memoryd.daemon.memories.records import Memory
+from memoryd.identity import git_output
 
 # Passed with `-c` (outranking every config file), so no repository config runs a program (docs/sync.md).
 NO_PROGRAMS = ("safe.bareRepository=explicit", "core.hooksPath=/dev/null", "core.fsmonitor=false",
@@ -99,15 +101,8 @@ class GitProbe:
 
 
 def _git(worktree: str, *args: str) -> str | None:
-    import subprocess  # here: a daemon start does not run git, and imports are ~1/3 of a warm start
-
     settings = [part for setting in NO_PROGRAMS for part in ("-c", setting)]
-    try:
-        out = subprocess.run(["git", *settings, "-C", worktree, *args], capture_output=True, text=True, check=False,
-                             timeout=GIT_TIMEOUT_S, env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout if out.returncode == 0 else None
+    return git_output(["--no-optional-locks", *settings, *args], worktree, GIT_TIMEOUT_S)
 
 
 def _git_head(worktree: str) -> tuple[str | None, str | None]:
