@@ -28,8 +28,6 @@ OUTCOMES = ("committed", "removed", "duplicate", "pending", "refused", "failed")
 
 @dataclass
 class Outcome:
-    """What one draft became."""
-
     bucket: str  # one of OUTCOMES
     reason: str  # the gate's status, or the error
     draft: Draft
