@@ -51,11 +51,9 @@ def _note_files(root: Path, skipped: list[tuple[str, str]]) -> list[Path]:
     for folder, dirs, files in os.walk(root):  # a linked folder is listed in `dirs`, never entered
         here = Path(folder)
         dirs.sort()  # os.walk descends in this order: the report and the drafts come out stable
-        for name in [*dirs]:
-            if name.startswith(".") or (here / name).is_symlink():
-                dirs.remove(name)
-                if not name.startswith("."):
-                    skipped.append((str(here / name), "a symbolic link to a folder (not followed)"))
+        links = [name for name in dirs if not name.startswith(".") and (here / name).is_symlink()]
+        skipped += [(str(here / name), "a symbolic link to a folder (not followed)") for name in links]
+        dirs[:] = [name for name in dirs if not name.startswith(".") and name not in links]
         for name in sorted(files):
             if name.startswith(".") or not name.endswith(".md"):
                 continue

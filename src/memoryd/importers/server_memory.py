@@ -49,7 +49,10 @@ def _load(path: Path, text: str) -> tuple[dict[str, Entity], list[tuple[str, str
         if kind == "entity" or (kind is None and "name" in item):
             _add_entity(path, number, item, entities)
         elif kind == "relation" or (kind is None and "relationType" in item):
-            relations.append(_relation(path, number, item))
+            parts = (item.get("from"), item.get("relationType"), item.get("to"))
+            if not all(isinstance(p, str) and p.strip() for p in parts):
+                raise BadImportInput(path, "a relation needs from, to and relationType", number)
+            relations.append(parts)  # type: ignore[arg-type]
         else:
             raise BadImportInput(path, f"type {kind!r} is neither 'entity' nor 'relation'", number)
     return entities, relations
@@ -98,13 +101,6 @@ def _add_entity(path: Path, number: int, item: dict[str, Any], entities: dict[st
         raise BadImportInput(path, f"entity {name!r}: entityType must be text and observations a list of text", number)
     entity = entities.setdefault(name, Entity(name, kind, number))
     entity.observations += [o.strip() for o in observations if o.strip() and o.strip() not in entity.observations]
-
-
-def _relation(path: Path, number: int, item: dict[str, Any]) -> tuple[str, str, str]:
-    parts = (item.get("from"), item.get("relationType"), item.get("to"))
-    if not all(isinstance(p, str) and p.strip() for p in parts):
-        raise BadImportInput(path, "a relation needs from, to and relationType", number)
-    return parts  # type: ignore[return-value]
 
 
 def _draft(path: Path, entity: Entity, relations: list[tuple[str, str, str]]) -> Draft | None:
