@@ -111,12 +111,9 @@ def _draft(path: Path, entity: Entity, relations: list[tuple[str, str, str]]) ->
     if linked:
         lines += ["Relations:", *(f"- {r}" for r in linked)]
     about_user = entity.name in USER_ENTITIES or entity.kind.lower() in USER_TYPES
-    return Draft(content="\n".join(lines), scopes=(_entity_scope(entity.name), SOURCE_SCOPE),
+    # `entities:<slug>`; a name with no a-z0-9 letters (another script) gets a short hash
+    level = slug(entity.name) or "e-" + hashlib.sha1(entity.name.encode()).hexdigest()[:10]
+    return Draft(content="\n".join(lines), scopes=(f"entities:{level}", SOURCE_SCOPE),
                  origin=f"{path.name}:{entity.line}", category="user-inference" if about_user else "fact",
                  source="inferred")
 
-
-def _entity_scope(name: str) -> str:
-    """`entities:<slug>`; a name with no a-z0-9 letters (another script) gets a short hash."""
-    level = slug(name) or "e-" + hashlib.sha1(name.encode()).hexdigest()[:10]
-    return f"entities:{level}"
