@@ -265,8 +265,7 @@ def _summary_lines(summary: Summary) -> list[str]:
 
 
 def plan(fmt: str, path: str, drafts: list[Draft], skipped: Skipped) -> dict[str, Any]:
-    """What an import would write: counts per category and scope, the first few drafts (secrets
-    masked), the links passed over."""
+    """What an import would write, the first few drafts' titles with secrets masked."""
     return {"format": fmt, "path": path, "dry_run": True, "total": len(drafts), "skipped": _skipped_json(skipped),
             "removed": sum(1 for d in drafts if d.removed_reason),
             "by_category": dict(Counter(d.category for d in drafts)),

@@ -143,8 +143,7 @@ def _continues(bullet: Block, line: str, inside_fence: bool) -> bool:
 
 
 def _prose_chunks(section: Section) -> list[tuple[int, str]]:
-    """The section's prose as (first line, text) chunks of at most ~MAX_SECTION_CHARS, cut at
-    blank lines outside code blocks (a longer paragraph stays whole)."""
+    """The section's prose as (first line, text) chunks of ~MAX_SECTION_CHARS, cut between paragraphs."""
     chunks: list[tuple[int, list[str]]] = []
     for line, paragraph in (p for b in section.blocks if b.kind == "prose" for p in _paragraphs(b)):
         if not chunks or len("\n\n".join([*chunks[-1][1], paragraph])) > MAX_SECTION_CHARS:
