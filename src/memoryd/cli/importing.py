@@ -28,8 +28,6 @@ OUTCOMES = ("committed", "removed", "duplicate", "pending", "refused", "failed")
 
 @dataclass
 class Outcome:
-    """What one draft became."""
-
     bucket: str  # one of OUTCOMES
     reason: str  # the gate's status, or the error
     draft: Draft
@@ -88,10 +86,12 @@ def _skipped_json(skipped: Skipped) -> list[dict[str, str]]:
 
 
 def _skipped_lines(skipped: Skipped) -> list[str]:
-    lines = [f"skipped: {path}: {reason}" for path, reason in skipped[:SHOWN_PER_REASON]]
-    if len(skipped) > SHOWN_PER_REASON:
-        lines.append(f"  … and {len(skipped) - SHOWN_PER_REASON} more skipped")
-    return lines
+    shown = [f"skipped: {path}: {reason}" for path, reason in skipped[:SHOWN_PER_REASON]]
+    return shown + _more(len(skipped), len(shown), " skipped")
+
+
+def _more(total: int, shown: int, what: str = "") -> list[str]:
+    return [f"  … and {total - shown} more{what}"] if total > shown else []
 
 
 def main(ns: argparse.Namespace) -> int:
@@ -254,8 +254,7 @@ def _summary_lines(summary: Summary) -> list[str]:
         for item in group["items"]:
             ident = item.get("pending_id") or item.get("id") or ""
             lines.append(f"  {item['origin']}  {ident + '  ' if ident else ''}{one_line(item['title'], 70)}")
-        if group["count"] > len(group["items"]):
-            lines.append(f"  … and {group['count'] - len(group['items'])} more")
+        lines += _more(group["count"], len(group["items"]))
     if counts["pending"]:
         lines.append("pending writes expire (pending_ttl_seconds); confirm with: memoryd pending confirm ID, "
                      "or re-run with --confirm-pending")
@@ -266,8 +265,7 @@ def _summary_lines(summary: Summary) -> list[str]:
 
 
 def plan(fmt: str, path: str, drafts: list[Draft], skipped: Skipped) -> dict[str, Any]:
-    """What an import would write: counts per category and scope, the first few drafts (secrets
-    masked), the links passed over."""
+    """What an import would write, the first few drafts' titles with secrets masked."""
     return {"format": fmt, "path": path, "dry_run": True, "total": len(drafts), "skipped": _skipped_json(skipped),
             "removed": sum(1 for d in drafts if d.removed_reason),
             "by_category": dict(Counter(d.category for d in drafts)),
@@ -284,9 +282,7 @@ def _plan_lines(shown: dict[str, Any], skipped: Skipped) -> list[str]:
              "  by scope:    " + ", ".join(f"{k} {v}" for k, v in shown["by_scope"].items())]
     lines += [f"  {item['origin']}  [{item['category']}] {','.join(item['scopes'])}  {one_line(item['title'], 60)}"
               f"{'  (removed)' if item.get('removed') else ''}" for item in shown["items"]]
-    if shown["total"] > len(shown["items"]):
-        lines.append(f"  … and {shown['total'] - len(shown['items'])} more")
-    lines += _skipped_lines(skipped)
+    lines += _more(shown["total"], len(shown["items"])) + _skipped_lines(skipped)
     return [line for line in lines if line]
 
 

@@ -111,8 +111,9 @@ def init(operator: Any, ns: argparse.Namespace) -> int:
 
 def status(operator: Any, ns: argparse.Namespace) -> int:
     if ns.show:
-        return show(operator, ns)
-    emit(ns.json, operator.admin("sync_status"), status_lines)
+        emit(ns.json, operator.admin("sync_show", id=full_id(operator, ns.show)), show_lines)
+    else:
+        emit(ns.json, operator.admin("sync_status"), status_lines)
     return 0
 
 
@@ -138,11 +139,6 @@ def status_lines(state: dict[str, Any]) -> list[str]:
         lines.append("  settle one: memoryd sync resolve ID --keep current|other")
     lines.append(f"quarantined: {state.get('quarantined', 0)} (files under {state.get('clone', '')[:-5]}/quarantine)")
     return lines
-
-
-def show(operator: Any, ns: argparse.Namespace) -> int:
-    emit(ns.json, operator.admin("sync_show", id=full_id(operator, ns.show)), show_lines)
-    return 0
 
 
 def show_lines(result: dict[str, Any]) -> list[str]:

@@ -29,8 +29,7 @@ def read(root: Path, skipped: list[tuple[str, str]]) -> list[Draft]:
 
 
 def _memory_files(root: Path, skipped: list[tuple[str, str]]) -> list[Path]:
-    """Top-level `*.md` and `.tombstones/*.md`; never a symlink (reported in `skipped`), nor a file
-    bettermemory itself quarantined."""
+    """Top-level and `.tombstones/` `*.md` files, never a link (reported) nor one bettermemory quarantined."""
     refused = _quarantined(root)
 
     def plain(entry: Path) -> bool:
@@ -51,8 +50,7 @@ def _memory_files(root: Path, skipped: list[tuple[str, str]]) -> list[Path]:
 
 
 def _quarantined(root: Path) -> set[str]:
-    """File names in `.quarantine.json` (`{"files": {name: {...}}}`); a damaged one reads as empty, as
-    bettermemory reads it."""
+    """File names `.quarantine.json` lists (`{"files": {name: …}}`); damaged, none, as bettermemory reads it."""
     try:
         payload = json.loads(read_text(root / QUARANTINE, follow_link=False))
     except (BadImportInput, ValueError, RecursionError):

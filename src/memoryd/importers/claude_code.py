@@ -57,13 +57,9 @@ def memory_folders(target: Path, skipped: list[tuple[str, str]]) -> list[Path]:
         candidates = [target / MEMORY_DIR]
     else:
         candidates = sorted(p / MEMORY_DIR for p in target.iterdir() if not p.is_symlink() and p.is_dir())
-    found = []
-    for folder in candidates:
-        if folder.is_symlink():
-            skipped.append((str(folder), "a symbolic link to a folder (not followed)"))
-        elif folder.is_dir():
-            found.append(folder)
-    return found
+    skipped += [(str(folder), "a symbolic link to a folder (not followed)") for folder in candidates
+                if folder.is_symlink()]
+    return [folder for folder in candidates if not folder.is_symlink() and folder.is_dir()]
 
 
 def project_scopes(project_dir: Path, skipped: list[tuple[str, str]]) -> tuple[str, ...] | None:

@@ -32,7 +32,6 @@ class Block:
 @dataclass
 class Section:
     path: tuple[str, ...]
-    line: int
     blocks: list[Block] = field(default_factory=list)
 
 
@@ -52,11 +51,9 @@ def _note_files(root: Path, skipped: list[tuple[str, str]]) -> list[Path]:
     for folder, dirs, files in os.walk(root):  # a linked folder is listed in `dirs`, never entered
         here = Path(folder)
         dirs.sort()  # os.walk descends in this order: the report and the drafts come out stable
-        for name in [*dirs]:
-            if name.startswith(".") or (here / name).is_symlink():
-                dirs.remove(name)
-                if not name.startswith("."):
-                    skipped.append((str(here / name), "a symbolic link to a folder (not followed)"))
+        links = [name for name in dirs if not name.startswith(".") and (here / name).is_symlink()]
+        skipped += [(str(here / name), "a symbolic link to a folder (not followed)") for name in links]
+        dirs[:] = [name for name in dirs if not name.startswith(".") and name not in links]
         for name in sorted(files):
             if name.startswith(".") or not name.endswith(".md"):
                 continue
@@ -86,7 +83,7 @@ def sections(lines: list[str], file_name: str = "") -> list[Section]:
     # file's name (it adds nothing to a note: left out), else None (`# Deploying` stays in the context).
     title_level: int | None = 0
     stack: list[tuple[int, str]] = []
-    current = Section((), body_start + 1)
+    current = Section(())
     found = [current]
     fence: str | None = None
     for number, line in enumerate(lines[body_start:], body_start + 1):
@@ -99,7 +96,7 @@ def sections(lines: list[str], file_name: str = "") -> list[Section]:
             stack = [(lvl, name) for lvl, name in stack if lvl < level]
             if level != title_level:
                 stack.append((level, title))
-            current = Section(tuple(name for _, name in stack), number)
+            current = Section(tuple(name for _, name in stack))
             found.append(current)
             continue
         # A fence's opening line is placed like any line; the lines after it, up to and with the
@@ -146,40 +143,30 @@ def _continues(bullet: Block, line: str, inside_fence: bool) -> bool:
 
 
 def _prose_chunks(section: Section) -> list[tuple[int, str]]:
-    """The section's prose as (first line, text) chunks of at most ~MAX_SECTION_CHARS, cut at
-    blank lines outside code blocks (a longer paragraph stays whole)."""
-    chunks: list[tuple[int, str]] = []
-    start, current = section.line, list[str]()
+    """The section's prose as (first line, text) chunks of ~MAX_SECTION_CHARS, cut between paragraphs."""
+    chunks: list[tuple[int, list[str]]] = []
     for line, paragraph in (p for b in section.blocks if b.kind == "prose" for p in _paragraphs(b)):
-        if current and len("\n\n".join([*current, paragraph])) > MAX_SECTION_CHARS:
-            chunks.append((start, "\n\n".join(current)))
-            current = []
-        if not current:
-            start = line
-        current.append(paragraph)
-    if current:
-        chunks.append((start, "\n\n".join(current)))
-    return chunks
+        if not chunks or len("\n\n".join([*chunks[-1][1], paragraph])) > MAX_SECTION_CHARS:
+            chunks.append((line, []))
+        chunks[-1][1].append(paragraph)
+    return [(start, "\n\n".join(parts)) for start, parts in chunks]
 
 
 def _paragraphs(block: Block) -> list[tuple[int, str]]:
     """(first line, text) of each blank-line-separated paragraph; a code block is one piece."""
-    paragraphs: list[tuple[int, str]] = []
-    current: list[str] = []
-    start, fence = block.line, None
+    paragraphs: list[tuple[int, list[str]]] = []
+    fence, apart = None, True
     for number, line in enumerate(block.lines, block.line):
         if not line.strip() and fence is None:
-            if current:
-                paragraphs.append((start, "\n".join(current).strip()))
-            current = []
+            apart = True
             continue
-        if not current:
-            start = number
-        current.append(line)
+        if apart:
+            paragraphs.append((number, []))
+            apart = False
+        paragraphs[-1][1].append(line)
         fence = _fence_after(line, fence)
-    if current:
-        paragraphs.append((start, "\n".join(current).strip()))
-    return [(n, p) for n, p in paragraphs if p and not RULE_RE.match(p)]
+    texts = [(number, "\n".join(lines).strip()) for number, lines in paragraphs]
+    return [(n, p) for n, p in texts if p and not RULE_RE.match(p)]
 
 
 def _dedent(text: str) -> str:

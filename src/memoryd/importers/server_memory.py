@@ -49,7 +49,10 @@ def _load(path: Path, text: str) -> tuple[dict[str, Entity], list[tuple[str, str
         if kind == "entity" or (kind is None and "name" in item):
             _add_entity(path, number, item, entities)
         elif kind == "relation" or (kind is None and "relationType" in item):
-            relations.append(_relation(path, number, item))
+            parts = (item.get("from"), item.get("relationType"), item.get("to"))
+            if not all(isinstance(p, str) and p.strip() for p in parts):
+                raise BadImportInput(path, "a relation needs from, to and relationType", number)
+            relations.append(parts)  # type: ignore[arg-type]
         else:
             raise BadImportInput(path, f"type {kind!r} is neither 'entity' nor 'relation'", number)
     return entities, relations
@@ -100,13 +103,6 @@ def _add_entity(path: Path, number: int, item: dict[str, Any], entities: dict[st
     entity.observations += [o.strip() for o in observations if o.strip() and o.strip() not in entity.observations]
 
 
-def _relation(path: Path, number: int, item: dict[str, Any]) -> tuple[str, str, str]:
-    parts = (item.get("from"), item.get("relationType"), item.get("to"))
-    if not all(isinstance(p, str) and p.strip() for p in parts):
-        raise BadImportInput(path, "a relation needs from, to and relationType", number)
-    return parts  # type: ignore[return-value]
-
-
 def _draft(path: Path, entity: Entity, relations: list[tuple[str, str, str]]) -> Draft | None:
     linked = [f"{a} {verb} {b}" for a, verb, b in relations if entity.name in (a, b)]
     if not entity.observations and not linked:
@@ -115,12 +111,9 @@ def _draft(path: Path, entity: Entity, relations: list[tuple[str, str, str]]) ->
     if linked:
         lines += ["Relations:", *(f"- {r}" for r in linked)]
     about_user = entity.name in USER_ENTITIES or entity.kind.lower() in USER_TYPES
-    return Draft(content="\n".join(lines), scopes=(_entity_scope(entity.name), SOURCE_SCOPE),
+    # `entities:<slug>`; a name with no a-z0-9 letters (another script) gets a short hash
+    level = slug(entity.name) or "e-" + hashlib.sha1(entity.name.encode()).hexdigest()[:10]
+    return Draft(content="\n".join(lines), scopes=(f"entities:{level}", SOURCE_SCOPE),
                  origin=f"{path.name}:{entity.line}", category="user-inference" if about_user else "fact",
                  source="inferred")
 
-
-def _entity_scope(name: str) -> str:
-    """`entities:<slug>`; a name with no a-z0-9 letters (another script) gets a short hash."""
-    level = slug(name) or "e-" + hashlib.sha1(name.encode()).hexdigest()[:10]
-    return f"entities:{level}"

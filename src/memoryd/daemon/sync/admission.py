@@ -3,6 +3,7 @@ of pulled files"). A file that fails is quarantined with the reason, never index
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection
 from dataclasses import dataclass, replace
 
@@ -18,6 +19,7 @@ from memoryd.errors import InvalidParams
 
 FOLDERS = {folder: state for state, folder in FOLDER_OF.items()}
 REGULAR_MODES = ("100644", "100755")
+_CONFLICT_RE = re.compile(rf"{CONFLICTS}/([^/]*)/([0-9a-f]{{64}})\.md")
 
 
 @dataclass(frozen=True)
@@ -46,13 +48,8 @@ def record_path(path: str) -> tuple[str, str] | None:
 
 def conflict_path(path: str) -> tuple[str, str] | None:
     """(id, sha256) for `conflicts/<ulid>/<sha256>.md`, the kept loser of a conflict."""
-    parts = path.split("/")
-    if len(parts) != 3 or parts[0] != CONFLICTS or not idents.is_ulid(parts[1]):
-        return None
-    sha = parts[2][:-3] if parts[2].endswith(".md") else ""
-    if len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
-        return None
-    return parts[1], sha
+    named = _CONFLICT_RE.fullmatch(path)
+    return (named[1], named[2]) if named and idents.is_ulid(named[1]) else None
 
 
 def size_cap(max_content_bytes: int) -> int:

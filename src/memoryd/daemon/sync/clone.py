@@ -1,5 +1,5 @@
 """The files a sync job writes: the clone's working tree (records only, byte for byte, never through
-a link: docs/sync.md, "The working tree holds records only") and the quarantine of refused files."""
+a link: docs/sync.md, "The working tree holds records only"; not fsynced: "Speed") and the quarantine."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from memoryd.daemon.memories.records import sha256_hex
 from memoryd.daemon.storage import frontmatter, nofollow
 from memoryd.daemon.sync import admission
 from memoryd.daemon.sync.git import Git, GitFailed
-from memoryd.daemon.sync.layout import CONFLICTS, FOLDER_OF, escaped, write_atomic, write_tree_file
+from memoryd.daemon.sync.layout import CONFLICTS, FOLDER_OF, escaped, write_atomic
 from memoryd.daemon.sync.merge import Version
 
 TOP_FOLDERS = (*FOLDER_OF.values(), CONFLICTS)
@@ -80,7 +80,7 @@ def checkout(git: Git, old: str | None, new: str | None, full: bool = False) -> 
     data = dict(git.iter_blobs(sorted(set(records.values()))))
     for path, blob in records.items():
         if blob in data:
-            write_tree_file(real_parents(repo, repo / path), data[blob])
+            write_atomic(real_parents(repo, repo / path), data[blob], durable=False)
     git.reset_index(new)
     left_out = [os.fsencode(path) for path, (_mode, blob) in changed.items() if records.get(path) not in data]
     if left_out:  # none when `new` is None
@@ -113,7 +113,7 @@ def place(repo: Path, memory_id: str, state: str, data: bytes) -> None:
     for other, folder in FOLDER_OF.items():
         if other != state:
             real_parents(repo, repo / folder / f"{memory_id}.md").unlink(missing_ok=True)
-    write_tree_file(real_parents(repo, repo / FOLDER_OF[state] / f"{memory_id}.md"), data)
+    write_atomic(real_parents(repo, repo / FOLDER_OF[state] / f"{memory_id}.md"), data, durable=False)
 
 
 def drop_kept(repo: Path, path: Path) -> None:
@@ -129,7 +129,7 @@ def drop_kept(repo: Path, path: Path) -> None:
 
 
 def keep_loser(repo: Path, memory_id: str, data: bytes) -> None:
-    write_tree_file(real_parents(repo, repo / CONFLICTS / memory_id / f"{sha256_hex(data)}.md"), data)
+    write_atomic(real_parents(repo, repo / CONFLICTS / memory_id / f"{sha256_hex(data)}.md"), data, durable=False)
 
 
 def read_clone_record(repo: Path, memory_id: str) -> Version | None:

@@ -56,11 +56,6 @@ def write_atomic(path: Path, data: bytes, durable: bool = True) -> None:
     fsio.replace_atomic(path, data, durable=durable)
 
 
-def write_tree_file(path: Path, data: bytes) -> None:
-    """A clone file: atomic (no link followed), not fsynced (docs/sync.md, "Speed")."""
-    write_atomic(path, data, durable=False)
-
-
 def escaped(text: str) -> str:
     """`text` as valid UTF-8: undecodable bytes (surrogates, from `Git.tree`) become `\\xff` escapes."""
     try:

@@ -195,18 +195,15 @@ class SyncState:
     def snapshot(self, job: Job) -> Job:
         """Fill `job` with the live store now: what travels, what changed since agreed, what stays."""
         tier: MemoryTier = self.core.memories
-        for records, state, path_of in ((tier.live, LIVE, tier.live_path), (tier.tombstones, TOMB, tier.tomb_path)):
-            for memory_id, memory in records.items():
-                sha = tier.sha_on_disk(memory_id)
-                if memory.category == HANDOFF or sha is None:
-                    job.local_only.add(memory_id)
-                    continue
-                job.local[memory_id] = (state, sha)
-                agreed = self.agreed.get(memory_id)
-                if agreed != (state, sha):
-                    job.export[memory_id] = (state, sha, path_of(memory_id))
-                    if agreed is not None:
-                        job.agreed[memory_id] = agreed
+        for memory_id in [*tier.live, *tier.tombstones]:
+            if (version := current_version(tier, memory_id)) is None:  # a handoff, or no file
+                job.local_only.add(memory_id)
+                continue
+            job.local[memory_id] = version
+            if (agreed := self.agreed.get(memory_id)) != version:
+                job.export[memory_id] = (*version, tier.path("m" if version[0] == LIVE else "t", memory_id))
+                if agreed is not None:
+                    job.agreed[memory_id] = agreed
         job.resolved = {i: set(s) for i, s in self.resolved.items() if i in self.conflicts}
         job.folders = {LIVE: tier.live_dir, TOMB: tier.tomb_dir}
         return job

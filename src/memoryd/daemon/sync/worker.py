@@ -89,9 +89,8 @@ class Worker:
         layout.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(layout.dir, 0o700)
         result.remote = remote
-        current = layout.read_config().get("remote")
         if layout.is_set_up():
-            if current != remote:
+            if (current := layout.read_config().get("remote")) != remote:
                 raise GitFailed("already_set_up", f"sync is already set up with {current}; remove "
                                 f"{layout.dir} to start over with another remote")
             return
