@@ -236,13 +236,13 @@ def test_temp_files_the_helper_saw_are_settled_and_their_folders_read_again(tmp_
 
 
 def test_a_failed_helper_costs_only_its_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from memoryd.daemon.episodes import journal
+    from memoryd.daemon.episodes import index_cache
 
     first, ids = _store_with_episodes(tmp_path / "s")
 
     def broken(*args: object) -> bytes:
         raise OSError("the helper could not write")  # raised in the forked helper only
-    monkeypatch.setattr(journal, "encode_cache", broken)
+    monkeypatch.setattr(index_cache, "encode_cache", broken)
     again = _cold(tmp_path / "s", minimum=1)
     assert not again.journal._packed and again.journal._helper is None
     for episode_id in ids:
@@ -253,14 +253,14 @@ def test_a_helper_result_without_its_listing_means_listing_here(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A result the daemon cannot use whole is not used at all: the folders are listed here,
     temp files included, as a start without a helper would."""
-    from memoryd.daemon.episodes import journal
+    from memoryd.daemon.episodes import index_cache
 
     first, ids = _store_with_episodes(tmp_path / "s")
     crashed = first.journal.path_of(first.journal.by_id[ids[0]])
     temp = crashed.with_name(f".tmp-{crashed.name}.0a1b2c3d")
     crashed.rename(temp)
-    encode = journal.encode_cache
-    monkeypatch.setattr(journal, "encode_cache", lambda seq, sessions, listing=None: encode(seq, sessions))
+    encode = index_cache.encode_cache
+    monkeypatch.setattr(index_cache, "encode_cache", lambda seq, sessions, listing=None: encode(seq, sessions))
     again = _cold(tmp_path / "s", minimum=1)
     assert not again.journal._packed and again.journal._helper is None  # parsed here instead
     assert crashed.exists() and not temp.exists()  # the deep temp-file scan ran after all

@@ -13,9 +13,9 @@ from typing import Any
 
 import msgpack
 
+from memoryd.daemon.episodes import index_cache
 from memoryd.daemon.episodes.episode import Episode, from_meta, from_row
-from memoryd.daemon.episodes.index import EpisodeIndex, pack
-from memoryd.daemon.episodes.index_cache import Listing, Packed, encode_cache, read_cache, read_header, sessions_of
+from memoryd.daemon.episodes.index_cache import Listing, Packed
 from memoryd.daemon.identity import idents
 from memoryd.daemon.storage import frontmatter, nofollow, prefetch, store
 
@@ -36,7 +36,7 @@ class Journal:
         self.files = files
         self.provenance = provenance  # local, untracked or unaccounted: the log's verdict (`core`)
         self.owner: dict[str, str] = {}  # every episode id -> its session, decoded or not
-        self.by_id = EpisodeIndex(self.owner, self.get)
+        self.by_id = index_cache.EpisodeIndex(self.owner, self.get)
         self._live: dict[str, dict[str, Episode]] = {}  # decoded sessions
         self._packed: dict[str, Packed] = {}
         self.bad_files: list[dict[str, str]] = []
@@ -171,11 +171,11 @@ class Journal:
     def save_cache(self, log_seq: int) -> None:
         """Write the index cache; packed sessions as read, stats from `stats`, not 80k lstats."""
         sessions = list(self._packed.items()) + self._packed_live()
-        self.files.write_file(self.cache_path, encode_cache(log_seq, sessions))
+        self.files.write_file(self.cache_path, index_cache.encode_cache(log_seq, sessions))
 
     def _packed_live(self) -> list[tuple[str, Packed]]:
         return [(sid, packed) for sid, bucket in self._live.items()
-                if (packed := pack(bucket, self.stats, self.file_of)) is not None]
+                if (packed := index_cache.pack(bucket, self.stats, self.file_of)) is not None]
 
     def load(self, progress: Callable[[str, int, int], None] | None = None, listed_at: int | None = None) -> None:
         """Index every episode file (untrustworthy ones go to `bad_files`); cached sessions are taken
@@ -194,7 +194,7 @@ class Journal:
                 self._adopt_listing(cached, seen)
                 return
         else:
-            cached, saved_at = read_cache(self.cache_path)
+            cached, saved_at = index_cache.read_cache(self.cache_path)
         if listed_at is not None and saved_at == listed_at:
             names = sorted(cached)
             for name in names:
@@ -278,7 +278,7 @@ class Journal:
         def work(fd: int) -> None:  # in the helper: reads files, writes only to `fd`
             parsed = self._parse_chunks(chunks, shares.take(prefetch.HELPER))
             listing = {"dirs": parsed.session_dirs, "bad": parsed.bad_files, "temp": parsed.temp_files}
-            prefetch.write_all(fd, encode_cache(-1, list(parsed._packed.items()), listing))
+            prefetch.write_all(fd, index_cache.encode_cache(-1, list(parsed._packed.items()), listing))
         self._helper = prefetch.start(work)
         if self._helper is not None:
             self._shares = (chunks, shares)
@@ -315,7 +315,7 @@ class Journal:
         mine = self._parse_chunks(chunks, shares.take(prefetch.DAEMON))  # what the helper has not reached
         self._helper = self._shares = None
         try:
-            source, header = read_header(prefetch.finish(running))  # closes the file if it is bad
+            source, header = index_cache.read_header(prefetch.finish(running))  # closes the file if it is bad
             if not isinstance(header, dict):
                 raise TypeError("its result is not a cache")
             listing = Listing.of(header.get("listing"))
@@ -323,7 +323,7 @@ class Journal:
             log.warning("episode prefetch: %s; the episode files are parsed here instead", exc)
             return {}, None
         # Where the two met, a chunk may have been parsed by both: the same files, found the same.
-        sessions = {**sessions_of(header.get("sessions", ()), source), **mine._packed}
+        sessions = {**index_cache.sessions_of(header.get("sessions", ()), source), **mine._packed}
         return sessions, Listing(dirs=tuple(f.name for chunk in chunks for f in chunk),
                                  bad=tuple({b["path"]: b for b in (*listing.bad, *mine.bad_files)}.values()),
                                  temp=tuple(dict.fromkeys((*listing.temp, *mine.temp_files))))
