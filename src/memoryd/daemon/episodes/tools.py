@@ -89,14 +89,13 @@ def _written(episode: Episode) -> dict[str, Any]:
             "takeaway": episode.takeaway, "scopes": list(episode.scopes), "swarm_id": episode.swarm_id}
 
 
-def episode_view(core: Core, episode: Episode, with_body: bool, extra: bool = False) -> dict[str, Any]:
+def episode_view(core: Core, episode: Episode, extra: bool = False) -> dict[str, Any]:
+    """The episode without its body (`fit_views` adds bodies within the reply budget)."""
     provenance = core.provenance(episode.id, episode.created)
     view: dict[str, Any] = {"id": episode.id, "created": episode.created, "takeaway": episode.headline,
                             "scopes": list(episode.scopes), "provenance": provenance}
     if extra:
         view.update(session_id=episode.session_id, swarm_id=episode.swarm_id, worktree=episode.worktree)
-    if with_body and provenance != "unaccounted":  # a planted file's body is never shown
-        view["body"] = core.journal.read_body(episode)
     return view
 
 
@@ -120,7 +119,7 @@ def fit_views(core: Core, episodes: list[Episode], with_body: bool, budget: int,
     omitted: list[str] = []
     used, bodies = 0, with_body
     for episode in reversed(episodes):
-        view = episode_view(core, episode, with_body=False, extra=extra)
+        view = episode_view(core, episode, extra=extra)
         used += wire_size(view)
         if used > budget:
             break

@@ -12,8 +12,7 @@ from collections import Counter
 from typing import Any
 
 from memoryd.daemon.core import Call, Core
-from memoryd.daemon.memories.reads import extension_sections as extension_sections  # sessions.tools imports it here
-from memoryd.daemon.memories.reads import memory_filter, session_repos
+from memoryd.daemon.memories.reads import extension_sections, memory_filter, session_repos
 from memoryd.daemon.memories.records import Memory
 from memoryd.daemon.memories.staleness import DAY_S, REQUIRED, assess
 from memoryd.daemon.memories.writes import tier_of

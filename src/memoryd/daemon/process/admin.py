@@ -154,7 +154,7 @@ def episodes(core: Core, args: dict[str, Any]) -> dict[str, Any]:
                 "episodes": sum(entry["episodes"] for entry in due)}
     if isinstance(session := args.get("session"), str):
         return {"session": session, "episodes": [
-            {**episode_view(core, e, with_body=False), "swarm_id": e.swarm_id}
+            {**episode_view(core, e), "swarm_id": e.swarm_id}
             for e in core.journal.of_session(session)]}
     rows = [{"session": sid, "episodes": count, "newest": newest,
              "ended": getattr(core.sessions.get(sid), "ended", "unknown")}

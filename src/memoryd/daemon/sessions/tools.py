@@ -16,7 +16,7 @@ from memoryd.daemon.core import Call, Core
 from memoryd.daemon.credentials.detector import find_credentials
 from memoryd.daemon.identity.scopes import is_hidden
 from memoryd.daemon.identity.session_table import Session, is_operator_client
-from memoryd.daemon.memories.overview import extension_sections
+from memoryd.daemon.memories.reads import extension_sections
 from memoryd.daemon.memories.records import Memory
 from memoryd.daemon.sessions import records
 from memoryd.daemon.storage.clock import iso
