@@ -112,7 +112,7 @@ def sd_notify(message: str) -> None:
             log.warning("sd_notify failed: %s", exc)
 
 
-def run(foreground: bool = True) -> int:
+def run() -> int:
     from memoryd.daemon.server import Server  # zmq is imported only once we know we will serve
 
     runtime = paths.ensure_private_dir(paths.runtime_dir())
