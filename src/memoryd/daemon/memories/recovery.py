@@ -116,13 +116,19 @@ def _load_dirs(tier: TierState, cached: Cached, parsed: list[int]) -> None:
     tier.live.load(live)
     tier.index.load(live)
     for memory, sha, stat in read_dir(tier, tier.tomb_dir, "t", cached, parsed):
-        if memory.id in tier.live:
-            settle_double(tier, memory, sha, stat)
-            continue
-        check_against_log(tier, memory, sha)
-        tier.tombstones[memory.id] = memory
-        note_file(tier, memory.id, sha, stat)
-        tier.tomb_index.add(memory, text=False)
+        admit(tier, "t", memory, sha, stat, text=False)
+
+
+def admit(tier: TierState, kind: str, memory: Memory, sha: str, stat: tuple[int, int], text: bool = True) -> None:
+    """Take in a record read from its file; a tombstone of a live record settles the double."""
+    if kind == "t" and memory.id in tier.live:
+        settle_double(tier, memory, sha, stat)
+        return
+    check_against_log(tier, memory, sha)
+    note_file(tier, memory.id, sha, stat)
+    index, records = tier.tables(kind)
+    records[memory.id] = memory
+    index.add(memory, text=text)
 
 
 def index_header(tier: TierState) -> dict[str, Any]:
