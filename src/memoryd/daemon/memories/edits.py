@@ -1,5 +1,5 @@
-"""Handlers that edit existing memories: update, remove, restore, verify. Import contract: core, clock,
-validate, credentials, and the tier's args, chain, gates, projects, reads, records, staleness, tier and writes."""
+"""Handlers that edit existing memories: update, remove, restore, verify. Import contract: core,
+validate, credentials, and the tier's args, chain, gates, projects, reads, records, tier and writes."""
 
 from __future__ import annotations
 
@@ -13,12 +13,10 @@ from memoryd.daemon.memories.args import check_links, check_verified, check_writ
 from memoryd.daemon.memories.chain import GATES, Draft, check_duplicate, run_gates
 from memoryd.daemon.memories.gates import scan_taint
 from memoryd.daemon.memories.projects import check_project_scopes
-from memoryd.daemon.memories.reads import taint_fields
+from memoryd.daemon.memories.reads import staleness_fields, taint_fields
 from memoryd.daemon.memories.records import HANDOFF, Memory
-from memoryd.daemon.memories.staleness import assess
 from memoryd.daemon.memories.tier import MemoryTier
 from memoryd.daemon.memories.writes import USER_INFERENCE, tier_of
-from memoryd.daemon.storage.clock import parse_stamp
 from memoryd.errors import InvalidParams, ResourceState
 
 MAX_NOTE_BYTES = 4096
@@ -87,9 +85,8 @@ def _updated_view(memory: Memory) -> dict[str, Any]:
 
 
 def _verified_view(core: Core, memory: Memory) -> dict[str, Any]:
-    verdict = assess(memory, core.clock(), tier_of(core).probe, core.config.verification_stale_days, parse_stamp)
     return {"status": "verified", "id": memory.id, "last_verified_at": memory.last_verified_at,
-            "staleness_verdict": verdict.verdict}
+            "staleness_verdict": staleness_fields(core, memory)["staleness_verdict"]}
 
 
 def memory_remove(call: Call, args: dict[str, Any]) -> dict[str, Any]:
