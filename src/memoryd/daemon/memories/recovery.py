@@ -35,7 +35,7 @@ def load(tier: TierState) -> int:
     """Read every record file and the pending snapshot into `tier`; returns how many files were parsed.
     With a parse cache the checkpoint vouches for, the folders are left for `after_start` to list."""
     helped = _helper_result(tier) if tier.helper is not None else None
-    cached = memory_cache.decode(helped[0]) if helped else memory_cache.read(tier.cache_path)
+    cached = memory_cache.read(helped[0] if helped else tier.cache_path)
     parsed = [0]
     if tier.trusted_gen is not None and cached[2] == tier.trusted_gen and _load_cached(tier, cached):
         tier.unlisted = ["t", "m"]
