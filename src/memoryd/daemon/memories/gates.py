@@ -120,13 +120,10 @@ def find_scope_mismatches(text: str, scopes: list[str], projects: dict[str, str 
 _SENTENCE_SPLIT_RE = _re(r"(?<=[.!?])\s+|\n+")
 
 
-def _fold(word: str) -> str:
-    """Crude plural folding so "tests" in a claim matches "test" in the transcript."""
-    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
-
-
 def _content_words(text: str) -> set[str]:
-    return {_fold(w) for w in word_tokens(text) if w not in STOPWORDS}
+    """Crudely de-pluralized, so "tests" in a claim matches "test" in the transcript."""
+    return {w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w
+            for w in word_tokens(text) if w not in STOPWORDS}
 
 
 def find_ungrounded_claims(text: str, transcript: str) -> list[dict[str, object]]:

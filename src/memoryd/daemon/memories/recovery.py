@@ -31,9 +31,9 @@ BAD_RECORD = (OSError, frontmatter.BadRecord, KeyError, TypeError, ValueError, U
 Cached = tuple[Mapping[str, tuple[Any, ...]], RowTables, str | None]
 
 
-def load(tier: TierState) -> int:
-    """Read every record file and the pending snapshot into `tier`; returns how many files were parsed.
-    With a parse cache the checkpoint vouches for, the folders are left for `after_start` to list."""
+def load(tier: TierState) -> None:
+    """Read every record file and the pending snapshot into `tier` (after the log replay). With a parse
+    cache the checkpoint vouches for, the folders are left for `after_start` to list."""
     helped = _helper_result(tier) if tier.helper is not None else None
     cached = memory_cache.read(helped[0] if helped else tier.cache_path)
     parsed = [0]
@@ -49,12 +49,13 @@ def load(tier: TierState) -> int:
     else:  # rewritten (with a gen) at the next clean stop, at once when files were parsed
         tier.cache_stale = True
     tier.index_restored = load_text_indexes(tier, helped[1] if helped else None)
-    if not tier.index_restored:
-        parsed[0] += 1  # so the caller saves a fresh snapshot
-    elif helped and parsed[0] == 0:  # the helper's cache and snapshot are this start's: keep them
+    if parsed[0] or not tier.index_restored:  # so the next start is fast even if this daemon never stops cleanly
+        tier.save_after_start = lambda: save_cache(tier)
+    elif helped:  # the helper's cache and snapshot are this start's: keep them
         tier.save_after_start = lambda: save_cache(tier, helped)
     load_pending(tier)
-    return parsed[0]
+    tier.live.sort_by_updated()
+    tier.loaded = True
 
 
 def _load_cached(tier: TierState, cached: Cached) -> bool:

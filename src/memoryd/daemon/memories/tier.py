@@ -279,12 +279,7 @@ class MemoryTier(TierState):
         memory_recovery.prefetch(self)
 
     def load(self) -> None:
-        """Read every memory and tombstone file and the pending snapshot (after log replay)."""
-        parsed = memory_recovery.load(self)
-        self.live.sort_by_updated()
-        self.loaded = True
-        if parsed:  # so the next start is fast even if this daemon never stops cleanly
-            self.save_after_start = lambda: memory_recovery.save_cache(self)
+        memory_recovery.load(self)
 
     def save_built_caches(self) -> None:
         """Write the caches this start built (`save_after_start`), once; a full disk only slows the next start."""
