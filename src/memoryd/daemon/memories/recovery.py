@@ -335,11 +335,10 @@ def reconcile(tier: TierState) -> dict[str, Any]:
     """Find logged records whose file is gone; the counts go into the `recovery` event."""
     present = {"live": tier.live, "tomb": tier.tombstones}
     tier.missing = sorted(i for i, state in tier.logged_state.items() if i not in present[state])
-    return {"memories": len(tier.live), "tombstones": len(tier.tombstones),
-            "memories_bad_files": len(tier.bad_files), "memories_hand_edited": len(tier.hand_edited),
-            "memories_unaccounted": len(tier.unaccounted), "memories_missing": len(tier.missing),
-            "pending_reloaded": len(tier.pending), "search_index_restored": int(tier.index_restored),
-            "memory_folders_deferred": int(bool(tier.unlisted))}
+    return {"memories": len(tier.live), "tombstones": len(tier.tombstones), "memories_bad_files": len(tier.bad_files),
+            "memories_hand_edited": len(tier.hand_edited), "memories_unaccounted": len(tier.unaccounted),
+            "memories_missing": len(tier.missing), "pending_reloaded": len(tier.pending),
+            "search_index_restored": int(tier.index_restored), "memory_folders_deferred": int(bool(tier.unlisted))}
 
 
 def pending_n(pending_id: Any) -> int:

@@ -193,8 +193,7 @@ def episode_promote(call: Call, args: dict[str, Any]) -> dict[str, Any]:
         content = episode.takeaway
     else:
         raise InvalidParams("use_body", "the episode has no takeaway; pass use_body=true to promote its body")
-    draft = draft_from_args(core, {"content": content, "scopes": args["scopes"], "category": args["category"],
-                                   "confidence": args["confidence"], "source": args["source"]})
+    draft = draft_from_args(core, {**args, "content": content})  # its other arguments are no write's
     result = submit(call, draft, None, episode.id)
     deleted = result["status"] == "committed"
     if deleted:
