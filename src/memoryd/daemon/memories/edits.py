@@ -35,27 +35,21 @@ def live_memory(tier: MemoryTier, memory_id: str) -> Memory:
     raise ResourceState("unknown_memory", memory_id)
 
 
-def _field_changes(call: Call, memory: Memory, args: dict[str, Any]) -> dict[str, Any]:
-    """The non-content changes, each validated (scopes and links replace)."""
-    changes: dict[str, Any] = {}
-    if args["scopes"] is not None:
-        scopes = check_write_scopes(args["scopes"], call.core.config.max_scopes_per_write)
-        checked = check_project_scopes(call, scopes, acknowledged=True)  # renames only: the memory exists
-        changes["scopes"] = tuple(checked.scopes)
-    if args["links"] is not None:
-        changes["links"] = check_links(tier_of(call.core).live, args["links"], self_id=memory.id)
-    if args["category"] == USER_INFERENCE and memory.category != USER_INFERENCE:
-        raise InvalidParams("category", "user-inference needs the user's yes: write it with memory_write")
-    changes.update((name, args[name]) for name in ("confidence", "pinned", "category") if args[name] is not None)
-    return changes
-
-
 def memory_update(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     core, tier = call.core, tier_of(call.core)
     memory = live_memory(tier, args["id"])
     if all(args[name] is None for name in EDITABLE):
         raise InvalidParams("content", f"give at least one of {', '.join(EDITABLE)}")
-    changes = _field_changes(call, memory, args)
+    changes: dict[str, Any] = {}  # each validated before anything else; scopes and links replace
+    if args["scopes"] is not None:
+        scopes = check_write_scopes(args["scopes"], core.config.max_scopes_per_write)
+        checked = check_project_scopes(call, scopes, acknowledged=True)  # renames only: the memory exists
+        changes["scopes"] = tuple(checked.scopes)
+    if args["links"] is not None:
+        changes["links"] = check_links(tier.live, args["links"], self_id=memory.id)
+    if args["category"] == USER_INFERENCE and memory.category != USER_INFERENCE:
+        raise InvalidParams("category", "user-inference needs the user's yes: write it with memory_write")
+    changes.update((name, args[name]) for name in ("confidence", "pinned", "category") if args[name] is not None)
     content = args["content"]
     if content is not None:
         content = require_text("content", content, core.config.max_content_bytes).strip()

@@ -66,8 +66,7 @@ class MemoryTier(TierState):
     def origin_of(self, identity: dict[str, Any], session: Session | None) -> dict[str, Any]:
         """Where a record comes from: the session's identity plus the worktree's HEAD (cached)."""
         def pick(key: str) -> Any:
-            value = getattr(session, key, None) if session is not None else None
-            return value if value is not None else identity.get(key)
+            return value if (value := getattr(session, key, None)) is not None else identity.get(key)
         worktree = pick("worktree")
         branch, commit = self.probe.head(worktree)
         return {"worktree": worktree, "repo": pick("repo"), "project": pick("project"),
