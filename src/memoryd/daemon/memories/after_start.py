@@ -20,9 +20,8 @@ def verify_some(tier: TierState, budget: int | None) -> int:
     spent = len(todo) if budget is None else min(budget, len(todo))
     for _ in range(spent):
         memory_id = todo.pop()
-        expected = tier.file_stat.get(memory_id)
-        memory, kind = (tier.live.get(memory_id), "m") if memory_id in tier.live else (
-            tier.tombstones.get(memory_id), "t")
+        kind = "m" if memory_id in tier.live else "t"
+        memory, expected = tier.tables(kind)[1].get(memory_id), tier.file_stat.get(memory_id)
         if expected is None or memory is None:
             continue
         path = tier.path(kind, memory_id)

@@ -23,9 +23,8 @@ _SCOPES, _ORIGIN = (4 + ROW_FIELDS.index(name) for name in ("scopes", "origin"))
 
 
 def read(source: Path | bytes) -> tuple[Mapping[str, tuple[Any, ...]], RowTables, str | None]:
-    """The cache's rows by key, their tables and the save's `gen`, from its file (a link is never read:
-    LinkRefused) or bytes; empty when absent or unreadable. Arrays decode as tuples (every empty one the
-    shared `()`). A cache of an older format is not read: that start parses the files and saves this format."""
+    """The cache's rows by key, their tables and the save's `gen`, from its file (a link is never read) or bytes;
+    empty when absent, unreadable or of an older format. Arrays decode as tuples (every empty one the shared `()`)."""
     try:
         raw = source if isinstance(source, bytes) else nofollow.read_nofollow(source)
         data = msgpack.unpackb(raw, raw=False, use_list=False)
