@@ -121,11 +121,16 @@ def _load_dirs(tier: TierState, cached: Cached, parsed: list[int]) -> None:
 
 
 def admit(tier: TierState, kind: str, memory: Memory, sha: str, stat: tuple[int, int], text: bool = True) -> None:
-    """Take in a record read from its file; a tombstone of a live record settles the double."""
+    """Take in a record read from its file. A tombstone of a live record (a crash mid-move): the log says
+    which one stays, and the other file goes."""
     if kind == "t" and memory.id in tier.live:
-        settle_double(tier, memory, sha, stat)
-        return
-    check_against_log(tier, memory, sha)
+        if tier.logged_state.get(memory.id) != "tomb":
+            tier.core.files.delete_file(tier.tomb_path(memory.id))
+            return
+        tier.index.remove(tier.live.pop(memory.id))
+        tier.core.files.delete_file(tier.live_path(memory.id))
+    else:
+        check_against_log(tier, memory, sha)
     note_file(tier, memory.id, sha, stat)
     index, records = tier.tables(kind)
     records[memory.id] = memory
@@ -304,18 +309,6 @@ def _helper_result(tier: TierState) -> tuple[bytes, bytes] | None:
         return None
     split = 8 + int.from_bytes(data[:8], "little")
     return data[8:split], data[split:]
-
-
-def settle_double(tier: TierState, tomb: Memory, sha: str, stat: tuple[int, int]) -> None:
-    """Both a live file and a tombstone (a crash mid-move): the log says which one stays."""
-    if tier.logged_state.get(tomb.id) == "tomb":
-        note_file(tier, tomb.id, sha, stat)
-        tier.index.remove(tier.live.pop(tomb.id))
-        tier.core.files.delete_file(tier.live_path(tomb.id))
-        tier.tombstones[tomb.id] = tomb
-        tier.tomb_index.add(tomb)
-    else:
-        tier.core.files.delete_file(tier.tomb_path(tomb.id))
 
 
 def load_pending(tier: TierState) -> None:
