@@ -39,7 +39,7 @@ def _memories(rng: random.Random, n: int, repos: int) -> list[Memory]:
 def _columns(memories: list[Memory]) -> tuple[tuple[object, ...], ...]:
     raw = cache.encode([(f"{'m' if m.removed_at is None else 't'}/{m.id}.md", (len(m.content), i), m, "a" * 64)
                         for i, m in enumerate(memories)], "gen")
-    rows, _, gen = cache.decode(raw)
+    rows, _, gen = cache.read(raw)
     assert isinstance(rows, cache.ColumnRows) and gen == "gen" and len(rows) == len(memories)
     return rows.columns
 
@@ -49,7 +49,7 @@ def test_records_counts_and_indexes_built_by_column_equal_those_built_one_at_a_t
     memories = _memories(random.Random(repos), 400, repos)
     raw = cache.encode([(f"{'m' if m.removed_at is None else 't'}/{m.id}.md", (1, 2), m, "a" * 64)
                         for m in memories], "gen")
-    rows, tables, _ = cache.decode(raw)
+    rows, tables, _ = cache.read(raw)
     assert isinstance(rows, cache.ColumnRows)
     by_column = tables.from_columns(rows.columns[4:])
     assert by_column == [tables.from_row(row[4:]) for row in rows.values()] == memories

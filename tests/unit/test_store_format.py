@@ -104,7 +104,7 @@ def test_a_cached_record_shares_its_empty_fields_and_unchanged_stamp() -> None:
     linked = dataclasses.replace(plain, id="01J00000000000000000000002", updated="2026-01-02T00:00:00.000Z",
                               links=({"type": "extends", "target_id": plain.id},), verified_paths=("a.py",))
     raw = cache.encode([(f"m/{m.id}.md", (1, 2), m, "0" * 64) for m in (plain, linked)], "gen")
-    rows, tables, gen = cache.decode(raw)
+    rows, tables, gen = cache.read(raw)
     back = {m.id: m for m in (tables.from_row(row[4:]) for row in rows.values())}
     assert back == {plain.id: plain, linked.id: linked} and gen == "gen"
     loaded = back[plain.id]

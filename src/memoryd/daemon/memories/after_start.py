@@ -8,14 +8,7 @@ import os
 from pathlib import Path
 
 from memoryd.daemon.memories.records import Memory
-from memoryd.daemon.memories.recovery import (
-    BAD_RECORD,
-    check_against_log,
-    check_entry,
-    note_file,
-    read_record,
-    settle_double,
-)
+from memoryd.daemon.memories.recovery import BAD_RECORD, admit, check_entry, note_file, read_record
 from memoryd.daemon.memories.state import TierState
 from memoryd.daemon.storage import nofollow, store
 
@@ -27,9 +20,8 @@ def verify_some(tier: TierState, budget: int | None) -> int:
     spent = len(todo) if budget is None else min(budget, len(todo))
     for _ in range(spent):
         memory_id = todo.pop()
-        expected = tier.file_stat.get(memory_id)
-        memory, kind = (tier.live.get(memory_id), "m") if memory_id in tier.live else (
-            tier.tombstones.get(memory_id), "t")
+        kind = "m" if memory_id in tier.live else "t"
+        memory, expected = tier.tables(kind)[1].get(memory_id), tier.file_stat.get(memory_id)
         if expected is None or memory is None:
             continue
         path = tier.path(kind, memory_id)
@@ -95,14 +87,7 @@ def _found_late(tier: TierState, directory: Path, entry: os.DirEntry[str], kind:
         return
     tier.cache_stale = True
     tier.found_late.append(memory.id)
-    if kind == "t" and memory.id in tier.live:
-        settle_double(tier, memory, sha, stat)
-        return
-    check_against_log(tier, memory, sha)
-    note_file(tier, memory.id, sha, stat)
-    index, records = tier.tables(kind)
-    records[memory.id] = memory
-    index.add(memory)
+    admit(tier, kind, memory, sha, stat)
 
 
 def _recheck(tier: TierState, old: Memory, path: Path, kind: str, stat: tuple[int, int]) -> None:
@@ -117,8 +102,7 @@ def _recheck(tier: TierState, old: Memory, path: Path, kind: str, stat: tuple[in
         return
     if sha != tier.sha_on_disk(old.id):
         index.remove(old)
-        records[memory.id] = memory
-        index.add(memory)
-        check_against_log(tier, memory, sha)
+        admit(tier, kind, memory, sha, stat)
         tier.cache_stale = True
-    note_file(tier, memory.id, sha, stat)
+    else:
+        note_file(tier, memory.id, sha, stat)

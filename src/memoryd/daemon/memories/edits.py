@@ -1,5 +1,5 @@
-"""Handlers that edit existing memories: update, remove, restore, verify. Import contract: core, clock,
-validate, credentials, and the tier's args, chain, gates, projects, reads, records, staleness, tier and writes."""
+"""Handlers that edit existing memories: update, remove, restore, verify. Import contract: core,
+validate, credentials, and the tier's args, chain, gates, projects, reads, records, tier and writes."""
 
 from __future__ import annotations
 
@@ -13,12 +13,10 @@ from memoryd.daemon.memories.args import check_links, check_verified, check_writ
 from memoryd.daemon.memories.chain import GATES, Draft, check_duplicate, run_gates
 from memoryd.daemon.memories.gates import scan_taint
 from memoryd.daemon.memories.projects import check_project_scopes
-from memoryd.daemon.memories.reads import taint_fields
+from memoryd.daemon.memories.reads import staleness_fields, taint_fields
 from memoryd.daemon.memories.records import HANDOFF, Memory
-from memoryd.daemon.memories.staleness import assess
 from memoryd.daemon.memories.tier import MemoryTier
 from memoryd.daemon.memories.writes import USER_INFERENCE, tier_of
-from memoryd.daemon.storage.clock import parse_stamp
 from memoryd.errors import InvalidParams, ResourceState
 
 MAX_NOTE_BYTES = 4096
@@ -37,27 +35,21 @@ def live_memory(tier: MemoryTier, memory_id: str) -> Memory:
     raise ResourceState("unknown_memory", memory_id)
 
 
-def _field_changes(call: Call, memory: Memory, args: dict[str, Any]) -> dict[str, Any]:
-    """The non-content changes, each validated (scopes and links replace)."""
-    changes: dict[str, Any] = {}
-    if args["scopes"] is not None:
-        scopes = check_write_scopes(args["scopes"], call.core.config.max_scopes_per_write)
-        checked = check_project_scopes(call, scopes, acknowledged=True)  # renames only: the memory exists
-        changes["scopes"] = tuple(checked.scopes)
-    if args["links"] is not None:
-        changes["links"] = check_links(tier_of(call.core).live, args["links"], self_id=memory.id)
-    if args["category"] == USER_INFERENCE and memory.category != USER_INFERENCE:
-        raise InvalidParams("category", "user-inference needs the user's yes: write it with memory_write")
-    changes.update((name, args[name]) for name in ("confidence", "pinned", "category") if args[name] is not None)
-    return changes
-
-
 def memory_update(call: Call, args: dict[str, Any]) -> dict[str, Any]:
     core, tier = call.core, tier_of(call.core)
     memory = live_memory(tier, args["id"])
     if all(args[name] is None for name in EDITABLE):
         raise InvalidParams("content", f"give at least one of {', '.join(EDITABLE)}")
-    changes = _field_changes(call, memory, args)
+    changes: dict[str, Any] = {}  # each validated before anything else; scopes and links replace
+    if args["scopes"] is not None:
+        scopes = check_write_scopes(args["scopes"], core.config.max_scopes_per_write)
+        checked = check_project_scopes(call, scopes, acknowledged=True)  # renames only: the memory exists
+        changes["scopes"] = tuple(checked.scopes)
+    if args["links"] is not None:
+        changes["links"] = check_links(tier.live, args["links"], self_id=memory.id)
+    if args["category"] == USER_INFERENCE and memory.category != USER_INFERENCE:
+        raise InvalidParams("category", "user-inference needs the user's yes: write it with memory_write")
+    changes.update((name, args[name]) for name in ("confidence", "pinned", "category") if args[name] is not None)
     content = args["content"]
     if content is not None:
         content = require_text("content", content, core.config.max_content_bytes).strip()
@@ -87,9 +79,8 @@ def _updated_view(memory: Memory) -> dict[str, Any]:
 
 
 def _verified_view(core: Core, memory: Memory) -> dict[str, Any]:
-    verdict = assess(memory, core.clock(), tier_of(core).probe, core.config.verification_stale_days, parse_stamp)
     return {"status": "verified", "id": memory.id, "last_verified_at": memory.last_verified_at,
-            "staleness_verdict": verdict.verdict}
+            "staleness_verdict": staleness_fields(core, memory)["staleness_verdict"]}
 
 
 def memory_remove(call: Call, args: dict[str, Any]) -> dict[str, Any]:

@@ -62,20 +62,14 @@ _SHA_RE = _re(r"(?<![\w./#@-])(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}(?!
 _SENTENCE_OPENERS = " \t\"'([{*_>#•`“‘-"
 
 
-def _is_sentence_initial(text: str, start: int) -> bool:
-    """True when only list markers, quotes or spaces sit between `start` and a sentence break."""
-    i = start - 1
-    while i >= 0 and text[i] in _SENTENCE_OPENERS:
-        i -= 1
-    return i < 0 or text[i] in ".!?:;\n\r"
-
-
 def _is_proper_noun(text: str, start: int, phrase: str) -> bool:
-    """A Title Case phrase names something ("This Week in Rust") rather than a time; a one-word
-    phrase only when not sentence-initial."""
+    """A Title Case phrase names something ("This Week in Rust") rather than a time; a one-word phrase only
+    when not sentence-initial (more than list markers, quotes or spaces since the last sentence break)."""
     words = phrase.split()
-    titled = all(w[:1].isupper() and w[1:] == w[1:].lower() for w in words)
-    return titled and (len(words) > 1 or not _is_sentence_initial(text, start))
+    if not all(w[:1].isupper() and w[1:] == w[1:].lower() for w in words):
+        return False
+    before = text[:start].rstrip(_SENTENCE_OPENERS)
+    return len(words) > 1 or (before != "" and before[-1] not in ".!?:;\n\r")
 
 
 def _marker_spans(text: str) -> Iterator[tuple[int, int]]:
@@ -126,13 +120,10 @@ def find_scope_mismatches(text: str, scopes: list[str], projects: dict[str, str 
 _SENTENCE_SPLIT_RE = _re(r"(?<=[.!?])\s+|\n+")
 
 
-def _fold(word: str) -> str:
-    """Crude plural folding so "tests" in a claim matches "test" in the transcript."""
-    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
-
-
 def _content_words(text: str) -> set[str]:
-    return {_fold(w) for w in word_tokens(text) if w not in STOPWORDS}
+    """Crudely de-pluralized, so "tests" in a claim matches "test" in the transcript."""
+    return {w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w
+            for w in word_tokens(text) if w not in STOPWORDS}
 
 
 def find_ungrounded_claims(text: str, transcript: str) -> list[dict[str, object]]:

@@ -22,24 +22,17 @@ CACHE_VERSION = 4  # 4: `pinned` is the last column
 _SCOPES, _ORIGIN = (4 + ROW_FIELDS.index(name) for name in ("scopes", "origin"))  # their columns
 
 
-def read(path: Path) -> tuple[Mapping[str, tuple[Any, ...]], RowTables, str | None]:
-    """The cache's rows by key, their tables and the save's `gen`; empty when absent or unreadable."""
+def read(source: Path | bytes) -> tuple[Mapping[str, tuple[Any, ...]], RowTables, str | None]:
+    """The cache's rows by key, their tables and the save's `gen`, from its file (a link is never read) or bytes;
+    empty when absent, unreadable or of an older format. Arrays decode as tuples (every empty one the shared `()`)."""
     try:
-        return decode(nofollow.read_nofollow(path))
-    except (OSError, ValueError):  # ValueError: LinkRefused, a planted link is never read
-        return {}, RowTables(), None
-
-
-def decode(raw: bytes) -> tuple[Mapping[str, tuple[Any, ...]], RowTables, str | None]:
-    """`read` of the cache's bytes. Arrays decode as tuples (every empty one the shared `()`). A
-    cache of an older format is not read: that start parses the files and saves this format."""
-    try:
+        raw = source if isinstance(source, bytes) else nofollow.read_nofollow(source)
         data = msgpack.unpackb(raw, raw=False, use_list=False)
         if not isinstance(data, dict) or data.get("v") != CACHE_VERSION:
             return {}, RowTables(), None
         tables = RowTables(data["scopes"], data["origins"])
         rows = ColumnRows(data["columns"])
-    except (ValueError, TypeError, KeyError, AttributeError, msgpack.UnpackException):
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, msgpack.UnpackException):
         return {}, RowTables(), None
     gen = data.get("gen")
     return rows, tables, gen if type(gen) is str and rows.complete else None

@@ -31,11 +31,11 @@ BAD_RECORD = (OSError, frontmatter.BadRecord, KeyError, TypeError, ValueError, U
 Cached = tuple[Mapping[str, tuple[Any, ...]], RowTables, str | None]
 
 
-def load(tier: TierState) -> int:
-    """Read every record file and the pending snapshot into `tier`; returns how many files were parsed.
-    With a parse cache the checkpoint vouches for, the folders are left for `after_start` to list."""
+def load(tier: TierState) -> None:
+    """Read every record file and the pending snapshot into `tier` (after the log replay). With a parse
+    cache the checkpoint vouches for, the folders are left for `after_start` to list."""
     helped = _helper_result(tier) if tier.helper is not None else None
-    cached = memory_cache.decode(helped[0]) if helped else memory_cache.read(tier.cache_path)
+    cached = memory_cache.read(helped[0] if helped else tier.cache_path)
     parsed = [0]
     if tier.trusted_gen is not None and cached[2] == tier.trusted_gen and _load_cached(tier, cached):
         tier.unlisted = ["t", "m"]
@@ -49,12 +49,13 @@ def load(tier: TierState) -> int:
     else:  # rewritten (with a gen) at the next clean stop, at once when files were parsed
         tier.cache_stale = True
     tier.index_restored = load_text_indexes(tier, helped[1] if helped else None)
-    if not tier.index_restored:
-        parsed[0] += 1  # so the caller saves a fresh snapshot
-    elif helped and parsed[0] == 0:  # the helper's cache and snapshot are this start's: keep them
+    if parsed[0] or not tier.index_restored:  # so the next start is fast even if this daemon never stops cleanly
+        tier.save_after_start = lambda: save_cache(tier)
+    elif helped:  # the helper's cache and snapshot are this start's: keep them
         tier.save_after_start = lambda: save_cache(tier, helped)
     load_pending(tier)
-    return parsed[0]
+    tier.live.sort_by_updated()
+    tier.loaded = True
 
 
 def _load_cached(tier: TierState, cached: Cached) -> bool:
@@ -116,13 +117,24 @@ def _load_dirs(tier: TierState, cached: Cached, parsed: list[int]) -> None:
     tier.live.load(live)
     tier.index.load(live)
     for memory, sha, stat in read_dir(tier, tier.tomb_dir, "t", cached, parsed):
-        if memory.id in tier.live:
-            settle_double(tier, memory, sha, stat)
-            continue
+        admit(tier, "t", memory, sha, stat, text=False)
+
+
+def admit(tier: TierState, kind: str, memory: Memory, sha: str, stat: tuple[int, int], text: bool = True) -> None:
+    """Take in a record read from its file. A tombstone of a live record (a crash mid-move): the log says
+    which one stays, and the other file goes."""
+    if kind == "t" and memory.id in tier.live:
+        if tier.logged_state.get(memory.id) != "tomb":
+            tier.core.files.delete_file(tier.tomb_path(memory.id))
+            return
+        tier.index.remove(tier.live.pop(memory.id))
+        tier.core.files.delete_file(tier.live_path(memory.id))
+    else:
         check_against_log(tier, memory, sha)
-        tier.tombstones[memory.id] = memory
-        note_file(tier, memory.id, sha, stat)
-        tier.tomb_index.add(memory, text=False)
+    note_file(tier, memory.id, sha, stat)
+    index, records = tier.tables(kind)
+    records[memory.id] = memory
+    index.add(memory, text=text)
 
 
 def index_header(tier: TierState) -> dict[str, Any]:
@@ -299,18 +311,6 @@ def _helper_result(tier: TierState) -> tuple[bytes, bytes] | None:
     return data[8:split], data[split:]
 
 
-def settle_double(tier: TierState, tomb: Memory, sha: str, stat: tuple[int, int]) -> None:
-    """Both a live file and a tombstone (a crash mid-move): the log says which one stays."""
-    if tier.logged_state.get(tomb.id) == "tomb":
-        note_file(tier, tomb.id, sha, stat)
-        tier.index.remove(tier.live.pop(tomb.id))
-        tier.core.files.delete_file(tier.live_path(tomb.id))
-        tier.tombstones[tomb.id] = tomb
-        tier.tomb_index.add(tomb)
-    else:
-        tier.core.files.delete_file(tier.tomb_path(tomb.id))
-
-
 def load_pending(tier: TierState) -> None:
     """Pending writes from the snapshot that the log says were staged and not settled (the reaper expires them)."""
     try:
@@ -328,11 +328,10 @@ def reconcile(tier: TierState) -> dict[str, Any]:
     """Find logged records whose file is gone; the counts go into the `recovery` event."""
     present = {"live": tier.live, "tomb": tier.tombstones}
     tier.missing = sorted(i for i, state in tier.logged_state.items() if i not in present[state])
-    return {"memories": len(tier.live), "tombstones": len(tier.tombstones),
-            "memories_bad_files": len(tier.bad_files), "memories_hand_edited": len(tier.hand_edited),
-            "memories_unaccounted": len(tier.unaccounted), "memories_missing": len(tier.missing),
-            "pending_reloaded": len(tier.pending), "search_index_restored": int(tier.index_restored),
-            "memory_folders_deferred": int(bool(tier.unlisted))}
+    return {"memories": len(tier.live), "tombstones": len(tier.tombstones), "memories_bad_files": len(tier.bad_files),
+            "memories_hand_edited": len(tier.hand_edited), "memories_unaccounted": len(tier.unaccounted),
+            "memories_missing": len(tier.missing), "pending_reloaded": len(tier.pending),
+            "search_index_restored": int(tier.index_restored), "memory_folders_deferred": int(bool(tier.unlisted))}
 
 
 def pending_n(pending_id: Any) -> int:

@@ -1,6 +1,6 @@
 """The durable memory tier's changes on top of `state.TierState`: memory files written, moved and
 restored, pending writes, and the appliers of recorded events. Import contract: core, connections,
-credentials, scopes, and the tier's after_start, gates, records, state and recovery; no zmq, no msgpack."""
+credentials, scopes, and the tier's after_start, chain, gates, records, state and recovery; no zmq, no msgpack."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from memoryd.daemon.identity.scopes import unique
 from memoryd.daemon.identity.session_table import Session
 from memoryd.daemon.memories import after_start as memory_verify
 from memoryd.daemon.memories import recovery as memory_recovery
+from memoryd.daemon.memories.chain import Draft
 from memoryd.daemon.memories.gates import scan_taint
 from memoryd.daemon.memories.records import (
     HANDOFF,
@@ -65,8 +66,7 @@ class MemoryTier(TierState):
     def origin_of(self, identity: dict[str, Any], session: Session | None) -> dict[str, Any]:
         """Where a record comes from: the session's identity plus the worktree's HEAD (cached)."""
         def pick(key: str) -> Any:
-            value = getattr(session, key, None) if session is not None else None
-            return value if value is not None else identity.get(key)
+            return value if (value := getattr(session, key, None)) is not None else identity.get(key)
         worktree = pick("worktree")
         branch, commit = self.probe.head(worktree)
         return {"worktree": worktree, "repo": pick("repo"), "project": pick("project"),
@@ -92,6 +92,14 @@ class MemoryTier(TierState):
                 stat = os.lstat(self.path("t" if memory_id in self.tombstones else "m", memory_id))
                 self.file_stat[memory_id] = (stat.st_size, stat.st_mtime_ns)
         self._unstatted.clear()
+
+    def new_memory(self, draft: Draft, origin: dict[str, Any], session_id: str, anchor: str | None = None) -> Memory:
+        """A record of `draft` with a new id, stamped now and scanned for taint (`anchor`: a handoff's session)."""
+        now, taint = self.core.now(), scan_taint(draft.content)
+        return Memory(id=self.new_id(), content=draft.content, scopes=tuple(draft.scopes), category=draft.category,
+                      confidence=draft.confidence, source=draft.source, created=now, updated=now, session_id=session_id,
+                      origin=origin, links=tuple(draft.links), tainted=bool(taint), taint=tuple(taint),
+                      anchor_session_id=anchor, pinned=draft.pinned)
 
     def commit(self, memory: Memory, terms: list[str] | None = None, replaces: Memory | None = None) -> str:
         """Write and index a live memory: a new one (id from `new_id`) or one that `replaces` the record (update,
@@ -142,11 +150,8 @@ class MemoryTier(TierState):
         if (existing := self.index.handoffs.get(sha256_hex(text.encode()))) is not None:
             self.core.record("write", session, status="deduped", gate="handoff", memory_id=existing)
             return existing, True
-        now, taint = self.core.now(), scan_taint(text)
-        memory = Memory(id=self.new_id(), content=text, scopes=tuple(unique(scopes)), category=HANDOFF,
-                        confidence="high", source=HANDOFF_SOURCE, created=now, updated=now,
-                        session_id=session.id, origin=self.origin_of(identity, session),
-                        tainted=bool(taint), taint=tuple(taint), anchor_session_id=session.id)
+        draft = Draft(content=text, scopes=unique(scopes), category=HANDOFF, confidence="high", source=HANDOFF_SOURCE)
+        memory = self.new_memory(draft, self.origin_of(identity, session), session.id, anchor=session.id)
         sha = self.commit(memory)
         self.core.record("write", session, status="committed", gate="handoff", memory_id=memory.id, sha=sha)
         return memory.id, False
@@ -279,12 +284,7 @@ class MemoryTier(TierState):
         memory_recovery.prefetch(self)
 
     def load(self) -> None:
-        """Read every memory and tombstone file and the pending snapshot (after log replay)."""
-        parsed = memory_recovery.load(self)
-        self.live.sort_by_updated()
-        self.loaded = True
-        if parsed:  # so the next start is fast even if this daemon never stops cleanly
-            self.save_after_start = lambda: memory_recovery.save_cache(self)
+        memory_recovery.load(self)
 
     def save_built_caches(self) -> None:
         """Write the caches this start built (`save_after_start`), once; a full disk only slows the next start."""

@@ -1,6 +1,6 @@
 """Handlers that create durable memories: write, confirm, cancel, promote; a retry after a restart
 is answered from the event by `replay_*` (docs/tools.md). Import contract: core, clock, validate,
-episodes.episode, and the tier's args, chain, gates, projects, records and tier."""
+episodes.episode, and the tier's args, chain, projects, records and tier."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from memoryd import names
 from memoryd.daemon.calls.validate import require_text
 from memoryd.daemon.core import Call, Core
 from memoryd.daemon.episodes.episode import Episode
-from memoryd.daemon.memories import gates
 from memoryd.daemon.memories.args import check_id, check_links, check_pending_id, check_write_scopes
 from memoryd.daemon.memories.chain import FLAGS, Draft, related, run_gates
 from memoryd.daemon.memories.projects import check_project_scopes
@@ -41,15 +40,6 @@ def draft_from_args(core: Core, args: dict[str, Any]) -> Draft:
                  links=check_links(tier_of(core).live, args.get("links")),
                  flags={f: bool(args.get(f)) for f in FLAGS}, transcript=transcript,
                  duplicate_at=cfg.dedup_duplicate, related_at=cfg.dedup_related, pinned=bool(args.get("pinned")))
-
-
-def new_memory(tier: MemoryTier, draft: Draft, origin: dict[str, Any], session_id: str) -> Memory:
-    now = tier.core.now()
-    taint = gates.scan_taint(draft.content)
-    return Memory(id=tier.new_id(), content=draft.content, scopes=tuple(draft.scopes), category=draft.category,
-                  confidence=draft.confidence, source=draft.source, created=now, updated=now, session_id=session_id,
-                  origin=origin, links=tuple(draft.links), tainted=bool(taint), taint=tuple(taint),
-                  pinned=draft.pinned)
 
 
 def committed_view(tier: MemoryTier, memory: Memory, draft: Draft | None = None) -> dict[str, Any]:
@@ -107,7 +97,7 @@ def submit(call: Call, draft: Draft, req: str | None, episode_id: str | None = N
         core.record("write", call.session, status="pending", gate="pending", pending_id=pending.id,
                     overrides=overrides, req=req)
         return pending_view(pending)
-    memory = new_memory(tier, draft, tier.origin_of(call.identity, call.session), call.session.id)
+    memory = tier.new_memory(draft, tier.origin_of(call.identity, call.session), call.session.id)
     sha = tier.commit(memory, draft.terms)
     core.record("write", call.session, status="committed", memory_id=memory.id, sha=sha,
                 overrides=overrides, tainted=memory.tainted or None, req=req)
@@ -155,7 +145,7 @@ def memory_write_confirm(call: Call, args: dict[str, Any]) -> dict[str, Any]:
         gate, result = fired
         core.record("write_confirm", call.session, pending_id=pending.id, status=gate.status, gate=gate.kind)
         return {**result, "pending_id": pending.id}
-    memory = new_memory(tier, draft, pending.origin, pending.session_id)
+    memory = tier.new_memory(draft, pending.origin, pending.session_id)
     sha = tier.commit(memory)
     tier.drop_pending(pending.id)
     episode = core.journal.by_id.get(pending.source_episode_id or "")
@@ -203,8 +193,7 @@ def episode_promote(call: Call, args: dict[str, Any]) -> dict[str, Any]:
         content = episode.takeaway
     else:
         raise InvalidParams("use_body", "the episode has no takeaway; pass use_body=true to promote its body")
-    draft = draft_from_args(core, {"content": content, "scopes": args["scopes"], "category": args["category"],
-                                   "confidence": args["confidence"], "source": args["source"]})
+    draft = draft_from_args(core, {**args, "content": content})  # its other arguments are no write's
     result = submit(call, draft, None, episode.id)
     deleted = result["status"] == "committed"
     if deleted:
