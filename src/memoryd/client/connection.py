@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from memoryd import PROTOCOL, __version__, paths
@@ -106,35 +105,33 @@ class Connection:
         self.close_socket()
         if self.stdlib:
             try:
-                return self._hello_over(self._wire)
+                return self._hello_over(stdlib=True)
             except (FileNotFoundError, ConnectionRefusedError):
                 self._start_daemon()
                 try:
-                    return self._hello_over(self._wire)
+                    return self._hello_over(stdlib=True)
                 except WireError:
                     pass
             except WireError:
                 pass
         elif self.spawn_s:
             self._start_daemon()
-        return self._hello_over(self._zmq)
-
-    def _wire(self) -> Wire:
-        return Wire(self.endpoint, self.timeout_s)
-
-    def _zmq(self) -> ZmqSocket:
-        from memoryd.client.zmq_socket import ZmqSocket  # pyzmq loads only when used
-
-        return ZmqSocket(self.endpoint)
+        return self._hello_over(stdlib=False)
 
     def _start_daemon(self) -> None:
         if not self.spawn_s or not spawn.ensure_daemon(self.endpoint, wait_s=self.spawn_s):
             raise DaemonUnavailable(self.endpoint, "could not start the daemon (see `memoryd doctor`)")
 
-    def _hello_over(self, opener: Callable[[], ZmqSocket | Wire]) -> dict[str, Any]:
-        """Open a transport and say hello on it, reattaching to our session if any."""
+    def _hello_over(self, stdlib: bool) -> dict[str, Any]:
+        """Open a transport (pyzmq's loads only here) and say hello on it, reattaching to our session if any."""
         try:
-            transport = self.transport = opener()
+            if stdlib:
+                transport: ZmqSocket | Wire = Wire(self.endpoint, self.timeout_s)
+            else:
+                from memoryd.client.zmq_socket import ZmqSocket
+
+                transport = ZmqSocket(self.endpoint)
+            self.transport = transport
             req_id = self.new_id()
             args = {"protocol": PROTOCOL, "client_version": __version__, "identity": self.identity,
                     "session_id": self.session_id}

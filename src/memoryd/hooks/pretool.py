@@ -72,10 +72,7 @@ def by_meaning(daemon: hooks.Daemon, command: str, description: Any, dry_run: bo
     full, pointed = disclosure.choose_for_tool(hits, settings)
     if not (full or pointed):
         return None
-    reply = daemon.hook("peek_unseen" if dry_run else "take_unseen", ids=[h["id"] for h in full],
-                        pointer_ids=[h["id"] for h in pointed], limit=1, window=True)
-    pointed = [h for h in full + pointed if h["id"] in (reply.get("pointer_ids") or ())]
-    full = [h for h in full if h["id"] in reply["ids"]]
+    full, pointed, _ = hooks.unseen(daemon, full, pointed, dry_run, limit=1, window=True)
     if full:
         return clip("\n".join([COMMAND_HEADER, disclosure.hit_line(full[0], TOOL_CHARS)]), TOOL_CHARS)
     return disclosure.pointer_section(pointed[:1]) if pointed else None

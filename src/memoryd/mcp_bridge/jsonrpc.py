@@ -92,14 +92,6 @@ class LineReader:
         return items
 
 
-def oversize_error(item: Oversize) -> bytes:
-    """The -32600 answer to an over-cap line, addressed to its request id when its head names one."""
-    return error(head_id(item.head), INVALID_REQUEST,
-                 f"Invalid Request: the line is over the {item.limit}-byte ({item.limit // (1024 * 1024)} MiB) "
-                 "limit of one message; it was dropped unread",
-                 {"reason": "line_too_long", "limit": item.limit})
-
-
 def head_id(head: bytes) -> str | int | None:
     """The top-level `"id"` of a JSON object whose first bytes are `head` (never a nested one), or None."""
     text = head.decode("utf-8", errors="ignore")
@@ -129,9 +121,12 @@ def _skip_space(text: str, i: int) -> int:
 
 
 def parse(line: bytes | Oversize) -> dict[str, Any] | bytes:
-    """The well-formed JSON-RPC message on `line`, else the error line to send."""
+    """The well-formed JSON-RPC message on `line`, else the error line to send (an over-cap line's is
+    addressed to its request id when its head names one)."""
     if isinstance(line, Oversize):
-        return oversize_error(line)
+        return error(head_id(line.head), INVALID_REQUEST,
+                     f"Invalid Request: the line is over the {line.limit}-byte ({line.limit // (1024 * 1024)} MiB) "
+                     "limit of one message; it was dropped unread", {"reason": "line_too_long", "limit": line.limit})
     try:
         message = json.loads(line)
     except (ValueError, UnicodeDecodeError):

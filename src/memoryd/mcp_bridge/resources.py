@@ -64,11 +64,7 @@ _HEADER_FIELDS = ("id", "status", "category", "scopes", "confidence", "source", 
 
 
 def read_result(uri: str, shown: dict[str, Any]) -> dict[str, Any]:
-    lines = [_FRAMING, "", "---"]
-    for key in _HEADER_FIELDS:
-        value = shown.get(key)
-        if value in (None, "", []):
-            continue
-        lines.append(f"{key}: {', '.join(map(str, value)) if isinstance(value, list) else value}")
-    lines += ["---", "", str(shown.get("content", ""))]
-    return {"contents": [{"uri": uri, "mimeType": MIME_TYPE, "text": "\n".join(lines)}]}
+    fields = [f"{key}: {', '.join(map(str, value)) if isinstance(value, list) else value}"
+              for key in _HEADER_FIELDS if (value := shown.get(key)) not in (None, "", [])]
+    text = "\n".join([_FRAMING, "", "---", *fields, "---", "", str(shown.get("content", ""))])
+    return {"contents": [{"uri": uri, "mimeType": MIME_TYPE, "text": text}]}

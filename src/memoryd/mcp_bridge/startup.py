@@ -11,8 +11,8 @@ from typing import Any
 from memoryd.mcp_bridge import jsonrpc, revision
 
 
-def read_first_line() -> tuple[bytes, jsonrpc.LineReader]:
-    """(first line, the reader holding what came after it); the line is b"" at EOF or over the cap."""
+def read_first_line() -> jsonrpc.LineReader:
+    """A reader holding the first line (none at EOF) and what came with it."""
     reader = jsonrpc.LineReader()
     while not reader.ready:
         chunk = os.read(0, 1 << 16)
@@ -20,9 +20,7 @@ def read_first_line() -> tuple[bytes, jsonrpc.LineReader]:
             reader.finish()
             break
         reader.feed(chunk)
-    if reader.ready and isinstance(reader.ready[0], bytes):
-        return reader.ready.pop(0), reader  # type: ignore[return-value]
-    return b"", reader
+    return reader
 
 
 def answer_opening(line: bytes) -> dict[str, Any] | None:
@@ -58,10 +56,11 @@ def main(args: list[str] | None = None) -> int:
     except profiles.ProfileError as exc:
         print(f"memoryd mcp: {exc}", file=sys.stderr, flush=True)
         return 2
-    line, reader = read_first_line()
-    hello = answer_opening(line)
-    if hello is None and line:
-        reader.ready.insert(0, line)  # the bridge answers it
+    reader = read_first_line()
+    first = reader.ready[0] if reader.ready else None
+    hello = answer_opening(first) if isinstance(first, bytes) else None
+    if hello is not None:
+        del reader.ready[0]  # answered; the bridge answers anything else
     from memoryd.mcp_bridge.bridge import Bridge
 
     bridge = Bridge(profile, reader)
