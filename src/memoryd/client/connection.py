@@ -4,6 +4,7 @@ once a pyzmq transport opens (the hooks cannot afford it)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -104,16 +105,12 @@ class Connection:
         """Reach a daemon and say hello; over the stdlib wire one is started only when its socket is missing."""
         self.close_socket()
         if self.stdlib:
-            try:
-                return self._hello_over(stdlib=True)
-            except (FileNotFoundError, ConnectionRefusedError):
-                self._start_daemon()
+            with contextlib.suppress(WireError):  # a peer that is no ZMTP 3 daemon: try pyzmq
                 try:
                     return self._hello_over(stdlib=True)
-                except WireError:
-                    pass
-            except WireError:
-                pass
+                except (FileNotFoundError, ConnectionRefusedError):
+                    self._start_daemon()
+                    return self._hello_over(stdlib=True)
         elif self.spawn_s:
             self._start_daemon()
         return self._hello_over(stdlib=False)
@@ -165,11 +162,9 @@ class Connection:
         with self.lock:
             if say_bye and self.transport is not None:
                 req_id = self.new_id()
-                try:
+                with contextlib.suppress(OSError):
                     if self.send(req_id, "bye", {}):
                         self.wait_reply(req_id, wait_s)
-                except OSError:
-                    pass
             self.close_socket()
 
 

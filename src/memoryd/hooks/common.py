@@ -4,6 +4,7 @@ is docs/architecture.md, "Hook processes"). Import contract: stdlib, `identity`,
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -85,8 +86,7 @@ def unseen(daemon: Daemon, full: Hits, pointed: Hits, dry_run: bool, **args: Any
 
 def context_output(event: str, text: str) -> str:
     name = BY_VERB[event].clients["claude-code"]  # Codex reads the same names
-    return json.dumps({"hookSpecificOutput": {"hookEventName": name, "additionalContext": text}},
-                      ensure_ascii=False)
+    return json.dumps({"hookSpecificOutput": {"hookEventName": name, "additionalContext": text}}, ensure_ascii=False)
 
 
 def fit(sections: list[str], budget: int) -> str:
@@ -184,10 +184,8 @@ def answer(event: str, client: str, data: dict[str, Any], dry_run: bool,
     try:
         text = produce(daemon, identity)
         if text and not dry_run and BY_VERB[event].injects:  # its receipt (daemon/sessions/receipts.py)
-            try:
+            with contextlib.suppress(Exception):  # the context is already chosen; a lost receipt must not cost it
                 daemon.hook("receipt", hook=event, items=receipt_items(text, event), chars=len(text))
-            except Exception:  # noqa: BLE001 - the context is already chosen; a lost receipt must not cost it
-                pass
     finally:
         daemon.close()
     return context_output(event, text) if text else None

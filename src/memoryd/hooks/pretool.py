@@ -78,11 +78,9 @@ def by_meaning(daemon: hooks.Daemon, command: str, description: Any, dry_run: bo
     return disclosure.pointer_section(pointed[:1]) if pointed else None
 
 
-def pre_tool(daemon: hooks.Daemon, data: dict[str, Any], dry_run: bool = False) -> str | None:
+def pre_tool(daemon: hooks.Daemon, data: dict[str, Any], paths: list[str], command: str | None, dry_run: bool
+             ) -> str | None:
     """Anchored memories first, then sibling news in what is left of TOOL_CHARS."""
-    paths, command = targets(data)
-    if not (paths or command):
-        return None
     reply = daemon.hook("anchored", tool=str(data.get("tool_name"))[:64], paths=paths, command=command,
                         limit=MAX_HITS, peek=dry_run)
     rows = [r for r in reply.get("memories") or [] if isinstance(r, dict)]
@@ -96,7 +94,8 @@ def pre_tool(daemon: hooks.Daemon, data: dict[str, Any], dry_run: bool = False) 
 
 
 def run(event: str, client: str, data: dict[str, Any], dry_run: bool = False) -> str | None:
-    if targets(data) == ([], None):  # most tool calls: no git, no daemon
+    paths, command = targets(data)
+    if not (paths or command):  # most tool calls: no git, no daemon
         return None
-    return hooks.answer(event, client, data, dry_run, lambda daemon, _: pre_tool(daemon, data, dry_run),
+    return hooks.answer(event, client, data, dry_run, lambda daemon, _: pre_tool(daemon, data, paths, command, dry_run),
                         identity(data, client))

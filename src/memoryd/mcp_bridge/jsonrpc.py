@@ -115,9 +115,7 @@ def head_id(head: bytes) -> str | int | None:
 
 
 def _skip_space(text: str, i: int) -> int:
-    while i < len(text) and text[i] in " \t\r\n":
-        i += 1
-    return i
+    return len(text) - len(text[i:].lstrip(" \t\r\n"))
 
 
 def parse(line: bytes | Oversize) -> dict[str, Any] | bytes:

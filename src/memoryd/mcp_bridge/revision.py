@@ -43,8 +43,9 @@ def is_modern(method: str, params: dict[str, Any]) -> bool:
     return method != "initialize" and isinstance(meta, dict) and PROTOCOL_VERSION_KEY in meta
 
 
-def check_envelope(params: dict[str, Any]) -> str:
-    """The request's modern version; EnvelopeError when a required key is bad (-32602) or it is not ours (-32022)."""
+def check_envelope(params: dict[str, Any]) -> dict[str, Any]:
+    """The self-reported client name/version the modern request carries, or {}; EnvelopeError when a required
+    key is bad (-32602) or its version is not ours (-32022)."""
     meta = params.get("_meta")
     if not isinstance(meta, dict):
         raise EnvelopeError(INVALID_PARAMS, "params._meta must be an object carrying "
@@ -65,13 +66,7 @@ def check_envelope(params: dict[str, Any]) -> str:
         # Handshake versions are listed too: a dual-era client falls back to `initialize` on them.
         raise EnvelopeError(UNSUPPORTED_PROTOCOL_VERSION, "Unsupported protocol version",
                             {"supported": list(ALL_VERSIONS), "requested": version})
-    return version
-
-
-def client_info(params: dict[str, Any]) -> dict[str, Any]:
-    """The self-reported client name/version a modern request carries, or {}."""
-    meta = params.get("_meta")
-    info = meta.get(CLIENT_INFO_KEY) if isinstance(meta, dict) else None
+    info = meta.get(CLIENT_INFO_KEY)
     return info if isinstance(info, dict) else {}
 
 

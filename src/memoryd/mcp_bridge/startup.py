@@ -11,8 +11,8 @@ from typing import Any
 from memoryd.mcp_bridge import jsonrpc, revision
 
 
-def read_first_line() -> jsonrpc.LineReader:
-    """A reader holding the first line (none at EOF) and what came with it."""
+def read_first_line() -> tuple[bytes, jsonrpc.LineReader]:
+    """(first line, the reader holding what came after it); the line is b"" at EOF or over the cap."""
     reader = jsonrpc.LineReader()
     while not reader.ready:
         chunk = os.read(0, 1 << 16)
@@ -20,7 +20,9 @@ def read_first_line() -> jsonrpc.LineReader:
             reader.finish()
             break
         reader.feed(chunk)
-    return reader
+    if reader.ready and isinstance(reader.ready[0], bytes):
+        return reader.ready.pop(0), reader  # type: ignore[return-value]
+    return b"", reader
 
 
 def answer_opening(line: bytes) -> dict[str, Any] | None:
@@ -38,10 +40,10 @@ def answer_opening(line: bytes) -> dict[str, Any] | None:
         result, info = jsonrpc.initialize_result(params), params.get("clientInfo")
     else:
         try:
-            revision.check_envelope(params)
+            info = revision.check_envelope(params)
         except revision.EnvelopeError:
             return None  # the bridge refuses it
-        result, info = revision.discover_result(), revision.client_info(params)
+        result = revision.discover_result()
     sys.stdout.buffer.write(jsonrpc.response(message["id"], result))
     sys.stdout.buffer.flush()
     return info if isinstance(info, dict) else {}
@@ -56,11 +58,10 @@ def main(args: list[str] | None = None) -> int:
     except profiles.ProfileError as exc:
         print(f"memoryd mcp: {exc}", file=sys.stderr, flush=True)
         return 2
-    reader = read_first_line()
-    first = reader.ready[0] if reader.ready else None
-    hello = answer_opening(first) if isinstance(first, bytes) else None
-    if hello is not None:
-        del reader.ready[0]  # answered; the bridge answers anything else
+    line, reader = read_first_line()
+    hello = answer_opening(line)
+    if hello is None and line:
+        reader.ready.insert(0, line)  # the bridge answers it
     from memoryd.mcp_bridge.bridge import Bridge
 
     bridge = Bridge(profile, reader)
