@@ -8,7 +8,7 @@ import contextlib
 import os
 import threading
 import time
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Self, cast
 
 from memoryd import PROTOCOL, __version__, paths
 from memoryd.client import spawn
@@ -166,6 +166,12 @@ class Connection:
                     if self.send(req_id, "bye", {}):
                         self.wait_reply(req_id, wait_s)
             self.close_socket()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
 
 class Operator(Connection):

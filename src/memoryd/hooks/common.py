@@ -180,14 +180,11 @@ def answer(event: str, client: str, data: dict[str, Any], dry_run: bool,
     """`produce` the context over one daemon connection, send its receipt (not on a dry run), and
     wrap it as the client's hook JSON."""
     identity = identity or identity_for(data, client)
-    daemon = Daemon({**identity, "dry_run": True} if dry_run else identity, event)
-    try:
+    with Daemon({**identity, "dry_run": True} if dry_run else identity, event) as daemon:
         text = produce(daemon, identity)
         if text and not dry_run and BY_VERB[event].injects:  # its receipt (daemon/sessions/receipts.py)
             with contextlib.suppress(Exception):  # the context is already chosen; a lost receipt must not cost it
                 daemon.hook("receipt", hook=event, items=receipt_items(text, event), chars=len(text))
-    finally:
-        daemon.close()
     return context_output(event, text) if text else None
 
 

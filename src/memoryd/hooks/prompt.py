@@ -23,8 +23,7 @@ def prompt(daemon: Daemon, data: dict[str, Any], dry_run: bool = False) -> str |
         return None
     hits = daemon.tool(names.MEMORY_SEARCH, query=query, max_results=SEARCH_DEPTH)["results"]
     full, pointed = disclosure.choose(hits, settings)
-    # It brings the siblings' news too (sessions/news.py), deduplicated against them: a memory another
-    # agent just wrote and this prompt matches shows once.
+    # With the siblings' news (sessions/news.py) less these hits: a just-written match shows once.
     full, pointed, reply = unseen(daemon, full, pointed, dry_run, limit=int(settings.get("prompt_max_hits", 3)),
                                   news=True)
     budget = min(int(settings.get("prompt_chars", 1500)), 10_000, int(reply.get("budget_left", 10_000)))

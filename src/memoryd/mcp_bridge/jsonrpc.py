@@ -9,8 +9,7 @@ from typing import Any, NamedTuple
 from memoryd.errors import INVALID_REQUEST, PARSE_ERROR
 from memoryd.mcp_bridge.revision import CAPABILITIES, HANDSHAKE_VERSIONS, SERVER_INFO
 
-# Twice the daemon's 4 MiB frame, so any request that could reach it fits (docs/wire.md, "Limits").
-MAX_LINE_BYTES = 8 * 1024 * 1024
+MAX_LINE_BYTES = 8 * 1024 * 1024  # twice the daemon's 4 MiB frame: any request it takes fits (docs/wire.md, "Limits")
 OVERSIZE_HEAD_BYTES = 4096  # how much of an over-cap line is kept, to find its request id
 
 

@@ -10,8 +10,7 @@ URI_PREFIX = "memoryd://memories/"
 URI_TEMPLATE = URI_PREFIX + "{id}"
 MIME_TYPE = "text/markdown"
 PAGE_SIZE = 50  # memories per resources/list page (memory_list allows 1-500)
-# A memory's URI is 45 characters; a 3 MB one must not come back (twice) in an error.
-MAX_URI_CHARS = 2048
+MAX_URI_CHARS = 2048  # a memory's URI is 45 characters; a 3 MB one must not come back (twice) in an error
 ECHO_CHARS = 200
 
 _URI = re.compile(re.escape(URI_PREFIX) + r"([0-9A-HJKMNP-TV-Z]{26})")  # the store's ids: 26 chars of Crockford base32

@@ -55,13 +55,12 @@ def check_envelope(params: dict[str, Any]) -> dict[str, Any]:
     if missing:
         raise EnvelopeError(INVALID_PARAMS, f"params._meta lacks the required key(s): {', '.join(missing)}",
                             {"param": f"_meta.{missing[0]}", "reason": "is required"})
+    for key, kind, what, shape in ((PROTOCOL_VERSION_KEY, str, "protocol version", "a string"),
+                                   (CLIENT_CAPABILITIES_KEY, dict, "client capabilities", "an object")):
+        if not isinstance(meta[key], kind):
+            raise EnvelopeError(INVALID_PARAMS, f"the {what} in params._meta must be {shape}",
+                                {"param": f"_meta.{key}", "reason": f"must be {shape}"})
     version = meta[PROTOCOL_VERSION_KEY]
-    if not isinstance(version, str):
-        raise EnvelopeError(INVALID_PARAMS, "the protocol version in params._meta must be a string",
-                            {"param": f"_meta.{PROTOCOL_VERSION_KEY}", "reason": "must be a string"})
-    if not isinstance(meta[CLIENT_CAPABILITIES_KEY], dict):
-        raise EnvelopeError(INVALID_PARAMS, "the client capabilities in params._meta must be an object",
-                            {"param": f"_meta.{CLIENT_CAPABILITIES_KEY}", "reason": "must be an object"})
     if version not in MODERN_VERSIONS:
         # Handshake versions are listed too: a dual-era client falls back to `initialize` on them.
         raise EnvelopeError(UNSUPPORTED_PROTOCOL_VERSION, "Unsupported protocol version",
