@@ -51,11 +51,10 @@ def pointers(hits: Hits, full: Hits, settings: dict[str, Any]) -> Hits:
     already (docs/search.md, "Disclosure")."""
     meaning = float(settings.get("pointer_min_similarity", 1.1))
     words = float(settings.get("pointer_min_relevance", 1.1))
-    depth = int(settings.get("pointer_depth", 0))
+    depth, most = int(settings.get("pointer_depth", 0)), int(settings.get("prompt_max_pointers", 0))
     shown = {h["id"] for h in full}
     chosen = [h for h in hits[:depth] if h["id"] not in shown
-              and (_signals(h)[1] >= meaning or _signals(h)[0] >= words)]
-    chosen = chosen[: int(settings.get("prompt_max_pointers", 0))]
+              and (_signals(h)[1] >= meaning or _signals(h)[0] >= words)][:most]
     if full or chosen:
         follow = float(settings.get("pointer_follow_similarity", 1.1))
         taken = shown | {h["id"] for h in chosen}
