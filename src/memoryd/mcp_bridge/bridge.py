@@ -165,12 +165,11 @@ class Bridge:
             self.last_sent = now
 
     def handle(self, message: dict[str, Any]) -> None:
-        method, msg_id = message.get("method"), message.get("id")
+        method, msg_id, params = message.get("method"), message.get("id"), message.get("params") or {}
         if method is None:
             return  # a response to something we never ask; ignore
         if "id" not in message:
-            return self.notification(method, message.get("params") or {})
-        params = message.get("params") or {}
+            return self.notification(method, params)
         if not isinstance(params, dict):
             return self.write(jsonrpc.error(msg_id, errors.INVALID_PARAMS, "params must be an object"))
         ask = Ask(msg_id, method, revision.is_modern(method, params))

@@ -18,10 +18,8 @@ def response(msg_id: Any, result: Any) -> bytes:
 
 
 def error(msg_id: Any, code: int, message: str, data: Any = None) -> bytes:
-    err: dict[str, Any] = {"code": code, "message": message}
-    if data is not None:
-        err["data"] = data
-    return _line({"jsonrpc": "2.0", "id": msg_id, "error": err})
+    extra = {} if data is None else {"data": data}
+    return _line({"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": message, **extra}})
 
 
 def _line(obj: dict[str, Any]) -> bytes:

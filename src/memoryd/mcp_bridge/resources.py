@@ -34,10 +34,8 @@ def list_arguments(cursor: str | None) -> dict[str, Any]:
 
 
 def list_result(listed: dict[str, Any]) -> dict[str, Any]:
-    page: dict[str, Any] = {"resources": [_resource(row) for row in listed.get("memories", [])]}
-    if listed.get("next_cursor"):
-        page["nextCursor"] = listed["next_cursor"]
-    return page
+    more = {"nextCursor": listed["next_cursor"]} if listed.get("next_cursor") else {}
+    return {"resources": [_resource(row) for row in listed.get("memories", [])], **more}
 
 
 def _resource(row: dict[str, Any]) -> dict[str, Any]:

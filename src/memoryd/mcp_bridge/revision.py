@@ -72,9 +72,8 @@ def check_envelope(params: dict[str, Any]) -> dict[str, Any]:
 def finish(method: str, result: dict[str, Any]) -> dict[str, Any]:
     """A new dict (the cached tool list is shared): `result` with resultType, cache hints and serverInfo."""
     done = {**result, "resultType": "complete"}
-    hint = CACHE_HINTS.get(method)
-    if hint is not None:
-        done["ttlMs"], done["cacheScope"] = hint
+    if method in CACHE_HINTS:
+        done["ttlMs"], done["cacheScope"] = CACHE_HINTS[method]
     meta = done.get("_meta")
     done["_meta"] = {**(meta if isinstance(meta, dict) else {}), SERVER_INFO_KEY: SERVER_INFO}
     return done
