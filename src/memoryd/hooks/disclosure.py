@@ -79,9 +79,7 @@ def tool_query(command: str, description: Any) -> str:
 
 def choose_for_tool(hits: Hits, settings: dict[str, Any]) -> tuple[Hits, Hits]:
     """(full, pointed) for one tool call: the first hit only, by meaning alone (docs/search.md)."""
-    if not hits:
-        return [], []
-    similarity = _signals(hits[0])[1]
+    similarity = _signals(hits[0])[1] if hits else 0.0  # no hits: ([], []) whichever branch
     if similarity >= float(settings.get("tool_min_similarity", 1.1)):
         return hits[:1], []
     if similarity >= float(settings.get("tool_pointer_similarity", 1.1)):
