@@ -4,11 +4,11 @@ once a pyzmq transport opens (the hooks cannot afford it)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Self, cast
 
 from memoryd import PROTOCOL, __version__, paths
 from memoryd.client import spawn
@@ -105,36 +105,30 @@ class Connection:
         """Reach a daemon and say hello; over the stdlib wire one is started only when its socket is missing."""
         self.close_socket()
         if self.stdlib:
-            try:
-                return self._hello_over(self._wire)
-            except (FileNotFoundError, ConnectionRefusedError):
-                self._start_daemon()
+            with contextlib.suppress(WireError):  # a peer that is no ZMTP 3 daemon: try pyzmq
                 try:
-                    return self._hello_over(self._wire)
-                except WireError:
-                    pass
-            except WireError:
-                pass
+                    return self._hello_over(stdlib=True)
+                except (FileNotFoundError, ConnectionRefusedError):
+                    self._start_daemon()
+                    return self._hello_over(stdlib=True)
         elif self.spawn_s:
             self._start_daemon()
-        return self._hello_over(self._zmq)
-
-    def _wire(self) -> Wire:
-        return Wire(self.endpoint, self.timeout_s)
-
-    def _zmq(self) -> ZmqSocket:
-        from memoryd.client.zmq_socket import ZmqSocket  # pyzmq loads only when used
-
-        return ZmqSocket(self.endpoint)
+        return self._hello_over(stdlib=False)
 
     def _start_daemon(self) -> None:
         if not self.spawn_s or not spawn.ensure_daemon(self.endpoint, wait_s=self.spawn_s):
             raise DaemonUnavailable(self.endpoint, "could not start the daemon (see `memoryd doctor`)")
 
-    def _hello_over(self, opener: Callable[[], ZmqSocket | Wire]) -> dict[str, Any]:
-        """Open a transport and say hello on it, reattaching to our session if any."""
+    def _hello_over(self, stdlib: bool) -> dict[str, Any]:
+        """Open a transport (pyzmq's loads only here) and say hello on it, reattaching to our session if any."""
         try:
-            transport = self.transport = opener()
+            if stdlib:
+                transport: ZmqSocket | Wire = Wire(self.endpoint, self.timeout_s)
+            else:
+                from memoryd.client.zmq_socket import ZmqSocket
+
+                transport = ZmqSocket(self.endpoint)
+            self.transport = transport
             req_id = self.new_id()
             args = {"protocol": PROTOCOL, "client_version": __version__, "identity": self.identity,
                     "session_id": self.session_id}
@@ -168,12 +162,16 @@ class Connection:
         with self.lock:
             if say_bye and self.transport is not None:
                 req_id = self.new_id()
-                try:
+                with contextlib.suppress(OSError):
                     if self.send(req_id, "bye", {}):
                         self.wait_reply(req_id, wait_s)
-                except OSError:
-                    pass
             self.close_socket()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
 
 class Operator(Connection):

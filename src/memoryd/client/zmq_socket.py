@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import zmq
@@ -58,9 +59,7 @@ class ZmqSocket:
             gone = True
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(zmq.ZMQError):
             self.sock.disable_monitor()
-        except zmq.ZMQError:
-            pass
         self.sock.close(linger=0)
         self.monitor.close(linger=0)

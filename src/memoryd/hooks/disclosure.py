@@ -15,6 +15,7 @@ POINTER_HEADER = "memoryd: maybe relevant, not shown; memory_show <id> gives the
 POINTER_CHARS = 80
 FOLLOW_DEPTH = 3  # the follow-up pointer looks this deep into the ranking
 
+Hits = list[dict[str, Any]]
 _FILLER_WORDS = (r"please|pls|ok(?:ay)?|so|hey|hi|hello|um+|uh+|btw|alright|basically|quick one|real quick"
                  r"|(?:can|could|would|will) you(?: please)?|i need you to|help me")
 _LEADING_FILLER = re.compile(rf"^(?:(?:{_FILLER_WORDS})\b[\s,!:.;-]*)+", re.IGNORECASE)
@@ -35,29 +36,25 @@ def _signals(hit: dict[str, Any]) -> tuple[float, float]:
     return float(hit.get("relevance") or 0.0), float(hit.get("similarity") or 0.0)
 
 
-def gate(hits: list[dict[str, Any]], settings: dict[str, Any]) -> list[dict[str, Any]]:
+def gate(hits: Hits, settings: dict[str, Any]) -> Hits:
     """The hits to show in full: relevance or similarity at its floor, or both at the lower `both` floor."""
     words = float(settings.get("prompt_min_relevance", 0.6))
     meaning = float(settings.get("prompt_min_similarity", 0.6))
     both = float(settings.get("prompt_min_both", 0.4))
-
-    def strong(hit: dict[str, Any]) -> bool:
-        relevance, similarity = _signals(hit)
-        return relevance >= words or similarity >= meaning or min(relevance, similarity) >= both
-    return [h for h in hits if strong(h)]
+    signals = [(hit, *_signals(hit)) for hit in hits]
+    return [hit for hit, relevance, similarity in signals
+            if relevance >= words or similarity >= meaning or min(relevance, similarity) >= both]
 
 
-def pointers(hits: list[dict[str, Any]], full: list[dict[str, Any]], settings: dict[str, Any]
-             ) -> list[dict[str, Any]]:
+def pointers(hits: Hits, full: Hits, settings: dict[str, Any]) -> Hits:
     """Hits below the full bar worth a pointer, plus one follow-up pointer where something is shown
     already (docs/search.md, "Disclosure")."""
     meaning = float(settings.get("pointer_min_similarity", 1.1))
     words = float(settings.get("pointer_min_relevance", 1.1))
-    depth = int(settings.get("pointer_depth", 0))
+    depth, most = int(settings.get("pointer_depth", 0)), int(settings.get("prompt_max_pointers", 0))
     shown = {h["id"] for h in full}
     chosen = [h for h in hits[:depth] if h["id"] not in shown
-              and (_signals(h)[1] >= meaning or _signals(h)[0] >= words)]
-    chosen = chosen[: int(settings.get("prompt_max_pointers", 0))]
+              and (_signals(h)[1] >= meaning or _signals(h)[0] >= words)][:most]
     if full or chosen:
         follow = float(settings.get("pointer_follow_similarity", 1.1))
         taken = shown | {h["id"] for h in chosen}
@@ -65,7 +62,7 @@ def pointers(hits: list[dict[str, Any]], full: list[dict[str, Any]], settings: d
     return chosen
 
 
-def choose(hits: list[dict[str, Any]], settings: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def choose(hits: Hits, settings: dict[str, Any]) -> tuple[Hits, Hits]:
     """(full, pointed) for one prompt's hits, best first."""
     full = gate(hits, settings)[: int(settings.get("prompt_max_hits", 3))]
     return full, pointers(hits, full, settings)
@@ -80,12 +77,9 @@ def tool_query(command: str, description: Any) -> str:
     return f"{said} {' '.join(command.split())}".strip()[:TOOL_QUERY_CHARS]
 
 
-def choose_for_tool(hits: list[dict[str, Any]], settings: dict[str, Any]
-                    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def choose_for_tool(hits: Hits, settings: dict[str, Any]) -> tuple[Hits, Hits]:
     """(full, pointed) for one tool call: the first hit only, by meaning alone (docs/search.md)."""
-    if not hits:
-        return [], []
-    similarity = _signals(hits[0])[1]
+    similarity = _signals(hits[0])[1] if hits else 0.0  # no hits: ([], []) whichever branch
     if similarity >= float(settings.get("tool_min_similarity", 1.1)):
         return hits[:1], []
     if similarity >= float(settings.get("tool_pointer_similarity", 1.1)):
@@ -125,11 +119,11 @@ def pointer_line(hit: dict[str, Any]) -> str:
     return f"- {hit.get('short_id') or hit.get('id')}{tainted}: {one_line(hit.get('content', ''), POINTER_CHARS)}"
 
 
-def pointer_section(pointed: list[dict[str, Any]]) -> str:
+def pointer_section(pointed: Hits) -> str:
     return "\n".join([POINTER_HEADER, *(pointer_line(h) for h in pointed)])
 
 
-def context(full: list[dict[str, Any]], pointed: list[dict[str, Any]], budget: int) -> str | None:
+def context(full: Hits, pointed: Hits, budget: int) -> str | None:
     """The prompt's memory sections within `budget` chars; pointers claim theirs first (short, fixed)."""
     pointer_text = pointer_section(pointed) if pointed else ""
     pointer_text = pointer_text if len(pointer_text) <= budget else ""

@@ -72,20 +72,15 @@ def by_meaning(daemon: hooks.Daemon, command: str, description: Any, dry_run: bo
     full, pointed = disclosure.choose_for_tool(hits, settings)
     if not (full or pointed):
         return None
-    reply = daemon.hook("peek_unseen" if dry_run else "take_unseen", ids=[h["id"] for h in full],
-                        pointer_ids=[h["id"] for h in pointed], limit=1, window=True)
-    pointed = [h for h in full + pointed if h["id"] in (reply.get("pointer_ids") or ())]
-    full = [h for h in full if h["id"] in reply["ids"]]
+    full, pointed, _ = hooks.unseen(daemon, full, pointed, dry_run, limit=1, window=True)
     if full:
         return clip("\n".join([COMMAND_HEADER, disclosure.hit_line(full[0], TOOL_CHARS)]), TOOL_CHARS)
     return disclosure.pointer_section(pointed[:1]) if pointed else None
 
 
-def pre_tool(daemon: hooks.Daemon, data: dict[str, Any], dry_run: bool = False) -> str | None:
+def pre_tool(daemon: hooks.Daemon, data: dict[str, Any], paths: list[str], command: str | None, dry_run: bool
+             ) -> str | None:
     """Anchored memories first, then sibling news in what is left of TOOL_CHARS."""
-    paths, command = targets(data)
-    if not (paths or command):
-        return None
     reply = daemon.hook("anchored", tool=str(data.get("tool_name"))[:64], paths=paths, command=command,
                         limit=MAX_HITS, peek=dry_run)
     rows = [r for r in reply.get("memories") or [] if isinstance(r, dict)]
@@ -99,7 +94,8 @@ def pre_tool(daemon: hooks.Daemon, data: dict[str, Any], dry_run: bool = False) 
 
 
 def run(event: str, client: str, data: dict[str, Any], dry_run: bool = False) -> str | None:
-    if targets(data) == ([], None):  # most tool calls: no git, no daemon
+    paths, command = targets(data)
+    if not (paths or command):  # most tool calls: no git, no daemon
         return None
-    return hooks.answer(event, client, data, dry_run, lambda daemon, _: pre_tool(daemon, data, dry_run),
+    return hooks.answer(event, client, data, dry_run, lambda daemon, _: pre_tool(daemon, data, paths, command, dry_run),
                         identity(data, client))

@@ -7,7 +7,7 @@ from typing import Any
 
 from memoryd import names
 from memoryd.hooks import disclosure
-from memoryd.hooks.common import NEWS_CHARS, Daemon, answer, news_section
+from memoryd.hooks.common import NEWS_CHARS, Daemon, answer, news_section, unseen
 
 SEARCH_DEPTH = 10
 
@@ -17,21 +17,15 @@ def run(event: str, client: str, data: dict[str, Any], dry_run: bool = False) ->
 
 
 def prompt(daemon: Daemon, data: dict[str, Any], dry_run: bool = False) -> str | None:
-    """A real run marks what it discloses shown (`take_unseen`: once per session); a dry run only peeks."""
     text, settings = data.get("prompt"), daemon.settings
     query = disclosure.prompt_query(text) if isinstance(text, str) else ""
     if not query:
         return None
     hits = daemon.tool(names.MEMORY_SEARCH, query=query, max_results=SEARCH_DEPTH)["results"]
     full, pointed = disclosure.choose(hits, settings)
-    # One call marks them shown and brings the siblings' news (sessions/news.py), deduplicated
-    # against them: a memory another agent just wrote and this prompt matches shows once.
-    reply = daemon.hook("peek_unseen" if dry_run else "take_unseen", ids=[h["id"] for h in full],
-                        pointer_ids=[h["id"] for h in pointed],
-                        limit=int(settings.get("prompt_max_hits", 3)), news=True)
-    # Past the session's budget the daemon turns full texts into pointers (sessions/receipts.py).
-    pointed = [h for h in full + pointed if h["id"] in (reply.get("pointer_ids") or ())]
-    full = [h for h in full if h["id"] in reply["ids"]]
+    # With the siblings' news (sessions/news.py) less these hits: a just-written match shows once.
+    full, pointed, reply = unseen(daemon, full, pointed, dry_run, limit=int(settings.get("prompt_max_hits", 3)),
+                                  news=True)
     budget = min(int(settings.get("prompt_chars", 1500)), 10_000, int(reply.get("budget_left", 10_000)))
     news = news_section(reply, min(NEWS_CHARS, budget // 2 if full or pointed else budget))
     memories = disclosure.context(full, pointed, budget - (len(news) + 2 if news else 0))

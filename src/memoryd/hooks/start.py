@@ -85,16 +85,15 @@ def pinned_section(digest: dict[str, Any]) -> str | None:
 def digest_section(digest: dict[str, Any], project: str | None) -> str | None:
     pinned = {r.get("id") for r in digest.get("pinned") or ()}
     rows = [r for r in digest.get("newest") or [] if r.get("id") not in pinned]
-    if not rows:
+    if not project or not rows:
         return None
     total = digest.get("newest_total", len(rows))
     lines = [f"- [{r.get('category')}] {one_line(r.get('first_line', ''), 200)} ({r.get('id')})" for r in rows]
-    scope = f"project {project}" if project else "this user"
-    return (f"## Newest stored memories for {scope} ({total} in all; memory_search or memory_show for more)\n"
+    return (f"## Newest stored memories for project {project} ({total} in all; memory_search or memory_show for more)\n"
             + "\n".join(lines))
 
 
-def session_start(daemon: Daemon, identity: dict[str, Any]) -> str | None:
+def session_start(daemon: Daemon, identity: dict[str, Any]) -> str:
     budget = min(int(daemon.settings.get("session_start_chars", 3000)), 10_000)
     reply = daemon.hook("latest_handoff")
     found = reply.get("handoff")
@@ -109,14 +108,9 @@ def session_start(daemon: Daemon, identity: dict[str, Any]) -> str | None:
     if written and (since or pinned):  # a long handoff is cut, not the lines after it
         room = budget - len(line or "") - len(HEADER) - len(since or "") - len(pinned or "") - PROJECT_LINE_CHARS
         written = clip(written, max(200, room))
-    sections = [pinned, written, since]
-    if found is None or handoff.get("prior_session_id") == found.get("session_id"):
-        sections.append(takeaways_section(handoff))
-    if project:
-        sections.append(digest_section(digest, project))
+    ours = found is None or handoff.get("prior_session_id") == found.get("session_id")
+    sections = [pinned, written, since, takeaways_section(handoff) if ours else None, digest_section(digest, project)]
     present = [s for s in sections if s]
     named = project_line(project, bool(identity.get("project_from_origin")))
     head = ["\n".join(x for x in (line, named) if x)] if line or named else []
-    if not present and not head:
-        return None
-    return fit([*head, *([HEADER, *present] if present else [])], budget)
+    return fit([*head, *([HEADER, *present] if present else [])], budget)  # "" when there is nothing to say

@@ -18,15 +18,9 @@ def run(event: str, client: str, data: dict[str, Any], dry_run: bool = False) ->
     if event == "stop":
         stop(lambda: Daemon(identity, event), data)
     else:
-        tell(Daemon(identity, event), "end", reason=str(data.get("reason") or "other"))
+        with Daemon(identity, event) as daemon:
+            daemon.hook("end", reason=str(data.get("reason") or "other"))
     return None
-
-
-def tell(daemon: Daemon, action: str, **args: Any) -> None:
-    try:
-        daemon.hook(action, **args)
-    finally:
-        daemon.close()
 
 
 def assistant_text(entry: Any) -> str | None:
@@ -87,4 +81,5 @@ def stop(daemon_factory: Any, data: dict[str, Any]) -> None:
     if not isinstance(text, str) or not text.strip():
         text = last_from_transcript(data.get("transcript_path"))
     if text:
-        tell(daemon_factory(), "last_words", text=text)
+        with daemon_factory() as daemon:
+            daemon.hook("last_words", text=text)

@@ -1,7 +1,6 @@
-"""memoryd's client hooks, one row per event: the CLI's verbs, `memoryd init`'s Claude Code and Codex
-settings, the plugin's hooks.json and the hook processes' budgets are made from it.
-
-Import contract: stdlib only (it is on every hook process's import path)."""
+"""memoryd's client hooks, one row per event: the CLI's verbs, `memoryd init`'s Claude Code and Codex settings,
+the plugin's hooks.json and the hook processes' budgets (why these: docs/architecture.md, "Hook processes") are
+made from it. Import contract: stdlib only (it is on every hook process's import path)."""
 
 from __future__ import annotations
 
@@ -22,7 +21,6 @@ class HookEvent(NamedTuple):  # not a dataclass: importing dataclasses costs a h
     dry_run_answers: bool = False  # `--dry-run` prints what would be injected (else `{}`)
 
 
-# Why these budgets and matchers: docs/architecture.md, "Hook processes".
 SESSION_START = HookEvent("session-start", "start", {"claude-code": "SessionStart", "codex": "SessionStart"},
                           timeout_s=10, spawn_s=3.0, call_s=2.0, injects=True)
 PROMPT = HookEvent("prompt", "prompt", {"claude-code": "UserPromptSubmit", "codex": "UserPromptSubmit"},

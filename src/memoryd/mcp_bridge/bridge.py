@@ -165,22 +165,20 @@ class Bridge:
             self.last_sent = now
 
     def handle(self, message: dict[str, Any]) -> None:
-        method, msg_id = message.get("method"), message.get("id")
+        method, msg_id, params = message.get("method"), message.get("id"), message.get("params") or {}
         if method is None:
             return  # a response to something we never ask; ignore
         if "id" not in message:
-            return self.notification(method, message.get("params") or {})
-        params = message.get("params") or {}
+            return self.notification(method, params)
         if not isinstance(params, dict):
             return self.write(jsonrpc.error(msg_id, errors.INVALID_PARAMS, "params must be an object"))
         ask = Ask(msg_id, method, revision.is_modern(method, params))
         if ask.modern or method == "server/discover":  # discover exists only in the modern era
             try:
-                revision.check_envelope(params)
+                info = revision.check_envelope(params)
             except revision.EnvelopeError as exc:
                 return self.write(jsonrpc.error(msg_id, exc.code, exc.message, exc.data))
-            if not self.client_info:
-                self.client_info = revision.client_info(params)
+            self.client_info = self.client_info or info
         if method in ANSWERED_HERE:
             return self.answer(ask, ANSWERED_HERE[method]())
         handler = {"initialize": self.initialize, "tools/list": self.tools_list, "tools/call": self.tools_call,
@@ -259,10 +257,8 @@ class Bridge:
             sockets = (transport.sock, transport.monitor) if isinstance(transport, ZmqSocket) else (None, None)
             if sockets != polled:  # connected, or reconnected on new sockets: poll those
                 poller, polled = zmq.Poller(), sockets
-                poller.register(0, zmq.POLLIN)
-                if sockets[0] is not None:
-                    poller.register(sockets[0], zmq.POLLIN)
-                    poller.register(sockets[1], zmq.POLLIN)
+                for sock in (0, *(s for s in sockets if s is not None)):
+                    poller.register(sock, zmq.POLLIN)
             ready = dict(poller.poll(250))
             if isinstance(transport, ZmqSocket) and transport.monitor in ready and transport.went_away():
                 self.recover()

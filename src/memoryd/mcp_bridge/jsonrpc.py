@@ -9,8 +9,7 @@ from typing import Any, NamedTuple
 from memoryd.errors import INVALID_REQUEST, PARSE_ERROR
 from memoryd.mcp_bridge.revision import CAPABILITIES, HANDSHAKE_VERSIONS, SERVER_INFO
 
-# Twice the daemon's 4 MiB frame, so any request that could reach it fits (docs/wire.md, "Limits").
-MAX_LINE_BYTES = 8 * 1024 * 1024
+MAX_LINE_BYTES = 8 * 1024 * 1024  # twice the daemon's 4 MiB frame: any request it takes fits (docs/wire.md, "Limits")
 OVERSIZE_HEAD_BYTES = 4096  # how much of an over-cap line is kept, to find its request id
 
 
@@ -19,10 +18,8 @@ def response(msg_id: Any, result: Any) -> bytes:
 
 
 def error(msg_id: Any, code: int, message: str, data: Any = None) -> bytes:
-    err: dict[str, Any] = {"code": code, "message": message}
-    if data is not None:
-        err["data"] = data
-    return _line({"jsonrpc": "2.0", "id": msg_id, "error": err})
+    extra = {} if data is None else {"data": data}
+    return _line({"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": message, **extra}})
 
 
 def _line(obj: dict[str, Any]) -> bytes:
@@ -92,14 +89,6 @@ class LineReader:
         return items
 
 
-def oversize_error(item: Oversize) -> bytes:
-    """The -32600 answer to an over-cap line, addressed to its request id when its head names one."""
-    return error(head_id(item.head), INVALID_REQUEST,
-                 f"Invalid Request: the line is over the {item.limit}-byte ({item.limit // (1024 * 1024)} MiB) "
-                 "limit of one message; it was dropped unread",
-                 {"reason": "line_too_long", "limit": item.limit})
-
-
 def head_id(head: bytes) -> str | int | None:
     """The top-level `"id"` of a JSON object whose first bytes are `head` (never a nested one), or None."""
     text = head.decode("utf-8", errors="ignore")
@@ -123,15 +112,16 @@ def head_id(head: bytes) -> str | int | None:
 
 
 def _skip_space(text: str, i: int) -> int:
-    while i < len(text) and text[i] in " \t\r\n":
-        i += 1
-    return i
+    return len(text) - len(text[i:].lstrip(" \t\r\n"))
 
 
 def parse(line: bytes | Oversize) -> dict[str, Any] | bytes:
-    """The well-formed JSON-RPC message on `line`, else the error line to send."""
+    """The well-formed JSON-RPC message on `line`, else the error line to send (an over-cap line's is
+    addressed to its request id when its head names one)."""
     if isinstance(line, Oversize):
-        return oversize_error(line)
+        return error(head_id(line.head), INVALID_REQUEST,
+                     f"Invalid Request: the line is over the {line.limit}-byte ({line.limit // (1024 * 1024)} MiB) "
+                     "limit of one message; it was dropped unread", {"reason": "line_too_long", "limit": line.limit})
     try:
         message = json.loads(line)
     except (ValueError, UnicodeDecodeError):

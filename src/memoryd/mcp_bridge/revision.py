@@ -43,8 +43,9 @@ def is_modern(method: str, params: dict[str, Any]) -> bool:
     return method != "initialize" and isinstance(meta, dict) and PROTOCOL_VERSION_KEY in meta
 
 
-def check_envelope(params: dict[str, Any]) -> str:
-    """The request's modern version; EnvelopeError when a required key is bad (-32602) or it is not ours (-32022)."""
+def check_envelope(params: dict[str, Any]) -> dict[str, Any]:
+    """The self-reported client name/version the modern request carries, or {}; EnvelopeError when a required
+    key is bad (-32602) or its version is not ours (-32022)."""
     meta = params.get("_meta")
     if not isinstance(meta, dict):
         raise EnvelopeError(INVALID_PARAMS, "params._meta must be an object carrying "
@@ -54,33 +55,25 @@ def check_envelope(params: dict[str, Any]) -> str:
     if missing:
         raise EnvelopeError(INVALID_PARAMS, f"params._meta lacks the required key(s): {', '.join(missing)}",
                             {"param": f"_meta.{missing[0]}", "reason": "is required"})
+    for key, kind, what, shape in ((PROTOCOL_VERSION_KEY, str, "protocol version", "a string"),
+                                   (CLIENT_CAPABILITIES_KEY, dict, "client capabilities", "an object")):
+        if not isinstance(meta[key], kind):
+            raise EnvelopeError(INVALID_PARAMS, f"the {what} in params._meta must be {shape}",
+                                {"param": f"_meta.{key}", "reason": f"must be {shape}"})
     version = meta[PROTOCOL_VERSION_KEY]
-    if not isinstance(version, str):
-        raise EnvelopeError(INVALID_PARAMS, "the protocol version in params._meta must be a string",
-                            {"param": f"_meta.{PROTOCOL_VERSION_KEY}", "reason": "must be a string"})
-    if not isinstance(meta[CLIENT_CAPABILITIES_KEY], dict):
-        raise EnvelopeError(INVALID_PARAMS, "the client capabilities in params._meta must be an object",
-                            {"param": f"_meta.{CLIENT_CAPABILITIES_KEY}", "reason": "must be an object"})
     if version not in MODERN_VERSIONS:
         # Handshake versions are listed too: a dual-era client falls back to `initialize` on them.
         raise EnvelopeError(UNSUPPORTED_PROTOCOL_VERSION, "Unsupported protocol version",
                             {"supported": list(ALL_VERSIONS), "requested": version})
-    return version
-
-
-def client_info(params: dict[str, Any]) -> dict[str, Any]:
-    """The self-reported client name/version a modern request carries, or {}."""
-    meta = params.get("_meta")
-    info = meta.get(CLIENT_INFO_KEY) if isinstance(meta, dict) else None
+    info = meta.get(CLIENT_INFO_KEY)
     return info if isinstance(info, dict) else {}
 
 
 def finish(method: str, result: dict[str, Any]) -> dict[str, Any]:
     """A new dict (the cached tool list is shared): `result` with resultType, cache hints and serverInfo."""
     done = {**result, "resultType": "complete"}
-    hint = CACHE_HINTS.get(method)
-    if hint is not None:
-        done["ttlMs"], done["cacheScope"] = hint
+    if method in CACHE_HINTS:
+        done["ttlMs"], done["cacheScope"] = CACHE_HINTS[method]
     meta = done.get("_meta")
     done["_meta"] = {**(meta if isinstance(meta, dict) else {}), SERVER_INFO_KEY: SERVER_INFO}
     return done

@@ -40,10 +40,10 @@ def answer_opening(line: bytes) -> dict[str, Any] | None:
         result, info = jsonrpc.initialize_result(params), params.get("clientInfo")
     else:
         try:
-            revision.check_envelope(params)
+            info = revision.check_envelope(params)
         except revision.EnvelopeError:
             return None  # the bridge refuses it
-        result, info = revision.discover_result(), revision.client_info(params)
+        result = revision.discover_result()
     sys.stdout.buffer.write(jsonrpc.response(message["id"], result))
     sys.stdout.buffer.flush()
     return info if isinstance(info, dict) else {}

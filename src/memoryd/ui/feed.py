@@ -17,8 +17,7 @@ def follow_events(events_dir: Path, stop: threading.Event, backlog: int = FEED_B
     """Yield the last `backlog` events, then each new one as the daemon appends it (None every
     poll with nothing new, so the caller can ping). Follows a new monthly segment when one starts;
     a line is yielded only once its newline is there (a half-written line waits)."""
-    current = max(events_dir.glob("*.jsonl"), default=None)
-    position = 0
+    current, position = max(events_dir.glob("*.jsonl"), default=None), 0
     if current is not None:
         data = current.read_bytes()
         position = data.rfind(b"\n") + 1  # a half-written last line is read with the new ones

@@ -286,19 +286,16 @@ def health_page(status: dict[str, Any], health: dict[str, Any], conflicts: dict[
             ("reaper", e(f"last run {(health.get('reaper') or {}).get('last_run') or 'never'}, "
                          f"{(health.get('reaper') or {}).get('episodes_pruned', 0)} episodes pruned")),
             ("pending expired", e(health.get("pending_expired")))]
-    sections = ""
-    for key, title in (("stale", "Stale (spot check required)"), ("tainted", "Tainted"),
-                       ("never_retrieved", "Never retrieved"), ("bad_files", "Bad files"),
-                       ("hand_edited", "Hand-edited"), ("unaccounted", "Unaccounted"), ("missing", "Missing")):
-        group = health.get(key) or {}
-        sections += counted(title, group.get("total", 0)) + _brief_list(group)
+    sections = "".join(_group(title, health.get(key) or {}) for key, title in (
+        ("stale", "Stale (spot check required)"), ("tainted", "Tainted"), ("never_retrieved", "Never retrieved"),
+        ("bad_files", "Bad files"), ("hand_edited", "Hand-edited"), ("unaccounted", "Unaccounted"),
+        ("missing", "Missing")))
     sync = health.get("sync")
     if sync:  # set up with `memoryd sync init` (docs/sync.md)
         last = sync.get("last") or {}
         info.append(("sync", e(f"{sync.get('remote')} · last {last.get('finished_at') or 'never'} "
                                f"{last.get('status') or ''} · {sync.get('quarantined', 0)} quarantined")))
-        kept = sync.get("conflicts") or {}
-        sections += counted("Sync conflicts (kept versions)", kept.get("total", 0)) + _brief_list(kept)
+        sections += _group("Sync conflicts (kept versions)", sync.get("conflicts") or {})
     conflict_rows = "".join(f'<li>{mem_link(c["id"])} {e(c["first_line"])} <b>contradicts</b> '
                             f'{mem_link(c["target_id"])} {e(c["target_first_line"])}</li>'
                             for c in conflicts.get("conflicts", []))
@@ -307,12 +304,13 @@ def health_page(status: dict[str, Any], health: dict[str, Any], conflicts: dict[
     return layout("Health", "health", body, **banners)
 
 
-def _brief_list(group: dict[str, Any]) -> str:
-    """Each item: its memory's link when it names one, then the rest of it as JSON."""
+def _group(title: str, group: dict[str, Any]) -> str:
+    """`title` with the group's total, then each item: its memory's link when it names one, then the rest as JSON."""
     items = group.get("items") or []
     rests = [json.dumps({k: v for k, v in item.items() if k != "id"}, ensure_ascii=False) for item in items]
-    return listed("".join(f"<li>{mem_link(item['id']) if 'id' in item else ''} <span class=muted>{e(rest)}</span></li>"
-                          for item, rest in zip(items, rests)))
+    rows = "".join(f"<li>{mem_link(item['id']) if 'id' in item else ''} <span class=muted>{e(rest)}</span></li>"
+                   for item, rest in zip(items, rests))
+    return counted(title, group.get("total", 0)) + listed(rows)
 
 
 def events_page(**banners: Any) -> str:

@@ -93,10 +93,8 @@ class Handler(BaseHTTPRequestHandler):
         if page is None or not matches(self._cookie(), ui.session):
             raise Refused(403, "not signed in: open the one-time URL `memoryd ui` printed (restart it for a new one)")
         self.base = ui.prefix + "/"  # from here on, pages and error pages may link inside
-        if change:
-            origin = self.headers.get("Origin")
-            if origin is not None and origin not in ui.origins:
-                raise Refused(403, "cross-origin change refused")
+        if change and self.headers.get("Origin") not in {None, *ui.origins}:
+            raise Refused(403, "cross-origin change refused")
         return page, query
 
     def spend(self, query: dict[str, list[str]]) -> None:
